@@ -1,0 +1,10 @@
+/**
+ * @tollgate/core: the domain of a paid inference API. Money, errors, principals, the network table
+ * and the services every metered call goes through, with their in-memory layers.
+ *
+ * @since 0.1.0
+ */
+export * as Errors from "./Errors.ts"
+export * as Money from "./Money.ts"
+export * as Networks from "./Networks.ts"
+export * as Principal from "./Principal.ts"

@@ -1,0 +1,112 @@
+/**
+ * The HTTP application: the routes of the public API behind one set of global middleware. Every
+ * response, 404s and errors included, carries `x-request-id`, `x-service-version` and
+ * `x-service-timestamp` (plus `x-service-host-name` on errors); JSON bodies are compressed by
+ * `Accept-Encoding`; request bodies are capped unless a route raises its own cap; an unknown path
+ * is a 404 and a known path with the wrong method a 405, both as StandardError JSON.
+ *
+ * @since 0.1.0
+ */
+import { Errors } from "@tollgate/core"
+import { ByteSize, Context, Effect, Layer } from "effect"
+import { HttpEffect, HttpPlatform, HttpServerError, HttpIncomingMessage, HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as ErrorResponse from "./ErrorResponse.ts"
+import * as Route from "./Route.ts"
+import { ServiceInfo } from "./ServiceInfo.ts"
+
+/**
+ * The id of the request being served, as sent in `x-request-id`.
+ *
+ * @category references
+ */
+export const CurrentRequestId = Context.Reference<string>("@tollgate/http/CurrentRequestId", {
+  defaultValue: () => ""
+})
+
+/** @category options */
+export interface Options {
+  /** Default cap of request bodies; routes that take uploads raise it for themselves. */
+  readonly maxBodyBytes?: number
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+const compress = HttpMiddleware.compression({ minSize: 256 })
+
+const globalMiddleware = (info: ServiceInfo["Service"], platform: HttpPlatform.HttpPlatform["Service"]) =>
+  HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
+    (httpEffect) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const sent = request.headers["x-request-id"]
+        const requestId = sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID()
+        yield* HttpEffect.appendPreResponseHandler((_request, response) => {
+          const headers: Record<string, string> = {
+            "x-request-id": requestId,
+            "x-service-version": info.version,
+            "x-service-timestamp": new Date().toISOString()
+          }
+          if (response.status >= 400) headers["x-service-host-name"] = info.hostName
+          return Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+        })
+        return yield* compress(httpEffect).pipe(
+          Effect.provideService(HttpPlatform.HttpPlatform, platform),
+          Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
+          Effect.catchDefect(ErrorResponse.fromDefect),
+          Effect.provideService(CurrentRequestId, requestId)
+        )
+      }),
+    { global: true }
+  )
+
+const notFound = (routes: ReadonlyArray<Route.Route<any>>) =>
+  HttpRouter.use((router) =>
+    router.add("*", "*", (request) => {
+      const path = new URL(request.url, "http://localhost").pathname
+      const allow = routes.filter((route) => Route.matchesPath(route.path, path)).map((route) => route.method)
+      return Effect.succeed(ErrorResponse.render(
+        allow.length > 0
+          ? new Errors.MethodNotAllowed({ message: `Method ${request.method} is not allowed here`, allow })
+          : new Errors.NotFound({ message: `No route for ${request.method} ${path}` })
+      ))
+    })
+  )
+
+/**
+ * The routes as router layers, each handler's failures rendered by `ErrorResponse`.
+ *
+ * @category layers
+ */
+export const routesLayer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) => {
+  const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
+  return HttpRouter.use((router) =>
+    Effect.gen(function*() {
+      for (const route of routes) {
+        const handler: Route.Handler = yield* route.handler
+        yield* router.add(
+          route.method,
+          route.path,
+          handler.pipe(
+            Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+            Effect.catch((error) => Effect.succeed(ErrorResponse.render(error)))
+          )
+        )
+      }
+    })
+  )
+}
+
+/**
+ * The whole application as a router layer: routes, 404/405, service headers, compression.
+ *
+ * @category layers
+ */
+export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
+  Layer.mergeAll(
+    routesLayer(routes, options),
+    notFound(routes),
+    Layer.unwrap(Effect.map(
+      Effect.all([ServiceInfo, HttpPlatform.HttpPlatform]),
+      ([info, platform]) => globalMiddleware(info, platform)
+    ))
+  )

@@ -1,0 +1,84 @@
+/**
+ * The one place where errors become responses. Tagged errors from `@tollgate/core` map to their
+ * status and the spec's body (StandardError, DetailedError, the 402 forms, the 429 with its
+ * headers); anything else a client could not have caused is a 500 whose body says nothing about
+ * the internals.
+ *
+ * @since 0.1.0
+ */
+import { Errors } from "@tollgate/core"
+import { Cause, Effect } from "effect"
+import { HttpServerError, HttpServerResponse } from "effect/http"
+
+const json = (status: number, body: unknown, headers?: Readonly<Record<string, string>>) =>
+  HttpServerResponse.jsonUnsafe(body, headers === undefined ? { status } : { status, headers })
+
+/**
+ * The response of a tagged error.
+ *
+ * @category rendering
+ */
+export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerResponse => {
+  const status = Errors.statusOf[error._tag]
+  switch (error._tag) {
+    case "InvalidRequest":
+      return json(status, error.details === undefined ? { error: error.message } : {
+        error: error.message,
+        details: error.details
+      })
+    case "InsufficientBalance":
+      return json(status, { error: error.message, code: "INSUFFICIENT_BALANCE" })
+    case "PaymentRequired":
+      return json(status, error.body, { "cache-control": "no-store", ...error.headers })
+    case "MethodNotAllowed":
+      return json(status, { error: error.message }, { allow: error.allow.join(", ") })
+    case "RateLimited":
+      return json(
+        status,
+        error.customMessage === undefined
+          ? { error: error.message }
+          : { error: error.message, customMessage: error.customMessage },
+        { ...error.headers, "retry-after": String(Math.max(0, Math.ceil(error.retryAfterSeconds))) }
+      )
+    case "ServiceUnavailable":
+      return json(
+        status,
+        { error: error.message },
+        error.retryAfterSeconds === undefined ? undefined : { "retry-after": String(error.retryAfterSeconds) }
+      )
+    default:
+      return json(status, { error: error.message })
+  }
+}
+
+/**
+ * The response of a router-level failure: an unreadable body is the client's mistake (400, or 413
+ * when too large); a route that does not exist is a 404.
+ *
+ * @category rendering
+ */
+export const fromServerError = (error: HttpServerError.HttpServerError): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  switch (error.reason._tag) {
+    case "RequestParseError":
+      return Effect.succeed(render(
+        error.reason.reason === "BodyTooLarge"
+          ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+          : new Errors.InvalidRequest({ message: "Request body could not be read" })
+      ))
+    case "RouteNotFound":
+      return Effect.succeed(render(new Errors.NotFound({ message: "Not found" })))
+    default:
+      return fromDefect(error)
+  }
+}
+
+/**
+ * A bug or an unexpected failure: logged with its cause, answered 500 with a body that says nothing
+ * about the internals.
+ *
+ * @category rendering
+ */
+export const fromDefect = (defect: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.logError("unhandled failure", Cause.die(defect)).pipe(
+    Effect.as(render(new Errors.InferenceFailed({ message: "Internal server error" })))
+  )

@@ -1,0 +1,55 @@
+/**
+ * A route of the public API: method, path and a handler built once from the services it needs.
+ * Handlers fail with the tagged errors of `@tollgate/core`; `App` renders them through
+ * `ErrorResponse`, so no route writes an error body itself. The list of routes is data, which is
+ * how the app answers 405 for a known path and how the OpenAPI test checks coverage.
+ *
+ * @since 0.1.0
+ */
+import type { Errors } from "@tollgate/core"
+import type { Effect, Scope } from "effect"
+import type { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+
+/** @category models */
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+
+/**
+ * What a handler may use per request, all provided by the router.
+ *
+ * @category models
+ */
+export type RequestServices =
+  | HttpServerRequest.HttpServerRequest
+  | HttpServerRequest.ParsedSearchParams
+  | HttpRouter.RouteContext
+  | Scope.Scope
+
+/** @category models */
+export type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, RequestServices>
+
+/** @category models */
+export interface Route<R = never> {
+  readonly method: Method
+  /** Path under the API root, e.g. `/api/v1/crypto/rpc/:network`. */
+  readonly path: HttpRouter.PathInput
+  readonly handler: Effect.Effect<Handler, never, R>
+}
+
+/** @category constructors */
+export const make = <R>(method: Method, path: HttpRouter.PathInput, handler: Effect.Effect<Handler, never, R>): Route<R> => ({
+  method,
+  path,
+  handler
+})
+
+/**
+ * Whether a concrete path matches a route's pattern (`:name` matches one segment).
+ *
+ * @category matching
+ */
+export const matchesPath = (pattern: string, path: string): boolean => {
+  const expected = pattern.split("/")
+  const actual = path.split("/")
+  if (expected.length !== actual.length) return false
+  return expected.every((segment, i) => segment.startsWith(":") ? (actual[i] ?? "") !== "" : segment === actual[i])
+}

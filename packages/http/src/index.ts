@@ -1,0 +1,11 @@
+/**
+ * @tollgate/http: the HTTP assembly of tollgate. Routes, global middleware, error rendering and
+ * the embedding adapters.
+ *
+ * @since 0.1.0
+ */
+export * as App from "./App.ts"
+export * as ErrorResponse from "./ErrorResponse.ts"
+export * as Handlers from "./Handlers.ts"
+export * as Route from "./Route.ts"
+export * as ServiceInfo from "./ServiceInfo.ts"

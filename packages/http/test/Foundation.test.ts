@@ -1,0 +1,66 @@
+import { Networks } from "@tollgate/core"
+import { afterAll, describe, expect, it } from "vitest"
+import * as Zlib from "node:zlib"
+import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import * as NetworksRoute from "../src/routes/Networks.ts"
+import { Layer } from "effect"
+
+const app = App.layer([NetworksRoute.route]).pipe(
+  Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+)
+const { dispose, handler } = Handlers.toWebHandler(app)
+afterAll(dispose)
+
+const get = (path: string, init?: RequestInit) => handler(new Request(`http://localhost${path}`, init))
+
+const expectServiceHeaders = (response: Response) => {
+  expect(response.headers.get("x-request-id")).toMatch(/.+/)
+  expect(response.headers.get("x-service-version")).toBe("20261122.120000")
+  expect(Date.parse(response.headers.get("x-service-timestamp") ?? "")).not.toBeNaN()
+}
+
+describe("GET /crypto/rpc/networks lists the 25 slugs, sorted, without authentication", () => {
+  it("answers 200 with the exact sorted list", async () => {
+    const response = await get("/api/v1/crypto/rpc/networks")
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toMatch(/^application\/json/)
+    const body = await response.json() as { networks: Array<string> }
+    expect(body.networks).toHaveLength(25)
+    expect(body.networks).toEqual([...body.networks].sort())
+    expect(body.networks).toEqual(Networks.slugs)
+    expectServiceHeaders(response)
+    expect(response.headers.get("x-service-host-name")).toBeNull()
+  })
+})
+
+describe("Every response carries the service headers, errors included", () => {
+  it("an unknown route is a 404 StandardError with the headers and the host name", async () => {
+    const response = await get("/api/v1/nope")
+    expect(response.status).toBe(404)
+    expect(await response.json()).toEqual({ error: expect.any(String) })
+    expectServiceHeaders(response)
+    expect(response.headers.get("x-service-host-name")).toBe("test-host")
+  })
+
+  it("a known path with the wrong method is a 405 StandardError with Allow", async () => {
+    const response = await get("/api/v1/crypto/rpc/networks", { method: "DELETE" })
+    expect(response.status).toBe(405)
+    expect(response.headers.get("allow")).toBe("GET")
+    expect(await response.json()).toEqual({ error: expect.any(String) })
+    expectServiceHeaders(response)
+  })
+
+  it("a well-formed x-request-id sent by the client is echoed back", async () => {
+    const response = await get("/api/v1/crypto/rpc/networks", { headers: { "x-request-id": "abc-123" } })
+    expect(response.headers.get("x-request-id")).toBe("abc-123")
+  })
+})
+
+describe("JSON bodies are compressed by Accept-Encoding", () => {
+  it.each([["br", Zlib.brotliDecompressSync], ["gzip", Zlib.gunzipSync]] as const)("%s", async (encoding, decode) => {
+    const response = await get("/api/v1/crypto/rpc/networks", { headers: { "accept-encoding": encoding } })
+    expect(response.headers.get("content-encoding")).toBe(encoding)
+    const body = JSON.parse(decode(Buffer.from(await response.arrayBuffer())).toString("utf8"))
+    expect(body.networks).toEqual(Networks.slugs)
+  })
+})

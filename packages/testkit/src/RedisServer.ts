@@ -1,0 +1,131 @@
+/**
+ * A throwaway `redis-server` for one test file: started on a free port with no persistence,
+ * stopped after the file. `REDIS_URL` points the tests at an existing server instead. When no
+ * Redis can be had, tests skip locally but FAIL under `CI`, so CI can never go green without
+ * having exercised the Redis layers.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Layer } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Net from "node:net"
+import { freePort } from "./FreePort.ts"
+
+/** @category models */
+export interface RedisServer {
+  readonly url: string
+  readonly port: number
+  /** Stops the server (SIGKILL: a crash, not a shutdown). */
+  readonly kill: () => Promise<void>
+  /** Starts it again on the same port, empty. */
+  readonly restart: () => Promise<void>
+  readonly stop: () => Promise<void>
+}
+
+const ping = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = Net.connect({ port, host: "127.0.0.1" })
+    socket.setTimeout(500)
+    socket.once("connect", () => socket.write("PING\r\n"))
+    socket.once("data", (data) => {
+      socket.destroy()
+      resolve(data.toString().startsWith("+PONG"))
+    })
+    socket.once("error", () => resolve(false))
+    socket.once("timeout", () => {
+      socket.destroy()
+      resolve(false)
+    })
+  })
+
+const waitUntil = async (check: () => Promise<boolean>, timeoutMs: number, what: string) => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await check()) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+const spawnServer = (port: number) =>
+  ChildProcess.spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"],
+    { stdio: "ignore" }
+  )
+
+/**
+ * Starts a fresh redis-server on a free port.
+ *
+ * @category constructors
+ */
+export const start = async (): Promise<RedisServer> => {
+  const port = await freePort()
+  let child = spawnServer(port)
+  const onExit = () => child.kill("SIGKILL")
+  process.once("exit", onExit)
+  const launched = async () => {
+    await new Promise<void>((resolve, reject) => {
+      child.once("error", reject)
+      waitUntil(() => ping(port), 10_000, `redis-server on port ${port}`).then(resolve, reject)
+    })
+  }
+  await launched()
+  const kill = async () => {
+    if (child.exitCode !== null) return
+    const exited = new Promise((resolve) => child.once("exit", resolve))
+    child.kill("SIGKILL")
+    await exited
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    kill,
+    restart: async () => {
+      await kill()
+      child = spawnServer(port)
+      await launched()
+    },
+    stop: async () => {
+      process.removeListener("exit", onExit)
+      await kill()
+    }
+  }
+}
+
+/**
+ * What a test file gets: a server it may use, or the reason there is none. Under `CI` a missing
+ * Redis throws instead, failing the file.
+ *
+ * @category constructors
+ */
+export const acquire = async (): Promise<RedisServer | { readonly unavailable: string }> => {
+  const external = process.env["REDIS_URL"]
+  if (external !== undefined && external !== "") {
+    const port = Number(new URL(external).port || 6379)
+    const unsupported = () => Promise.reject(new Error("cannot restart an external Redis"))
+    return { url: external, port, kill: unsupported, restart: unsupported, stop: () => Promise.resolve() }
+  }
+  try {
+    return await start()
+  } catch (error) {
+    if (process.env["CI"]) {
+      throw new Error(`CI is set and no redis-server could be started: ${String(error)}`)
+    }
+    return { unavailable: String(error) }
+  }
+}
+
+/**
+ * A contract-test backend over a Redis layer built from the acquired server: skipped with the
+ * reason when there is none (never under CI, where `acquire` throws).
+ *
+ * @category constructors
+ */
+export const backend = <ROut, E>(
+  acquired: RedisServer | { readonly unavailable: string },
+  makeLayer: (url: string) => Layer.Layer<ROut, E>
+) =>
+  "unavailable" in acquired
+    ? { name: "redis", layer: Layer.effectDiscard(Effect.die(acquired.unavailable)) as unknown as Layer.Layer<ROut, E>, skip: acquired.unavailable }
+    : { name: "redis", layer: makeLayer(acquired.url) }

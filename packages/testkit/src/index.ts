@@ -1,0 +1,10 @@
+/**
+ * @tollgate/testkit: real parts for tests. A throwaway redis-server and anvil per test file, a
+ * free port, and the contract-test helper that runs one service suite over every backend.
+ *
+ * @since 0.1.0
+ */
+export * as Anvil from "./Anvil.ts"
+export * as Contract from "./Contract.ts"
+export * as FreePort from "./FreePort.ts"
+export * as RedisServer from "./RedisServer.ts"
