@@ -1,0 +1,24 @@
+/**
+ * `pnpm bench`: runs every benchmark of `bench/` (or those named on the command line), one after
+ * the other so they do not compete for the two cores, each printing its own table. Every
+ * benchmark measures tollgate and its baseline in the same run and reports the ratio.
+ */
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+
+const benches = [
+  "networks.ts"
+]
+
+const only = process.argv.slice(2)
+const selected = only.length === 0 ? benches : benches.filter((name) => only.some((o) => name.includes(o)))
+const dir = Path.dirname(new URL(import.meta.url).pathname)
+
+for (const bench of selected) {
+  console.log(`\n## ${bench}\n`)
+  const result = ChildProcess.spawnSync(process.execPath, [Path.join(dir, bench)], { stdio: "inherit" })
+  if (result.status !== 0) {
+    console.error(`${bench} failed with status ${result.status}`)
+    process.exitCode = 1
+  }
+}
