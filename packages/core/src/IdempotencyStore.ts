@@ -6,8 +6,23 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect } from "effect"
-import type { ServiceUnavailable } from "./Errors.ts"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Conflict, type ServiceUnavailable } from "./Errors.ts"
+
+/**
+ * How long a key lives, counted from its first claim.
+ *
+ * @category constants
+ */
+export const TTL_MS = 24 * 60 * 60 * 1000
+
+/**
+ * How long a claim may stay in flight before another request with the same key and body may take
+ * it over: a process that died mid-request must not lock its key for a day.
+ *
+ * @category constants
+ */
+export const LEASE_MS = 2 * 60 * 1000
 
 /** @category models */
 export interface StoredResponse {
@@ -38,3 +53,91 @@ export class IdempotencyStore extends Context.Service<IdempotencyStore, {
   /** Frees a claimed key whose request failed before reaching the upstream (the key is not burnt). */
   readonly abandon: (scope: string, key: string) => Effect.Effect<void, ServiceUnavailable>
 }>()("@tollgate/core/IdempotencyStore") {}
+
+interface Entry {
+  readonly fingerprint: string
+  readonly expiresAt: number
+  claimedAt: number
+  response: StoredResponse | undefined
+}
+
+/**
+ * An in-memory store for one process. Every entry lives the same 24 h, so the map's insertion
+ * order is its expiry order and expired entries are dropped from the front.
+ *
+ * @category constructors
+ */
+export const makeMemory = (options: { readonly ttlMs?: number; readonly leaseMs?: number } = {}) =>
+  Effect.sync(() => {
+    const ttlMs = options.ttlMs ?? TTL_MS
+    const leaseMs = options.leaseMs ?? LEASE_MS
+    const entries = new Map<string, Entry>()
+    const id = (scope: string, key: string) => `${scope}\u0000${key}`
+    const sweep = (now: number) => {
+      for (const [name, entry] of entries) {
+        if (entry.expiresAt > now) return
+        entries.delete(name)
+      }
+    }
+    return IdempotencyStore.of({
+      claim: (scope, key, fingerprint) =>
+        Effect.map(Clock.currentTimeMillis, (now): Claim => {
+          sweep(now)
+          const name = id(scope, key)
+          const entry = entries.get(name)
+          if (entry === undefined) {
+            entries.set(name, { fingerprint, expiresAt: now + ttlMs, claimedAt: now, response: undefined })
+            return { _tag: "Claimed" }
+          }
+          if (entry.fingerprint !== fingerprint) return { _tag: "Mismatch" }
+          if (entry.response !== undefined) return { _tag: "Replay", response: entry.response }
+          if (now - entry.claimedAt < leaseMs) return { _tag: "InFlight" }
+          entry.claimedAt = now
+          return { _tag: "Claimed" }
+        }),
+      complete: (scope, key, response) =>
+        Effect.sync(() => {
+          const entry = entries.get(id(scope, key))
+          if (entry !== undefined && entry.response === undefined) entry.response = response
+        }),
+      abandon: (scope, key) =>
+        Effect.sync(() => {
+          const name = id(scope, key)
+          if (entries.get(name)?.response === undefined) entries.delete(name)
+        })
+    })
+  })
+
+/**
+ * The in-memory layer: one process, lost on restart.
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.effect(IdempotencyStore, makeMemory())
+
+/**
+ * A claim for a request that will wait for a duplicate in flight: while another request holds the
+ * key, poll until it completes (then replay its response) or gives the key up (then take it). So
+ * concurrent duplicates reach the upstream once and every one of them gets the same answer. A
+ * duplicate still in flight after `maxWait` is refused with 409.
+ *
+ * @category combinators
+ */
+export const claimWaiting = Effect.fn("IdempotencyStore.claimWaiting")(function*(
+  scope: string,
+  key: string,
+  fingerprint: string,
+  options: { readonly poll?: Duration.Input; readonly maxWait?: Duration.Input } = {}
+) {
+  const store = yield* IdempotencyStore
+  const poll = options.poll ?? Duration.millis(20)
+  const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(options.maxWait ?? Duration.seconds(60))
+  while (true) {
+    const claim = yield* store.claim(scope, key, fingerprint)
+    if (claim._tag !== "InFlight") return claim
+    if ((yield* Clock.currentTimeMillis) >= deadline) {
+      return yield* new Conflict({ message: `A request with Idempotency-Key ${key} is still in progress` })
+    }
+    yield* Effect.sleep(poll)
+  }
+})

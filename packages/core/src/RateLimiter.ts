@@ -4,10 +4,16 @@
  * are reserved at admission and settled to the actual count afterwards. The answer carries the
  * exact `x-ratelimit-*` headers of the limit that applied.
  *
+ * The rules live here once; the counters live in a `RateLimiterStore` whose one atomic primitive
+ * (`take`: check every counter, then add to every counter, or to none) has a memory layer here and
+ * a Redis layer (one Lua script) in `@tollgate/redis`. Requests and tokens count in fixed windows
+ * aligned to the epoch, so `remaining` and `reset` are exact; credits count in a rolling window
+ * made of buckets.
+ *
  * @since 0.1.0
  */
-import { Context, type Effect } from "effect"
-import type { RateLimited, ServiceUnavailable } from "./Errors.ts"
+import { Clock, Context, Data, Duration, Effect, Layer, Metric } from "effect"
+import { RateLimited, ServiceUnavailable } from "./Errors.ts"
 
 /**
  * Which limit applied, as `x-ratelimit-type` says it.
@@ -42,7 +48,447 @@ export interface Admission {
   readonly settle: (actual: { readonly tokens?: number; readonly credits?: number }) => Effect.Effect<void>
 }
 
+/**
+ * What one dimension of a limit stands at: `resetAt` is when the window ends (fixed) or when the
+ * oldest use leaves it (rolling), in epoch milliseconds.
+ *
+ * @category models
+ */
+export interface DimensionStatus {
+  readonly limit: number
+  readonly used: number
+  readonly remaining: number
+  readonly resetAt: number
+}
+
+/** @category models */
+export interface LimitStatus {
+  readonly type: LimitType
+  readonly key: string
+  readonly requests?: DimensionStatus
+  readonly tokens?: DimensionStatus
+  readonly credits?: DimensionStatus
+}
+
 /** @category services */
 export class RateLimiter extends Context.Service<RateLimiter, {
   readonly admit: (limits: ReadonlyArray<Limit>) => Effect.Effect<Admission, RateLimited | ServiceUnavailable>
+  /** Where each limit stands, consuming nothing. */
+  readonly inspect: (limits: ReadonlyArray<Limit>) => Effect.Effect<ReadonlyArray<LimitStatus>, ServiceUnavailable>
 }>()("@tollgate/core/RateLimiter") {}
+
+/**
+ * One counter of the store. A fixed counter lives in `key` (which names its window) until the
+ * window ends; a rolling counter is a set of buckets of `bucketMs` in `key`, summed over the last
+ * `windowMs`.
+ *
+ * @category store
+ */
+export interface Counter {
+  readonly key: string
+  readonly rolling: boolean
+  readonly limit: number
+  readonly amount: number
+  readonly windowMs: number
+  readonly bucketMs: number
+}
+
+/**
+ * A counter after `take`: `used` includes `amount` when the take was admitted; `resetMs` is the
+ * time until the window ends (fixed) or the oldest bucket leaves (rolling); `retryMs` the time until
+ * `amount` would fit, 0 when it fits now.
+ *
+ * @category store
+ */
+export interface CounterState {
+  readonly used: number
+  readonly resetMs: number
+  readonly retryMs: number
+}
+
+/** @category store */
+export interface Adjustment {
+  readonly key: string
+  readonly rolling: boolean
+  /** The bucket of a rolling counter the reservation went into. */
+  readonly bucket: number
+  readonly delta: number
+}
+
+/**
+ * The store could not be reached or answered badly. Never seen by a client: the limiter turns it
+ * into a 503 or lets the call through, by its failure policy.
+ *
+ * @category errors
+ */
+export class RateLimiterStoreError extends Data.TaggedError("RateLimiterStoreError")<{ readonly cause: unknown }> {}
+
+/**
+ * The counters. `take` is atomic: every counter is checked, and only if each one has room for its
+ * `amount` are all of them increased. With `dryRun`, nothing is written.
+ *
+ * @category store
+ */
+export class RateLimiterStore extends Context.Service<RateLimiterStore, {
+  readonly take: (
+    now: number,
+    counters: ReadonlyArray<Counter>,
+    dryRun: boolean
+  ) => Effect.Effect<{ readonly admitted: boolean; readonly states: ReadonlyArray<CounterState> }, RateLimiterStoreError>
+  /** Adds `delta` to counters that still exist (a window that ended is left alone). */
+  readonly adjust: (adjustments: ReadonlyArray<Adjustment>) => Effect.Effect<void, RateLimiterStoreError>
+}>()("@tollgate/core/RateLimiterStore") {}
+
+/**
+ * Buckets of a rolling window: 144 makes the 24 h credit cap roll in 10-minute steps.
+ *
+ * @category store
+ */
+export const rollingBuckets = 144
+
+/**
+ * The storage key of a limit's dimension at `now`: fixed windows name their window index, so a
+ * new window starts from zero and the old key expires by itself.
+ *
+ * @category store
+ */
+export const counterKey = (limit: Limit, dimension: "r" | "t" | "c", now: number, windowMs: number): string =>
+  dimension === "c"
+    ? `rl:{${limit.hashTag}}:${limit.key}:c`
+    : `rl:{${limit.hashTag}}:${limit.key}:${dimension}:${Math.floor(now / windowMs)}`
+
+/**
+ * What the store must do when the Redis behind it cannot be reached: refuse with a 503
+ * (`fail-closed`, the default) or let the call through unlimited, logged and counted
+ * (`fail-open`).
+ *
+ * @category options
+ */
+export type FailurePolicy = "fail-closed" | "fail-open"
+
+/** @category options */
+export interface Options {
+  readonly onStoreFailure?: FailurePolicy
+  /** How long a store call may take before it counts as a failure. Default 1 second. */
+  readonly storeTimeout?: Duration.Input
+}
+
+/**
+ * Calls let through because the store was down and the policy is `fail-open`.
+ *
+ * @category metrics
+ */
+export const failOpenCounter = Metric.counter("tollgate_ratelimiter_fail_open_total", {
+  description: "Admissions let through unlimited because the rate-limit store was unreachable",
+  incremental: true
+})
+
+interface Planned {
+  readonly limit: Limit
+  readonly dimension: "requests" | "tokens" | "credits"
+  readonly counter: Counter
+}
+
+const plan = (limits: ReadonlyArray<Limit>, now: number, dryRun: boolean): Array<Planned> => {
+  const planned: Array<Planned> = []
+  for (const limit of limits) {
+    if (limit.requests !== undefined) {
+      const { limit: max, windowMs } = limit.requests
+      planned.push({
+        limit,
+        dimension: "requests",
+        counter: { key: counterKey(limit, "r", now, windowMs), rolling: false, limit: max, amount: dryRun ? 0 : 1, windowMs, bucketMs: windowMs }
+      })
+    }
+    if (limit.tokens !== undefined) {
+      const { limit: max, reserve, windowMs } = limit.tokens
+      planned.push({
+        limit,
+        dimension: "tokens",
+        counter: { key: counterKey(limit, "t", now, windowMs), rolling: false, limit: max, amount: dryRun ? 0 : reserve, windowMs, bucketMs: windowMs }
+      })
+    }
+    if (limit.credits !== undefined) {
+      const { limit: max, reserve, windowMs } = limit.credits
+      planned.push({
+        limit,
+        dimension: "credits",
+        counter: {
+          key: counterKey(limit, "c", now, windowMs),
+          rolling: true,
+          limit: max,
+          amount: dryRun ? 0 : reserve,
+          windowMs,
+          bucketMs: Math.max(1, Math.floor(windowMs / rollingBuckets))
+        }
+      })
+    }
+  }
+  return planned
+}
+
+const statusOf = (counter: Counter, state: CounterState, now: number): DimensionStatus => ({
+  limit: counter.limit,
+  used: state.used,
+  remaining: Math.max(0, counter.limit - state.used),
+  resetAt: now + state.resetMs
+})
+
+const statuses = (limits: ReadonlyArray<Limit>, planned: ReadonlyArray<Planned>, states: ReadonlyArray<CounterState>, now: number) =>
+  limits.map((limit): LimitStatus => {
+    const status: { -readonly [K in keyof LimitStatus]: LimitStatus[K] } = { type: limit.type, key: limit.key }
+    planned.forEach((p, i) => {
+      const state = states[i]
+      if (p.limit === limit && state !== undefined) status[p.dimension] = statusOf(p.counter, state, now)
+    })
+    return status
+  })
+
+const fraction = (status: DimensionStatus | undefined) =>
+  status === undefined ? Number.POSITIVE_INFINITY : status.limit === 0 ? 0 : status.remaining / status.limit
+
+/**
+ * The `x-ratelimit-*` headers: request headers from the limit with the least room for requests,
+ * token headers from the one with the least room for tokens, and `x-ratelimit-type` from the limit
+ * closest to tripping overall.
+ *
+ * @category headers
+ */
+export const headersOf = (limits: ReadonlyArray<LimitStatus>, now: number): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  const least = (pick: (s: LimitStatus) => DimensionStatus | undefined) =>
+    limits.reduce<LimitStatus | undefined>(
+      (best, s) => pick(s) !== undefined && (best === undefined || fraction(pick(s)) < fraction(pick(best))) ? s : best,
+      undefined
+    )
+  const byRequests = least((s) => s.requests)
+  const byTokens = least((s) => s.tokens)
+  if (byRequests?.requests !== undefined) {
+    headers["x-ratelimit-limit-requests"] = String(byRequests.requests.limit)
+    headers["x-ratelimit-remaining-requests"] = String(byRequests.requests.remaining)
+    headers["x-ratelimit-reset-requests"] = String(Math.ceil(byRequests.requests.resetAt / 1000))
+  }
+  if (byTokens?.tokens !== undefined) {
+    headers["x-ratelimit-limit-tokens"] = String(byTokens.tokens.limit)
+    headers["x-ratelimit-remaining-tokens"] = String(byTokens.tokens.remaining)
+    headers["x-ratelimit-reset-tokens"] = String(Math.ceil(Math.max(0, byTokens.tokens.resetAt - now) / 1000))
+  }
+  const applied = limits.reduce<LimitStatus | undefined>((best, s) => {
+    const room = Math.min(fraction(s.requests), fraction(s.tokens), fraction(s.credits))
+    if (best === undefined) return s
+    return room < Math.min(fraction(best.requests), fraction(best.tokens), fraction(best.credits)) ? s : best
+  }, undefined)
+  if (applied !== undefined) headers["x-ratelimit-type"] = applied.type
+  return headers
+}
+
+const noSettle: Admission["settle"] = () => Effect.void
+
+/**
+ * The limiter over a store: the rules, written once for every store.
+ *
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* RateLimiterStore
+    const policy = options.onStoreFailure ?? "fail-closed"
+    const timeout = Duration.fromInputUnsafe(options.storeTimeout ?? "1 second")
+    const guarded = <A>(self: Effect.Effect<A, RateLimiterStoreError>) =>
+      self.pipe(
+        Effect.timeoutOrElse({
+          duration: timeout,
+          orElse: () => Effect.fail(new RateLimiterStoreError({ cause: "timed out" }))
+        })
+      )
+    const unavailable = new ServiceUnavailable({ message: "Rate limiting is temporarily unavailable", retryAfterSeconds: 1 })
+
+    const admit = Effect.fn("RateLimiter.admit")(function*(limits: ReadonlyArray<Limit>) {
+      if (limits.length === 0) return { headers: {}, settle: noSettle } satisfies Admission
+      const now = yield* Clock.currentTimeMillis
+      const planned = plan(limits, now, false)
+      const taken = yield* guarded(store.take(now, planned.map((p) => p.counter), false)).pipe(
+        Effect.map((result) => ({ _tag: "Taken" as const, result })),
+        Effect.catchTag("RateLimiterStoreError", (error) =>
+          policy === "fail-open"
+            ? Effect.logWarning("rate-limit store unreachable; admitting without limits (fail-open)", error.cause).pipe(
+              Effect.andThen(Metric.update(failOpenCounter, 1)),
+              Effect.as({ _tag: "Open" as const })
+            )
+            : Effect.logError("rate-limit store unreachable; refusing (fail-closed)", error.cause).pipe(
+              Effect.andThen(Effect.fail(unavailable))
+            ))
+      )
+      if (taken._tag === "Open") return { headers: {}, settle: noSettle } satisfies Admission
+      const { admitted, states } = taken.result
+      const limitStatuses = statuses(limits, planned, states, now)
+      if (!admitted) {
+        const tripped = planned.flatMap((p, i) => {
+          const state = states[i]
+          return state !== undefined && state.retryMs > 0 && p.counter.amount > 0 ? [{ p, state }] : []
+        })
+        const retryMs = Math.max(1, ...tripped.map(({ state }) => state.retryMs))
+        const first = tripped[0]?.p.limit ?? limits[0]!
+        const headers = headersOf(limitStatuses.filter((s) => s.key === first.key && s.type === first.type), now)
+        headers["x-ratelimit-reset-requests"] = String(Math.ceil((now + retryMs) / 1000))
+        return yield* new RateLimited({
+          message: "Rate limit exceeded",
+          retryAfterSeconds: Math.ceil(retryMs / 1000),
+          headers,
+          ...(first.customMessage === undefined ? {} : { customMessage: first.customMessage })
+        })
+      }
+      const reserved = planned.filter((p) => p.dimension !== "requests" && p.counter.amount > 0)
+      let settled = false
+      const settle: Admission["settle"] = (actual) =>
+        Effect.suspend(() => {
+          if (settled) return Effect.void
+          settled = true
+          const adjustments = reserved.flatMap((p): Array<Adjustment> => {
+            const used = p.dimension === "tokens" ? actual.tokens : actual.credits
+            if (used === undefined || used === p.counter.amount) return []
+            return [{
+              key: p.counter.key,
+              rolling: p.counter.rolling,
+              bucket: Math.floor(now / p.counter.bucketMs),
+              delta: Math.max(0, Math.floor(used)) - p.counter.amount
+            }]
+          })
+          return adjustments.length === 0 ? Effect.void : guarded(store.adjust(adjustments)).pipe(
+            Effect.catchTag("RateLimiterStoreError", (error) =>
+              Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause))
+          )
+        }).pipe(Effect.withSpan("RateLimiter.settle"))
+      return { headers: headersOf(limitStatuses, now), settle } satisfies Admission
+    })
+
+    const inspect = Effect.fn("RateLimiter.inspect")(function*(limits: ReadonlyArray<Limit>) {
+      const now = yield* Clock.currentTimeMillis
+      const planned = plan(limits, now, true)
+      const { states } = yield* guarded(store.take(now, planned.map((p) => p.counter), true)).pipe(
+        Effect.catchTag("RateLimiterStoreError", () => Effect.fail(unavailable))
+      )
+      return statuses(limits, planned, states, now)
+    })
+
+    return RateLimiter.of({ admit, inspect })
+  })
+
+/**
+ * The limiter over whatever `RateLimiterStore` is provided.
+ *
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<RateLimiter, never, RateLimiterStore> =>
+  Layer.effect(RateLimiter, make(options))
+
+interface Entry {
+  expiresAt: number
+  value: number
+  buckets?: Map<number, number>
+}
+
+const sweepEvery = 4096
+
+/**
+ * One process's counters in a map. `take` runs synchronously, so it is atomic; expired windows
+ * are swept out every few thousand operations, so memory stays bounded by the live windows.
+ *
+ * @category store
+ */
+export const makeStoreMemory = (): RateLimiterStore["Service"] => {
+  const entries = new Map<string, Entry>()
+  let operations = 0
+  const sweep = (now: number) => {
+    if (++operations % sweepEvery !== 0) return
+    for (const [key, entry] of entries) if (entry.expiresAt <= now) entries.delete(key)
+  }
+  const live = (key: string, now: number) => {
+    const entry = entries.get(key)
+    if (entry === undefined || entry.expiresAt > now) return entry
+    entries.delete(key)
+    return undefined
+  }
+  const read = (counter: Counter, now: number): CounterState & { readonly oldest?: number } => {
+    const entry = live(counter.key, now)
+    if (!counter.rolling) {
+      const used = entry?.value ?? 0
+      const resetMs = (Math.floor(now / counter.windowMs) + 1) * counter.windowMs - now
+      return { used, resetMs, retryMs: counter.amount > 0 && used + counter.amount > counter.limit ? resetMs : 0 }
+    }
+    const span = Math.floor(counter.windowMs / counter.bucketMs)
+    const oldest = Math.floor(now / counter.bucketMs) - span + 1
+    const buckets = [...(entry?.buckets ?? new Map<number, number>())].filter(([b]) => b >= oldest).sort(([a], [b]) => a - b)
+    const used = buckets.reduce((sum, [, v]) => sum + v, 0)
+    const leaves = (bucket: number) => (bucket + span) * counter.bucketMs - now
+    const resetMs = buckets.length === 0 ? 0 : leaves(buckets[0]![0])
+    const need = used + counter.amount - counter.limit
+    let retryMs = 0
+    if (counter.amount > 0 && need > 0) {
+      retryMs = counter.windowMs
+      let freed = 0
+      for (const [bucket, value] of buckets) {
+        freed += value
+        if (freed >= need) {
+          retryMs = leaves(bucket)
+          break
+        }
+      }
+    }
+    return { used, resetMs, retryMs }
+  }
+  const add = (counter: Counter, now: number, amount: number, bucket: number) => {
+    const entry = live(counter.key, now)
+    if (!counter.rolling) {
+      const expiresAt = (Math.floor(now / counter.windowMs) + 1) * counter.windowMs
+      entries.set(counter.key, { expiresAt, value: (entry?.value ?? 0) + amount })
+      return
+    }
+    const buckets = entry?.buckets ?? new Map<number, number>()
+    const oldest = Math.floor(now / counter.bucketMs) - Math.floor(counter.windowMs / counter.bucketMs) + 1
+    for (const b of buckets.keys()) if (b < oldest) buckets.delete(b)
+    buckets.set(bucket, (buckets.get(bucket) ?? 0) + amount)
+    entries.set(counter.key, { expiresAt: now + counter.windowMs, value: 0, buckets })
+  }
+  return RateLimiterStore.of({
+    take: (now, counters, dryRun) =>
+      Effect.sync(() => {
+        sweep(now)
+        const states = counters.map((counter) => read(counter, now))
+        const admitted = states.every((state) => state.retryMs === 0)
+        if (!admitted || dryRun) return { admitted, states }
+        return {
+          admitted,
+          states: counters.map((counter, i) => {
+            if (counter.amount > 0) add(counter, now, counter.amount, Math.floor(now / counter.bucketMs))
+            const state = states[i]!
+            return { ...state, used: state.used + counter.amount }
+          })
+        }
+      }),
+    adjust: (adjustments) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        for (const { bucket, delta, key, rolling } of adjustments) {
+          const entry = live(key, now)
+          if (entry === undefined) continue
+          if (!rolling) entry.value = Math.max(0, entry.value + delta)
+          else if (entry.buckets?.has(bucket)) entry.buckets.set(bucket, Math.max(0, entry.buckets.get(bucket)! + delta))
+        }
+      })
+  })
+}
+
+/**
+ * The in-memory store, one per layer build.
+ *
+ * @category layers
+ */
+export const layerStoreMemory: Layer.Layer<RateLimiterStore> = Layer.sync(RateLimiterStore, makeStoreMemory)
+
+/**
+ * The limiter over the in-memory store: one process, no Redis.
+ *
+ * @category layers
+ */
+export const layerMemory = (options: Options = {}): Layer.Layer<RateLimiter> =>
+  layer(options).pipe(Layer.provide(layerStoreMemory))

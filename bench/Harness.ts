@@ -1,0 +1,80 @@
+/**
+ * What the benchmarks share: servers started as child processes (so the load generator and the
+ * server do not share a core), autocannon runs, and the ratio table.
+ */
+import autocannon from "autocannon"
+import * as ChildProcess from "node:child_process"
+import * as Net from "node:net"
+import * as Path from "node:path"
+
+export const dir = Path.dirname(new URL(import.meta.url).pathname)
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = Net.createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
+    })
+  })
+
+export interface ChildServer {
+  readonly url: string
+  readonly stop: () => Promise<void>
+}
+
+/** Starts `node <script> <port>` and waits for it to print "listening". */
+export const startServer = async (script: string, env: Record<string, string> = {}): Promise<ChildServer> => {
+  const port = await freePort()
+  const child = ChildProcess.spawn(process.execPath, [Path.join(dir, script), String(port)], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 20_000)
+    child.stdout?.on("data", (chunk: Buffer) => {
+      if (chunk.toString().includes("listening")) {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+    child.once("exit", (code) => reject(new Error(`${script} exited with ${code}`)))
+  })
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: async () => {
+      const exited = new Promise((resolve) => child.once("exit", resolve))
+      child.kill("SIGKILL")
+      await exited
+    }
+  }
+}
+
+export interface LoadResult {
+  readonly requestsPerSecond: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly errors: number
+  readonly non2xx: number
+}
+
+export const load = async (options: autocannon.Options): Promise<LoadResult> => {
+  const result = await autocannon({ connections: 50, duration: 8, ...options })
+  return {
+    requestsPerSecond: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    errors: result.errors,
+    non2xx: result.non2xx
+  }
+}
+
+export const table = (rows: ReadonlyArray<Record<string, string | number>>) => {
+  const first = rows[0]
+  if (first === undefined) return
+  const columns = Object.keys(first)
+  console.log(`| ${columns.join(" | ")} |`)
+  console.log(`| ${columns.map(() => "---").join(" | ")} |`)
+  for (const row of rows) console.log(`| ${columns.map((column) => String(row[column])).join(" | ")} |`)
+}

@@ -1,0 +1,565 @@
+/**
+ * Prepaid credit. Every account has a USD balance in integer nano-USD and, when it stakes tokens,
+ * a daily allowance (1 staked token = 1 USD of credit per UTC day, renewed at midnight, unused
+ * allowance does not carry over). Spending draws on the allowance first, because it expires at the
+ * end of the day, and on the USD balance for the rest.
+ *
+ * Money moves only through the operations here (top-up, grant, hold, capture, release, refund,
+ * stake), each of which appends to the account's append-only journal; the USD balance is always
+ * the sum of the journal's USD deltas. Every operation carries a reference and applies at most
+ * once per reference: replaying it returns the first result and changes nothing. A hold reserves
+ * the worst-case price of a request and pins the price version; the capture takes the actual price
+ * (at most the hold) and releases the rest; a hold not settled before its expiry is released by the
+ * next operation on the account. Captures append the account's usage entries in the same atomic
+ * step, so the usage report and the balance come from one journal.
+ *
+ * `layerMemory` is the single-process ledger; `@tollgate/redis` has the shared one. Both pass the
+ * contract suite in `packages/redis/test/CreditLedger.contract.test.ts`.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, Data, Effect, Layer } from "effect"
+import type { ServiceUnavailable } from "./Errors.ts"
+import * as Money from "./Money.ts"
+
+/**
+ * The currency an entry is in: `USD` for the balance, `DIEM` for the staked-token allowance.
+ *
+ * @category models
+ */
+export type Currency = "USD" | "DIEM"
+
+/** @category models */
+export type EntryKind = "topup" | "grant" | "refund" | "stake" | "hold" | "capture" | "release"
+
+/**
+ * One journal entry. `delta` changes the settled balance of its currency (for `DIEM`, a negative
+ * delta is allowance used that day); `held` changes the amount reserved by open holds.
+ *
+ * @category models
+ */
+export interface JournalEntry {
+  /** `<ms>-<seq>`, strictly increasing per account. */
+  readonly id: string
+  readonly timestamp: number
+  readonly kind: EntryKind
+  readonly reference: string
+  readonly currency: Currency
+  readonly delta: Money.Nano
+  readonly held: Money.Nano
+}
+
+/**
+ * What a request used, as the usage report shows it.
+ *
+ * @category models
+ */
+export interface UsageDetails {
+  readonly sku: string
+  readonly units: number
+  readonly pricePerUnit: Money.Nano
+  readonly notes?: string | undefined
+  readonly requestId: string
+  readonly executionMs: number
+  readonly promptTokens?: number | undefined
+  readonly completionTokens?: number | undefined
+}
+
+/**
+ * A usage entry: one capture in one currency.
+ *
+ * @category models
+ */
+export interface UsageEntry extends UsageDetails {
+  /** The id of the capture's journal entry; usage pages are keyed by it. */
+  readonly id: string
+  readonly timestamp: number
+  readonly amount: Money.Nano
+  readonly currency: Currency
+}
+
+/** @category models */
+export interface Balance {
+  /** Settled USD: the sum of the journal's USD deltas. */
+  readonly usd: Money.Nano
+  /** USD reserved by open holds. */
+  readonly heldUsd: Money.Nano
+  /** `usd - heldUsd`: what a new hold may take. */
+  readonly availableUsd: Money.Nano
+  readonly stakedTokens: number
+  /** Today's allowance not yet used nor held. */
+  readonly availableAllowance: Money.Nano
+}
+
+/** @category models */
+export interface Receipt {
+  readonly entry: JournalEntry
+  readonly balance: Balance
+}
+
+/** @category models */
+export interface Hold {
+  readonly reference: string
+  readonly amount: Money.Nano
+  /** The part reserved from today's allowance; the rest is USD. */
+  readonly fromAllowance: Money.Nano
+  readonly fromUsd: Money.Nano
+  readonly priceVersion: string
+  readonly expiresAt: number
+  /** The balance before the hold: what `x-service-balance-*` report. */
+  readonly before: Balance
+}
+
+/** @category models */
+export interface Settlement {
+  readonly fromAllowance: Money.Nano
+  readonly fromUsd: Money.Nano
+  readonly balance: Balance
+}
+
+/** @category models */
+export interface CreditInput {
+  readonly accountId: string
+  readonly amount: Money.Nano
+  readonly reference: string
+}
+
+/** @category models */
+export interface HoldInput {
+  readonly accountId: string
+  readonly amount: Money.Nano
+  readonly reference: string
+  readonly priceVersion: string
+  /** How long the hold lives if never settled; default 10 minutes. */
+  readonly ttlMs?: number
+}
+
+/** @category models */
+export interface CaptureInput {
+  readonly accountId: string
+  /** The hold's reference; a hold is captured at most once. */
+  readonly reference: string
+  readonly amount: Money.Nano
+  readonly usage: UsageDetails
+}
+
+/**
+ * A usage query. `after` is the id of the last entry of the previous page (keyset pagination: a
+ * page never shifts when entries are appended meanwhile).
+ *
+ * @category models
+ */
+export interface UsageQuery {
+  readonly from?: number | undefined
+  readonly to?: number | undefined
+  readonly currency?: Currency | undefined
+  readonly order: "asc" | "desc"
+  readonly limit: number
+  readonly after?: string | undefined
+}
+
+/** @category models */
+export interface UsagePage {
+  readonly entries: ReadonlyArray<UsageEntry>
+  /** Set when more entries may follow: pass it as `after`. */
+  readonly next?: string | undefined
+}
+
+/**
+ * Why an operation was refused. Nothing changed.
+ *
+ * @category errors
+ */
+export class LedgerError extends Data.TaggedError("LedgerError")<{
+  readonly reason:
+    | "InsufficientFunds"
+    | "UnknownHold"
+    | "HoldClosed"
+    | "ExceedsHold"
+    | "InvalidAmount"
+    | "ReferenceConflict"
+  readonly message: string
+}> {}
+
+/** @category constants */
+export const DEFAULT_HOLD_TTL_MS = 10 * 60_000
+
+/** @category constants */
+export const DAY_MS = 86_400_000
+
+/**
+ * The UTC day number of a time: allowance is counted per day.
+ *
+ * @category constructors
+ */
+export const dayOf = (ms: number): number => Math.floor(ms / DAY_MS)
+
+/**
+ * Orders entry ids (`<ms>-<seq>`) numerically.
+ *
+ * @category ordering
+ */
+export const compareIds = (a: string, b: string): number => {
+  const [am = 0, as = 0] = a.split("-").map(Number)
+  const [bm = 0, bs = 0] = b.split("-").map(Number)
+  return am !== bm ? am - bm : as - bs
+}
+
+/** @category services */
+export class CreditLedger extends Context.Service<CreditLedger, {
+  readonly topUp: (input: CreditInput) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
+  /** Credit given by an operator (the admin endpoint, the CLI, dev mode). */
+  readonly grant: (input: CreditInput) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
+  /** Credit returned for a charge, to the USD balance. */
+  readonly refund: (input: CreditInput) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
+  /** Sets the staked tokens behind the daily allowance (an entry of delta 0, for the record). */
+  readonly stake: (input: { readonly accountId: string; readonly tokens: number; readonly reference: string }) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
+  readonly hold: (input: HoldInput) => Effect.Effect<Hold, LedgerError | ServiceUnavailable>
+  /** Takes `amount` (<= the hold; allowance part first) and releases the rest of the hold. */
+  readonly capture: (input: CaptureInput) => Effect.Effect<Settlement, LedgerError | ServiceUnavailable>
+  /** Releases an open hold; releasing a closed one changes nothing. */
+  readonly release: (accountId: string, reference: string) => Effect.Effect<Balance, LedgerError | ServiceUnavailable>
+  readonly balance: (accountId: string) => Effect.Effect<Balance, ServiceUnavailable>
+  /** Journal entries after `after` (exclusive), oldest first. */
+  readonly journal: (accountId: string, options: { readonly after?: string; readonly limit: number }) => Effect.Effect<ReadonlyArray<JournalEntry>, ServiceUnavailable>
+  readonly usage: (accountId: string, query: UsageQuery) => Effect.Effect<UsagePage, ServiceUnavailable>
+  /** Offset pagination with a total, for the deprecated usage endpoint (cost grows with the offset). */
+  readonly usageOffset: (accountId: string, query: Omit<UsageQuery, "after"> & { readonly offset: number }) => Effect.Effect<{ readonly entries: ReadonlyArray<UsageEntry>; readonly total: number }, ServiceUnavailable>
+}>()("@tollgate/core/CreditLedger") {}
+
+const fail = (reason: LedgerError["reason"], message: string) => new LedgerError({ reason, message })
+
+const checkAmount = (amount: number, allowZero: boolean) =>
+  Number.isSafeInteger(amount) && (allowZero ? amount >= 0 : amount > 0)
+    ? undefined
+    : fail("InvalidAmount", `${amount} is not a ${allowZero ? "non-negative" : "positive"} integer amount of nano-USD`)
+
+interface MemoryHold {
+  readonly hold: Omit<Hold, "before">
+  readonly day: number
+  state: "open" | "captured" | "released"
+  settlement?: { readonly fromAllowance: Money.Nano; readonly fromUsd: Money.Nano }
+}
+
+interface MemoryAccount {
+  usd: number
+  heldUsd: number
+  stakedTokens: number
+  lastMs: number
+  seq: number
+  readonly allowanceUsed: Map<number, number>
+  readonly allowanceHeld: Map<number, number>
+  readonly holds: Map<string, MemoryHold>
+  readonly open: Set<MemoryHold>
+  readonly references: Map<string, { readonly kind: EntryKind; readonly amount: number; readonly entry: JournalEntry }>
+  readonly journal: Array<JournalEntry>
+  readonly usage: Array<UsageEntry>
+}
+
+const emptyAccount = (): MemoryAccount => ({
+  usd: 0,
+  heldUsd: 0,
+  stakedTokens: 0,
+  lastMs: 0,
+  seq: 0,
+  allowanceUsed: new Map(),
+  allowanceHeld: new Map(),
+  holds: new Map(),
+  open: new Set(),
+  references: new Map(),
+  journal: [],
+  usage: []
+})
+
+const balanceOf = (account: MemoryAccount, now: number): Balance => {
+  const day = dayOf(now)
+  const allowance = account.stakedTokens * Money.NANO_PER_USD
+    - (account.allowanceUsed.get(day) ?? 0) - (account.allowanceHeld.get(day) ?? 0)
+  return {
+    usd: Money.unsafeNano(account.usd),
+    heldUsd: Money.unsafeNano(account.heldUsd),
+    availableUsd: Money.unsafeNano(account.usd - account.heldUsd),
+    stakedTokens: account.stakedTokens,
+    availableAllowance: Money.unsafeNano(Math.max(0, allowance))
+  }
+}
+
+/** First index whose id is greater than `id` (entries are in id order). */
+const upperBound = (entries: ReadonlyArray<{ readonly id: string }>, id: string): number => {
+  let lo = 0
+  let hi = entries.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (compareIds(entries[mid]!.id, id) <= 0) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/** First index whose timestamp is at least `ms`. */
+const lowerBoundTime = (entries: ReadonlyArray<{ readonly timestamp: number }>, ms: number): number => {
+  let lo = 0
+  let hi = entries.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (entries[mid]!.timestamp < ms) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/**
+ * The usage entries of a query, scanned from the time bounds and the cursor: cost is the page, not
+ * the history.
+ *
+ * @category internals
+ */
+export const pageOf = (entries: ReadonlyArray<UsageEntry>, query: UsageQuery): UsagePage => {
+  let start = query.from === undefined ? 0 : lowerBoundTime(entries, query.from)
+  let end = query.to === undefined ? entries.length : lowerBoundTime(entries, query.to + 1)
+  if (query.after !== undefined) {
+    const cut = upperBound(entries, query.after)
+    if (query.order === "asc") start = Math.max(start, cut)
+    else end = Math.min(end, cut - (cut > 0 && entries[cut - 1]!.id === query.after ? 1 : 0))
+  }
+  const page: Array<UsageEntry> = []
+  const step = query.order === "asc" ? 1 : -1
+  let i = query.order === "asc" ? start : end - 1
+  for (; i >= start && i < end && page.length < query.limit; i += step) {
+    const entry = entries[i]!
+    if (query.currency === undefined || entry.currency === query.currency) page.push(entry)
+  }
+  const more = i >= start && i < end
+  return more ? { entries: page, next: page.at(-1)?.id } : { entries: page }
+}
+
+/**
+ * The ledger in process memory. Every operation runs in one synchronous step, so concurrent
+ * operations on an account never interleave.
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, () => {
+  const accounts = new Map<string, MemoryAccount>()
+  const accountOf = (id: string) => {
+    let account = accounts.get(id)
+    if (account === undefined) {
+      account = emptyAccount()
+      accounts.set(id, account)
+    }
+    return account
+  }
+
+  const append = (
+    account: MemoryAccount,
+    now: number,
+    entry: Omit<JournalEntry, "id" | "timestamp">
+  ): JournalEntry => {
+    if (now > account.lastMs) {
+      account.lastMs = now
+      account.seq = 0
+    } else {
+      account.seq += 1
+    }
+    const full: JournalEntry = { ...entry, id: `${account.lastMs}-${account.seq}`, timestamp: account.lastMs }
+    account.journal.push(full)
+    return full
+  }
+
+  const closeHold = (account: MemoryAccount, now: number, held: MemoryHold, fromAllowance: number, fromUsd: number) => {
+    const { hold } = held
+    account.open.delete(held)
+    if (hold.fromAllowance > 0 || fromAllowance > 0) {
+      account.allowanceHeld.set(held.day, (account.allowanceHeld.get(held.day) ?? 0) - hold.fromAllowance)
+      account.allowanceUsed.set(held.day, (account.allowanceUsed.get(held.day) ?? 0) + fromAllowance)
+    }
+    account.heldUsd -= hold.fromUsd
+    account.usd -= fromUsd
+    const kind: EntryKind = held.state === "captured" ? "capture" : "release"
+    const entries: Array<JournalEntry> = []
+    if (hold.fromAllowance > 0 || fromAllowance > 0) {
+      entries.push(append(account, now, {
+        kind,
+        reference: hold.reference,
+        currency: "DIEM",
+        delta: Money.unsafeNano(-fromAllowance),
+        held: Money.unsafeNano(-hold.fromAllowance)
+      }))
+    }
+    if (hold.fromUsd > 0 || fromUsd > 0 || entries.length === 0) {
+      entries.push(append(account, now, {
+        kind,
+        reference: hold.reference,
+        currency: "USD",
+        delta: Money.unsafeNano(-fromUsd),
+        held: Money.unsafeNano(-hold.fromUsd)
+      }))
+    }
+    return entries
+  }
+
+  const sweep = (account: MemoryAccount, now: number) => {
+    for (const held of account.open) {
+      if (held.state === "open" && held.hold.expiresAt <= now) {
+        held.state = "released"
+        closeHold(account, now, held, 0, 0)
+      }
+    }
+  }
+
+  const credit = (kind: "topup" | "grant" | "refund") =>
+    Effect.fn(`CreditLedger.${kind}`)(function*(input: CreditInput) {
+      const invalid = checkAmount(input.amount, false)
+      if (invalid !== undefined) return yield* invalid
+      const now = yield* Clock.currentTimeMillis
+      const account = accountOf(input.accountId)
+      sweep(account, now)
+      const previous = account.references.get(input.reference)
+      if (previous !== undefined) {
+        if (previous.kind !== kind || previous.amount !== input.amount) {
+          return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+        }
+        return { entry: previous.entry, balance: balanceOf(account, now) }
+      }
+      account.usd += input.amount
+      const entry = append(account, now, { kind, reference: input.reference, currency: "USD", delta: input.amount, held: Money.zero })
+      account.references.set(input.reference, { kind, amount: input.amount, entry })
+      return { entry, balance: balanceOf(account, now) }
+    })
+
+  const stake = Effect.fn("CreditLedger.stake")(function*(input: { readonly accountId: string; readonly tokens: number; readonly reference: string }) {
+    if (!Number.isSafeInteger(input.tokens) || input.tokens < 0) {
+      return yield* fail("InvalidAmount", `${input.tokens} is not a whole number of tokens`)
+    }
+    const now = yield* Clock.currentTimeMillis
+    const account = accountOf(input.accountId)
+    sweep(account, now)
+    const previous = account.references.get(input.reference)
+    if (previous !== undefined) {
+      if (previous.kind !== "stake" || previous.amount !== input.tokens) {
+        return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+      }
+      return { entry: previous.entry, balance: balanceOf(account, now) }
+    }
+    account.stakedTokens = input.tokens
+    const entry = append(account, now, { kind: "stake", reference: input.reference, currency: "DIEM", delta: Money.zero, held: Money.zero })
+    account.references.set(input.reference, { kind: "stake", amount: input.tokens, entry })
+    return { entry, balance: balanceOf(account, now) }
+  })
+
+  const hold = Effect.fn("CreditLedger.hold")(function*(input: HoldInput) {
+    const invalid = checkAmount(input.amount, true)
+    if (invalid !== undefined) return yield* invalid
+    const now = yield* Clock.currentTimeMillis
+    const account = accountOf(input.accountId)
+    sweep(account, now)
+    const existing = account.holds.get(input.reference)
+    if (existing !== undefined) {
+      if (existing.hold.amount !== input.amount) {
+        return yield* fail("ReferenceConflict", `Hold ${input.reference} exists with another amount`)
+      }
+      return { ...existing.hold, before: balanceOf(account, now) }
+    }
+    if (account.references.has(input.reference)) {
+      return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+    }
+    const before = balanceOf(account, now)
+    const fromAllowance = Math.min(input.amount, before.availableAllowance)
+    const fromUsd = input.amount - fromAllowance
+    if (fromUsd > before.availableUsd) {
+      return yield* fail("InsufficientFunds", "Insufficient balance")
+    }
+    const day = dayOf(now)
+    const created: MemoryHold = {
+      hold: {
+        reference: input.reference,
+        amount: input.amount,
+        fromAllowance: Money.unsafeNano(fromAllowance),
+        fromUsd: Money.unsafeNano(fromUsd),
+        priceVersion: input.priceVersion,
+        expiresAt: now + (input.ttlMs ?? DEFAULT_HOLD_TTL_MS)
+      },
+      day,
+      state: "open"
+    }
+    account.holds.set(input.reference, created)
+    account.open.add(created)
+    account.heldUsd += fromUsd
+    if (fromAllowance > 0) {
+      account.allowanceHeld.set(day, (account.allowanceHeld.get(day) ?? 0) + fromAllowance)
+      append(account, now, { kind: "hold", reference: input.reference, currency: "DIEM", delta: Money.zero, held: created.hold.fromAllowance })
+    }
+    if (fromUsd > 0 || fromAllowance === 0) {
+      append(account, now, { kind: "hold", reference: input.reference, currency: "USD", delta: Money.zero, held: created.hold.fromUsd })
+    }
+    return { ...created.hold, before }
+  })
+
+  const capture = Effect.fn("CreditLedger.capture")(function*(input: CaptureInput) {
+    const invalid = checkAmount(input.amount, true)
+    if (invalid !== undefined) return yield* invalid
+    const now = yield* Clock.currentTimeMillis
+    const account = accountOf(input.accountId)
+    sweep(account, now)
+    const held = account.holds.get(input.reference)
+    if (held === undefined) return yield* fail("UnknownHold", `No hold ${input.reference}`)
+    if (held.state === "captured" && held.settlement !== undefined) {
+      return { ...held.settlement, balance: balanceOf(account, now) }
+    }
+    if (held.state !== "open") return yield* fail("HoldClosed", `Hold ${input.reference} was released`)
+    if (input.amount > held.hold.amount) {
+      return yield* fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
+    }
+    const fromAllowance = Math.min(input.amount, held.hold.fromAllowance)
+    const fromUsd = input.amount - fromAllowance
+    held.state = "captured"
+    held.settlement = { fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd) }
+    const entries = closeHold(account, now, held, fromAllowance, fromUsd)
+    const charged = entries.filter((entry) => entry.delta < 0)
+    for (const entry of charged.length > 0 ? charged : entries.slice(-1)) {
+      account.usage.push({ ...input.usage, id: entry.id, timestamp: entry.timestamp, amount: Money.unsafeNano(-entry.delta), currency: entry.currency })
+    }
+    return { ...held.settlement, balance: balanceOf(account, now) }
+  })
+
+  const release = Effect.fn("CreditLedger.release")(function*(accountId: string, reference: string) {
+    const now = yield* Clock.currentTimeMillis
+    const account = accountOf(accountId)
+    sweep(account, now)
+    const held = account.holds.get(reference)
+    if (held === undefined) return yield* fail("UnknownHold", `No hold ${reference}`)
+    if (held.state === "open") {
+      held.state = "released"
+      closeHold(account, now, held, 0, 0)
+    }
+    return balanceOf(account, now)
+  })
+
+  return CreditLedger.of({
+    topUp: credit("topup"),
+    grant: credit("grant"),
+    refund: credit("refund"),
+    stake,
+    hold,
+    capture,
+    release,
+    balance: (accountId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const account = accountOf(accountId)
+        sweep(account, now)
+        return balanceOf(account, now)
+      }),
+    journal: (accountId, options) =>
+      Effect.sync(() => {
+        const journal = accountOf(accountId).journal
+        const start = options.after === undefined ? 0 : upperBound(journal, options.after)
+        return journal.slice(start, start + options.limit)
+      }),
+    usage: (accountId, query) => Effect.sync(() => pageOf(accountOf(accountId).usage, query)),
+    usageOffset: (accountId, query) =>
+      Effect.sync(() => {
+        const all = pageOf(accountOf(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
+        return { entries: all.slice(query.offset, query.offset + query.limit), total: all.length }
+      })
+  })
+})

@@ -1,0 +1,346 @@
+/**
+ * The model list: every model the service offers, with the rules that depend on the model. Image
+ * generation reads the sizing kind, prompt limit, style-reference maximum and qualities from here;
+ * chat reads the upstreams, token limits and thinking support; the metered pipeline reads the
+ * rate-limit tier; `GET /models` lists it. The list is config (the `models` section of the config
+ * file), validated at start; with none given the dev defaults below apply. Prices are not held
+ * here: a model's price is the `PricingEngine` table entry under the model's id.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as Errors from "./Errors.ts"
+
+/** @category schemas */
+export const ModelType = Schema.Literals(["text", "image", "audio", "embedding", "video"])
+/** @category models */
+export type ModelType = typeof ModelType.Type
+
+/**
+ * How an image model is sized: `pixel` takes `width` and `height`; `aspect-ratio` takes
+ * `aspect_ratio` only; `resolution-tier` takes `aspect_ratio` and `resolution`.
+ *
+ * @category schemas
+ */
+export const SizingKind = Schema.Literals(["pixel", "aspect-ratio", "resolution-tier"])
+/** @category models */
+export type SizingKind = typeof SizingKind.Type
+
+/** @category schemas */
+export const Quality = Schema.Literals(["low", "medium", "high"])
+/** @category models */
+export type Quality = typeof Quality.Type
+
+/** @category schemas */
+export const Resolution = Schema.Literals(["1K", "2K", "4K"])
+/** @category models */
+export type Resolution = typeof Resolution.Type
+
+/**
+ * Text model tiers of the rate limits (XS, S, M, L).
+ *
+ * @category schemas
+ */
+export const TextTier = Schema.Literals(["XS", "S", "M", "L"])
+/** @category models */
+export type TextTier = typeof TextTier.Type
+
+/**
+ * `<w>:<h>` with positive integers, e.g. `16:9`.
+ *
+ * @category schemas
+ */
+export const AspectRatio = Schema.String.check(Schema.isPattern(/^[1-9]\d{0,2}:[1-9]\d{0,2}$/u, {
+  message: "must be of the form <w>:<h>, e.g. 16:9"
+}))
+
+/**
+ * An OpenAI-compatible upstream: its base URL (ending before `/chat/completions` or
+ * `/images/generations`), an optional bearer key, and the model name it knows the model by
+ * (default: the model's id).
+ *
+ * @category schemas
+ */
+export const Upstream = Schema.Struct({
+  baseUrl: Schema.String.check(Schema.isPattern(/^https?:\/\/.+/u, { message: "must be an http(s) URL" })),
+  apiKey: Schema.optionalKey(Schema.String),
+  model: Schema.optionalKey(Schema.String)
+})
+/** @category models */
+export type Upstream = typeof Upstream.Type
+
+/**
+ * A deprecated model keeps working until its date; responses carry the warning and the date.
+ *
+ * @category schemas
+ */
+export const Deprecation = Schema.Struct({
+  date: Schema.String.check(Schema.isPattern(/^\d{4}-\d{2}-\d{2}/u, { message: "must be an ISO 8601 date" })),
+  warning: Schema.String
+})
+/** @category models */
+export type Deprecation = typeof Deprecation.Type
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+const common = {
+  id: Schema.String.check(Schema.isMinLength(1)),
+  /** Display name, sent as `x-service-model-name`. */
+  name: Schema.String,
+  /** Which backend serves the model, sent as `x-service-model-router`. */
+  router: Schema.String,
+  deprecation: Schema.optionalKey(Deprecation)
+}
+
+/**
+ * A chat model. `upstreams` are tried in order; an empty list means the local backend serves it
+ * (dev mode).
+ *
+ * @category schemas
+ */
+export const TextModel = Schema.Struct({
+  ...common,
+  type: Schema.Literal("text"),
+  tier: TextTier,
+  upstreams: Schema.Array(Upstream),
+  /** Prompt plus completion tokens the model accepts. */
+  contextTokens: PositiveInt,
+  /** The cap of `max_tokens` (and the completion reserved when a request sends none). */
+  maxCompletionTokens: PositiveInt,
+  supportsThinking: Schema.Boolean,
+  supportsWebSearch: Schema.Boolean,
+  supportsXSearch: Schema.Boolean
+})
+/** @category models */
+export type TextModel = typeof TextModel.Type
+
+/**
+ * An image model. `aspectRatios` lists the accepted `aspect_ratio` values of aspect-ratio and
+ * resolution-tier models (the first is the default); `resolutions` those of resolution-tier models
+ * (the first is the default). An empty `qualities` means the model ignores `quality`.
+ *
+ * @category schemas
+ */
+export const ImageModel = Schema.Struct({
+  ...common,
+  type: Schema.Literal("image"),
+  sizing: SizingKind,
+  aspectRatios: Schema.Array(AspectRatio),
+  resolutions: Schema.Array(Resolution),
+  promptCharacterLimit: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 7500 })),
+  maxStyleReferences: NonNegativeInt,
+  supportsOptimizePromptThinking: Schema.Boolean,
+  supportsWebSearch: Schema.Boolean,
+  qualities: Schema.Array(Quality),
+  defaultQuality: Schema.optionalKey(Quality),
+  /** OpenAI-compatible images upstreams; empty: the local renderer draws the images. */
+  upstreams: Schema.Array(Upstream)
+})
+/** @category models */
+export type ImageModel = typeof ImageModel.Type
+
+/**
+ * Audio, embedding and video models: listed, rate limited by their kind.
+ *
+ * @category schemas
+ */
+export const OtherModel = Schema.Struct({
+  ...common,
+  type: Schema.Literals(["audio", "embedding", "video"]),
+  upstreams: Schema.Array(Upstream)
+})
+/** @category models */
+export type OtherModel = typeof OtherModel.Type
+
+/** @category schemas */
+export const Model = Schema.Union([TextModel, ImageModel, OtherModel])
+/** @category models */
+export type Model = typeof Model.Type
+
+/**
+ * The `models` section of the config file: a list of models with unique ids.
+ *
+ * @category schemas
+ */
+export const Config = Schema.Array(Model).check(Schema.makeFilter(
+  (models) => new Set(models.map((model) => model.id)).size === models.length,
+  { message: "model ids must be unique" }
+))
+
+/**
+ * Which rate limit a model's calls count against: its kind, and for text models its tier.
+ *
+ * @category models
+ */
+export interface RateLimitClass {
+  readonly kind: ModelType
+  readonly modelTier?: TextTier
+}
+
+/** @category accessors */
+export const rateLimitOf = (model: Model): RateLimitClass =>
+  model.type === "text" ? { kind: "text", modelTier: model.tier } : { kind: model.type }
+
+/**
+ * The response headers every inference response of a model carries: id, name, router, and the
+ * deprecation warning and date when the model is deprecated.
+ *
+ * @category accessors
+ */
+export const headersOf = (model: Model): Record<string, string> => ({
+  "x-service-model-id": model.id,
+  "x-service-model-name": model.name,
+  "x-service-model-router": model.router,
+  ...(model.deprecation === undefined ? {} : {
+    "x-service-model-deprecation-warning": model.deprecation.warning,
+    "x-service-model-deprecation-date": model.deprecation.date
+  })
+})
+
+const text = (
+  id: string,
+  name: string,
+  fields: Omit<TextModel, "id" | "name" | "type" | "router" | "upstreams" | "supportsWebSearch" | "supportsXSearch">
+): TextModel => ({
+  id,
+  name,
+  type: "text",
+  router: "local",
+  upstreams: [],
+  supportsWebSearch: true,
+  supportsXSearch: false,
+  ...fields
+})
+
+const image = (
+  id: string,
+  name: string,
+  fields: Partial<Omit<ImageModel, "id" | "name" | "type">> & Pick<ImageModel, "sizing">
+): ImageModel => ({
+  id,
+  name,
+  type: "image",
+  router: "local",
+  aspectRatios: [],
+  resolutions: [],
+  promptCharacterLimit: 7500,
+  maxStyleReferences: 0,
+  supportsOptimizePromptThinking: false,
+  supportsWebSearch: false,
+  qualities: [],
+  upstreams: [],
+  ...fields
+})
+
+/**
+ * The dev defaults: one model of each image sizing kind and three chat tiers, all served locally,
+ * priced by the `PricingEngine` defaults under the same ids.
+ *
+ * @category constants
+ */
+export const defaults: ReadonlyArray<Model> = [
+  text("llama-3.3-70b", "Llama 3.3 70B", {
+    tier: "M",
+    contextTokens: 131_072,
+    maxCompletionTokens: 8_192,
+    supportsThinking: false
+  }),
+  text("qwen3-4b", "Qwen 3 4B", {
+    tier: "XS",
+    contextTokens: 32_768,
+    maxCompletionTokens: 4_096,
+    supportsThinking: true
+  }),
+  text("local-echo", "Local Echo", {
+    tier: "XS",
+    contextTokens: 8_192,
+    maxCompletionTokens: 1_024,
+    supportsThinking: false
+  }),
+  image("local-renderer", "Local Renderer", { sizing: "pixel" }),
+  image("flux-dev", "FLUX.1 [dev]", {
+    sizing: "pixel",
+    promptCharacterLimit: 2048,
+    maxStyleReferences: 0
+  }),
+  image("gpt-image-1", "GPT Image 1", {
+    sizing: "aspect-ratio",
+    aspectRatios: ["1:1", "3:2", "2:3"],
+    promptCharacterLimit: 4000,
+    qualities: ["low", "medium", "high"],
+    defaultQuality: "high",
+    maxStyleReferences: 4
+  }),
+  image("nano-banana-pro", "Nano Banana Pro", {
+    sizing: "resolution-tier",
+    aspectRatios: ["1:1", "16:9", "9:16", "4:3", "3:4", "3:2", "2:3", "21:9"],
+    resolutions: ["1K", "2K", "4K"],
+    promptCharacterLimit: 7500,
+    maxStyleReferences: 14,
+    supportsOptimizePromptThinking: true,
+    supportsWebSearch: true
+  }),
+  image("sd-3.5", "Stable Diffusion 3.5", {
+    sizing: "pixel",
+    promptCharacterLimit: 1500,
+    deprecation: { date: "2027-01-31", warning: "sd-3.5 is deprecated and will be removed; use flux-dev instead" }
+  })
+]
+
+/**
+ * The model list in use.
+ *
+ * @category services
+ */
+export class ModelList extends Context.Service<ModelList, {
+  readonly all: ReadonlyArray<Model>
+  readonly get: (id: string) => Option.Option<Model>
+  /** The image model of that id, or a 400 naming `model`. */
+  readonly image: (id: string) => Effect.Effect<ImageModel, Errors.InvalidRequest>
+  /** The text model of that id, or a 400 naming `model`. */
+  readonly text: (id: string) => Effect.Effect<TextModel, Errors.InvalidRequest>
+}>()("@tollgate/core/ModelList") {}
+
+const unknownModel = (id: string, type: ModelType) =>
+  new Errors.InvalidRequest({
+    message: "Invalid request parameters",
+    details: Errors.fieldErrors([{ path: ["model"], message: `Unknown ${type} model: ${id}` }])
+  })
+
+/**
+ * A model list from decoded config (the dev defaults when none is given).
+ *
+ * @category constructors
+ */
+export const make = (models: ReadonlyArray<Model> = defaults): ModelList["Service"] => {
+  const byId = new Map(models.map((model) => [model.id, model]))
+  const ofType = <T extends Model["type"]>(type: T) => (id: string) => {
+    const model = byId.get(id)
+    return model !== undefined && model.type === type
+      ? Effect.succeed(model as Extract<Model, { type: T }>)
+      : Effect.fail(unknownModel(id, type))
+  }
+  return {
+    all: models,
+    get: (id) => Option.fromNullishOr(byId.get(id)),
+    image: ofType("image"),
+    text: ofType("text")
+  }
+}
+
+/**
+ * The service from decoded config (the dev defaults when none is given).
+ *
+ * @category layers
+ */
+export const layer = (models: ReadonlyArray<Model> = defaults): Layer.Layer<ModelList> =>
+  Layer.succeed(ModelList, make(models))
+
+/**
+ * Decodes the `models` section of the config file, reporting every bad field at once.
+ *
+ * @category decoding
+ */
+export const decodeConfig = (input: unknown): Effect.Effect<ReadonlyArray<Model>, Schema.SchemaError> =>
+  Schema.decodeUnknownEffect(Config)(input, { errors: "all" })

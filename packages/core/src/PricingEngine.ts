@@ -1,0 +1,308 @@
+/**
+ * Prices. Pure functions over price tables: the same input always gives the same price, and every
+ * price carries the version of the tables it came from, so a credit hold pins the price it was
+ * quoted at even if the tables change while the request runs. The tables come from config; the
+ * defaults are the spec's values (text parser $0.01 flat, RPC credits at 6.25e-7 USD each) plus
+ * image and chat prices an operator is expected to override.
+ *
+ * Amounts are integer nano-USD. Token prices are per million tokens and round up to the nano, so
+ * a price is never below its exact value.
+ *
+ * @since 0.1.0
+ */
+import { Context, Layer, Result } from "effect"
+import * as Money from "./Money.ts"
+import * as Networks from "./Networks.ts"
+
+/**
+ * A price: what is held at admission (the worst case for the request) and what the usage entry
+ * says per unit.
+ *
+ * @category models
+ */
+export interface Quote {
+  readonly amount: Money.Nano
+  /** The version of the price tables this quote came from. */
+  readonly version: string
+  readonly sku: string
+  /** Units priced (requests, images, credits, tokens), for the usage entry. */
+  readonly units: number
+  readonly pricePerUnit: Money.Nano
+  /** RPC credits, when the sku is an RPC call. */
+  readonly credits?: number
+}
+
+/** @category models */
+export type ImageQuality = "low" | "medium" | "high"
+
+/** @category models */
+export interface ImagePrice {
+  /** Price of one image at each quality; models without quality tiers list one price under `high`. */
+  readonly perImage: { readonly [Q in ImageQuality]?: Money.Nano }
+  readonly defaultQuality: ImageQuality
+}
+
+/** @category models */
+export interface ChatPrice {
+  readonly inputPerMillion: Money.Nano
+  readonly outputPerMillion: Money.Nano
+}
+
+/**
+ * RPC method tiers and their multipliers (Standard 1, Advanced 2, Large 4).
+ *
+ * @category models
+ */
+export type RpcTier = "S" | "A" | "L"
+
+/** @category models */
+export interface Tables {
+  readonly version: string
+  readonly textParser: { readonly perRequest: Money.Nano }
+  readonly rpc: {
+    readonly nanoPerCredit: Money.Nano
+    /** Overrides of the base credits of `Networks` by slug. */
+    readonly baseCredits: Readonly<Record<string, number>>
+    readonly multipliers: { readonly [T in RpcTier]: number }
+    readonly errorItemCredits: number
+  }
+  readonly image: {
+    readonly models: Readonly<Record<string, ImagePrice>>
+    readonly enhancePrompt: Money.Nano
+    readonly webSearch: Money.Nano
+  }
+  readonly chat: {
+    readonly models: Readonly<Record<string, ChatPrice>>
+    /** Per request that searched the web (`enable_web_search` on, or auto and the model searched). */
+    readonly webSearch: Money.Nano
+    /** Per URL successfully scraped (`enable_web_scraping`, at most 5 per message). */
+    readonly webScrapingPerUrl: Money.Nano
+    /** Per request that used a provider's native search (`enable_x_search`). */
+    readonly xSearch: Money.Nano
+  }
+}
+
+const usd = (text: string): Money.Nano => Result.getOrThrow(Money.parseUsd(text))
+
+/**
+ * The spec's prices where it gives them; image and chat prices are placeholders for an operator
+ * to replace with their own (they are in the same range as public price lists).
+ *
+ * @category constants
+ */
+export const defaults: Tables = {
+  version: "2026-11-01",
+  textParser: { perRequest: usd("0.01") },
+  rpc: {
+    nanoPerCredit: Money.unsafeNano(625),
+    baseCredits: {},
+    multipliers: { S: 1, A: 2, L: 4 },
+    errorItemCredits: 5
+  },
+  image: {
+    models: {
+      "flux-dev": { perImage: { high: usd("0.01") }, defaultQuality: "high" },
+      "gpt-image-1": {
+        perImage: { low: usd("0.02"), medium: usd("0.07"), high: usd("0.19") },
+        defaultQuality: "high"
+      },
+      "local-renderer": { perImage: { high: usd("0.001") }, defaultQuality: "high" },
+      "nano-banana-pro": { perImage: { high: usd("0.18") }, defaultQuality: "high" },
+      "sd-3.5": { perImage: { high: usd("0.01") }, defaultQuality: "high" }
+    },
+    enhancePrompt: usd("0.005"),
+    webSearch: usd("0.01")
+  },
+  chat: {
+    models: {
+      "llama-3.3-70b": { inputPerMillion: usd("0.7"), outputPerMillion: usd("2.8") },
+      "qwen3-4b": { inputPerMillion: usd("0.05"), outputPerMillion: usd("0.15") },
+      "local-echo": { inputPerMillion: usd("0.1"), outputPerMillion: usd("0.2") }
+    },
+    webSearch: usd("0.01"),
+    webScrapingPerUrl: usd("0.01"),
+    xSearch: usd("0.025")
+  }
+}
+
+/**
+ * Why a price could not be given. Routes turn it into a 400 naming the field.
+ *
+ * @category errors
+ */
+export interface Unpriced {
+  readonly _tag: "Unpriced"
+  readonly field: string
+  readonly message: string
+}
+
+const unpriced = (field: string, message: string): Unpriced => ({ _tag: "Unpriced", field, message })
+
+/** @category pricing */
+export const textParser = (tables: Tables): Quote => ({
+  amount: tables.textParser.perRequest,
+  version: tables.version,
+  sku: "text-parser",
+  units: 1,
+  pricePerUnit: tables.textParser.perRequest
+})
+
+/**
+ * One item of an RPC call as priced: a method of a tier, or a JSON-RPC error item.
+ *
+ * @category models
+ */
+export type RpcItem = RpcTier | "error"
+
+/**
+ * Base credits of a network: the configured override, else the network table's.
+ *
+ * @category pricing
+ */
+export const baseCredits = (tables: Tables, network: string): number | undefined =>
+  tables.rpc.baseCredits[network] ?? Networks.networks.find((n) => n.slug === network)?.baseCredits
+
+/**
+ * Credits of an RPC call (single or batch): baseCredits x tier multiplier per item, 5 per error item.
+ *
+ * @category pricing
+ */
+export const rpcCredits = (tables: Tables, network: string, items: ReadonlyArray<RpcItem>): number | Unpriced => {
+  const base = baseCredits(tables, network)
+  if (base === undefined) return unpriced("network", `Unsupported network ${network}`)
+  let credits = 0
+  for (const item of items) {
+    credits += item === "error" ? tables.rpc.errorItemCredits : base * tables.rpc.multipliers[item]
+  }
+  return credits
+}
+
+/**
+ * The price of a number of RPC credits on a network.
+ *
+ * @category pricing
+ */
+export const rpcFromCredits = (tables: Tables, network: string, credits: number): Quote => ({
+  amount: Money.unsafeNano(credits * tables.rpc.nanoPerCredit),
+  version: tables.version,
+  sku: `rpc:${network}`,
+  units: credits,
+  pricePerUnit: tables.rpc.nanoPerCredit,
+  credits
+})
+
+/**
+ * The price of an RPC call. The worst case of a call is every item at its own tier: an item that
+ * comes back as an error costs 5 credits, never more than its tier.
+ *
+ * @category pricing
+ */
+export const rpc = (tables: Tables, network: string, items: ReadonlyArray<RpcItem>): Quote | Unpriced => {
+  const credits = rpcCredits(tables, network, items)
+  return typeof credits === "number" ? rpcFromCredits(tables, network, credits) : credits
+}
+
+/** @category models */
+export interface ImageRequest {
+  readonly model: string
+  readonly quality?: ImageQuality | undefined
+  readonly variants?: number | undefined
+  readonly enhancePrompt?: boolean | undefined
+  readonly webSearch?: boolean | undefined
+}
+
+/**
+ * The price of an image request: per image at the model's quality (the default quality when none
+ * is asked, the highest priced one when the model has no price for the asked one), times the
+ * variants, plus prompt enhancement and web search once per request.
+ *
+ * @category pricing
+ */
+export const image = (tables: Tables, request: ImageRequest): Quote | Unpriced => {
+  const price = tables.image.models[request.model]
+  if (price === undefined) return unpriced("model", `No price for image model ${request.model}`)
+  const quality = request.quality ?? price.defaultQuality
+  const perImage = price.perImage[quality] ?? price.perImage[price.defaultQuality]
+    ?? Money.unsafeNano(Math.max(...Object.values(price.perImage)))
+  const variants = request.variants ?? 1
+  const extras = (request.enhancePrompt === true ? tables.image.enhancePrompt : 0)
+    + (request.webSearch === true ? tables.image.webSearch : 0)
+  return {
+    amount: Money.unsafeNano(perImage * variants + extras),
+    version: tables.version,
+    sku: `image:${request.model}`,
+    units: variants,
+    pricePerUnit: perImage
+  }
+}
+
+/** @category models */
+export interface ChatRequest {
+  readonly model: string
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly webSearch?: boolean | undefined
+  /** URLs scraped (successfully, when settling; the most that may be, when quoting). */
+  readonly scrapedUrls?: number | undefined
+  readonly xSearch?: boolean | undefined
+}
+
+const perMillion = (tokens: number, price: Money.Nano): number =>
+  Number((BigInt(tokens) * BigInt(price) + 999_999n) / 1_000_000n)
+
+/**
+ * The price of a chat completion: input and output tokens at the model's price per million (each
+ * rounded up to the nano), plus web search, scraping and native search extras. Quote it with the
+ * prompt tokens and the capped `max_tokens` for the hold; price it again with the actual counts.
+ *
+ * @category pricing
+ */
+export const chat = (tables: Tables, request: ChatRequest): Quote | Unpriced => {
+  const price = tables.chat.models[request.model]
+  if (price === undefined) return unpriced("model", `No price for chat model ${request.model}`)
+  const tokens = perMillion(request.inputTokens, price.inputPerMillion)
+    + perMillion(request.outputTokens, price.outputPerMillion)
+  const extras = (request.webSearch === true ? tables.chat.webSearch : 0)
+    + (request.scrapedUrls ?? 0) * tables.chat.webScrapingPerUrl
+    + (request.xSearch === true ? tables.chat.xSearch : 0)
+  const units = request.inputTokens + request.outputTokens
+  const amount = Money.unsafeNano(tokens + extras)
+  return {
+    amount,
+    version: tables.version,
+    sku: `chat:${request.model}`,
+    units,
+    pricePerUnit: Money.unsafeNano(units === 0 ? 0 : Math.ceil(amount / units))
+  }
+}
+
+/** @category guards */
+export const isUnpriced = (u: Quote | Unpriced | number): u is Unpriced =>
+  typeof u === "object" && "_tag" in u && u._tag === "Unpriced"
+
+/**
+ * The price tables in use. Routes read them once at build time and price with the functions above.
+ *
+ * @category services
+ */
+export class PricingEngine extends Context.Service<PricingEngine, Tables>()("@tollgate/core/PricingEngine") {}
+
+/**
+ * Tables from config: each section given replaces that part of the defaults.
+ *
+ * @category layers
+ */
+export const layer = (overrides: {
+  readonly version?: string
+  readonly textParser?: Partial<Tables["textParser"]>
+  readonly rpc?: Partial<Tables["rpc"]>
+  readonly image?: Partial<Tables["image"]>
+  readonly chat?: Partial<Tables["chat"]>
+} = {}): Layer.Layer<PricingEngine> =>
+  Layer.succeed(PricingEngine, {
+    version: overrides.version ?? defaults.version,
+    textParser: { ...defaults.textParser, ...overrides.textParser },
+    rpc: { ...defaults.rpc, ...overrides.rpc },
+    image: { ...defaults.image, ...overrides.image },
+    chat: { ...defaults.chat, ...overrides.chat }
+  })

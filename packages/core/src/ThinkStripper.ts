@@ -1,0 +1,96 @@
+/**
+ * Removes `<think>...</think>` blocks from a model's reply (`strip_thinking_response`,
+ * `disable_thinking`). A stream delivers the reply in arbitrary pieces, so a tag may be split
+ * across chunks at any character; the streaming stripper holds back only the shortest tail that
+ * could still start a tag and emits everything else at once, so the text a client sees is the
+ * same whatever the chunking, and no later than it has to be. The whitespace that follows a closing
+ * tag is dropped too (models put a blank line between their thinking and the answer). An
+ * unterminated block is thinking to the end and is dropped.
+ *
+ * @since 0.1.0
+ */
+
+const OPEN = "<think>"
+const CLOSE = "</think>"
+
+/**
+ * A stateful stripper for one stream of text (one choice of a completion).
+ *
+ * @category models
+ */
+export interface Stripper {
+  /** The visible text of the next piece; may be empty while a tag is undecided. */
+  readonly push: (piece: string) => string
+  /** What is still held back once the stream has ended. */
+  readonly flush: () => string
+}
+
+/** Length of the longest tail of `text` that is a proper prefix of `tag`. */
+const partialTagAt = (text: string, tag: string): number => {
+  for (let length = Math.min(tag.length - 1, text.length); length > 0; length--) {
+    if (text.endsWith(tag.slice(0, length))) return length
+  }
+  return 0
+}
+
+/**
+ * A new stripper.
+ *
+ * @category constructors
+ */
+export const make = (): Stripper => {
+  let inside = false
+  let trimLeading = false
+  let held = ""
+  const visible = (text: string): string => {
+    if (!trimLeading) return text
+    const trimmed = text.trimStart()
+    if (trimmed.length > 0) trimLeading = false
+    return trimmed
+  }
+  const push = (piece: string): string => {
+    let text = held + piece
+    held = ""
+    let out = ""
+    while (text.length > 0) {
+      if (inside) {
+        const close = text.indexOf(CLOSE)
+        if (close === -1) {
+          const keep = partialTagAt(text, CLOSE)
+          held = text.slice(text.length - keep)
+          return out
+        }
+        inside = false
+        trimLeading = true
+        text = text.slice(close + CLOSE.length)
+      } else {
+        const open = text.indexOf(OPEN)
+        if (open === -1) {
+          const keep = partialTagAt(text, OPEN)
+          held = text.slice(text.length - keep)
+          return out + visible(text.slice(0, text.length - keep))
+        }
+        out += visible(text.slice(0, open))
+        inside = true
+        text = text.slice(open + OPEN.length)
+      }
+    }
+    return out
+  }
+  const flush = (): string => {
+    const rest = inside ? "" : visible(held)
+    held = ""
+    return rest
+  }
+  return { push, flush }
+}
+
+/**
+ * The reply without its think blocks.
+ *
+ * @category stripping
+ */
+export const strip = (text: string): string => {
+  const stripper = make()
+  return stripper.push(text) + stripper.flush()
+}

@@ -1,0 +1,518 @@
+/**
+ * The x402 v2 wire format as tollgate speaks it: the payment requirements of a USDC top-up on Base
+ * and Solana, the two 402 bodies the spec defines for wallets (form 2, the discovery body for a
+ * caller without credentials, and form 3, an authenticated wallet with too little balance), the
+ * `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` header codecs (standard base64 of
+ * UTF-8 JSON, exactly as `@x402/core` encodes them) and the matching of a client's `accepted`
+ * against requirements rebuilt for its request. Everything here is pure: the challenge comes from
+ * `Auth.siwxChallenge`, the amounts from the caller, the addresses from `Config`.
+ *
+ * @since 0.1.0
+ */
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import type { SiwxChallenge } from "./Auth.ts"
+import * as Errors from "./Errors.ts"
+import * as Money from "./Money.ts"
+
+/**
+ * The x402 protocol version tollgate emits. A number: the official client looks schemes up by it.
+ *
+ * @category constants
+ */
+export const VERSION = 2
+
+/** @category constants */
+export const BASE_MAINNET = "eip155:8453"
+/** @category constants */
+export const SOLANA_MAINNET = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+/** USDC on Base mainnet, EIP-712 domain `USD Coin` / `2`. @category constants */
+export const BASE_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+/** @category constants */
+export const SOLANA_USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+
+/**
+ * Request headers, lower-cased. `PAYMENT-SIGNATURE` is current; `X-402-Payment` and `X-PAYMENT`
+ * are legacy names still accepted.
+ *
+ * @category constants
+ */
+export const headers = {
+  paymentRequired: "payment-required",
+  paymentSignature: "payment-signature",
+  legacyPayment: ["x-402-payment", "x-payment"],
+  paymentResponse: "payment-response",
+  signIn: "sign-in-with-x",
+  legacySignIn: "x-sign-in-with-x"
+} as const
+
+/**
+ * The EVM option: an EIP-3009 token (USDC) on one chain. `eip712` is the token's EIP-712 domain,
+ * which the client needs to sign.
+ *
+ * @category models
+ */
+export interface EvmOption {
+  /** CAIP-2, `eip155:<chainId>`. */
+  readonly network: string
+  readonly asset: string
+  readonly payTo: string
+  readonly eip712: { readonly name: string; readonly version: string }
+}
+
+/**
+ * The Solana option: an SPL mint. `feePayer` is the facilitator's fee-paying address, taken from
+ * its `/supported` answer.
+ *
+ * @category models
+ */
+export interface SolanaOption {
+  readonly network: string
+  readonly asset: string
+  readonly payTo: string
+  readonly feePayer: string
+}
+
+/**
+ * Where wallets pay and how the 402 bodies describe the service.
+ *
+ * @category models
+ */
+export interface Config {
+  /** The origin clients address, e.g. `https://api.example.com`: SIWX binds to it. */
+  readonly publicOrigin: string
+  readonly evm: EvmOption
+  /** Absent when no Solana facilitator is configured; the top-up then offers Base only. */
+  readonly solana?: SolanaOption
+  readonly minimumTopUp: Money.Nano
+  readonly maxTimeoutSeconds: number
+  /** Where an API key is obtained; defaults to `<publicOrigin>/api-keys`. */
+  readonly getKeyUrl?: string
+  /** Wallet documentation; defaults to `<publicOrigin>/docs/wallets`. */
+  readonly docsUrl?: string
+}
+
+/**
+ * Base and Solana mainnet USDC with a 5 USD minimum and the official server's 300 s timeout.
+ *
+ * @category constructors
+ */
+export const makeConfig = (options: {
+  readonly publicOrigin: string
+  readonly payTo: { readonly evm: string; readonly solana?: string }
+  readonly solanaFeePayer?: string
+  readonly evm?: Partial<EvmOption>
+  readonly solana?: Partial<Omit<SolanaOption, "payTo" | "feePayer">>
+  readonly minimumTopUp?: Money.Nano
+  readonly maxTimeoutSeconds?: number
+  readonly getKeyUrl?: string
+  readonly docsUrl?: string
+}): Config => ({
+  publicOrigin: options.publicOrigin.replace(/\/+$/, ""),
+  evm: {
+    network: BASE_MAINNET,
+    asset: BASE_USDC,
+    eip712: { name: "USD Coin", version: "2" },
+    ...options.evm,
+    payTo: options.payTo.evm
+  },
+  ...(options.payTo.solana !== undefined && options.solanaFeePayer !== undefined
+    ? {
+      solana: {
+        network: SOLANA_MAINNET,
+        asset: SOLANA_USDC,
+        ...options.solana,
+        payTo: options.payTo.solana,
+        feePayer: options.solanaFeePayer
+      }
+    }
+    : {}),
+  minimumTopUp: options.minimumTopUp ?? Money.usd(5),
+  maxTimeoutSeconds: options.maxTimeoutSeconds ?? 300,
+  ...(options.getKeyUrl !== undefined ? { getKeyUrl: options.getKeyUrl } : {}),
+  ...(options.docsUrl !== undefined ? { docsUrl: options.docsUrl } : {})
+})
+
+/**
+ * The x402 configuration as a service, for the pipeline and the top-up routes.
+ *
+ * @category services
+ */
+export class X402Config extends Context.Service<X402Config, Config>()("@tollgate/core/X402Config") {}
+
+/** @category layers */
+export const layer = (config: Config): Layer.Layer<X402Config> => Layer.succeed(X402Config, config)
+
+/** @category schemas */
+export const ResourceInfo = Schema.Struct({
+  url: Schema.String,
+  description: Schema.optionalKey(Schema.String),
+  mimeType: Schema.optionalKey(Schema.String)
+})
+
+/** @category models */
+export type ResourceInfo = typeof ResourceInfo.Type
+
+/** @category schemas */
+export const PaymentRequirements = Schema.Struct({
+  scheme: Schema.String,
+  network: Schema.String,
+  asset: Schema.String,
+  amount: Schema.String,
+  payTo: Schema.String,
+  maxTimeoutSeconds: Schema.Number,
+  extra: Schema.optionalKey(Schema.Record(Schema.String, Schema.Unknown))
+})
+
+/** @category models */
+export type PaymentRequirements = typeof PaymentRequirements.Type
+
+/**
+ * What a client sends in `PAYMENT-SIGNATURE`: the requirement it chose, verbatim, and the
+ * scheme's payload (for exact EVM, an EIP-3009 authorization and its signature; for Solana, a
+ * partially signed transaction).
+ *
+ * @category schemas
+ */
+export const PaymentPayload = Schema.Struct({
+  x402Version: Schema.Literal(2),
+  resource: Schema.optionalKey(ResourceInfo),
+  accepted: PaymentRequirements,
+  payload: Schema.Record(Schema.String, Schema.Unknown),
+  extensions: Schema.optionalKey(Schema.Record(Schema.String, Schema.Unknown))
+})
+
+/** @category models */
+export type PaymentPayload = typeof PaymentPayload.Type
+
+/**
+ * The v1 payload of legacy clients: the scheme and a legacy network name instead of `accepted`.
+ *
+ * @category schemas
+ */
+export const PaymentPayloadV1 = Schema.Struct({
+  x402Version: Schema.Literal(1),
+  scheme: Schema.String,
+  network: Schema.String,
+  payload: Schema.Record(Schema.String, Schema.Unknown)
+})
+
+/** @category models */
+export interface SettleResponse {
+  readonly success: boolean
+  readonly transaction: string
+  readonly network: string
+  readonly payer?: string
+  readonly errorReason?: string
+  readonly errorMessage?: string
+}
+
+/**
+ * `PaymentRequirements` as the PaymentRequired object of form 2 carries them.
+ *
+ * @category models
+ */
+export interface PaymentRequired {
+  readonly x402Version: 2
+  readonly error: string
+  readonly resource: { readonly url: string; readonly description: string; readonly mimeType: string }
+  readonly accepts: ReadonlyArray<PaymentRequirements>
+  readonly extensions: { readonly "sign-in-with-x": SiwxChallenge }
+}
+
+/**
+ * Form 2: PaymentRequired plus the two ways to authenticate.
+ *
+ * @category models
+ */
+export interface DiscoveryBody extends PaymentRequired {
+  readonly authOptions: {
+    readonly apiKey: { readonly header: string; readonly getKey: string; readonly docs: string }
+    readonly x402Wallet: { readonly header: string; readonly legacyHeader: string; readonly topUp: string; readonly docs: string }
+  }
+}
+
+/**
+ * Form 3: an authenticated wallet whose balance does not cover the call.
+ *
+ * @category models
+ */
+export interface InsufficientBalanceBody {
+  readonly error: "Payment required"
+  readonly code: "PAYMENT_REQUIRED"
+  readonly reason: "insufficient_balance"
+  readonly message: string
+  readonly currentBalanceUsd: number
+  readonly minimumBalanceUsd: number
+  readonly description: string
+  readonly suggestedTopUpUsd: number
+  readonly minimumTopUpUsd: number
+  readonly supportedTokens: ReadonlyArray<string>
+  readonly supportedChains: ReadonlyArray<string>
+  readonly topUpInstructions: {
+    readonly step1: string
+    readonly step2: string
+    readonly step3: string
+    readonly receiverWallet: string
+    readonly tokenAddress: string
+    readonly tokenDecimals: number
+    readonly network: string
+    readonly minimumAmountUsd: number
+  }
+  readonly siwxChallenge: SiwxChallenge
+}
+
+/** @category paths */
+export const topUpPath = "/api/v1/x402/top-up"
+
+/** @category accessors */
+export const topUpUrl = (config: Config): string => `${config.publicOrigin}${topUpPath}`
+
+const docsUrl = (config: Config) => config.docsUrl ?? `${config.publicOrigin}/docs/wallets`
+
+/**
+ * The two `accepts` entries for paying `amount`: Base USDC (EIP-712 domain in `extra`) and Solana
+ * USDC (`feePayer` in `extra`), amounts in 6-decimal base units rounded up.
+ *
+ * @category constructors
+ */
+export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<PaymentRequirements> => {
+  const units = Money.toUsdcUnits(amount)
+  const evm: PaymentRequirements = {
+    scheme: "exact",
+    network: config.evm.network,
+    asset: config.evm.asset,
+    amount: units,
+    payTo: config.evm.payTo,
+    maxTimeoutSeconds: config.maxTimeoutSeconds,
+    extra: { name: config.evm.eip712.name, version: config.evm.eip712.version }
+  }
+  if (config.solana === undefined) return [evm]
+  return [evm, {
+    scheme: "exact",
+    network: config.solana.network,
+    asset: config.solana.asset,
+    amount: units,
+    payTo: config.solana.payTo,
+    maxTimeoutSeconds: config.maxTimeoutSeconds,
+    extra: { feePayer: config.solana.feePayer }
+  }]
+}
+
+/**
+ * Standard base64 (with padding) of the UTF-8 JSON, the encoding of every x402 header.
+ *
+ * @category encoding
+ */
+export const encodeHeader = (value: unknown): string => Buffer.from(JSON.stringify(value), "utf8").toString("base64")
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+/**
+ * Decodes an x402 header; `None` unless it is strict standard base64 of JSON.
+ *
+ * @category encoding
+ */
+export const decodeHeader = (value: string): Option.Option<unknown> => {
+  const trimmed = value.trim()
+  if (trimmed.length === 0 || trimmed.length % 4 !== 0 || !BASE64.test(trimmed)) return Option.none()
+  try {
+    return Option.some(JSON.parse(Buffer.from(trimmed, "base64").toString("utf8")))
+  } catch {
+    return Option.none()
+  }
+}
+
+/**
+ * Form 2, the discovery body: a 402 for `resource` with the top-up requirements of `amount`
+ * (the minimum top-up unless given), a fresh SIWX challenge and both authentication options.
+ *
+ * @category constructors
+ */
+export const discoveryBody = (config: Config, input: {
+  readonly resource: { readonly url: string; readonly description?: string; readonly mimeType?: string }
+  readonly challenge: SiwxChallenge
+  readonly amount?: Money.Nano
+  readonly error?: string
+}): DiscoveryBody => ({
+  x402Version: VERSION,
+  error: input.error ?? "Payment required",
+  resource: {
+    url: input.resource.url,
+    description: input.resource.description ??
+      "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana",
+    mimeType: input.resource.mimeType ?? "application/json"
+  },
+  accepts: requirements(config, input.amount ?? config.minimumTopUp),
+  extensions: { "sign-in-with-x": input.challenge },
+  authOptions: {
+    apiKey: {
+      header: "Authorization",
+      getKey: config.getKeyUrl ?? `${config.publicOrigin}/api-keys`,
+      docs: `${config.publicOrigin}/docs/authentication`
+    },
+    x402Wallet: {
+      header: "SIGN-IN-WITH-X",
+      legacyHeader: "X-Sign-In-With-X",
+      topUp: topUpUrl(config),
+      docs: docsUrl(config)
+    }
+  }
+})
+
+/**
+ * The 402 of form 2 as an error: the body, and the same object in `PAYMENT-REQUIRED` so the
+ * official v2 client (which reads only the header) can pay it.
+ *
+ * @category constructors
+ */
+export const discovery = (config: Config, input: Parameters<typeof discoveryBody>[1]): Errors.PaymentRequired => {
+  const body = discoveryBody(config, input)
+  return new Errors.PaymentRequired({
+    body,
+    headers: { [headers.paymentRequired]: encodeHeader(body), "cache-control": "no-store" }
+  })
+}
+
+/**
+ * Form 3 as an error: `balance` does not cover `required`. The suggested top-up covers the
+ * shortfall, rounded up to a whole dollar and never below the minimum top-up.
+ *
+ * @category constructors
+ */
+export const insufficientBalance = (config: Config, input: {
+  readonly balance: Money.Nano
+  readonly required: Money.Nano
+  readonly challenge: SiwxChallenge
+}): Errors.PaymentRequired => {
+  const shortfall = Math.max(0, input.required - input.balance)
+  const suggested = Math.max(
+    Money.toUsdNumber(config.minimumTopUp),
+    Math.ceil(shortfall / Money.NANO_PER_USD)
+  )
+  const minimumTopUpUsd = Money.toUsdNumber(config.minimumTopUp)
+  const body: InsufficientBalanceBody = {
+    error: "Payment required",
+    code: "PAYMENT_REQUIRED",
+    reason: "insufficient_balance",
+    message: `Insufficient balance: ${Money.formatUsd(input.balance)} USD available, ${
+      Money.formatUsd(input.required)
+    } USD required`,
+    currentBalanceUsd: Money.toUsdNumber(input.balance),
+    minimumBalanceUsd: Money.toUsdNumber(input.required),
+    description: "Top up USDC credit for this wallet, then retry the request signed in with the same wallet",
+    suggestedTopUpUsd: suggested,
+    minimumTopUpUsd,
+    supportedTokens: ["USDC"],
+    supportedChains: config.solana === undefined ? ["base"] : ["base", "solana"],
+    topUpInstructions: {
+      step1: `POST ${topUpUrl(config)} without a payment header to get the payment requirements`,
+      step2: "Sign a USDC payment for exactly one entry of accepts (EIP-3009 on Base, a transfer on Solana)",
+      step3: `POST ${topUpUrl(config)} again with the payment in the PAYMENT-SIGNATURE header`,
+      receiverWallet: config.evm.payTo,
+      tokenAddress: config.evm.asset,
+      tokenDecimals: Money.USDC_DECIMALS,
+      network: "base",
+      minimumAmountUsd: minimumTopUpUsd
+    },
+    siwxChallenge: input.challenge
+  }
+  return new Errors.PaymentRequired({ body, headers: { "cache-control": "no-store" } })
+}
+
+const LEGACY_NETWORKS: Readonly<Record<string, string>> = {
+  base: BASE_MAINNET,
+  "base-sepolia": "eip155:84532",
+  solana: SOLANA_MAINNET,
+  "solana-devnet": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
+}
+
+const canonicalJson = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v)
+
+const extraMatches = (server: PaymentRequirements["extra"], client: PaymentRequirements["extra"]) =>
+  Object.entries(server ?? {}).every(([key, value]) => canonicalJson(client?.[key]) === canonicalJson(value))
+
+/**
+ * The requirement `accepted` chose: equal in every field but `extra`, where every server key must
+ * be present and equal and the client may add keys (the official server's rule).
+ *
+ * @category matching
+ */
+export const findMatching = (
+  candidates: ReadonlyArray<PaymentRequirements>,
+  accepted: PaymentRequirements
+): Option.Option<PaymentRequirements> =>
+  Option.fromNullishOr(candidates.find((candidate) =>
+    candidate.scheme === accepted.scheme &&
+    candidate.network === accepted.network &&
+    candidate.asset === accepted.asset &&
+    candidate.amount === accepted.amount &&
+    candidate.payTo === accepted.payTo &&
+    candidate.maxTimeoutSeconds === accepted.maxTimeoutSeconds &&
+    extraMatches(candidate.extra, accepted.extra)
+  ))
+
+/**
+ * A payment and the requirement it pays.
+ *
+ * @category models
+ */
+export interface MatchedPayment {
+  readonly payload: PaymentPayload
+  readonly requirements: PaymentRequirements
+}
+
+/** Why a payment header was refused; the reason goes into the fresh 402's `error`. @category errors */
+export class PaymentRejected extends Data.TaggedError("PaymentRejected")<{
+  readonly reason: string
+  readonly message: string
+}> {}
+
+/**
+ * The payment header of a request (current name first, then the legacy ones), if any.
+ *
+ * @category accessors
+ */
+export const paymentHeader = (requestHeaders: Readonly<Record<string, string | undefined>>): Option.Option<string> =>
+  Option.fromNullishOr(
+    [headers.paymentSignature, ...headers.legacyPayment].map((name) => requestHeaders[name]).find((v) => v !== undefined)
+  )
+
+/**
+ * Decodes a payment header and matches it against `candidates`, the requirements rebuilt for the
+ * request. A v1 payload (legacy clients) matches the candidate of its scheme and network.
+ *
+ * @category matching
+ */
+export const decodePayment = Effect.fn("X402.decodePayment")(function*(
+  header: string,
+  candidates: ReadonlyArray<PaymentRequirements>
+) {
+  const json = yield* Effect.fromOption(decodeHeader(header)).pipe(
+    Effect.mapError(() => new PaymentRejected({ reason: "invalid_payload", message: "The payment header is not base64 JSON" }))
+  )
+  const v1 = Schema.decodeUnknownOption(PaymentPayloadV1)(json)
+  if (Option.isSome(v1)) {
+    const network = LEGACY_NETWORKS[v1.value.network] ?? v1.value.network
+    const match = candidates.find((c) => c.scheme === v1.value.scheme && c.network === network)
+    if (match === undefined) {
+      return yield* new PaymentRejected({ reason: "No matching payment requirements", message: "No requirement matches the payment" })
+    }
+    const payload: PaymentPayload = { x402Version: 2, accepted: match, payload: v1.value.payload }
+    return { payload, requirements: match } satisfies MatchedPayment
+  }
+  const payload = yield* Schema.decodeUnknownEffect(PaymentPayload)(json).pipe(
+    Effect.mapError(() => new PaymentRejected({ reason: "invalid_payload", message: "The payment payload is malformed" }))
+  )
+  const match = findMatching(candidates, payload.accepted)
+  if (Option.isNone(match)) {
+    return yield* new PaymentRejected({
+      reason: "No matching payment requirements",
+      message: "The accepted requirement does not match this request's requirements"
+    })
+  }
+  return { payload, requirements: match.value } satisfies MatchedPayment
+})

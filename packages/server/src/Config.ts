@@ -1,0 +1,128 @@
+/**
+ * The server's configuration: `TOLLGATE_*` environment variables plus an optional JSON file named
+ * by `TOLLGATE_CONFIG` (models, prices, upstreams, accounts). Everything is validated at start; a
+ * bad value stops the server with one message naming the field and the rule it broke. With no
+ * signing key the server runs in dev mode.
+ *
+ * @since 0.1.0
+ */
+import { Data, Effect, Schema, SchemaIssue } from "effect"
+import * as Fs from "node:fs"
+
+/** @category errors */
+export class ConfigError extends Data.TaggedError("ConfigError")<{ readonly message: string }> {}
+
+const Port = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 65535 }))
+const PositiveInt = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThan(0))
+
+/**
+ * The environment variables tollgate reads, with their rules.
+ *
+ * @category schemas
+ */
+export const Environment = Schema.Struct({
+  PORT: Schema.optionalKey(Port),
+  TOLLGATE_STORE: Schema.optionalKey(Schema.Literals(["memory", "redis"])),
+  TOLLGATE_REDIS_URL: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^rediss?:\/\/.+/u, {
+    message: "must be a redis:// or rediss:// URL"
+  }))),
+  TOLLGATE_PUBLIC_ORIGIN: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^https?:\/\/[^/]+$/u, {
+    message: "must be an origin such as https://api.example.com (scheme and host, no path)"
+  }))),
+  TOLLGATE_SERVICE_VERSION: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  TOLLGATE_SIGNING_KEY: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  TOLLGATE_DEV_CREDENTIALS_FILE: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  TOLLGATE_MAX_BODY_BYTES: Schema.optionalKey(PositiveInt),
+  TOLLGATE_LOG_LEVEL: Schema.optionalKey(Schema.Literals(["trace", "debug", "info", "warn", "error", "none"])),
+  TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1)))
+})
+
+/**
+ * The JSON config file. Each section is validated by the module that owns it.
+ *
+ * @category schemas
+ */
+export const FileConfig = Schema.Struct({
+  publicOrigin: Schema.optionalKey(Schema.String),
+  models: Schema.optionalKey(Schema.Unknown),
+  prices: Schema.optionalKey(Schema.Unknown),
+  rpc: Schema.optionalKey(Schema.Unknown),
+  rateLimits: Schema.optionalKey(Schema.Unknown),
+  accounts: Schema.optionalKey(Schema.Unknown),
+  x402: Schema.optionalKey(Schema.Unknown),
+  chat: Schema.optionalKey(Schema.Unknown)
+})
+
+/** @category models */
+export interface ServerConfig {
+  readonly port: number
+  readonly store: "memory" | "redis"
+  readonly redisUrl: string
+  readonly publicOrigin: string
+  readonly serviceVersion: string | undefined
+  /** Absent: dev mode. */
+  readonly signingKey: string | undefined
+  readonly devCredentialsFile: string | undefined
+  readonly maxBodyBytes: number
+  readonly logLevel: "trace" | "debug" | "info" | "warn" | "error" | "none"
+  readonly file: typeof FileConfig.Type
+}
+
+/**
+ * Whether the server runs in dev mode: no signing key configured.
+ *
+ * @category predicates
+ */
+export const isDevMode = (config: ServerConfig): boolean => config.signingKey === undefined
+
+const describeIssue = (issue: SchemaIssue.Issue, prefix: string): string => {
+  const [first] = SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues
+  if (first === undefined) return `${prefix}: invalid`
+  const path = (first.path ?? []).map((segment) => String(typeof segment === "object" ? segment.key : segment))
+  return `${[prefix, ...path].filter((part) => part !== "").join(".")}: ${first.message}`
+}
+
+const decode = <A, I>(schema: Schema.Codec<A, I>, input: unknown, prefix: string) =>
+  Schema.decodeUnknownEffect(schema)(input).pipe(
+    Effect.mapError((error) => new ConfigError({ message: describeIssue(error.issue, prefix) }))
+  )
+
+const readFile = (path: string) =>
+  Effect.try({
+    try: () => JSON.parse(Fs.readFileSync(path, "utf8")) as unknown,
+    catch: (error) => new ConfigError({ message: `TOLLGATE_CONFIG: cannot read ${path} as JSON (${String(error)})` })
+  })
+
+/**
+ * Reads and validates the configuration from an environment (default: `process.env`).
+ *
+ * @category constructors
+ */
+export const load = (env: Readonly<Record<string, string | undefined>> = process.env) =>
+  Effect.gen(function*() {
+    const known = Object.fromEntries(
+      Object.keys(Environment.fields).flatMap((name) => env[name] === undefined ? [] : [[name, env[name]]])
+    )
+    const vars = yield* decode(Environment, known, "")
+    const file = vars.TOLLGATE_CONFIG === undefined
+      ? {}
+      : yield* decode(FileConfig, yield* readFile(vars.TOLLGATE_CONFIG), "TOLLGATE_CONFIG")
+    const port = vars.PORT ?? 8787
+    const store = vars.TOLLGATE_STORE ?? "memory"
+    if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined) {
+      return yield* new ConfigError({ message: "TOLLGATE_REDIS_URL: required when TOLLGATE_STORE is redis" })
+    }
+    const config: ServerConfig = {
+      port,
+      store,
+      redisUrl: vars.TOLLGATE_REDIS_URL ?? "redis://127.0.0.1:6379",
+      publicOrigin: vars.TOLLGATE_PUBLIC_ORIGIN ?? file.publicOrigin ?? `http://localhost:${port}`,
+      serviceVersion: vars.TOLLGATE_SERVICE_VERSION,
+      signingKey: vars.TOLLGATE_SIGNING_KEY,
+      devCredentialsFile: vars.TOLLGATE_DEV_CREDENTIALS_FILE,
+      maxBodyBytes: vars.TOLLGATE_MAX_BODY_BYTES ?? 1_048_576,
+      logLevel: vars.TOLLGATE_LOG_LEVEL ?? "info",
+      file
+    }
+    return config
+  })

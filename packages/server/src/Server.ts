@@ -1,0 +1,37 @@
+/**
+ * The reference server: every route of `@tollgate/http` over the service layers the configuration
+ * picks (memory or Redis), served on a port with graceful shutdown (in-flight requests finish,
+ * then the process exits 0).
+ *
+ * @since 0.1.0
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { App, ServiceInfo } from "@tollgate/http"
+import * as Routes from "@tollgate/http/routes/index"
+import { Layer } from "effect"
+import { HttpRouter } from "effect/http"
+import { createServer } from "node:http"
+import type { ServerConfig } from "./Config.ts"
+
+/**
+ * The application layer (routes, middleware and services) for a configuration.
+ *
+ * @category layers
+ */
+export const appLayer = (config: ServerConfig) =>
+  App.layer(Routes.all, { maxBodyBytes: config.maxBodyBytes }).pipe(
+    Layer.provide(ServiceInfo.layer({
+      publicOrigin: config.publicOrigin,
+      ...(config.serviceVersion === undefined ? {} : { version: config.serviceVersion })
+    }))
+  )
+
+/**
+ * The application served on `config.port`.
+ *
+ * @category layers
+ */
+export const layer = (config: ServerConfig) =>
+  HttpRouter.serve(appLayer(config), { disableLogger: true, disableListenLog: true }).pipe(
+    Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" }))
+  )
