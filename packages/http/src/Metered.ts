@@ -1,0 +1,383 @@
+/**
+ * The metered pipeline: the one function every paid route calls. It authenticates the caller,
+ * claims the `Idempotency-Key`, admits the call (rate limits and a credit hold for the worst-case
+ * price, all or nothing), runs the route's work, captures the actual price and releases the rest
+ * (appending the usage entry in the same ledger step), completes the idempotency record and adds
+ * the rate-limit and balance headers. Once admitted, a failure or an interruption (a client that
+ * disconnects) releases the hold in a finalizer; a streamed response captures what it produced
+ * when the stream ends, fails or is cut. A hold that nothing settles (a process crash) expires.
+ *
+ * Which 402 a caller gets depends on who it is: an API key with too little balance gets the
+ * StandardError `INSUFFICIENT_BALANCE`; a wallet gets the authenticated-wallet body and a caller
+ * with no credentials the x402 discovery body, both built by the `PaymentRequiredBodies` service
+ * so the x402 module owns their shape.
+ *
+ * @since 0.1.0
+ */
+import { Auth, CreditLedger, Errors, IdempotencyStore, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
+import { Clock, Context, Effect, Exit, Layer, Option, Stream } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { CurrentRequestId } from "./App.ts"
+
+/** @category models */
+export type Kind = "text" | "image" | "audio" | "embedding" | "video" | "rpc"
+
+/** @category models */
+export type ModelTier = "XS" | "S" | "M" | "L"
+
+/** @category models */
+export interface Usage {
+  readonly units: number
+  readonly pricePerUnit: Money.Nano
+  readonly notes?: string | undefined
+  readonly promptTokens?: number | undefined
+  readonly completionTokens?: number | undefined
+}
+
+/**
+ * What a call produced: its response, its actual price (at most the quote) and its usage.
+ *
+ * @category models
+ */
+export interface Outcome {
+  readonly response: HttpServerResponse.HttpServerResponse
+  readonly charge: Money.Nano
+  readonly usage: Usage
+  readonly actualTokens?: number | undefined
+  readonly actualCredits?: number | undefined
+}
+
+/**
+ * The price of a streamed call as far as it got.
+ *
+ * @category models
+ */
+export interface Produced {
+  readonly charge: Money.Nano
+  readonly usage: Usage
+  readonly actualTokens?: number | undefined
+}
+
+/**
+ * A streamed response whose price is known only when the stream ends or the client disconnects:
+ * `produced` is read then, and what it says is captured.
+ *
+ * @category models
+ */
+export interface StreamingOutcome {
+  readonly _tag: "Streaming"
+  readonly stream: Stream.Stream<Uint8Array, Errors.ApiError>
+  readonly contentType: string
+  readonly status?: number | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  readonly produced: Effect.Effect<Produced>
+}
+
+/** @category models */
+export interface Context {
+  readonly principal: Principal.Principal
+  readonly requestId: string
+}
+
+/** @category models */
+export interface MeteredCall {
+  /** Usage sku: `text-parser`, `image:<model>`, `chat:<model>`, `rpc:<network>`. */
+  readonly sku: string
+  readonly kind: Kind
+  readonly modelTier?: ModelTier | undefined
+  /** Tokens reserved at admission (chat: prompt + capped max_tokens). */
+  readonly reserveTokens?: number | undefined
+  /** RPC credits reserved against the rolling 24 h cap. */
+  readonly reserveCredits?: number | undefined
+  /** The worst-case price: held at admission; its version is pinned on the hold. */
+  readonly quote: PricingEngine.Quote
+  readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined
+  readonly execute: (context: Context) => Effect.Effect<Outcome | StreamingOutcome, Errors.ApiError>
+}
+
+/**
+ * The bodies of the wallet 402s, owned by the x402 module. `discovery` answers a caller with no
+ * credentials; `insufficientBalance` a signed-in wallet that cannot afford the call.
+ *
+ * @category services
+ */
+export class PaymentRequiredBodies extends Context.Service<PaymentRequiredBodies, {
+  readonly discovery: (input: { readonly url: string; readonly call: MeteredCall }) => Effect.Effect<Errors.PaymentRequired>
+  readonly insufficientBalance: (input: {
+    readonly principal: Principal.WalletPrincipal
+    readonly balance: CreditLedger.Balance
+    readonly call: MeteredCall
+  }) => Effect.Effect<Errors.PaymentRequired>
+}>()("@tollgate/http/Metered/PaymentRequiredBodies") {}
+
+/**
+ * Minimal bodies until the x402 builders are provided: the discovery 402 names the resource and
+ * the ways to authenticate; the wallet 402 carries the spec's required scalar fields.
+ *
+ * @category layers
+ */
+export const layerPaymentRequiredMinimal: Layer.Layer<PaymentRequiredBodies> = Layer.succeed(PaymentRequiredBodies, {
+  discovery: ({ url }) =>
+    Effect.succeed(new Errors.PaymentRequired({
+      body: { x402Version: 2, error: "Payment required", resource: { url, description: "Metered API call", mimeType: "application/json" }, accepts: [] }
+    })),
+  insufficientBalance: ({ balance, call }) =>
+    Effect.succeed(new Errors.PaymentRequired({
+      body: {
+        error: "Payment required",
+        code: "PAYMENT_REQUIRED",
+        reason: "insufficient_balance",
+        message: "Insufficient credit balance",
+        currentBalanceUsd: Money.toUsdNumber(balance.availableUsd),
+        minimumBalanceUsd: Money.toUsdNumber(call.quote.amount)
+      }
+    }))
+})
+
+/**
+ * Which rate limits apply to a call. The default is the spec's per-minute table (see
+ * `layerLimitsDefault`); the rate-limit module can provide the configured one.
+ *
+ * @category services
+ */
+export class LimitPolicy extends Context.Service<LimitPolicy, {
+  readonly limitsFor: (principal: Principal.Principal, call: MeteredCall) => ReadonlyArray<RateLimiter.Limit>
+}>()("@tollgate/http/Metered/LimitPolicy") {}
+
+const MINUTE = 60_000
+
+const textLimits = {
+  default: { XS: [500, 1_000_000], S: [75, 750_000], M: [50, 750_000], L: [20, 500_000] },
+  partner: { XS: [500, 2_000_000], S: [150, 1_500_000], M: [100, 1_500_000], L: [60, 1_000_000] }
+} as const
+
+const kindLimits = {
+  default: { image: 20, audio: 60, embedding: 500, video: 40 },
+  partner: { image: 60, audio: 120, embedding: 500, video: 40 }
+} as const
+
+/**
+ * The spec's default limits per user: text tiers (requests and tokens per minute), the other kinds
+ * (requests per minute), and the RPC caps (100 per minute, 10,000,000 credits per rolling 24 h).
+ *
+ * @category layers
+ */
+export const layerLimitsDefault: Layer.Layer<LimitPolicy> = Layer.succeed(LimitPolicy, {
+  limitsFor: (principal, call) => {
+    const tier = principal._tag === "ApiKey" ? principal.tier : "default"
+    const account = principal.accountId
+    switch (call.kind) {
+      case "text": {
+        const modelTier = call.modelTier ?? "S"
+        const [requests, tokens] = textLimits[tier][modelTier]
+        return [{
+          type: "user",
+          key: `${account}:text:${modelTier}`,
+          hashTag: account,
+          requests: { limit: requests, windowMs: MINUTE },
+          tokens: { limit: tokens, windowMs: MINUTE, reserve: call.reserveTokens ?? 0 }
+        }]
+      }
+      case "rpc":
+        return [
+          {
+            type: "user",
+            key: `${account}:rpc:minute`,
+            hashTag: account,
+            requests: { limit: 100, windowMs: MINUTE },
+            customMessage: "RPC per-minute request cap (100 requests per minute) exceeded"
+          },
+          {
+            type: "user",
+            key: `${account}:rpc:day`,
+            hashTag: account,
+            credits: { limit: 10_000_000, windowMs: 24 * 60 * MINUTE, reserve: call.reserveCredits ?? 0 },
+            customMessage: "RPC daily credit cap (10,000,000 credits per rolling 24 hours) exceeded"
+          }
+        ]
+      default:
+        return [{
+          type: "user",
+          key: `${account}:${call.kind}`,
+          hashTag: account,
+          requests: { limit: kindLimits[tier][call.kind], windowMs: MINUTE }
+        }]
+    }
+  }
+})
+
+/** @category options */
+export interface Options {
+  /** How long a hold lives if its request never settles it (a crashed process). */
+  readonly holdTtlMs?: number
+}
+
+/** @category services */
+export class Metered extends Context.Service<Metered, {
+  readonly run: (call: MeteredCall) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest>
+}>()("@tollgate/http/Metered") {}
+
+const replayed = (stored: IdempotencyStore.StoredResponse) =>
+  HttpServerResponse.uint8Array(Buffer.from(stored.body, "base64"), {
+    status: stored.status,
+    headers: { ...stored.headers, "idempotent-replayed": "true" }
+  })
+
+const toStored = (response: HttpServerResponse.HttpServerResponse): IdempotencyStore.StoredResponse => {
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(response.headers)) headers[name] = value
+  if (response.body._tag === "Uint8Array") headers["content-type"] ??= response.body.contentType
+  const bytes = response.body._tag === "Uint8Array" ? response.body.body : new Uint8Array()
+  return { status: response.status, headers, body: Buffer.from(bytes).toString("base64") }
+}
+
+const balanceHeaders = (before: CreditLedger.Balance): Record<string, string> => ({
+  "x-service-balance-usd": Money.formatUsd(before.availableUsd),
+  "x-service-balance-token": Money.formatUsd(before.availableAllowance)
+})
+
+/**
+ * The pipeline over the services it coordinates.
+ *
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<
+  Metered,
+  never,
+  | Auth.Auth
+  | RateLimiter.RateLimiter
+  | CreditLedger.CreditLedger
+  | IdempotencyStore.IdempotencyStore
+  | PaymentRequiredBodies
+  | LimitPolicy
+> =>
+  Layer.effect(Metered, Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const limiter = yield* RateLimiter.RateLimiter
+    const ledger = yield* CreditLedger.CreditLedger
+    const idempotency = yield* IdempotencyStore.IdempotencyStore
+    const bodies = yield* PaymentRequiredBodies
+    const policy = yield* LimitPolicy
+
+    const ledgerFailure = (error: CreditLedger.LedgerError) => Effect.die(error)
+
+    const admit = (principal: Principal.Principal, call: MeteredCall, reference: string) =>
+      Effect.gen(function*() {
+        const hold = yield* ledger.hold({
+          accountId: principal.accountId,
+          amount: call.quote.amount,
+          reference,
+          priceVersion: call.quote.version,
+          ...(options.holdTtlMs === undefined ? {} : { ttlMs: options.holdTtlMs })
+        }).pipe(Effect.catchTag("LedgerError", (error) => {
+          if (error.reason !== "InsufficientFunds") return ledgerFailure(error)
+          if (principal._tag === "ApiKey") {
+            return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
+          }
+          return ledger.balance(principal.accountId).pipe(
+            Effect.flatMap((balance) => bodies.insufficientBalance({ principal, balance, call })),
+            Effect.flatMap(Effect.fail)
+          )
+        }))
+        const admission = yield* limiter.admit(policy.limitsFor(principal, call)).pipe(
+          Effect.onError(() => Effect.ignore(ledger.release(principal.accountId, reference)))
+        )
+        return { hold, admission }
+      })
+
+    const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
+      Effect.all([
+        Effect.ignore(ledger.release(principal.accountId, reference)),
+        admission.settle({ tokens: 0, credits: 0 }),
+        claimed === undefined ? Effect.void : claimed()
+      ], { discard: true })
+
+    const run = Effect.fn("Metered.run")(function*(call: MeteredCall) {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const requestId = yield* CurrentRequestId
+      const found = yield* auth.authenticate(request.headers)
+      if (Option.isNone(found)) {
+        return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
+      }
+      const principal = found.value
+      const idem = call.idempotency
+      if (idem !== undefined) {
+        const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint)
+        switch (claim._tag) {
+          case "Replay":
+            return replayed(claim.response)
+          case "InFlight":
+            return yield* new Errors.Conflict({ message: "A request with this Idempotency-Key is still in progress" })
+          case "Mismatch":
+            return yield* new Errors.InvalidRequest({ message: "Idempotency-Key was already used with a different request body" })
+        }
+      }
+      const abandon = idem === undefined
+        ? undefined
+        : () => Effect.ignore(idempotency.abandon(principal.accountId, idem.key))
+      const reference = `${requestId}:${crypto.randomUUID()}`
+
+      const capture = (admission: RateLimiter.Admission, produced: Produced, startedAt: number) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const settlement = yield* ledger.capture({
+            accountId: principal.accountId,
+            reference,
+            amount: Money.min(produced.charge, call.quote.amount),
+            usage: {
+              sku: call.sku,
+              units: produced.usage.units,
+              pricePerUnit: produced.usage.pricePerUnit,
+              notes: produced.usage.notes,
+              requestId,
+              executionMs: now - startedAt,
+              promptTokens: produced.usage.promptTokens,
+              completionTokens: produced.usage.completionTokens
+            }
+          }).pipe(Effect.catchTag("LedgerError", ledgerFailure))
+          yield* admission.settle({
+            ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),
+            ...("actualCredits" in produced && typeof produced.actualCredits === "number" ? { credits: produced.actualCredits } : {})
+          })
+          return settlement
+        })
+
+      const use = ({ admission, hold }: { readonly hold: CreditLedger.Hold; readonly admission: RateLimiter.Admission }) =>
+        Effect.gen(function*() {
+          const startedAt = yield* Clock.currentTimeMillis
+          const outcome = yield* call.execute({ principal, requestId })
+          const headers = { ...admission.headers, ...balanceHeaders(hold.before) }
+          if ("_tag" in outcome) {
+            const stream = outcome.stream.pipe(Stream.onExit(() =>
+              outcome.produced.pipe(
+                Effect.flatMap((produced) => capture(admission, produced, startedAt)),
+                Effect.catchCause((cause) =>
+                  Effect.logError("settling a streamed call failed", cause).pipe(
+                    Effect.andThen(settleFailure(principal, reference, admission, undefined))
+                  )
+                )
+              )
+            ))
+            return HttpServerResponse.stream(stream, {
+              status: outcome.status,
+              headers: { ...outcome.headers, ...headers },
+              contentType: outcome.contentType
+            })
+          }
+          const settlement = yield* capture(admission, outcome, startedAt)
+          const response = HttpServerResponse.setHeaders(outcome.response, principal._tag === "Wallet"
+            ? { ...headers, "x-balance-remaining": Money.formatUsd(settlement.balance.availableUsd) }
+            : headers)
+          if (idem !== undefined) yield* idempotency.complete(principal.accountId, idem.key, toStored(response))
+          return response
+        })
+
+      return yield* Effect.acquireUseRelease(
+        admit(principal, call, reference).pipe(Effect.onError(() => abandon === undefined ? Effect.void : abandon())),
+        use,
+        ({ admission }, exit) => Exit.isSuccess(exit) ? Effect.void : settleFailure(principal, reference, admission, abandon)
+      )
+    })
+
+    return Metered.of({ run })
+  }))
