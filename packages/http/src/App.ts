@@ -8,20 +8,13 @@
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
-import { ByteSize, Context, Effect, Layer } from "effect"
+import { ByteSize, Effect, Layer } from "effect"
 import { HttpEffect, HttpPlatform, HttpServerError, HttpIncomingMessage, HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "./ErrorResponse.ts"
+import * as Observability from "./Observability.ts"
+import * as RequestContext from "./RequestContext.ts"
 import * as Route from "./Route.ts"
 import { ServiceInfo } from "./ServiceInfo.ts"
-
-/**
- * The id of the request being served, as sent in `x-request-id`.
- *
- * @category references
- */
-export const CurrentRequestId = Context.Reference<string>("@tollgate/http/CurrentRequestId", {
-  defaultValue: () => ""
-})
 
 /** @category options */
 export interface Options {
@@ -33,27 +26,47 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const compress = HttpMiddleware.compression({ minSize: 256 })
 
-const globalMiddleware = (info: ServiceInfo["Service"], platform: HttpPlatform.HttpPlatform["Service"]) =>
+const routeOf = (routes: ReadonlyArray<Route.Route<any>>, method: string, url: string) => {
+  const path = new URL(url, "http://localhost").pathname
+  return routes.find((route) => route.method === method && Route.matchesPath(route.path, path))?.path ?? "unmatched"
+}
+
+const globalMiddleware = (
+  routes: ReadonlyArray<Route.Route<any>>,
+  info: ServiceInfo["Service"],
+  platform: HttpPlatform.HttpPlatform["Service"]
+) =>
   HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
     (httpEffect) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const sent = request.headers["x-request-id"]
-        const requestId = sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID()
+        const context: RequestContext.RequestContext = {
+          requestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID(),
+          startedAt: performance.now(),
+          principalId: undefined
+        }
         yield* HttpEffect.appendPreResponseHandler((_request, response) => {
           const headers: Record<string, string> = {
-            "x-request-id": requestId,
+            "x-request-id": context.requestId,
             "x-service-version": info.version,
             "x-service-timestamp": new Date().toISOString()
           }
           if (response.status >= 400) headers["x-service-host-name"] = info.hostName
-          return Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+          return Observability.recordRequest({
+            requestId: context.requestId,
+            principalId: context.principalId,
+            method: request.method,
+            route: routeOf(routes, request.method, request.url),
+            status: response.status,
+            latencyMs: performance.now() - context.startedAt
+          }).pipe(Effect.as(HttpServerResponse.setHeaders(response, headers)))
         })
         return yield* compress(httpEffect).pipe(
           Effect.provideService(HttpPlatform.HttpPlatform, platform),
           Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
           Effect.catchDefect(ErrorResponse.fromDefect),
-          Effect.provideService(CurrentRequestId, requestId)
+          Effect.provideService(RequestContext.CurrentRequest, context)
         )
       }),
     { global: true }
@@ -107,6 +120,6 @@ export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options
     notFound(routes),
     Layer.unwrap(Effect.map(
       Effect.all([ServiceInfo, HttpPlatform.HttpPlatform]),
-      ([info, platform]) => globalMiddleware(info, platform)
+      ([info, platform]) => globalMiddleware(routes, info, platform)
     ))
   )

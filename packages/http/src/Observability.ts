@@ -1,0 +1,99 @@
+/**
+ * Metrics and request logs. Every response updates the request counters and the latency histogram
+ * (labelled by route pattern and status) and writes one structured log line with the request id,
+ * the principal id (never a key, signature, document or prompt), the route, the status and the
+ * latency. The other modules record their own events through the metrics defined here, so the
+ * whole set is visible in one place and served at `/metrics` in Prometheus text format.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Metric } from "effect"
+
+/** @category metrics */
+export const httpRequests = Metric.counter("tollgate_http_requests_total", {
+  description: "HTTP requests by route and status",
+  incremental: true
+})
+
+/** @category metrics */
+export const httpLatency = Metric.histogram("tollgate_http_request_duration_seconds", {
+  description: "HTTP request latency by route",
+  boundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+})
+
+/**
+ * Admission outcomes of the metered pipeline: `outcome` is `admitted` or a rejection reason
+ * (`rate_limit`, `balance`, `idempotency_conflict`, `abuse_guard`).
+ *
+ * @category metrics
+ */
+export const admissions = Metric.counter("tollgate_admissions_total", {
+  description: "Admissions and rejections of metered calls by outcome",
+  incremental: true
+})
+
+/** @category metrics */
+export const creditsCaptured = Metric.counter("tollgate_credits_captured_nano_usd_total", {
+  description: "Nano-USD captured from holds",
+  incremental: true
+})
+
+/** @category metrics */
+export const holdsOpen = Metric.gauge("tollgate_holds_open", { description: "Credit holds currently open" })
+
+/** @category metrics */
+export const redisErrors = Metric.counter("tollgate_redis_errors_total", {
+  description: "Redis errors by service and the failure policy applied",
+  incremental: true
+})
+
+/** @category metrics */
+export const upstreamErrors = Metric.counter("tollgate_upstream_errors_total", {
+  description: "Upstream errors by network or model",
+  incremental: true
+})
+
+/** @category metrics */
+export const extractionQueueDepth = Metric.gauge("tollgate_extraction_queue_depth", {
+  description: "Documents waiting for a PDF worker"
+})
+
+/** @category metrics */
+export const extractionChildRestarts = Metric.counter("tollgate_extraction_child_restarts_total", {
+  description: "PDF worker processes replaced after a crash or a kill",
+  incremental: true
+})
+
+/**
+ * Counts one event of a labelled counter.
+ *
+ * @category recording
+ */
+export const count = (metric: Metric.Counter<number>, attributes: Readonly<Record<string, string>>, by = 1) =>
+  Metric.update(Metric.withAttributes(metric, attributes), by)
+
+/**
+ * Records a finished request: counters, latency, and one structured log line.
+ *
+ * @category recording
+ */
+export const recordRequest = (entry: {
+  readonly requestId: string
+  readonly principalId: string | undefined
+  readonly method: string
+  readonly route: string
+  readonly status: number
+  readonly latencyMs: number
+}) =>
+  Effect.all([
+    count(httpRequests, { route: entry.route, method: entry.method, status: String(entry.status) }),
+    Metric.update(Metric.withAttributes(httpLatency, { route: entry.route }), entry.latencyMs / 1000),
+    Effect.logInfo("request").pipe(Effect.annotateLogs({
+      requestId: entry.requestId,
+      principalId: entry.principalId ?? "anonymous",
+      method: entry.method,
+      route: entry.route,
+      status: entry.status,
+      latencyMs: Math.round(entry.latencyMs * 100) / 100
+    }))
+  ], { discard: true })
