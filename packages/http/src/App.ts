@@ -8,8 +8,9 @@
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
-import { ByteSize, Effect, Layer } from "effect"
+import { ByteSize, Effect, Layer, type Schema } from "effect"
 import { HttpEffect, HttpPlatform, HttpServerError, HttpIncomingMessage, HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as Observability from "./Observability.ts"
 import * as RequestContext from "./RequestContext.ts"
@@ -20,6 +21,8 @@ import { ServiceInfo } from "./ServiceInfo.ts"
 export interface Options {
   /** Default cap of request bodies; routes that take uploads raise it for themselves. */
   readonly maxBodyBytes?: number
+  /** Schemas of the 402 bodies of metered routes, for the OpenAPI document. */
+  readonly paymentRequiredSchemas?: ReadonlyArray<Schema.Top>
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -114,12 +117,14 @@ export const routesLayer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: O
  *
  * @category layers
  */
-export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
-  Layer.mergeAll(
-    routesLayer(routes, options),
-    notFound(routes),
+export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) => {
+  const all = [...routes, ...Documentation.routes(routes, options)]
+  return Layer.mergeAll(
+    routesLayer(all, options),
+    notFound(all),
     Layer.unwrap(Effect.map(
       Effect.all([ServiceInfo, HttpPlatform.HttpPlatform]),
-      ([info, platform]) => globalMiddleware(routes, info, platform)
+      ([info, platform]) => globalMiddleware(all, info, platform)
     ))
   )
+}

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import type { Errors } from "@tollgate/core"
-import type { Effect, Scope } from "effect"
+import type { Effect, Schema, Scope } from "effect"
 import type { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 
 /** @category models */
@@ -27,20 +27,54 @@ export type RequestServices =
 /** @category models */
 export type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, RequestServices>
 
+/**
+ * A response of a route as the OpenAPI document shows it.
+ *
+ * @category models
+ */
+export interface ResponseDoc {
+  readonly description: string
+  /** Defaults to `application/json`. */
+  readonly contentType?: string
+  readonly schema?: Schema.Top
+  readonly headers?: ReadonlyArray<string>
+}
+
+/**
+ * What the OpenAPI document says about a route. The schemas are the ones the route decodes with,
+ * so the document cannot drift from what is validated.
+ *
+ * @category models
+ */
+export interface Docs {
+  readonly summary: string
+  readonly description?: string
+  readonly tags: ReadonlyArray<string>
+  /** `public`: no credentials; `key`: bearer API key; `metered`: key or SIWX wallet (or pay). */
+  readonly security: "public" | "key" | "admin" | "metered"
+  readonly request?: { readonly contentType: string; readonly schema: Schema.Top }
+  readonly query?: Schema.Top
+  readonly headers?: ReadonlyArray<{ readonly name: string; readonly description: string; readonly required?: boolean }>
+  readonly responses: Readonly<Record<number, ResponseDoc>>
+  readonly deprecated?: boolean
+}
+
 /** @category models */
 export interface Route<R = never> {
   readonly method: Method
   /** Path under the API root, e.g. `/api/v1/crypto/rpc/:network`. */
   readonly path: HttpRouter.PathInput
   readonly handler: Effect.Effect<Handler, never, R>
+  readonly docs?: Docs
 }
 
 /** @category constructors */
-export const make = <R>(method: Method, path: HttpRouter.PathInput, handler: Effect.Effect<Handler, never, R>): Route<R> => ({
-  method,
-  path,
-  handler
-})
+export const make = <R>(
+  method: Method,
+  path: HttpRouter.PathInput,
+  handler: Effect.Effect<Handler, never, R>,
+  docs?: Docs
+): Route<R> => docs === undefined ? { method, path, handler } : { method, path, handler, docs }
 
 /**
  * Whether a concrete path matches a route's pattern (`:name` matches one segment).

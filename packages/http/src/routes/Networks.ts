@@ -5,9 +5,12 @@
  * @since 0.1.0
  */
 import { Networks } from "@tollgate/core"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Route from "../Route.ts"
+
+/** @category schemas */
+export const NetworkList = Schema.Struct({ networks: Schema.Array(Schema.String) }).annotate({ identifier: "NetworkList" })
 
 const body = new TextEncoder().encode(JSON.stringify({ networks: Networks.slugs }))
 
@@ -15,5 +18,12 @@ const body = new TextEncoder().encode(JSON.stringify({ networks: Networks.slugs 
 export const route = Route.make(
   "GET",
   "/api/v1/crypto/rpc/networks",
-  Effect.succeed(Effect.sync(() => HttpServerResponse.uint8Array(body, { contentType: "application/json" })))
+  Effect.succeed(Effect.sync(() => HttpServerResponse.uint8Array(body, { contentType: "application/json" }))),
+  {
+    summary: "List the supported RPC networks",
+    description: "Alphabetically sorted network slugs accepted by POST /crypto/rpc/{network}. No authentication.",
+    tags: ["crypto"],
+    security: "public",
+    responses: { 200: { description: "The network slugs", schema: NetworkList } }
+  }
 )
