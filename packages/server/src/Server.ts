@@ -8,10 +8,11 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
-import { Layer } from "effect"
+import { Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
 import type { ServerConfig } from "./Config.ts"
+import * as Telemetry from "./Telemetry.ts"
 
 /**
  * The application layer (routes, middleware and services) for a configuration.
@@ -33,5 +34,20 @@ export const appLayer = (config: ServerConfig) =>
  */
 export const layer = (config: ServerConfig) =>
   HttpRouter.serve(appLayer(config), { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" }))
+    Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
+    Layer.provide(Telemetry.layer()),
+    Layer.provide(logging(config))
+  )
+
+const levels = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", none: "None" } as const
+
+/**
+ * Structured JSON log lines on stdout, at the configured level.
+ *
+ * @category layers
+ */
+export const logging = (config: Pick<ServerConfig, "logLevel">) =>
+  Layer.mergeAll(
+    Logger.layer([Logger.consoleJson]),
+    Layer.succeed(References.MinimumLogLevel, levels[config.logLevel])
   )
