@@ -1,0 +1,56 @@
+/**
+ * `GET /metrics`: every metric of the process in Prometheus text format. Operators choose who may
+ * scrape it: nobody (`off`, the route does not exist), anyone who reaches the port (`open`, for a
+ * scraper on a private network), or only ADMIN keys (`admin`).
+ *
+ * @since 0.1.0
+ */
+import { Auth, Errors } from "@tollgate/core"
+import { Effect, Option, Schema } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { PrometheusMetrics } from "effect/observability"
+import * as Route from "../Route.ts"
+
+/** @category models */
+export type Access = "off" | "open" | "admin"
+
+const scrape = PrometheusMetrics.format().pipe(
+  Effect.map((text) => HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" }))
+)
+
+const docs = (access: "open" | "admin"): Route.Docs => ({
+  summary: "Prometheus metrics",
+  tags: ["operations"],
+  security: access === "admin" ? "admin" : "public",
+  responses: { 200: { description: "Metrics in Prometheus text format", contentType: "text/plain", schema: Schema.String } }
+})
+
+/**
+ * The metrics route for an access mode; none when `off`.
+ *
+ * @category routes
+ */
+export const routes = (access: Access): ReadonlyArray<Route.Route<Auth.Auth>> => {
+  switch (access) {
+    case "off":
+      return []
+    case "open":
+      return [Route.make("GET", "/metrics", Effect.succeed(scrape), docs(access))]
+    case "admin":
+      return [Route.make(
+        "GET",
+        "/metrics",
+        Effect.map(Auth.Auth, (auth) =>
+          Effect.gen(function*() {
+            const request = yield* HttpServerRequest.HttpServerRequest
+            const principal = yield* auth.authenticate(request.headers)
+            if (Option.isNone(principal)) {
+              return yield* new Errors.Unauthenticated({ message: "An ADMIN API key is required" })
+            }
+            yield* auth.requireAdmin(principal.value)
+            return yield* scrape
+          })),
+        docs(access)
+      )]
+  }
+}
