@@ -7,7 +7,14 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 
 const benches = [
-  "networks.ts"
+  "auth.ts",
+  "chat.ts",
+  "documents.ts",
+  "image.ts",
+  "ledger.ts",
+  "networks.ts",
+  "ratelimit.ts",
+  "rpc.ts"
 ]
 
 const only = process.argv.slice(2)

@@ -8,9 +8,14 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect, type Option } from "effect"
-import type { Forbidden, InvalidRequest, NotFound, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
-import type { KeyType, Principal, Tier } from "./Principal.ts"
+import { Clock, Context, Effect, Layer, Option, Result } from "effect"
+import { createPublicClient, getAddress, http } from "viem"
+import * as AbuseGuard from "./AbuseGuard.ts"
+import { AuthStore } from "./AuthStore.ts"
+import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
+import * as Jwt from "./Jwt.ts"
+import { ApiKeyPrincipal, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
+import * as Siwx from "./Siwx.ts"
 
 /** @category models */
 export interface Account {
@@ -68,11 +73,19 @@ export type Headers = Readonly<Record<string, string | undefined>>
 
 /** @category services */
 export class Auth extends Context.Service<Auth, {
-  /** The principal of the request's credentials; `None` when it carries none. */
-  readonly authenticate: (headers: Headers) => Effect.Effect<Option.Option<Principal>, Unauthenticated | ServiceUnavailable>
+  /**
+   * The principal of the request's credentials; `None` when it carries none. Fails with
+   * RateLimited when the abuse guard has blocked the principal (see `AbuseGuard.identify`).
+   */
+  readonly authenticate: (
+    headers: Headers
+  ) => Effect.Effect<Option.Option<Principal>, Unauthenticated | ServiceUnavailable | RateLimited>
   /** Fails with Forbidden unless the principal holds an ADMIN key. */
   readonly requireAdmin: (principal: Principal) => Effect.Effect<void, Forbidden>
-  readonly createAccount: (input?: { readonly id?: string; readonly createdAt?: Date; readonly description?: string }) => Effect.Effect<Account, ServiceUnavailable>
+  /** Creates an account, or returns the existing one with that id. */
+  readonly createAccount: (
+    input?: { readonly id?: string; readonly createdAt?: Date; readonly description?: string }
+  ) => Effect.Effect<Account, InvalidRequest | ServiceUnavailable>
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   /** Mints a key; the JWT is returned once and never stored. */
   readonly createKey: (input: CreateKey) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
@@ -81,3 +94,203 @@ export class Auth extends Context.Service<Auth, {
   /** A fresh challenge for 402 bodies. */
   readonly siwxChallenge: Effect.Effect<SiwxChallenge>
 }>()("@tollgate/core/Auth") {}
+
+/**
+ * Whether a SIWX message may be used more than once: `single-use` (the default) accepts each
+ * (wallet, nonce) once within the message's lifetime, so a captured header cannot be replayed;
+ * `reusable` accepts it for as long as the message is valid.
+ *
+ * @category models
+ */
+export type NoncePolicy = "single-use" | "reusable"
+
+/** @category options */
+export interface Options {
+  readonly signingKey: Jwt.SigningKey
+  /** The origin clients address, e.g. `https://api.example.com` or `http://localhost:8787`. */
+  readonly publicOrigin: string
+  /** JSON-RPC URL of the EVM chain, for contract wallets (EIP-1271, EIP-6492). */
+  readonly evmRpcUrl?: string | undefined
+  /** Accepted CAIP-2 chains; default Base and Solana mainnet. */
+  readonly chains?: ReadonlyArray<string> | undefined
+  readonly noncePolicy?: NoncePolicy | undefined
+  /** Longest accepted SIWX lifetime; default 10 minutes. */
+  readonly maxLifetimeMs?: number | undefined
+  /** Allowance for wallet clocks running ahead; default 30 seconds. */
+  readonly clockSkewMs?: number | undefined
+  readonly statement?: string | undefined
+}
+
+const ACCOUNT_ID = /^[A-Za-z0-9_.:-]{1,128}$/
+
+const randomId = (prefix: string) => `${prefix}_${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")}`
+
+const invalidKey = new Unauthenticated({ message: "Invalid or expired API key" })
+const invalidWallet = new Unauthenticated({ message: "Invalid or expired sign-in-with-x credentials" })
+const badAuthorization = new Unauthenticated({ message: "Authorization must be 'Bearer <API key>'" })
+
+const BEARER = /^Bearer +(\S+)$/i
+
+/** Asks the chain behind `url` (viem's universal validator: EIP-1271 and EIP-6492). */
+const chainVerifier = (url: string): Siwx.EvmVerifier => {
+  const client = createPublicClient({ transport: http(url) })
+  return (args) => client.verifyMessage(args)
+}
+
+/**
+ * The Auth service over an `AuthStore`.
+ *
+ * @category constructors
+ */
+export const make = Effect.fn("Auth.make")(function*(options: Options) {
+  const store = yield* AuthStore
+  const origin = new URL(options.publicOrigin)
+  const maxLifetimeMs = options.maxLifetimeMs ?? 600_000
+  const clockSkewMs = options.clockSkewMs ?? 30_000
+  const noncePolicy = options.noncePolicy ?? "single-use"
+  const chains = options.chains ?? [Siwx.BASE_MAINNET, Siwx.SOLANA_MAINNET]
+  const policy: Siwx.Policy = { origin: origin.origin, chains, maxLifetimeMs, clockSkewMs }
+  const statement = options.statement ?? "Sign in to use your prepaid credits."
+  const evmVerifier = options.evmRpcUrl === undefined ? Option.none() : Option.some(chainVerifier(options.evmRpcUrl))
+
+  const now = Clock.currentTimeMillis
+
+  const authenticateKey = Effect.fn("Auth.authenticateKey")(function*(authorization: string) {
+    const match = BEARER.exec(authorization.trim())
+    if (match === null) return yield* badAuthorization
+    const claims = yield* Jwt.verify(options.signingKey, match[1]!, new Date(yield* now)).pipe(
+      Effect.tapError((error) => Effect.logDebug("API key refused", error.reason)),
+      Effect.mapError(() => invalidKey)
+    )
+    const status = yield* store.keyStatus(claims.accountId, claims.keyId)
+    if (!status.accountExists || status.revoked) return yield* invalidKey
+    return new ApiKeyPrincipal({ accountId: claims.accountId, keyId: claims.keyId, keyType: claims.type, tier: claims.tier })
+  })
+
+  const authenticateWallet = Effect.fn("Auth.authenticateWallet")(function*(header: string) {
+    const at = yield* now
+    const checked = Result.flatMap(
+      Siwx.decodeHeader(header),
+      (credential) => Result.map(Siwx.validate(credential, policy, at), (expiresAt) => ({ credential, expiresAt }))
+    )
+    if (Result.isFailure(checked)) {
+      yield* Effect.logDebug("SIWX refused", checked.failure.reason)
+      return yield* invalidWallet
+    }
+    const { credential, expiresAt } = checked.success
+    const verified = yield* Siwx.verifySignature(credential, evmVerifier).pipe(
+      Effect.tapError((error) => Effect.logWarning("SIWX chain verifier failed", error.cause)),
+      Effect.mapError(() =>
+        new ServiceUnavailable({ message: "Wallet signature verification is unavailable", retryAfterSeconds: 1 })
+      )
+    )
+    if (!verified) return yield* invalidWallet
+    const address = credential.family === "evm" ? getAddress(credential.fields.address) : credential.fields.address
+    const accountId = walletAccountId(credential.family, address)
+    if (noncePolicy === "single-use") {
+      const fresh = yield* store.claimNonce(`${accountId}:${credential.fields.nonce}`, expiresAt - at + clockSkewMs)
+      if (!fresh) return yield* invalidWallet
+    }
+    yield* store.insertAccount({ id: accountId, createdAt: new Date(at) })
+    return new WalletPrincipal({ accountId, address, family: credential.family, chainId: credential.fields.chainId })
+  })
+
+  const authenticate = Effect.fn("Auth.authenticate")(function*(headers: Headers) {
+    const authorization = headers["authorization"]
+    const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
+    if (authorization === undefined && siwx === undefined) return Option.none<Principal>()
+    const principal: Principal = authorization !== undefined
+      ? yield* authenticateKey(authorization)
+      : yield* authenticateWallet(siwx!)
+    yield* AbuseGuard.identify(principal.accountId)
+    return Option.some(principal)
+  })
+
+  const createAccount = Effect.fn("Auth.createAccount")(function*(
+    input: { readonly id?: string; readonly createdAt?: Date; readonly description?: string } = {}
+  ) {
+    if (input.id !== undefined && !ACCOUNT_ID.test(input.id)) {
+      return yield* new InvalidRequest({ message: "Account ids are 1-128 characters of A-Z a-z 0-9 _ . : -" })
+    }
+    const createdAt = input.createdAt ?? new Date(yield* now)
+    return yield* store.insertAccount({
+      id: input.id ?? randomId("acct"),
+      createdAt,
+      ...(input.description === undefined ? {} : { description: input.description })
+    })
+  })
+
+  const createKey = Effect.fn("Auth.createKey")(function*(input: CreateKey) {
+    const at = yield* now
+    if (Option.isNone(yield* store.getAccount(input.accountId))) {
+      return yield* new InvalidRequest({ message: "Unknown account" })
+    }
+    if (input.expiresAt !== undefined && input.expiresAt.getTime() <= at) {
+      return yield* new InvalidRequest({ message: "expiresAt must be in the future" })
+    }
+    const record: ApiKeyRecord = {
+      id: randomId("key"),
+      accountId: input.accountId,
+      type: input.type,
+      tier: input.tier ?? "default",
+      description: input.description,
+      createdAt: new Date(at),
+      ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt })
+    }
+    const key = yield* Jwt.sign(options.signingKey, {
+      accountId: record.accountId,
+      keyId: record.id,
+      type: record.type,
+      tier: record.tier,
+      issuedAt: record.createdAt,
+      ...(record.expiresAt === undefined ? {} : { expiresAt: record.expiresAt })
+    })
+    yield* store.putKey(record)
+    return { key, record }
+  })
+
+  const revokeKey = Effect.fn("Auth.revokeKey")(function*(accountId: string, keyId: string) {
+    const found = yield* store.revokeKey(accountId, keyId, new Date(yield* now))
+    if (!found) return yield* new NotFound({ message: "No API key with this id" })
+  })
+
+  const siwxChallenge = Effect.map(now, (at): SiwxChallenge => ({
+    info: {
+      domain: origin.host,
+      uri: `${origin.origin}/`,
+      version: "1",
+      nonce: Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"),
+      issuedAt: new Date(at).toISOString(),
+      expirationTime: new Date(at + maxLifetimeMs).toISOString(),
+      statement
+    },
+    supportedChains: chains.flatMap((chainId): SiwxChallenge["supportedChains"] =>
+      chainId.startsWith("solana:")
+        ? [{ chainId, type: "ed25519" as const }]
+        : Option.isSome(evmVerifier)
+        ? [{ chainId, type: "eip191" as const }, { chainId, type: "eip1271" as const }]
+        : [{ chainId, type: "eip191" as const }]
+    )
+  }))
+
+  return Auth.of({
+    authenticate,
+    requireAdmin: (principal) =>
+      principal._tag === "ApiKey" && principal.keyType === "ADMIN"
+        ? Effect.void
+        : Effect.fail(new Forbidden({ message: "This operation requires an ADMIN API key" })),
+    createAccount,
+    getAccount: store.getAccount,
+    createKey,
+    listKeys: store.listKeys,
+    revokeKey,
+    siwxChallenge
+  })
+})
+
+/**
+ * Auth over the `AuthStore` in context (memory or Redis).
+ *
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Auth, never, AuthStore> => Layer.effect(Auth, make(options))

@@ -10,9 +10,13 @@
  * sends fixed `service_parameters`). Every other request field is kept as sent and forwarded
  * unvalidated, as the spec allows. Bad values are a 400 DetailedError naming the field.
  *
+ * The prompts the service adds live here too (`ChatPrompts`): the operator's default system prompt,
+ * prepended unless `include_venice_system_prompt` is false, and the characters `character_slug`
+ * picks from.
+ *
  * @since 0.1.0
  */
-import { Effect, Result, Schema, SchemaIssue } from "effect"
+import { Context, Effect, Layer, Result, Schema, SchemaIssue } from "effect"
 import { InvalidRequest, fieldErrors, fieldErrorsFromIssue } from "./Errors.ts"
 
 /**
@@ -228,3 +232,65 @@ export const parseRequest = (body: unknown): Result.Result<ChatRequest, InvalidR
 
 const invalidFields = (issue: SchemaIssue.Issue) =>
   new InvalidRequest({ message: "Invalid request parameters", details: fieldErrorsFromIssue(issue) })
+
+/**
+ * A character a caller may pick with `character_slug`.
+ *
+ * @category models
+ */
+export interface Character {
+  readonly name: string
+  readonly systemPrompt: string
+}
+
+/**
+ * The prompts the service adds to a conversation.
+ *
+ * @category services
+ */
+export class ChatPrompts extends Context.Service<ChatPrompts, {
+  /** Prepended to the caller's messages unless `include_venice_system_prompt` is false. */
+  readonly systemPrompt: string | undefined
+  readonly characters: ReadonlyMap<string, Character>
+}>()("@tollgate/core/ChatOptions/ChatPrompts") {}
+
+/**
+ * Prompts from config.
+ *
+ * @category layers
+ */
+export const layerPrompts = (config: {
+  readonly systemPrompt?: string | undefined
+  readonly characters?: Readonly<Record<string, Character>> | undefined
+} = {}): Layer.Layer<ChatPrompts> =>
+  Layer.succeed(ChatPrompts, {
+    systemPrompt: config.systemPrompt,
+    characters: new Map(Object.entries(config.characters ?? {}))
+  })
+
+/**
+ * The system messages the service puts before the caller's: its default system prompt (when
+ * configured and not turned off), then the character's. An unknown character is a 400.
+ *
+ * @category prompts
+ */
+export const serviceMessages = (
+  prompts: ChatPrompts["Service"],
+  options: ServiceParameters
+): Result.Result<ReadonlyArray<Message>, InvalidRequest> => {
+  const messages: Array<Message> = []
+  if (options.include_venice_system_prompt && prompts.systemPrompt !== undefined) {
+    messages.push({ role: "system", content: prompts.systemPrompt })
+  }
+  if (options.character_slug !== undefined) {
+    const character = prompts.characters.get(options.character_slug)
+    if (character === undefined) {
+      return Result.fail(new InvalidRequest({
+        message: `Unknown character: ${options.character_slug}`,
+        details: fieldErrors([{ path: ["service_parameters", "character_slug"], message: `Unknown character: ${options.character_slug}` }])
+      }))
+    }
+    messages.push({ role: "system", content: character.systemPrompt })
+  }
+  return Result.succeed(messages)
+}

@@ -309,6 +309,16 @@ const lowerBoundTime = (entries: ReadonlyArray<{ readonly timestamp: number }>, 
 }
 
 /**
+ * A page from up to `limit + 1` matches: the extra one only says that more follow.
+ *
+ * @category internals
+ */
+export const finishPage = (matches: ReadonlyArray<UsageEntry>, limit: number): UsagePage =>
+  matches.length > limit
+    ? { entries: matches.slice(0, limit), next: matches[limit - 1]!.id }
+    : { entries: matches }
+
+/**
  * The usage entries of a query, scanned from the time bounds and the cursor: cost is the page, not
  * the history.
  *
@@ -324,13 +334,11 @@ export const pageOf = (entries: ReadonlyArray<UsageEntry>, query: UsageQuery): U
   }
   const page: Array<UsageEntry> = []
   const step = query.order === "asc" ? 1 : -1
-  let i = query.order === "asc" ? start : end - 1
-  for (; i >= start && i < end && page.length < query.limit; i += step) {
+  for (let i = query.order === "asc" ? start : end - 1; i >= start && i < end && page.length <= query.limit; i += step) {
     const entry = entries[i]!
     if (query.currency === undefined || entry.currency === query.currency) page.push(entry)
   }
-  const more = i >= start && i < end
-  return more ? { entries: page, next: page.at(-1)?.id } : { entries: page }
+  return finishPage(page, query.limit)
 }
 
 /**
@@ -357,7 +365,7 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
   ): JournalEntry => {
     if (now > account.lastMs) {
       account.lastMs = now
-      account.seq = 0
+      account.seq = 1
     } else {
       account.seq += 1
     }

@@ -6,8 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer } from "effect"
-import { Conflict, type ServiceUnavailable } from "./Errors.ts"
+import { Clock, Context, Effect, Layer } from "effect"
+import type { ServiceUnavailable } from "./Errors.ts"
 
 /**
  * How long a key lives, counted from its first claim.
@@ -114,30 +114,3 @@ export const makeMemory = (options: { readonly ttlMs?: number; readonly leaseMs?
  * @category layers
  */
 export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.effect(IdempotencyStore, makeMemory())
-
-/**
- * A claim for a request that will wait for a duplicate in flight: while another request holds the
- * key, poll until it completes (then replay its response) or gives the key up (then take it). So
- * concurrent duplicates reach the upstream once and every one of them gets the same answer. A
- * duplicate still in flight after `maxWait` is refused with 409.
- *
- * @category combinators
- */
-export const claimWaiting = Effect.fn("IdempotencyStore.claimWaiting")(function*(
-  scope: string,
-  key: string,
-  fingerprint: string,
-  options: { readonly poll?: Duration.Input; readonly maxWait?: Duration.Input } = {}
-) {
-  const store = yield* IdempotencyStore
-  const poll = options.poll ?? Duration.millis(20)
-  const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(options.maxWait ?? Duration.seconds(60))
-  while (true) {
-    const claim = yield* store.claim(scope, key, fingerprint)
-    if (claim._tag !== "InFlight") return claim
-    if ((yield* Clock.currentTimeMillis) >= deadline) {
-      return yield* new Conflict({ message: `A request with Idempotency-Key ${key} is still in progress` })
-    }
-    yield* Effect.sleep(poll)
-  }
-})

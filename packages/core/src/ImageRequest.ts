@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Random, Schema, SchemaIssue } from "effect"
+import { Effect, Option, Random, Result, Schema, SchemaIssue, SchemaParser } from "effect"
 import * as Errors from "./Errors.ts"
 import * as Models from "./Models.ts"
 
@@ -251,7 +251,7 @@ const resolve = (body: Body, model: Models.ImageModel, seed: number): ImageReque
   webSearch: model.supportsWebSearch && body.enable_web_search === true
 })
 
-const decodeBody = Schema.decodeUnknownExit(Body)
+const decodeBody = SchemaParser.decodeUnknownResult(Body)
 
 /**
  * Validates a request body against the spec's rules and the model list, and resolves it. Fails
@@ -261,28 +261,24 @@ const decodeBody = Schema.decodeUnknownExit(Body)
  * @category decoding
  */
 export const decode = Effect.fn("ImageRequest.decode")(function*(models: Models.ModelList["Service"], input: unknown) {
-  const exit = decodeBody(input, { errors: "all" })
+  const decoded = decodeBody(input, { errors: "all" })
   const raw: Readonly<Record<string, unknown>> = typeof input === "object" && input !== null && !Array.isArray(input)
     ? input as Record<string, unknown>
     : {}
-  const found = typeof raw.model === "string" ? models.get(raw.model) : undefined
-  const model = found !== undefined && found._tag === "Some" && found.value.type === "image" ? found.value : undefined
-  const issues = exit._tag === "Failure" ? failureIssues(exit.cause) : []
+  const found = typeof raw.model === "string" ? Option.getOrUndefined(models.get(raw.model)) : undefined
+  const model = found?.type === "image" ? found : undefined
+  const issues = Result.isFailure(decoded) ? issuesOf(decoded.failure) : []
   if (typeof raw.model === "string" && model === undefined) {
     issues.push({ path: ["model"], message: `Unknown image model: ${raw.model}` })
   }
   issues.push(...crossFieldIssues(raw, model))
-  if (issues.length > 0 || exit._tag === "Failure" || model === undefined) {
+  if (issues.length > 0 || Result.isFailure(decoded) || model === undefined) {
     return yield* new Errors.InvalidRequest({
       message: "Invalid request parameters",
       details: Errors.fieldErrors(issues)
     })
   }
-  const seed = exit.value.seed ?? (yield* Random.nextIntBetween(-MAX_SEED, MAX_SEED))
-  return resolve(exit.value, model, seed)
+  const seed = decoded.success.seed ?? (yield* Random.nextIntBetween(-MAX_SEED, MAX_SEED))
+  return resolve(decoded.success, model, seed)
 })
 
-const failureIssues = (cause: Parameters<typeof import("effect").Cause.squash>[0]): Array<FieldIssue> => {
-  const error = import_squash(cause)
-  return Schema.isSchemaError(error) ? issuesOf(error.issue) : [{ path: [], message: "Invalid request body" }]
-}

@@ -344,3 +344,11 @@ export const layer = (models: ReadonlyArray<Model> = defaults): Layer.Layer<Mode
  */
 export const decodeConfig = (input: unknown): Effect.Effect<ReadonlyArray<Model>, Schema.SchemaError> =>
   Schema.decodeUnknownEffect(Config)(input, { errors: "all" })
+
+/**
+ * The service from the config file's `models` section as read (the dev defaults when absent).
+ *
+ * @category layers
+ */
+export const layerConfig = (input: unknown): Layer.Layer<ModelList, Schema.SchemaError> =>
+  input === undefined ? layer() : Layer.effect(ModelList, Effect.map(decodeConfig(input), make))

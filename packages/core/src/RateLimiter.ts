@@ -12,8 +12,9 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Data, Duration, Effect, Layer, Metric } from "effect"
+import { Clock, Context, Data, Duration, Effect, Layer, Metric, Option } from "effect"
 import { RateLimited, ServiceUnavailable } from "./Errors.ts"
+import * as RateLimitLog from "./RateLimitLog.ts"
 
 /**
  * Which limit applied, as `x-ratelimit-type` says it.
@@ -38,6 +39,8 @@ export interface Limit {
   readonly credits?: { readonly limit: number; readonly windowMs: number; readonly reserve: number }
   /** Named in the 429 `customMessage` when this limit trips (RPC caps). */
   readonly customMessage?: string
+  /** Who is limited and for what: a rejection by this limit goes into the `RateLimitLog`. */
+  readonly subject?: RateLimitLog.Subject
 }
 
 /** @category models */
@@ -169,7 +172,7 @@ export type FailurePolicy = "fail-closed" | "fail-open"
 /** @category options */
 export interface Options {
   readonly onStoreFailure?: FailurePolicy
-  /** How long a store call may take before it counts as a failure. Default 1 second. */
+  /** How long a store call may take before it counts as a failure. Default: no limit (memory). */
   readonly storeTimeout?: Duration.Input
 }
 
@@ -227,6 +230,12 @@ const plan = (limits: ReadonlyArray<Limit>, now: number, dryRun: boolean): Array
   return planned
 }
 
+const windowName = (ms: number) =>
+  ms === 60_000 ? "minute" : ms === 86_400_000 ? "24 hours" : ms % 1000 === 0 ? `${ms / 1000} seconds` : `${ms} ms`
+
+const describe = ({ counter, dimension }: Planned) =>
+  `${counter.limit} ${dimension} per ${counter.rolling ? "rolling " : ""}${windowName(counter.windowMs)}`
+
 const statusOf = (counter: Counter, state: CounterState, now: number): DimensionStatus => ({
   limit: counter.limit,
   used: state.used,
@@ -282,7 +291,7 @@ export const headersOf = (limits: ReadonlyArray<LimitStatus>, now: number): Reco
   return headers
 }
 
-const noSettle: Admission["settle"] = () => Effect.void
+const unlimited: Admission = { headers: {}, settle: () => Effect.void }
 
 /**
  * The limiter over a store: the rules, written once for every store.
@@ -292,10 +301,11 @@ const noSettle: Admission["settle"] = () => Effect.void
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* RateLimiterStore
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(RateLimitLog.RateLimitLog))
     const policy = options.onStoreFailure ?? "fail-closed"
-    const timeout = Duration.fromInputUnsafe(options.storeTimeout ?? "1 second")
+    const timeout = options.storeTimeout === undefined ? undefined : Duration.fromInputUnsafe(options.storeTimeout)
     const guarded = <A>(self: Effect.Effect<A, RateLimiterStoreError>) =>
-      self.pipe(
+      timeout === undefined ? self : self.pipe(
         Effect.timeoutOrElse({
           duration: timeout,
           orElse: () => Effect.fail(new RateLimiterStoreError({ cause: "timed out" }))
@@ -303,41 +313,49 @@ export const make = (options: Options = {}) =>
       )
     const unavailable = new ServiceUnavailable({ message: "Rate limiting is temporarily unavailable", retryAfterSeconds: 1 })
 
-    const admit = Effect.fn("RateLimiter.admit")(function*(limits: ReadonlyArray<Limit>) {
-      if (limits.length === 0) return { headers: {}, settle: noSettle } satisfies Admission
-      const now = yield* Clock.currentTimeMillis
-      const planned = plan(limits, now, false)
-      const taken = yield* guarded(store.take(now, planned.map((p) => p.counter), false)).pipe(
-        Effect.map((result) => ({ _tag: "Taken" as const, result })),
-        Effect.catchTag("RateLimiterStoreError", (error) =>
-          policy === "fail-open"
-            ? Effect.logWarning("rate-limit store unreachable; admitting without limits (fail-open)", error.cause).pipe(
-              Effect.andThen(Metric.update(failOpenCounter, 1)),
-              Effect.as({ _tag: "Open" as const })
-            )
-            : Effect.logError("rate-limit store unreachable; refusing (fail-closed)", error.cause).pipe(
-              Effect.andThen(Effect.fail(unavailable))
-            ))
-      )
-      if (taken._tag === "Open") return { headers: {}, settle: noSettle } satisfies Admission
-      const { admitted, states } = taken.result
-      const limitStatuses = statuses(limits, planned, states, now)
-      if (!admitted) {
-        const tripped = planned.flatMap((p, i) => {
-          const state = states[i]
-          return state !== undefined && state.retryMs > 0 && p.counter.amount > 0 ? [{ p, state }] : []
-        })
-        const retryMs = Math.max(1, ...tripped.map(({ state }) => state.retryMs))
-        const first = tripped[0]?.p.limit ?? limits[0]!
-        const headers = headersOf(limitStatuses.filter((s) => s.key === first.key && s.type === first.type), now)
-        headers["x-ratelimit-reset-requests"] = String(Math.ceil((now + retryMs) / 1000))
-        return yield* new RateLimited({
-          message: "Rate limit exceeded",
-          retryAfterSeconds: Math.ceil(retryMs / 1000),
-          headers,
-          ...(first.customMessage === undefined ? {} : { customMessage: first.customMessage })
-        })
+    const storeFailure = (error: RateLimiterStoreError): Effect.Effect<Admission, ServiceUnavailable> =>
+      policy === "fail-open"
+        ? Effect.logWarning("rate-limit store unreachable; admitting without limits (fail-open)", error.cause).pipe(
+          Effect.andThen(Metric.update(failOpenCounter, 1)),
+          Effect.as(unlimited)
+        )
+        : Effect.logError("rate-limit store unreachable; refusing (fail-closed)", error.cause).pipe(
+          Effect.andThen(Effect.fail(unavailable))
+        )
+
+    const rejected = Effect.fnUntraced(function*(
+      limits: ReadonlyArray<Limit>,
+      planned: ReadonlyArray<Planned>,
+      states: ReadonlyArray<CounterState>,
+      now: number
+    ) {
+      const tripped = planned.flatMap((p, i) => {
+        const state = states[i]
+        return state !== undefined && state.retryMs > 0 && p.counter.amount > 0 ? [{ p, state }] : []
+      })
+      const retryMs = Math.max(1, ...tripped.map(({ state }) => state.retryMs))
+      const culprit = tripped[0]?.p ?? planned[0]!
+      const first = culprit.limit
+      const headers = headersOf(statuses(limits, planned, states, now).filter((s) => s.key === first.key && s.type === first.type), now)
+      headers["x-ratelimit-reset-requests"] = String(Math.ceil((now + retryMs) / 1000))
+      const description = describe(culprit)
+      if (log !== undefined && first.subject !== undefined) {
+        yield* log.record({ ...first.subject, timestamp: now, limitType: first.type, limit: description })
       }
+      return yield* new RateLimited({
+        message: `Rate limit exceeded: ${description} (${first.type} limit)`,
+        retryAfterSeconds: Math.ceil(retryMs / 1000),
+        headers,
+        ...(first.customMessage === undefined ? {} : { customMessage: first.customMessage })
+      })
+    })
+
+    const admitted = (
+      limits: ReadonlyArray<Limit>,
+      planned: ReadonlyArray<Planned>,
+      states: ReadonlyArray<CounterState>,
+      now: number
+    ): Admission => {
       const reserved = planned.filter((p) => p.dimension !== "requests" && p.counter.amount > 0)
       let settled = false
       const settle: Admission["settle"] = (actual) =>
@@ -356,11 +374,28 @@ export const make = (options: Options = {}) =>
           })
           return adjustments.length === 0 ? Effect.void : guarded(store.adjust(adjustments)).pipe(
             Effect.catchTag("RateLimiterStoreError", (error) =>
-              Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause))
+              Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause)),
+            Effect.withSpan("RateLimiter.settle")
           )
-        }).pipe(Effect.withSpan("RateLimiter.settle"))
-      return { headers: headersOf(limitStatuses, now), settle } satisfies Admission
-    })
+        })
+      return { headers: headersOf(statuses(limits, planned, states, now), now), settle }
+    }
+
+    // The hot path has no span and no generator: either costs more than the memory store's whole
+    // step. Rejections and store failures, the rare paths, are logged instead.
+    const admit = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, RateLimited | ServiceUnavailable> =>
+      limits.length === 0 ? Effect.succeed(unlimited) : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const planned = plan(limits, now, false)
+        return guarded(store.take(now, planned.map((p) => p.counter), false)).pipe(
+          Effect.matchEffect({
+            onFailure: storeFailure,
+            onSuccess: (result) =>
+              result.admitted
+                ? Effect.succeed(admitted(limits, planned, result.states, now))
+                : rejected(limits, planned, result.states, now)
+          })
+        )
+      })
 
     const inspect = Effect.fn("RateLimiter.inspect")(function*(limits: ReadonlyArray<Limit>) {
       const now = yield* Clock.currentTimeMillis
@@ -375,7 +410,8 @@ export const make = (options: Options = {}) =>
   })
 
 /**
- * The limiter over whatever `RateLimiterStore` is provided.
+ * The limiter over whatever `RateLimiterStore` is provided. When a `RateLimitLog` is provided as
+ * well, every rejection of a limit that names its `subject` is recorded there.
  *
  * @category layers
  */

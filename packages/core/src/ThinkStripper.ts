@@ -3,8 +3,8 @@
  * `disable_thinking`). A stream delivers the reply in arbitrary pieces, so a tag may be split
  * across chunks at any character; the streaming stripper holds back only the shortest tail that
  * could still start a tag and emits everything else at once, so the text a client sees is the
- * same whatever the chunking, and no later than it has to be. The whitespace that follows a closing
- * tag is dropped too (models put a blank line between their thinking and the answer). An
+ * same whatever the chunking, and no later than it has to be. When the reply opens with thinking, the
+ * whitespace after its closing tag goes too (models put a blank line before the answer). An
  * unterminated block is thinking to the end and is dropped.
  *
  * @since 0.1.0
@@ -41,12 +41,15 @@ const partialTagAt = (text: string, tag: string): number => {
 export const make = (): Stripper => {
   let inside = false
   let trimLeading = false
+  let started = false
   let held = ""
   const visible = (text: string): string => {
-    if (!trimLeading) return text
-    const trimmed = text.trimStart()
-    if (trimmed.length > 0) trimLeading = false
-    return trimmed
+    const shown = trimLeading ? text.trimStart() : text
+    if (shown.length > 0) {
+      trimLeading = false
+      started = true
+    }
+    return shown
   }
   const push = (piece: string): string => {
     let text = held + piece
@@ -61,7 +64,7 @@ export const make = (): Stripper => {
           return out
         }
         inside = false
-        trimLeading = true
+        trimLeading = !started
         text = text.slice(close + CLOSE.length)
       } else {
         const open = text.indexOf(OPEN)

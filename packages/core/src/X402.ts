@@ -9,10 +9,13 @@
  *
  * @since 0.1.0
  */
+import bs58 from "bs58"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import { getAddress, isAddress } from "viem"
 import type { SiwxChallenge } from "./Auth.ts"
 import * as Errors from "./Errors.ts"
 import * as Money from "./Money.ts"
+import type { ChainFamily } from "./Principal.ts"
 
 /**
  * The x402 protocol version tollgate emits. A number: the official client looks schemes up by it.
@@ -98,8 +101,9 @@ export interface Config {
  */
 export const makeConfig = (options: {
   readonly publicOrigin: string
-  readonly payTo: { readonly evm: string; readonly solana?: string }
-  readonly solanaFeePayer?: string
+  readonly payTo: { readonly evm: string; readonly solana?: string | undefined }
+  /** From the facilitator's `/supported` (see `PaymentFacilitator.feePayerOf`). */
+  readonly solanaFeePayer?: string | undefined
   readonly evm?: Partial<EvmOption>
   readonly solana?: Partial<Omit<SolanaOption, "payTo" | "feePayer">>
   readonly minimumTopUp?: Money.Nano
@@ -516,3 +520,30 @@ export const decodePayment = Effect.fn("X402.decodePayment")(function*(
   }
   return { payload, requirements: match.value } satisfies MatchedPayment
 })
+
+/**
+ * A wallet address as a path parameter: EVM hex (a mixed-case address must carry a valid EIP-55
+ * checksum) or a Solana base58 public key of 32 bytes. `None` when it is neither.
+ *
+ * @category constructors
+ */
+export const parseWalletAddress = (
+  text: string
+): Option.Option<{ readonly family: ChainFamily; readonly address: string }> => {
+  if (text.startsWith("0x")) {
+    return isAddress(text) ? Option.some({ family: "evm", address: getAddress(text) }) : Option.none()
+  }
+  if (!/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(text)) return Option.none()
+  try {
+    return bs58.decode(text).length === 32 ? Option.some({ family: "solana", address: text }) : Option.none()
+  } catch {
+    return Option.none()
+  }
+}
+
+/**
+ * The chain family of a CAIP-2 network.
+ *
+ * @category accessors
+ */
+export const familyOf = (network: string): ChainFamily => (network.startsWith("solana:") ? "solana" : "evm")

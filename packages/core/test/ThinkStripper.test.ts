@@ -18,6 +18,7 @@ describe("strip_thinking_response: think-tag blocks are removed from the reply",
   it.each([
     ["<think>plan the answer</think>\n\nThe answer is 4.", "The answer is 4."],
     ["Before <think>x</think>after", "Before after"],
+    ["Before <think>x</think>\n\nafter", "Before \n\nafter"],
     ["a<think>1</think>b<think>2</think>c", "abc"],
     ["no thinking here", "no thinking here"],
     ["<think>never closed", ""],
@@ -29,7 +30,7 @@ describe("strip_thinking_response: think-tag blocks are removed from the reply",
 })
 
 describe("strip_thinking_response: a tag split across stream chunks at ANY boundary is still removed", () => {
-  const reply = "Hi <think>step one\nstep two</think>\n\nfour<think></think> and <think>more</think>five"
+  const reply = "<think>step one\nstep two</think>\n\nHi four<think></think> and <think>more</think>five"
   const expected = ThinkStripper.strip(reply)
 
   it("gives the same text for every cut into two and three chunks", () => {

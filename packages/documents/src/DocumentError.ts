@@ -1,6 +1,6 @@
 /**
  * Why a document was refused. Every guard of the extractor (format sniffing, zip limits, inflate
- * budgets, XML caps, the PDF watchdog) fails with one of these, so the HTTP layer can answer a 400
+ * budgets, XML caps, the worker watchdog) fails with one of these, so the HTTP layer can answer a 400
  * that names the reason (or a 413 for an oversized upload) and never a 500.
  *
  * @since 0.1.0
@@ -25,9 +25,9 @@ export type Reason =
   | "xml-depth"
   | "xml-dtd"
   | "output-limit"
-  | "pdf-memory"
-  | "pdf-timeout"
-  | "pdf-crashed"
+  | "memory-limit"
+  | "time-limit"
+  | "crashed"
 
 /**
  * The document cannot be extracted; `message` is safe to show the client and never quotes the

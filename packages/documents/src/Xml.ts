@@ -42,7 +42,7 @@ const localName = (name: string): string => {
  * @category parsing
  */
 export const parse = (bytes: Uint8Array, handler: Handler, limits: Limits = defaultLimits): void => {
-  const parser = new SaxesParser({ position: false })
+  const parser = new SaxesParser<{ xmlns: false; position: false }>({ xmlns: false, position: false })
   let depth = 0
   parser.on("doctype", () => {
     throw refuse("xml-dtd", "XML document type declarations are not allowed")

@@ -101,9 +101,13 @@ export const open = (bytes: Uint8Array, limits: Limits = defaultLimits): Archive
   }
   if (offset + size > eocd) throw refuse("malformed", "The zip central directory is out of bounds")
   const entries = new Map<string, Entry>()
+  // The directory is walked to its declared end, not for the declared count: a count field
+  // wrapped at 65,536 must not hide the real number of entries.
+  const end = offset + size
   let p = offset
-  for (let i = 0; i < count; i++) {
-    if (p + 46 > eocd || view.getUint32(p, true) !== CENTRAL) {
+  for (let parsed = 1; p < end; parsed++) {
+    if (parsed > limits.maxEntries) throw refuse("zip-entries", `The archive has more than ${limits.maxEntries} entries`)
+    if (p + 46 > end || view.getUint32(p, true) !== CENTRAL) {
       throw refuse("malformed", "The zip central directory is corrupt")
     }
     const flags = view.getUint16(p + 8, true)

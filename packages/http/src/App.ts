@@ -7,8 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Errors } from "@tollgate/core"
-import { ByteSize, Effect, Layer, type Schema } from "effect"
+import { AbuseGuard, Errors } from "@tollgate/core"
+import { ByteSize, Effect, Layer, Option, type Schema } from "effect"
 import { HttpEffect, HttpPlatform, HttpServerError, HttpIncomingMessage, HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
@@ -37,7 +37,8 @@ const routeOf = (routes: ReadonlyArray<Route.Route<any>>, method: string, url: s
 const globalMiddleware = (
   routes: ReadonlyArray<Route.Route<any>>,
   info: ServiceInfo["Service"],
-  platform: HttpPlatform.HttpPlatform["Service"]
+  platform: HttpPlatform.HttpPlatform["Service"],
+  guard: Option.Option<AbuseGuard.AbuseGuard["Service"]>
 ) =>
   HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
     (httpEffect) =>
@@ -65,11 +66,16 @@ const globalMiddleware = (
             latencyMs: performance.now() - context.startedAt
           }).pipe(Effect.as(HttpServerResponse.setHeaders(response, headers)))
         })
-        return yield* compress(httpEffect).pipe(
+        const handled = compress(httpEffect).pipe(
           Effect.provideService(HttpPlatform.HttpPlatform, platform),
           Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
           Effect.catchDefect(ErrorResponse.fromDefect),
           Effect.provideService(RequestContext.CurrentRequest, context)
+        )
+        if (Option.isNone(guard)) return yield* handled
+        const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+        return yield* AbuseGuard.guard(guard.value, address, handled, (response) => response.status).pipe(
+          Effect.catchTag("RateLimited", (error) => Effect.succeed(ErrorResponse.render(error)))
         )
       }),
     { global: true }
@@ -123,8 +129,8 @@ export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options
     routesLayer(all, options),
     notFound(all),
     Layer.unwrap(Effect.map(
-      Effect.all([ServiceInfo, HttpPlatform.HttpPlatform]),
-      ([info, platform]) => globalMiddleware(all, info, platform)
+      Effect.all([ServiceInfo, HttpPlatform.HttpPlatform, Effect.serviceOption(AbuseGuard.AbuseGuard)]),
+      ([info, platform, guard]) => globalMiddleware(all, info, platform, guard)
     ))
   )
 }

@@ -14,16 +14,20 @@
  *
  * @since 0.1.0
  */
-import { Auth, CreditLedger, Errors, IdempotencyStore, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
+import { CreditLedger, Errors, Money, type PricingEngine, Principal } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
+import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
+import * as RateLimiter from "@tollgate/core/RateLimiter"
+import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Exit, Layer, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { CurrentRequestId } from "./App.ts"
+import { CurrentRequest } from "./RequestContext.ts"
 
 /** @category models */
-export type Kind = "text" | "image" | "audio" | "embedding" | "video" | "rpc"
+export type Kind = RateLimits.Kind
 
 /** @category models */
-export type ModelTier = "XS" | "S" | "M" | "L"
+export type ModelTier = RateLimits.ModelTier
 
 /** @category models */
 export interface Usage {
@@ -35,20 +39,8 @@ export interface Usage {
 }
 
 /**
- * What a call produced: its response, its actual price (at most the quote) and its usage.
- *
- * @category models
- */
-export interface Outcome {
-  readonly response: HttpServerResponse.HttpServerResponse
-  readonly charge: Money.Nano
-  readonly usage: Usage
-  readonly actualTokens?: number | undefined
-  readonly actualCredits?: number | undefined
-}
-
-/**
- * The price of a streamed call as far as it got.
+ * What a call used: its actual price (at most the quote), its usage, and the tokens and credits
+ * that settle the rate-limit reservations.
  *
  * @category models
  */
@@ -56,6 +48,16 @@ export interface Produced {
   readonly charge: Money.Nano
   readonly usage: Usage
   readonly actualTokens?: number | undefined
+  readonly actualCredits?: number | undefined
+}
+
+/**
+ * What a call produced: its response (route headers included) and what it used.
+ *
+ * @category models
+ */
+export interface Outcome extends Produced {
+  readonly response: HttpServerResponse.HttpServerResponse
 }
 
 /**
@@ -74,7 +76,7 @@ export interface StreamingOutcome {
 }
 
 /** @category models */
-export interface Context {
+export interface CallContext {
   readonly principal: Principal.Principal
   readonly requestId: string
 }
@@ -92,7 +94,7 @@ export interface MeteredCall {
   /** The worst-case price: held at admission; its version is pinned on the hold. */
   readonly quote: PricingEngine.Quote
   readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined
-  readonly execute: (context: Context) => Effect.Effect<Outcome | StreamingOutcome, Errors.ApiError>
+  readonly execute: (context: CallContext) => Effect.Effect<Outcome | StreamingOutcome, Errors.ApiError>
 }
 
 /**
@@ -135,76 +137,30 @@ export const layerPaymentRequiredMinimal: Layer.Layer<PaymentRequiredBodies> = L
 })
 
 /**
- * Which rate limits apply to a call. The default is the spec's per-minute table (see
- * `layerLimitsDefault`); the rate-limit module can provide the configured one.
+ * Which rate limits apply to a call: `layerLimits` (the configured tables and overrides) or
+ * `layerLimitsDefault` (the spec's tables).
  *
  * @category services
  */
 export class LimitPolicy extends Context.Service<LimitPolicy, {
-  readonly limitsFor: (principal: Principal.Principal, call: MeteredCall) => ReadonlyArray<RateLimiter.Limit>
+  readonly limitsFor: (principal: Principal.Principal, call: RateLimits.Call) => ReadonlyArray<RateLimiter.Limit>
 }>()("@tollgate/http/Metered/LimitPolicy") {}
 
-const MINUTE = 60_000
-
-const textLimits = {
-  default: { XS: [500, 1_000_000], S: [75, 750_000], M: [50, 750_000], L: [20, 500_000] },
-  partner: { XS: [500, 2_000_000], S: [150, 1_500_000], M: [100, 1_500_000], L: [60, 1_000_000] }
-} as const
-
-const kindLimits = {
-  default: { image: 20, audio: 60, embedding: 500, video: 40 },
-  partner: { image: 60, audio: 120, embedding: 500, video: 40 }
-} as const
-
 /**
- * The spec's default limits per user: text tiers (requests and tokens per minute), the other kinds
- * (requests per minute), and the RPC caps (100 per minute, 10,000,000 credits per rolling 24 h).
+ * The spec's default tables with no overrides (`RateLimits.limitsFor`).
  *
  * @category layers
  */
 export const layerLimitsDefault: Layer.Layer<LimitPolicy> = Layer.succeed(LimitPolicy, {
-  limitsFor: (principal, call) => {
-    const tier = principal._tag === "ApiKey" ? principal.tier : "default"
-    const account = principal.accountId
-    switch (call.kind) {
-      case "text": {
-        const modelTier = call.modelTier ?? "S"
-        const [requests, tokens] = textLimits[tier][modelTier]
-        return [{
-          type: "user",
-          key: `${account}:text:${modelTier}`,
-          hashTag: account,
-          requests: { limit: requests, windowMs: MINUTE },
-          tokens: { limit: tokens, windowMs: MINUTE, reserve: call.reserveTokens ?? 0 }
-        }]
-      }
-      case "rpc":
-        return [
-          {
-            type: "user",
-            key: `${account}:rpc:minute`,
-            hashTag: account,
-            requests: { limit: 100, windowMs: MINUTE },
-            customMessage: "RPC per-minute request cap (100 requests per minute) exceeded"
-          },
-          {
-            type: "user",
-            key: `${account}:rpc:day`,
-            hashTag: account,
-            credits: { limit: 10_000_000, windowMs: 24 * 60 * MINUTE, reserve: call.reserveCredits ?? 0 },
-            customMessage: "RPC daily credit cap (10,000,000 credits per rolling 24 hours) exceeded"
-          }
-        ]
-      default:
-        return [{
-          type: "user",
-          key: `${account}:${call.kind}`,
-          hashTag: account,
-          requests: { limit: kindLimits[tier][call.kind], windowMs: MINUTE }
-        }]
-    }
-  }
+  limitsFor: (principal, call) => RateLimits.limitsFor(principal, call)
 })
+
+/**
+ * The tables with the configured and runtime overrides of `RateLimits.Overrides`.
+ *
+ * @category layers
+ */
+export const layerLimits: Layer.Layer<LimitPolicy, never, RateLimits.Overrides> = Layer.effect(LimitPolicy, RateLimits.policy)
 
 /** @category options */
 export interface Options {
@@ -269,7 +225,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           reference,
           priceVersion: call.quote.version,
           ...(options.holdTtlMs === undefined ? {} : { ttlMs: options.holdTtlMs })
-        }).pipe(Effect.catchTag("LedgerError", (error) => {
+        }).pipe(Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> => {
           if (error.reason !== "InsufficientFunds") return ledgerFailure(error)
           if (principal._tag === "ApiKey") {
             return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
@@ -294,12 +250,14 @@ export const layer = (options: Options = {}): Layer.Layer<
 
     const run = Effect.fn("Metered.run")(function*(call: MeteredCall) {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const requestId = yield* CurrentRequestId
+      const current = yield* CurrentRequest
+      const requestId = current.requestId
       const found = yield* auth.authenticate(request.headers)
       if (Option.isNone(found)) {
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
       const principal = found.value
+      current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
         const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint)
@@ -337,7 +295,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           }).pipe(Effect.catchTag("LedgerError", ledgerFailure))
           yield* admission.settle({
             ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),
-            ...("actualCredits" in produced && typeof produced.actualCredits === "number" ? { credits: produced.actualCredits } : {})
+            ...(produced.actualCredits === undefined ? {} : { credits: produced.actualCredits })
           })
           return settlement
         })

@@ -7,6 +7,7 @@
 export * as App from "./App.ts"
 export * as ErrorResponse from "./ErrorResponse.ts"
 export * as Handlers from "./Handlers.ts"
+export * as Metered from "./Metered.ts"
 export * as Observability from "./Observability.ts"
 export * as RequestContext from "./RequestContext.ts"
 export * as Route from "./Route.ts"

@@ -75,7 +75,12 @@ export interface ServerConfig {
  */
 export const isDevMode = (config: ServerConfig): boolean => config.signingKey === undefined
 
-const describeIssue = (issue: SchemaIssue.Issue, prefix: string): string => {
+/**
+ * One line naming the first bad field of an issue and the rule it broke.
+ *
+ * @category formatting
+ */
+export const describeIssue = (issue: SchemaIssue.Issue, prefix: string): string => {
   const [first] = SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues
   if (first === undefined) return `${prefix}: invalid`
   const path = (first.path ?? []).map((segment) => String(typeof segment === "object" ? segment.key : segment))

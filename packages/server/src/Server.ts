@@ -8,10 +8,11 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
-import { Layer, Logger, References } from "effect"
+import { Effect, Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
 import type { ServerConfig } from "./Config.ts"
+import * as Services from "./Services.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
@@ -21,6 +22,7 @@ import * as Telemetry from "./Telemetry.ts"
  */
 export const appLayer = (config: ServerConfig) =>
   App.layer(Routes.all, { maxBodyBytes: config.maxBodyBytes }).pipe(
+    Layer.provide(Services.layer(config)),
     Layer.provide(ServiceInfo.layer({
       publicOrigin: config.publicOrigin,
       ...(config.serviceVersion === undefined ? {} : { version: config.serviceVersion })
@@ -42,12 +44,17 @@ export const layer = (config: ServerConfig) =>
 const levels = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", none: "None" } as const
 
 /**
- * Structured JSON log lines on stdout, at the configured level.
+ * Structured JSON log lines on stdout, at the configured level. Lines are written in batches every
+ * 50 ms: one write per batch instead of one console call per request keeps logging off the hot
+ * path, and the batch is flushed when the server stops.
  *
  * @category layers
  */
 export const logging = (config: Pick<ServerConfig, "logLevel">) =>
   Layer.mergeAll(
-    Logger.layer([Logger.consoleJson]),
+    Logger.layer([Logger.batched(Logger.formatJson, {
+      window: "50 millis",
+      flush: (lines) => Effect.sync(() => process.stdout.write(`${lines.join("\n")}\n`))
+    })]),
     Layer.succeed(References.MinimumLogLevel, levels[config.logLevel])
   )

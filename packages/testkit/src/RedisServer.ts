@@ -72,7 +72,7 @@ export const start = async (): Promise<RedisServer> => {
   }
   await launched()
   const kill = async () => {
-    if (child.exitCode !== null) return
+    if (child.exitCode !== null || child.signalCode !== null) return
     const exited = new Promise((resolve) => child.once("exit", resolve))
     child.kill("SIGKILL")
     await exited

@@ -6,5 +6,6 @@
  */
 export * as Anvil from "./Anvil.ts"
 export * as Contract from "./Contract.ts"
+export * as FakeChatUpstream from "./FakeChatUpstream.ts"
 export * as FreePort from "./FreePort.ts"
 export * as RedisServer from "./RedisServer.ts"

@@ -4,7 +4,20 @@
  *
  * @since 0.1.0
  */
+import * as ApiKeys from "./ApiKeys.ts"
+import * as Billing from "./Billing.ts"
+import * as Chat from "./Chat.ts"
+import * as Image from "./Image.ts"
+import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
+import * as TextParser from "./TextParser.ts"
+import * as X402 from "./X402.ts"
+import type * as Route from "../Route.ts"
+
+const routes = [Networks.route, Models.route, Image.route, Chat.route, X402.topUp, X402.balance, TextParser.route, ...Billing.routes, ...ApiKeys.routes] as const
+
+/** What a route needs, so that `all` needs the union of every route's services. */
+type Requirements<R> = R extends Route.Route<infer S> ? S : never
 
 /** @category routes */
-export const all = [Networks.route] as const
+export const all: ReadonlyArray<Route.Route<Requirements<(typeof routes)[number]>>> = routes

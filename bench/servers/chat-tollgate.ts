@@ -1,0 +1,73 @@
+/**
+ * Tollgate with only the chat route, for `bench/chat.ts`: model `bench-chat` is served by
+ * `CHAT_UPSTREAM` and `bench-paced` by `CHAT_UPSTREAM_PACED` (base URLs). Auth, token limits, the credit hold and the capture all run (memory stores); the limits have
+ * ceilings no benchmark reaches. Prints the API key, then "listening".
+ */
+import { ChatBackend } from "@tollgate/backends"
+import { AuthStore, ChatOptions, CreditLedger, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
+import { App, Handlers, ServiceInfo } from "@tollgate/http"
+import * as Metered from "@tollgate/http/Metered"
+import * as Chat from "@tollgate/http/routes/Chat"
+import { Effect, Layer, Scope } from "effect"
+import { FetchHttpClient } from "effect/http"
+import * as Http from "node:http"
+
+const upstream = process.env["CHAT_UPSTREAM"] ?? "http://127.0.0.1:8000/v1"
+const paced = process.env["CHAT_UPSTREAM_PACED"] ?? upstream
+const unreachable = 1_000_000_000
+const limits = Layer.succeed(Metered.LimitPolicy, {
+  limitsFor: (principal, call) => [{
+    type: "user",
+    key: `${principal.accountId}:text`,
+    hashTag: principal.accountId,
+    requests: { limit: unreachable, windowMs: 60_000 },
+    tokens: { limit: unreachable, windowMs: 60_000, reserve: call.reserveTokens ?? 0 }
+  }]
+})
+const model = (id: string, baseUrl: string): Models.TextModel => ({
+  id,
+  name: id,
+  type: "text",
+  router: "bench",
+  tier: "XS",
+  upstreams: [{ baseUrl }],
+  contextTokens: 32_768,
+  maxCompletionTokens: 4_096,
+  supportsThinking: false,
+  supportsWebSearch: false,
+  supportsXSearch: false
+})
+const price = { inputPerMillion: Money.usd(1), outputPerMillion: Money.usd(2) }
+
+const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+const services = Layer.mergeAll(
+  Metered.layer(),
+  PricingEngine.layer({ chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-paced": price } } }),
+  Models.layer([model("bench-chat", upstream), model("bench-paced", paced)]),
+  ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),
+  ChatOptions.layerPrompts({ systemPrompt: "You are a benchmark." }),
+  SearchProvider.layerNone,
+  ServiceInfo.layer({ version: "bench", hostName: "bench" })
+).pipe(Layer.provideMerge(Layer.mergeAll(
+  Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
+  Metered.layerPaymentRequiredMinimal,
+  limits
+)), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)))
+
+const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
+const key = await Effect.runPromise(Effect.gen(function*() {
+  const auth = yield* Auth.Auth
+  const ledger = yield* CreditLedger.CreditLedger
+  const account = yield* auth.createAccount()
+  const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "bench" })
+  yield* ledger.grant({ accountId: account.id, amount: Money.usd(100_000), reference: "bench" })
+  return key
+}).pipe(Effect.provide(context)))
+
+const node = await Handlers.toNodeHandler(App.layer([Chat.route]).pipe(Layer.provide(Layer.succeedContext(context))))
+const server = Http.createServer(node.handler)
+server.listen(0, "127.0.0.1", () => {
+  const address = server.address()
+  console.log(`url http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}/api/v1\nkey ${key}\nlistening`)
+})

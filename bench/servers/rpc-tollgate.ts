@@ -1,0 +1,86 @@
+/**
+ * Tollgate with only the RPC proxy route, for `bench/rpc.ts`: `node bench/servers/rpc-tollgate.ts
+ * <port>` with `RPC_UPSTREAM` (the node) and `STORE=memory|redis` (`REDIS_URL`). Auth, rate limits
+ * and billing all run; the limits are the spec's shape (per-minute requests, rolling 24 h
+ * credits) with ceilings no benchmark reaches. Request logs go out as JSON lines, as the reference
+ * server writes them (`LOG_LEVEL=none` turns them off). Prints the API key, then "listening".
+ */
+import { NodeHttpServer, NodeRedis } from "@effect/platform-node"
+import { RpcUpstream } from "@tollgate/backends"
+import { Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, PricingEngine, RateLimiter } from "@tollgate/core"
+import { App, ServiceInfo } from "@tollgate/http"
+import * as Metered from "@tollgate/http/Metered"
+import * as Rpc from "@tollgate/http/routes/Rpc"
+import { AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
+import { Effect, Layer, Logger, References, Scope } from "effect"
+import { HttpRouter } from "effect/http"
+import * as Http from "node:http"
+
+const port = Number(process.argv[2] ?? 0)
+const upstream = process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"
+const redisUrl = process.env["STORE"] === "redis" ? process.env["REDIS_URL"] : undefined
+
+const unreachable = 1_000_000_000
+const limits = Layer.succeed(Metered.LimitPolicy, {
+  limitsFor: (principal) => [
+    {
+      type: "user",
+      key: `${principal.accountId}:rpc:minute`,
+      hashTag: principal.accountId,
+      requests: { limit: unreachable, windowMs: 60_000 }
+    },
+    {
+      type: "user",
+      key: `${principal.accountId}:rpc:day`,
+      hashTag: principal.accountId,
+      credits: { limit: unreachable, windowMs: 86_400_000, reserve: 20 }
+    }
+  ]
+})
+
+const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+const stores = redisUrl === undefined
+  ? Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
+  : Layer.mergeAll(
+    AuthStoreRedis.layerRedis,
+    RateLimiterRedis.layerRedis(),
+    CreditLedgerRedis.layerRedis(),
+    IdempotencyStoreRedis.layerRedis
+  ).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
+const services = Layer.mergeAll(
+  Metered.layer(),
+  PricingEngine.layer(),
+  RpcUpstream.layer({ upstreams: { "ethereum-mainnet": [upstream] } }),
+  ServiceInfo.layer({ version: "bench", hostName: "bench" })
+).pipe(Layer.provideMerge(Layer.mergeAll(
+  Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
+  Metered.layerPaymentRequiredMinimal,
+  limits
+)), Layer.provideMerge(stores))
+
+const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
+const key = await Effect.runPromise(Effect.gen(function*() {
+  const auth = yield* Auth.Auth
+  const ledger = yield* CreditLedger.CreditLedger
+  const account = yield* auth.createAccount()
+  const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "bench" })
+  yield* ledger.grant({ accountId: account.id, amount: Money.usd(100_000), reference: "bench" })
+  return key
+}).pipe(Effect.provide(context)))
+
+const logging = Layer.mergeAll(
+  Logger.layer([Logger.consoleJson]),
+  Layer.succeed(References.MinimumLogLevel, process.env["LOG_LEVEL"] === "none" ? "None" : "Info")
+)
+const server = HttpRouter.serve(
+  App.layer([Rpc.route]).pipe(Layer.provide(Layer.succeedContext(context))),
+  { disableLogger: true, disableListenLog: true }
+).pipe(
+  Layer.provide(NodeHttpServer.layer(Http.createServer, { host: "127.0.0.1", port })),
+  Layer.provide(logging)
+)
+await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+  yield* Layer.build(server)
+  console.log(`key ${key}\nlistening`)
+  yield* Effect.never
+})))

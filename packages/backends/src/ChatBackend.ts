@@ -1,0 +1,331 @@
+/**
+ * Chat completions from any OpenAI-compatible upstream (vLLM, llama.cpp server, Ollama, hosted
+ * APIs). A text model of the model list names its upstreams; this adapter picks one per call,
+ * sends the body as the client wrote it (with the upstream's own model name), and answers either
+ * the completion or a stream of chunks parsed from the upstream's Server-Sent Events.
+ *
+ * Routing: with a `prompt_cache_key`, every upstream is ranked by a hash of (key, upstream)
+ * (rendezvous hashing), so one key keeps landing on the same upstream, whose prompt cache is warm,
+ * while that upstream is healthy; when it fails only its keys move, and they come back when it
+ * recovers. Without a key, calls rotate. An upstream that fails to answer (transport error,
+ * timeout, 5xx) is skipped for a cool-down and the next one is tried, as long as nothing has been
+ * produced yet; a 429 moves on too; any other 4xx is the request's fault and is returned as is.
+ * Health is per process: it is a cache that is safe to lose.
+ *
+ * A model with no upstreams is served by a local echo model, so the dev server runs offline.
+ *
+ * @since 0.1.0
+ */
+import type { Models } from "@tollgate/core"
+import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, Stream } from "effect"
+import { Sse } from "effect/encoding"
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
+
+/**
+ * A JSON object as the upstream sent it (a completion or one stream chunk).
+ *
+ * @category models
+ */
+export type Json = Readonly<Record<string, unknown>>
+
+/**
+ * Why an upstream call failed. `status` and `headers` are the upstream's answer when it gave one
+ * (`headers` matter for a 429: its rate-limit and retry headers are passed on).
+ *
+ * @category errors
+ */
+export class UpstreamError extends Data.TaggedError("ChatUpstreamError")<{
+  readonly kind: "status" | "transport" | "timeout" | "decode"
+  readonly message: string
+  readonly status?: number
+  readonly headers?: Readonly<Record<string, string>>
+}> {}
+
+/** @category models */
+export interface Call {
+  readonly model: Models.TextModel
+  /** The OpenAI request body, without `model` (each upstream gets its own model name). */
+  readonly body: Json
+  readonly promptCacheKey?: string | undefined
+}
+
+/** @category models */
+export interface Completion {
+  readonly body: Json
+  /** The base URL of the upstream that answered, or `local`. */
+  readonly upstream: string
+}
+
+/** @category models */
+export interface ChunkStream {
+  /** Parsed `data:` payloads, in order, up to `[DONE]`. */
+  readonly chunks: Stream.Stream<Json, UpstreamError>
+  readonly upstream: string
+}
+
+/** @category services */
+export class ChatBackend extends Context.Service<ChatBackend, {
+  readonly complete: (call: Call) => Effect.Effect<Completion, UpstreamError>
+  /** Connects and checks the status before it returns, so a refusal is known before any byte is sent on. */
+  readonly stream: (call: Call) => Effect.Effect<ChunkStream, UpstreamError>
+}>()("@tollgate/backends/ChatBackend") {}
+
+/** @category options */
+export interface Options {
+  /** How long a stream may take to start (its response headers); default 60 s. */
+  readonly connectTimeout?: Duration.Input
+  /**
+   * How long a non-streamed completion may take: upstreams answer it only once the whole reply is
+   * generated, which can take minutes; default 10 minutes.
+   */
+  readonly completionTimeout?: Duration.Input
+  /** How long a stream may go without a chunk before it is cut; default 60 s. */
+  readonly idleTimeout?: Duration.Input
+  /** How long an upstream that failed is skipped. */
+  readonly coolDown?: Duration.Input
+}
+
+const upstreamId = (upstream: Models.Upstream) => `${upstream.baseUrl}#${upstream.model ?? ""}`
+
+/** FNV-1a, 32 bits: a stable, fast hash for rendezvous ranking (not a security boundary). */
+const fnv1a = (text: string): number => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193) >>> 0
+  }
+  return hash
+}
+
+/**
+ * The order in which to try a model's upstreams: healthy ones first, ranked by the cache key when
+ * there is one, rotated otherwise; the ones cooling down last, as a last resort.
+ *
+ * @category routing
+ */
+export const order = (
+  upstreams: ReadonlyArray<Models.Upstream>,
+  options: { readonly promptCacheKey?: string | undefined; readonly rotation: number; readonly isHealthy: (id: string) => boolean }
+): ReadonlyArray<Models.Upstream> => {
+  const { promptCacheKey } = options
+  const ranked = promptCacheKey === undefined
+    ? upstreams.map((_, i) => upstreams[(i + options.rotation) % upstreams.length]!)
+    : [...upstreams].sort((a, b) =>
+      fnv1a(`${promptCacheKey}\u0000${upstreamId(b)}`) - fnv1a(`${promptCacheKey}\u0000${upstreamId(a)}`)
+    )
+  return [
+    ...ranked.filter((upstream) => options.isHealthy(upstreamId(upstream))),
+    ...ranked.filter((upstream) => !options.isHealthy(upstreamId(upstream)))
+  ]
+}
+
+const headersOf = (response: HttpClientResponse.HttpClientResponse): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (typeof value === "string") headers[name] = value
+  }
+  return headers
+}
+
+const isRetryable = (error: UpstreamError) =>
+  error.kind === "transport" || error.kind === "timeout" || (error.status !== undefined && (error.status >= 500 || error.status === 429))
+
+const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * The adapter over an `HttpClient` (provide `FetchHttpClient.layer` or
+ * `NodeHttpClient.layerUndici`).
+ *
+ * @category constructors
+ */
+export const make = Effect.fnUntraced(function*(options: Options = {}) {
+  const http = yield* HttpClient.HttpClient
+  const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? "60 seconds")
+  const completionTimeout = Duration.fromInputUnsafe(options.completionTimeout ?? "10 minutes")
+  const idleTimeout = Duration.fromInputUnsafe(options.idleTimeout ?? "60 seconds")
+  const coolDownMs = Duration.toMillis(Duration.fromInputUnsafe(options.coolDown ?? "30 seconds"))
+  const unhealthyUntil = new Map<string, number>()
+  let rotation = 0
+
+  const send = (upstream: Models.Upstream, call: Call, stream: boolean) => {
+    const body = {
+      ...call.body,
+      model: upstream.model ?? call.model.id,
+      ...(stream ? { stream: true, stream_options: { ...(isObject(call.body["stream_options"]) ? call.body["stream_options"] : {}), include_usage: true } } : {})
+    }
+    const request = HttpClientRequest.post(`${upstream.baseUrl.replace(/\/+$/, "")}/chat/completions`).pipe(
+      HttpClientRequest.bodyJsonUnsafe(body),
+      HttpClientRequest.acceptJson,
+      upstream.apiKey === undefined ? (r) => r : HttpClientRequest.bearerToken(upstream.apiKey)
+    )
+    return http.execute(request).pipe(
+      Effect.timeoutOrElse({
+        duration: stream ? connectTimeout : completionTimeout,
+        orElse: () => Effect.fail(new UpstreamError({ kind: "timeout", message: `${upstream.baseUrl} did not answer in time` }))
+      }),
+      Effect.catchTag("HttpClientError", (error) =>
+        Effect.fail(new UpstreamError({ kind: "transport", message: `${upstream.baseUrl} is unreachable: ${error.message}` }))),
+      Effect.flatMap((response) =>
+        response.status >= 200 && response.status < 300 ? Effect.succeed(response) : response.text.pipe(
+          Effect.orElseSucceed(() => ""),
+          Effect.flatMap((text) =>
+            Effect.fail(new UpstreamError({
+              kind: "status",
+              status: response.status,
+              headers: headersOf(response),
+              message: upstreamMessage(text) ?? `upstream answered ${response.status}`
+            }))
+          )
+        )
+      )
+    )
+  }
+
+  const attempt = <A>(call: Call, run: (upstream: Models.Upstream) => Effect.Effect<A, UpstreamError>) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const candidates = order(call.model.upstreams, {
+        promptCacheKey: call.promptCacheKey,
+        rotation: rotation++,
+        isHealthy: (id) => (unhealthyUntil.get(id) ?? 0) <= now
+      })
+      let last: UpstreamError | undefined
+      for (const upstream of candidates) {
+        const result = yield* Effect.result(run(upstream))
+        if (result._tag === "Success") {
+          unhealthyUntil.delete(upstreamId(upstream))
+          return result.success
+        }
+        last = result.failure
+        if (!isRetryable(last)) return yield* last
+        if (last.status !== 429) unhealthyUntil.set(upstreamId(upstream), now + coolDownMs)
+      }
+      return yield* (last ?? new UpstreamError({ kind: "transport", message: `model ${call.model.id} has no upstream` }))
+    })
+
+  const complete = Effect.fn("ChatBackend.complete")(function*(call: Call) {
+    if (call.model.upstreams.length === 0) return { body: Local.complete(call), upstream: "local" }
+    return yield* attempt(call, (upstream) =>
+      send(upstream, call, false).pipe(
+        Effect.flatMap((response) => response.json),
+        Effect.mapError((error) =>
+          error._tag === "ChatUpstreamError" ? error : new UpstreamError({ kind: "decode", message: "upstream sent an unreadable completion" })
+        ),
+        Effect.flatMap((body) =>
+          isObject(body)
+            ? Effect.succeed({ body, upstream: upstream.baseUrl })
+            : Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent a completion that is not an object" }))
+        )
+      ))
+  })
+
+  const stream = Effect.fn("ChatBackend.stream")(function*(call: Call) {
+    if (call.model.upstreams.length === 0) return { chunks: Stream.fromIterable(Local.chunks(call)), upstream: "local" }
+    return yield* attempt(call, (upstream) =>
+      Effect.map(send(upstream, call, true), (response): ChunkStream => ({ chunks: sseChunks(response, idleTimeout), upstream: upstream.baseUrl })))
+  })
+
+  return ChatBackend.of({ complete, stream })
+})
+
+const upstreamMessage = (text: string): string | undefined => {
+  try {
+    const body: unknown = JSON.parse(text)
+    if (isObject(body)) {
+      const error = body["error"]
+      if (typeof error === "string") return error
+      if (isObject(error) && typeof error["message"] === "string") return error["message"]
+      if (typeof body["message"] === "string") return body["message"]
+    }
+  } catch {
+    return text.length > 0 && text.length <= 500 ? text : undefined
+  }
+  return undefined
+}
+
+const parseChunk = (data: string): Json | undefined => {
+  try {
+    const chunk: unknown = JSON.parse(data)
+    return isObject(chunk) ? chunk : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Events arrive in batches (one network read); they are parsed and passed on as a batch. An upstream
+ * that goes quiet for `idleTimeout` is cut off, so a stalled stream neither holds the client nor
+ * its credit hold forever.
+ */
+const sseChunks = (response: HttpClientResponse.HttpClientResponse, idleTimeout: Duration.Duration): Stream.Stream<Json, UpstreamError> =>
+  response.stream.pipe(
+    Stream.timeoutOrElse({
+      duration: idleTimeout,
+      orElse: () => Stream.fail(new UpstreamError({ kind: "timeout", message: "upstream stream went quiet" }))
+    }),
+    Stream.decodeText,
+    Stream.pipeThroughChannel(Sse.decode()),
+    Stream.map((event) => event.data),
+    Stream.takeWhile((data) => data.trim() !== "[DONE]"),
+    Stream.mapArrayEffect((events) => {
+      const chunks: Array<Json> = []
+      for (const data of events) {
+        const chunk = parseChunk(data)
+        if (chunk === undefined) {
+          return Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
+        }
+        chunks.push(chunk)
+      }
+      return Arr.isArrayNonEmpty(chunks) ? Effect.succeed(chunks) : Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an empty batch" }))
+    }),
+    Stream.mapError((error) =>
+      error._tag === "ChatUpstreamError" ? error : new UpstreamError({ kind: "transport", message: "upstream stream broke off" })
+    )
+  )
+
+/**
+ * The offline model: answers with the last user message, word by word; a model that supports
+ * thinking thinks first, in a think-tag block, so the dev server shows the stripping options.
+ */
+const Local = {
+  reply: (call: Call): string => {
+    const messages = Array.isArray(call.body["messages"]) ? call.body["messages"] as Array<Json> : []
+    const last = [...messages].reverse().find((message) => message["role"] === "user")
+    const content = last?.["content"]
+    const said = typeof content === "string"
+      ? content
+      : Array.isArray(content)
+      ? content.map((part) => (isObject(part) && typeof part["text"] === "string" ? part["text"] : "")).join(" ")
+      : ""
+    return `${call.model.supportsThinking ? "<think>The user wants an echo.</think>\n\n" : ""}You said: ${said}`
+  },
+  complete: (call: Call): Json => ({
+    id: `chatcmpl-local-${crypto.randomUUID()}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: call.model.id,
+    choices: [{ index: 0, message: { role: "assistant", content: Local.reply(call) }, finish_reason: "stop" }]
+  }),
+  chunks: (call: Call): Array<Json> => {
+    const id = `chatcmpl-local-${crypto.randomUUID()}`
+    const created = Math.floor(Date.now() / 1000)
+    const chunk = (delta: Json, finish: string | null): Json => ({
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model: call.model.id,
+      choices: [{ index: 0, delta, finish_reason: finish }]
+    })
+    const words = Local.reply(call).split(/(?<= )/)
+    return [chunk({ role: "assistant", content: "" }, null), ...words.map((word) => chunk({ content: word }, null)), chunk({}, "stop")]
+  }
+}
+
+/**
+ * The adapter as a layer; needs an `HttpClient`.
+ *
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<ChatBackend, never, HttpClient.HttpClient> =>
+  Layer.effect(ChatBackend, make(options))
+

@@ -1,0 +1,102 @@
+/**
+ * One JSON call to an OpenAI-compatible upstream (`/images/generations`, `/chat/completions`),
+ * tried on each configured upstream in turn. What an upstream's failure means to the client is
+ * decided here once: a refusal of the request itself (4xx) is the client's 400 and is not retried
+ * elsewhere; a transport failure, a 5xx, or an unreadable body moves on to the next upstream, and
+ * when none is left becomes a 502 (504 when the last one timed out).
+ *
+ * @since 0.1.0
+ */
+import { Errors, Models } from "@tollgate/core"
+import { Duration, Effect } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+
+/** @category options */
+export interface Options {
+  /** Per attempt, body included. */
+  readonly timeout: Duration.Input
+}
+
+/**
+ * The JSON body of the upstream's error, when it sent one in the OpenAI shape.
+ *
+ * @category models
+ */
+export interface UpstreamRefusal {
+  readonly status: number
+  readonly code: string | undefined
+  readonly message: string
+}
+
+const refusalOf = (status: number, body: unknown): UpstreamRefusal => {
+  const error = typeof body === "object" && body !== null && "error" in body ? body.error : undefined
+  const fields = typeof error === "object" && error !== null ? error as Record<string, unknown> : {}
+  return {
+    status,
+    code: typeof fields.code === "string" ? fields.code : undefined,
+    message: typeof fields.message === "string" ? fields.message : typeof error === "string" ? error : `HTTP ${status}`
+  }
+}
+
+type Attempt =
+  | { readonly _tag: "Ok"; readonly body: unknown }
+  | { readonly _tag: "Refused"; readonly refusal: UpstreamRefusal }
+  | { readonly _tag: "Failed"; readonly timedOut: boolean; readonly reason: string }
+
+/**
+ * POSTs `body` (with `model` set to the upstream's name of the model) to `path` of each upstream
+ * until one answers 2xx with JSON. `onRefusal` turns a 4xx into the client's error.
+ *
+ * @category calls
+ */
+export const postJson = Effect.fn("OpenAiCompatible.postJson")(function*(
+  upstreams: ReadonlyArray<Models.Upstream>,
+  path: string,
+  modelId: string,
+  body: Readonly<Record<string, unknown>>,
+  options: Options & { readonly onRefusal: (refusal: UpstreamRefusal) => Errors.ApiError }
+) {
+  const client = yield* HttpClient.HttpClient
+  let last: Attempt = { _tag: "Failed", timedOut: false, reason: "no upstream is configured" }
+  for (const upstream of upstreams) {
+    const request = HttpClientRequest.post(`${upstream.baseUrl.replace(/\/+$/u, "")}${path}`).pipe(
+      HttpClientRequest.bodyJsonUnsafe({ ...body, model: upstream.model ?? modelId }),
+      upstream.apiKey === undefined ? (r) => r : HttpClientRequest.bearerToken(upstream.apiKey)
+    )
+    last = yield* client.execute(request).pipe(
+      Effect.flatMap((response) =>
+        Effect.map(
+          Effect.orElseSucceed(response.json, () => undefined),
+          (json): Attempt =>
+            response.status >= 200 && response.status < 300
+              ? json === undefined
+                ? { _tag: "Failed", timedOut: false, reason: "the upstream answered with a body that is not JSON" }
+                : { _tag: "Ok", body: json }
+              : response.status >= 400 && response.status < 500 && response.status !== 429
+              ? { _tag: "Refused", refusal: refusalOf(response.status, json) }
+              : { _tag: "Failed", timedOut: false, reason: `the upstream answered HTTP ${response.status}` }
+        )
+      ),
+      Effect.timeoutOrElse({
+        duration: options.timeout,
+        orElse: () => Effect.succeed<Attempt>({ _tag: "Failed", timedOut: true, reason: "the upstream timed out" })
+      }),
+      Effect.catch((error) => Effect.succeed<Attempt>({ _tag: "Failed", timedOut: false, reason: error.message })),
+      Effect.scoped
+    )
+    if (last._tag !== "Failed") break
+    yield* Effect.logWarning("upstream failed", { url: upstream.baseUrl, reason: last.reason })
+  }
+  switch (last._tag) {
+    case "Ok":
+      return last.body
+    case "Refused":
+      return yield* Effect.fail(options.onRefusal(last.refusal))
+    case "Failed":
+      return yield* Effect.fail(
+        last.timedOut
+          ? new Errors.GatewayTimeout({ message: "The upstream did not answer in time" })
+          : new Errors.BadGateway({ message: "The upstream failed to answer" })
+      )
+  }
+})

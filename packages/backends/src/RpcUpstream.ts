@@ -1,0 +1,269 @@
+/**
+ * The nodes behind the RPC proxy: for each network slug, one or more JSON-RPC HTTP upstreams from
+ * the config file (`{"rpc": {"upstreams": {"<slug>": ["http://..."]}}}`). A call goes to the first
+ * upstream; when a connection cannot be made it fails over to the next, and a batch of reads is
+ * also retried after a connection that broke mid-call (a write is retried only when its connection
+ * was refused, so it was never sent). The answer comes back with the request's order restored and
+ * every "method not found" dialect (-32601, -32004, -32001, "not supported", HTTP 405/415) turned
+ * into -32601. An upstream that cannot be reached is a 502, one that does not answer in time a 504.
+ *
+ * @since 0.1.0
+ */
+import { Errors, type JsonRpc } from "@tollgate/core"
+import { Context, Effect, Layer, Schema } from "effect"
+import * as Http from "node:http"
+import * as Https from "node:https"
+
+/**
+ * The `rpc` section of the config file.
+ *
+ * @category schemas
+ */
+export const Config = Schema.Struct({
+  upstreams: Schema.Record(
+    Schema.String,
+    Schema.Array(Schema.String.check(Schema.isPattern(/^https?:\/\/.+/u, { message: "must be an http:// or https:// URL" })))
+      .check(Schema.isMinLength(1))
+  ),
+  /** Per attempt; default 30 s. */
+  timeoutMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
+  /** Attempts per call across the upstreams of a slug; default: each upstream once, at least 2. */
+  attempts: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0)))
+})
+
+/** @category models */
+export type Config = typeof Config.Type
+
+/**
+ * What the upstream answered: the JSON-RPC response (absent when the request held notifications
+ * only), normalized and in request order, and its bytes (the upstream's own when nothing changed).
+ *
+ * @category models
+ */
+export interface Answer {
+  readonly response: unknown
+  readonly body: Uint8Array | undefined
+}
+
+/** @category services */
+export class RpcUpstream extends Context.Service<RpcUpstream, {
+  /** Whether the slug has an upstream in this deployment. */
+  readonly serves: (network: string) => boolean
+  readonly forward: (
+    network: string,
+    request: JsonRpc.Request,
+    body: Uint8Array
+  ) => Effect.Effect<Answer, Errors.BadGateway | Errors.GatewayTimeout | Errors.ServiceUnavailable>
+}>()("@tollgate/backends/RpcUpstream") {}
+
+const WRITES = new Set([
+  "eth_sendRawTransaction", "eth_sendRawTransactionSync", "eth_sendUserOperation",
+  "zks_sendRawTransactionWithDetailedOutput", "sendTransaction", "requestAirdrop",
+  "starknet_addInvokeTransaction", "starknet_addDeclareTransaction", "starknet_addDeployAccountTransaction"
+])
+
+const NOT_FOUND_CODES = new Set([-32601, -32004, -32001])
+const NOT_FOUND_TEXT = /not supported|method not found|does not exist|not available|not whitelisted|not included in your current plan/i
+
+/** Why an attempt failed: `refused` was never sent; `broken` may have been. */
+type Failure =
+  | { readonly _tag: "refused" | "broken"; readonly detail: string }
+  | { readonly _tag: "timeout" }
+  | { readonly _tag: "status"; readonly status: number; readonly body: Buffer }
+
+interface Reply {
+  readonly status: number
+  readonly body: Buffer
+}
+
+const httpAgent = new Http.Agent({ keepAlive: true, maxSockets: 256 })
+const httpsAgent = new Https.Agent({ keepAlive: true, maxSockets: 256 })
+
+const REFUSED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"])
+
+/**
+ * One POST: the reply, or why there is none. Succeeds with the failure rather than failing, since a
+ * failed attempt is an input to the retry decision, not an error yet. Interruption (the client went
+ * away) destroys the request.
+ */
+const post = (url: URL, body: Uint8Array, timeoutMs: number) =>
+  Effect.callback<Reply | Failure>((resume) => {
+    const secure = url.protocol === "https:"
+    const request = (secure ? Https : Http).request(url, {
+      method: "POST",
+      agent: secure ? httpsAgent : httpAgent,
+      headers: { "content-type": "application/json", "content-length": body.byteLength, accept: "application/json" }
+    })
+    let connected = false
+    const done = (outcome: Reply | Failure) => {
+      clearTimeout(timer)
+      resume(Effect.succeed(outcome))
+    }
+    const timer = setTimeout(() => {
+      done({ _tag: "timeout" })
+      request.destroy()
+    }, timeoutMs)
+    request.once("socket", (socket) => {
+      if (!socket.connecting) connected = true
+      else socket.once("connect", () => (connected = true))
+    })
+    request.once("error", (error: NodeJS.ErrnoException) => {
+      const refused = !connected && (error.code === undefined || REFUSED.has(error.code))
+      done({ _tag: refused ? "refused" : "broken", detail: error.code ?? error.message })
+    })
+    request.once("response", (response) => {
+      const chunks: Array<Buffer> = []
+      response.on("data", (chunk: Buffer) => chunks.push(chunk))
+      response.once("error", (error) => done({ _tag: "broken", detail: error.message }))
+      response.once("end", () => done({ status: response.statusCode ?? 0, body: Buffer.concat(chunks) }))
+    })
+    request.end(body)
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      request.destroy()
+    })
+  })
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const normalizeItem = (item: unknown): unknown => {
+  if (!isRecord(item) || !isRecord(item["error"])) return item
+  const error = item["error"]
+  const code = error["code"]
+  const message = typeof error["message"] === "string" ? error["message"] : ""
+  if ((typeof code === "number" && NOT_FOUND_CODES.has(code)) || NOT_FOUND_TEXT.test(message)) {
+    return { ...item, error: { ...error, code: -32601 } }
+  }
+  return item
+}
+
+const encoded = (response: unknown): Answer => ({ response, body: Buffer.from(JSON.stringify(response)) })
+
+const methodNotFound = (request: JsonRpc.Request): unknown => {
+  const answers = request.items.filter((item) => item.hasId).map((item) => ({
+    jsonrpc: "2.0",
+    id: item.id,
+    error: { code: -32601, message: `Method ${item.method} is not supported by the upstream` }
+  }))
+  return request.batch ? answers : answers[0]
+}
+
+/**
+ * Puts the answers of a batch in the order of its requests (matched by id); answers that match no
+ * request (an error with a null id) follow in the order they came.
+ *
+ * @category internals
+ */
+export const inRequestOrder = (request: JsonRpc.Request, answers: ReadonlyArray<unknown>): ReadonlyArray<unknown> => {
+  const byId = new Map<string, Array<unknown>>()
+  const rest: Array<unknown> = []
+  for (const answer of answers) {
+    const id = isRecord(answer) ? answer["id"] : undefined
+    if (id === undefined || id === null) {
+      rest.push(answer)
+      continue
+    }
+    const key = JSON.stringify(id)
+    const queue = byId.get(key)
+    if (queue === undefined) byId.set(key, [answer])
+    else queue.push(answer)
+  }
+  const ordered: Array<unknown> = []
+  for (const item of request.items) {
+    if (!item.hasId || item.id === null) continue
+    const answer = byId.get(JSON.stringify(item.id))?.shift()
+    if (answer !== undefined) ordered.push(answer)
+  }
+  for (const queue of byId.values()) ordered.push(...queue)
+  return [...ordered, ...rest]
+}
+
+/**
+ * The JSON-RPC response of an upstream reply, normalized, or why it is not one.
+ *
+ * @category internals
+ */
+export const interpret = (request: JsonRpc.Request, reply: Reply): Answer | Failure => {
+  if (reply.status === 405 || reply.status === 415) return encoded(methodNotFound(request))
+  const text = reply.body.toString("utf8").trim()
+  if (text === "" && (reply.status === 200 || reply.status === 204) && request.items.every((item) => !item.hasId)) {
+    return { response: undefined, body: undefined }
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return { _tag: "status", status: reply.status, body: reply.body }
+  }
+  const looksLikeJsonRpc = Array.isArray(parsed) || (isRecord(parsed) && ("result" in parsed || "error" in parsed))
+  if (!looksLikeJsonRpc) return { _tag: "status", status: reply.status, body: reply.body }
+  const response = Array.isArray(parsed) ? inRequestOrder(request, parsed.map(normalizeItem)) : normalizeItem(parsed)
+  const unchanged = Array.isArray(parsed)
+    ? (response as ReadonlyArray<unknown>).every((item, i) => item === parsed[i])
+    : response === parsed
+  return unchanged ? { response, body: reply.body } : encoded(response)
+}
+
+const describeFailure = (failure: Failure): string => {
+  switch (failure._tag) {
+    case "refused":
+    case "broken":
+      return failure.detail
+    case "timeout":
+      return "timeout"
+    case "status":
+      return `HTTP ${failure.status}`
+  }
+}
+
+/**
+ * An upstream service over the config's URLs.
+ *
+ * @category constructors
+ */
+export const make = (config: Config) => {
+  const timeoutMs = config.timeoutMs ?? 30_000
+  const upstreams = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [slug, urls.map((url) => new URL(url))]))
+  return RpcUpstream.of({
+    serves: (network) => (upstreams.get(network)?.length ?? 0) > 0,
+    forward: Effect.fn("RpcUpstream.forward")(function*(network: string, request: JsonRpc.Request, body: Uint8Array) {
+      const urls = upstreams.get(network) ?? []
+      if (urls.length === 0) {
+        return yield* new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}` })
+      }
+      const readOnly = request.items.every((item) => !WRITES.has(item.method))
+      const attempts = config.attempts ?? Math.max(urls.length, 2)
+      let last: Failure = { _tag: "refused", detail: "no attempt" }
+      for (let attempt = 0; attempt < attempts; attempt++) {
+        const url = urls[attempt % urls.length] as URL
+        const sent = yield* post(url, body, timeoutMs)
+        const outcome = "_tag" in sent ? sent : interpret(request, sent)
+        if (!("_tag" in outcome)) return outcome
+        last = outcome
+        const retry = outcome._tag === "refused" ||
+          (readOnly && (outcome._tag === "broken" || (outcome._tag === "status" && outcome.status >= 500)))
+        if (!retry) break
+      }
+      if (last._tag === "timeout") {
+        return yield* new Errors.GatewayTimeout({ message: `The ${network} upstream did not answer within ${timeoutMs} ms` })
+      }
+      return yield* new Errors.BadGateway({ message: `The ${network} upstream failed: ${describeFailure(last)}` })
+    })
+  })
+}
+
+/**
+ * The service from a decoded `rpc` config section.
+ *
+ * @category layers
+ */
+export const layer = (config: Config): Layer.Layer<RpcUpstream> => Layer.succeed(RpcUpstream, make(config))
+
+/**
+ * The service from the raw `rpc` section of the config file; a bad section fails with the field
+ * and the rule it broke.
+ *
+ * @category layers
+ */
+export const layerFromUnknown = (section: unknown): Layer.Layer<RpcUpstream, Schema.SchemaError> =>
+  Layer.effect(RpcUpstream, Effect.map(Schema.decodeUnknownEffect(Config)(section ?? { upstreams: {} }), make))

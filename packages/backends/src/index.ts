@@ -1,0 +1,13 @@
+/**
+ * @tollgate/backends: the adapters tollgate calls upstream (RPC nodes, chat and image models,
+ * payment facilitators).
+ *
+ * @since 0.1.0
+ */
+export * as ChatBackend from "./ChatBackend.ts"
+export * as ImageBackend from "./ImageBackend.ts"
+export * as OpenAiCompatible from "./OpenAiCompatible.ts"
+export * as PaymentFacilitator from "./PaymentFacilitator.ts"
+export * as PromptEnhancer from "./PromptEnhancer.ts"
+export * as RpcUpstream from "./RpcUpstream.ts"
+export * as WebSearch from "./WebSearch.ts"

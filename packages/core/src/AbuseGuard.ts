@@ -1,0 +1,135 @@
+/**
+ * Abuse protection: a caller with more than 20 failed requests (any non-2xx) within 30 seconds is
+ * refused with a 429 for the next 30 seconds. The caller is the principal once a request has
+ * authenticated, else the client address, so a wallet or an account cannot escape by changing
+ * address and an address cannot lock out an account it does not hold.
+ *
+ * `guard` wraps one request: it refuses a blocked address up front, lets `Auth` name the
+ * principal through `identify` (refusing a blocked principal right there), and records a failure
+ * when the response is not a success. The guard's own 429s are not counted, so a blocked caller
+ * that keeps retrying is released on time. A store outage lets requests through: the guard must
+ * never be the reason the API is down.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { RateLimited, type ServiceUnavailable } from "./Errors.ts"
+
+/** @category constants */
+export const maxFailures = 20
+
+/** @category constants */
+export const windowMs = 30_000
+
+/** @category constants */
+export const blockMs = 30_000
+
+/** @category constants */
+export const message = "Too many failed attempts (over 20). Please wait 30s."
+
+/** @category services */
+export class AbuseGuard extends Context.Service<AbuseGuard, {
+  /** Milliseconds left of the caller's block; 0 when it is not blocked. */
+  readonly blockedFor: (caller: string) => Effect.Effect<number, ServiceUnavailable>
+  /** Counts one failed request; the one over `maxFailures` within `windowMs` starts a block. */
+  readonly recordFailure: (caller: string) => Effect.Effect<void, ServiceUnavailable>
+}>()("@tollgate/core/AbuseGuard") {}
+
+/**
+ * The caller of the request being served, as `guard` tracks it.
+ *
+ * @category models
+ */
+export interface CallerScope {
+  readonly identify: (principalId: string) => Effect.Effect<void, RateLimited>
+}
+
+/**
+ * Set by `guard` for the duration of a request; `None` outside a guarded request.
+ *
+ * @category references
+ */
+export const CurrentCaller = Context.Reference<Option.Option<CallerScope>>("@tollgate/core/AbuseGuard/CurrentCaller", {
+  defaultValue: () => Option.none()
+})
+
+/**
+ * Names the principal of the current request (called by `Auth` once credentials verify); fails
+ * with RateLimited when that principal is blocked.
+ *
+ * @category tracking
+ */
+export const identify = (principalId: string): Effect.Effect<void, RateLimited> =>
+  Effect.flatMap(CurrentCaller, (caller) => Option.isSome(caller) ? caller.value.identify(principalId) : Effect.void)
+
+const blocked = (ms: number) => new RateLimited({ message, retryAfterSeconds: Math.ceil(ms / 1000) })
+
+const failOpen = <A>(effect: Effect.Effect<A, ServiceUnavailable>, fallback: A): Effect.Effect<A> =>
+  effect.pipe(
+    Effect.catchTag("ServiceUnavailable", (error) =>
+      Effect.as(Effect.logWarning("abuse guard store unavailable", error.message), fallback))
+  )
+
+const isSuccess = (status: number) => status >= 200 && status < 300
+
+/**
+ * Runs one request under the guard. `address` is the client address; `status` reads the
+ * response's status.
+ *
+ * @category tracking
+ */
+export const guard = <A, E, R>(
+  service: AbuseGuard["Service"],
+  address: string,
+  handle: Effect.Effect<A, E, R>,
+  status: (response: A) => number
+): Effect.Effect<A, E | RateLimited, R> =>
+  Effect.gen(function*() {
+    let caller = `address:${address}`
+    const addressBlock = yield* failOpen(service.blockedFor(caller), 0)
+    if (addressBlock > 0) return yield* blocked(addressBlock)
+    let refused = false
+    const scope: CallerScope = {
+      identify: (principalId) =>
+        Effect.gen(function*() {
+          caller = `principal:${principalId}`
+          const ms = yield* failOpen(service.blockedFor(caller), 0)
+          if (ms > 0) {
+            refused = true
+            return yield* blocked(ms)
+          }
+        })
+    }
+    const response = yield* Effect.provideService(handle, CurrentCaller, Option.some(scope))
+    if (!refused && !isSuccess(status(response))) yield* failOpen(service.recordFailure(caller), undefined)
+    return response
+  })
+
+/**
+ * A process-local guard (dev mode, tests, single-instance deployments).
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<AbuseGuard> = Layer.sync(AbuseGuard, () => {
+  const failures = new Map<string, Array<number>>()
+  const blocks = new Map<string, number>()
+  const sweep = (now: number) => {
+    for (const [caller, until] of blocks) if (until <= now) blocks.delete(caller)
+    for (const [caller, times] of failures) if ((times.at(-1) ?? 0) <= now - windowMs) failures.delete(caller)
+  }
+  return AbuseGuard.of({
+    blockedFor: (caller) => Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, (blocks.get(caller) ?? 0) - now)),
+    recordFailure: (caller) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (failures.size + blocks.size > 10_000) sweep(now)
+        const recent = (failures.get(caller) ?? []).filter((at) => at > now - windowMs)
+        recent.push(now)
+        if (recent.length > maxFailures) {
+          blocks.set(caller, now + blockMs)
+          failures.delete(caller)
+        } else {
+          failures.set(caller, recent)
+        }
+      })
+  })
+})

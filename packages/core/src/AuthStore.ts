@@ -1,0 +1,90 @@
+/**
+ * Where Auth keeps its state: accounts, key metadata, revocations and used SIWX nonces. The store
+ * offers narrow primitives (insert-if-absent, one-round-trip key status, claim-a-nonce-once) and
+ * Auth composes them, so the memory layer here and the Redis layer in `@tollgate/redis` share
+ * every rule. A revocation written through one instance is what every other instance reads next.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import type { Account, ApiKeyRecord } from "./Auth.ts"
+import type { ServiceUnavailable } from "./Errors.ts"
+
+/**
+ * What `authenticate` needs to know about a verified key, in one lookup.
+ *
+ * @category models
+ */
+export interface KeyStatus {
+  readonly accountExists: boolean
+  readonly revoked: boolean
+}
+
+/** @category services */
+export class AuthStore extends Context.Service<AuthStore, {
+  /** Stores the account unless one with its id exists; returns the stored one. */
+  readonly insertAccount: (account: Account) => Effect.Effect<Account, ServiceUnavailable>
+  readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
+  readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
+  readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
+  /** Marks the key revoked at `at`; false when the account has no such key. */
+  readonly revokeKey: (accountId: string, keyId: string, at: Date) => Effect.Effect<boolean, ServiceUnavailable>
+  readonly keyStatus: (accountId: string, keyId: string) => Effect.Effect<KeyStatus, ServiceUnavailable>
+  /** True the first time `key` is claimed within `ttlMs`, false afterwards. Atomic. */
+  readonly claimNonce: (key: string, ttlMs: number) => Effect.Effect<boolean, ServiceUnavailable>
+}>()("@tollgate/core/AuthStore") {}
+
+/**
+ * A process-local store (dev mode, tests, single-instance deployments).
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
+  const accounts = new Map<string, Account>()
+  const keys = new Map<string, Map<string, ApiKeyRecord>>()
+  const nonces = new Map<string, number>()
+  const keysOf = (accountId: string) => {
+    let map = keys.get(accountId)
+    if (map === undefined) {
+      map = new Map()
+      keys.set(accountId, map)
+    }
+    return map
+  }
+  const sweepNonces = (now: number) => {
+    for (const [key, expiresAt] of nonces) if (expiresAt <= now) nonces.delete(key)
+  }
+  return AuthStore.of({
+    insertAccount: (account) =>
+      Effect.sync(() => {
+        const existing = accounts.get(account.id)
+        if (existing !== undefined) return existing
+        accounts.set(account.id, account)
+        return account
+      }),
+    getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
+    putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
+    listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
+    revokeKey: (accountId, keyId, at) =>
+      Effect.sync(() => {
+        const map = keys.get(accountId)
+        const record = map?.get(keyId)
+        if (map === undefined || record === undefined) return false
+        if (record.revokedAt === undefined) map.set(keyId, { ...record, revokedAt: at })
+        return true
+      }),
+    keyStatus: (accountId, keyId) =>
+      Effect.sync(() => ({
+        accountExists: accounts.has(accountId),
+        revoked: keys.get(accountId)?.get(keyId)?.revokedAt !== undefined
+      })),
+    claimNonce: (key, ttlMs) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (nonces.size > 10_000) sweepNonces(now)
+        const expiresAt = nonces.get(key)
+        if (expiresAt !== undefined && expiresAt > now) return false
+        nonces.set(key, now + ttlMs)
+        return true
+      })
+  })
+})

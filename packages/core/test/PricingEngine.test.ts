@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest"
+import * as Money from "../src/Money.ts"
+import * as PricingEngine from "../src/PricingEngine.ts"
+
+const tables = PricingEngine.defaults
+const quote = <A>(value: A | PricingEngine.Unpriced): A => {
+  if (typeof value === "object" && value !== null && "_tag" in value && value._tag === "Unpriced") throw new Error(value.message)
+  return value as A
+}
+
+describe("Pricing: the text parser costs 0.01 USD per request", () => {
+  it("quotes 10,000,000 nano-USD with the tables' version", () => {
+    expect(PricingEngine.textParser(tables)).toEqual({
+      amount: 10_000_000, version: tables.version, sku: "text-parser", units: 1, pricePerUnit: 10_000_000
+    })
+  })
+})
+
+describe("Pricing: RPC credits = baseCredits[chain] x tier multiplier; an error item 5 credits; 6.25e-7 USD per credit", () => {
+  it.each([
+    ["ethereum-mainnet", ["S"], 20],
+    ["base-mainnet", ["A"], 40],
+    ["arbitrum-mainnet", ["L"], 80],
+    ["zksync-mainnet", ["S"], 30],
+    ["solana-mainnet", ["L"], 120],
+    ["ethereum-mainnet", ["S", "A", "error"], 65]
+  ] as const)("%s %j -> %d credits", (network, items, credits) => {
+    const price = quote(PricingEngine.rpc(tables, network, items))
+    expect(price.credits).toBe(credits)
+    expect(price.amount).toBe(credits * 625)
+    expect(price.sku).toBe(`rpc:${network}`)
+  })
+
+  it("an unknown network is unpriced, naming the field", () => {
+    expect(PricingEngine.rpc(tables, "nope", ["S"])).toMatchObject({ _tag: "Unpriced", field: "network" })
+  })
+
+  it("the price per credit and base credits come from config", () => {
+    const custom = { ...tables, rpc: { ...tables.rpc, nanoPerCredit: Money.unsafeNano(700), baseCredits: { "base-mainnet": 25 } } }
+    expect(quote(PricingEngine.rpc(custom, "base-mainnet", ["S"])).amount).toBe(25 * 700)
+  })
+})
+
+describe("Pricing: images per model, quality and variants, plus enhancement", () => {
+  it("quality tiers, variants and extras add up; the default quality applies when none is asked", () => {
+    const low = quote(PricingEngine.image(tables, { model: "gpt-image-1", quality: "low", variants: 3 }))
+    expect(low.amount).toBe(3 * 20_000_000)
+    const enhanced = quote(PricingEngine.image(tables, { model: "gpt-image-1", enhancePrompt: true }))
+    expect(enhanced.amount).toBe(190_000_000 + tables.image.enhancePrompt)
+    expect(PricingEngine.image(tables, { model: "nope" })).toMatchObject({ _tag: "Unpriced", field: "model" })
+  })
+})
+
+describe("Pricing: chat per million input and output tokens, rounded up to the nano, plus search and scraping", () => {
+  it("prices tokens and extras", () => {
+    const price = quote(PricingEngine.chat(tables, { model: "llama-3.3-70b", inputTokens: 1_000_000, outputTokens: 1, webSearch: true, scrapedUrls: 2 }))
+    expect(price.amount).toBe(700_000_000 + 2_800 + tables.chat.webSearch + 2 * tables.chat.webScrapingPerUrl)
+    expect(quote(PricingEngine.chat(tables, { model: "qwen3-4b", inputTokens: 1, outputTokens: 0 })).amount).toBe(50)
+  })
+
+  it("is pure: the same request always gets the same price", () => {
+    const request = { model: "qwen3-4b", inputTokens: 12_345, outputTokens: 678 }
+    expect(PricingEngine.chat(tables, request)).toEqual(PricingEngine.chat(tables, request))
+  })
+})

@@ -1,0 +1,317 @@
+/**
+ * The billing endpoints (beta), all for ADMIN keys, all read from the credit ledger's journal:
+ *
+ * - `GET /billing/usage` (deprecated): offset pages of usage entries as JSON or CSV (`Accept:
+ *   text/csv`), with `x-pagination-*`, `Deprecation`, `Sunset` and a `Link` to its successor;
+ *   accounts created on or after the cutoff (2026-07-07) get 410; 5 requests per minute per user.
+ * - `GET /billing/usage-history`: keyset pages behind an opaque cursor; a page never shifts while
+ *   new entries arrive, and its cost does not grow with the history.
+ * - `POST /billing/credits`: an operator grants credit to an account, once per reference.
+ *
+ * Bad query parameters are a 400 DetailedError naming every bad field.
+ *
+ * @since 0.1.0
+ */
+import { CreditLedger, Errors, Money, Principal, Usage } from "@tollgate/core"
+import { Auth } from "@tollgate/core/Auth"
+import { RateLimiter } from "@tollgate/core/RateLimiter"
+import { Context, Effect, Option, Result, Schema } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { LimitPolicy } from "../Metered.ts"
+import { CurrentRequest } from "../RequestContext.ts"
+import * as Route from "../Route.ts"
+
+/**
+ * What the billing endpoints are configured with.
+ *
+ * @category models
+ */
+export interface Options {
+  /** Accounts created at or after this instant get 410 from the deprecated usage endpoint. */
+  readonly usageCutoff: Date
+  /** Sent as `Sunset` on the deprecated endpoint. */
+  readonly usageSunset: Date
+  /** Accounts whose ADMIN keys may grant credits (to any account); nobody else may. */
+  readonly operatorAccountIds: ReadonlyArray<string>
+}
+
+/**
+ * The billing options; provide another value to change them.
+ *
+ * @category references
+ */
+export const BillingOptions = Context.Reference<Options>("@tollgate/http/routes/Billing/Options", {
+  defaultValue: () => ({
+    usageCutoff: new Date("2026-07-07T00:00:00Z"),
+    usageSunset: new Date("2027-01-01T00:00:00Z"),
+    operatorAccountIds: []
+  })
+})
+
+const DEPRECATION_NOTICE = "GET /api/v1/billing/usage is deprecated and will be removed; use GET /api/v1/billing/usage-history"
+
+const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
+  /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text))
+    ? true
+    : "must be an ISO 8601 date"))
+
+const PageSize = Schema.FiniteFromString.check(
+  Schema.isInt({ message: "must be an integer" }),
+  Schema.isBetween({ minimum: 1, maximum: 500 }, { message: "must be between 1 and 500" })
+)
+
+const Filters = {
+  currency: Schema.optionalKey(Schema.Literals(Usage.currencies)),
+  startDate: Schema.optionalKey(IsoDate),
+  endDate: Schema.optionalKey(IsoDate),
+  limit: Schema.optionalKey(PageSize),
+  sortOrder: Schema.optionalKey(Schema.Literals(["asc", "desc"]))
+}
+
+/** @category schemas */
+export const UsageQuery = Schema.Struct({
+  ...Filters,
+  page: Schema.optionalKey(Schema.FiniteFromString.check(
+    Schema.isInt({ message: "must be an integer" }),
+    Schema.isGreaterThanOrEqualTo(1, { message: "must be at least 1" })
+  ))
+})
+
+/** @category schemas */
+export const UsageHistoryQuery = Schema.Struct({
+  ...Filters,
+  cursor: Schema.optionalKey(Schema.String)
+})
+
+/** @category schemas */
+export const GrantRequest = Schema.Struct({
+  accountId: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  amountUsd: Schema.String.check(Schema.makeFilter((text: string) => {
+    const parsed = Money.parseUsd(text)
+    return Result.isSuccess(parsed) && parsed.success > 0 ? true : "must be a positive decimal amount of USD with at most 9 decimals"
+  })),
+  reference: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_:.-]{1,200}$/u, { message: "must match [A-Za-z0-9_:.-]{1,200}" }))
+})
+
+const queryOf = (request: HttpServerRequest.HttpServerRequest): Record<string, string> => {
+  const query: Record<string, string> = {}
+  new URL(request.url, "http://localhost").searchParams.forEach((value, key) => {
+    query[key] = value
+  })
+  return query
+}
+
+const decode = <S extends Schema.Decoder<unknown>>(schema: S, input: unknown) =>
+  Schema.decodeUnknownEffect(schema)(input, { errors: "all" }).pipe(
+    Effect.mapError((error) => Errors.invalidRequestFromIssue(error.issue, "Invalid query parameters"))
+  )
+
+/** The time range of the filters, checked for order. */
+const rangeOf = (query: { readonly startDate?: string; readonly endDate?: string }) => {
+  const from = query.startDate === undefined ? undefined : Date.parse(query.startDate)
+  const to = query.endDate === undefined ? undefined : Date.parse(query.endDate)
+  if (from !== undefined && to !== undefined && from > to) {
+    return Effect.fail(new Errors.InvalidRequest({
+      message: "Invalid query parameters",
+      details: Errors.fieldErrors([{ path: ["endDate"], message: "must not be before startDate" }])
+    }))
+  }
+  return Effect.succeed({ from, to })
+}
+
+const ledgerCurrency = (currency: Usage.QueryCurrency | undefined): CreditLedger.Currency | "none" | undefined =>
+  currency === undefined ? undefined : currency === "USD" || currency === "DIEM" ? currency : "none"
+
+const admin = Effect.gen(function*() {
+  const auth = yield* Auth
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const found = yield* auth.authenticate(request.headers)
+    if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key is required" })
+    yield* auth.requireAdmin(found.value)
+    const current = yield* CurrentRequest
+    current.principalId = Principal.describe(found.value)
+    return found.value
+  })
+})
+
+const httpDate = (date: Date) => date.toUTCString()
+
+/** @category routes */
+export const usage = Route.make(
+  "GET",
+  "/api/v1/billing/usage",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    const limiter = yield* RateLimiter
+    const policy = yield* LimitPolicy
+    const authenticate = yield* admin
+    const options = yield* BillingOptions
+    return Effect.gen(function*() {
+      const principal = yield* authenticate
+      const deprecation = {
+        deprecation: `@${Math.floor(options.usageCutoff.getTime() / 1000)}`,
+        sunset: httpDate(options.usageSunset),
+        link: "</api/v1/billing/usage-history>; rel=\"successor-version\""
+      }
+      const account = yield* auth.getAccount(principal.accountId)
+      if (Option.isSome(account) && account.value.createdAt.getTime() >= options.usageCutoff.getTime()) {
+        return yield* new Errors.Gone({ message: `${DEPRECATION_NOTICE}. It is not available to accounts created on or after ${options.usageCutoff.toISOString().slice(0, 10)}.` })
+      }
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const query = yield* decode(UsageQuery, queryOf(request))
+      const { from, to } = yield* rangeOf(query)
+      const admission = yield* limiter.admit(policy.limitsFor(principal, { kind: "billing_usage" }))
+      const limit = query.limit ?? 200
+      const page = query.page ?? 1
+      const currency = ledgerCurrency(query.currency)
+      const result = currency === "none"
+        ? { entries: [], total: 0 }
+        : yield* ledger.usageOffset(principal.accountId, {
+          from,
+          to,
+          currency,
+          order: query.sortOrder ?? "desc",
+          limit,
+          offset: (page - 1) * limit
+        })
+      const headers = {
+        ...admission.headers,
+        ...deprecation,
+        "x-pagination-limit": String(limit),
+        "x-pagination-page": String(page),
+        "x-pagination-total": String(result.total),
+        "x-pagination-total-pages": String(Math.ceil(result.total / limit))
+      }
+      const accept = request.headers["accept"] ?? ""
+      if (/\btext\/csv\b/i.test(accept)) {
+        return HttpServerResponse.text(Usage.toCsv(result.entries), {
+          contentType: "text/csv; charset=utf-8",
+          headers: { ...headers, "content-disposition": "attachment; filename=\"usage.csv\"" }
+        })
+      }
+      return HttpServerResponse.jsonUnsafe({ warning: DEPRECATION_NOTICE, data: result.entries.map(Usage.toWire) }, { headers })
+    })
+  }),
+  {
+    summary: "Usage entries, page by page (deprecated)",
+    description: `${DEPRECATION_NOTICE}. JSON or CSV by Accept. 410 for accounts created on or after 2026-07-07. 5 requests per minute per user.`,
+    tags: ["Billing"],
+    security: "admin",
+    query: UsageQuery,
+    deprecated: true,
+    responses: {
+      200: { description: "Usage entries", headers: ["x-pagination-limit", "x-pagination-page", "x-pagination-total", "x-pagination-total-pages", "deprecation", "sunset", "link"] },
+      400: { description: "Invalid query parameters", schema: Errors.DetailedError },
+      401: { description: "No or invalid API key", schema: Errors.StandardError },
+      403: { description: "Not an ADMIN key", schema: Errors.StandardError },
+      410: { description: "Not available to accounts created on or after 2026-07-07", schema: Errors.StandardError },
+      429: { description: "More than 5 requests in a minute", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const usageHistory = Route.make(
+  "GET",
+  "/api/v1/billing/usage-history",
+  Effect.gen(function*() {
+    const ledger = yield* CreditLedger.CreditLedger
+    const authenticate = yield* admin
+    return Effect.gen(function*() {
+      const principal = yield* authenticate
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const query = yield* decode(UsageHistoryQuery, queryOf(request))
+      const { from, to } = yield* rangeOf(query)
+      const order = query.sortOrder ?? "desc"
+      const cursor = query.cursor === undefined ? undefined : Usage.decodeCursor(query.cursor)
+      if (query.cursor !== undefined && (cursor === undefined || cursor.order !== order)) {
+        return yield* new Errors.InvalidRequest({
+          message: "Invalid query parameters",
+          details: Errors.fieldErrors([{
+            path: ["cursor"],
+            message: cursor === undefined ? "is not a cursor this endpoint issued" : "was issued for the other sortOrder"
+          }])
+        })
+      }
+      const limit = query.limit ?? 200
+      const currency = ledgerCurrency(query.currency)
+      const page: CreditLedger.UsagePage = currency === "none"
+        ? { entries: [] }
+        : yield* ledger.usage(principal.accountId, { from, to, currency, order, limit, after: cursor?.id })
+      return HttpServerResponse.jsonUnsafe({
+        data: page.entries.map(Usage.toWire),
+        nextCursor: page.next === undefined ? null : Usage.encodeCursor(order, page.next),
+        hasMore: page.next !== undefined
+      }, { headers: { "x-pagination-limit": String(limit) } })
+    })
+  }),
+  {
+    summary: "Usage entries behind a cursor",
+    description: "Keyset pagination: pass `nextCursor` as `cursor` for the next page (with the same sortOrder). " +
+      "A page never shifts while new entries arrive.",
+    tags: ["Billing"],
+    security: "admin",
+    query: UsageHistoryQuery,
+    responses: {
+      200: { description: "A page of usage entries and the cursor of the next" },
+      400: { description: "Invalid query parameters", schema: Errors.DetailedError },
+      401: { description: "No or invalid API key", schema: Errors.StandardError },
+      403: { description: "Not an ADMIN key", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const grantCredits = Route.make(
+  "POST",
+  "/api/v1/billing/credits",
+  Effect.gen(function*() {
+    const ledger = yield* CreditLedger.CreditLedger
+    const authenticate = yield* admin
+    const options = yield* BillingOptions
+    return Effect.gen(function*() {
+      const principal = yield* authenticate
+      if (!options.operatorAccountIds.includes(principal.accountId)) {
+        return yield* new Errors.Forbidden({ message: "Only operator accounts may grant credits" })
+      }
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const json = yield* Effect.mapError(request.json, () => new Errors.InvalidRequest({ message: "Request body must be JSON" }))
+      const body = yield* Schema.decodeUnknownEffect(GrantRequest)(json, { errors: "all" }).pipe(
+        Effect.mapError((error) => Errors.invalidRequestFromIssue(error.issue))
+      )
+      const amount = Result.getOrThrow(Money.parseUsd(body.amountUsd))
+      const receipt = yield* ledger.grant({ accountId: body.accountId, amount, reference: `grant:${body.reference}` }).pipe(
+        Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> =>
+          error.reason === "ReferenceConflict"
+            ? Effect.fail(new Errors.Conflict({ message: "This reference was already used for another grant" }))
+            : Effect.fail(new Errors.InvalidRequest({ message: error.message })))
+      )
+      return HttpServerResponse.jsonUnsafe({
+        accountId: body.accountId,
+        amountUsd: Money.formatUsd(amount),
+        reference: body.reference,
+        entryId: receipt.entry.id,
+        balanceUsd: Money.formatUsd(receipt.balance.usd)
+      })
+    })
+  }),
+  {
+    summary: "Grant credits to an account (operators)",
+    description: "ADMIN key of an operator account. Applied once per `reference`: a retry answers the same grant.",
+    tags: ["Billing"],
+    security: "admin",
+    request: { contentType: "application/json", schema: GrantRequest },
+    responses: {
+      200: { description: "The grant and the account's new balance" },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      401: { description: "No or invalid API key", schema: Errors.StandardError },
+      403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
+      409: { description: "The reference was used for a different grant", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const routes = [usage, usageHistory, grantCredits] as const

@@ -1,0 +1,178 @@
+/**
+ * `POST /image/generate`. The body is validated against the spec's rules and the model list before
+ * anything is held or charged; the price (model, quality, variants, prompt enhancement, web search)
+ * is quoted and the call runs through the metered pipeline under the image kind's limits. The
+ * prompt is enhanced first when asked, then drawn by the `ImageBackend`.
+ *
+ * The answer is `{id, images, timing, request}` with base64 images, or with `return_binary` the
+ * bytes of the one image under its own Content-Type, marked `content-encoding: identity` so the
+ * app's compression leaves it alone (images are compressed already). Both carry the model headers,
+ * the content-safety flags and, when enhanced, the final prompt URL-encoded.
+ *
+ * @since 0.1.0
+ */
+import * as ImageBackend from "@tollgate/backends/ImageBackend"
+import { PromptEnhancer } from "@tollgate/backends/PromptEnhancer"
+import { Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
+import { ByteSize, Clock, Effect, Schema } from "effect"
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Metered } from "../Metered.ts"
+import * as Route from "../Route.ts"
+
+/** Style references may carry images, so the body may be larger than the app's default cap. */
+const MAX_BODY = ByteSize.megabytes(16)
+
+const readJson = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return yield* request.json.pipe(
+    Effect.provideService(HttpIncomingMessage.MaxBodySize, MAX_BODY),
+    Effect.mapError((error) =>
+      error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+        ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+        : new Errors.InvalidRequest({ message: "The body must be a JSON object" })
+    )
+  )
+})
+
+const flag = (value: boolean) => (value ? "true" : "false")
+
+const headersOf = (
+  request: ImageRequest.ImageRequest,
+  generation: ImageBackend.Generation,
+  enhancedPrompt: string | undefined
+): Record<string, string> => ({
+  ...Models.headersOf(request.model),
+  "x-service-is-blurred": flag(generation.flags.isBlurred),
+  "x-service-is-content-violation": flag(generation.flags.isContentViolation),
+  "x-service-is-adult-model-content-violation": flag(generation.flags.isAdultModelContentViolation),
+  "x-service-contains-minor": flag(generation.flags.containsMinor),
+  ...(enhancedPrompt === undefined ? {} : { "x-service-enhanced-prompt": encodeURIComponent(enhancedPrompt) })
+})
+
+const unpriced = (problem: PricingEngine.Unpriced) =>
+  new Errors.InvalidRequest({
+    message: "Invalid request parameters",
+    details: Errors.fieldErrors([{ path: [problem.field], message: problem.message }])
+  })
+
+/**
+ * The 200 JSON body (without `return_binary`).
+ *
+ * @category schemas
+ */
+export const GenerateResponse = Schema.Struct({
+  id: Schema.String,
+  images: Schema.Array(Schema.String),
+  timing: Schema.Struct({
+    inferenceQueueTime: Schema.Finite,
+    inferencePreprocessingTime: Schema.Finite,
+    inferenceDuration: Schema.Finite,
+    total: Schema.Finite
+  }),
+  request: Schema.optionalKey(Schema.Unknown)
+}).annotate({ identifier: "ImageGenerateResponse" })
+
+const responseHeaders = [
+  "x-service-model-id",
+  "x-service-model-name",
+  "x-service-model-router",
+  "x-service-model-deprecation-warning",
+  "x-service-model-deprecation-date",
+  "x-service-is-blurred",
+  "x-service-is-content-violation",
+  "x-service-is-adult-model-content-violation",
+  "x-service-contains-minor",
+  "x-service-enhanced-prompt"
+]
+
+/** @category routes */
+export const route = Route.make(
+  "POST",
+  "/api/v1/image/generate",
+  Effect.gen(function*() {
+    const metered = yield* Metered
+    const models = yield* Models.ModelList
+    const tables = yield* PricingEngine.PricingEngine
+    const backend = yield* ImageBackend.ImageBackend
+    const enhancer = yield* PromptEnhancer
+    return Effect.gen(function*() {
+      const started = yield* Clock.currentTimeMillis
+      const body = yield* readJson
+      const request = yield* ImageRequest.decode(models, body)
+      const quote = PricingEngine.image(tables, {
+        model: request.model.id,
+        quality: request.quality,
+        variants: request.variants,
+        enhancePrompt: request.enhancePrompt,
+        webSearch: request.webSearch
+      })
+      if (PricingEngine.isUnpriced(quote)) return yield* unpriced(quote)
+      const admitted = yield* Clock.currentTimeMillis
+      return yield* metered.run({
+        sku: quote.sku,
+        kind: "image",
+        quote,
+        execute: ({ requestId }) =>
+          Effect.gen(function*() {
+            const queued = yield* Clock.currentTimeMillis
+            const enhancedPrompt = request.enhancePrompt
+              ? yield* enhancer.enhance(request.prompt, {
+                model: request.model,
+                thinking: request.promptOptimizationThinking
+              })
+              : undefined
+            const prepared = yield* Clock.currentTimeMillis
+            const generation = yield* backend.generate(request, enhancedPrompt ?? request.prompt)
+            const finished = yield* Clock.currentTimeMillis
+            const headers = headersOf(request, generation, enhancedPrompt)
+            const response = request.returnBinary
+              ? HttpServerResponse.uint8Array(generation.images[0] ?? new Uint8Array(), {
+                contentType: generation.contentType,
+                headers: {
+                  ...headers,
+                  "content-encoding": "identity",
+                  "content-disposition": `inline; filename="${requestId}.${request.format}"`
+                }
+              })
+              : HttpServerResponse.jsonUnsafe({
+                id: requestId,
+                images: generation.images.map((image) => Buffer.from(image).toString("base64")),
+                timing: {
+                  inferenceQueueTime: queued - admitted,
+                  inferencePreprocessingTime: prepared - queued,
+                  inferenceDuration: finished - prepared,
+                  total: finished - started
+                },
+                request: body
+              }, { headers })
+            return {
+              response,
+              charge: quote.amount,
+              usage: {
+                units: request.variants,
+                pricePerUnit: quote.pricePerUnit,
+                notes: [
+                  `${request.width}x${request.height} ${request.format}`,
+                  ...(request.quality === undefined ? [] : [`quality ${request.quality}`]),
+                  ...(request.enhancePrompt ? ["enhanced prompt"] : []),
+                  ...(request.webSearch ? ["web search"] : [])
+                ].join(", ")
+              }
+            }
+          })
+      })
+    })
+  }),
+  {
+    summary: "Generate images",
+    description: "Images from a text prompt. Sizing follows the model's kind (see GET /models): width and height, " +
+      "aspect_ratio, or aspect_ratio and resolution. Base64 images in JSON, or with return_binary the raw bytes " +
+      "of one image under its image/* Content-Type. Priced per model, quality, variants and prompt enhancement.",
+    tags: ["Image"],
+    security: "metered",
+    request: { contentType: "application/json", schema: ImageRequest.Body.annotate({ identifier: "ImageGenerateRequest" }) },
+    responses: {
+      200: { description: "The generated images", schema: GenerateResponse, headers: responseHeaders }
+    }
+  }
+)

@@ -1,0 +1,141 @@
+/**
+ * `POST /crypto/rpc/{network}`: the JSON-RPC proxy. The request is checked whole before anything
+ * is metered (a supported network, a well-formed `Idempotency-Key`, JSON-RPC 2.0 items whose
+ * methods the network's family admits), so a refused request costs nothing and burns no key. It
+ * then runs through the metered pipeline: the hold and the 24 h credit reservation are the worst
+ * case (every item at its tier), the capture what the upstream's answer actually costs (an item
+ * answered with a JSON-RPC error costs 5 credits). A duplicate of a keyed request still in flight
+ * gets 409 from the pipeline; a later one gets the stored response.
+ *
+ * @since 0.1.0
+ */
+import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
+import { Errors, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
+import { Effect, Result, Schema } from "effect"
+import { HttpRouter, type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Crypto from "node:crypto"
+import { Metered } from "../Metered.ts"
+import * as Route from "../Route.ts"
+
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{1,255}$/
+
+const unreadable = (error: HttpServerError.HttpServerError): Errors.ApiError =>
+  error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+    ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+    : new Errors.InvalidRequest({ message: "Request body could not be read" })
+
+const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
+  try {
+    return Result.succeed(JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")))
+  } catch {
+    return Result.fail(new Errors.InvalidRequest({ message: "Invalid JSON-RPC request: the body is not JSON" }))
+  }
+}
+
+const credits = (tables: PricingEngine.Tables, slug: string, items: ReadonlyArray<PricingEngine.RpcItem>) => {
+  const priced = PricingEngine.rpcCredits(tables, slug, items)
+  return typeof priced === "number"
+    ? Effect.succeed(priced)
+    : Effect.fail(new Errors.InvalidRequest({ message: priced.message }))
+}
+
+const JsonRpcItem = Schema.Struct({
+  jsonrpc: Schema.Literal("2.0"),
+  method: Schema.String,
+  params: Schema.optionalKey(Schema.Union([Schema.Array(Schema.Unknown), Schema.Record(Schema.String, Schema.Unknown)])),
+  id: Schema.optionalKey(Schema.Union([Schema.String, Schema.Finite, Schema.Null]))
+})
+
+/** @category routes */
+export const route = Route.make(
+  "POST",
+  "/api/v1/crypto/rpc/:network",
+  Effect.gen(function*() {
+    const metered = yield* Metered
+    const upstream = yield* RpcUpstream
+    const tables = yield* PricingEngine.PricingEngine
+
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const slug = (yield* HttpRouter.params)["network"] ?? ""
+      const network = Networks.findNetwork(slug)
+      if (network === undefined) {
+        return yield* new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` })
+      }
+      const key = request.headers["idempotency-key"]
+      if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+        return yield* new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
+      }
+      const body = new Uint8Array(yield* Effect.mapError(request.arrayBuffer, unreadable))
+      const rpc = yield* Effect.fromResult(Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json)))
+      if (!upstream.serves(slug)) {
+        return yield* new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}` })
+      }
+      const worst = yield* credits(tables, slug, rpc.items.map((item) => item.tier))
+      return yield* metered.run({
+        sku: `rpc:${slug}`,
+        kind: "rpc",
+        reserveCredits: worst,
+        quote: PricingEngine.rpcFromCredits(tables, slug, worst),
+        idempotency: key === undefined ? undefined : {
+          key,
+          fingerprint: Crypto.createHash("sha256").update(slug).update("\n").update(body).digest("base64url")
+        },
+        execute: () =>
+          Effect.gen(function*() {
+            const answer = yield* upstream.forward(slug, rpc, body)
+            const actual = yield* credits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
+            const price = PricingEngine.rpcFromCredits(tables, slug, actual)
+            const headers = {
+              "x-service-rpc-credits": String(actual),
+              "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
+            }
+            return {
+              response: answer.body === undefined
+                ? HttpServerResponse.empty({ status: 204, headers })
+                : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json", headers }),
+              charge: price.amount,
+              usage: {
+                units: actual,
+                pricePerUnit: price.pricePerUnit,
+                notes: `${rpc.items.length} JSON-RPC call${rpc.items.length === 1 ? "" : "s"} on ${slug}`
+              },
+              actualCredits: actual
+            }
+          })
+      })
+    })
+  }),
+  {
+    summary: "Forward JSON-RPC 2.0 calls to a node of a supported chain",
+    description: "A single JSON-RPC object or a batch of 1 to 100. Credits per item = baseCredits[chain] x tier " +
+      "multiplier (Standard 1, Advanced 2, Large 4); an item answered with a JSON-RPC error costs 5 credits. " +
+      "A batch with any unsupported, unknown or WebSocket-only method is refused whole, naming every offending " +
+      "method. `Idempotency-Key` replays the stored response for 24 hours with `Idempotent-Replayed: true`; " +
+      "a duplicate still in progress gets 409.",
+    tags: ["Crypto RPC"],
+    security: "metered",
+    request: {
+      contentType: "application/json",
+      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(100))])
+    },
+    headers: [{
+      name: "Idempotency-Key",
+      description: "Optional, [A-Za-z0-9_-]{1,255}: the response is stored for 24 hours keyed on (user, key)"
+    }],
+    responses: {
+      200: {
+        description: "The upstream's JSON-RPC response; items may carry an `error`",
+        headers: ["X-Service-RPC-Credits", "X-Service-RPC-Cost-USD", "X-Request-ID", "X-RateLimit-Limit-Requests", "X-RateLimit-Remaining-Requests", "Idempotent-Replayed"]
+      },
+      204: { description: "The request held notifications only" },
+      400: { description: "Unsupported network, malformed JSON-RPC, offending methods, bad or reused Idempotency-Key" },
+      401: { description: "Authentication failed" },
+      402: { description: "Payment or balance required" },
+      409: { description: "A request with the same Idempotency-Key is still in progress" },
+      429: { description: "Per-minute request cap or rolling 24 h credit cap; `customMessage` names which" },
+      502: { description: "The upstream could not be reached or answered badly" },
+      504: { description: "The upstream did not answer in time" }
+    }
+  }
+)

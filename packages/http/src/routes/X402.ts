@@ -1,0 +1,172 @@
+/**
+ * Wallet access over x402: `POST /x402/top-up` buys USDC credit for a wallet, `GET
+ * /x402/balance/{walletAddress}` reads it, and `layerPaymentRequiredBodies` gives the metered
+ * pipeline the wallet 402s (discovery and insufficient balance) built by `@tollgate/core` `X402`.
+ *
+ * A top-up without a payment header answers 402 with the requirements of the amount asked for
+ * (`amountUsd` in the query or the JSON body, 5 USD when absent): the official client re-sends the
+ * same request with `PAYMENT-SIGNATURE`, so the requirements rebuilt for that request equal the
+ * ones it signed. The payment is matched, verified and settled by the `PaymentFacilitator`, and
+ * only then credited to the payer's wallet account under the payment's own reference, so a replay,
+ * a retry or a concurrent duplicate never credits twice. Any refusal is a fresh 402 whose `error`
+ * says why, with nothing credited.
+ *
+ * @since 0.1.0
+ */
+import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
+import { Auth } from "@tollgate/core/Auth"
+import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
+import { Effect, Layer, Option, Result } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { PaymentRequiredBodies } from "../Metered.ts"
+import * as Route from "../Route.ts"
+
+const invalid = (message: string) => new Errors.InvalidRequest({ message })
+
+const parseAmount = (config: X402.Config, raw: unknown): Result.Result<Money.Nano, Errors.InvalidRequest> => {
+  if (raw === undefined) return Result.succeed(config.minimumTopUp)
+  const text = typeof raw === "number" ? String(raw) : typeof raw === "string" ? raw : undefined
+  const parsed = text === undefined ? undefined : Money.parseUsd(text)
+  if (parsed === undefined || Result.isFailure(parsed) || parsed.success <= 0) {
+    return Result.fail(invalid("amountUsd must be a positive decimal amount of USD"))
+  }
+  if (parsed.success % Money.NANO_PER_USDC_UNIT !== 0) {
+    return Result.fail(invalid("amountUsd has more than 6 decimal places"))
+  }
+  if (parsed.success < config.minimumTopUp) {
+    return Result.fail(invalid(`The minimum top-up is ${Money.formatUsd(config.minimumTopUp)} USD`))
+  }
+  return Result.succeed(parsed.success)
+}
+
+/** The requested amount: `amountUsd` from the query, else from a JSON body, else the minimum. */
+const requestedAmount = Effect.fn("X402.requestedAmount")(function*(config: X402.Config, url: URL) {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const fromQuery = url.searchParams.get("amountUsd")
+  if (fromQuery !== null) return yield* Effect.fromResult(parseAmount(config, fromQuery))
+  const text = yield* request.text.pipe(Effect.mapError(() => invalid("Request body could not be read")))
+  if (text.trim() === "") return config.minimumTopUp
+  const body = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => invalid("The body must be JSON") })
+  const raw = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>)["amountUsd"] : undefined
+  return yield* Effect.fromResult(parseAmount(config, raw))
+})
+
+/**
+ * `POST /api/v1/x402/top-up`.
+ *
+ * @category routes
+ */
+export const topUp = Route.make(
+  "POST",
+  X402.topUpPath,
+  Effect.gen(function*() {
+    const config = yield* X402.X402Config
+    const facilitator = yield* PaymentFacilitator
+    const ledger = yield* CreditLedger.CreditLedger
+    const auth = yield* Auth
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const url = new URL(request.url, config.publicOrigin)
+      const amount = yield* requestedAmount(config, url)
+      const resource = {
+        url: `${config.publicOrigin}${url.pathname}${url.search}`,
+        description: `Top up ${Money.formatUsd(amount)} USD of wallet credit`
+      }
+      const refuse = (error: string) =>
+        Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, amount, error })))
+      const header = X402.paymentHeader(request.headers)
+      if (Option.isNone(header)) return yield* refuse("Payment required")
+      const settled = yield* X402.decodePayment(header.value, X402.requirements(config, amount)).pipe(
+        Effect.tap((payment) => facilitator.verify(payment)),
+        Effect.flatMap((payment) => facilitator.settle(payment)),
+        Effect.catchTag("PaymentRejected", (rejected) =>
+          Effect.logInfo("x402 payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
+      )
+      const family = X402.familyOf(settled.network)
+      const receipt = yield* ledger.topUp({
+        accountId: Principal.walletAccountId(family, settled.payer),
+        amount: settled.amount,
+        reference: settled.reference
+      }).pipe(
+        Effect.catchTag("LedgerError", (error) =>
+          Effect.logError("x402 top-up settled but not credited", settled.reference, error.message).pipe(
+            Effect.andThen(Effect.fail(new Errors.ServiceUnavailable({ message: "The payment settled but could not be credited yet" })))
+          ))
+      )
+      const response: X402.SettleResponse = {
+        success: true,
+        transaction: settled.transaction,
+        network: settled.network,
+        payer: settled.payer
+      }
+      return HttpServerResponse.jsonUnsafe({
+        success: true,
+        walletAddress: settled.payer,
+        network: settled.network,
+        transaction: settled.transaction,
+        creditedUsd: Money.formatUsd(settled.amount),
+        balanceUsd: Money.formatUsd(receipt.balance.availableUsd)
+      }, {
+        headers: {
+          [X402.headers.paymentResponse]: X402.encodeHeader(response),
+          "cache-control": "no-store, private"
+        }
+      })
+    })
+  })
+)
+
+/**
+ * `GET /api/v1/x402/balance/:walletAddress`.
+ *
+ * @category routes
+ */
+export const balance = Route.make(
+  "GET",
+  "/api/v1/x402/balance/:walletAddress",
+  Effect.gen(function*() {
+    const ledger = yield* CreditLedger.CreditLedger
+    return Effect.gen(function*() {
+      const params = yield* HttpRouter.params
+      const wallet = X402.parseWalletAddress(params["walletAddress"] ?? "")
+      if (Option.isNone(wallet)) {
+        return yield* invalid("walletAddress must be an EVM address (0x + 40 hex) or a Solana address (base58)")
+      }
+      const current = yield* ledger.balance(Principal.walletAccountId(wallet.value.family, wallet.value.address))
+      return HttpServerResponse.jsonUnsafe({
+        walletAddress: wallet.value.address,
+        chainFamily: wallet.value.family,
+        balanceUsd: Money.formatUsd(current.availableUsd),
+        currency: "USD"
+      }, { headers: { "cache-control": "no-store" } })
+    })
+  })
+)
+
+/** @category routes */
+export const routes = [topUp, balance] as const
+
+/**
+ * The wallet 402s of the metered pipeline, built by `X402` with a fresh SIWX challenge each: the
+ * discovery body advertises a minimum top-up; the insufficient-balance body what the call needs.
+ *
+ * @category layers
+ */
+export const layerPaymentRequiredBodies: Layer.Layer<PaymentRequiredBodies, never, X402.X402Config | Auth> = Layer.effect(
+  PaymentRequiredBodies,
+  Effect.gen(function*() {
+    const config = yield* X402.X402Config
+    const auth = yield* Auth
+    return PaymentRequiredBodies.of({
+      discovery: ({ url }) =>
+        Effect.map(auth.siwxChallenge, (challenge) =>
+          X402.discovery(config, {
+            resource: { url: url.startsWith("/") ? `${config.publicOrigin}${url}` : url },
+            challenge
+          })),
+      insufficientBalance: ({ balance, call }) =>
+        Effect.map(auth.siwxChallenge, (challenge) =>
+          X402.insufficientBalance(config, { balance: balance.availableUsd, required: call.quote.amount, challenge }))
+    })
+  })
+)

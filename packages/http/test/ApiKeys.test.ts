@@ -1,0 +1,212 @@
+import { NodeRedis } from "@effect/platform-node"
+import { AbuseGuard } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
+import * as AuthStore from "@tollgate/core/AuthStore"
+import * as Jwt from "@tollgate/core/Jwt"
+import { AbuseGuardRedis, AuthStoreRedis } from "@tollgate/redis"
+import { RedisServer } from "@tollgate/testkit"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
+import { afterAll, describe, expect, it } from "vitest"
+import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import * as ApiKeys from "../src/routes/ApiKeys.ts"
+
+const origin = "http://localhost"
+const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+const scope = Effect.runSync(Scope.make())
+afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
+  Effect.runPromise(Effect.map(Layer.buildWithScope(layer, scope), (context) => Context.get(context, tag)))
+
+/** One app instance over the given Auth and abuse guard. */
+const instance = (auth: Auth.Auth["Service"], guard: AbuseGuard.AbuseGuard["Service"]) => {
+  const { dispose, handler } = Handlers.toWebHandler(App.layer(ApiKeys.routes).pipe(
+    Layer.provide(Layer.mergeAll(Layer.succeed(Auth.Auth, auth), Layer.succeed(AbuseGuard.AbuseGuard, guard))),
+    Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+  ))
+  afterAll(dispose)
+  return (path: string, init: RequestInit & { readonly key?: string } = {}) =>
+    handler(new Request(`${origin}${path}`, {
+      ...init,
+      headers: { ...(init.key === undefined ? {} : { authorization: `Bearer ${init.key}` }), ...init.headers as Record<string, string> }
+    }))
+}
+
+const memoryAuth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: origin }).pipe(Layer.provide(AuthStore.layerMemory)))
+const request = instance(memoryAuth, await build(AbuseGuard.AbuseGuard, AbuseGuard.layerMemory))
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+
+/** A fresh account with an ADMIN and an INFERENCE key. */
+const account = async (auth = memoryAuth, tier: "default" | "partner" = "default") => {
+  const created = await run(auth.createAccount())
+  const admin = await run(auth.createKey({ accountId: created.id, type: "ADMIN", tier, description: "admin" }))
+  const inference = await run(auth.createKey({ accountId: created.id, type: "INFERENCE", tier, description: "inference" }))
+  return { id: created.id, admin: admin.key, inference: inference.key }
+}
+
+const post = (key: string | undefined, body: unknown) =>
+  request("/api/v1/api_keys", {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+    ...(key === undefined ? {} : { key })
+  })
+
+describe("Key management: ADMIN keys create, list and revoke the account's keys", () => {
+  it("POST creates a key shown once; GET lists metadata without secrets; DELETE revokes it at once", async () => {
+    const { admin } = await account()
+    const created = await post(admin, { apiKeyType: "INFERENCE", description: "ci runner" })
+    expect(created.status).toBe(201)
+    const body = await created.json() as { id: string; apiKey: string; apiKeyType: string; tier: string }
+    expect(body).toMatchObject({ apiKeyType: "INFERENCE", tier: "default", description: "ci runner", revokedAt: null })
+    expect(body.apiKey.split(".")).toHaveLength(3)
+
+    const listed = await (await request("/api/v1/api_keys", { key: admin })).json() as { data: Array<Record<string, unknown>> }
+    expect(listed.data.map((k) => k["id"])).toContain(body.id)
+    expect(JSON.stringify(listed)).not.toContain(body.apiKey)
+    expect(listed.data.every((k) => !("apiKey" in k))).toBe(true)
+
+    expect((await request(`/api/v1/api_keys?id=${body.id}`, { method: "DELETE", key: admin })).status).toBe(200)
+    const refused = await request("/api/v1/api_keys", { key: body.apiKey })
+    expect(refused.status).toBe(401)
+  })
+
+  it("a new key may carry an expiry; a past one or a bad body is a 400 naming the fields", async () => {
+    const { admin } = await account()
+    const expiresAt = new Date(Date.now() + 3_600_000).toISOString()
+    const created = await post(admin, { apiKeyType: "ADMIN", description: "temp", expiresAt })
+    expect(await created.json()).toMatchObject({ expiresAt })
+    const past = await post(admin, { apiKeyType: "ADMIN", description: "temp", expiresAt: "2020-01-01T00:00:00Z" })
+    expect(past.status).toBe(400)
+    const bad = await post(admin, { apiKeyType: "ROOT", description: 3 })
+    expect(bad.status).toBe(400)
+    const details = (await bad.json() as { details: Record<string, unknown> }).details
+    expect(Object.keys(details)).toEqual(expect.arrayContaining(["apiKeyType", "description"]))
+  })
+
+  it("revoking an id the account does not hold is a 404; no id is a 400", async () => {
+    const { admin } = await account()
+    const other = await account()
+    const [key] = await run(memoryAuth.listKeys(other.id))
+    expect((await request(`/api/v1/api_keys?id=${key!.id}`, { method: "DELETE", key: admin })).status).toBe(404)
+    expect((await request("/api/v1/api_keys", { method: "DELETE", key: admin })).status).toBe(400)
+  })
+
+  it("a key never mints a tier above its own", async () => {
+    const plain = await account()
+    expect((await post(plain.admin, { apiKeyType: "INFERENCE", description: "", tier: "partner" })).status).toBe(403)
+    const partner = await account(memoryAuth, "partner")
+    const minted = await post(partner.admin, { apiKeyType: "INFERENCE", description: "" })
+    expect(await minted.json()).toMatchObject({ tier: "partner" })
+  })
+})
+
+describe("401 for missing, malformed, expired or revoked credentials; 403 for a valid key without the right", () => {
+  const expectStandardError = async (response: Response, status: number) => {
+    expect(response.status).toBe(status)
+    const body = await response.json() as Record<string, unknown>
+    expect(Object.keys(body)).toEqual(["error"])
+    expect(body["error"]).toEqual(expect.any(String))
+  }
+
+  it("no credentials, a non-bearer header, garbage, and an expired key are 401 StandardError", async () => {
+    const { id } = await account()
+    const expired = await run(Jwt.sign(signingKey, {
+      accountId: id,
+      keyId: "key_old",
+      type: "ADMIN",
+      tier: "default",
+      issuedAt: new Date(Date.now() - 7_200_000),
+      expiresAt: new Date(Date.now() - 3_600_000)
+    }))
+    await expectStandardError(await request("/api/v1/api_keys"), 401)
+    await expectStandardError(await request("/api/v1/api_keys", { headers: { authorization: "Basic dXNlcjpwYXNz" } }), 401)
+    await expectStandardError(await request("/api/v1/api_keys", { key: "not-a-jwt" }), 401)
+    await expectStandardError(await request("/api/v1/api_keys", { key: expired }), 401)
+  })
+
+  it("an INFERENCE key on key management is a 403 StandardError", async () => {
+    const { inference } = await account()
+    await expectStandardError(await request("/api/v1/api_keys", { key: inference }), 403)
+    await expectStandardError(await post(inference, { apiKeyType: "ADMIN", description: "escalate" }), 403)
+  })
+
+  it("a signed-in wallet is a 403 on key management", async () => {
+    const wallet = privateKeyToAccount(generatePrivateKey())
+    const message = createSiweMessage({
+      domain: "localhost",
+      address: wallet.address,
+      uri: `${origin}/`,
+      version: "1",
+      chainId: 8453,
+      nonce: "abcdef0123456789",
+      issuedAt: new Date(),
+      expirationTime: new Date(Date.now() + 300_000)
+    })
+    const header = Buffer.from(JSON.stringify({
+      address: wallet.address,
+      message,
+      signature: await wallet.signMessage({ message }),
+      timestamp: Date.now(),
+      chainId: "eip155:8453"
+    })).toString("base64")
+    await expectStandardError(await request("/api/v1/api_keys", { headers: { "sign-in-with-x": header } }), 403)
+  })
+})
+
+describe("Abuse guard: more than 20 failed requests within 30 s block the caller for 30 s", () => {
+  it("a principal with 21 failures is refused with 429 while another account at the same address is not", async () => {
+    const blocked = await account()
+    const other = await account()
+    for (let i = 0; i < 21; i++) expect((await request("/api/v1/api_keys", { key: blocked.inference })).status).toBe(403)
+    const refused = await request("/api/v1/api_keys", { key: blocked.admin })
+    expect(refused.status).toBe(429)
+    expect(await refused.json()).toEqual({ error: "Too many failed attempts (over 20). Please wait 30s." })
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect((await request("/api/v1/api_keys", { key: other.admin })).status).toBe(200)
+  })
+
+  it("an address with 21 unauthenticated failures is refused, even with good credentials", async () => {
+    const guard = await build(AbuseGuard.AbuseGuard, AbuseGuard.layerMemory)
+    const isolated = instance(memoryAuth, guard)
+    const { admin } = await account()
+    for (let i = 0; i < 21; i++) expect((await isolated("/api/v1/api_keys", { key: "bad" })).status).toBe(401)
+    const refused = await isolated("/api/v1/api_keys", { key: admin })
+    expect(refused.status).toBe(429)
+    expect(await refused.json()).toEqual({ error: AbuseGuard.message })
+  })
+})
+
+const redis = await RedisServer.acquire()
+afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+
+describe.skipIf("unavailable" in redis)("Revocation is effective at once on every instance sharing Redis", () => {
+  it("a key revoked through instance A is refused by instance B on its next request", async () => {
+    const url = "url" in redis ? redis.url : ""
+    const redisInstance = async () => {
+      const connection = Layer.orDie(NodeRedis.layer({ url }))
+      const auth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: origin }).pipe(
+        Layer.provide(AuthStoreRedis.layerRedis),
+        Layer.provide(connection)
+      ))
+      const guard = await build(AbuseGuard.AbuseGuard, AbuseGuardRedis.layerRedis.pipe(Layer.provide(connection)))
+      return { auth, request: instance(auth, guard) }
+    }
+    const a = await redisInstance()
+    const b = await redisInstance()
+    const { admin } = await account(a.auth)
+    const created = await a.request("/api/v1/api_keys", {
+      method: "POST",
+      key: admin,
+      body: JSON.stringify({ apiKeyType: "ADMIN", description: "shared" }),
+      headers: { "content-type": "application/json" }
+    })
+    const { apiKey, id } = await created.json() as { apiKey: string; id: string }
+    expect((await b.request("/api/v1/api_keys", { key: apiKey })).status).toBe(200)
+    expect((await a.request(`/api/v1/api_keys?id=${id}`, { method: "DELETE", key: admin })).status).toBe(200)
+    expect((await b.request("/api/v1/api_keys", { key: apiKey })).status).toBe(401)
+  })
+})

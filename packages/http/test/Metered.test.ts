@@ -1,0 +1,264 @@
+import { CreditLedger, Errors, IdempotencyStore, Money, PricingEngine } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
+import * as AuthStore from "@tollgate/core/AuthStore"
+import * as Jwt from "@tollgate/core/Jwt"
+import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { Context, Deferred, Duration, Effect, Layer, Option, Ref, Stream } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { afterAll, beforeEach, describe, expect, it } from "vitest"
+import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import * as Metered from "../src/Metered.ts"
+import * as Route from "../src/Route.ts"
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
+  run(Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, tag))))
+
+const signingKey = await run(Jwt.generateSigningKey)
+const auth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)))
+const ledger = await build(CreditLedger.CreditLedger, CreditLedger.layerMemory)
+
+const tables = PricingEngine.defaults
+const quote = PricingEngine.textParser(tables)
+
+/** What the route under test does, set per test. */
+let behaviour: (context: Metered.CallContext) => Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError>
+let upstreamCalls = 0
+
+const ok = (charge: number): Effect.Effect<Metered.Outcome> =>
+  Effect.sync(() => {
+    upstreamCalls++
+    return {
+      response: HttpServerResponse.jsonUnsafe({ ok: true, n: upstreamCalls }, { headers: { "x-route": "yes" } }),
+      charge: Money.unsafeNano(charge),
+      usage: { units: 1, pricePerUnit: Money.unsafeNano(charge), notes: "test" }
+    }
+  })
+
+const route = Route.make("POST", "/api/v1/test/metered", Effect.gen(function*() {
+  const metered = yield* Metered.Metered
+  return Effect.gen(function*() {
+    return yield* metered.run({
+      sku: "text-parser",
+      kind: "image",
+      quote,
+      execute: (context) => behaviour(context)
+    })
+  })
+}))
+
+const idempotentRoute = Route.make("POST", "/api/v1/test/idempotent", Effect.gen(function*() {
+  const metered = yield* Metered.Metered
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const body = yield* Effect.orDie(request.text)
+    const key = request.headers["idempotency-key"]
+    return yield* metered.run({
+      sku: "rpc:base-mainnet",
+      kind: "rpc",
+      reserveCredits: 20,
+      quote: PricingEngine.rpcFromCredits(tables, "base-mainnet", 20),
+      idempotency: key === undefined ? undefined : { key, fingerprint: body },
+      execute: () => ok(20 * 625)
+    })
+  })
+}))
+
+const app = App.layer([route, idempotentRoute]).pipe(
+  Layer.provide(Metered.layer()),
+  Layer.provide(Layer.mergeAll(
+    Layer.succeed(Auth.Auth, auth),
+    Layer.succeed(CreditLedger.CreditLedger, ledger),
+    RateLimiter.layerMemory(),
+    IdempotencyStore.layerMemory,
+    Metered.layerPaymentRequiredMinimal,
+    Metered.layerLimitsDefault
+  )),
+  Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+)
+const { dispose, handler } = Handlers.toWebHandler(app)
+afterAll(dispose)
+
+let counter = 0
+let account = ""
+let key = ""
+beforeEach(async () => {
+  account = `acct-${counter++}`
+  await run(auth.createAccount({ id: account }))
+  key = (await run(auth.createKey({ accountId: account, type: "INFERENCE", description: "test" }))).key
+  upstreamCalls = 0
+  behaviour = () => ok(Number(quote.amount))
+})
+
+const post = (path: string, headers: Record<string, string> = {}, init: RequestInit = {}) =>
+  handler(new Request(`http://localhost${path}`, { method: "POST", body: "{}", headers, ...init }))
+const asKey = (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${key}`, ...extra })
+const fund = (amount: number) => run(ledger.topUp({ accountId: account, amount: Money.unsafeNano(amount), reference: `fund-${account}-${amount}` }))
+const balance = (accountId = account) => run(ledger.balance(accountId))
+const usage = (accountId = account) => run(ledger.usage(accountId, { order: "asc", limit: 100 })).then((page) => page.entries)
+
+describe("Metered: no credentials get the x402 discovery 402, bad credentials a 401", () => {
+  it("no credentials -> 402 discovery body, no-store, upstream not called", async () => {
+    const response = await post("/api/v1/test/metered")
+    expect(response.status).toBe(402)
+    expect(response.headers.get("cache-control")).toBe("no-store")
+    expect(await response.json()).toMatchObject({ x402Version: 2, error: expect.any(String) })
+    expect(upstreamCalls).toBe(0)
+  })
+
+  it("bad credentials -> 401 StandardError", async () => {
+    const response = await post("/api/v1/test/metered", { authorization: "Bearer not-a-key" })
+    expect(response.status).toBe(401)
+    expect(await response.json()).toEqual({ error: expect.any(String) })
+  })
+})
+
+describe("Metered: an admitted call is charged its actual price, at most the quote, with the usage entry and the headers", () => {
+  it("captures the charge, releases the rest, reports the balance before processing", async () => {
+    await fund(Money.usd(1))
+    behaviour = () => ok(4_000_000)
+    const response = await post("/api/v1/test/metered", asKey())
+    expect(response.status).toBe(200)
+    expect(response.headers.get("x-route")).toBe("yes")
+    expect(response.headers.get("x-service-balance-usd")).toBe("1")
+    expect(response.headers.get("x-service-balance-token")).toBe("0")
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("20")
+    expect(response.headers.get("x-ratelimit-remaining-requests")).toBe("19")
+    expect(response.headers.get("x-balance-remaining")).toBeNull()
+    const after = await balance()
+    expect([after.usd, after.heldUsd]).toEqual([Money.usd(1) - 4_000_000, 0])
+    const [entry] = await usage()
+    expect(entry).toMatchObject({ sku: "text-parser", amount: 4_000_000, currency: "USD", notes: "test", units: 1 })
+    expect(entry?.requestId).toBe(response.headers.get("x-request-id"))
+  })
+
+  it("a charge above the quote is cut to the quote", async () => {
+    await fund(Money.usd(1))
+    behaviour = () => ok(Number(quote.amount) * 3)
+    expect((await post("/api/v1/test/metered", asKey())).status).toBe(200)
+    expect((await balance()).usd).toBe(Money.usd(1) - quote.amount)
+  })
+})
+
+describe("Metered: too little balance is a 402 and consumes nothing", () => {
+  it("an API key gets StandardError INSUFFICIENT_BALANCE; no rate-limit slot, no hold, no upstream call", async () => {
+    await fund(quote.amount - 1)
+    const refused = await post("/api/v1/test/metered", asKey())
+    expect(refused.status).toBe(402)
+    expect(await refused.json()).toEqual({ error: expect.any(String), code: "INSUFFICIENT_BALANCE" })
+    expect(upstreamCalls).toBe(0)
+    const after = await balance()
+    expect([after.usd, after.heldUsd]).toEqual([quote.amount - 1, 0])
+    await fund(1)
+    const admitted = await post("/api/v1/test/metered", asKey())
+    expect(admitted.headers.get("x-ratelimit-remaining-requests")).toBe("19")
+  })
+})
+
+describe("Metered: a rate-limited call is a 429 and holds nothing", () => {
+  it("the 21st image call in a minute is refused with Retry-After; the balance is untouched", async () => {
+    await fund(Money.usd(1))
+    for (let i = 0; i < 20; i++) expect((await post("/api/v1/test/metered", asKey())).status).toBe(200)
+    const before = await balance()
+    const refused = await post("/api/v1/test/metered", asKey())
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get("retry-after")).toMatch(/^\d+$/)
+    const after = await balance()
+    expect([after.usd, after.heldUsd]).toEqual([before.usd, 0])
+    expect(upstreamCalls).toBe(20)
+  })
+})
+
+describe("Metered: a failure after admission releases the hold; nothing is charged", () => {
+  it("the route's error is rendered and the balance is whole again", async () => {
+    await fund(Money.usd(1))
+    behaviour = () => Effect.fail(new Errors.BadGateway({ message: "upstream down" }))
+    const response = await post("/api/v1/test/metered", asKey())
+    expect(response.status).toBe(502)
+    const after = await balance()
+    expect([after.usd, after.heldUsd]).toEqual([Money.usd(1), 0])
+    expect(await usage()).toEqual([])
+  })
+
+  it("a client that disconnects mid-call releases the hold", async () => {
+    await fund(Money.usd(1))
+    const started = Deferred.makeUnsafe<void>()
+    behaviour = () => Deferred.succeed(started, undefined).pipe(Effect.andThen(Effect.never))
+    const controller = new AbortController()
+    const pending = post("/api/v1/test/metered", asKey(), { signal: controller.signal }).catch(() => undefined)
+    await run(Deferred.await(started))
+    expect((await balance()).heldUsd).toBe(quote.amount)
+    controller.abort()
+    await pending
+    await run(Effect.gen(function*() {
+      while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
+    }).pipe(Effect.timeout("2 seconds")))
+    expect((await balance()).usd).toBe(Money.usd(1))
+  })
+})
+
+describe("Metered: a streamed response is charged for what it produced, when it ends or is cut", () => {
+  const streaming = (chunks: number, produced: Ref.Ref<number>, pace: Duration.Input = "0 millis"): Effect.Effect<Metered.StreamingOutcome> =>
+    Effect.succeed({
+      _tag: "Streaming",
+      contentType: "text/event-stream",
+      stream: Stream.range(1, chunks).pipe(
+        Stream.tap(() => Ref.update(produced, (n) => n + 1).pipe(Effect.andThen(Effect.sleep(pace)))),
+        Stream.map((n) => new TextEncoder().encode(`data: ${n}\n\n`))
+      ),
+      produced: Effect.map(Ref.get(produced), (n) => ({
+        charge: Money.unsafeNano(n * 1000),
+        usage: { units: n, pricePerUnit: Money.unsafeNano(1000), completionTokens: n, promptTokens: 1 },
+        actualTokens: n
+      }))
+    })
+
+  it("a stream read to its end captures every chunk", async () => {
+    await fund(Money.usd(1))
+    const produced = Ref.makeUnsafe(0)
+    behaviour = () => streaming(5, produced)
+    const response = await post("/api/v1/test/metered", asKey())
+    expect(response.headers.get("x-service-balance-usd")).toBe("1")
+    expect(await response.text()).toContain("data: 5")
+    await run(Effect.gen(function*() {
+      while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
+    }).pipe(Effect.timeout("2 seconds")))
+    expect((await balance()).usd).toBe(Money.usd(1) - 5000)
+    expect(await usage()).toMatchObject([{ amount: 5000, completionTokens: 5, promptTokens: 1 }])
+  })
+
+  it("a client that stops reading mid-stream is charged for the chunks produced, and the hold is gone", async () => {
+    await fund(Money.usd(1))
+    const produced = Ref.makeUnsafe(0)
+    behaviour = () => streaming(10_000, produced, "5 millis")
+    const response = await post("/api/v1/test/metered", asKey())
+    const reader = response.body!.getReader()
+    await reader.read()
+    await reader.read()
+    await reader.cancel()
+    await run(Effect.gen(function*() {
+      while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
+    }).pipe(Effect.timeout("2 seconds")))
+    const [entry] = await usage()
+    expect(entry!.amount).toBeGreaterThanOrEqual(2000)
+    expect(entry!.amount).toBeLessThan(10_000 * 1000)
+    expect((await balance()).usd).toBe(Money.usd(1) - entry!.amount)
+  })
+})
+
+describe("Metered: Idempotency-Key replays the stored response for free; another body is refused", () => {
+  it("the replay is byte-identical with Idempotent-Replayed: true and is charged once", async () => {
+    await fund(Money.usd(1))
+    const first = await post("/api/v1/test/idempotent", asKey({ "idempotency-key": "abc" }), { body: "[1]" })
+    const firstBody = await first.text()
+    const again = await post("/api/v1/test/idempotent", asKey({ "idempotency-key": "abc" }), { body: "[1]" })
+    expect(again.status).toBe(200)
+    expect(again.headers.get("idempotent-replayed")).toBe("true")
+    expect(await again.text()).toBe(firstBody)
+    expect(upstreamCalls).toBe(1)
+    expect((await balance()).usd).toBe(Money.usd(1) - 20 * 625)
+    const other = await post("/api/v1/test/idempotent", asKey({ "idempotency-key": "abc" }), { body: "[2]" })
+    expect(other.status).toBe(400)
+    expect(upstreamCalls).toBe(1)
+  })
+})

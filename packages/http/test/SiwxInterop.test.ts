@@ -1,0 +1,177 @@
+import * as Auth from "@tollgate/core/Auth"
+import * as AuthStore from "@tollgate/core/AuthStore"
+import * as Jwt from "@tollgate/core/Jwt"
+import * as Principal from "@tollgate/core/Principal"
+import { Anvil } from "@tollgate/testkit"
+import { createSIWxPayload, encodeBase58, encodeSIWxHeader, SOLANA_MAINNET } from "@x402/extensions/sign-in-with-x"
+import { Context, Effect, Layer, Option, Result } from "effect"
+import * as Crypto from "node:crypto"
+import { createRequire } from "node:module"
+import { createPublicClient, createWalletClient, type Hex, http } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const origin = "http://localhost:8787"
+const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+
+const makeAuth = (options: Partial<Auth.Options> = {}) =>
+  Effect.runPromise(Effect.scoped(Effect.map(
+    Layer.build(Auth.layer({ signingKey, publicOrigin: origin, ...options }).pipe(Layer.provide(AuthStore.layerMemory))),
+    (context) => Context.get(context, Auth.Auth)
+  )))
+
+const signIn = (auth: Auth.Auth["Service"], header: string) =>
+  Effect.runPromise(Effect.result(auth.authenticate({ "sign-in-with-x": header })))
+
+const principalOf = (result: Result.Result<Option.Option<Principal.Principal>, { readonly _tag: string }>) =>
+  Result.isSuccess(result) ? Option.getOrUndefined(result.success) : result.failure._tag
+
+describe("Interop: headers built by the official @x402/extensions client are accepted", () => {
+  it("EVM: createSIWxPayload with a viem local account, from our own 402 challenge", async () => {
+    const auth = await makeAuth()
+    const challenge = await Effect.runPromise(auth.siwxChallenge)
+    const account = privateKeyToAccount(generatePrivateKey())
+    const payload = await createSIWxPayload(
+      { ...challenge.info, chainId: "eip155:8453", type: "eip191" },
+      account,
+      `${origin}/api/v1/chat/completions`
+    )
+    expect(principalOf(await signIn(auth, encodeSIWxHeader(payload)))).toEqual(
+      new Principal.WalletPrincipal({
+        accountId: Principal.walletAccountId("evm", account.address),
+        address: account.address,
+        family: "evm",
+        chainId: "eip155:8453"
+      })
+    )
+  })
+
+  it("Solana: createSIWxPayload with an ed25519 wallet-adapter signer", async () => {
+    const auth = await makeAuth()
+    const challenge = await Effect.runPromise(auth.siwxChallenge)
+    const { privateKey, publicKey } = Crypto.generateKeyPairSync("ed25519")
+    const raw = Buffer.from(publicKey.export({ format: "jwk" }).x ?? "", "base64url")
+    const address = encodeBase58(raw)
+    const signer = {
+      publicKey: address,
+      signMessage: (message: Uint8Array) => Promise.resolve(Uint8Array.from(Crypto.sign(null, message, privateKey)))
+    }
+    const payload = await createSIWxPayload({ ...challenge.info, chainId: SOLANA_MAINNET, type: "ed25519" }, signer, `${origin}/`)
+    expect(principalOf(await signIn(auth, encodeSIWxHeader(payload)))).toMatchObject({
+      accountId: Principal.walletAccountId("solana", address),
+      family: "solana",
+      chainId: SOLANA_MAINNET
+    })
+  })
+
+  it("EVM: the spec's shape with a message from viem's createSiweMessage", async () => {
+    const auth = await makeAuth()
+    const account = privateKeyToAccount(generatePrivateKey())
+    const message = createSiweMessage({
+      domain: "localhost:8787",
+      address: account.address,
+      uri: `${origin}/`,
+      version: "1",
+      chainId: 8453,
+      nonce: Buffer.from(Crypto.randomBytes(8)).toString("hex"),
+      issuedAt: new Date(),
+      expirationTime: new Date(Date.now() + 600_000),
+      statement: "Sign in to use your prepaid credits."
+    })
+    const header = Buffer.from(JSON.stringify({
+      address: account.address,
+      message,
+      signature: await account.signMessage({ message }),
+      timestamp: Date.now(),
+      chainId: 8453
+    })).toString("base64")
+    expect(principalOf(await signIn(auth, header))).toMatchObject({ family: "evm", address: account.address })
+  })
+})
+
+const WALLET_SOURCE = `
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.20;
+contract OwnerWallet {
+  address public immutable owner;
+  constructor(address initialOwner) { owner = initialOwner; }
+  function isValidSignature(bytes32 hash, bytes calldata signature) external view returns (bytes4) {
+    if (signature.length != 65) return 0xffffffff;
+    bytes32 r = bytes32(signature[0:32]);
+    bytes32 s = bytes32(signature[32:64]);
+    uint8 v = uint8(signature[64]);
+    return ecrecover(hash, v, r, s) == owner ? bytes4(0x1626ba7e) : bytes4(0xffffffff);
+  }
+}
+`
+
+interface SolcOutput {
+  readonly contracts: Record<string, Record<string, { readonly abi: Array<unknown>; readonly evm: { readonly bytecode: { readonly object: string } } }>>
+}
+
+const compileWallet = () => {
+  const solc = createRequire(import.meta.url)("solc") as { compile: (input: string) => string }
+  const output = JSON.parse(solc.compile(JSON.stringify({
+    language: "Solidity",
+    sources: { "OwnerWallet.sol": { content: WALLET_SOURCE } },
+    settings: { outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } } }
+  }))) as SolcOutput
+  const contract = output.contracts["OwnerWallet.sol"]!["OwnerWallet"]!
+  return { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` as Hex }
+}
+
+describe("EIP-1271: a contract wallet signs in through the chain client", () => {
+  let anvil: Anvil.Anvil
+  let walletAddress: Hex
+  const owner = privateKeyToAccount(generatePrivateKey())
+
+  beforeAll(async () => {
+    anvil = await Anvil.start({ chainId: 8453 })
+    const deployer = createWalletClient({ account: privateKeyToAccount(Anvil.devPrivateKey), transport: http(anvil.url) })
+    const client = createPublicClient({ transport: http(anvil.url) })
+    const { abi, bytecode } = compileWallet()
+    const hash = await deployer.deployContract({ abi, bytecode, args: [owner.address], chain: null })
+    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+    walletAddress = receipt.contractAddress!
+  }, 60_000)
+  afterAll(() => anvil?.stop())
+
+  const walletHeader = async (signer = owner) => {
+    const message = createSiweMessage({
+      domain: "localhost:8787",
+      address: walletAddress,
+      uri: `${origin}/`,
+      version: "1",
+      chainId: 8453,
+      nonce: Buffer.from(Crypto.randomBytes(8)).toString("hex"),
+      issuedAt: new Date(),
+      expirationTime: new Date(Date.now() + 600_000)
+    })
+    return Buffer.from(JSON.stringify({
+      address: walletAddress,
+      message,
+      signature: await signer.signMessage({ message }),
+      timestamp: Date.now(),
+      chainId: "eip155:8453"
+    })).toString("base64")
+  }
+
+  it("the owner's signature for the wallet's address is accepted as the wallet", async () => {
+    const auth = await makeAuth({ evmRpcUrl: anvil.url })
+    expect(principalOf(await signIn(auth, await walletHeader()))).toMatchObject({
+      accountId: Principal.walletAccountId("evm", walletAddress),
+      family: "evm"
+    })
+  })
+
+  it("another key's signature is refused by the wallet contract", async () => {
+    const auth = await makeAuth({ evmRpcUrl: anvil.url })
+    expect(principalOf(await signIn(auth, await walletHeader(privateKeyToAccount(generatePrivateKey()))))).toBe("Unauthenticated")
+  })
+
+  it("without a chain client a contract wallet cannot sign in", async () => {
+    const auth = await makeAuth()
+    expect(principalOf(await signIn(auth, await walletHeader()))).toBe("Unauthenticated")
+  })
+})

@@ -1,0 +1,131 @@
+/**
+ * A Base-like test chain for x402: anvil with chain id 8453 and an EIP-3009 USDC (compiled from
+ * `fixtures/TestUsdc.sol` with npm solc) placed at the canonical Base USDC address, so the official
+ * x402 client treats it as the real USDC. Also signs EIP-3009 authorizations by hand, for the
+ * payments the official client would never produce (forged, expired, misdirected).
+ */
+import { X402 } from "@tollgate/core"
+import { Anvil } from "@tollgate/testkit"
+import * as Fs from "node:fs"
+import solc from "solc"
+import {
+  type Address,
+  createTestClient,
+  createWalletClient,
+  defineChain,
+  type Hex,
+  http,
+  publicActions,
+  toHex
+} from "viem"
+import { type LocalAccount, privateKeyToAccount } from "viem/accounts"
+
+const compile = (): { readonly usdc: { abi: Array<unknown>; runtime: Hex }; readonly wallet: { abi: Array<unknown>; bytecode: Hex } } => {
+  const source = Fs.readFileSync(new URL("../fixtures/TestUsdc.sol", import.meta.url), "utf8")
+  const output = JSON.parse(solc.compile(JSON.stringify({
+    language: "Solidity",
+    sources: { "TestUsdc.sol": { content: source } },
+    settings: { outputSelection: { "*": { "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"] } } }
+  }))) as {
+    errors?: Array<{ severity: string; formattedMessage: string }>
+    contracts: Record<string, Record<string, { abi: Array<unknown>; evm: { bytecode: { object: string }; deployedBytecode: { object: string } } }>>
+  }
+  const errors = (output.errors ?? []).filter((error) => error.severity === "error")
+  if (errors.length > 0) throw new Error(errors.map((error) => error.formattedMessage).join("\n"))
+  const contracts = output.contracts["TestUsdc.sol"]!
+  return {
+    usdc: { abi: contracts["TestUsdc"]!.abi, runtime: `0x${contracts["TestUsdc"]!.evm.deployedBytecode.object}` },
+    wallet: { abi: contracts["TestWallet"]!.abi, bytecode: `0x${contracts["TestWallet"]!.evm.bytecode.object}` }
+  }
+}
+
+export const usdcAbi = [
+  { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [] },
+  { type: "function", name: "setBlocked", stateMutability: "nonpayable", inputs: [{ name: "account", type: "address" }, { name: "value", type: "bool" }], outputs: [] },
+  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] }
+] as const
+
+export type Chain = Awaited<ReturnType<typeof start>>
+
+export const start = async () => {
+  const compiled = compile()
+  const anvil = await Anvil.start({ chainId: 8453 })
+  const chain = defineChain({
+    id: 8453,
+    name: "base-test",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [anvil.url] } }
+  })
+  const client = createTestClient({ chain, mode: "anvil", transport: http(anvil.url), pollingInterval: 50 }).extend(publicActions)
+  const admin = createWalletClient({ chain, transport: http(anvil.url), account: privateKeyToAccount(Anvil.devPrivateKey), pollingInterval: 50 })
+  const usdc = X402.BASE_USDC as Address
+  await client.setCode({ address: usdc, bytecode: compiled.usdc.runtime })
+  const send = async (functionName: "mint" | "setBlocked", args: readonly [Address, bigint] | readonly [Address, boolean]) => {
+    const hash = await admin.writeContract({ address: usdc, abi: usdcAbi, functionName, args } as never)
+    await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+  }
+  return {
+    anvil,
+    client,
+    usdc,
+    mint: (to: Address, units: bigint) => send("mint", [to, units]),
+    setBlocked: (account: Address, blocked: boolean) => send("setBlocked", [account, blocked]),
+    balanceOf: (account: Address) => client.readContract({ address: usdc, abi: usdcAbi, functionName: "balanceOf", args: [account] }),
+    deployWallet: async (owner: Address): Promise<Address> => {
+      const hash = await admin.deployContract({ abi: compiled.wallet.abi, bytecode: compiled.wallet.bytecode, args: [owner] })
+      const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+      return receipt.contractAddress!
+    },
+    stop: () => anvil.stop()
+  }
+}
+
+/** An EIP-3009 authorization signed by `signer`, as the exact EVM payload carries it. */
+export const authorize = async (signer: LocalAccount, input: {
+  readonly from?: Address
+  readonly to: Address
+  readonly value: bigint
+  readonly validAfter?: bigint
+  readonly validBefore?: bigint
+  readonly nonce?: Hex
+  readonly verifyingContract?: Address
+}) => {
+  const authorization = {
+    from: input.from ?? signer.address,
+    to: input.to,
+    value: input.value,
+    validAfter: input.validAfter ?? 0n,
+    validBefore: input.validBefore ?? BigInt(Math.floor(Date.now() / 1000) + 600),
+    nonce: input.nonce ?? toHex(crypto.getRandomValues(new Uint8Array(32)))
+  }
+  const signature = await signer.signTypedData({
+    domain: { name: "USD Coin", version: "2", chainId: 8453, verifyingContract: input.verifyingContract ?? (X402.BASE_USDC as Address) },
+    types: {
+      TransferWithAuthorization: [
+        { name: "from", type: "address" },
+        { name: "to", type: "address" },
+        { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" },
+        { name: "validBefore", type: "uint256" },
+        { name: "nonce", type: "bytes32" }
+      ]
+    },
+    primaryType: "TransferWithAuthorization",
+    message: authorization
+  })
+  return {
+    signature,
+    authorization: {
+      from: authorization.from,
+      to: authorization.to,
+      value: authorization.value.toString(),
+      validAfter: authorization.validAfter.toString(),
+      validBefore: authorization.validBefore.toString(),
+      nonce: authorization.nonce
+    }
+  }
+}
+
+/** The `PAYMENT-SIGNATURE` value of a v2 payment. */
+export const paymentHeader = (accepted: X402.PaymentRequirements, payload: unknown) =>
+  X402.encodeHeader({ x402Version: 2, accepted, payload })

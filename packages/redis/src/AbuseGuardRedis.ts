@@ -1,0 +1,66 @@
+/**
+ * The Redis layer of `AbuseGuard`: per caller, a sorted set of failure times (a sliding window)
+ * and a block key that expires by itself. Recording a failure is one Lua script that trims the
+ * window, adds the failure and starts the block when the count passes the limit, on the Redis
+ * server's clock, so every instance counts the same failures against the same window.
+ *
+ * @since 0.1.0
+ */
+import { AbuseGuard, Errors } from "@tollgate/core"
+import { Effect, Layer } from "effect"
+import { Redis } from "effect/persistence"
+
+const failuresKey = (caller: string) => `tollgate:abuse:{${caller}}:failures`
+const blockKey = (caller: string) => `tollgate:abuse:{${caller}}:block`
+
+const recordScript = Redis.script(
+  (failures: string, block: string, windowMs: number, maxFailures: number, blockMs: number) => [
+    failures,
+    block,
+    windowMs,
+    maxFailures,
+    blockMs
+  ],
+  {
+    numberOfKeys: 2,
+    lua: `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
+redis.call('ZADD', KEYS[1], now, time[1] .. '.' .. time[2] .. '.' .. redis.call('ZCARD', KEYS[1]))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+  redis.call('DEL', KEYS[1])
+end
+return 1
+`
+  }
+)
+
+const unavailable = (error: unknown) =>
+  new Errors.ServiceUnavailable({ message: `Abuse guard store unavailable: ${String(error)}` })
+
+/**
+ * `AbuseGuard` over the `Redis` service in context.
+ *
+ * @category layers
+ */
+export const layerRedis: Layer.Layer<AbuseGuard.AbuseGuard, never, Redis.Redis> = Layer.effect(
+  AbuseGuard.AbuseGuard,
+  Effect.gen(function*() {
+    const redis = yield* Redis.Redis
+    const record = redis.eval(recordScript)
+    return AbuseGuard.AbuseGuard.of({
+      blockedFor: (caller) =>
+        redis.send<number>("PTTL", blockKey(caller)).pipe(
+          Effect.map((ms) => Math.max(0, ms)),
+          Effect.mapError(unavailable)
+        ),
+      recordFailure: (caller) =>
+        record(failuresKey(caller), blockKey(caller), AbuseGuard.windowMs, AbuseGuard.maxFailures, AbuseGuard.blockMs).pipe(
+          Effect.mapError(unavailable)
+        )
+    })
+  })
+)

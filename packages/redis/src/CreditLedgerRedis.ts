@@ -1,0 +1,360 @@
+/**
+ * The Redis layer of `CreditLedger`: the ledger shared by every instance. Each operation is one Lua
+ * script over the account's keys, which share the hash tag `{accountId}` so a Redis Cluster keeps
+ * an account on one slot: a hash of balances and daily allowance counters, a hash of holds with a
+ * sorted set of their expiries, a hash of applied references, and two streams, the journal and the
+ * usage entries (the capture entries of the journal with their request details). Stream ids are the
+ * journal ids (`<ms>-<seq>`), so a usage page is an `XRANGE` from its cursor: its cost does not
+ * grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
+ *
+ * Amounts are integer strings everywhere (Lua numbers are doubles, exact below 2^53 like `Money`).
+ *
+ * @since 0.1.0
+ */
+import { CreditLedger, Errors, Money } from "@tollgate/core"
+import { Clock, Effect, Layer } from "effect"
+import { Redis } from "effect/persistence"
+
+const lua = `
+local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local op = ARGV[1]
+local now = tonumber(ARGV[2])
+local DAY = 86400000
+local NANO = 1000000000
+
+local function s(n)
+  if n == 0 then return '0' end
+  return string.format('%.0f', n)
+end
+local function num(v) return tonumber(v) or 0 end
+
+local function nextId()
+  local last = redis.call('HMGET', A, 'lastMs', 'seq')
+  local lastMs, seq = num(last[1]), num(last[2])
+  if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
+  redis.call('HSET', A, 'lastMs', s(lastMs), 'seq', s(seq))
+  return s(lastMs) .. '-' .. s(seq), s(lastMs)
+end
+
+local function append(kind, ref, currency, delta, held)
+  local id, ts = nextId()
+  redis.call('XADD', J, id, 'k', kind, 'r', ref, 'c', currency, 'd', s(delta), 'h', s(held))
+  return { id, ts, kind, ref, currency, s(delta), s(held) }
+end
+
+local function balance()
+  local day = s(math.floor(now / DAY))
+  local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'au:' .. day, 'ah:' .. day)
+  local usd, held, stake = num(v[1]), num(v[2]), num(v[3])
+  local allowance = stake * NANO - num(v[4]) - num(v[5])
+  if allowance < 0 then allowance = 0 end
+  return { s(usd), s(held), s(usd - held), s(stake), s(allowance) }
+end
+
+local function closeHold(ref, rec, state, fa, fu)
+  rec.s = state
+  rec.cfa = s(fa)
+  rec.cfu = s(fu)
+  redis.call('ZREM', X, ref)
+  redis.call('HSET', H, ref, cjson.encode(rec))
+  local ha, hu = tonumber(rec.fa), tonumber(rec.fu)
+  if ha > 0 or fa > 0 then
+    redis.call('HINCRBY', A, 'ah:' .. rec.d, s(-ha))
+    redis.call('HINCRBY', A, 'au:' .. rec.d, s(fa))
+  end
+  redis.call('HINCRBY', A, 'held', s(-hu))
+  redis.call('HINCRBY', A, 'usd', s(-fu))
+  local kind = 'release'
+  if state == 'captured' then kind = 'capture' end
+  local entries = {}
+  if ha > 0 or fa > 0 then entries[#entries + 1] = append(kind, ref, 'DIEM', -fa, -ha) end
+  if hu > 0 or fu > 0 or #entries == 0 then entries[#entries + 1] = append(kind, ref, 'USD', -fu, -hu) end
+  return entries
+end
+
+local function sweep()
+  local expired = redis.call('ZRANGEBYSCORE', X, '-inf', now, 'LIMIT', 0, 100)
+  for _, ref in ipairs(expired) do
+    closeHold(ref, cjson.decode(redis.call('HGET', H, ref)), 'released', 0, 0)
+  end
+end
+
+sweep()
+
+if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
+  local ref, amount = ARGV[3], ARGV[4]
+  local prev = redis.call('HGET', R, ref)
+  if prev then
+    local p = cjson.decode(prev)
+    if p.k ~= op or p.a ~= amount then return { 'err', 'ReferenceConflict' } end
+    return { 'ok', p.e, balance() }
+  end
+  local e
+  if op == 'stake' then
+    redis.call('HSET', A, 'stake', amount)
+    e = append(op, ref, 'DIEM', 0, 0)
+  else
+    redis.call('HINCRBY', A, 'usd', amount)
+    e = append(op, ref, 'USD', tonumber(amount), 0)
+  end
+  redis.call('HSET', R, ref, cjson.encode({ k = op, a = amount, e = e }))
+  return { 'ok', e, balance() }
+end
+
+if op == 'hold' then
+  local ref, amount, version, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+  local existing = redis.call('HGET', H, ref)
+  if existing then
+    local rec = cjson.decode(existing)
+    if rec.a ~= amount then return { 'err', 'ReferenceConflict' } end
+    return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
+  end
+  if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
+  local b = balance()
+  local total = tonumber(amount)
+  local fa = math.min(total, tonumber(b[5]))
+  local fu = total - fa
+  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
+  local day = s(math.floor(now / DAY))
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = day, x = s(now + ttl), v = version }
+  redis.call('HSET', H, ref, cjson.encode(rec))
+  redis.call('ZADD', X, s(now + ttl), ref)
+  redis.call('HINCRBY', A, 'held', s(fu))
+  if fa > 0 then
+    redis.call('HINCRBY', A, 'ah:' .. day, s(fa))
+    append('hold', ref, 'DIEM', 0, fa)
+  end
+  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu) end
+  return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, b }
+end
+
+if op == 'capture' then
+  local ref, amount, details = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local raw = redis.call('HGET', H, ref)
+  if not raw then return { 'err', 'UnknownHold' } end
+  local rec = cjson.decode(raw)
+  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
+  if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
+  if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
+  local fa = math.min(amount, tonumber(rec.fa))
+  local fu = amount - fa
+  local entries = closeHold(ref, rec, 'captured', fa, fu)
+  local charged = {}
+  for _, e in ipairs(entries) do
+    if tonumber(e[6]) < 0 then charged[#charged + 1] = e end
+  end
+  if #charged == 0 then charged[1] = entries[#entries] end
+  for _, e in ipairs(charged) do
+    redis.call('XADD', U, e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
+  end
+  return { 'ok', { s(fa), s(fu) }, balance() }
+end
+
+if op == 'release' then
+  local ref = ARGV[3]
+  local raw = redis.call('HGET', H, ref)
+  if not raw then return { 'err', 'UnknownHold' } end
+  local rec = cjson.decode(raw)
+  if rec.s == 'open' then closeHold(ref, rec, 'released', 0, 0) end
+  return { 'ok', {}, balance() }
+end
+
+return { 'ok', {}, balance() }
+`
+
+type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<string>]
+
+const ledgerScript = Redis.script(
+  (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) => [...keys, op, now, ...args],
+  { numberOfKeys: 6, lua }
+).withReturnType<Reply>()
+
+const unavailable = (error: unknown) =>
+  new Errors.ServiceUnavailable({ message: `Credit ledger unavailable: ${String(error)}` })
+
+const messages: Record<CreditLedger.LedgerError["reason"], string> = {
+  InsufficientFunds: "Insufficient balance",
+  UnknownHold: "No such hold",
+  HoldClosed: "The hold was released",
+  ExceedsHold: "The capture exceeds the hold",
+  InvalidAmount: "Invalid amount",
+  ReferenceConflict: "The reference was used for another operation"
+}
+
+const toBalance = (b: ReadonlyArray<string>): CreditLedger.Balance => ({
+  usd: Money.unsafeNano(Number(b[0])),
+  heldUsd: Money.unsafeNano(Number(b[1])),
+  availableUsd: Money.unsafeNano(Number(b[2])),
+  stakedTokens: Number(b[3]),
+  availableAllowance: Money.unsafeNano(Number(b[4]))
+})
+
+const toEntry = (e: ReadonlyArray<string>): CreditLedger.JournalEntry => ({
+  id: e[0]!,
+  timestamp: Number(e[1]),
+  kind: e[2] as CreditLedger.EntryKind,
+  reference: e[3]!,
+  currency: e[4] as CreditLedger.Currency,
+  delta: Money.unsafeNano(Number(e[5])),
+  held: Money.unsafeNano(Number(e[6]))
+})
+
+const fields = (flat: ReadonlyArray<string>): Record<string, string> => {
+  const record: Record<string, string> = {}
+  for (let i = 0; i + 1 < flat.length; i += 2) record[flat[i]!] = flat[i + 1]!
+  return record
+}
+
+type StreamEntry = readonly [id: string, fields: ReadonlyArray<string>]
+
+const toUsage = ([id, flat]: StreamEntry): CreditLedger.UsageEntry => {
+  const f = fields(flat)
+  return {
+    ...(JSON.parse(f["v"] ?? "{}") as CreditLedger.UsageDetails),
+    id,
+    timestamp: Number(f["t"]),
+    amount: Money.unsafeNano(Number(f["a"])),
+    currency: f["c"] as CreditLedger.Currency
+  }
+}
+
+const checkAmount = (amount: number, allowZero: boolean) =>
+  Number.isSafeInteger(amount) && (allowZero ? amount >= 0 : amount > 0)
+    ? Effect.void
+    : Effect.fail(new CreditLedger.LedgerError({ reason: "InvalidAmount", message: `${amount} is not a valid amount of nano-USD` }))
+
+const msOf = (id: string) => Number(id.split("-")[0])
+
+/**
+ * The ledger on Redis. `prefix` namespaces the keys (default `tg:cl:`).
+ *
+ * @category layers
+ */
+export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis> =>
+  Layer.effect(CreditLedger.CreditLedger, Effect.gen(function*() {
+    const redis = yield* Redis.Redis
+    const prefix = options.prefix ?? "tg:cl:"
+    const keysOf = (accountId: string) => {
+      const base = `${prefix}{${accountId}}:`
+      return [`${base}a`, `${base}h`, `${base}x`, `${base}r`, `${base}j`, `${base}u`] as const
+    }
+    const run = redis.eval(ledgerScript)
+
+    const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const reply = yield* run(keysOf(accountId), op, now, ...args).pipe(Effect.mapError(unavailable))
+        if (reply[0] === "err") {
+          const reason = reply[1] as CreditLedger.LedgerError["reason"]
+          return yield* new CreditLedger.LedgerError({ reason, message: messages[reason] })
+        }
+        return { detail: reply[1] as ReadonlyArray<string>, balance: toBalance(reply[2] ?? []) }
+      })
+
+    const credit = (op: "topup" | "grant" | "refund") =>
+      Effect.fn(`CreditLedger.${op}`)(function*(input: CreditLedger.CreditInput) {
+        yield* checkAmount(input.amount, false)
+        const { balance, detail } = yield* call(input.accountId, op, input.reference, input.amount)
+        return { entry: toEntry(detail), balance }
+      })
+
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
+      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+
+    const scan = (accountId: string, query: Omit<CreditLedger.UsageQuery, "after"> & { readonly after?: string | undefined }, want: number) =>
+      Effect.gen(function*() {
+        const key = keysOf(accountId)[5]
+        const after = query.after
+        let start: string
+        let end: string
+        if (query.order === "asc") {
+          start = after !== undefined && (query.from === undefined || msOf(after) >= query.from)
+            ? `(${after}`
+            : query.from === undefined ? "-" : String(query.from)
+          end = query.to === undefined ? "+" : String(query.to)
+        } else {
+          end = after !== undefined && (query.to === undefined || msOf(after) <= query.to)
+            ? `(${after}`
+            : query.to === undefined ? "+" : String(query.to)
+          start = query.from === undefined ? "-" : String(query.from)
+        }
+        const matches: Array<CreditLedger.UsageEntry> = []
+        const batch = Math.min(Math.max(want, 16), 1000)
+        while (matches.length < want) {
+          const entries = query.order === "asc"
+            ? yield* send<ReadonlyArray<StreamEntry>>("XRANGE", key, start, end, "COUNT", String(batch))
+            : yield* send<ReadonlyArray<StreamEntry>>("XREVRANGE", key, end, start, "COUNT", String(batch))
+          for (const entry of entries) {
+            const usage = toUsage(entry)
+            if (query.currency === undefined || usage.currency === query.currency) matches.push(usage)
+            if (matches.length >= want) break
+          }
+          if (entries.length < batch) break
+          const last = entries.at(-1)![0]
+          if (query.order === "asc") start = `(${last}`
+          else end = `(${last}`
+        }
+        return matches
+      })
+
+    return CreditLedger.CreditLedger.of({
+      topUp: credit("topup"),
+      grant: credit("grant"),
+      refund: credit("refund"),
+      stake: Effect.fn("CreditLedger.stake")(function*(input) {
+        if (!Number.isSafeInteger(input.tokens) || input.tokens < 0) {
+          return yield* new CreditLedger.LedgerError({ reason: "InvalidAmount", message: `${input.tokens} is not a whole number of tokens` })
+        }
+        const { balance, detail } = yield* call(input.accountId, "stake", input.reference, input.tokens)
+        return { entry: toEntry(detail), balance }
+      }),
+      hold: Effect.fn("CreditLedger.hold")(function*(input) {
+        yield* checkAmount(input.amount, true)
+        const ttl = input.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
+        const { balance, detail } = yield* call(input.accountId, "hold", input.reference, input.amount, input.priceVersion, ttl)
+        return {
+          reference: input.reference,
+          amount: Money.unsafeNano(Number(detail[0])),
+          fromAllowance: Money.unsafeNano(Number(detail[1])),
+          fromUsd: Money.unsafeNano(Number(detail[2])),
+          priceVersion: detail[3]!,
+          expiresAt: Number(detail[4]),
+          before: balance
+        }
+      }),
+      capture: Effect.fn("CreditLedger.capture")(function*(input) {
+        yield* checkAmount(input.amount, true)
+        const { balance, detail } = yield* call(input.accountId, "capture", input.reference, input.amount, JSON.stringify(input.usage))
+        return { fromAllowance: Money.unsafeNano(Number(detail[0])), fromUsd: Money.unsafeNano(Number(detail[1])), balance }
+      }),
+      release: Effect.fn("CreditLedger.release")(function*(accountId, reference) {
+        return (yield* call(accountId, "release", reference)).balance
+      }),
+      balance: (accountId) =>
+        call(accountId, "balance").pipe(
+          Effect.map(({ balance }) => balance),
+          Effect.catchTag("LedgerError", Effect.die)
+        ),
+      journal: (accountId, options) =>
+        send<ReadonlyArray<StreamEntry>>(
+          "XRANGE",
+          keysOf(accountId)[4],
+          options.after === undefined ? "-" : `(${options.after}`,
+          "+",
+          "COUNT",
+          String(options.limit)
+        ).pipe(Effect.map((entries) =>
+          entries.map(([id, flat]) => {
+            const f = fields(flat)
+            return toEntry([id, String(msOf(id)), f["k"]!, f["r"]!, f["c"]!, f["d"]!, f["h"]!])
+          })
+        )),
+      usage: (accountId, query) =>
+        Effect.map(scan(accountId, query, query.limit + 1), (matches) => CreditLedger.finishPage(matches, query.limit)),
+      usageOffset: (accountId, query) =>
+        Effect.map(scan(accountId, query, Number.MAX_SAFE_INTEGER), (matches) => ({
+          entries: matches.slice(query.offset, query.offset + query.limit),
+          total: matches.length
+        }))
+    })
+  }))

@@ -1,0 +1,12 @@
+/**
+ * @tollgate/redis: the Redis layers of tollgate's stateful services, each over the `Redis` service
+ * of `effect/persistence` (provide `NodeRedis.layer`), with its Lua scripts beside it.
+ *
+ * @since 0.1.0
+ */
+export * as AbuseGuardRedis from "./AbuseGuardRedis.ts"
+export * as AuthStoreRedis from "./AuthStoreRedis.ts"
+export * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
+export * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
+export * as RateLimiterRedis from "./RateLimiterRedis.ts"
+export * as RateLimitLogRedis from "./RateLimitLogRedis.ts"

@@ -1,0 +1,124 @@
+import { NodeRedis } from "@effect/platform-node"
+import { assert } from "@effect/vitest"
+import { IdempotencyStore } from "@tollgate/core"
+import { Contract, RedisServer } from "@tollgate/testkit"
+import { Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { afterAll } from "vitest"
+import * as IdempotencyStoreRedis from "../src/IdempotencyStoreRedis.ts"
+
+const redis = await RedisServer.acquire()
+afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+
+const Store = IdempotencyStore.IdempotencyStore
+
+const response: IdempotencyStore.StoredResponse = {
+  status: 200,
+  headers: { "content-type": "application/json", "x-service-rpc-credits": "20" },
+  body: Buffer.from("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x1\"}").toString("base64")
+}
+
+let counter = 0
+const fresh = () => `key-${Date.now()}-${counter++}`
+
+Contract.contract(
+  "IdempotencyStore contract: (principal, key) -> fingerprint, state and stored response",
+  [
+    { name: "memory", layer: IdempotencyStore.layerMemory },
+    RedisServer.backend(redis, (url) =>
+      IdempotencyStoreRedis.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url }))))
+  ],
+  (it) => {
+    it.effect("the first claim owns the key; a duplicate in flight is told so", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "Claimed" })
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "InFlight" })
+      }))
+
+    it.effect("a completed key replays the stored response byte for byte", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        yield* store.claim("acct_1", key, "fp")
+        yield* store.complete("acct_1", key, response)
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "Replay", response })
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "Replay", response })
+      }))
+
+    it.effect("the same key with a different body is a mismatch, in flight or done", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        yield* store.claim("acct_1", key, "fp")
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "other"), { _tag: "Mismatch" })
+        yield* store.complete("acct_1", key, response)
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "other"), { _tag: "Mismatch" })
+      }))
+
+    it.effect("keys are per principal: another principal's same key is its own", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        yield* store.claim("acct_1", key, "fp")
+        yield* store.complete("acct_1", key, response)
+        assert.deepStrictEqual(yield* store.claim("acct_2", key, "other"), { _tag: "Claimed" })
+      }))
+
+    it.effect("an abandoned key is not burnt: the next request claims it, even with another body", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        yield* store.claim("acct_1", key, "fp")
+        yield* store.abandon("acct_1", key)
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "other"), { _tag: "Claimed" })
+      }))
+
+    it.effect("abandon and a second complete never touch a completed key", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        yield* store.claim("acct_1", key, "fp")
+        yield* store.complete("acct_1", key, response)
+        yield* store.abandon("acct_1", key)
+        yield* store.complete("acct_1", key, { ...response, status: 500 })
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "Replay", response })
+      }))
+
+    it.effect("100 concurrent claims of one key: exactly one is Claimed", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        const claims = yield* Effect.forEach(
+          Array.from({ length: 100 }, () => store.claim("acct_1", key, "fp")),
+          (claim) => claim,
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(claims.filter((claim) => claim._tag === "Claimed").length, 1)
+        assert.strictEqual(claims.filter((claim) => claim._tag === "InFlight").length, 99)
+      }))
+  }
+)
+
+Contract.contract(
+  "IdempotencyStore contract: a claim left in flight past its lease is taken over (a crashed process does not lock its key)",
+  [
+    { name: "memory", layer: Layer.effect(Store, IdempotencyStore.makeMemory({ leaseMs: 50 })) },
+    RedisServer.backend(redis, (url) =>
+      Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: 50 })).pipe(Layer.provide(NodeRedis.layer({ url }))))
+  ],
+  (it) => {
+    it.effect("InFlight within the lease, Claimed after it", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = fresh()
+        yield* store.claim("acct_1", key, "fp")
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "InFlight" })
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 80)))
+        yield* TestClock.adjust("80 millis")
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "Claimed" })
+        assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "InFlight" })
+      }))
+  }
+)
