@@ -1,10 +1,13 @@
 import { ed25519 } from "@noble/curves/ed25519.js"
 import bs58 from "bs58"
-import { Effect, Option, Result } from "effect"
+import { Context, Effect, Layer, Option, Result } from "effect"
 import * as fc from "fast-check"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { createSiweMessage } from "viem/siwe"
 import { describe, expect, it } from "vitest"
+import * as Auth from "../src/Auth.ts"
+import * as AuthStore from "../src/AuthStore.ts"
+import * as Jwt from "../src/Jwt.ts"
 import * as Siwx from "../src/Siwx.ts"
 
 const origin = "http://localhost:8787"
@@ -238,5 +241,37 @@ describe("Solana: ed25519 over the SIWS text, signature base58 or base64, addres
       }),
       { numRuns: 200 }
     )
+  })
+})
+
+describe("Nonce policy: by default a replayed SIWX header is refused; `reusable` accepts it within its lifetime", () => {
+  const makeAuth = async (noncePolicy: Auth.NoncePolicy) =>
+    Effect.runPromise(Effect.scoped(Effect.map(
+      Layer.build(Auth.layer({ signingKey: await Effect.runPromise(Jwt.generateSigningKey), publicOrigin: origin, noncePolicy }).pipe(
+        Layer.provide(AuthStore.layerMemory)
+      )),
+      (context) => Context.get(context, Auth.Auth)
+    )))
+  const signIn = (auth: Auth.Auth["Service"], header: string) =>
+    Effect.runPromise(Effect.result(auth.authenticate({ "sign-in-with-x": header }))).then(Result.isSuccess)
+
+  it("property: any fresh header is accepted once, then refused", async () => {
+    const auth = await makeAuth("single-use")
+    await fc.assert(
+      fc.asyncProperty(nonce, async (n) => {
+        const header = await specHeader(siweText({ nonce: n, issuedAt: Date.now() }))
+        const first = await signIn(auth, header)
+        fc.pre(first)
+        expect(await signIn(auth, header)).toBe(false)
+      }),
+      { numRuns: 40 }
+    )
+  })
+
+  it("reusable: the same header is accepted again", async () => {
+    const auth = await makeAuth("reusable")
+    const header = await specHeader(siweText({ issuedAt: Date.now() }))
+    expect(await signIn(auth, header)).toBe(true)
+    expect(await signIn(auth, header)).toBe(true)
   })
 })

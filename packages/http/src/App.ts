@@ -75,7 +75,8 @@ const globalMiddleware = (
         if (Option.isNone(guard)) return yield* handled
         const address = Option.getOrElse(request.remoteAddress, () => "unknown")
         return yield* AbuseGuard.guard(guard.value, address, handled, (response) => response.status).pipe(
-          Effect.catchTag("RateLimited", (error) => Effect.succeed(ErrorResponse.render(error)))
+          Effect.catchTag("RateLimited", (error) =>
+            Observability.count(Observability.admissions, { outcome: "abuse_guard" }).pipe(Effect.as(ErrorResponse.render(error))))
         )
       }),
     { global: true }

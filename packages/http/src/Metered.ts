@@ -19,8 +19,9 @@ import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
-import { Clock, Context, Effect, Exit, Layer, Option, Stream } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Metric, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Observability from "./Observability.ts"
 import { CurrentRequest } from "./RequestContext.ts"
 
 /** @category models */
@@ -192,6 +193,20 @@ const balanceHeaders = (before: CreditLedger.Balance): Record<string, string> =>
   "x-service-balance-token": Money.formatUsd(before.availableAllowance)
 })
 
+const countAdmission = (name: "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard") =>
+  Observability.count(Observability.admissions, { outcome: name })
+
+const holdsOpen = (delta: 1 | -1) => Metric.modify(Observability.holdsOpen, delta)
+
+/** Every store the pipeline calls refuses the call when it is unreachable: the policy is fail-closed. */
+const storeFailure = (service: string) => <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.tapError(self, (error) =>
+    error._tag === "ServiceUnavailable"
+      ? Observability.count(Observability.redisErrors, { service, policy: "fail-closed" })
+      : Effect.void)
+
+const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
+
 /**
  * The pipeline over the services it coordinates.
  *
@@ -225,7 +240,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           reference,
           priceVersion: call.quote.version,
           ...(options.holdTtlMs === undefined ? {} : { ttlMs: options.holdTtlMs })
-        }).pipe(Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> => {
+        }).pipe(storeFailure("credit_ledger"), Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> => {
           if (error.reason !== "InsufficientFunds") return ledgerFailure(error)
           if (principal._tag === "ApiKey") {
             return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
@@ -234,16 +249,22 @@ export const layer = (options: Options = {}): Layer.Layer<
             Effect.flatMap((balance) => bodies.insufficientBalance({ principal, balance, call })),
             Effect.flatMap(Effect.fail)
           )
-        }))
+        }), Effect.tapError((error) =>
+          error._tag === "InsufficientBalance" || error._tag === "PaymentRequired" ? countAdmission("balance") : Effect.void
+        ))
+        yield* holdsOpen(1)
         const admission = yield* limiter.admit(policy.limitsFor(principal, call)).pipe(
-          Effect.onError(() => Effect.ignore(ledger.release(principal.accountId, reference)))
+          storeFailure("rate_limiter"),
+          Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("rate_limit") : Effect.void),
+          Effect.onError(() => Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdsOpen(-1))))
         )
+        yield* countAdmission("admitted")
         return { hold, admission }
-      })
+      }).pipe(Effect.withSpan("tollgate.admission"))
 
     const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
       Effect.all([
-        Effect.ignore(ledger.release(principal.accountId, reference)),
+        Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdsOpen(-1))),
         admission.settle({ tokens: 0, credits: 0 }),
         claimed === undefined ? Effect.void : claimed()
       ], { discard: true })
@@ -252,7 +273,11 @@ export const layer = (options: Options = {}): Layer.Layer<
       const request = yield* HttpServerRequest.HttpServerRequest
       const current = yield* CurrentRequest
       const requestId = current.requestId
-      const found = yield* auth.authenticate(request.headers)
+      const found = yield* auth.authenticate(request.headers).pipe(
+        storeFailure("auth"),
+        Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("abuse_guard") : Effect.void),
+        Effect.withSpan("tollgate.auth")
+      )
       if (Option.isNone(found)) {
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
@@ -260,13 +285,15 @@ export const layer = (options: Options = {}): Layer.Layer<
       current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
-        const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint)
+        const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint).pipe(storeFailure("idempotency"))
         switch (claim._tag) {
           case "Replay":
             return replayed(claim.response)
           case "InFlight":
+            yield* countAdmission("idempotency_conflict")
             return yield* new Errors.Conflict({ message: "A request with this Idempotency-Key is still in progress" })
           case "Mismatch":
+            yield* countAdmission("idempotency_conflict")
             return yield* new Errors.InvalidRequest({ message: "Idempotency-Key was already used with a different request body" })
         }
       }
@@ -278,10 +305,11 @@ export const layer = (options: Options = {}): Layer.Layer<
       const capture = (admission: RateLimiter.Admission, produced: Produced, startedAt: number) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
+          const amount = Money.min(produced.charge, call.quote.amount)
           const settlement = yield* ledger.capture({
             accountId: principal.accountId,
             reference,
-            amount: Money.min(produced.charge, call.quote.amount),
+            amount,
             usage: {
               sku: call.sku,
               units: produced.usage.units,
@@ -293,17 +321,24 @@ export const layer = (options: Options = {}): Layer.Layer<
               completionTokens: produced.usage.completionTokens
             }
           }).pipe(Effect.catchTag("LedgerError", ledgerFailure))
+          yield* holdsOpen(-1)
+          yield* Observability.count(Observability.creditsCaptured, {}, amount)
           yield* admission.settle({
             ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),
             ...(produced.actualCredits === undefined ? {} : { credits: produced.actualCredits })
           })
           return settlement
-        })
+        }).pipe(Effect.withSpan("tollgate.capture"))
 
       const use = ({ admission, hold }: { readonly hold: CreditLedger.Hold; readonly admission: RateLimiter.Admission }) =>
         Effect.gen(function*() {
           const startedAt = yield* Clock.currentTimeMillis
-          const outcome = yield* call.execute({ principal, requestId })
+          const outcome = yield* call.execute({ principal, requestId }).pipe(
+            Effect.tapError((error) =>
+              upstreamFailures.has(error._tag) ? Observability.count(Observability.upstreamErrors, { sku: call.sku }) : Effect.void
+            ),
+            Effect.withSpan("tollgate.backend", { attributes: { sku: call.sku } })
+          )
           const headers = { ...admission.headers, ...balanceHeaders(hold.before) }
           if ("_tag" in outcome) {
             const stream = outcome.stream.pipe(Stream.onExit(() =>

@@ -3,7 +3,7 @@ import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { afterAll, beforeEach, describe, expect, it } from "vitest"
 import { App, Handlers, ServiceInfo } from "../src/index.ts"
@@ -43,7 +43,7 @@ const app = App.layer<Metered.Metered | Auth.Auth | RateLimiter.RateLimiter | Ra
   ...RateLimitsRoutes.routes
 ]).pipe(
   Layer.provide(Metered.layer()),
-  Layer.provide(RateLimitsRoutes.layerLimitPolicy),
+  Layer.provide(Metered.layerLimits),
   Layer.provideMerge(Layer.mergeAll(
     Layer.succeed(Auth.Auth, auth),
     Layer.succeed(CreditLedger.CreditLedger, ledger),
@@ -103,6 +103,7 @@ describe("The rate-limit operations need a Bearer key", () => {
 describe("GET /api_keys/rate_limits: the caller's current limits and what remains, per model tier and per kind, with balances", () => {
   it("a fresh key sees the spec's default tables, untouched, and its balance", async () => {
     const body = await limits()
+    expect(Schema.decodeUnknownSync(RateLimitsRoutes.RateLimitsBody, { onExcessProperty: "error" })(body)).toEqual(body)
     expect(body).toMatchObject({ accountId: account, keyId, tier: "default", balances: { usd: "1" } })
     expect(find(body, "text", "user", "M")).toMatchObject({
       requests: { limit: 50, remaining: 50 },
@@ -152,7 +153,9 @@ describe("GET /api_keys/rate_limit_logs: the caller's recent requests that hit a
     await image()
     const response = await get("rate_limit_logs")
     expect(response.status).toBe(200)
-    const { data } = (await response.json()) as { data: Array<Record<string, string>> }
+    const body = await response.json()
+    expect(Schema.decodeUnknownSync(RateLimitsRoutes.RateLimitLogsBody, { onExcessProperty: "error" })(body)).toEqual(body)
+    const { data } = body as { data: Array<Record<string, string>> }
     expect(data).toHaveLength(2)
     expect(data[0]).toEqual({
       timestamp: expect.any(String),

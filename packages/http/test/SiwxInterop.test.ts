@@ -7,7 +7,17 @@ import { createSIWxPayload, encodeBase58, encodeSIWxHeader, SOLANA_MAINNET } fro
 import { Context, Effect, Layer, Option, Result } from "effect"
 import * as Crypto from "node:crypto"
 import { createRequire } from "node:module"
-import { createPublicClient, createWalletClient, type Hex, http } from "viem"
+import {
+  concatHex,
+  createPublicClient,
+  createWalletClient,
+  encodeAbiParameters,
+  encodeFunctionData,
+  getContractAddress,
+  type Hex,
+  http,
+  serializeErc6492Signature
+} from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -104,43 +114,59 @@ contract OwnerWallet {
     return ecrecover(hash, v, r, s) == owner ? bytes4(0x1626ba7e) : bytes4(0xffffffff);
   }
 }
+contract WalletFactory {
+  function deploy(address initialOwner, bytes32 salt) external returns (address) {
+    return address(new OwnerWallet{salt: salt}(initialOwner));
+  }
+}
 `
 
 interface SolcOutput {
   readonly contracts: Record<string, Record<string, { readonly abi: Array<unknown>; readonly evm: { readonly bytecode: { readonly object: string } } }>>
 }
 
-const compileWallet = () => {
+type Artifact = { readonly abi: Array<unknown>; readonly bytecode: Hex }
+
+const compile = (): Record<"OwnerWallet" | "WalletFactory", Artifact> => {
   const solc = createRequire(import.meta.url)("solc") as { compile: (input: string) => string }
   const output = JSON.parse(solc.compile(JSON.stringify({
     language: "Solidity",
     sources: { "OwnerWallet.sol": { content: WALLET_SOURCE } },
     settings: { outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } } }
   }))) as SolcOutput
-  const contract = output.contracts["OwnerWallet.sol"]!["OwnerWallet"]!
-  return { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` as Hex }
+  const artifact = (name: string): Artifact => {
+    const contract = output.contracts["OwnerWallet.sol"]![name]!
+    return { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` }
+  }
+  return { OwnerWallet: artifact("OwnerWallet"), WalletFactory: artifact("WalletFactory") }
 }
 
-describe("EIP-1271: a contract wallet signs in through the chain client", () => {
+describe("EIP-1271 and EIP-6492: contract wallets sign in through the chain client", () => {
   let anvil: Anvil.Anvil
   let walletAddress: Hex
+  let factoryAddress: Hex
+  let artifacts: ReturnType<typeof compile>
   const owner = privateKeyToAccount(generatePrivateKey())
+
+  const deploy = async (artifact: Artifact, args: ReadonlyArray<unknown>) => {
+    const deployer = createWalletClient({ account: privateKeyToAccount(Anvil.devPrivateKey), transport: http(anvil.url) })
+    const hash = await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args, chain: null })
+    const receipt = await createPublicClient({ transport: http(anvil.url) }).waitForTransactionReceipt({ hash, pollingInterval: 50 })
+    return receipt.contractAddress!
+  }
 
   beforeAll(async () => {
     anvil = await Anvil.start({ chainId: 8453 })
-    const deployer = createWalletClient({ account: privateKeyToAccount(Anvil.devPrivateKey), transport: http(anvil.url) })
-    const client = createPublicClient({ transport: http(anvil.url) })
-    const { abi, bytecode } = compileWallet()
-    const hash = await deployer.deployContract({ abi, bytecode, args: [owner.address], chain: null })
-    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
-    walletAddress = receipt.contractAddress!
+    artifacts = compile()
+    walletAddress = await deploy(artifacts.OwnerWallet, [owner.address])
+    factoryAddress = await deploy(artifacts.WalletFactory, [])
   }, 60_000)
   afterAll(() => anvil?.stop())
 
-  const walletHeader = async (signer = owner) => {
+  const walletHeader = async (signer = owner, address = walletAddress, wrap = (signature: Hex) => signature) => {
     const message = createSiweMessage({
       domain: "localhost:8787",
-      address: walletAddress,
+      address,
       uri: `${origin}/`,
       version: "1",
       chainId: 8453,
@@ -149,9 +175,9 @@ describe("EIP-1271: a contract wallet signs in through the chain client", () => 
       expirationTime: new Date(Date.now() + 600_000)
     })
     return Buffer.from(JSON.stringify({
-      address: walletAddress,
+      address,
       message,
-      signature: await signer.signMessage({ message }),
+      signature: wrap(await signer.signMessage({ message })),
       timestamp: Date.now(),
       chainId: "eip155:8453"
     })).toString("base64")
@@ -173,5 +199,21 @@ describe("EIP-1271: a contract wallet signs in through the chain client", () => 
   it("without a chain client a contract wallet cannot sign in", async () => {
     const auth = await makeAuth()
     expect(principalOf(await signIn(auth, await walletHeader()))).toBe("Unauthenticated")
+  })
+
+  it("EIP-6492: a wallet not deployed yet signs in with its factory call wrapped around the signature", async () => {
+    const salt = `0x${Crypto.randomBytes(32).toString("hex")}` as Hex
+    const counterfactual = getContractAddress({
+      from: factoryAddress,
+      opcode: "CREATE2",
+      salt,
+      bytecode: concatHex([artifacts.OwnerWallet.bytecode, encodeAbiParameters([{ type: "address" }], [owner.address])])
+    })
+    const factoryData = encodeFunctionData({ abi: artifacts.WalletFactory.abi, functionName: "deploy", args: [owner.address, salt] })
+    const wrap = (signature: Hex) => serializeErc6492Signature({ address: factoryAddress, data: factoryData, signature })
+    const auth = await makeAuth({ evmRpcUrl: anvil.url })
+    expect(principalOf(await signIn(auth, await walletHeader(owner, counterfactual, wrap)))).toMatchObject({
+      accountId: Principal.walletAccountId("evm", counterfactual)
+    })
   })
 })

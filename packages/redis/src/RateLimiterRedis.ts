@@ -30,74 +30,85 @@ interface Script {
 
 const script = (source: string): Script => ({ source, sha: createHash("sha1").update(source).digest("hex") })
 
-// ARGV: now, dryRun, then per counter: rolling, limit, amount, windowMs, bucketMs.
-// Reply: admitted, then per counter: used, resetMs, retryMs.
+// ARGV: now, dryRun, then per counter i (from ARGV[5i - 2]): rolling, limit, amount, windowMs,
+// bucketMs. Reply: admitted, then per counter i (from index 3i - 1): used, resetMs, retryMs.
+// A fixed counter costs one GET and, when admitted, one SET with its expiry.
 const takeScript = script(`
 local now = tonumber(ARGV[1])
 local n = #KEYS
 local out = { 1 }
+local amounts = {}
 local stale = {}
 for i = 1, n do
-  local a = 2 + (i - 1) * 5
-  local limit = tonumber(ARGV[a + 2])
-  local amount = tonumber(ARGV[a + 3])
-  local window = tonumber(ARGV[a + 4])
-  local used, reset, retry = 0, 0, 0
-  if ARGV[a + 1] == "0" then
-    used = tonumber(redis.call("GET", KEYS[i]) or "0")
-    reset = window - now % window
-    if amount > 0 and used + amount > limit then retry = reset end
+  local k = 5 * i
+  local j = 3 * i - 1
+  local amount = tonumber(ARGV[k])
+  local limit = tonumber(ARGV[k - 1])
+  local window = tonumber(ARGV[k + 1])
+  amounts[i] = amount
+  if ARGV[k - 2] == "0" then
+    local used = tonumber(redis.call("GET", KEYS[i]) or 0)
+    local reset = window - now % window
+    out[j] = used
+    out[j + 1] = reset
+    if amount > 0 and used + amount > limit then
+      out[j + 2] = reset
+      out[1] = 0
+    else
+      out[j + 2] = 0
+    end
   else
-    local bucket = tonumber(ARGV[a + 5])
+    local bucket = tonumber(ARGV[k + 2])
     local span = math.floor(window / bucket)
     local oldest = math.floor(now / bucket) - span + 1
     local flat = redis.call("HGETALL", KEYS[i])
     local live = {}
     local old = {}
-    for j = 1, #flat, 2 do
-      local b = tonumber(flat[j])
+    local used = 0
+    for f = 1, #flat, 2 do
+      local b = tonumber(flat[f])
       if b >= oldest then
-        local v = tonumber(flat[j + 1])
+        local v = tonumber(flat[f + 1])
         used = used + v
         live[#live + 1] = { b, v }
       else
-        old[#old + 1] = flat[j]
+        old[#old + 1] = flat[f]
       end
     end
     stale[i] = old
     table.sort(live, function(x, y) return x[1] < y[1] end)
+    local reset, retry = 0, 0
     if #live > 0 then reset = (live[1][1] + span) * bucket - now end
     local need = used + amount - limit
     if amount > 0 and need > 0 then
       retry = window
       local freed = 0
-      for j = 1, #live do
-        freed = freed + live[j][2]
+      for f = 1, #live do
+        freed = freed + live[f][2]
         if freed >= need then
-          retry = (live[j][1] + span) * bucket - now
+          retry = (live[f][1] + span) * bucket - now
           break
         end
       end
+      out[1] = 0
     end
+    out[j] = used
+    out[j + 1] = reset
+    out[j + 2] = retry
   end
-  if retry > 0 then out[1] = 0 end
-  out[#out + 1] = used
-  out[#out + 1] = reset
-  out[#out + 1] = retry
 end
 if out[1] == 1 and ARGV[2] == "0" then
   for i = 1, n do
-    local a = 2 + (i - 1) * 5
-    local amount = tonumber(ARGV[a + 3])
+    local amount = amounts[i]
     if amount > 0 then
-      local j = 2 + (i - 1) * 3
-      if ARGV[a + 1] == "0" then
+      local j = 3 * i - 1
+      if ARGV[5 * i - 2] == "0" then
         redis.call("SET", KEYS[i], out[j] + amount, "PX", out[j + 1])
       else
-        local bucket = tonumber(ARGV[a + 5])
+        local bucket = tonumber(ARGV[5 * i + 2])
         redis.call("HINCRBY", KEYS[i], math.floor(now / bucket), amount)
         if #stale[i] > 0 then redis.call("HDEL", KEYS[i], unpack(stale[i])) end
-        redis.call("PEXPIRE", KEYS[i], ARGV[a + 4])
+        redis.call("PEXPIRE", KEYS[i], ARGV[5 * i + 1])
       end
       out[j] = out[j] + amount
     end
@@ -150,47 +161,50 @@ export const makeStore = (options: StoreOptions = {}) =>
       ),
       (timer) => Effect.sync(() => clearInterval(timer))
     )
-    const run = (lua: Script, keys: ReadonlyArray<string>, args: ReadonlyArray<string>) =>
-      Effect.callback<unknown, RateLimiter.RateLimiterStoreError>((resume) => {
+    // `command` is `[_, _, numkeys, ...keys, ...args]`; the first two are filled in here.
+    const run = <A>(lua: Script, command: Array<string>, decode: (reply: unknown) => A) =>
+      Effect.callback<A, RateLimiter.RateLimiterStoreError>((resume) => {
         const call = {
           deadline: Date.now() + timeoutMs,
           expire: () => finish(Effect.fail(storeError(`Redis did not answer within ${timeoutMs} ms`)))
         }
-        const finish = (result: Effect.Effect<unknown, RateLimiter.RateLimiterStoreError>) => {
-          if (!inFlight.delete(call)) return
-          resume(result)
+        const finish = (result: Effect.Effect<A, RateLimiter.RateLimiterStoreError>) => {
+          if (inFlight.delete(call)) resume(result)
         }
+        const failed = (error: unknown) => finish(Effect.fail(storeError(error)))
+        const answered = (reply: unknown) => finish(Effect.succeed(decode(reply)))
         inFlight.add(call)
-        const send = (command: "EVALSHA" | "EVAL", body: string) =>
-          client.sendCommand([command, body, String(keys.length), ...keys, ...args])
-        send("EVALSHA", lua.sha)
-          .catch((error: unknown) => String(error).includes("NOSCRIPT") ? send("EVAL", lua.source) : Promise.reject(error))
-          .then((reply) => finish(Effect.succeed(reply)), (error: unknown) => finish(Effect.fail(storeError(error))))
+        command[0] = "EVALSHA"
+        command[1] = lua.sha
+        client.sendCommand(command).then(answered, (error: unknown) => {
+          if (!String(error).includes("NOSCRIPT")) return failed(error)
+          command[0] = "EVAL"
+          command[1] = lua.source
+          client.sendCommand(command).then(answered, failed)
+        })
       })
     return RateLimiter.RateLimiterStore.of({
       take: (now, counters, dryRun) => {
-        const args = [String(now), dryRun ? "1" : "0"]
+        const command = ["", "", String(counters.length)]
+        for (const c of counters) command.push(c.key)
+        command.push(String(now), dryRun ? "1" : "0")
         for (const c of counters) {
-          args.push(c.rolling ? "1" : "0", String(c.limit), String(c.amount), String(c.windowMs), String(c.bucketMs))
+          command.push(c.rolling ? "1" : "0", String(c.limit), String(c.amount), String(c.windowMs), String(c.bucketMs))
         }
-        return run(takeScript, counters.map((c) => c.key), args).pipe(
-          Effect.map((value) => {
-            const reply = value as ReadonlyArray<number>
-            return {
-              admitted: reply[0] === 1,
-              states: counters.map((_, i) => ({
-                used: Number(reply[1 + i * 3]),
-                resetMs: Number(reply[2 + i * 3]),
-                retryMs: Number(reply[3 + i * 3])
-              }))
-            }
-          })
-        )
+        return run(takeScript, command, (value) => {
+          const reply = value as ReadonlyArray<number>
+          const states: Array<RateLimiter.CounterState> = []
+          for (let i = 0; i < counters.length; i++) {
+            states.push({ used: reply[1 + i * 3]!, resetMs: reply[2 + i * 3]!, retryMs: reply[3 + i * 3]! })
+          }
+          return { admitted: reply[0] === 1, states }
+        })
       },
       adjust: (adjustments) => {
-        const args: Array<string> = []
-        for (const a of adjustments) args.push(a.rolling ? "1" : "0", String(a.bucket), String(a.delta))
-        return run(adjustScript, adjustments.map((a) => a.key), args).pipe(Effect.asVoid)
+        const command = ["", "", String(adjustments.length)]
+        for (const a of adjustments) command.push(a.key)
+        for (const a of adjustments) command.push(a.rolling ? "1" : "0", String(a.bucket), String(a.delta))
+        return run(adjustScript, command, () => undefined)
       }
     })
   })

@@ -34,6 +34,10 @@ export const Environment = Schema.Struct({
   TOLLGATE_DEV_CREDENTIALS_FILE: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_MAX_BODY_BYTES: Schema.optionalKey(PositiveInt),
   TOLLGATE_LOG_LEVEL: Schema.optionalKey(Schema.Literals(["trace", "debug", "info", "warn", "error", "none"])),
+  TOLLGATE_METRICS: Schema.optionalKey(Schema.Literals(["off", "open", "admin"])),
+  TOLLGATE_OPERATOR_ACCOUNTS: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$/u, {
+    message: "must be a comma-separated list of account ids"
+  }))),
   TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1)))
 })
 
@@ -65,6 +69,10 @@ export interface ServerConfig {
   readonly devCredentialsFile: string | undefined
   readonly maxBodyBytes: number
   readonly logLevel: "trace" | "debug" | "info" | "warn" | "error" | "none"
+  /** Accounts whose ADMIN keys may grant credits (`POST /billing/credits`). */
+  readonly operatorAccountIds: ReadonlyArray<string>
+  /** Who may scrape `GET /metrics`: nobody, anyone, or ADMIN keys. */
+  readonly metrics: "off" | "open" | "admin"
   readonly file: typeof FileConfig.Type
 }
 
@@ -127,6 +135,8 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       devCredentialsFile: vars.TOLLGATE_DEV_CREDENTIALS_FILE,
       maxBodyBytes: vars.TOLLGATE_MAX_BODY_BYTES ?? 1_048_576,
       logLevel: vars.TOLLGATE_LOG_LEVEL ?? "info",
+      metrics: vars.TOLLGATE_METRICS ?? "off",
+      operatorAccountIds: vars.TOLLGATE_OPERATOR_ACCOUNTS?.split(",") ?? [],
       file
     }
     return config

@@ -8,21 +8,38 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
+import * as Billing from "@tollgate/http/routes/Billing"
+import * as Metrics from "@tollgate/http/routes/Metrics"
 import { Effect, Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
-import type { ServerConfig } from "./Config.ts"
+import * as Config from "./Config.ts"
+import * as DevCredentials from "./DevCredentials.ts"
+import * as DevMode from "./DevMode.ts"
 import * as Services from "./Services.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
- * The application layer (routes, middleware and services) for a configuration.
+ * The application layer (routes, middleware and services) for a configuration. `services` defaults
+ * to `Services.layer(config)`; passing the same layer value elsewhere in one build shares its
+ * instances (tests seed accounts through it).
  *
  * @category layers
  */
-export const appLayer = (config: ServerConfig) =>
-  App.layer(Routes.all, { maxBodyBytes: config.maxBodyBytes }).pipe(
-    Layer.provide(Services.layer(config)),
+export const appLayer = (
+  config: Config.ServerConfig,
+  services: ReturnType<typeof Services.layer> = Services.layer(config),
+  options: { readonly announce: boolean } = { announce: false }
+) =>
+  Layer.mergeAll(
+    App.layer([...Routes.all, ...Metrics.routes(config.metrics)], { maxBodyBytes: config.maxBodyBytes }),
+    Config.isDevMode(config) ? DevMode.layer(config, options) : Layer.empty
+  ).pipe(
+    Layer.provide(services),
+    Layer.provide(Layer.succeed(Billing.BillingOptions, {
+      ...Billing.defaultOptions,
+      operatorAccountIds: Config.isDevMode(config) ? [DevCredentials.demoAccountId] : config.operatorAccountIds
+    })),
     Layer.provide(ServiceInfo.layer({
       publicOrigin: config.publicOrigin,
       ...(config.serviceVersion === undefined ? {} : { version: config.serviceVersion })
@@ -34,8 +51,8 @@ export const appLayer = (config: ServerConfig) =>
  *
  * @category layers
  */
-export const layer = (config: ServerConfig) =>
-  HttpRouter.serve(appLayer(config), { disableLogger: true, disableListenLog: true }).pipe(
+export const layer = (config: Config.ServerConfig) =>
+  HttpRouter.serve(appLayer(config, Services.layer(config), { announce: true }), { disableLogger: true, disableListenLog: true }).pipe(
     Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
     Layer.provide(Telemetry.layer()),
     Layer.provide(logging(config))
@@ -50,7 +67,7 @@ const levels = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", err
  *
  * @category layers
  */
-export const logging = (config: Pick<ServerConfig, "logLevel">) =>
+export const logging = (config: Pick<Config.ServerConfig, "logLevel">) =>
   Layer.mergeAll(
     Logger.layer([Logger.batched(Logger.formatJson, {
       window: "50 millis",

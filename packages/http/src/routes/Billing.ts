@@ -36,16 +36,24 @@ export interface Options {
 }
 
 /**
+ * The spec's values: accounts created on or after 2026-07-07 get 410 from the deprecated report;
+ * nobody may grant credits until operators are named.
+ *
+ * @category options
+ */
+export const defaultOptions: Options = {
+  usageCutoff: new Date("2026-07-07T00:00:00Z"),
+  usageSunset: new Date("2027-01-01T00:00:00Z"),
+  operatorAccountIds: []
+}
+
+/**
  * The billing options; provide another value to change them.
  *
  * @category references
  */
 export const BillingOptions = Context.Reference<Options>("@tollgate/http/routes/Billing/Options", {
-  defaultValue: () => ({
-    usageCutoff: new Date("2026-07-07T00:00:00Z"),
-    usageSunset: new Date("2027-01-01T00:00:00Z"),
-    operatorAccountIds: []
-  })
+  defaultValue: () => defaultOptions
 })
 
 const DEPRECATION_NOTICE = "GET /api/v1/billing/usage is deprecated and will be removed; use GET /api/v1/billing/usage-history"

@@ -3,19 +3,60 @@
  * limit (per text model tier and per kind, with the account's and key's overrides applied) and
  * what remains of it, plus the account's balances when a `CreditLedger` is provided;
  * `GET /api_keys/rate_limit_logs` lists the account's recent requests that hit a limit.
- *
- * `layerLimitPolicy` gives the metered pipeline the configured limits (`RateLimits.limitsFor`
- * over the `RateLimits.Overrides` store) in place of its built-in defaults.
- *
+ * *
  * @since 0.1.0
  */
 import { CreditLedger, Errors, Money, RateLimitLog, RateLimits } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { LimitPolicy } from "../Metered.ts"
 import * as Route from "../Route.ts"
+
+const Window = Schema.Struct({ limit: Schema.Int, remaining: Schema.Int, reset: Schema.Int })
+
+/**
+ * The body of `GET /api_keys/rate_limits`.
+ *
+ * @category schemas
+ */
+export const RateLimitsBody = Schema.Struct({
+  accountId: Schema.String,
+  keyId: Schema.String,
+  tier: Schema.Literals(["default", "partner"]),
+  limits: Schema.Array(Schema.Struct({
+    kind: Schema.String,
+    modelTier: Schema.optionalKey(Schema.Literals(["XS", "S", "M", "L"])),
+    type: Schema.Literals(["user", "api_key", "global"]),
+    requests: Schema.optionalKey(Window),
+    tokens: Schema.optionalKey(Schema.Struct({ limit: Schema.Int, remaining: Schema.Int, resetSeconds: Schema.Int })),
+    credits: Schema.optionalKey(Window)
+  })),
+  balances: Schema.optionalKey(Schema.Struct({
+    usd: Schema.String,
+    heldUsd: Schema.String,
+    stakedTokens: Schema.Finite,
+    allowanceUsd: Schema.String
+  }))
+}).annotate({ identifier: "RateLimits" })
+
+/**
+ * The body of `GET /api_keys/rate_limit_logs`.
+ *
+ * @category schemas
+ */
+export const RateLimitLogsBody = Schema.Struct({
+  data: Schema.Array(Schema.Struct({
+    timestamp: Schema.String,
+    limit: Schema.String,
+    limitType: Schema.Literals(["user", "api_key", "global"]),
+    kind: Schema.String,
+    model: Schema.optionalKey(Schema.String),
+    keyId: Schema.optionalKey(Schema.String)
+  }))
+}).annotate({ identifier: "RateLimitLogs" })
+
+const unauthenticated = { description: "No or invalid API key", schema: Errors.StandardError }
 
 const apiKeyPrincipal = (auth: Auth["Service"]) =>
   Effect.gen(function*() {
@@ -59,7 +100,17 @@ export const rateLimits = Route.make(
       }
       return HttpServerResponse.jsonUnsafe(body, { headers: { "cache-control": "no-store" } })
     })
-  })
+  }),
+  {
+    summary: "The caller's current rate limits",
+    description: "Every limit that applies to the key (per text model tier and per kind, overrides included) and what remains of it; requests reset at a Unix second, tokens in seconds. With the account's balances.",
+    tags: ["Rate limits"],
+    security: "key",
+    responses: {
+      200: { description: "Current limits", schema: RateLimitsBody },
+      401: unauthenticated
+    }
+  }
 )
 
 /**
@@ -87,18 +138,18 @@ export const rateLimitLogs = Route.make(
         }))
       }, { headers: { "cache-control": "no-store" } })
     })
-  })
+  }),
+  {
+    summary: "The caller's recent rate-limited requests",
+    description: "Newest first: when, which limit, the model or kind, and the key. At most 200 entries per account, none older than 7 days.",
+    tags: ["Rate limits"],
+    security: "key",
+    responses: {
+      200: { description: "Recent rejections", schema: RateLimitLogsBody },
+      401: unauthenticated
+    }
+  }
 )
 
 /** @category routes */
 export const routes = [rateLimits, rateLimitLogs] as const
-
-/**
- * The metered pipeline's limits from the configured tables and overrides.
- *
- * @category layers
- */
-export const layerLimitPolicy: Layer.Layer<LimitPolicy, never, RateLimits.Overrides> = Layer.effect(
-  LimitPolicy,
-  Effect.map(RateLimits.policy, (policy) => LimitPolicy.of({ limitsFor: policy.limitsFor }))
-)

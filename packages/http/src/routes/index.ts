@@ -10,11 +10,25 @@ import * as Chat from "./Chat.ts"
 import * as Image from "./Image.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
+import * as RateLimits from "./RateLimits.ts"
+import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as X402 from "./X402.ts"
 import type * as Route from "../Route.ts"
 
-const routes = [Networks.route, Models.route, Image.route, Chat.route, X402.topUp, X402.balance, TextParser.route, ...Billing.routes, ...ApiKeys.routes] as const
+const routes = [
+  Networks.route,
+  Rpc.route,
+  Models.route,
+  Image.route,
+  Chat.route,
+  TextParser.route,
+  X402.topUp,
+  X402.balance,
+  ...Billing.routes,
+  ...ApiKeys.routes,
+  ...RateLimits.routes
+] as const
 
 /** What a route needs, so that `all` needs the union of every route's services. */
 type Requirements<R> = R extends Route.Route<infer S> ? S : never
