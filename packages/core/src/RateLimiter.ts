@@ -172,7 +172,10 @@ export type FailurePolicy = "fail-closed" | "fail-open"
 /** @category options */
 export interface Options {
   readonly onStoreFailure?: FailurePolicy
-  /** How long a store call may take before it counts as a failure. Default: no limit (memory). */
+  /**
+   * How long a store call may take before it counts as a failure, enforced by racing a fiber per
+   * call. Default: none. The Redis layer has its own, cheaper `timeoutMs`; prefer that one.
+   */
   readonly storeTimeout?: Duration.Input
 }
 

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Semaphore } from "effect"
+import { Effect, Metric, Semaphore } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -53,6 +53,17 @@ export interface Outcome extends Extraction.Extracted {
 }
 
 /** @category models */
+/** @category metrics */
+export const queueDepth = Metric.gauge("tollgate_extraction_queue_depth", {
+  description: "Documents waiting for an extraction worker"
+})
+
+/** @category metrics */
+export const childRestarts = Metric.counter("tollgate_extraction_child_restarts_total", {
+  description: "Extraction worker processes replaced after a crash or a kill",
+  incremental: true
+})
+
 export interface WorkerPool {
   readonly run: (bytes: Uint8Array) => Effect.Effect<Outcome, DocumentRefused>
 }
@@ -190,22 +201,33 @@ export const make = Effect.fnUntraced(function*(overrides: Partial<Config> = {})
   yield* Effect.promise(() => Promise.all(slots.map((slot) => slot.ready)))
   const semaphore = yield* Semaphore.make(slots.length)
   const release = (slot: Slot) =>
-    Effect.sync(() => {
-      if (!slot.healthy || slot.jobs >= config.maxJobsPerWorker) {
+    Effect.suspend(() => {
+      const crashed = !slot.healthy
+      if (crashed || slot.jobs >= config.maxJobsPerWorker) {
         slot.child.kill("SIGKILL")
         Object.assign(slot, spawn(config))
         slot.jobs = 0
         slot.healthy = true
       }
       idle.push(slot)
+      return crashed ? Metric.update(childRestarts, 1) : Effect.void
     })
+  // Documents in the pool beyond one per worker are the ones waiting.
+  let pending = 0
+  const track = (delta: 1 | -1) =>
+    Effect.suspend(() => Metric.update(queueDepth, Math.max(0, (pending += delta) - slots.length)))
   const run = (bytes: Uint8Array) =>
-    semaphore.withPermits(1)(
-      Effect.acquireUseRelease(
-        Effect.sync(() => idle.pop()!),
-        (slot) => runOn(slot, bytes, config),
-        release
-      )
+    Effect.acquireUseRelease(
+      track(1),
+      () =>
+        semaphore.withPermits(1)(
+          Effect.acquireUseRelease(
+            Effect.sync(() => idle.pop()!),
+            (slot) => runOn(slot, bytes, config),
+            release
+          )
+        ),
+      () => track(-1)
     )
   return { run } satisfies WorkerPool
 })

@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import * as WorkerPool from "@tollgate/documents/WorkerPool"
 import { Effect, Metric } from "effect"
 
 /** @category metrics */
@@ -53,16 +54,16 @@ export const upstreamErrors = Metric.counter("tollgate_upstream_errors_total", {
   incremental: true
 })
 
-/** @category metrics */
-export const extractionQueueDepth = Metric.gauge("tollgate_extraction_queue_depth", {
-  description: "Documents waiting for a PDF worker"
-})
+/**
+ * Recorded by the extraction worker pool, which defines them (`@tollgate/documents` does not depend
+ * on this package).
+ *
+ * @category metrics
+ */
+export const extractionQueueDepth = WorkerPool.queueDepth
 
 /** @category metrics */
-export const extractionChildRestarts = Metric.counter("tollgate_extraction_child_restarts_total", {
-  description: "PDF worker processes replaced after a crash or a kill",
-  incremental: true
-})
+export const extractionChildRestarts = WorkerPool.childRestarts
 
 /**
  * Counts one event of a labelled counter.

@@ -21,9 +21,9 @@ interface Instance {
 
 /**
  * The reference app with its services shared with a seeding layer (same layer value, one build),
- * plus whatever observability layers the test merges in.
+ * plus the observability layers a test merges in (by default, no logger: the output stays quiet).
  */
-const start = async (observe: Layer.Layer<never> = Layer.empty): Promise<Instance> => {
+const start = async (observe: Layer.Layer<never> = Logger.layer([])): Promise<Instance> => {
   const config = await Effect.runPromise(Config.load({ TOLLGATE_METRICS: "open" }))
   const services = Services.layer(config)
   let seeded: Seeded | undefined
@@ -142,7 +142,7 @@ describe("Tracing: one span per request, with child spans for auth, admission, t
   const exporter = new InMemorySpanExporter()
   let instance: Instance
   beforeAll(async () => {
-    instance = await start(Telemetry.layerWith(new SimpleSpanProcessor(exporter), "tollgate-test"))
+    instance = await start(Layer.mergeAll(Telemetry.layerWith(new SimpleSpanProcessor(exporter), "tollgate-test"), Logger.layer([])))
   }, 60_000)
   afterAll(() => instance.web.dispose())
 
@@ -250,6 +250,7 @@ describe("Log lines carry the request id, principal, route, status and latency, 
     }
 
     const log = lines.join("\n")
+    expect(log.includes(`"requestId":"req-999"`)).toBe(true)
     const keyParts = keys.flatMap((key) => [key, ...key.split(".").slice(1)])
     for (const secret of [...keyParts, siwx, signature, "siwx-marker-message", prompt, documentText]) {
       expect(log.includes(secret), secret.slice(0, 24)).toBe(false)
