@@ -2,8 +2,8 @@
  * Tollgate with only the RPC proxy route, for `bench/rpc.ts`: `node bench/servers/rpc-tollgate.ts
  * <port>` with `RPC_UPSTREAM` (the node) and `STORE=memory|redis` (`REDIS_URL`). Auth, rate limits
  * and billing all run; the limits are the spec's shape (per-minute requests, rolling 24 h
- * credits) with ceilings no benchmark reaches. Request logs go out as JSON lines, as the reference
- * server writes them (`LOG_LEVEL=none` turns them off). Prints the API key, then "listening".
+ * credits) with ceilings no benchmark reaches. Request logs go out as batched JSON lines through the
+ * reference server's `logging` layer (`LOG_LEVEL=none` turns them off). Prints the API key, then "listening".
  */
 import { NodeHttpServer, NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
@@ -12,7 +12,8 @@ import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
 import * as Rpc from "@tollgate/http/routes/Rpc"
 import { AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
-import { Effect, Layer, Logger, References, Scope } from "effect"
+import * as Server from "@tollgate/server/Server"
+import { Effect, Layer, Scope } from "effect"
 import { HttpRouter } from "effect/http"
 import * as Http from "node:http"
 
@@ -68,10 +69,7 @@ const key = await Effect.runPromise(Effect.gen(function*() {
   return key
 }).pipe(Effect.provide(context)))
 
-const logging = Layer.mergeAll(
-  Logger.layer([Logger.consoleJson]),
-  Layer.succeed(References.MinimumLogLevel, process.env["LOG_LEVEL"] === "none" ? "None" : "Info")
-)
+const logging = Server.logging({ logLevel: process.env["LOG_LEVEL"] === "none" ? "none" : "info" })
 const server = HttpRouter.serve(
   App.layer([Rpc.route]).pipe(Layer.provide(Layer.succeedContext(context))),
   { disableLogger: true, disableListenLog: true }

@@ -131,6 +131,9 @@ const badAuthorization = new Unauthenticated({ message: "Authorization must be '
 
 const BEARER = /^Bearer +(\S+)$/i
 
+/** How many verified API keys `authenticate` remembers. */
+const VERIFIED_TOKENS = 10_000
+
 /** Asks the chain behind `url` (viem's universal validator: EIP-1271 and EIP-6492). */
 const chainVerifier = (url: string): Siwx.EvmVerifier => {
   const client = createPublicClient({ transport: http(url) })
@@ -155,10 +158,32 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   const now = Clock.currentTimeMillis
 
+  const verified = new Map<string, Jwt.Claims>()
+
+  /**
+   * The claims of a token, its signature checked once: an Ed25519 verification costs far more
+   * than the rest of a request, so tokens that verified are kept (bounded, oldest out first). The
+   * expiry is checked on every use, the same way `Jwt.verify` checks it; revocation and the account
+   * are the store's, checked by the caller every time.
+   */
+  const verifyToken = (token: string, at: number) => {
+    const known = verified.get(token)
+    if (known !== undefined) {
+      if (known.expiresAt === undefined || at < known.expiresAt.getTime()) return Effect.succeed(known)
+      verified.delete(token)
+    }
+    return Jwt.verify(options.signingKey, token, new Date(at)).pipe(Effect.tap((claims) =>
+      Effect.sync(() => {
+        if (verified.size >= VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
+        verified.set(token, claims)
+      })
+    ))
+  }
+
   const authenticateKey = Effect.fn("Auth.authenticateKey")(function*(authorization: string) {
     const match = BEARER.exec(authorization.trim())
     if (match === null) return yield* badAuthorization
-    const claims = yield* Jwt.verify(options.signingKey, match[1]!, new Date(yield* now)).pipe(
+    const claims = yield* verifyToken(match[1]!, yield* now).pipe(
       Effect.tapError((error) => Effect.logDebug("API key refused", error.reason)),
       Effect.mapError(() => invalidKey)
     )

@@ -101,16 +101,19 @@ const common = {
  */
 export const TextModel = Schema.Struct({
   ...common,
+  /** Defaults to the id (see `decodeConfig`). */
+  name: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed(""))),
+  router: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed("openai-compatible"))),
   type: Schema.Literal("text"),
-  tier: TextTier,
+  tier: TextTier.pipe(Schema.withDecodingDefaultKey(Effect.succeed("M" as const))),
   upstreams: Schema.Array(Upstream),
   /** Prompt plus completion tokens the model accepts. */
-  contextTokens: PositiveInt,
+  contextTokens: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(131_072))),
   /** The cap of `max_tokens` (and the completion reserved when a request sends none). */
-  maxCompletionTokens: PositiveInt,
-  supportsThinking: Schema.Boolean,
-  supportsWebSearch: Schema.Boolean,
-  supportsXSearch: Schema.Boolean
+  maxCompletionTokens: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(8_192))),
+  supportsThinking: Schema.Boolean.pipe(Schema.withDecodingDefaultKey(Effect.succeed(false))),
+  supportsWebSearch: Schema.Boolean.pipe(Schema.withDecodingDefaultKey(Effect.succeed(true))),
+  supportsXSearch: Schema.Boolean.pipe(Schema.withDecodingDefaultKey(Effect.succeed(false)))
 })
 /** @category models */
 export type TextModel = typeof TextModel.Type
@@ -343,7 +346,9 @@ export const layer = (models: ReadonlyArray<Model> = defaults): Layer.Layer<Mode
  * @category decoding
  */
 export const decodeConfig = (input: unknown): Effect.Effect<ReadonlyArray<Model>, Schema.SchemaError> =>
-  Schema.decodeUnknownEffect(Config)(input, { errors: "all" })
+  Schema.decodeUnknownEffect(Config)(input, { errors: "all" }).pipe(
+    Effect.map((models) => models.map((model) => model.name === "" ? { ...model, name: model.id } : model))
+  )
 
 /**
  * The service from the config file's `models` section as read (the dev defaults when absent).

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Layer, Result } from "effect"
+import { Context, Effect, Layer, Result, Schema } from "effect"
 import * as Money from "./Money.ts"
 import * as Networks from "./Networks.ts"
 
@@ -306,3 +306,69 @@ export const layer = (overrides: {
     image: { ...defaults.image, ...overrides.image },
     chat: { ...defaults.chat, ...overrides.chat }
   })
+
+const Usd = Schema.String.check(Schema.makeFilter((text: string) =>
+  Result.isSuccess(Money.parseUsd(text)) && !text.trim().startsWith("-") ? true : "must be a non-negative decimal USD amount such as \"0.01\""
+))
+
+/**
+ * The `prices` section of the config file: amounts as decimal USD strings (never floats), merged
+ * over the defaults; a model listed here is added to, or replaces, the default of that model.
+ *
+ * @category schemas
+ */
+export const PricesConfig = Schema.Struct({
+  version: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  textParserUsd: Schema.optionalKey(Usd),
+  rpc: Schema.optionalKey(Schema.Struct({
+    usdPerCredit: Schema.optionalKey(Usd),
+    baseCredits: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int.check(Schema.isGreaterThan(0))))
+  })),
+  image: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
+    perImageUsd: Schema.Struct({ low: Schema.optionalKey(Usd), medium: Schema.optionalKey(Usd), high: Schema.optionalKey(Usd) }),
+    defaultQuality: Schema.Literals(["low", "medium", "high"])
+  }))),
+  chat: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
+    inputPerMillionUsd: Usd,
+    outputPerMillionUsd: Usd
+  })))
+})
+
+/**
+ * The engine from the config file's `prices` section (absent: the defaults).
+ *
+ * @category layers
+ */
+export const layerConfig = (input: unknown): Layer.Layer<PricingEngine, Schema.SchemaError> =>
+  input === undefined ? layer() : Layer.unwrap(Effect.map(
+    Schema.decodeUnknownEffect(PricesConfig)(input, { errors: "all" }),
+    (prices) =>
+      layer({
+        ...(prices.version === undefined ? {} : { version: prices.version }),
+        ...(prices.textParserUsd === undefined ? {} : { textParser: { perRequest: usd(prices.textParserUsd) } }),
+        rpc: {
+          ...(prices.rpc?.usdPerCredit === undefined ? {} : { nanoPerCredit: usd(prices.rpc.usdPerCredit) }),
+          ...(prices.rpc?.baseCredits === undefined ? {} : { baseCredits: prices.rpc.baseCredits })
+        },
+        image: {
+          models: {
+            ...defaults.image.models,
+            ...Object.fromEntries(Object.entries(prices.image ?? {}).map(([model, price]) => [model, {
+              defaultQuality: price.defaultQuality,
+              perImage: Object.fromEntries(Object.entries(price.perImageUsd).flatMap(([quality, amount]) =>
+                amount === undefined ? [] : [[quality, usd(amount)]]
+              ))
+            }]))
+          }
+        },
+        chat: {
+          models: {
+            ...defaults.chat.models,
+            ...Object.fromEntries(Object.entries(prices.chat ?? {}).map(([model, price]) => [model, {
+              inputPerMillion: usd(price.inputPerMillionUsd),
+              outputPerMillion: usd(price.outputPerMillionUsd)
+            }]))
+          }
+        }
+      })
+  ))

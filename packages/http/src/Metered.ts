@@ -196,8 +196,6 @@ const balanceHeaders = (before: CreditLedger.Balance): Record<string, string> =>
 const countAdmission = (name: "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard") =>
   Observability.count(Observability.admissions, { outcome: name })
 
-const holdsOpen = (delta: 1 | -1) => Metric.modify(Observability.holdsOpen, delta)
-
 /** Every store the pipeline calls refuses the call when it is unreachable: the policy is fail-closed. */
 const storeFailure = (service: string) => <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
   Effect.tapError(self, (error) =>
@@ -232,6 +230,17 @@ export const layer = (options: Options = {}): Layer.Layer<
 
     const ledgerFailure = (error: CreditLedger.LedgerError) => Effect.die(error)
 
+    // The references of the holds this instance placed and has not settled: a hold is settled once
+    // (capture, or release on failure) even when both paths run, so the gauge cannot drift.
+    const openHolds = new Set<string>()
+    const holdPlaced = (reference: string) =>
+      Effect.suspend(() => {
+        openHolds.add(reference)
+        return Metric.modify(Observability.holdsOpen, 1)
+      })
+    const holdSettled = (reference: string) =>
+      Effect.suspend(() => openHolds.delete(reference) ? Metric.modify(Observability.holdsOpen, -1) : Effect.void)
+
     const admit = (principal: Principal.Principal, call: MeteredCall, reference: string) =>
       Effect.gen(function*() {
         const hold = yield* ledger.hold({
@@ -252,11 +261,11 @@ export const layer = (options: Options = {}): Layer.Layer<
         }), Effect.tapError((error) =>
           error._tag === "InsufficientBalance" || error._tag === "PaymentRequired" ? countAdmission("balance") : Effect.void
         ))
-        yield* holdsOpen(1)
+        yield* holdPlaced(reference)
         const admission = yield* limiter.admit(policy.limitsFor(principal, call)).pipe(
           storeFailure("rate_limiter"),
           Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("rate_limit") : Effect.void),
-          Effect.onError(() => Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdsOpen(-1))))
+          Effect.onError(() => Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdSettled(reference))))
         )
         yield* countAdmission("admitted")
         return { hold, admission }
@@ -264,7 +273,7 @@ export const layer = (options: Options = {}): Layer.Layer<
 
     const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
       Effect.all([
-        Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdsOpen(-1))),
+        Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdSettled(reference))),
         admission.settle({ tokens: 0, credits: 0 }),
         claimed === undefined ? Effect.void : claimed()
       ], { discard: true })
@@ -321,7 +330,7 @@ export const layer = (options: Options = {}): Layer.Layer<
               completionTokens: produced.usage.completionTokens
             }
           }).pipe(Effect.catchTag("LedgerError", ledgerFailure))
-          yield* holdsOpen(-1)
+          yield* holdSettled(reference)
           yield* Observability.count(Observability.creditsCaptured, {}, amount)
           yield* admission.settle({
             ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),

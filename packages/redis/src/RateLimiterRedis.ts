@@ -14,7 +14,8 @@
  * `effect/persistence`'s `Redis` service), falling back to `EVAL` after a `NOSCRIPT` (a restarted
  * Redis), so the limiter recovers by itself. Going around `Redis.eval` and `Effect.timeout` is a
  * measured choice: the script cache lookup and the fiber race of a timeout per admission halved
- * the admissions per second (see `bench/ratelimit.ts`); a plain timer per call does the same job.
+ * the admissions per second (see `bench/ratelimit.ts`); one watchdog timer for every call in
+ * flight does the same job.
  *
  * @since 0.1.0
  */
@@ -150,7 +151,8 @@ export const makeStore = (options: StoreOptions = {}) =>
   Effect.gen(function*() {
     const { client } = yield* NodeRedis.NodeRedis
     const timeoutMs = options.timeoutMs ?? 1000
-    // One watchdog for every call in flight instead of a timer (or a racing fiber) per call.
+    // One watchdog for every call in flight instead of a timer (or a racing fiber) per call. It
+    // reads the wall clock, not Effect's: a timeout is about real waiting, also under TestClock.
     const inFlight = new Set<{ readonly deadline: number; readonly expire: () => void }>()
     yield* Effect.acquireRelease(
       Effect.sync(() =>

@@ -51,16 +51,14 @@ const stores = (config: ServerConfig) =>
     ? Layer.mergeAll(
       AuthStoreRedis.layerRedis,
       AbuseGuardRedis.layerRedis,
-      RateLimiterRedis.layerRedis({ storeTimeout: "2 seconds" }),
-      RateLimitLogRedis.layerRedis(),
+      RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
       CreditLedgerRedis.layerRedis(),
       IdempotencyStoreRedis.layerRedis
-    ).pipe(Layer.provide(NodeRedis.layer({ url: config.redisUrl })))
+    ).pipe(Layer.provide(NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })))
     : Layer.mergeAll(
       AuthStore.layerMemory,
       AbuseGuard.layerMemory,
-      RateLimiter.layerMemory(),
-      RateLimitLog.layerMemory(),
+      RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemory,
       IdempotencyStore.layerMemory
     )
@@ -89,9 +87,15 @@ export const layer = (config: ServerConfig) =>
     const x402 = config.file.x402 === undefined
       ? { payTo: { evm: DEV_PAY_TO } }
       : yield* decodeSection(X402Section, "x402", config.file.x402)
+    const rateLimits = config.file.rateLimits === undefined
+      ? {}
+      : yield* decodeSection(RateLimits.ConfigSchema, "rateLimits", config.file.rateLimits)
     const evmRpcUrl = x402.evmRpcUrl
     const models = Models.layerConfig(config.file.models).pipe(
       Layer.catchTag("SchemaError", (error) => Layer.effect(Models.ModelList, Effect.fail(sectionError("models")(error))))
+    )
+    const prices = PricingEngine.layerConfig(config.file.prices).pipe(
+      Layer.catchTag("SchemaError", (error) => Layer.effect(PricingEngine.PricingEngine, Effect.fail(sectionError("prices")(error))))
     )
     const rpc = RpcUpstream.layerFromUnknown(config.file.rpc ?? { upstreams: {} }).pipe(
       Layer.catchTag("SchemaError", (error) => Layer.effect(RpcUpstream.RpcUpstream, Effect.fail(sectionError("rpc")(error))))
@@ -114,8 +118,8 @@ export const layer = (config: ServerConfig) =>
     })
     const base = Layer.mergeAll(
       stores(config),
-      PricingEngine.layer(),
-      RateLimits.layerOverridesMemory(),
+      prices,
+      RateLimits.layerOverridesMemory(rateLimits),
       models,
       rpc,
       x402Config,

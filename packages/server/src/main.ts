@@ -11,11 +11,13 @@ import * as Server from "./Server.ts"
 
 const main = Effect.gen(function*() {
   const config = yield* Config.load()
+  yield* Layer.build(Server.layer(config))
   yield* Console.log(
     `tollgate listening on http://localhost:${config.port} (${config.store} store${Config.isDevMode(config) ? ", dev mode" : ""})`
   )
-  return yield* Layer.launch(Server.layer(config))
+  return yield* Effect.never
 }).pipe(
+  Effect.scoped,
   Effect.catchTag("ConfigError", (error) =>
     Console.error(`tollgate: invalid configuration: ${error.message}`).pipe(
       Effect.andThen(Effect.sync(() => process.exit(1)))

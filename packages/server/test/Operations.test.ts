@@ -1,11 +1,14 @@
 /**
  * What an operator sees of the reference app (`Server.appLayer` over dev-mode memory services):
- * the Prometheus counters of `/metrics`, the spans of a metered call, and the request log lines.
+ * the Prometheus counters of `/metrics`, the spans of a metered call, the request log lines, and
+ * the extraction pool's metrics.
  */
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Auth, CreditLedger, Money } from "@tollgate/core"
 import { Handlers } from "@tollgate/http"
-import { Context, Effect, Layer, Logger, References } from "effect"
+import { RedisServer } from "@tollgate/testkit"
+import * as WorkerPool from "@tollgate/documents/WorkerPool"
+import { Context, Effect, Layer, Logger, Metric, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Config from "../src/Config.ts"
 import * as Server from "../src/Server.ts"
@@ -23,8 +26,8 @@ interface Instance {
  * The reference app with its services shared with a seeding layer (same layer value, one build),
  * plus the observability layers a test merges in (by default, no logger: the output stays quiet).
  */
-const start = async (observe: Layer.Layer<never> = Logger.layer([])): Promise<Instance> => {
-  const config = await Effect.runPromise(Config.load({ TOLLGATE_METRICS: "open" }))
+const start = async (observe: Layer.Layer<never> = Logger.layer([]), env: Record<string, string> = {}): Promise<Instance> => {
+  const config = await Effect.runPromise(Config.load({ TOLLGATE_METRICS: "open", ...env }))
   const services = Services.layer(config)
   let seeded: Seeded | undefined
   const seed = Layer.effectDiscard(Effect.map(
@@ -41,13 +44,13 @@ const start = async (observe: Layer.Layer<never> = Logger.layer([])): Promise<In
 
 let accounts = 0
 
-/** An account with one INFERENCE key and `grant` of credits. */
-const account = (instance: Instance, grant: Money.Nano) =>
+/** An account with one key (INFERENCE unless said) and `grant` of credits. */
+const account = (instance: Instance, grant: Money.Nano, type: "INFERENCE" | "ADMIN" = "INFERENCE") =>
   Effect.runPromise(Effect.gen(function*() {
     const auth = yield* Auth.Auth
     const ledger = yield* CreditLedger.CreditLedger
     const created = yield* auth.createAccount()
-    const { key } = yield* auth.createKey({ accountId: created.id, type: "INFERENCE", description: "operations tests" })
+    const { key } = yield* auth.createKey({ accountId: created.id, type, description: "operations tests" })
     if (grant > 0) yield* ledger.grant({ accountId: created.id, amount: grant, reference: `operations-${accounts++}` })
     const spent = () => Effect.runPromise(Effect.map(ledger.balance(created.id), (balance) => grant - balance.usd).pipe(Effect.provide(instance.seeded)))
     return { key, spent }
@@ -134,6 +137,34 @@ describe("GET /metrics counts requests by route and status, and admissions and r
     expect(await funded.spent()).toBeGreaterThan(0)
     expect(total(after, "tollgate_holds_open")).toBe(total(before, "tollgate_holds_open"))
   })
+})
+
+describe("TOLLGATE_METRICS decides who may scrape: off (no route, the default), open, or ADMIN keys only", () => {
+  it("off: /metrics is a 404", async () => {
+    const instance = await start(Logger.layer([]), { TOLLGATE_METRICS: "off" })
+    try {
+      expect((await instance.web.handler(new Request("http://localhost/metrics"))).status).toBe(404)
+    } finally {
+      await instance.web.dispose()
+    }
+  }, 60_000)
+
+  it("admin: no key is a 401, an INFERENCE key a 403, an ADMIN key gets the metrics", async () => {
+    const instance = await start(Logger.layer([]), { TOLLGATE_METRICS: "admin" })
+    try {
+      const scrapeWith = (key?: string) =>
+        instance.web.handler(new Request("http://localhost/metrics", key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }))
+      const inference = await account(instance, Money.zero)
+      const admin = await account(instance, Money.zero, "ADMIN")
+      expect((await scrapeWith()).status).toBe(401)
+      expect((await scrapeWith(inference.key)).status).toBe(403)
+      const scraped = await scrapeWith(admin.key)
+      expect(scraped.status).toBe(200)
+      expect(await scraped.text()).toContain("# TYPE tollgate_http_requests_total counter")
+    } finally {
+      await instance.web.dispose()
+    }
+  }, 60_000)
 })
 
 const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId
@@ -255,5 +286,47 @@ describe("Log lines carry the request id, principal, route, status and latency, 
     for (const secret of [...keyParts, siwx, signature, "siwx-marker-message", prompt, documentText]) {
       expect(log.includes(secret), secret.slice(0, 24)).toBe(false)
     }
+  }, 60_000)
+})
+
+describe("The extraction pool reports its waiting documents and the workers it replaced after a kill", () => {
+  it("three documents on one worker that is killed each time: three restarts, and nothing left waiting", async () => {
+    const restarts = () => Effect.runPromise(Metric.value(WorkerPool.childRestarts)).then((state) => state.count)
+    const before = await restarts()
+    const refusals = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      // A zero time budget runs out long before 2 MB of text are tokenized: every job's worker is killed.
+      const pool = yield* WorkerPool.make({ workers: 1, baseTimeoutMs: 0, timeoutMsPerMb: 0 })
+      const bytes = new TextEncoder().encode("many words of a long document ".repeat(70_000))
+      return yield* Effect.all([pool.run(bytes), pool.run(bytes), pool.run(bytes)].map(Effect.flip), { concurrency: "unbounded" })
+    })))
+    expect(refusals.map((refusal) => refusal.reason)).toEqual(["time-limit", "time-limit", "time-limit"])
+    expect(await restarts() - before).toBe(3)
+    expect((await Effect.runPromise(Metric.value(WorkerPool.queueDepth))).value).toBe(0)
+  }, 60_000)
+})
+
+const redis = await RedisServer.acquire()
+
+describe.skipIf("unavailable" in redis || process.env["REDIS_URL"])("Redis unreachable: the metered pipeline refuses with a 503 (fail-closed) and counts the error", () => {
+  let instance: Instance
+  beforeAll(async () => {
+    instance = await start(Logger.layer([]), { TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: "url" in redis ? redis.url : "" })
+  }, 60_000)
+  afterAll(async () => {
+    await instance.web.dispose()
+    if ("stop" in redis) await redis.stop()
+  })
+
+  it("a call while Redis is down is a 503, counted under its service and policy; calls resume when Redis is back", async () => {
+    const { key } = await account(instance, Money.usd(1))
+    expect((await generate(instance, key, image("before the outage"))).status).toBe(200)
+    const before = await scrape(instance)
+    if (!("kill" in redis)) throw new Error("no redis")
+    await redis.kill()
+    const refused = await generate(instance, key, image("during the outage"))
+    expect(refused.status).toBe(503)
+    const after = await scrape(instance)
+    expect(total(after, "tollgate_redis_errors_total", { policy: "fail-closed" }) - total(before, "tollgate_redis_errors_total", { policy: "fail-closed" })).toBe(1)
+    expect(total(after, "tollgate_redis_errors_total", { service: "auth" }) - total(before, "tollgate_redis_errors_total", { service: "auth" })).toBe(1)
   }, 60_000)
 })

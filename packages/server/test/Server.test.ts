@@ -1,4 +1,6 @@
-import { FreePort } from "@tollgate/testkit"
+import { FakeChatUpstream, FreePort } from "@tollgate/testkit"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
@@ -69,5 +71,47 @@ describe("The server shuts down gracefully on SIGTERM and SIGINT", () => {
     expect(response.status).toBe(200)
     running.child.kill(signal)
     expect(await running.exited).toBe(0)
+  })
+})
+
+describe("Graceful shutdown lets in-flight requests finish before the process exits 0", () => {
+  it("a chat stream in flight at SIGTERM is delivered whole", async () => {
+    const upstream = await FakeChatUpstream.start(() => ({ pieces: ["one", " two", " three", " four", " five"], delayMs: 150 }))
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-shutdown-"))
+    const configFile = Path.join(dir, "config.json")
+    const credentialsFile = Path.join(dir, "credentials.json")
+    Fs.writeFileSync(configFile, JSON.stringify({
+      models: [{ id: "slow-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+      prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } }
+    }))
+    const port = await FreePort.freePort()
+    const running = spawnServer({ PORT: String(port), TOLLGATE_CONFIG: configFile, TOLLGATE_DEV_CREDENTIALS_FILE: credentialsFile })
+    try {
+      await waitForListening(running)
+      const { inferenceKey } = JSON.parse(Fs.readFileSync(credentialsFile, "utf8")) as { inferenceKey: string }
+      const response = await fetch(`http://127.0.0.1:${port}/api/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${inferenceKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "slow-model", stream: true, messages: [{ role: "user", content: "count" }] })
+      })
+      expect(response.status, await response.clone().text()).toBe(200)
+      const reader = response.body!.getReader()
+      const first = await reader.read()
+      expect(first.done).toBe(false)
+      running.child.kill("SIGTERM")
+      let text = new TextDecoder().decode(first.value)
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        text += new TextDecoder().decode(value)
+      }
+      expect(text).toContain("five")
+      expect(text).toContain("[DONE]")
+      expect(await running.exited).toBe(0)
+    } finally {
+      running.child.kill("SIGKILL")
+      await upstream.close()
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -1,0 +1,86 @@
+import { describe, expect, it } from "vitest"
+import { Principal, RateLimiter, RateLimits } from "../src/index.ts"
+
+const key = (tier: Principal.Tier = "default") =>
+  new Principal.ApiKeyPrincipal({ accountId: "acct_1", keyId: "key_1", keyType: "INFERENCE", tier })
+const wallet = new Principal.WalletPrincipal({
+  accountId: Principal.walletAccountId("evm", "0xAbC"),
+  address: "0xAbC",
+  family: "evm",
+  chainId: "eip155:8453"
+})
+
+const rates = (limits: ReadonlyArray<RateLimiter.Limit>) =>
+  limits.map((l) => ({ type: l.type, requests: l.requests?.limit, tokens: l.tokens?.limit, credits: l.credits?.limit }))
+
+describe("Text models have per-tier requests and tokens per minute, default and partner", () => {
+  it.each([
+    ["XS", 500, 1_000_000, 500, 2_000_000],
+    ["S", 75, 750_000, 150, 1_500_000],
+    ["M", 50, 750_000, 100, 1_500_000],
+    ["L", 20, 500_000, 60, 1_000_000]
+  ] as const)("%s", (modelTier, requests, tokens, partnerRequests, partnerTokens) => {
+    const [limit] = RateLimits.limitsFor(key(), { kind: "text", modelTier, reserveTokens: 1234 })
+    expect(limit).toMatchObject({
+      type: "user",
+      requests: { limit: requests, windowMs: 60_000 },
+      tokens: { limit: tokens, windowMs: 60_000, reserve: 1234 }
+    })
+    expect(rates(RateLimits.limitsFor(key("partner"), { kind: "text", modelTier }))).toEqual([
+      { type: "user", requests: partnerRequests, tokens: partnerTokens, credits: undefined }
+    ])
+  })
+
+  it("a text call without a tier counts as M; a wallet has the default tier", () => {
+    expect(RateLimits.limitsFor(wallet, { kind: "text" })[0]?.key).toBe(`${wallet.accountId}:text:M`)
+    expect(RateLimits.limitsFor(wallet, { kind: "text", modelTier: "S" })[0]?.requests?.limit).toBe(75)
+  })
+})
+
+describe("Other kinds have requests per minute, default and partner", () => {
+  it.each([
+    ["image", 20, 60],
+    ["audio", 60, 120],
+    ["embedding", 500, 500],
+    ["video", 40, 40],
+    ["video_retrieve", 120, 120],
+    ["billing_usage", 5, 5]
+  ] as const)("%s", (kind, requests, partner) => {
+    expect(rates(RateLimits.limitsFor(key(), { kind }))).toEqual([{ type: "user", requests, tokens: undefined, credits: undefined }])
+    expect(RateLimits.limitsFor(key("partner"), { kind })[0]?.requests?.limit).toBe(partner)
+  })
+})
+
+describe("RPC: 100 requests per minute and 10,000,000 credits per rolling 24 h, each naming its cap", () => {
+  it("two limits, the per-minute cap and the daily credit cap, with their custom messages", () => {
+    const [minute, day] = RateLimits.limitsFor(key(), { kind: "rpc", reserveCredits: 40, sku: "rpc:base-mainnet" })
+    expect(minute).toMatchObject({ requests: { limit: 100, windowMs: 60_000 }, customMessage: expect.stringMatching(/per-minute/) })
+    expect(day).toMatchObject({ credits: { limit: 10_000_000, windowMs: 86_400_000, reserve: 40 }, customMessage: expect.stringMatching(/daily credit cap/) })
+    expect(minute?.subject).toEqual({ accountId: "acct_1", keyId: "key_1", kind: "rpc", model: "base-mainnet" })
+  })
+})
+
+describe("Overrides per account and per key, from config and at runtime", () => {
+  it("an account override replaces its own limit; a key override adds an api_key limit; a global one a global limit", () => {
+    const limits = RateLimits.limitsFor(key(), { kind: "image" }, {
+      account: { image: { requests: 7 } },
+      key: { image: { requests: 3 } },
+      global: { image: { requests: 1000 } }
+    })
+    expect(rates(limits)).toEqual([
+      { type: "user", requests: 7, tokens: undefined, credits: undefined },
+      { type: "api_key", requests: 3, tokens: undefined, credits: undefined },
+      { type: "global", requests: 1000, tokens: undefined, credits: undefined }
+    ])
+  })
+
+  it("a tier override changes the tier's table", () => {
+    expect(RateLimits.limitsFor(key("partner"), { kind: "image" }, { tier: { image: { requests: 90 } } })[0]?.requests?.limit).toBe(90)
+  })
+
+  it("every limit of an account shares the account's hash tag; a global limit has its own", () => {
+    const limits = RateLimits.limitsFor(key(), { kind: "rpc" }, { key: { rpc: { requests: 10 } }, global: { rpc: { requests: 10_000 } } })
+    expect(limits.map((l) => l.hashTag)).toEqual(["acct_1", "acct_1", "acct_1", "acct_1", "global"])
+    expect(RateLimiter.counterKey(limits[0]!, "r", 120_000, 60_000)).toBe("rl:{acct_1}:acct_1:rpc:minute:r:2")
+  })
+})
