@@ -9,6 +9,7 @@
 import { NodeRedis } from "@effect/platform-node"
 import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
+import * as WebSearch from "@tollgate/backends/WebSearch"
 import { AbuseGuard, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Models, PricingEngine, RateLimiter, RateLimitLog, RateLimits, X402 } from "@tollgate/core"
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
@@ -38,6 +39,19 @@ export const X402Section = Schema.Struct({
   evmRpcUrl: Schema.optionalKey(Schema.String),
   /** URL of a hosted x402 facilitator (Solana, or EVM when no relayer is configured). */
   facilitatorUrl: Schema.optionalKey(Schema.String)
+})
+
+/**
+ * The `chat` section: the service's default system prompt, characters callers pick with
+ * `character_slug`, and the search provider (a SearXNG instance) behind web search.
+ *
+ * @category schemas
+ */
+export const ChatSection = Schema.Struct({
+  systemPrompt: Schema.optionalKey(Schema.String),
+  characters: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ name: Schema.String, systemPrompt: Schema.String }))),
+  searxngUrl: Schema.optionalKey(Schema.String),
+  scraping: Schema.optionalKey(Schema.Boolean)
 })
 
 const sectionError = (section: string) => (error: Schema.SchemaError) =>
@@ -87,6 +101,7 @@ export const layer = (config: ServerConfig) =>
     const x402 = config.file.x402 === undefined
       ? { payTo: { evm: DEV_PAY_TO } }
       : yield* decodeSection(X402Section, "x402", config.file.x402)
+    const chat = config.file.chat === undefined ? {} : yield* decodeSection(ChatSection, "chat", config.file.chat)
     const rateLimits = config.file.rateLimits === undefined
       ? {}
       : yield* decodeSection(RateLimits.ConfigSchema, "rateLimits", config.file.rateLimits)
@@ -127,8 +142,11 @@ export const layer = (config: ServerConfig) =>
       ImageBackend.layerLocal,
       PromptEnhancer.layerLocal,
       ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),
-      ChatOptions.layerPrompts(),
-      SearchProvider.layerNone,
+      ChatOptions.layerPrompts({ systemPrompt: chat.systemPrompt, characters: chat.characters }),
+      SearchProvider.layer({
+        ...(chat.searxngUrl === undefined ? {} : { web: WebSearch.searxng(chat.searxngUrl) }),
+        ...(chat.scraping === true ? { scrape: WebSearch.scraper() } : {})
+      }),
       DocumentExtractor.layer()
     )
     const withAuth = Layer.provideMerge(auth, base)
