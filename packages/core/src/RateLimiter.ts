@@ -180,13 +180,16 @@ export interface Options {
 }
 
 /**
- * Calls let through because the store was down and the policy is `fail-open`.
+ * Calls let through because the store was down and the policy is `fail-open`: the
+ * `{service="rate_limiter",policy="fail-open"}` series of `tollgate_redis_errors_total`, beside the
+ * store errors the metered pipeline counts (`@tollgate/http` `Observability.redisErrors`).
  *
  * @category metrics
  */
-export const failOpenCounter = Metric.counter("tollgate_ratelimiter_fail_open_total", {
-  description: "Admissions let through unlimited because the rate-limit store was unreachable",
-  incremental: true
+export const failOpenCounter = Metric.counter("tollgate_redis_errors_total", {
+  description: "Redis errors by service and the failure policy applied",
+  incremental: true,
+  attributes: { service: "rate_limiter", policy: "fail-open" }
 })
 
 interface Planned {
