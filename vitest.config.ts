@@ -3,6 +3,8 @@ import { projects } from "./vitest.workspace.ts"
 
 export default defineConfig({
   test: {
-    projects
+    projects,
+    // Request logs of passing tests are noise; a failing test still shows its output.
+    silent: "passed-only"
   }
 })

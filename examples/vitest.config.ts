@@ -3,7 +3,6 @@ import { defineProject } from "vitest/config"
 export default defineProject({
   test: {
     name: "@tollgate/examples",
-    silent: "passed-only",
     include: ["**/*.test.ts"],
     exclude: ["node_modules/**"],
     testTimeout: 30_000

@@ -3,7 +3,6 @@ import { defineProject } from "vitest/config"
 export default defineProject({
   test: {
     name: "@tollgate/backends",
-    silent: "passed-only",
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000
