@@ -201,6 +201,19 @@ export const headersOf = (model: Model): Record<string, string> => ({
   })
 })
 
+/**
+ * The names of the headers `headersOf` may set, for the routes' documentation.
+ *
+ * @category accessors
+ */
+export const headerNames: ReadonlyArray<string> = [
+  "x-service-model-id",
+  "x-service-model-name",
+  "x-service-model-router",
+  "x-service-model-deprecation-warning",
+  "x-service-model-deprecation-date"
+]
+
 const text = (
   id: string,
   name: string,

@@ -29,9 +29,25 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const compress = HttpMiddleware.compression({ minSize: 256 })
 
-const routeOf = (routes: ReadonlyArray<Route.Route<any>>, method: string, url: string) => {
-  const path = new URL(url, "http://localhost").pathname
-  return routes.find((route) => route.method === method && Route.matchesPath(route.path, path))?.path ?? "unmatched"
+const ROUTE_MEMORY = 1_000
+
+/**
+ * The route pattern of a request, for metrics and logs. Remembered per method and URL (the same
+ * few URLs make up most traffic), dropped whole when full so arbitrary URLs cannot grow it.
+ */
+const routeOf = (routes: ReadonlyArray<Route.Route<any>>) => {
+  const known = new Map<string, string>()
+  return (method: string, url: string) => {
+    const key = `${method} ${url}`
+    let pattern = known.get(key)
+    if (pattern === undefined) {
+      const path = new URL(url, "http://localhost").pathname
+      pattern = routes.find((route) => route.method === method && Route.matchesPath(route.path, path))?.path ?? "unmatched"
+      if (known.size >= ROUTE_MEMORY) known.clear()
+      known.set(key, pattern)
+    }
+    return pattern
+  }
 }
 
 const globalMiddleware = (
@@ -41,8 +57,9 @@ const globalMiddleware = (
   guard: Option.Option<AbuseGuard.AbuseGuard["Service"]>
 ) =>
   HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
-    (httpEffect) =>
-      Effect.gen(function*() {
+    (httpEffect) => {
+      const patternOf = routeOf(routes)
+      return Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const sent = request.headers["x-request-id"]
         const context: RequestContext.RequestContext = {
@@ -61,7 +78,7 @@ const globalMiddleware = (
             requestId: context.requestId,
             principalId: context.principalId,
             method: request.method,
-            route: routeOf(routes, request.method, request.url),
+            route: patternOf(request.method, request.url),
             status: response.status,
             latencyMs: performance.now() - context.startedAt
           }).pipe(Effect.as(HttpServerResponse.setHeaders(response, headers)))
@@ -78,7 +95,8 @@ const globalMiddleware = (
           Effect.catchTag("RateLimited", (error) =>
             Observability.count(Observability.admissions, { outcome: "abuse_guard" }).pipe(Effect.as(ErrorResponse.render(error))))
         )
-      }),
+      })
+    },
     { global: true }
   )
 

@@ -71,7 +71,29 @@ export const extractionChildRestarts = WorkerPool.childRestarts
  * @category recording
  */
 export const count = (metric: Metric.Counter<number>, attributes: Readonly<Record<string, string>>, by = 1) =>
-  Metric.update(Metric.withAttributes(metric, attributes), by)
+  Metric.update(labelled(metric, attributes), by)
+
+const series = new WeakMap<object, Map<string, Metric.Metric<any, any>>>()
+
+/**
+ * The metric with these labels, made once per label set: a labelled metric caches its series key,
+ * so reusing it keeps the key's sorting and encoding off the per-request path.
+ */
+const labelled = <M extends Metric.Metric<any, any>>(metric: M, attributes: Readonly<Record<string, string>>): M => {
+  let byLabels = series.get(metric)
+  if (byLabels === undefined) {
+    byLabels = new Map()
+    series.set(metric, byLabels)
+  }
+  let key = ""
+  for (const name in attributes) key += `${name}\u0000${attributes[name]}\u0001`
+  let found = byLabels.get(key)
+  if (found === undefined) {
+    found = Metric.withAttributes(metric, attributes)
+    byLabels.set(key, found)
+  }
+  return found as M
+}
 
 /**
  * Records a finished request: counters, latency, and one structured log line.
@@ -88,7 +110,7 @@ export const recordRequest = (entry: {
 }) =>
   Effect.all([
     count(httpRequests, { route: entry.route, method: entry.method, status: String(entry.status) }),
-    Metric.update(Metric.withAttributes(httpLatency, { route: entry.route }), entry.latencyMs / 1000),
+    Metric.update(labelled(httpLatency, { route: entry.route }), entry.latencyMs / 1000),
     Effect.logInfo("request").pipe(Effect.annotateLogs({
       requestId: entry.requestId,
       principalId: entry.principalId ?? "anonymous",

@@ -90,7 +90,7 @@ const errorResponses = (
         ...common,
         "400": json(schemas, Errors.DetailedError, "Invalid request parameters"),
         "401": standard("Missing, malformed, expired or revoked credentials"),
-        "403": standard("The key lacks the right for this operation")
+        "403": standard(security === "admin" ? "Not an ADMIN API key" : "The key lacks the right for this operation")
       }
     case "metered":
       return {

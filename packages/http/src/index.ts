@@ -5,10 +5,13 @@
  * @since 0.1.0
  */
 export * as App from "./App.ts"
+export * as Authenticate from "./Authenticate.ts"
 export * as ErrorResponse from "./ErrorResponse.ts"
 export * as Handlers from "./Handlers.ts"
 export * as Metered from "./Metered.ts"
 export * as Observability from "./Observability.ts"
+export * as RequestBody from "./RequestBody.ts"
 export * as RequestContext from "./RequestContext.ts"
+export * as RequestQuery from "./RequestQuery.ts"
 export * as Route from "./Route.ts"
 export * as ServiceInfo from "./ServiceInfo.ts"

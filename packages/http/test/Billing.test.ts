@@ -1,27 +1,20 @@
-import { CreditLedger, Money } from "@tollgate/core"
-import * as Auth from "@tollgate/core/Auth"
-import * as AuthStore from "@tollgate/core/AuthStore"
-import * as Jwt from "@tollgate/core/Jwt"
+import { Money } from "@tollgate/core"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { parse } from "csv-parse/sync"
-import { Context, Effect, Layer } from "effect"
+import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as Billing from "../src/routes/Billing.ts"
+import * as TestApp from "./support/TestApp.ts"
 
-const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
-const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
-  run(Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, tag))))
-
-const signingKey = await run(Jwt.generateSigningKey)
-const auth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)))
-const ledger = await build(CreditLedger.CreditLedger, CreditLedger.layerMemory)
+const { run } = TestApp
+const auth = await TestApp.authMemory()
+const ledger = await TestApp.ledgerMemory()
 
 const app = App.layer(Billing.routes).pipe(
   Layer.provide(Layer.mergeAll(
-    Layer.succeed(Auth.Auth, auth),
-    Layer.succeed(CreditLedger.CreditLedger, ledger),
+    TestApp.layerStoresAround(auth, ledger),
     RateLimiter.layerMemory(),
     Metered.layerLimitsDefault,
     Layer.succeed(Billing.BillingOptions, {
@@ -30,7 +23,7 @@ const app = App.layer(Billing.routes).pipe(
       operatorAccountIds: ["operator"]
     })
   )),
-  Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+  Layer.provide(TestApp.layerServiceInfo)
 )
 const { dispose, handler } = Handlers.toWebHandler(app)
 afterAll(dispose)

@@ -1,9 +1,5 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
-import { ChatOptions, CreditLedger, IdempotencyStore, Models, Money, PricingEngine } from "@tollgate/core"
-import * as Auth from "@tollgate/core/Auth"
-import * as AuthStore from "@tollgate/core/AuthStore"
-import * as Jwt from "@tollgate/core/Jwt"
-import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { ChatOptions, CreditLedger, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { FakeChatUpstream } from "@tollgate/testkit"
 import { type Context, Effect, Exit, Layer, Scope } from "effect"
@@ -12,9 +8,9 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { App, Handlers, ServiceInfo } from "../src/index.ts"
-import * as Metered from "../src/Metered.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as Chat from "../src/routes/Chat.ts"
+import * as TestApp from "./support/TestApp.ts"
 
 const SYSTEM_PROMPT = "You are the service's helpful assistant."
 const CHARACTER_PROMPT = "You are Captain Nemo. Speak like a submariner."
@@ -51,9 +47,8 @@ const searchResults: ReadonlyArray<SearchProvider.SearchResult> = [
   { title: "Tollgate docs", url: "https://docs.example/tollgate", content: "Tollgate meters chat by tokens." }
 ]
 
-const makeServices = (signingKey: Jwt.SigningKey) =>
-  Layer.mergeAll(
-    Metered.layer(),
+const services = () =>
+  TestApp.layerMetered(Layer.mergeAll(
     tables,
     Models.layer([textModel("fake-chat", upstream.baseUrl), textModel("unreachable-chat", "http://127.0.0.1:9/v1")]),
     ChatBackend.layer({ coolDown: "1 millis" }).pipe(Layer.provide(FetchHttpClient.layer)),
@@ -67,38 +62,21 @@ const makeServices = (signingKey: Jwt.SigningKey) =>
         url.includes("missing")
           ? Effect.fail(new SearchProvider.SearchFailed({ message: `${url} answered 404` }))
           : Effect.succeed({ url, text: `Text of ${url}` })
-    }),
-    ServiceInfo.layer({ version: "test", hostName: "test-host" })
-  ).pipe(Layer.provideMerge(Layer.mergeAll(
-    Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)),
-    RateLimiter.layerMemory(),
-    CreditLedger.layerMemory,
-    IdempotencyStore.layerMemory,
-    Metered.layerPaymentRequiredMinimal,
-    Metered.layerLimitsDefault
-  )))
+    })
+  ))
 
-type Services = Layer.Success<ReturnType<typeof makeServices>>
+type Services = Layer.Success<ReturnType<typeof services>>
 
 beforeAll(async () => {
   upstream = await FakeChatUpstream.start()
-  const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const services = makeServices(signingKey)
   const scope = Effect.runSync(Scope.make())
-  context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(scope)))
+  context = await TestApp.buildContext(services(), scope)
   const app = App.layer([Chat.route]).pipe(Layer.provide(Layer.succeedContext(context)))
   const node = await Handlers.toNodeHandler(app)
   const server = Http.createServer(node.handler)
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`
-  const { key, id } = await Effect.runPromise(Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const ledger = yield* CreditLedger.CreditLedger
-    const account = yield* auth.createAccount()
-    const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "chat tests" })
-    yield* ledger.grant({ accountId: account.id, amount: GRANT, reference: "grant" })
-    return { key, id: account.id }
-  }).pipe(Effect.provide(context)))
+  const { key, id } = await TestApp.seedAccount(context, { label: "chat", grant: GRANT })
   accountId = id
   apiKey = key
   client = new OpenAI({ apiKey: key, baseURL, maxRetries: 0 })

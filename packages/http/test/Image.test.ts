@@ -4,11 +4,7 @@
  * enhancer.
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
-import { CreditLedger, IdempotencyStore, Models, Money, PricingEngine } from "@tollgate/core"
-import * as Auth from "@tollgate/core/Auth"
-import * as AuthStore from "@tollgate/core/AuthStore"
-import * as Jwt from "@tollgate/core/Jwt"
-import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { Models, Money, PricingEngine } from "@tollgate/core"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
 import * as Http from "node:http"
@@ -16,10 +12,10 @@ import type { AddressInfo } from "node:net"
 import * as Zlib from "node:zlib"
 import Sharp from "sharp"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { App, Handlers, ServiceInfo } from "../src/index.ts"
-import * as Metered from "../src/Metered.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as ImageRoute from "../src/routes/Image.ts"
 import * as ModelsRoute from "../src/routes/Models.ts"
+import * as TestApp from "./support/TestApp.ts"
 
 const GRANT = Money.usd(10)
 const tables = PricingEngine.defaults
@@ -28,42 +24,18 @@ const price = (model: string, quality: PricingEngine.ImageQuality = "high") => t
 const scope = Effect.runSync(Scope.make())
 let web: Handlers.WebHandler
 let defaultContext: Awaited<ReturnType<typeof buildContext>>
-let accounts = 0
 
-const buildContext = async (
+const buildContext = (
   models: ReadonlyArray<Models.Model> = Models.defaults,
   backend: Layer.Layer<ImageBackend.ImageBackend> = ImageBackend.layerLocal
-) => {
-  const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const services = Layer.mergeAll(
-    Metered.layer(),
-    PricingEngine.layer(),
-    Models.layer(models),
-    backend,
-    PromptEnhancer.layerLocal,
-    ServiceInfo.layer({ version: "test", hostName: "test-host" })
-  ).pipe(Layer.provideMerge(Layer.mergeAll(
-    Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)),
-    RateLimiter.layerMemory(),
-    CreditLedger.layerMemory,
-    IdempotencyStore.layerMemory,
-    Metered.layerPaymentRequiredMinimal,
-    Metered.layerLimitsDefault
-  )))
-  return Effect.runPromise(Layer.build(services).pipe(Scope.provide(scope)))
-}
+) =>
+  TestApp.buildContext(
+    TestApp.layerMetered(Layer.mergeAll(PricingEngine.layer(), Models.layer(models), backend, PromptEnhancer.layerLocal)),
+    scope
+  )
 
 const newAccount = (context: Awaited<ReturnType<typeof buildContext>> = defaultContext) =>
-  Effect.runPromise(Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const ledger = yield* CreditLedger.CreditLedger
-    const account = yield* auth.createAccount()
-    const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "image tests" })
-    yield* ledger.grant({ accountId: account.id, amount: GRANT, reference: `image-grant-${accounts++}` })
-    const charged = () =>
-      Effect.runPromise(Effect.map(ledger.balance(account.id), (balance) => GRANT - balance.usd))
-    return { authorization: `Bearer ${key}`, charged }
-  }).pipe(Effect.provide(context)))
+  TestApp.seedAccount(context, { label: "image", grant: GRANT })
 
 let alice: Awaited<ReturnType<typeof newAccount>>
 

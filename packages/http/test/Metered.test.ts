@@ -1,22 +1,16 @@
-import { CreditLedger, Errors, IdempotencyStore, Money, PricingEngine } from "@tollgate/core"
-import * as Auth from "@tollgate/core/Auth"
-import * as AuthStore from "@tollgate/core/AuthStore"
-import * as Jwt from "@tollgate/core/Jwt"
+import { Errors, Money, PricingEngine } from "@tollgate/core"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import { Context, Deferred, Duration, Effect, Layer, Option, Ref, Stream } from "effect"
+import { Deferred, Duration, Effect, Layer, Option, Ref, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { afterAll, beforeEach, describe, expect, it } from "vitest"
-import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as Route from "../src/Route.ts"
+import * as TestApp from "./support/TestApp.ts"
 
-const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
-const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
-  run(Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, tag))))
-
-const signingKey = await run(Jwt.generateSigningKey)
-const auth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)))
-const ledger = await build(CreditLedger.CreditLedger, CreditLedger.layerMemory)
+const { run } = TestApp
+const auth = await TestApp.authMemory()
+const ledger = await TestApp.ledgerMemory()
 
 const tables = PricingEngine.defaults
 const quote = PricingEngine.textParser(tables)
@@ -66,15 +60,8 @@ const idempotentRoute = Route.make("POST", "/api/v1/test/idempotent", Effect.gen
 
 const app = App.layer([route, idempotentRoute]).pipe(
   Layer.provide(Metered.layer()),
-  Layer.provide(Layer.mergeAll(
-    Layer.succeed(Auth.Auth, auth),
-    Layer.succeed(CreditLedger.CreditLedger, ledger),
-    RateLimiter.layerMemory(),
-    IdempotencyStore.layerMemory,
-    Metered.layerPaymentRequiredMinimal,
-    Metered.layerLimitsDefault
-  )),
-  Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+  Layer.provide(Layer.mergeAll(TestApp.layerStoresAround(auth, ledger), RateLimiter.layerMemory(), Metered.layerLimitsDefault)),
+  Layer.provide(TestApp.layerServiceInfo)
 )
 const { dispose, handler } = Handlers.toWebHandler(app)
 afterAll(dispose)

@@ -1,23 +1,18 @@
-import { CreditLedger, IdempotencyStore, Money, PricingEngine, RateLimitLog, RateLimits } from "@tollgate/core"
+import { Money, PricingEngine, RateLimitLog, RateLimits } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
-import * as AuthStore from "@tollgate/core/AuthStore"
-import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { afterAll, beforeEach, describe, expect, it } from "vitest"
-import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as Route from "../src/Route.ts"
 import * as RateLimitsRoutes from "../src/routes/RateLimits.ts"
+import * as TestApp from "./support/TestApp.ts"
 
-const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
-const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
-  run(Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, tag))))
-
-const signingKey = await run(Jwt.generateSigningKey)
-const auth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)))
-const ledger = await build(CreditLedger.CreditLedger, CreditLedger.layerMemory)
+const { build, run } = TestApp
+const auth = await TestApp.authMemory()
+const ledger = await TestApp.ledgerMemory()
 const overrides = await build(RateLimits.Overrides, RateLimits.layerOverridesMemory())
 
 const quote = PricingEngine.textParser(PricingEngine.defaults)
@@ -45,14 +40,11 @@ const app = App.layer<Metered.Metered | Auth.Auth | RateLimiter.RateLimiter | Ra
   Layer.provide(Metered.layer()),
   Layer.provide(Metered.layerLimits),
   Layer.provideMerge(Layer.mergeAll(
-    Layer.succeed(Auth.Auth, auth),
-    Layer.succeed(CreditLedger.CreditLedger, ledger),
+    TestApp.layerStoresAround(auth, ledger),
     Layer.succeed(RateLimits.Overrides, overrides),
-    RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
-    IdempotencyStore.layerMemory,
-    Metered.layerPaymentRequiredMinimal
+    RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory()))
   )),
-  Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+  Layer.provide(TestApp.layerServiceInfo)
 )
 const { dispose, handler } = Handlers.toWebHandler(app)
 afterAll(dispose)

@@ -2,20 +2,16 @@
  * `POST /augment/text-parser` through the real app and pipeline (memory Auth, RateLimiter,
  * CreditLedger, IdempotencyStore) and the real DocumentExtractor with its worker processes.
  */
-import { CreditLedger, IdempotencyStore, Money, PricingEngine } from "@tollgate/core"
-import * as Auth from "@tollgate/core/Auth"
-import * as AuthStore from "@tollgate/core/AuthStore"
-import * as Jwt from "@tollgate/core/Jwt"
-import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { Money, PricingEngine } from "@tollgate/core"
 import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Effect, Exit, Layer, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { App, Handlers, ServiceInfo } from "../src/index.ts"
-import * as Metered from "../src/Metered.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as TextParser from "../src/routes/TextParser.ts"
+import * as TestApp from "./support/TestApp.ts"
 
 const GRANT = Money.usd(10)
 const PRICE = PricingEngine.textParser(PricingEngine.defaults).amount
@@ -24,36 +20,14 @@ const MAX = DocumentExtractor.MAX_BYTES
 const scope = Effect.runSync(Scope.make())
 let web: Handlers.WebHandler
 let context: Awaited<ReturnType<typeof buildContext>>
-let accounts = 0
 
-const buildContext = async () => {
-  const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const services = Layer.mergeAll(
-    Metered.layer(),
-    PricingEngine.layer(),
-    DocumentExtractor.layer({ workers: 1, baseTimeoutMs: 60_000 }),
-    ServiceInfo.layer({ version: "test", hostName: "test-host" })
-  ).pipe(Layer.provideMerge(Layer.mergeAll(
-    Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)),
-    RateLimiter.layerMemory(),
-    CreditLedger.layerMemory,
-    IdempotencyStore.layerMemory,
-    Metered.layerPaymentRequiredMinimal,
-    Metered.layerLimitsDefault
-  )))
-  return Effect.runPromise(Layer.build(services).pipe(Scope.provide(scope)))
-}
+const buildContext = () =>
+  TestApp.buildContext(
+    TestApp.layerMetered(Layer.mergeAll(PricingEngine.layer(), DocumentExtractor.layer({ workers: 1, baseTimeoutMs: 60_000 }))),
+    scope
+  )
 
-const newAccount = () =>
-  Effect.runPromise(Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const ledger = yield* CreditLedger.CreditLedger
-    const account = yield* auth.createAccount()
-    const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "text-parser tests" })
-    yield* ledger.grant({ accountId: account.id, amount: GRANT, reference: `text-parser-grant-${accounts++}` })
-    const charged = () => Effect.runPromise(Effect.map(ledger.balance(account.id), (balance) => GRANT - balance.usd))
-    return { authorization: `Bearer ${key}`, charged }
-  }).pipe(Effect.provide(context)))
+const newAccount = () => TestApp.seedAccount(context, { label: "text-parser", grant: GRANT })
 
 let alice: Awaited<ReturnType<typeof newAccount>>
 

@@ -7,11 +7,13 @@
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, Errors, Principal } from "@tollgate/core"
+import { type Auth as AuthModels, Errors } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { Effect, Option, Schema } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { CurrentRequest } from "../RequestContext.ts"
+import { Effect, Schema } from "effect"
+import { HttpServerResponse } from "effect/http"
+import * as Authenticate from "../Authenticate.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
 
 const PATH = "/api/v1/api_keys"
@@ -44,45 +46,15 @@ const metadata = (record: AuthModels.ApiKeyRecord) => ({
   revokedAt: record.revokedAt?.toISOString() ?? null
 })
 
-const forbidden = new Errors.Forbidden({ message: "This operation requires an ADMIN API key" })
-
-const admin = Effect.gen(function*() {
-  const auth = yield* Auth
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const found = yield* auth.authenticate(request.headers)
-    if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key is required" })
-    const principal = found.value
-    yield* auth.requireAdmin(principal)
-    if (principal._tag !== "ApiKey") return yield* forbidden
-    const current = yield* CurrentRequest
-    current.principalId = Principal.describe(principal)
-    return principal
-  })
-})
-
-const decode = <S extends Schema.Top>(schema: S, input: unknown) =>
-  Schema.decodeUnknownEffect(schema)(input, { errors: "all" }).pipe(
-    Effect.mapError((error) => Errors.invalidRequestFromIssue(error.issue))
-  ) as Effect.Effect<S["Type"], Errors.InvalidRequest>
-
-const errors = {
-  401: { description: "No, malformed, expired or revoked credentials", schema: Errors.StandardError },
-  403: { description: "Not an ADMIN API key", schema: Errors.StandardError }
-}
-
 /** @category routes */
 export const create = Route.make(
   "POST",
   PATH,
   Effect.gen(function*() {
     const auth = yield* Auth
-    const authenticate = yield* admin
     return Effect.gen(function*() {
-      const principal = yield* authenticate
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const json = yield* Effect.mapError(request.json, () => new Errors.InvalidRequest({ message: "Request body must be JSON" }))
-      const body = yield* decode(CreateRequest, json)
+      const principal = yield* Authenticate.requireAdmin(auth)
+      const body = yield* RequestBody.schema(CreateRequest)
       if (body.tier === "partner" && principal.tier !== "partner") {
         return yield* new Errors.Forbidden({ message: "A key cannot mint a tier above its own" })
       }
@@ -107,8 +79,7 @@ export const create = Route.make(
     request: { contentType: "application/json", schema: CreateRequest },
     responses: {
       201: { description: "The new key (`apiKey`) and its metadata" },
-      400: { description: "Invalid body", schema: Errors.DetailedError },
-      ...errors
+      400: { description: "Invalid body", schema: Errors.DetailedError }
     }
   }
 )
@@ -119,9 +90,8 @@ export const list = Route.make(
   PATH,
   Effect.gen(function*() {
     const auth = yield* Auth
-    const authenticate = yield* admin
     return Effect.gen(function*() {
-      const principal = yield* authenticate
+      const principal = yield* Authenticate.requireAdmin(auth)
       const keys = yield* auth.listKeys(principal.accountId)
       return HttpServerResponse.jsonUnsafe({ data: keys.map(metadata) })
     })
@@ -131,7 +101,7 @@ export const list = Route.make(
     description: "ADMIN key. Metadata only: the secret of a key is never shown again.",
     tags: ["API keys"],
     security: "admin",
-    responses: { 200: { description: "The keys of the caller's account" }, ...errors }
+    responses: { 200: { description: "The keys of the caller's account" } }
   }
 )
 
@@ -141,11 +111,9 @@ export const revoke = Route.make(
   PATH,
   Effect.gen(function*() {
     const auth = yield* Auth
-    const authenticate = yield* admin
     return Effect.gen(function*() {
-      const principal = yield* authenticate
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const query = yield* decode(RevokeQuery, Object.fromEntries(new URL(request.url, "http://localhost").searchParams))
+      const principal = yield* Authenticate.requireAdmin(auth)
+      const query = yield* RequestQuery.schema(RevokeQuery)
       yield* auth.revokeKey(principal.accountId, query.id)
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true })
     })
@@ -159,8 +127,7 @@ export const revoke = Route.make(
     responses: {
       200: { description: "The key is revoked" },
       400: { description: "Missing id", schema: Errors.DetailedError },
-      404: { description: "No key with this id in the account", schema: Errors.StandardError },
-      ...errors
+      404: { description: "No key with this id in the account", schema: Errors.StandardError }
     }
   }
 )

@@ -12,13 +12,15 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Principal, Usage } from "@tollgate/core"
+import { CreditLedger, Errors, Money, Usage } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
 import { Context, Effect, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Authenticate from "../Authenticate.ts"
 import { LimitPolicy } from "../Metered.ts"
-import { CurrentRequest } from "../RequestContext.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
 
 /**
@@ -55,6 +57,8 @@ export const defaultOptions: Options = {
 export const BillingOptions = Context.Reference<Options>("@tollgate/http/routes/Billing/Options", {
   defaultValue: () => defaultOptions
 })
+
+const INVALID_QUERY = "Invalid query parameters"
 
 const DEPRECATION_NOTICE = "GET /api/v1/billing/usage is deprecated and will be removed; use GET /api/v1/billing/usage-history"
 
@@ -101,26 +105,13 @@ export const GrantRequest = Schema.Struct({
   reference: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_:.-]{1,200}$/u, { message: "must match [A-Za-z0-9_:.-]{1,200}" }))
 })
 
-const queryOf = (request: HttpServerRequest.HttpServerRequest): Record<string, string> => {
-  const query: Record<string, string> = {}
-  new URL(request.url, "http://localhost").searchParams.forEach((value, key) => {
-    query[key] = value
-  })
-  return query
-}
-
-const decode = <S extends Schema.Decoder<unknown>>(schema: S, input: unknown) =>
-  Schema.decodeUnknownEffect(schema)(input, { errors: "all" }).pipe(
-    Effect.mapError((error) => Errors.invalidRequestFromIssue(error.issue, "Invalid query parameters"))
-  )
-
 /** The time range of the filters, checked for order. */
 const rangeOf = (query: { readonly startDate?: string; readonly endDate?: string }) => {
   const from = query.startDate === undefined ? undefined : Date.parse(query.startDate)
   const to = query.endDate === undefined ? undefined : Date.parse(query.endDate)
   if (from !== undefined && to !== undefined && from > to) {
     return Effect.fail(new Errors.InvalidRequest({
-      message: "Invalid query parameters",
+      message: INVALID_QUERY,
       details: Errors.fieldErrors([{ path: ["endDate"], message: "must not be before startDate" }])
     }))
   }
@@ -129,19 +120,6 @@ const rangeOf = (query: { readonly startDate?: string; readonly endDate?: string
 
 const ledgerCurrency = (currency: Usage.QueryCurrency | undefined): CreditLedger.Currency | "none" | undefined =>
   currency === undefined ? undefined : currency === "USD" || currency === "DIEM" ? currency : "none"
-
-const admin = Effect.gen(function*() {
-  const auth = yield* Auth
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const found = yield* auth.authenticate(request.headers)
-    if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key is required" })
-    yield* auth.requireAdmin(found.value)
-    const current = yield* CurrentRequest
-    current.principalId = Principal.describe(found.value)
-    return found.value
-  })
-})
 
 const httpDate = (date: Date) => date.toUTCString()
 
@@ -154,10 +132,9 @@ export const usage = Route.make(
     const ledger = yield* CreditLedger.CreditLedger
     const limiter = yield* RateLimiter
     const policy = yield* LimitPolicy
-    const authenticate = yield* admin
     const options = yield* BillingOptions
     return Effect.gen(function*() {
-      const principal = yield* authenticate
+      const principal = yield* Authenticate.requireAdmin(auth)
       const deprecation = {
         deprecation: `@${Math.floor(options.usageCutoff.getTime() / 1000)}`,
         sunset: httpDate(options.usageSunset),
@@ -168,7 +145,7 @@ export const usage = Route.make(
         return yield* new Errors.Gone({ message: `${DEPRECATION_NOTICE}. It is not available to accounts created on or after ${options.usageCutoff.toISOString().slice(0, 10)}.` })
       }
       const request = yield* HttpServerRequest.HttpServerRequest
-      const query = yield* decode(UsageQuery, queryOf(request))
+      const query = yield* RequestQuery.schema(UsageQuery, INVALID_QUERY)
       const { from, to } = yield* rangeOf(query)
       const admission = yield* limiter.admit(policy.limitsFor(principal, { kind: "billing_usage" }))
       const limit = query.limit ?? 200
@@ -212,8 +189,6 @@ export const usage = Route.make(
     responses: {
       200: { description: "Usage entries", headers: ["x-pagination-limit", "x-pagination-page", "x-pagination-total", "x-pagination-total-pages", "deprecation", "sunset", "link"] },
       400: { description: "Invalid query parameters", schema: Errors.DetailedError },
-      401: { description: "No or invalid API key", schema: Errors.StandardError },
-      403: { description: "Not an ADMIN key", schema: Errors.StandardError },
       410: { description: "Not available to accounts created on or after 2026-07-07", schema: Errors.StandardError },
       429: { description: "More than 5 requests in a minute", schema: Errors.StandardError }
     }
@@ -225,18 +200,17 @@ export const usageHistory = Route.make(
   "GET",
   "/api/v1/billing/usage-history",
   Effect.gen(function*() {
+    const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
-    const authenticate = yield* admin
     return Effect.gen(function*() {
-      const principal = yield* authenticate
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const query = yield* decode(UsageHistoryQuery, queryOf(request))
+      const principal = yield* Authenticate.requireAdmin(auth)
+      const query = yield* RequestQuery.schema(UsageHistoryQuery, INVALID_QUERY)
       const { from, to } = yield* rangeOf(query)
       const order = query.sortOrder ?? "desc"
       const cursor = query.cursor === undefined ? undefined : Usage.decodeCursor(query.cursor)
       if (query.cursor !== undefined && (cursor === undefined || cursor.order !== order)) {
         return yield* new Errors.InvalidRequest({
-          message: "Invalid query parameters",
+          message: INVALID_QUERY,
           details: Errors.fieldErrors([{
             path: ["cursor"],
             message: cursor === undefined ? "is not a cursor this endpoint issued" : "was issued for the other sortOrder"
@@ -264,9 +238,7 @@ export const usageHistory = Route.make(
     query: UsageHistoryQuery,
     responses: {
       200: { description: "A page of usage entries and the cursor of the next" },
-      400: { description: "Invalid query parameters", schema: Errors.DetailedError },
-      401: { description: "No or invalid API key", schema: Errors.StandardError },
-      403: { description: "Not an ADMIN key", schema: Errors.StandardError }
+      400: { description: "Invalid query parameters", schema: Errors.DetailedError }
     }
   }
 )
@@ -276,19 +248,15 @@ export const grantCredits = Route.make(
   "POST",
   "/api/v1/billing/credits",
   Effect.gen(function*() {
+    const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
-    const authenticate = yield* admin
     const options = yield* BillingOptions
     return Effect.gen(function*() {
-      const principal = yield* authenticate
+      const principal = yield* Authenticate.requireAdmin(auth)
       if (!options.operatorAccountIds.includes(principal.accountId)) {
         return yield* new Errors.Forbidden({ message: "Only operator accounts may grant credits" })
       }
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const json = yield* Effect.mapError(request.json, () => new Errors.InvalidRequest({ message: "Request body must be JSON" }))
-      const body = yield* Schema.decodeUnknownEffect(GrantRequest)(json, { errors: "all" }).pipe(
-        Effect.mapError((error) => Errors.invalidRequestFromIssue(error.issue))
-      )
+      const body = yield* RequestBody.schema(GrantRequest)
       const amount = Result.getOrThrow(Money.parseUsd(body.amountUsd))
       const receipt = yield* ledger.grant({ accountId: body.accountId, amount, reference: `grant:${body.reference}` }).pipe(
         Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> =>
@@ -314,7 +282,6 @@ export const grantCredits = Route.make(
     responses: {
       200: { description: "The grant and the account's new balance" },
       400: { description: "Invalid body", schema: Errors.DetailedError },
-      401: { description: "No or invalid API key", schema: Errors.StandardError },
       403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
       409: { description: "The reference was used for a different grant", schema: Errors.StandardError }
     }

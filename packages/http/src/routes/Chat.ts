@@ -20,8 +20,9 @@ import { ChatOptions, Errors, Models, Money, PricingEngine, ThinkStripper } from
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { ByteSize, Effect, Option, Result, Schema, Stream } from "effect"
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
 import * as Metered from "../Metered.ts"
+import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
 
 /** Conversations with long contexts are large; the app's default cap would refuse them. */
@@ -39,18 +40,6 @@ const TOKENS_PER_REPLY = 3
 type Json = Record<string, unknown>
 
 const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
-
-const readJson = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return yield* request.json.pipe(
-    Effect.provideService(HttpIncomingMessage.MaxBodySize, MAX_BODY),
-    Effect.mapError((error) =>
-      error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-        ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-        : new Errors.InvalidRequest({ message: "The body must be a JSON object" })
-    )
-  )
-})
 
 const textOf = (content: unknown): string =>
   typeof content === "string"
@@ -236,7 +225,7 @@ export const route = Route.make(
     const prompts = yield* ChatOptions.ChatPrompts
     const provider = yield* SearchProvider.SearchProvider
     return Effect.gen(function*() {
-      const request = yield* Effect.fromResult(ChatOptions.parseRequest(yield* readJson))
+      const request = yield* Effect.fromResult(ChatOptions.parseRequest(yield* RequestBody.json(MAX_BODY)))
       const model = yield* models.text(request.model)
       const { options } = request
       const added = yield* Effect.fromResult(ChatOptions.serviceMessages(prompts, options))
@@ -464,13 +453,7 @@ export const route = Route.make(
         description: "The completion (application/json), or with stream: true a text/event-stream of chat.completion.chunk " +
           "events ending with data: [DONE]",
         schema: ResponseDoc,
-        headers: [
-          "x-service-model-id",
-          "x-service-model-name",
-          "x-service-model-router",
-          "x-service-model-deprecation-warning",
-          "x-service-model-deprecation-date"
-        ]
+        headers: Models.headerNames
       }
     }
   }

@@ -15,24 +15,13 @@ import * as ImageBackend from "@tollgate/backends/ImageBackend"
 import { PromptEnhancer } from "@tollgate/backends/PromptEnhancer"
 import { Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
 import { ByteSize, Clock, Effect, Schema } from "effect"
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
 import { Metered } from "../Metered.ts"
+import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
 
 /** Style references may carry images, so the body may be larger than the app's default cap. */
 const MAX_BODY = ByteSize.megabytes(16)
-
-const readJson = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return yield* request.json.pipe(
-    Effect.provideService(HttpIncomingMessage.MaxBodySize, MAX_BODY),
-    Effect.mapError((error) =>
-      error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-        ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-        : new Errors.InvalidRequest({ message: "The body must be a JSON object" })
-    )
-  )
-})
 
 const flag = (value: boolean) => (value ? "true" : "false")
 
@@ -73,11 +62,7 @@ export const GenerateResponse = Schema.Struct({
 }).annotate({ identifier: "ImageGenerateResponse" })
 
 const responseHeaders = [
-  "x-service-model-id",
-  "x-service-model-name",
-  "x-service-model-router",
-  "x-service-model-deprecation-warning",
-  "x-service-model-deprecation-date",
+  ...Models.headerNames,
   "x-service-is-blurred",
   "x-service-is-content-violation",
   "x-service-is-adult-model-content-violation",
@@ -97,7 +82,7 @@ export const route = Route.make(
     const enhancer = yield* PromptEnhancer
     return Effect.gen(function*() {
       const started = yield* Clock.currentTimeMillis
-      const body = yield* readJson
+      const body = yield* RequestBody.json(MAX_BODY)
       const request = yield* ImageRequest.decode(models, body)
       const quote = PricingEngine.image(tables, {
         model: request.model.id,

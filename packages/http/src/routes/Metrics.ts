@@ -5,10 +5,11 @@
  *
  * @since 0.1.0
  */
-import { Auth, Errors } from "@tollgate/core"
-import { Effect, Option, Schema } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Auth } from "@tollgate/core"
+import { Effect, Schema } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
+import * as Authenticate from "../Authenticate.ts"
 import * as Route from "../Route.ts"
 
 /** @category models */
@@ -40,16 +41,7 @@ export const routes = (access: Access): ReadonlyArray<Route.Route<Auth.Auth>> =>
       return [Route.make(
         "GET",
         "/metrics",
-        Effect.map(Auth.Auth, (auth) =>
-          Effect.gen(function*() {
-            const request = yield* HttpServerRequest.HttpServerRequest
-            const principal = yield* auth.authenticate(request.headers)
-            if (Option.isNone(principal)) {
-              return yield* new Errors.Unauthenticated({ message: "An ADMIN API key is required" })
-            }
-            yield* auth.requireAdmin(principal.value)
-            return yield* scrape
-          })),
+        Effect.map(Auth.Auth, (auth) => Effect.andThen(Authenticate.requireAdmin(auth), scrape)),
         docs(access)
       )]
   }

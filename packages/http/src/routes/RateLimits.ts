@@ -6,11 +6,12 @@
  * *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, RateLimitLog, RateLimits } from "@tollgate/core"
+import { CreditLedger, Money, RateLimitLog, RateLimits } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
 import { Effect, Option, Schema } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
+import * as Authenticate from "../Authenticate.ts"
 import * as Route from "../Route.ts"
 
 const Window = Schema.Struct({ limit: Schema.Int, remaining: Schema.Int, reset: Schema.Int })
@@ -56,18 +57,6 @@ export const RateLimitLogsBody = Schema.Struct({
   }))
 }).annotate({ identifier: "RateLimitLogs" })
 
-const unauthenticated = { description: "No or invalid API key", schema: Errors.StandardError }
-
-const apiKeyPrincipal = (auth: Auth["Service"]) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const found = yield* auth.authenticate(request.headers)
-    if (Option.isNone(found) || found.value._tag !== "ApiKey") {
-      return yield* new Errors.Unauthenticated({ message: "This operation needs 'Authorization: Bearer <API key>'" })
-    }
-    return found.value
-  })
-
 /**
  * `GET /api/v1/api_keys/rate_limits`.
  *
@@ -81,7 +70,7 @@ export const rateLimits = Route.make(
     const context = yield* Effect.context<RateLimiter | RateLimits.Overrides>()
     const ledger = yield* Effect.serviceOption(CreditLedger.CreditLedger)
     return Effect.gen(function*() {
-      const principal = yield* apiKeyPrincipal(auth)
+      const principal = yield* Authenticate.requireKey(auth)
       const limits = yield* RateLimits.status(principal).pipe(Effect.provide(context))
       const body: Record<string, unknown> = {
         accountId: principal.accountId,
@@ -107,8 +96,7 @@ export const rateLimits = Route.make(
     tags: ["Rate limits"],
     security: "key",
     responses: {
-      200: { description: "Current limits", schema: RateLimitsBody },
-      401: unauthenticated
+      200: { description: "Current limits", schema: RateLimitsBody }
     }
   }
 )
@@ -125,7 +113,7 @@ export const rateLimitLogs = Route.make(
     const auth = yield* Auth
     const log = yield* RateLimitLog.RateLimitLog
     return Effect.gen(function*() {
-      const principal = yield* apiKeyPrincipal(auth)
+      const principal = yield* Authenticate.requireKey(auth)
       const entries = yield* log.list(principal.accountId)
       return HttpServerResponse.jsonUnsafe({
         data: entries.map((entry) => ({
@@ -145,8 +133,7 @@ export const rateLimitLogs = Route.make(
     tags: ["Rate limits"],
     security: "key",
     responses: {
-      200: { description: "Recent rejections", schema: RateLimitLogsBody },
-      401: unauthenticated
+      200: { description: "Recent rejections", schema: RateLimitLogsBody }
     }
   }
 )

@@ -1,0 +1,60 @@
+/**
+ * Bearer authentication for the routes outside the metered pipeline (key management, billing,
+ * rate limits, metrics), written once: the request's credentials become an API-key principal, a
+ * request without one is a 401, a key without the right is a 403, and the principal is named in
+ * `CurrentRequest` for the logs, as `Metered.run` does for the paid routes.
+ *
+ * @since 0.1.0
+ */
+import { type Auth, Errors, Principal } from "@tollgate/core"
+import { Effect, Option } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { CurrentRequest } from "./RequestContext.ts"
+
+/** @category models */
+export type Failure = Errors.Unauthenticated | Errors.Forbidden | Errors.ServiceUnavailable | Errors.RateLimited
+
+const credentials = (auth: Auth.Auth["Service"]) =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => auth.authenticate(request.headers))
+
+const identify = (principal: Principal.ApiKeyPrincipal) =>
+  Effect.map(CurrentRequest, (current) => {
+    current.principalId = Principal.describe(principal)
+    return principal
+  })
+
+/**
+ * The API key of the request, of any type; no key (or a wallet) is a 401.
+ *
+ * @category authentication
+ */
+export const requireKey: (
+  auth: Auth.Auth["Service"]
+) => Effect.Effect<Principal.ApiKeyPrincipal, Failure, HttpServerRequest.HttpServerRequest> = Effect.fn(
+  "Authenticate.requireKey"
+)(function*(auth) {
+  const found = yield* credentials(auth)
+  if (Option.isNone(found) || found.value._tag !== "ApiKey") {
+    return yield* new Errors.Unauthenticated({ message: "This operation needs 'Authorization: Bearer <API key>'" })
+  }
+  return yield* identify(found.value)
+})
+
+/**
+ * The ADMIN API key of the request: no credentials is a 401, anything but an ADMIN key a 403.
+ *
+ * @category authentication
+ */
+export const requireAdmin: (
+  auth: Auth.Auth["Service"]
+) => Effect.Effect<Principal.ApiKeyPrincipal, Failure, HttpServerRequest.HttpServerRequest> = Effect.fn(
+  "Authenticate.requireAdmin"
+)(function*(auth) {
+  const found = yield* credentials(auth)
+  if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key is required" })
+  const principal = found.value
+  yield* auth.requireAdmin(principal)
+  // requireAdmin refuses wallets already; this narrows the principal to its key
+  if (principal._tag !== "ApiKey") return yield* new Errors.Forbidden({ message: "This operation requires an ADMIN API key" })
+  return yield* identify(principal)
+})

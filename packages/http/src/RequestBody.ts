@@ -1,0 +1,57 @@
+/**
+ * Reading a request's JSON body, the same way on every route: under the app's body cap or a
+ * route's own (`maxBytes`, for routes whose bodies are legitimately larger), a body over the cap is
+ * a 413 and one that is not JSON a 400, and `schema` decodes it into a 400 DetailedError naming
+ * every bad field. Routes never read `request.json` themselves, so the answer to a bad body does
+ * not depend on which route received it.
+ *
+ * @since 0.1.0
+ */
+import { Errors } from "@tollgate/core"
+import { type ByteSize, Effect, Schema } from "effect"
+import { HttpIncomingMessage, HttpServerRequest } from "effect/http"
+
+/**
+ * The JSON body, read under `maxBytes` when given, else under the app's cap.
+ *
+ * @category reading
+ */
+export const json = (
+  maxBytes?: ByteSize.ByteSize
+): Effect.Effect<unknown, Errors.PayloadTooLarge | Errors.InvalidRequest, HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const body = maxBytes === undefined
+      ? request.json
+      : Effect.provideService(request.json, HttpIncomingMessage.MaxBodySize, maxBytes)
+    return yield* Effect.mapError(body, (error) =>
+      error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+        ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+        : new Errors.InvalidRequest({ message: "The body must be a JSON object" }))
+  })
+
+/**
+ * Decodes untrusted input (a body, a query) with `schema`, every problem reported at once as a
+ * 400 DetailedError under `message`.
+ *
+ * @category decoding
+ */
+export const decode = <S extends Schema.Decoder<unknown>>(
+  schema: S,
+  input: unknown,
+  message?: string
+): Effect.Effect<S["Type"], Errors.InvalidRequest> =>
+  Schema.decodeUnknownEffect(schema)(input, { errors: "all" }).pipe(
+    Effect.mapError((error) => Errors.invalidRequestFromIssue(error.issue, message))
+  )
+
+/**
+ * The JSON body decoded with `schema`.
+ *
+ * @category reading
+ */
+export const schema = <S extends Schema.Decoder<unknown>>(
+  schema: S,
+  maxBytes?: ByteSize.ByteSize
+): Effect.Effect<S["Type"], Errors.PayloadTooLarge | Errors.InvalidRequest, HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(json(maxBytes), (body) => decode(schema, body))

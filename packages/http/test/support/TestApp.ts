@@ -1,0 +1,96 @@
+/**
+ * The app as the HTTP tests build it: the metered pipeline's dependencies in memory (Auth over a
+ * memory store with a fresh signing key, RateLimiter, CreditLedger, IdempotencyStore, the minimal
+ * 402 bodies and the spec's limit tables) and accounts seeded with a key and credit, so a test file
+ * states only the routes and backends it is about.
+ */
+import { CreditLedger, IdempotencyStore, type Money } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
+import * as AuthStore from "@tollgate/core/AuthStore"
+import * as Jwt from "@tollgate/core/Jwt"
+import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { Context, Effect, Layer, Scope } from "effect"
+import { ServiceInfo } from "../../src/index.ts"
+import * as Metered from "../../src/Metered.ts"
+
+/** Runs an effect that needs nothing. */
+export const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
+
+/** One service built on its own; memory services keep their state after the build's scope closes. */
+export const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
+  run(Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, tag))))
+
+/** Auth over a memory store, signing with a key generated when the layer is built. */
+export const layerAuthMemory: Layer.Layer<Auth.Auth> = Layer.unwrap(Effect.map(
+  Jwt.generateSigningKey,
+  (signingKey) => Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory))
+))
+
+/** The Auth service over a memory store. */
+export const authMemory = (): Promise<Auth.Auth["Service"]> => build(Auth.Auth, layerAuthMemory)
+
+/** The credit ledger in memory. */
+export const ledgerMemory = (): Promise<CreditLedger.CreditLedger["Service"]> =>
+  build(CreditLedger.CreditLedger, CreditLedger.layerMemory)
+
+const layerAround = <E>(auth: Layer.Layer<Auth.Auth, E>, ledger: Layer.Layer<CreditLedger.CreditLedger>) =>
+  Layer.mergeAll(auth, ledger, IdempotencyStore.layerMemory, Metered.layerPaymentRequiredMinimal)
+
+/** What the metered pipeline depends on, in memory, with the spec's limit tables. */
+export const layerStoresMemory = Layer.mergeAll(
+  layerAround(layerAuthMemory, CreditLedger.layerMemory),
+  RateLimiter.layerMemory(),
+  Metered.layerLimitsDefault
+)
+
+/**
+ * The pipeline's idempotency store and 402 bodies around an Auth and a ledger the test file holds
+ * itself, to seed accounts and read balances directly; the rate limiter and limit policy are the
+ * test's own choice.
+ */
+export const layerStoresAround = (auth: Auth.Auth["Service"], ledger: CreditLedger.CreditLedger["Service"]) =>
+  layerAround(Layer.succeed(Auth.Auth, auth), Layer.succeed(CreditLedger.CreditLedger, ledger))
+
+/** The service info every test app answers with. */
+export const layerServiceInfo = ServiceInfo.layer({ version: "test", hostName: "test-host" })
+
+/**
+ * The metered pipeline over the memory stores, with the routes' own services beside it; the stores
+ * stay in the output so tests can seed accounts and read balances.
+ */
+export const layerMetered = <A, E, R>(services: Layer.Layer<A, E, R>) =>
+  Layer.mergeAll(Metered.layer(), services, layerServiceInfo).pipe(Layer.provideMerge(layerStoresMemory))
+
+/** Builds a layer into a context that lives as long as `scope`. */
+export const buildContext = <A, E>(layer: Layer.Layer<A, E>, scope: Scope.Scope): Promise<Context.Context<A>> =>
+  run(Layer.build(layer).pipe(Scope.provide(scope)))
+
+/** @category models */
+export interface SeededAccount {
+  readonly id: string
+  readonly key: string
+  /** `Bearer <key>`. */
+  readonly authorization: string
+  /** How much of the grant has been spent so far. */
+  readonly charged: () => Promise<number>
+}
+
+let seeded = 0
+
+/**
+ * A fresh account with an INFERENCE key and `grant` of credit; `label` names the key and the
+ * grant's reference after the test file.
+ */
+export const seedAccount = (
+  context: Context.Context<Auth.Auth | CreditLedger.CreditLedger>,
+  options: { readonly label: string; readonly grant: Money.Nano }
+): Promise<SeededAccount> =>
+  run(Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    const account = yield* auth.createAccount()
+    const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: `${options.label} tests` })
+    yield* ledger.grant({ accountId: account.id, amount: options.grant, reference: `${options.label}-grant-${seeded++}` })
+    const charged = () => run(Effect.map(ledger.balance(account.id), (balance) => options.grant - balance.usd))
+    return { id: account.id, key, authorization: `Bearer ${key}`, charged }
+  }).pipe(Effect.provide(context)))
