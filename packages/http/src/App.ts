@@ -14,6 +14,7 @@ import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as Observability from "./Observability.ts"
 import * as RequestContext from "./RequestContext.ts"
+import * as RequestLog from "./RequestLog.ts"
 import * as Route from "./Route.ts"
 import { ServiceInfo } from "./ServiceInfo.ts"
 
@@ -54,7 +55,8 @@ const globalMiddleware = (
   routes: ReadonlyArray<Route.Route<any>>,
   info: ServiceInfo["Service"],
   platform: HttpPlatform.HttpPlatform["Service"],
-  guard: Option.Option<AbuseGuard.AbuseGuard["Service"]>
+  guard: Option.Option<AbuseGuard.AbuseGuard["Service"]>,
+  log: Option.Option<RequestLog.RequestLog["Service"]>
 ) =>
   HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
     (httpEffect) => {
@@ -74,17 +76,21 @@ const globalMiddleware = (
             "x-service-timestamp": new Date().toISOString()
           }
           if (response.status >= 400) headers["x-service-host-name"] = info.hostName
-          return Observability.recordRequest({
+          const entry = {
             requestId: context.requestId,
             principalId: context.principalId,
             method: request.method,
             route: patternOf(request.method, request.url),
             status: response.status,
             latencyMs: performance.now() - context.startedAt
-          }).pipe(Effect.as(HttpServerResponse.setHeaders(response, headers)))
+          }
+          if (Option.isSome(log)) log.value.record(entry)
+          return Observability.recordRequest(entry).pipe(Effect.as(HttpServerResponse.setHeaders(response, headers)))
         })
-        const handled = compress(httpEffect).pipe(
-          Effect.provideService(HttpPlatform.HttpPlatform, platform),
+        const responded = request.headers["accept-encoding"] === undefined
+          ? httpEffect
+          : compress(httpEffect).pipe(Effect.provideService(HttpPlatform.HttpPlatform, platform))
+        const handled = responded.pipe(
           Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
           Effect.catchDefect(ErrorResponse.fromDefect),
           Effect.provideService(RequestContext.CurrentRequest, context)
@@ -148,8 +154,13 @@ export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options
     routesLayer(all, options),
     notFound(all),
     Layer.unwrap(Effect.map(
-      Effect.all([ServiceInfo, HttpPlatform.HttpPlatform, Effect.serviceOption(AbuseGuard.AbuseGuard)]),
-      ([info, platform, guard]) => globalMiddleware(all, info, platform, guard)
+      Effect.all([
+        ServiceInfo,
+        HttpPlatform.HttpPlatform,
+        Effect.serviceOption(AbuseGuard.AbuseGuard),
+        Effect.serviceOption(RequestLog.RequestLog)
+      ]),
+      ([info, platform, guard, log]) => globalMiddleware(all, info, platform, guard, log)
     ))
   )
 }

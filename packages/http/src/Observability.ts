@@ -1,8 +1,6 @@
 /**
- * Metrics and request logs. Every response updates the request counters and the latency histogram
- * (labelled by route pattern and status) and writes one structured log line with the request id,
- * the principal id (never a key, signature, document or prompt), the route, the status and the
- * latency. The other modules record their own events through the metrics defined here, so the
+ * Metrics. Every response updates the request counters and the latency histogram (labelled by
+ * route pattern and status); the request log line is `RequestLog`'s. The other modules record their own events through the metrics defined here, so the
  * whole set is visible in one place and served at `/metrics` in Prometheus text format.
  *
  * @since 0.1.0
@@ -96,27 +94,12 @@ const labelled = <M extends Metric.Metric<any, any>>(metric: M, attributes: Read
 }
 
 /**
- * Records a finished request: counters, latency, and one structured log line.
+ * Records a finished request in the request counters and the latency histogram.
  *
  * @category recording
  */
-export const recordRequest = (entry: {
-  readonly requestId: string
-  readonly principalId: string | undefined
-  readonly method: string
-  readonly route: string
-  readonly status: number
-  readonly latencyMs: number
-}) =>
-  Effect.all([
+export const recordRequest = (entry: { readonly method: string; readonly route: string; readonly status: number; readonly latencyMs: number }) =>
+  Effect.andThen(
     count(httpRequests, { route: entry.route, method: entry.method, status: String(entry.status) }),
-    Metric.update(labelled(httpLatency, { route: entry.route }), entry.latencyMs / 1000),
-    Effect.logInfo("request").pipe(Effect.annotateLogs({
-      requestId: entry.requestId,
-      principalId: entry.principalId ?? "anonymous",
-      method: entry.method,
-      route: entry.route,
-      status: entry.status,
-      latencyMs: Math.round(entry.latencyMs * 100) / 100
-    }))
-  ], { discard: true })
+    Metric.update(labelled(httpLatency, { route: entry.route }), entry.latencyMs / 1000)
+  )

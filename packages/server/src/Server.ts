@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { App, ServiceInfo } from "@tollgate/http"
+import { App, RequestLog, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
 import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
@@ -73,5 +73,22 @@ export const logging = (config: Pick<Config.ServerConfig, "logLevel">) =>
       window: "50 millis",
       flush: (lines) => Effect.sync(() => process.stdout.write(`${lines.join("\n")}\n`))
     })]),
-    Layer.succeed(References.MinimumLogLevel, levels[config.logLevel])
+    Layer.succeed(References.MinimumLogLevel, levels[config.logLevel]),
+    requestLog(config.logLevel)
   )
+
+/**
+ * The per-request lines are INFO (ERROR for a 5xx): all of them from `info` down, the 5xx ones at
+ * `warn` and `error`, none at `none`.
+ */
+const requestLog = (level: Config.ServerConfig["logLevel"]) => {
+  switch (level) {
+    case "none":
+      return Layer.empty
+    case "warn":
+    case "error":
+      return RequestLog.layerJson({ errorsOnly: true })
+    default:
+      return RequestLog.layerJson()
+  }
+}

@@ -5,7 +5,7 @@
  */
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Auth, CreditLedger, Money } from "@tollgate/core"
-import { Handlers } from "@tollgate/http"
+import { Handlers, RequestLog } from "@tollgate/http"
 import { RedisServer } from "@tollgate/testkit"
 import * as WorkerPool from "@tollgate/documents/WorkerPool"
 import { Context, Effect, Layer, Logger, Metric, References } from "effect"
@@ -211,6 +211,9 @@ describe("Log lines carry the request id, principal, route, status and latency, 
     Logger.layer([Logger.map(Logger.formatJson, (line) => {
       lines.push(line)
     })]),
+    RequestLog.layerWith((line) => {
+      lines.push(line)
+    }),
     Layer.succeed(References.MinimumLogLevel, "Trace")
   )
   let instance: Instance

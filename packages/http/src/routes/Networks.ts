@@ -12,13 +12,14 @@ import * as Route from "../Route.ts"
 /** @category schemas */
 export const NetworkList = Schema.Struct({ networks: Schema.Array(Schema.String) }).annotate({ identifier: "NetworkList" })
 
-const body = new TextEncoder().encode(JSON.stringify({ networks: Networks.slugs }))
+/** A string body lets Node write the headers and the body in one write. */
+const body = JSON.stringify({ networks: Networks.slugs })
 
 /** @category routes */
 export const route = Route.make(
   "GET",
   "/api/v1/crypto/rpc/networks",
-  Effect.succeed(Effect.sync(() => HttpServerResponse.uint8Array(body, { contentType: "application/json" }))),
+  Effect.succeed(Effect.sync(() => HttpServerResponse.text(body, { contentType: "application/json" }))),
   {
     summary: "List the supported RPC networks",
     description: "Alphabetically sorted network slugs accepted by POST /crypto/rpc/{network}. No authentication.",
