@@ -4,7 +4,7 @@
  * authenticated, else the client address, so a wallet or an account cannot escape by changing
  * address and an address cannot lock out an account it does not hold.
  *
- * `guard` wraps one request: it refuses a blocked address up front, lets `Auth` name the
+ * `track` follows one request: it refuses a blocked address up front, lets `Auth` name the
  * principal through `identify` (refusing a blocked principal right there), and records a failure
  * when the response is not a success. The guard's own 429s are not counted, so a blocked caller
  * that keeps retrying is released on time. A store outage lets requests through: the guard must
@@ -33,10 +33,16 @@ export class AbuseGuard extends Context.Service<AbuseGuard, {
   readonly blockedFor: (caller: string) => Effect.Effect<number, ServiceUnavailable>
   /** Counts one failed request; the one over `maxFailures` within `windowMs` starts a block. */
   readonly recordFailure: (caller: string) => Effect.Effect<void, ServiceUnavailable>
+  /**
+   * True when the store knows, without I/O, that the caller is not blocked; lets a request of a
+   * caller in good standing pass without building an Effect. Stores that must ask (Redis) leave it
+   * out.
+   */
+  readonly isKnownClear?: (caller: string) => boolean
 }>()("@tollgate/core/AbuseGuard") {}
 
 /**
- * The caller of the request being served, as `guard` tracks it.
+ * The caller of the request being served, as `track` follows it.
  *
  * @category models
  */
@@ -45,7 +51,7 @@ export interface CallerScope {
 }
 
 /**
- * Set by `guard` for the duration of a request; `None` outside a guarded request.
+ * Set from `track` for the duration of a request; `None` outside a guarded request.
  *
  * @category references
  */
@@ -73,37 +79,50 @@ const failOpen = <A>(effect: Effect.Effect<A, ServiceUnavailable>, fallback: A):
 const isSuccess = (status: number) => status >= 200 && status < 300
 
 /**
- * Runs one request under the guard. `address` is the client address; `status` reads the
- * response's status.
+ * The guard of one request, in parts: the HTTP middleware runs the request itself, providing
+ * `caller` in the same context change as its own services, and settles in its pre-response
+ * handler.
+ *
+ * @category models
+ */
+export interface Tracking {
+  /** Refuses a blocked address; `undefined` when the store already knows the address is clear. */
+  readonly admit: Effect.Effect<void, RateLimited> | undefined
+  /** The value of `CurrentCaller` while the request runs. */
+  readonly caller: Option.Option<CallerScope>
+  /**
+   * Records a failure when the response is not a success, unless the guard refused the request
+   * itself; `undefined` when there is nothing to record.
+   */
+  readonly settle: (status: number) => Effect.Effect<void> | undefined
+}
+
+/**
+ * Starts tracking one request from the client `address`.
  *
  * @category tracking
  */
-export const guard = <A, E, R>(
-  service: AbuseGuard["Service"],
-  address: string,
-  handle: Effect.Effect<A, E, R>,
-  status: (response: A) => number
-): Effect.Effect<A, E | RateLimited, R> =>
-  Effect.gen(function*() {
-    let caller = `address:${address}`
-    const addressBlock = yield* failOpen(service.blockedFor(caller), 0)
-    if (addressBlock > 0) return yield* blocked(addressBlock)
-    let refused = false
-    const scope: CallerScope = {
-      identify: (principalId) =>
-        Effect.gen(function*() {
-          caller = `principal:${principalId}`
-          const ms = yield* failOpen(service.blockedFor(caller), 0)
-          if (ms > 0) {
-            refused = true
-            return yield* blocked(ms)
-          }
-        })
-    }
-    const response = yield* Effect.provideService(handle, CurrentCaller, Option.some(scope))
-    if (!refused && !isSuccess(status(response))) yield* failOpen(service.recordFailure(caller), undefined)
-    return response
-  })
+export const track = (service: AbuseGuard["Service"], address: string): Tracking => {
+  let caller = `address:${address}`
+  let refused = false
+  const isClear = (key: string) => service.isKnownClear !== undefined && service.isKnownClear(key)
+  const refuseIfBlocked = (key: string): Effect.Effect<void, RateLimited> =>
+    Effect.flatMap(failOpen(service.blockedFor(key), 0), (ms) => {
+      if (ms === 0) return Effect.void
+      refused = true
+      return Effect.fail(blocked(ms))
+    })
+  return {
+    admit: isClear(caller) ? undefined : refuseIfBlocked(caller),
+    caller: Option.some({
+      identify: (principalId) => {
+        caller = `principal:${principalId}`
+        return isClear(caller) ? Effect.void : refuseIfBlocked(caller)
+      }
+    }),
+    settle: (status) => refused || isSuccess(status) ? undefined : failOpen(service.recordFailure(caller), undefined)
+  }
+}
 
 /**
  * A process-local guard (dev mode, tests, single-instance deployments).
@@ -118,6 +137,7 @@ export const layerMemory: Layer.Layer<AbuseGuard> = Layer.sync(AbuseGuard, () =>
     for (const [caller, times] of failures) if ((times.at(-1) ?? 0) <= now - windowMs) failures.delete(caller)
   }
   return AbuseGuard.of({
+    isKnownClear: (caller) => !blocks.has(caller),
     blockedFor: (caller) => Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, (blocks.get(caller) ?? 0) - now)),
     recordFailure: (caller) =>
       Effect.map(Clock.currentTimeMillis, (now) => {

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { AbuseGuard, Errors } from "@tollgate/core"
-import { ByteSize, Effect, Layer, Option, type Schema } from "effect"
+import { ByteSize, Context, Effect, Layer, Option, type Schema } from "effect"
 import { HttpEffect, HttpPlatform, HttpServerError, HttpIncomingMessage, HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
@@ -51,6 +51,31 @@ const routeOf = (routes: ReadonlyArray<Route.Route<any>>) => {
   }
 }
 
+/**
+ * `x-service-timestamp` of the current millisecond: under load many responses share one, and
+ * formatting a date is a measurable part of a small response.
+ */
+const timestamp = (() => {
+  let at = 0
+  let text = ""
+  return () => {
+    const now = Date.now()
+    if (now !== at) {
+      at = now
+      text = new Date(now).toISOString()
+    }
+    return text
+  }
+})()
+
+/**
+ * The middleware every request goes through. It runs on each request, so it builds as few Effects
+ * as it can: the request's services (its context, the abuse guard's caller scope) are provided in
+ * one context change, a caller in good standing passes the guard without an Effect, and the
+ * metrics, the log entry and the guard's failure count are taken in the pre-response handler.
+ * Each service added to a request's context deepens it, and past a few levels Effect copies the
+ * whole context, so the request adds as few as it can.
+ */
 const globalMiddleware = (
   routes: ReadonlyArray<Route.Route<any>>,
   info: ServiceInfo["Service"],
@@ -61,19 +86,32 @@ const globalMiddleware = (
   HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
     (httpEffect) => {
       const patternOf = routeOf(routes)
-      return Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
+      const handled = httpEffect.pipe(
+        Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
+        Effect.catchDefect(ErrorResponse.fromDefect)
+      )
+      const compressed = compress(httpEffect).pipe(
+        Effect.provideService(HttpPlatform.HttpPlatform, platform),
+        Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
+        Effect.catchDefect(ErrorResponse.fromDefect)
+      )
+      return Effect.withFiber((fiber) => {
+        const fiberContext = fiber.context
+        const request = Context.getUnsafe(fiberContext, HttpServerRequest.HttpServerRequest)
         const sent = request.headers["x-request-id"]
         const context: RequestContext.RequestContext = {
           requestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID(),
           startedAt: performance.now(),
           principalId: undefined
         }
-        yield* HttpEffect.appendPreResponseHandler((_request, response) => {
+        const tracking = Option.isSome(guard)
+          ? AbuseGuard.track(guard.value, Option.getOrElse(request.remoteAddress, () => "unknown"))
+          : undefined
+        HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, (_request, response) => {
           const headers: Record<string, string> = {
             "x-request-id": context.requestId,
             "x-service-version": info.version,
-            "x-service-timestamp": new Date().toISOString()
+            "x-service-timestamp": timestamp()
           }
           if (response.status >= 400) headers["x-service-host-name"] = info.hostName
           const entry = {
@@ -85,22 +123,24 @@ const globalMiddleware = (
             latencyMs: performance.now() - context.startedAt
           }
           if (Option.isSome(log)) log.value.record(entry)
-          return Observability.recordRequest(entry).pipe(Effect.as(HttpServerResponse.setHeaders(response, headers)))
+          Observability.recordRequest(entry, fiberContext)
+          const withHeaders = HttpServerResponse.setHeaders(response, headers)
+          const settle = tracking?.settle(response.status)
+          return settle === undefined ? Effect.succeed(withHeaders) : Effect.as(settle, withHeaders)
         })
-        const responded = request.headers["accept-encoding"] === undefined
-          ? httpEffect
-          : compress(httpEffect).pipe(Effect.provideService(HttpPlatform.HttpPlatform, platform))
-        const handled = responded.pipe(
-          Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
-          Effect.catchDefect(ErrorResponse.fromDefect),
-          Effect.provideService(RequestContext.CurrentRequest, context)
+        const run = Effect.updateContext(
+          request.headers["accept-encoding"] === undefined ? handled : compressed,
+          (services: Context.Context<HttpServerRequest.HttpServerRequest>) => {
+            const withRequest = Context.add(services, RequestContext.CurrentRequest, context)
+            return tracking === undefined ? withRequest : Context.add(withRequest, AbuseGuard.CurrentCaller, tracking.caller)
+          }
         )
-        if (Option.isNone(guard)) return yield* handled
-        const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-        return yield* AbuseGuard.guard(guard.value, address, handled, (response) => response.status).pipe(
-          Effect.catchTag("RateLimited", (error) =>
-            Observability.count(Observability.admissions, { outcome: "abuse_guard" }).pipe(Effect.as(ErrorResponse.render(error))))
-        )
+        if (tracking?.admit === undefined) return run
+        return Effect.matchEffect(tracking.admit, {
+          onFailure: (error) =>
+            Effect.as(Observability.count(Observability.admissions, { outcome: "abuse_guard" }), ErrorResponse.render(error)),
+          onSuccess: () => run
+        })
       })
     },
     { global: true }
@@ -119,8 +159,12 @@ const notFound = (routes: ReadonlyArray<Route.Route<any>>) =>
     })
   )
 
+/** Methods whose requests carry no body the route reads, so they need no body cap in context. */
+const bodiless = new Set(["GET", "HEAD"])
+
 /**
- * The routes as router layers, each handler's failures rendered by `ErrorResponse`.
+ * The routes as router layers, each handler's failures rendered by `ErrorResponse`, and request
+ * bodies capped at `maxBodyBytes`.
  *
  * @category layers
  */
@@ -130,13 +174,11 @@ export const routesLayer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: O
     Effect.gen(function*() {
       for (const route of routes) {
         const handler: Route.Handler = yield* route.handler
+        const capped = bodiless.has(route.method) ? handler : Effect.provideService(handler, HttpIncomingMessage.MaxBodySize, maxBodySize)
         yield* router.add(
           route.method,
           route.path,
-          handler.pipe(
-            Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
-            Effect.catch((error) => Effect.succeed(ErrorResponse.render(error)))
-          )
+          Effect.catch(capped, (error) => Effect.succeed(ErrorResponse.render(error)))
         )
       }
     })

