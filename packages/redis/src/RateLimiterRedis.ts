@@ -1,14 +1,17 @@
 /**
  * The Redis layer of `RateLimiter`: the counters of every limit in Redis, so every instance shares
- * them. One admission is one `EVALSHA` of one Lua script that reads every counter, and only when
- * each has room adds to all of them: all or nothing, one round trip. A fixed window is a string
- * key naming its window and expiring when it ends; a rolling window is a hash of buckets expiring a
- * window after its last use. The keys of one account share the hash tag `{accountId}`, so on a
- * Redis Cluster one admission touches one slot.
+ * them. One admission is one `EVALSHA` of one Lua script that checks every counter and keeps its
+ * additions only when each has room: all or nothing, one round trip. A fixed window of a limit is
+ * one hash naming its window (requests and tokens are two fields of it) that expires when the
+ * window ends; a rolling window is a hash of buckets expiring a window after its last use. The keys
+ * of one account share the hash tag `{accountId}`, so on a Redis Cluster one admission touches one
+ * slot.
  *
- * The time is the caller's clock (Effect's `Clock`), passed into the script, so both layers pass
- * the same contract suite under `TestClock`; instances must keep their clocks in sync (NTP), as
- * the windows are only as aligned as the clocks.
+ * The time is the caller's clock (Effect's `Clock`), passed into the script rather than read with
+ * `TIME` in it: both layers then pass the same contract suite under `TestClock`, and the script
+ * saves a command. Instances must keep their clocks in sync (NTP), as the windows are only as
+ * aligned as the clocks; expiries are relative (`PEXPIRE` by the time left in the window), so a
+ * skew between an instance and Redis never drops a live window.
  *
  * The scripts run as `EVALSHA` straight on the node-redis client of `NodeRedis` (the client behind
  * `effect/persistence`'s `Redis` service), falling back to `EVAL` after a `NOSCRIPT` (a restarted
@@ -31,38 +34,64 @@ interface Script {
 
 const script = (source: string): Script => ({ source, sha: createHash("sha1").update(source).digest("hex") })
 
-// ARGV: now, dryRun, then per counter i (from ARGV[5i - 2]): rolling, limit, amount, windowMs,
-// bucketMs. Reply: admitted, then per counter i (from index 3i - 1): used, resetMs, retryMs.
-// A fixed counter costs one GET and, when admitted, one SET with its expiry.
+// ARGV: now, dryRun, then one group per KEYS[i]. A fixed group (the counters of one limit's window,
+// fields of one hash) is `m, ttlMs, field 1..m, limit 1..m, amount 1..m`; a rolling group is
+// `0, windowMs, limit, amount, bucketMs`. Reply: admitted, then per fixed counter its use with this
+// call's amount added (its use for a dry run), per rolling counter its use before this call, resetMs
+// and retryMs; the reset and retry of a fixed window follow from its use, so the caller computes
+// them.
+//
+// A fixed counter is added to first and checked after (HINCRBY answers the sum), and every addition
+// is taken back when any counter refuses (a field the call created is deleted, so a refusal leaves
+// no key behind): the script is atomic, so nobody sees the difference, and the admitted path (the
+// common one) costs one HINCRBY per counter plus a PEXPIRE when the window is new. Amounts go to
+// Redis as the strings they arrived as: a Lua number passed to `redis.call` is formatted with
+// `sprintf`, which costs as much as the command.
 const takeScript = script(`
 local now = tonumber(ARGV[1])
-local n = #KEYS
+local dry = ARGV[2] == "1"
 local out = { 1 }
-local amounts = {}
-local stale = {}
-for i = 1, n do
-  local k = 5 * i
-  local j = 3 * i - 1
-  local amount = tonumber(ARGV[k])
-  local limit = tonumber(ARGV[k - 1])
-  local window = tonumber(ARGV[k + 1])
-  amounts[i] = amount
-  if ARGV[k - 2] == "0" then
-    local used = tonumber(redis.call("GET", KEYS[i]) or 0)
-    local reset = window - now % window
-    out[j] = used
-    out[j + 1] = reset
-    if amount > 0 and used + amount > limit then
-      out[j + 2] = reset
-      out[1] = 0
+local o = 1
+local a = 3
+local stale
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local m = tonumber(ARGV[a])
+  if m > 0 then
+    local p = a + 1
+    if dry then
+      local values = redis.call("HMGET", key, unpack(ARGV, p + 1, p + m))
+      for f = 1, m do
+        o = o + 1
+        out[o] = tonumber(values[f]) or 0
+      end
     else
-      out[j + 2] = 0
+      local fresh = false
+      for f = 1, m do
+        local amount = ARGV[p + 2 * m + f]
+        local used
+        if amount == "0" then
+          used = tonumber(redis.call("HGET", key, ARGV[p + f])) or 0
+        else
+          used = redis.call("HINCRBY", key, ARGV[p + f], amount)
+          if used == tonumber(amount) then fresh = true end
+          if used > tonumber(ARGV[p + m + f]) then out[1] = 0 end
+        end
+        o = o + 1
+        out[o] = used
+      end
+      if fresh then redis.call("PEXPIRE", key, ARGV[p]) end
     end
+    a = p + 1 + 3 * m
   else
-    local bucket = tonumber(ARGV[k + 2])
+    stale = stale or {}
+    local window = tonumber(ARGV[a + 1])
+    local limit = tonumber(ARGV[a + 2])
+    local amount = tonumber(ARGV[a + 3])
+    local bucket = tonumber(ARGV[a + 4])
     local span = math.floor(window / bucket)
     local oldest = math.floor(now / bucket) - span + 1
-    local flat = redis.call("HGETALL", KEYS[i])
+    local flat = redis.call("HGETALL", key)
     local live = {}
     local old = {}
     local used = 0
@@ -93,46 +122,80 @@ for i = 1, n do
       end
       out[1] = 0
     end
-    out[j] = used
-    out[j + 1] = reset
-    out[j + 2] = retry
+    out[o + 1] = used
+    out[o + 2] = reset
+    out[o + 3] = retry
+    o = o + 3
+    a = a + 5
   end
 end
-if out[1] == 1 and ARGV[2] == "0" then
-  for i = 1, n do
-    local amount = amounts[i]
-    if amount > 0 then
-      local j = 3 * i - 1
-      if ARGV[5 * i - 2] == "0" then
-        redis.call("SET", KEYS[i], out[j] + amount, "PX", out[j + 1])
-      else
-        local bucket = tonumber(ARGV[5 * i + 2])
-        redis.call("HINCRBY", KEYS[i], math.floor(now / bucket), amount)
-        if #stale[i] > 0 then redis.call("HDEL", KEYS[i], unpack(stale[i])) end
-        redis.call("PEXPIRE", KEYS[i], ARGV[5 * i + 1])
+if dry or (out[1] == 1 and not stale) then return out end
+local admitted = out[1] == 1
+a = 3
+o = 2
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local m = tonumber(ARGV[a])
+  if m > 0 then
+    if not admitted then
+      for f = 1, m do
+        local amount = ARGV[a + 1 + 2 * m + f]
+        if amount ~= "0" then
+          if out[o] == tonumber(amount) then
+            redis.call("HDEL", key, ARGV[a + 1 + f])
+          else
+            redis.call("HINCRBY", key, ARGV[a + 1 + f], "-" .. amount)
+          end
+        end
+        o = o + 1
       end
-      out[j] = out[j] + amount
+    else
+      o = o + m
     end
+    a = a + 2 + 3 * m
+  else
+    local amount = ARGV[a + 3]
+    if admitted and amount ~= "0" then
+      local bucket = tonumber(ARGV[a + 4])
+      redis.call("HINCRBY", key, math.floor(now / bucket), amount)
+      if #stale[i] > 0 then redis.call("HDEL", key, unpack(stale[i])) end
+      redis.call("PEXPIRE", key, ARGV[a + 1])
+    end
+    o = o + 3
+    a = a + 5
   end
 end
 return out
 `)
 
+// ARGV per KEYS[i]: field (a fixed window's dimension, a rolling window's bucket), delta.
 const adjustScript = script(`
 for i = 1, #KEYS do
-  local a = (i - 1) * 3
-  local field = ARGV[a + 2]
-  local delta = tonumber(ARGV[a + 3])
-  if ARGV[a + 1] == "1" then
-    local v = redis.call("HGET", KEYS[i], field)
-    if v then redis.call("HSET", KEYS[i], field, math.max(0, tonumber(v) + delta)) end
-  elseif redis.call("EXISTS", KEYS[i]) == 1 then
-    local next = redis.call("INCRBY", KEYS[i], delta)
-    if next < 0 then redis.call("INCRBY", KEYS[i], -next) end
+  local field = ARGV[2 * i - 1]
+  if redis.call("HEXISTS", KEYS[i], field) == 1 then
+    local next = redis.call("HINCRBY", KEYS[i], field, ARGV[2 * i])
+    if next < 0 then redis.call("HSET", KEYS[i], field, 0) end
   end
 end
 return 1
 `)
+
+/**
+ * Where a fixed counter lives: `RateLimiter.counterKey` names it `<limit>:<dimension>:<window>`;
+ * the counters of one limit's window share the hash `<limit>:<window>`, one field per dimension, so
+ * one key (and one expiry) serves both requests and tokens.
+ */
+const hashOf = (key: string): string => {
+  const cut = key.lastIndexOf(":")
+  return key.slice(0, cut - 2) + key.slice(cut)
+}
+
+const fieldOf = (key: string): string => key.charAt(key.lastIndexOf(":") - 1)
+
+interface Call {
+  readonly deadline: number
+  readonly expire: () => void
+}
 
 const storeError = (cause: unknown) => new RateLimiter.RateLimiterStoreError({ cause })
 
@@ -153,7 +216,7 @@ export const makeStore = (options: StoreOptions = {}) =>
     const timeoutMs = options.timeoutMs ?? 1000
     // One watchdog for every call in flight instead of a timer (or a racing fiber) per call. It
     // reads the wall clock, not Effect's: a timeout is about real waiting, also under TestClock.
-    const inFlight = new Set<{ readonly deadline: number; readonly expire: () => void }>()
+    const inFlight = new Set<Call>()
     yield* Effect.acquireRelease(
       Effect.sync(() =>
         setInterval(() => {
@@ -163,19 +226,17 @@ export const makeStore = (options: StoreOptions = {}) =>
       ),
       (timer) => Effect.sync(() => clearInterval(timer))
     )
+    const timedOut = `Redis did not answer within ${timeoutMs} ms`
     // `command` is `[_, _, numkeys, ...keys, ...args]`; the first two are filled in here.
     const run = <A>(lua: Script, command: Array<string>, decode: (reply: unknown) => A) =>
       Effect.callback<A, RateLimiter.RateLimiterStoreError>((resume) => {
-        const call = {
-          deadline: Date.now() + timeoutMs,
-          expire: () => finish(Effect.fail(storeError(`Redis did not answer within ${timeoutMs} ms`)))
-        }
         const finish = (result: Effect.Effect<A, RateLimiter.RateLimiterStoreError>) => {
           if (inFlight.delete(call)) resume(result)
         }
+        const call: Call = { deadline: Date.now() + timeoutMs, expire: () => finish(Effect.fail(storeError(timedOut))) }
+        inFlight.add(call)
         const failed = (error: unknown) => finish(Effect.fail(storeError(error)))
         const answered = (reply: unknown) => finish(Effect.succeed(decode(reply)))
-        inFlight.add(call)
         command[0] = "EVALSHA"
         command[1] = lua.sha
         client.sendCommand(command).then(answered, (error: unknown) => {
@@ -187,25 +248,79 @@ export const makeStore = (options: StoreOptions = {}) =>
       })
     return RateLimiter.RateLimiterStore.of({
       take: (now, counters, dryRun) => {
-        const command = ["", "", String(counters.length)]
-        for (const c of counters) command.push(c.key)
-        command.push(String(now), dryRun ? "1" : "0")
-        for (const c of counters) {
-          command.push(c.rolling ? "1" : "0", String(c.limit), String(c.amount), String(c.windowMs), String(c.bucketMs))
+        const n = counters.length
+        const command = ["", "", ""]
+        const args = [String(now), dryRun ? "1" : "0"]
+        let groups = 0
+        let i = 0
+        while (i < n) {
+          const counter = counters[i]!
+          groups++
+          if (counter.rolling) {
+            command.push(counter.key)
+            args.push("0", String(counter.windowMs), String(counter.limit), String(counter.amount), String(counter.bucketMs))
+            i++
+            continue
+          }
+          // Adjacent fixed counters of one window (a limit's requests and tokens) form one group.
+          const hash = hashOf(counter.key)
+          const next = i + 1 < n && !counters[i + 1]!.rolling ? counters[i + 1]! : undefined
+          command.push(hash)
+          if (next === undefined || hashOf(next.key) !== hash) {
+            args.push("1", String(counter.windowMs - now % counter.windowMs), fieldOf(counter.key), String(counter.limit), String(counter.amount))
+            i++
+          } else {
+            const ttl = Math.max(counter.windowMs - now % counter.windowMs, next.windowMs - now % next.windowMs)
+            args.push(
+              "2",
+              String(ttl),
+              fieldOf(counter.key),
+              fieldOf(next.key),
+              String(counter.limit),
+              String(next.limit),
+              String(counter.amount),
+              String(next.amount)
+            )
+            i += 2
+          }
         }
+        command[2] = String(groups)
+        for (const arg of args) command.push(arg)
         return run(takeScript, command, (value) => {
           const reply = value as ReadonlyArray<number>
-          const states: Array<RateLimiter.CounterState> = []
-          for (let i = 0; i < counters.length; i++) {
-            states.push({ used: reply[1 + i * 3]!, resetMs: reply[2 + i * 3]!, retryMs: reply[3 + i * 3]! })
+          const admitted = reply[0] === 1
+          const states: Array<RateLimiter.CounterState> = new Array(n)
+          let r = 1
+          for (let c = 0; c < n; c++) {
+            const counter = counters[c]!
+            if (counter.rolling) {
+              const used = reply[r]! + (admitted ? counter.amount : 0)
+              states[c] = { used, resetMs: reply[r + 1]!, retryMs: reply[r + 2]! }
+              r += 3
+            } else {
+              const resetMs = counter.windowMs - now % counter.windowMs
+              const sum = reply[r]!
+              const retryMs = counter.amount > 0 && sum > counter.limit ? resetMs : 0
+              states[c] = { used: admitted ? sum : sum - counter.amount, resetMs, retryMs }
+              r += 1
+            }
           }
-          return { admitted: reply[0] === 1, states }
+          return { admitted, states }
         })
       },
       adjust: (adjustments) => {
         const command = ["", "", String(adjustments.length)]
-        for (const a of adjustments) command.push(a.key)
-        for (const a of adjustments) command.push(a.rolling ? "1" : "0", String(a.bucket), String(a.delta))
+        const args: Array<string> = []
+        for (const a of adjustments) {
+          if (a.rolling) {
+            command.push(a.key)
+            args.push(String(a.bucket), String(a.delta))
+          } else {
+            command.push(hashOf(a.key))
+            args.push(fieldOf(a.key), String(a.delta))
+          }
+        }
+        for (const arg of args) command.push(arg)
         return run(adjustScript, command, () => undefined)
       }
     })
