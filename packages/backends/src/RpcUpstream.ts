@@ -226,7 +226,9 @@ export const make = (config: Config) => {
   const upstreams = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [slug, urls.map((url) => new URL(url))]))
   return RpcUpstream.of({
     serves: (network) => (upstreams.get(network)?.length ?? 0) > 0,
-    forward: Effect.fn("RpcUpstream.forward")(function*(network: string, request: JsonRpc.Request, body: Uint8Array) {
+    // Untraced: the metered pipeline's `tollgate.backend` span already covers the call, and
+    // `Effect.fn` would capture a call-site stack on every proxied request.
+    forward: Effect.fnUntraced(function*(network: string, request: JsonRpc.Request, body: Uint8Array) {
       const urls = upstreams.get(network) ?? []
       if (urls.length === 0) {
         return yield* new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}` })

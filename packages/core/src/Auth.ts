@@ -180,7 +180,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     ))
   }
 
-  const authenticateKey = Effect.fn("Auth.authenticateKey")(function*(authorization: string) {
+  // Untraced: authentication runs on every paid request inside the metered pipeline's
+  // `tollgate.auth` span, and `Effect.fn` captures a call-site stack per call.
+  const authenticateKey = Effect.fnUntraced(function*(authorization: string) {
     const match = BEARER.exec(authorization.trim())
     if (match === null) return yield* badAuthorization
     const claims = yield* verifyToken(match[1]!, yield* now).pipe(
@@ -220,7 +222,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     return new WalletPrincipal({ accountId, address, family: credential.family, chainId: credential.fields.chainId })
   })
 
-  const authenticate = Effect.fn("Auth.authenticate")(function*(headers: Headers) {
+  const authenticate = Effect.fnUntraced(function*(headers: Headers) {
     const authorization = headers["authorization"]
     const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
     if (authorization === undefined && siwx === undefined) return Option.none<Principal>()

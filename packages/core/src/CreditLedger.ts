@@ -455,7 +455,10 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
     return { entry, balance: balanceOf(account, now) }
   })
 
-  const hold = Effect.fn("CreditLedger.hold")(function*(input: HoldInput) {
+  // The metered pipeline calls hold, capture and release on every paid request inside its own
+  // `tollgate.admission` and `tollgate.capture` spans; in memory each is one synchronous step, for
+  // which a span of its own (and the call-site stack `Effect.fn` captures) would cost more than the step.
+  const hold = Effect.fnUntraced(function*(input: HoldInput) {
     const invalid = checkAmount(input.amount, true)
     if (invalid !== undefined) return yield* invalid
     const now = yield* Clock.currentTimeMillis
@@ -503,7 +506,7 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
     return { ...created.hold, before }
   })
 
-  const capture = Effect.fn("CreditLedger.capture")(function*(input: CaptureInput) {
+  const capture = Effect.fnUntraced(function*(input: CaptureInput) {
     const invalid = checkAmount(input.amount, true)
     if (invalid !== undefined) return yield* invalid
     const now = yield* Clock.currentTimeMillis
@@ -530,7 +533,7 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
     return { ...held.settlement, balance: balanceOf(account, now) }
   })
 
-  const release = Effect.fn("CreditLedger.release")(function*(accountId: string, reference: string) {
+  const release = Effect.fnUntraced(function*(accountId: string, reference: string) {
     const now = yield* Clock.currentTimeMillis
     const account = accountOf(accountId)
     sweep(account, now)

@@ -203,6 +203,14 @@ const storeFailure = (service: string) => <A, E extends { readonly _tag: string 
       ? Observability.count(Observability.redisErrors, { service, policy: "fail-closed" })
       : Effect.void)
 
+/**
+ * A span of the pipeline, with no call-site stack: capturing one (`Effect.fn` and `Effect.withSpan`
+ * do it on every call) is a measurable share of a proxied RPC call, and the span names already say
+ * where they come from. Data-first, since the data-last `withSpan` ignores `captureStackTrace`.
+ */
+const traced = <A, E, R>(name: string, self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withSpan(self, name, { captureStackTrace: false })
+
 const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
 
 /**
@@ -242,7 +250,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       Effect.suspend(() => openHolds.delete(reference) ? Metric.modify(Observability.holdsOpen, -1) : Effect.void)
 
     const admit = (principal: Principal.Principal, call: MeteredCall, reference: string) =>
-      Effect.gen(function*() {
+      traced("tollgate.admission", Effect.gen(function*() {
         const hold = yield* ledger.hold({
           accountId: principal.accountId,
           amount: call.quote.amount,
@@ -269,7 +277,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         )
         yield* countAdmission("admitted")
         return { hold, admission }
-      }).pipe(Effect.withSpan("tollgate.admission"))
+      }))
 
     const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
       Effect.all([
@@ -278,15 +286,14 @@ export const layer = (options: Options = {}): Layer.Layer<
         claimed === undefined ? Effect.void : claimed()
       ], { discard: true })
 
-    const run = Effect.fn("Metered.run")(function*(call: MeteredCall) {
+    const run = Effect.fnUntraced(function*(call: MeteredCall) {
       const request = yield* HttpServerRequest.HttpServerRequest
       const current = yield* CurrentRequest
       const requestId = current.requestId
-      const found = yield* auth.authenticate(request.headers).pipe(
+      const found = yield* traced("tollgate.auth", auth.authenticate(request.headers).pipe(
         storeFailure("auth"),
-        Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("abuse_guard") : Effect.void),
-        Effect.withSpan("tollgate.auth")
-      )
+        Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("abuse_guard") : Effect.void)
+      ))
       if (Option.isNone(found)) {
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
@@ -312,7 +319,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       const reference = `${requestId}:${crypto.randomUUID()}`
 
       const capture = (admission: RateLimiter.Admission, produced: Produced, startedAt: number) =>
-        Effect.gen(function*() {
+        traced("tollgate.capture", Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
           const amount = Money.min(produced.charge, call.quote.amount)
           const settlement = yield* ledger.capture({
@@ -337,16 +344,17 @@ export const layer = (options: Options = {}): Layer.Layer<
             ...(produced.actualCredits === undefined ? {} : { credits: produced.actualCredits })
           })
           return settlement
-        }).pipe(Effect.withSpan("tollgate.capture"))
+        }))
 
       const use = ({ admission, hold }: { readonly hold: CreditLedger.Hold; readonly admission: RateLimiter.Admission }) =>
         Effect.gen(function*() {
           const startedAt = yield* Clock.currentTimeMillis
-          const outcome = yield* call.execute({ principal, requestId }).pipe(
-            Effect.tapError((error) =>
+          const outcome = yield* Effect.withSpan(
+            call.execute({ principal, requestId }).pipe(Effect.tapError((error) =>
               upstreamFailures.has(error._tag) ? Observability.count(Observability.upstreamErrors, { sku: call.sku }) : Effect.void
-            ),
-            Effect.withSpan("tollgate.backend", { attributes: { sku: call.sku } })
+            )),
+            "tollgate.backend",
+            { attributes: { sku: call.sku }, captureStackTrace: false }
           )
           const headers = { ...admission.headers, ...balanceHeaders(hold.before) }
           if ("_tag" in outcome) {
@@ -379,7 +387,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         use,
         ({ admission }, exit) => Exit.isSuccess(exit) ? Effect.void : settleFailure(principal, reference, admission, abandon)
       )
-    })
+    }, (effect) => traced("Metered.run", effect))
 
     return Metered.of({ run })
   }))

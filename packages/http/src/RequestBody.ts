@@ -31,6 +31,28 @@ export const json = (
   })
 
 /**
+ * The raw body, read under `maxBytes` when given, else under the app's cap: for routes that
+ * forward or fingerprint the bytes as they came (the RPC proxy).
+ *
+ * @category reading
+ */
+export const bytes = (
+  maxBytes?: ByteSize.ByteSize
+): Effect.Effect<Uint8Array, Errors.PayloadTooLarge | Errors.InvalidRequest, HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    const body = maxBytes === undefined
+      ? request.arrayBuffer
+      : Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes)
+    return Effect.mapBoth(body, {
+      onSuccess: (buffer) => new Uint8Array(buffer),
+      onFailure: (error) =>
+        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+          ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+          : new Errors.InvalidRequest({ message: "Request body could not be read" })
+    })
+  })
+
+/**
  * Decodes untrusted input (a body, a query) with `schema`, every problem reported at once as a
  * 400 DetailedError under `message`.
  *

@@ -12,17 +12,13 @@
 import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
 import { Errors, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
 import { Effect, Result, Schema } from "effect"
-import { HttpRouter, type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
 import { Metered } from "../Metered.ts"
+import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
 
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{1,255}$/
-
-const unreadable = (error: HttpServerError.HttpServerError): Errors.ApiError =>
-  error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-    ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-    : new Errors.InvalidRequest({ message: "Request body could not be read" })
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
@@ -66,7 +62,7 @@ export const route = Route.make(
       if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
         return yield* new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
       }
-      const body = new Uint8Array(yield* Effect.mapError(request.arrayBuffer, unreadable))
+      const body = yield* RequestBody.bytes()
       const rpc = yield* Effect.fromResult(Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json)))
       if (!upstream.serves(slug)) {
         return yield* new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}` })
