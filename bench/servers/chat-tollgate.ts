@@ -12,6 +12,7 @@ import * as Chat from "@tollgate/http/routes/Chat"
 import { Effect, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
 import * as Http from "node:http"
+import { seedKey } from "./Seed.ts"
 
 const upstream = process.env["CHAT_UPSTREAM"] ?? "http://127.0.0.1:8000/v1"
 const paced = process.env["CHAT_UPSTREAM_PACED"] ?? upstream
@@ -56,14 +57,7 @@ const services = Layer.mergeAll(
 )), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)))
 
 const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
-const key = await Effect.runPromise(Effect.gen(function*() {
-  const auth = yield* Auth.Auth
-  const ledger = yield* CreditLedger.CreditLedger
-  const account = yield* auth.createAccount()
-  const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "bench" })
-  yield* ledger.grant({ accountId: account.id, amount: Money.usd(100_000), reference: "bench" })
-  return key
-}).pipe(Effect.provide(context)))
+const key = await seedKey(context)
 
 const node = await Handlers.toNodeHandler(App.layer([Chat.route]).pipe(Layer.provide(Layer.succeedContext(context))))
 const server = Http.createServer(node.handler)

@@ -7,7 +7,7 @@
  */
 import { NodeHttpServer, NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, PricingEngine, RateLimiter } from "@tollgate/core"
+import { Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
 import * as Rpc from "@tollgate/http/routes/Rpc"
@@ -16,6 +16,7 @@ import * as Server from "@tollgate/server/Server"
 import { Effect, Layer, Scope } from "effect"
 import { HttpRouter } from "effect/http"
 import * as Http from "node:http"
+import { seedKey } from "./Seed.ts"
 
 const port = Number(process.argv[2] ?? 0)
 const upstream = process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"
@@ -60,14 +61,7 @@ const services = Layer.mergeAll(
 )), Layer.provideMerge(stores))
 
 const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
-const key = await Effect.runPromise(Effect.gen(function*() {
-  const auth = yield* Auth.Auth
-  const ledger = yield* CreditLedger.CreditLedger
-  const account = yield* auth.createAccount()
-  const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "bench" })
-  yield* ledger.grant({ accountId: account.id, amount: Money.usd(100_000), reference: "bench" })
-  return key
-}).pipe(Effect.provide(context)))
+const key = await seedKey(context)
 
 const logging = Server.logging({ logLevel: process.env["LOG_LEVEL"] === "none" ? "none" : "info" })
 const server = HttpRouter.serve(
