@@ -192,7 +192,12 @@ const eip3009Abi = [
   }
 ] as const
 
-const authorizationTypes = {
+/**
+ * The EIP-712 types of an EIP-3009 `transferWithAuthorization`, as wallets sign them.
+ *
+ * @category constants
+ */
+export const authorizationTypes = {
   TransferWithAuthorization: [
     { name: "from", type: "address" },
     { name: "to", type: "address" },

@@ -3,11 +3,10 @@ import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as PaymentFacilitator from "@tollgate/backends/PaymentFacilitator"
-import { Anvil } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Address } from "viem"
@@ -94,14 +93,7 @@ beforeAll(async () => {
     Layer.provide(Layer.mergeAll(
       X402.layer(config),
       CreditLedger.layerMemory,
-      PaymentFacilitator.layer({
-        local: {
-          chains: { [X402.BASE_MAINNET]: { rpcUrl: chain.anvil.url } },
-          relayerKey: Redacted.make(Anvil.devPrivateKey),
-          pollingIntervalMs: 50
-        },
-        http: { url: facilitatorUrl }
-      }),
+      X402Chain.facilitator(chain, facilitatorUrl),
       Auth.layer({ signingKey, publicOrigin: ORIGIN }).pipe(Layer.provide(AuthStore.layerMemory)),
       ServiceInfo.layer({ version: "test", hostName: "test-host" })
     ))

@@ -3,14 +3,12 @@ import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import * as PaymentFacilitator from "@tollgate/backends/PaymentFacilitator"
 import * as RpcUpstream from "@tollgate/backends/RpcUpstream"
-import { Anvil } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { createSIWxClientExtension, createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-with-x"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { Effect, Layer, Redacted, Result } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { App, Handlers, Route, ServiceInfo } from "../src/index.ts"
@@ -47,13 +45,7 @@ beforeAll(async () => {
   const services = Layer.mergeAll(
     X402.layer(config),
     CreditLedger.layerMemory,
-    PaymentFacilitator.layer({
-      local: {
-        chains: { [X402.BASE_MAINNET]: { rpcUrl: chain.anvil.url } },
-        relayerKey: Redacted.make(Anvil.devPrivateKey),
-        pollingIntervalMs: 50
-      }
-    }),
+    X402Chain.facilitator(chain),
     Auth.layer({ signingKey, publicOrigin: ORIGIN, chains: [X402.BASE_MAINNET] }).pipe(Layer.provide(AuthStore.layerMemory)),
     RateLimiter.layerMemory(),
     IdempotencyStore.layerMemory,

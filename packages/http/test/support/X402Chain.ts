@@ -4,6 +4,8 @@
  * x402 client treats it as the real USDC. Also signs EIP-3009 authorizations by hand, for the
  * payments the official client would never produce (forged, expired, misdirected).
  */
+import { PaymentFacilitator } from "@tollgate/backends"
+import { Redacted } from "effect"
 import { X402 } from "@tollgate/core"
 import { Anvil } from "@tollgate/testkit"
 import * as Fs from "node:fs"
@@ -100,16 +102,7 @@ export const authorize = async (signer: LocalAccount, input: {
   }
   const signature = await signer.signTypedData({
     domain: { name: "USD Coin", version: "2", chainId: 8453, verifyingContract: input.verifyingContract ?? (X402.BASE_USDC as Address) },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" }
-      ]
-    },
+    types: PaymentFacilitator.authorizationTypes,
     primaryType: "TransferWithAuthorization",
     message: authorization
   })
@@ -129,3 +122,17 @@ export const authorize = async (signer: LocalAccount, input: {
 /** The `PAYMENT-SIGNATURE` value of a v2 payment. */
 export const paymentHeader = (accepted: X402.PaymentRequirements, payload: unknown) =>
   X402.encodeHeader({ x402Version: 2, accepted, payload })
+
+/**
+ * The local EVM facilitator settling on this chain with anvil's first dev account as relayer,
+ * plus an HTTP facilitator when a URL is given.
+ */
+export const facilitator = (chain: Chain, httpUrl?: string) =>
+  PaymentFacilitator.layer({
+    local: {
+      chains: { [X402.BASE_MAINNET]: { rpcUrl: chain.anvil.url } },
+      relayerKey: Redacted.make(Anvil.devPrivateKey),
+      pollingIntervalMs: 50
+    },
+    ...(httpUrl === undefined ? {} : { http: { url: httpUrl } })
+  })
