@@ -24,6 +24,27 @@ export interface ChildServer {
   readonly stop: () => Promise<void>
 }
 
+/**
+ * Waits for a child server to print "listening" and returns what it printed until then. From then
+ * on its output (request logs) is drained unread: a load generator in this process must not spend
+ * its core decoding the server's logs, which would lower what it can measure.
+ */
+export const untilListening = (child: ChildProcess.ChildProcess, name: string): Promise<string> =>
+  new Promise((resolve, reject) => {
+    let output = ""
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 20_000)
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      if (!output.includes("listening")) return
+      clearTimeout(timer)
+      child.stdout?.off("data", onData)
+      child.stdout?.resume()
+      resolve(output)
+    }
+    child.stdout?.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code}`)))
+  })
+
 /** Starts `node <script> <port>` and waits for it to print "listening". */
 export const startServer = async (script: string, env: Record<string, string> = {}): Promise<ChildServer> => {
   const port = await freePort()
@@ -31,16 +52,7 @@ export const startServer = async (script: string, env: Record<string, string> = 
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "inherit"]
   })
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 20_000)
-    child.stdout?.on("data", (chunk: Buffer) => {
-      if (chunk.toString().includes("listening")) {
-        clearTimeout(timer)
-        resolve()
-      }
-    })
-    child.once("exit", (code) => reject(new Error(`${script} exited with ${code}`)))
-  })
+  await untilListening(child, script)
   return {
     url: `http://127.0.0.1:${port}`,
     stop: async () => {

@@ -7,7 +7,7 @@
  */
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
-import { dir, table } from "./Harness.ts"
+import { dir, table, untilListening } from "./Harness.ts"
 
 const CHUNKS = 200
 const SEQUENTIAL = 40
@@ -21,29 +21,18 @@ interface Child {
   readonly stop: () => void
 }
 
-const spawn = (script: string, env: Record<string, string>): Promise<Child> =>
-  new Promise((resolve, reject) => {
-    const child = ChildProcess.spawn(process.execPath, [Path.join(dir, script)], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "inherit"]
-    })
-    let buffer = ""
-    const onData = (chunk: Buffer) => {
-      buffer += chunk.toString()
-      if (!buffer.includes("listening")) return
-      // the request log that follows is drained unread, so the pipe never fills
-      child.stdout.off("data", onData)
-      child.stdout.resume()
-      const lines: Record<string, string> = {}
-      for (const line of buffer.split("\n")) {
-        const [name, ...rest] = line.split(" ")
-        if (name !== undefined && rest.length > 0) lines[name] = rest.join(" ")
-      }
-      resolve({ lines, stop: () => child.kill("SIGKILL") })
-    }
-    child.stdout.on("data", onData)
-    child.once("exit", (code) => reject(new Error(`${script} exited with ${code}`)))
+const spawn = async (script: string, env: Record<string, string>): Promise<Child> => {
+  const child = ChildProcess.spawn(process.execPath, [Path.join(dir, script)], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit"]
   })
+  const lines: Record<string, string> = {}
+  for (const line of (await untilListening(child, script)).split("\n")) {
+    const [name, ...rest] = line.split(" ")
+    if (name !== undefined && rest.length > 0) lines[name] = rest.join(" ")
+  }
+  return { lines, stop: () => child.kill("SIGKILL") }
+}
 
 interface Sample {
   readonly ttftMs: number

@@ -9,7 +9,7 @@ import { Anvil, RedisServer } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
 import * as Http from "node:http"
 import * as Path from "node:path"
-import { dir, freePort, load, type LoadResult, startServer, table } from "./Harness.ts"
+import { dir, freePort, load, type LoadResult, startServer, table, untilListening } from "./Harness.ts"
 
 const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
 
@@ -19,19 +19,7 @@ const startTollgate = async (env: Record<string, string>) => {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "inherit"]
   })
-  const key = await new Promise<string>((resolve, reject) => {
-    let output = ""
-    const timer = setTimeout(() => reject(new Error("rpc-tollgate did not start")), 20_000)
-    child.stdout?.on("data", (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /key (\S+)\nlistening/.exec(output)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(match[1] ?? "")
-      }
-    })
-    child.once("exit", (code) => reject(new Error(`rpc-tollgate exited with ${code}`)))
-  })
+  const key = /key (\S+)\n/.exec(await untilListening(child, "rpc-tollgate"))?.[1] ?? ""
   return {
     url: `http://127.0.0.1:${port}/api/v1/crypto/rpc/ethereum-mainnet`,
     headers: { authorization: `Bearer ${key}` },

@@ -3,7 +3,8 @@
  * <port>` with `RPC_UPSTREAM` (the node) and `STORE=memory|redis` (`REDIS_URL`). Auth, rate limits
  * and billing all run; the limits are the spec's shape (per-minute requests, rolling 24 h
  * credits) with ceilings no benchmark reaches. Request logs go out as batched JSON lines through the
- * reference server's `logging` layer (`LOG_LEVEL=none` turns them off). Prints the API key, then "listening".
+ * reference server's `logging` layer (`LOG_LEVEL=none` turns them off); tracing is as in the reference
+ * server (off unless an OTLP endpoint is set). Prints the API key, then "listening".
  */
 import { NodeHttpServer, NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
@@ -13,6 +14,7 @@ import * as Metered from "@tollgate/http/Metered"
 import * as Rpc from "@tollgate/http/routes/Rpc"
 import { AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
 import * as Server from "@tollgate/server/Server"
+import * as Telemetry from "@tollgate/server/Telemetry"
 import { Effect, Layer, Scope } from "effect"
 import { HttpRouter } from "effect/http"
 import * as Http from "node:http"
@@ -69,6 +71,7 @@ const server = HttpRouter.serve(
   { disableLogger: true, disableListenLog: true }
 ).pipe(
   Layer.provide(NodeHttpServer.layer(Http.createServer, { host: "127.0.0.1", port })),
+  Layer.provide(Telemetry.layer()),
   Layer.provide(logging)
 )
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {

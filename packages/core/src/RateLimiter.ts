@@ -81,14 +81,15 @@ export class RateLimiter extends Context.Service<RateLimiter, {
 }>()("@tollgate/core/RateLimiter") {}
 
 /**
- * One counter of the store. A fixed counter lives in `key` (which names its window) until the
- * window ends; a rolling counter is a set of buckets of `bucketMs` in `key`, summed over the last
- * `windowMs`.
+ * One counter of the store. A fixed counter is the field `field` (`r` requests, `t` tokens) of the
+ * window `key` (which names its window) until the window ends; a rolling counter is a set of buckets
+ * of `bucketMs` in `key`, summed over the last `windowMs`.
  *
  * @category store
  */
 export interface Counter {
   readonly key: string
+  readonly field: "r" | "t" | "c"
   readonly rolling: boolean
   readonly limit: number
   readonly amount: number
@@ -112,6 +113,7 @@ export interface CounterState {
 /** @category store */
 export interface Adjustment {
   readonly key: string
+  readonly field: "r" | "t" | "c"
   readonly rolling: boolean
   /** The bucket of a rolling counter the reservation went into. */
   readonly bucket: number
@@ -150,15 +152,20 @@ export class RateLimiterStore extends Context.Service<RateLimiterStore, {
 export const rollingBuckets = 144
 
 /**
- * The storage key of a limit's dimension at `now`: fixed windows name their window index, so a
- * new window starts from zero and the old key expires by itself.
+ * The storage key of a limit's fixed window at `now`, which holds its requests and tokens: it names
+ * the window's index, so a new window starts from zero and the old key expires by itself.
  *
  * @category store
  */
-export const counterKey = (limit: Limit, dimension: "r" | "t" | "c", now: number, windowMs: number): string =>
-  dimension === "c"
-    ? `rl:{${limit.hashTag}}:${limit.key}:c`
-    : `rl:{${limit.hashTag}}:${limit.key}:${dimension}:${Math.floor(now / windowMs)}`
+export const windowKey = (limit: Limit, now: number, windowMs: number): string =>
+  `rl:{${limit.hashTag}}:${limit.key}:${Math.floor(now / windowMs)}`
+
+/**
+ * The storage key of a limit's rolling credit window.
+ *
+ * @category store
+ */
+export const rollingKey = (limit: Limit): string => `rl:{${limit.hashTag}}:${limit.key}:c`
 
 /**
  * What the store must do when the Redis behind it cannot be reached: refuse with a 503
@@ -198,38 +205,38 @@ interface Planned {
   readonly counter: Counter
 }
 
-const plan = (limits: ReadonlyArray<Limit>, now: number, dryRun: boolean): Array<Planned> => {
+// One counter per dimension of each limit. The counters also go, in the same order, into
+// `counters`, which the store takes as they are.
+const plan = (limits: ReadonlyArray<Limit>, now: number, dryRun: boolean, counters: Array<Counter>): Array<Planned> => {
   const planned: Array<Planned> = []
+  const add = (limit: Limit, dimension: Planned["dimension"], counter: Counter) => {
+    planned.push({ limit, dimension, counter })
+    counters.push(counter)
+  }
   for (const limit of limits) {
-    if (limit.requests !== undefined) {
-      const { limit: max, windowMs } = limit.requests
-      planned.push({
-        limit,
-        dimension: "requests",
-        counter: { key: counterKey(limit, "r", now, windowMs), rolling: false, limit: max, amount: dryRun ? 0 : 1, windowMs, bucketMs: windowMs }
-      })
+    const { credits, requests, tokens } = limit
+    // Requests and tokens of one window share its key; the store keeps them side by side.
+    let key: string | undefined
+    if (requests !== undefined) {
+      const { limit: max, windowMs } = requests
+      key = windowKey(limit, now, windowMs)
+      add(limit, "requests", { key, field: "r", rolling: false, limit: max, amount: dryRun ? 0 : 1, windowMs, bucketMs: windowMs })
     }
-    if (limit.tokens !== undefined) {
-      const { limit: max, reserve, windowMs } = limit.tokens
-      planned.push({
-        limit,
-        dimension: "tokens",
-        counter: { key: counterKey(limit, "t", now, windowMs), rolling: false, limit: max, amount: dryRun ? 0 : reserve, windowMs, bucketMs: windowMs }
-      })
+    if (tokens !== undefined) {
+      const { limit: max, reserve, windowMs } = tokens
+      if (key === undefined || requests!.windowMs !== windowMs) key = windowKey(limit, now, windowMs)
+      add(limit, "tokens", { key, field: "t", rolling: false, limit: max, amount: dryRun ? 0 : reserve, windowMs, bucketMs: windowMs })
     }
-    if (limit.credits !== undefined) {
-      const { limit: max, reserve, windowMs } = limit.credits
-      planned.push({
-        limit,
-        dimension: "credits",
-        counter: {
-          key: counterKey(limit, "c", now, windowMs),
-          rolling: true,
-          limit: max,
-          amount: dryRun ? 0 : reserve,
-          windowMs,
-          bucketMs: Math.max(1, Math.floor(windowMs / rollingBuckets))
-        }
+    if (credits !== undefined) {
+      const { limit: max, reserve, windowMs } = credits
+      add(limit, "credits", {
+        key: rollingKey(limit),
+        field: "c",
+        rolling: true,
+        limit: max,
+        amount: dryRun ? 0 : reserve,
+        windowMs,
+        bucketMs: Math.max(1, Math.floor(windowMs / rollingBuckets))
       })
     }
   }
@@ -259,40 +266,72 @@ const statuses = (limits: ReadonlyArray<Limit>, planned: ReadonlyArray<Planned>,
     return status
   })
 
-const fraction = (status: DimensionStatus | undefined) =>
-  status === undefined ? Number.POSITIVE_INFINITY : status.limit === 0 ? 0 : status.remaining / status.limit
+const room = (limit: number, used: number) => limit === 0 ? 0 : Math.max(0, limit - used) / limit
 
 /**
- * The `x-ratelimit-*` headers: request headers from the limit with the least room for requests,
- * token headers from the one with the least room for tokens, and `x-ratelimit-type` from the limit
- * closest to tripping overall.
- *
- * @category headers
+ * The `x-ratelimit-*` headers of the planned counters (of every limit, or of those `only` keeps):
+ * request headers from the limit with the least room for requests, token headers from the one with
+ * the least room for tokens, and `x-ratelimit-type` from the limit closest to tripping overall.
+ * Admissions go through here, so it reads the counters as planned (a limit's counters are adjacent)
+ * instead of building a status per limit first.
  */
-export const headersOf = (limits: ReadonlyArray<LimitStatus>, now: number): Record<string, string> => {
+const headersOf = (
+  limits: ReadonlyArray<Limit>,
+  planned: ReadonlyArray<Planned>,
+  states: ReadonlyArray<CounterState>,
+  now: number,
+  only?: (limit: Limit) => boolean
+): Record<string, string> => {
   const headers: Record<string, string> = {}
-  const least = (pick: (s: LimitStatus) => DimensionStatus | undefined) =>
-    limits.reduce<LimitStatus | undefined>(
-      (best, s) => pick(s) !== undefined && (best === undefined || fraction(pick(s)) < fraction(pick(best))) ? s : best,
-      undefined
-    )
-  const byRequests = least((s) => s.requests)
-  const byTokens = least((s) => s.tokens)
-  if (byRequests?.requests !== undefined) {
-    headers["x-ratelimit-limit-requests"] = String(byRequests.requests.limit)
-    headers["x-ratelimit-remaining-requests"] = String(byRequests.requests.remaining)
-    headers["x-ratelimit-reset-requests"] = String(Math.ceil(byRequests.requests.resetAt / 1000))
+  let requests = -1
+  let requestsRoom = 0
+  let tokens = -1
+  let tokensRoom = 0
+  let applied: Limit | undefined
+  let appliedRoom = 0
+  let current: Limit | undefined
+  let currentRoom = 0
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i]!
+    if (only !== undefined && !only(p.limit)) continue
+    const left = room(p.counter.limit, states[i]!.used)
+    if (p.limit !== current) {
+      if (current !== undefined && (applied === undefined || currentRoom < appliedRoom)) {
+        applied = current
+        appliedRoom = currentRoom
+      }
+      current = p.limit
+      currentRoom = left
+    } else if (left < currentRoom) {
+      currentRoom = left
+    }
+    if (p.dimension === "requests") {
+      if (requests < 0 || left < requestsRoom) {
+        requests = i
+        requestsRoom = left
+      }
+    } else if (p.dimension === "tokens" && (tokens < 0 || left < tokensRoom)) {
+      tokens = i
+      tokensRoom = left
+    }
   }
-  if (byTokens?.tokens !== undefined) {
-    headers["x-ratelimit-limit-tokens"] = String(byTokens.tokens.limit)
-    headers["x-ratelimit-remaining-tokens"] = String(byTokens.tokens.remaining)
-    headers["x-ratelimit-reset-tokens"] = String(Math.ceil(Math.max(0, byTokens.tokens.resetAt - now) / 1000))
+  if (current !== undefined && (applied === undefined || currentRoom < appliedRoom)) applied = current
+  if (requests >= 0) {
+    const { limit } = planned[requests]!.counter
+    const state = states[requests]!
+    headers["x-ratelimit-limit-requests"] = String(limit)
+    headers["x-ratelimit-remaining-requests"] = String(Math.max(0, limit - state.used))
+    headers["x-ratelimit-reset-requests"] = String(Math.ceil((now + state.resetMs) / 1000))
   }
-  const applied = limits.reduce<LimitStatus | undefined>((best, s) => {
-    const room = Math.min(fraction(s.requests), fraction(s.tokens), fraction(s.credits))
-    if (best === undefined) return s
-    return room < Math.min(fraction(best.requests), fraction(best.tokens), fraction(best.credits)) ? s : best
-  }, undefined)
+  if (tokens >= 0) {
+    const { limit } = planned[tokens]!.counter
+    const state = states[tokens]!
+    headers["x-ratelimit-limit-tokens"] = String(limit)
+    headers["x-ratelimit-remaining-tokens"] = String(Math.max(0, limit - state.used))
+    headers["x-ratelimit-reset-tokens"] = String(Math.ceil(Math.max(0, state.resetMs) / 1000))
+  }
+  // A limit without any counter still names the type when it is the only one.
+  applied ??= only === undefined ? limits[0] : limits.find(only)
   if (applied !== undefined) headers["x-ratelimit-type"] = applied.type
   return headers
 }
@@ -342,7 +381,7 @@ export const make = (options: Options = {}) =>
       const retryMs = Math.max(1, ...tripped.map(({ state }) => state.retryMs))
       const culprit = tripped[0]?.p ?? planned[0]!
       const first = culprit.limit
-      const headers = headersOf(statuses(limits, planned, states, now).filter((s) => s.key === first.key && s.type === first.type), now)
+      const headers = headersOf(limits, planned, states, now, (l) => l.key === first.key && l.type === first.type)
       headers["x-ratelimit-reset-requests"] = String(Math.ceil((now + retryMs) / 1000))
       const description = describe(culprit)
       if (log !== undefined && first.subject !== undefined) {
@@ -362,37 +401,44 @@ export const make = (options: Options = {}) =>
       states: ReadonlyArray<CounterState>,
       now: number
     ): Admission => {
-      const reserved = planned.filter((p) => p.dimension !== "requests" && p.counter.amount > 0)
       let settled = false
       const settle: Admission["settle"] = (actual) =>
         Effect.suspend(() => {
           if (settled) return Effect.void
           settled = true
-          const adjustments = reserved.flatMap((p): Array<Adjustment> => {
-            const used = p.dimension === "tokens" ? actual.tokens : actual.credits
-            if (used === undefined || used === p.counter.amount) return []
-            return [{
-              key: p.counter.key,
-              rolling: p.counter.rolling,
-              bucket: Math.floor(now / p.counter.bucketMs),
-              delta: Math.max(0, Math.floor(used)) - p.counter.amount
-            }]
-          })
-          return adjustments.length === 0 ? Effect.void : guarded(store.adjust(adjustments)).pipe(
-            Effect.catchTag("RateLimiterStoreError", (error) =>
-              Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause)),
-            Effect.withSpan("RateLimiter.settle")
+          const adjustments: Array<Adjustment> = []
+          for (const { counter, dimension } of planned) {
+            if (dimension === "requests" || counter.amount === 0) continue
+            const used = dimension === "tokens" ? actual.tokens : actual.credits
+            if (used === undefined || used === counter.amount) continue
+            adjustments.push({
+              key: counter.key,
+              field: counter.field,
+              rolling: counter.rolling,
+              bucket: Math.floor(now / counter.bucketMs),
+              delta: Math.max(0, Math.floor(used)) - counter.amount
+            })
+          }
+          if (adjustments.length === 0) return Effect.void
+          // Data-first: the data-last `withSpan` captures a call-site stack on every settlement.
+          return Effect.withSpan(
+            guarded(store.adjust(adjustments)).pipe(Effect.catchTag("RateLimiterStoreError", (error) =>
+              Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause))),
+            "RateLimiter.settle",
+            { captureStackTrace: false }
           )
         })
-      return { headers: headersOf(statuses(limits, planned, states, now), now), settle }
+      return { headers: headersOf(limits, planned, states, now), settle }
     }
 
     // The hot path has no span and no generator: either costs more than the memory store's whole
     // step. Rejections and store failures, the rare paths, are logged instead.
     const admit = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, RateLimited | ServiceUnavailable> =>
-      limits.length === 0 ? Effect.succeed(unlimited) : Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const planned = plan(limits, now, false)
-        return guarded(store.take(now, planned.map((p) => p.counter), false)).pipe(
+      limits.length === 0 ? Effect.succeed(unlimited) : Clock.clockWith((clock) => {
+        const now = clock.currentTimeMillisUnsafe()
+        const counters: Array<Counter> = []
+        const planned = plan(limits, now, false, counters)
+        return guarded(store.take(now, counters, false)).pipe(
           Effect.matchEffect({
             onFailure: storeFailure,
             onSuccess: (result) =>
@@ -405,8 +451,9 @@ export const make = (options: Options = {}) =>
 
     const inspect = Effect.fn("RateLimiter.inspect")(function*(limits: ReadonlyArray<Limit>) {
       const now = yield* Clock.currentTimeMillis
-      const planned = plan(limits, now, true)
-      const { states } = yield* guarded(store.take(now, planned.map((p) => p.counter), true)).pipe(
+      const counters: Array<Counter> = []
+      const planned = plan(limits, now, true, counters)
+      const { states } = yield* guarded(store.take(now, counters, true)).pipe(
         Effect.catchTag("RateLimiterStoreError", () => Effect.fail(unavailable))
       )
       return statuses(limits, planned, states, now)
@@ -439,6 +486,7 @@ const sweepEvery = 4096
  * @category store
  */
 export const makeStoreMemory = (): RateLimiterStore["Service"] => {
+  // Keyed by a counter's key followed by its field.
   const entries = new Map<string, Entry>()
   let operations = 0
   const sweep = (now: number) => {
@@ -452,7 +500,7 @@ export const makeStoreMemory = (): RateLimiterStore["Service"] => {
     return undefined
   }
   const read = (counter: Counter, now: number): CounterState & { readonly oldest?: number } => {
-    const entry = live(counter.key, now)
+    const entry = live(counter.key + counter.field, now)
     if (!counter.rolling) {
       const used = entry?.value ?? 0
       const resetMs = (Math.floor(now / counter.windowMs) + 1) * counter.windowMs - now
@@ -480,17 +528,17 @@ export const makeStoreMemory = (): RateLimiterStore["Service"] => {
     return { used, resetMs, retryMs }
   }
   const add = (counter: Counter, now: number, amount: number, bucket: number) => {
-    const entry = live(counter.key, now)
+    const entry = live(counter.key + counter.field, now)
     if (!counter.rolling) {
       const expiresAt = (Math.floor(now / counter.windowMs) + 1) * counter.windowMs
-      entries.set(counter.key, { expiresAt, value: (entry?.value ?? 0) + amount })
+      entries.set(counter.key + counter.field, { expiresAt, value: (entry?.value ?? 0) + amount })
       return
     }
     const buckets = entry?.buckets ?? new Map<number, number>()
     const oldest = Math.floor(now / counter.bucketMs) - Math.floor(counter.windowMs / counter.bucketMs) + 1
     for (const b of buckets.keys()) if (b < oldest) buckets.delete(b)
     buckets.set(bucket, (buckets.get(bucket) ?? 0) + amount)
-    entries.set(counter.key, { expiresAt: now + counter.windowMs, value: 0, buckets })
+    entries.set(counter.key + counter.field, { expiresAt: now + counter.windowMs, value: 0, buckets })
   }
   return RateLimiterStore.of({
     take: (now, counters, dryRun) =>
@@ -510,8 +558,8 @@ export const makeStoreMemory = (): RateLimiterStore["Service"] => {
       }),
     adjust: (adjustments) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
-        for (const { bucket, delta, key, rolling } of adjustments) {
-          const entry = live(key, now)
+        for (const { bucket, delta, field, key, rolling } of adjustments) {
+          const entry = live(key + field, now)
           if (entry === undefined) continue
           if (!rolling) entry.value = Math.max(0, entry.value + delta)
           else if (entry.buckets?.has(bucket)) entry.buckets.set(bucket, Math.max(0, entry.buckets.get(bucket)! + delta))

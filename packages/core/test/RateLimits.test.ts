@@ -81,6 +81,6 @@ describe("Overrides per account and per key, from config and at runtime", () => 
   it("every limit of an account shares the account's hash tag; a global limit has its own", () => {
     const limits = RateLimits.limitsFor(key(), { kind: "rpc" }, { key: { rpc: { requests: 10 } }, global: { rpc: { requests: 10_000 } } })
     expect(limits.map((l) => l.hashTag)).toEqual(["acct_1", "acct_1", "acct_1", "acct_1", "global"])
-    expect(RateLimiter.counterKey(limits[0]!, "r", 120_000, 60_000)).toBe("rl:{acct_1}:acct_1:rpc:minute:r:2")
+    expect(RateLimiter.windowKey(limits[0]!, 120_000, 60_000)).toBe("rl:{acct_1}:acct_1:rpc:minute:2")
   })
 })

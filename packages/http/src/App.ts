@@ -17,6 +17,7 @@ import * as RequestContext from "./RequestContext.ts"
 import * as RequestLog from "./RequestLog.ts"
 import * as Route from "./Route.ts"
 import { ServiceInfo } from "./ServiceInfo.ts"
+import * as Timestamp from "./Timestamp.ts"
 
 /** @category options */
 export interface Options {
@@ -50,23 +51,6 @@ const routeOf = (routes: ReadonlyArray<Route.Route<any>>) => {
     return pattern
   }
 }
-
-/**
- * `x-service-timestamp` of the current millisecond: under load many responses share one, and
- * formatting a date is a measurable part of a small response.
- */
-const timestamp = (() => {
-  let at = 0
-  let text = ""
-  return () => {
-    const now = Date.now()
-    if (now !== at) {
-      at = now
-      text = new Date(now).toISOString()
-    }
-    return text
-  }
-})()
 
 /**
  * The middleware every request goes through. It runs on each request, so it builds as few Effects
@@ -111,7 +95,7 @@ const globalMiddleware = (
           const headers: Record<string, string> = {
             "x-request-id": context.requestId,
             "x-service-version": info.version,
-            "x-service-timestamp": timestamp()
+            "x-service-timestamp": Timestamp.now()
           }
           if (response.status >= 400) headers["x-service-host-name"] = info.hostName
           const entry = {

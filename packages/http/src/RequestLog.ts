@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer } from "effect"
+import * as Timestamp from "./Timestamp.ts"
 
 /** @category models */
 export interface Entry {
@@ -31,12 +32,13 @@ export class RequestLog extends Context.Service<RequestLog, {
  *
  * @category formatting
  */
-export const format = (entry: Entry, timestamp: Date): string =>
-  // A template over the fixed keys: about twice as fast as stringifying a nested object, and only
-  // the free-form strings need escaping.
-  `{"message":"request","level":"${entry.status >= 500 ? "ERROR" : "INFO"}","timestamp":"${timestamp.toISOString()}",` +
-  `"annotations":{"requestId":${JSON.stringify(entry.requestId)},"principalId":${JSON.stringify(entry.principalId ?? "anonymous")},` +
-  `"method":${JSON.stringify(entry.method)},"route":${JSON.stringify(entry.route)},"status":${entry.status},` +
+export const format = (entry: Entry, timestamp: string): string =>
+  // A template over the fixed keys: about twice as fast as stringifying a nested object. Only the
+  // principal id is escaped: the request id is a UUID or a client's id that matched
+  // `[A-Za-z0-9._:-]`, the method passed node's token check and the route is one of ours.
+  `{"message":"request","level":"${entry.status >= 500 ? "ERROR" : "INFO"}","timestamp":"${timestamp}",` +
+  `"annotations":{"requestId":"${entry.requestId}","principalId":${JSON.stringify(entry.principalId ?? "anonymous")},` +
+  `"method":"${entry.method}","route":"${entry.route}","status":${entry.status},` +
   `"latencyMs":${Math.round(entry.latencyMs * 100) / 100}}}`
 
 /**
@@ -66,7 +68,7 @@ export const layerJson = (options: { readonly errorsOnly?: boolean } = {}): Laye
       return RequestLog.of({
         record: (entry) => {
           if (options.errorsOnly === true && entry.status < 500) return
-          buffer.push(format(entry, new Date()))
+          buffer.push(format(entry, Timestamp.now()))
         }
       })
     })
@@ -78,4 +80,4 @@ export const layerJson = (options: { readonly errorsOnly?: boolean } = {}): Laye
  * @category layers
  */
 export const layerWith = (write: (line: string) => void): Layer.Layer<RequestLog> =>
-  Layer.succeed(RequestLog, RequestLog.of({ record: (entry) => write(format(entry, new Date())) }))
+  Layer.succeed(RequestLog, RequestLog.of({ record: (entry) => write(format(entry, Timestamp.now())) }))

@@ -1,11 +1,13 @@
 /**
  * The Redis layer of `RateLimiter`: the counters of every limit in Redis, so every instance shares
- * them. One admission is one `EVALSHA` of one Lua script that checks every counter and keeps its
- * additions only when each has room: all or nothing, one round trip. A fixed window of a limit is
- * one hash naming its window (requests and tokens are two fields of it) that expires when the
- * window ends; a rolling window is a hash of buckets expiring a window after its last use. The keys
- * of one account share the hash tag `{accountId}`, so on a Redis Cluster one admission touches one
- * slot.
+ * them. An admission is one take in one `EVALSHA` of one Lua script that checks every counter and
+ * keeps the take's additions only when each has room: all or nothing, one round trip. The takes
+ * that start in one turn of the event loop share one call (`StoreOptions.batch`), each still all or
+ * nothing: under load, the per-command costs of node-redis and Redis are paid once per turn
+ * instead of once per admission. A fixed window of a limit is one hash naming its window (requests
+ * and tokens are two fields of it) that expires when the window ends; a rolling window is a hash of
+ * buckets expiring a window after its last use. The keys of one account share the hash tag
+ * `{accountId}`, so on a Redis Cluster (with `batch: false`) one admission touches one slot.
  *
  * The time is the caller's clock (Effect's `Clock`), passed into the script rather than read with
  * `TIME` in it: both layers then pass the same contract suite under `TestClock`, and the script
@@ -34,135 +36,157 @@ interface Script {
 
 const script = (source: string): Script => ({ source, sha: createHash("sha1").update(source).digest("hex") })
 
-// ARGV: now, dryRun, then one group per KEYS[i]. A fixed group (the counters of one limit's window,
-// fields of one hash) is `m, ttlMs, field 1..m, limit 1..m, amount 1..m`; a rolling group is
-// `0, windowMs, limit, amount, bucketMs`. Reply: admitted, then per fixed counter its use with this
-// call's amount added (its use for a dry run), per rolling counter its use before this call, resetMs
-// and retryMs; the reset and retry of a fixed window follow from its use, so the caller computes
-// them.
+// One call carries one or more takes (see `StoreOptions.batch`), each all or nothing on its own.
+// ARGV: per take the number of its groups (negative for a dry run), then its groups, one per KEYS
+// entry in order. A fixed group (the counters of one limit's window, fields of one hash) is
+// `fields, ttlMs, limit 1..m, amount 1..m`, where `fields` names the m fields one letter each
+// (`rt`: requests and tokens); a rolling group is `"", now, windowMs, limit, amount, bucketMs`.
+// Reply, per take: admitted, then per fixed counter its use with this take's amount added (its use
+// for a dry run), per rolling counter its use before this take, resetMs and retryMs; the reset and
+// retry of a fixed window follow from its use, so the caller computes them. Every argument costs
+// a parse in Redis and a string in Lua, hence the terse layout.
 //
 // A fixed counter is added to first and checked after (HINCRBY answers the sum), and every addition
-// is taken back when any counter refuses (a field the call created is deleted, so a refusal leaves
-// no key behind): the script is atomic, so nobody sees the difference, and the admitted path (the
-// common one) costs one HINCRBY per counter plus a PEXPIRE when the window is new. Amounts go to
-// Redis as the strings they arrived as: a Lua number passed to `redis.call` is formatted with
-// `sprintf`, which costs as much as the command.
+// of a take is taken back when any of its counters refuses (a field the take created is deleted, so
+// a refusal leaves no key behind): the script is atomic, so nobody sees the difference, and the
+// admitted path (the common one) costs one HINCRBY per counter plus a PEXPIRE when the window is
+// new. A take sees the takes before it in the same call, as if they had been separate calls.
+// Amounts go to Redis as the strings they arrived as: a Lua number passed to `redis.call` is
+// formatted with `sprintf`, which costs as much as the command.
 const takeScript = script(`
-local now = tonumber(ARGV[1])
-local dry = ARGV[2] == "1"
-local out = { 1 }
-local o = 1
-local a = 3
-local stale
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local m = tonumber(ARGV[a])
-  if m > 0 then
-    local p = a + 1
-    if dry then
-      local values = redis.call("HMGET", key, unpack(ARGV, p + 1, p + m))
-      for f = 1, m do
-        o = o + 1
-        out[o] = tonumber(values[f]) or 0
-      end
-    else
-      local fresh = false
-      for f = 1, m do
-        local amount = ARGV[p + 2 * m + f]
-        local used
-        if amount == "0" then
-          used = tonumber(redis.call("HGET", key, ARGV[p + f])) or 0
-        else
-          used = redis.call("HINCRBY", key, ARGV[p + f], amount)
-          if used == tonumber(amount) then fresh = true end
-          if used > tonumber(ARGV[p + m + f]) then out[1] = 0 end
+local out = {}
+local o = 0
+local k = 0
+local a = 1
+local n = #ARGV
+local sub = string.sub
+while a <= n do
+  local groups = tonumber(ARGV[a])
+  local dry = groups < 0
+  if dry then groups = -groups end
+  local a0 = a + 1
+  local k0 = k
+  o = o + 1
+  local head = o
+  out[head] = 1
+  local stale
+  a = a0
+  for g = 1, groups do
+    k = k + 1
+    local key = KEYS[k]
+    local fields = ARGV[a]
+    local m = #fields
+    if m > 0 then
+      local p = a + 1
+      if dry then
+        for f = 1, m do
+          o = o + 1
+          out[o] = tonumber(redis.call("HGET", key, sub(fields, f, f))) or 0
         end
-        o = o + 1
-        out[o] = used
-      end
-      if fresh then redis.call("PEXPIRE", key, ARGV[p]) end
-    end
-    a = p + 1 + 3 * m
-  else
-    stale = stale or {}
-    local window = tonumber(ARGV[a + 1])
-    local limit = tonumber(ARGV[a + 2])
-    local amount = tonumber(ARGV[a + 3])
-    local bucket = tonumber(ARGV[a + 4])
-    local span = math.floor(window / bucket)
-    local oldest = math.floor(now / bucket) - span + 1
-    local flat = redis.call("HGETALL", key)
-    local live = {}
-    local old = {}
-    local used = 0
-    for f = 1, #flat, 2 do
-      local b = tonumber(flat[f])
-      if b >= oldest then
-        local v = tonumber(flat[f + 1])
-        used = used + v
-        live[#live + 1] = { b, v }
       else
-        old[#old + 1] = flat[f]
+        local fresh = false
+        for f = 1, m do
+          local amount = ARGV[p + m + f]
+          local used
+          if amount == "0" then
+            used = tonumber(redis.call("HGET", key, sub(fields, f, f))) or 0
+          else
+            used = redis.call("HINCRBY", key, sub(fields, f, f), amount)
+            if used == tonumber(amount) then fresh = true end
+            if used > tonumber(ARGV[p + f]) then out[head] = 0 end
+          end
+          o = o + 1
+          out[o] = used
+        end
+        if fresh then redis.call("PEXPIRE", key, ARGV[p]) end
       end
-    end
-    stale[i] = old
-    table.sort(live, function(x, y) return x[1] < y[1] end)
-    local reset, retry = 0, 0
-    if #live > 0 then reset = (live[1][1] + span) * bucket - now end
-    local need = used + amount - limit
-    if amount > 0 and need > 0 then
-      retry = window
-      local freed = 0
-      for f = 1, #live do
-        freed = freed + live[f][2]
-        if freed >= need then
-          retry = (live[f][1] + span) * bucket - now
-          break
+      a = p + 1 + 2 * m
+    else
+      stale = stale or {}
+      local now = tonumber(ARGV[a + 1])
+      local window = tonumber(ARGV[a + 2])
+      local limit = tonumber(ARGV[a + 3])
+      local amount = tonumber(ARGV[a + 4])
+      local bucket = tonumber(ARGV[a + 5])
+      local span = math.floor(window / bucket)
+      local oldest = math.floor(now / bucket) - span + 1
+      local flat = redis.call("HGETALL", key)
+      local live = {}
+      local old = {}
+      local used = 0
+      for f = 1, #flat, 2 do
+        local b = tonumber(flat[f])
+        if b >= oldest then
+          local v = tonumber(flat[f + 1])
+          used = used + v
+          live[#live + 1] = { b, v }
+        else
+          old[#old + 1] = flat[f]
         end
       end
-      out[1] = 0
-    end
-    out[o + 1] = used
-    out[o + 2] = reset
-    out[o + 3] = retry
-    o = o + 3
-    a = a + 5
-  end
-end
-if dry or (out[1] == 1 and not stale) then return out end
-local admitted = out[1] == 1
-a = 3
-o = 2
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local m = tonumber(ARGV[a])
-  if m > 0 then
-    if not admitted then
-      for f = 1, m do
-        local amount = ARGV[a + 1 + 2 * m + f]
-        if amount ~= "0" then
-          if out[o] == tonumber(amount) then
-            redis.call("HDEL", key, ARGV[a + 1 + f])
-          else
-            redis.call("HINCRBY", key, ARGV[a + 1 + f], "-" .. amount)
+      stale[g] = old
+      table.sort(live, function(x, y) return x[1] < y[1] end)
+      local reset, retry = 0, 0
+      if #live > 0 then reset = (live[1][1] + span) * bucket - now end
+      local need = used + amount - limit
+      if amount > 0 and need > 0 then
+        retry = window
+        local freed = 0
+        for f = 1, #live do
+          freed = freed + live[f][2]
+          if freed >= need then
+            retry = (live[f][1] + span) * bucket - now
+            break
           end
         end
-        o = o + 1
+        out[head] = 0
       end
-    else
-      o = o + m
+      out[o + 1] = used
+      out[o + 2] = reset
+      out[o + 3] = retry
+      o = o + 3
+      a = a + 6
     end
-    a = a + 2 + 3 * m
-  else
-    local amount = ARGV[a + 3]
-    if admitted and amount ~= "0" then
-      local bucket = tonumber(ARGV[a + 4])
-      redis.call("HINCRBY", key, math.floor(now / bucket), amount)
-      if #stale[i] > 0 then redis.call("HDEL", key, unpack(stale[i])) end
-      redis.call("PEXPIRE", key, ARGV[a + 1])
+  end
+  if not dry and (out[head] == 0 or stale) then
+    local admitted = out[head] == 1
+    local b = a0
+    local j = k0
+    local q = head + 1
+    for g = 1, groups do
+      j = j + 1
+      local key = KEYS[j]
+      local fields = ARGV[b]
+      local m = #fields
+      if m > 0 then
+        if not admitted then
+          for f = 1, m do
+            local amount = ARGV[b + 1 + m + f]
+            if amount ~= "0" then
+              if out[q] == tonumber(amount) then
+                redis.call("HDEL", key, sub(fields, f, f))
+              else
+                redis.call("HINCRBY", key, sub(fields, f, f), "-" .. amount)
+              end
+            end
+            q = q + 1
+          end
+        else
+          q = q + m
+        end
+        b = b + 2 + 2 * m
+      else
+        local amount = ARGV[b + 4]
+        if admitted and amount ~= "0" then
+          local bucket = tonumber(ARGV[b + 5])
+          redis.call("HINCRBY", key, math.floor(tonumber(ARGV[b + 1]) / bucket), amount)
+          if #stale[g] > 0 then redis.call("HDEL", key, unpack(stale[g])) end
+          redis.call("PEXPIRE", key, ARGV[b + 2])
+        end
+        q = q + 3
+        b = b + 6
+      end
     end
-    o = o + 3
-    a = a + 5
   end
 end
 return out
@@ -180,21 +204,18 @@ end
 return 1
 `)
 
-/**
- * Where a fixed counter lives: `RateLimiter.counterKey` names it `<limit>:<dimension>:<window>`;
- * the counters of one limit's window share the hash `<limit>:<window>`, one field per dimension, so
- * one key (and one expiry) serves both requests and tokens.
- */
-const hashOf = (key: string): string => {
-  const cut = key.lastIndexOf(":")
-  return key.slice(0, cut - 2) + key.slice(cut)
-}
-
-const fieldOf = (key: string): string => key.charAt(key.lastIndexOf(":") - 1)
-
 interface Call {
   readonly deadline: number
   readonly expire: () => void
+}
+
+type Taken = Effect.Success<ReturnType<RateLimiter.RateLimiterStore["Service"]["take"]>>
+
+interface Take {
+  readonly now: number
+  readonly counters: ReadonlyArray<RateLimiter.Counter>
+  readonly dryRun: boolean
+  readonly resume: (result: Effect.Effect<Taken, RateLimiter.RateLimiterStoreError>) => void
 }
 
 const storeError = (cause: unknown) => new RateLimiter.RateLimiterStoreError({ cause })
@@ -203,6 +224,78 @@ const storeError = (cause: unknown) => new RateLimiter.RateLimiterStoreError({ c
 export interface StoreOptions {
   /** How long Redis may take to answer before the call counts as a store failure. Default 1000. */
   readonly timeoutMs?: number
+  /**
+   * Whether the admissions that start in one turn of the event loop go to Redis in one script call
+   * (each still all or nothing, in the order they started). Default `true`. The keys of one call
+   * then span accounts: on a Redis Cluster, or behind a proxy that routes a script by its keys, set
+   * it to `false` for one call per admission.
+   */
+  readonly batch?: boolean
+}
+
+// A bound on the work of one script call: Redis serves nobody else while a script runs.
+const maxBatch = 256
+
+// Appends a take's keys and arguments (see the script) to those of its call.
+const encode = (take: Take, keys: Array<string>, args: Array<string>) => {
+  const { counters, now } = take
+  const n = counters.length
+  const at = args.length
+  args.push("")
+  let groups = 0
+  let i = 0
+  while (i < n) {
+    const counter = counters[i]!
+    groups++
+    keys.push(counter.key)
+    if (counter.rolling) {
+      args.push("", String(now), String(counter.windowMs), String(counter.limit), String(counter.amount), String(counter.bucketMs))
+      i++
+      continue
+    }
+    // Adjacent fixed counters of one window (a limit's requests and tokens) form one group.
+    const next = i + 1 < n ? counters[i + 1]! : undefined
+    if (next === undefined || next.rolling || next.key !== counter.key) {
+      args.push(counter.field, String(counter.windowMs - now % counter.windowMs), String(counter.limit), String(counter.amount))
+      i++
+    } else {
+      const ttl = Math.max(counter.windowMs - now % counter.windowMs, next.windowMs - now % next.windowMs)
+      args.push(
+        counter.field === "r" && next.field === "t" ? "rt" : counter.field + next.field,
+        String(ttl),
+        String(counter.limit),
+        String(next.limit),
+        String(counter.amount),
+        String(next.amount)
+      )
+      i += 2
+    }
+  }
+  args[at] = String(take.dryRun ? -groups : groups)
+}
+
+// Reads a take's answer from `reply` at `r`; returns where the next take's answer starts.
+const decode = (take: Take, reply: ReadonlyArray<number>, r: number): number => {
+  const { counters, now } = take
+  const n = counters.length
+  const admitted = reply[r++] === 1
+  const states: Array<RateLimiter.CounterState> = new Array(n)
+  for (let c = 0; c < n; c++) {
+    const counter = counters[c]!
+    if (counter.rolling) {
+      const used = reply[r]! + (admitted ? counter.amount : 0)
+      states[c] = { used, resetMs: reply[r + 1]!, retryMs: reply[r + 2]! }
+      r += 3
+    } else {
+      const resetMs = counter.windowMs - now % counter.windowMs
+      const sum = reply[r]!
+      const retryMs = counter.amount > 0 && sum > counter.limit ? resetMs : 0
+      states[c] = { used: admitted ? sum : sum - counter.amount, resetMs, retryMs }
+      r += 1
+    }
+  }
+  take.resume(Effect.succeed({ admitted, states }))
+  return r
 }
 
 /**
@@ -227,101 +320,82 @@ export const makeStore = (options: StoreOptions = {}) =>
       (timer) => Effect.sync(() => clearInterval(timer))
     )
     const timedOut = `Redis did not answer within ${timeoutMs} ms`
-    // `command` is `[_, _, numkeys, ...keys, ...args]`; the first two are filled in here.
-    const run = <A>(lua: Script, command: Array<string>, decode: (reply: unknown) => A) =>
-      Effect.callback<A, RateLimiter.RateLimiterStoreError>((resume) => {
-        const finish = (result: Effect.Effect<A, RateLimiter.RateLimiterStoreError>) => {
-          if (inFlight.delete(call)) resume(result)
+    // `command` is `[_, _, numkeys, ...keys, ...args]`; the first two are filled in here. Exactly
+    // one of `onReply` and `onError` is called, once.
+    const send = (lua: Script, command: Array<string>, onReply: (reply: unknown) => void, onError: (cause: unknown) => void) => {
+      const call: Call = {
+        deadline: Date.now() + timeoutMs,
+        expire: () => {
+          if (inFlight.delete(call)) onError(timedOut)
         }
-        const call: Call = { deadline: Date.now() + timeoutMs, expire: () => finish(Effect.fail(storeError(timedOut))) }
-        inFlight.add(call)
-        const failed = (error: unknown) => finish(Effect.fail(storeError(error)))
-        const answered = (reply: unknown) => finish(Effect.succeed(decode(reply)))
-        command[0] = "EVALSHA"
-        command[1] = lua.sha
-        client.sendCommand(command).then(answered, (error: unknown) => {
-          if (!String(error).includes("NOSCRIPT")) return failed(error)
-          command[0] = "EVAL"
-          command[1] = lua.source
-          client.sendCommand(command).then(answered, failed)
-        })
+      }
+      inFlight.add(call)
+      const failed = (error: unknown) => {
+        if (inFlight.delete(call)) onError(error)
+      }
+      const answered = (reply: unknown) => {
+        if (!inFlight.delete(call)) return
+        try {
+          onReply(reply)
+        } catch (error) {
+          onError(error)
+        }
+      }
+      command[0] = "EVALSHA"
+      command[1] = lua.sha
+      client.sendCommand(command).then(answered, (error: unknown) => {
+        if (!String(error).includes("NOSCRIPT")) return failed(error)
+        command[0] = "EVAL"
+        command[1] = lua.source
+        client.sendCommand(command).then(answered, failed)
       })
+    }
+    const sendTakes = (takes: ReadonlyArray<Take>) => {
+      const keys: Array<string> = []
+      const args: Array<string> = []
+      for (const take of takes) encode(take, keys, args)
+      const command = ["", "", String(keys.length)]
+      for (const key of keys) command.push(key)
+      for (const arg of args) command.push(arg)
+      // A take already answered is not answered again when a later one fails to decode.
+      let answered = 0
+      send(takeScript, command, (value) => {
+        const reply = value as ReadonlyArray<number>
+        let r = 0
+        for (; answered < takes.length; answered++) r = decode(takes[answered]!, reply, r)
+      }, (cause) => {
+        const error = Effect.fail(storeError(cause))
+        for (; answered < takes.length; answered++) takes[answered]!.resume(error)
+      })
+    }
+    const batch = options.batch ?? true
+    // The takes waiting for the end of this turn of the event loop (the check phase, where node-redis
+    // writes its commands too), so that every admission started in the turn shares one call.
+    let queue: Array<Take> = []
+    const flush = () => {
+      const takes = queue
+      queue = []
+      if (takes.length <= maxBatch) return sendTakes(takes)
+      for (let i = 0; i < takes.length; i += maxBatch) sendTakes(takes.slice(i, i + maxBatch))
+    }
     return RateLimiter.RateLimiterStore.of({
-      take: (now, counters, dryRun) => {
-        const n = counters.length
-        const command = ["", "", ""]
-        const args = [String(now), dryRun ? "1" : "0"]
-        let groups = 0
-        let i = 0
-        while (i < n) {
-          const counter = counters[i]!
-          groups++
-          if (counter.rolling) {
-            command.push(counter.key)
-            args.push("0", String(counter.windowMs), String(counter.limit), String(counter.amount), String(counter.bucketMs))
-            i++
-            continue
-          }
-          // Adjacent fixed counters of one window (a limit's requests and tokens) form one group.
-          const hash = hashOf(counter.key)
-          const next = i + 1 < n && !counters[i + 1]!.rolling ? counters[i + 1]! : undefined
-          command.push(hash)
-          if (next === undefined || hashOf(next.key) !== hash) {
-            args.push("1", String(counter.windowMs - now % counter.windowMs), fieldOf(counter.key), String(counter.limit), String(counter.amount))
-            i++
-          } else {
-            const ttl = Math.max(counter.windowMs - now % counter.windowMs, next.windowMs - now % next.windowMs)
-            args.push(
-              "2",
-              String(ttl),
-              fieldOf(counter.key),
-              fieldOf(next.key),
-              String(counter.limit),
-              String(next.limit),
-              String(counter.amount),
-              String(next.amount)
-            )
-            i += 2
-          }
-        }
-        command[2] = String(groups)
-        for (const arg of args) command.push(arg)
-        return run(takeScript, command, (value) => {
-          const reply = value as ReadonlyArray<number>
-          const admitted = reply[0] === 1
-          const states: Array<RateLimiter.CounterState> = new Array(n)
-          let r = 1
-          for (let c = 0; c < n; c++) {
-            const counter = counters[c]!
-            if (counter.rolling) {
-              const used = reply[r]! + (admitted ? counter.amount : 0)
-              states[c] = { used, resetMs: reply[r + 1]!, retryMs: reply[r + 2]! }
-              r += 3
-            } else {
-              const resetMs = counter.windowMs - now % counter.windowMs
-              const sum = reply[r]!
-              const retryMs = counter.amount > 0 && sum > counter.limit ? resetMs : 0
-              states[c] = { used: admitted ? sum : sum - counter.amount, resetMs, retryMs }
-              r += 1
-            }
-          }
-          return { admitted, states }
-        })
-      },
+      take: (now, counters, dryRun) =>
+        Effect.callback<Taken, RateLimiter.RateLimiterStoreError>((resume) => {
+          const take: Take = { now, counters, dryRun, resume }
+          if (!batch) return sendTakes([take])
+          if (queue.push(take) === 1) setImmediate(flush)
+        }),
       adjust: (adjustments) => {
         const command = ["", "", String(adjustments.length)]
         const args: Array<string> = []
         for (const a of adjustments) {
-          if (a.rolling) {
-            command.push(a.key)
-            args.push(String(a.bucket), String(a.delta))
-          } else {
-            command.push(hashOf(a.key))
-            args.push(fieldOf(a.key), String(a.delta))
-          }
+          command.push(a.key)
+          args.push(a.rolling ? String(a.bucket) : a.field, String(a.delta))
         }
         for (const arg of args) command.push(arg)
-        return run(adjustScript, command, () => undefined)
+        return Effect.callback<void, RateLimiter.RateLimiterStoreError>((resume) =>
+          send(adjustScript, command, () => resume(Effect.void), (cause) => resume(Effect.fail(storeError(cause))))
+        )
       }
     })
   })

@@ -52,7 +52,15 @@ Contract.contract(
       RateLimiterRedis.layerRedis().pipe(
         Layer.provideMerge(RateLimitLogRedis.layerRedis()),
         Layer.provide(NodeRedis.layer({ url }))
-      ))
+      )),
+    {
+      ...RedisServer.backend(redis, (url) =>
+        RateLimiterRedis.layerRedis({ batch: false }).pipe(
+          Layer.provideMerge(RateLimitLogRedis.layerRedis()),
+          Layer.provide(NodeRedis.layer({ url }))
+        )),
+      name: "redis, one call per admission"
+    }
   ],
   (it) => {
     it.effect("an admitted call gets the exact x-ratelimit-* headers of its limit", () =>

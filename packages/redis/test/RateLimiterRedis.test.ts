@@ -5,6 +5,7 @@ import { Effect, Layer, ManagedRuntime, Metric } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
+import { createClient } from "redis"
 import { afterAll, describe, expect, it } from "vitest"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
 
@@ -41,6 +42,72 @@ describe.skipIf("unavailable" in redis)("Two server processes on one Redis share
     expect(results.map((r) => Number(r["admitted"]) + Number(r["rejected"]))).toEqual([250, 250])
     expect(results.reduce((sum, r) => sum + Number(r["admitted"]), 0)).toBe(100)
   }, 60_000)
+})
+
+// A ten-year window: a burst cannot straddle a window boundary under the real clock.
+const DECADE = 10 * 365 * 86_400_000
+
+describe.skipIf("unavailable" in redis)("Admissions that start together share one script call, each still all or nothing", () => {
+  it("40 concurrent admissions against a limit of 5 admit exactly 5, in order, with exact headers; the refused consume nothing", async () => {
+    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url }))))
+    const stats = createClient({ url })
+    await stats.connect()
+    const evalCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(String(await stats.sendCommand(["INFO", "commandstats"])))?.[1] ?? 0)
+    try {
+      const key = `batch-${Date.now()}`
+      const wide: RateLimiter.Limit = {
+        type: "api_key",
+        key: `${key}:wide`,
+        hashTag: key,
+        requests: { limit: 1_000, windowMs: DECADE },
+        tokens: { limit: 1_000_000, windowMs: DECADE, reserve: 10 }
+      }
+      const narrow: RateLimiter.Limit = { type: "user", key: `${key}:narrow`, hashTag: key, requests: { limit: 5, windowMs: DECADE } }
+      const limiter = await runtime.runPromise(Effect.service(RateLimiter.RateLimiter))
+      await runtime.runPromise(limiter.inspect([wide, narrow]))
+      const before = await evalCalls()
+      const results = await runtime.runPromise(Effect.all(
+        Array.from({ length: 40 }, (_, i) => i % 4 === 3 ? Effect.result(limiter.inspect([wide])) : Effect.result(limiter.admit([wide, narrow]))),
+        { concurrency: "unbounded" }
+      ))
+      // A shared server (REDIS_URL) counts other files' calls too.
+      if (!process.env["REDIS_URL"]) expect(await evalCalls()).toBe(before + 1)
+      const admitted = results.flatMap((r) => r._tag === "Success" && "headers" in r.success ? [r.success.headers] : [])
+      expect(admitted.map((h) => h["x-ratelimit-remaining-requests"])).toEqual(["4", "3", "2", "1", "0"])
+      expect(admitted.map((h) => h["x-ratelimit-remaining-tokens"])).toEqual(["999990", "999980", "999970", "999960", "999950"])
+      expect(admitted.every((h) => h["x-ratelimit-type"] === "user")).toBe(true)
+      const refused = results.filter((r) => r._tag === "Failure")
+      expect(refused).toHaveLength(25)
+      expect(refused.every((r) => r._tag === "Failure" && r.failure._tag === "RateLimited")).toBe(true)
+      const [after] = await runtime.runPromise(limiter.inspect([wide]))
+      expect(after?.requests?.used).toBe(5)
+      expect(after?.tokens?.used).toBe(50)
+    } finally {
+      await stats.close()
+      await runtime.dispose()
+    }
+  })
+})
+
+describe.skipIf("unavailable" in redis)("More admissions than one call carries are split over calls, in order", () => {
+  it("600 concurrent admissions against a limit of 100 admit exactly the first 100", async () => {
+    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url }))))
+    try {
+      const key = `split-${Date.now()}`
+      const l: RateLimiter.Limit = { type: "user", key, hashTag: key, requests: { limit: 100, windowMs: DECADE } }
+      const limiter = await runtime.runPromise(Effect.service(RateLimiter.RateLimiter))
+      const results = await runtime.runPromise(Effect.all(
+        Array.from({ length: 600 }, () => Effect.result(limiter.admit([l]))),
+        { concurrency: "unbounded" }
+      ))
+      expect(results.slice(0, 100).every((r) => r._tag === "Success")).toBe(true)
+      expect(results.slice(100).every((r) => r._tag === "Failure" && r.failure._tag === "RateLimited")).toBe(true)
+      const [status] = await runtime.runPromise(limiter.inspect([l]))
+      expect(status?.requests?.used).toBe(100)
+    } finally {
+      await runtime.dispose()
+    }
+  })
 })
 
 const limit = (key: string): RateLimiter.Limit => ({

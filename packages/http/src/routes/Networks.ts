@@ -13,13 +13,16 @@ import * as Route from "../Route.ts"
 export const NetworkList = Schema.Struct({ networks: Schema.Array(Schema.String) }).annotate({ identifier: "NetworkList" })
 
 /** A string body lets Node write the headers and the body in one write. */
-const body = JSON.stringify({ networks: Networks.slugs })
+// Responses are immutable values, so every request can be answered with this one.
+const response = HttpServerResponse.uint8Array(new TextEncoder().encode(JSON.stringify({ networks: Networks.slugs })), {
+  contentType: "application/json"
+})
 
 /** @category routes */
 export const route = Route.make(
   "GET",
   "/api/v1/crypto/rpc/networks",
-  Effect.succeed(Effect.sync(() => HttpServerResponse.text(body, { contentType: "application/json" }))),
+  Effect.succeed(Effect.succeed(response)),
   {
     summary: "List the supported RPC networks",
     description: "Alphabetically sorted network slugs accepted by POST /crypto/rpc/{network}. No authentication.",
