@@ -167,3 +167,38 @@ export const pdfBomb = (times = 1024): Uint8Array => {
   push(Buffer.from(`xref\n0 5\n0000000000 65535 f \n${offsets.map((o) => `${String(o).padStart(10, "0")} 00000 n \n`).join("")}trailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`))
   return new Uint8Array(Buffer.concat(parts))
 }
+
+/** A page of `pdf`: text in Helvetica, a content stream inflating to `bombMib` MiB, or a dangling reference. */
+export type PdfPage = { readonly text: string } | { readonly bombMib: number } | { readonly missing: true }
+
+/** A PDF of the given pages, written by hand so a page can be broken or hostile. */
+export const pdf = (pages: ReadonlyArray<PdfPage>): Uint8Array => {
+  const objects: Array<Buffer> = [Buffer.from("<< /Type /Catalog /Pages 2 0 R >>"), Buffer.alloc(0), Buffer.from("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")]
+  const kids: Array<number> = []
+  const add = (body: Buffer) => objects.push(body)
+  for (const page of pages) {
+    if ("missing" in page) {
+      kids.push(9999)
+      continue
+    }
+    const stream = "text" in page
+      ? Buffer.from(`BT /F1 12 Tf 72 720 Td (${page.text}) Tj ET`)
+      : Buffer.concat([Buffer.from([0x78, 0x9c]), Buffer.from(deflateRepeated("BT ", new Uint8Array(1024 * 1024).fill(0x20), page.bombMib, " ET")), Buffer.alloc(4)])
+    const filter = "text" in page ? "" : " /Filter /FlateDecode"
+    add(Buffer.concat([Buffer.from(`<< /Length ${stream.length}${filter} >>\nstream\n`), stream, Buffer.from("\nendstream")]))
+    add(Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${objects.length} 0 R >>`))
+    kids.push(objects.length)
+  }
+  objects[1] = Buffer.from(`<< /Type /Pages /Kids [${kids.map((kid) => `${kid} 0 R`).join(" ")}] /Count ${kids.length} >>`)
+  const parts: Array<Buffer> = [Buffer.from("%PDF-1.4\n")]
+  let length = parts[0]!.length
+  const offsets: Array<number> = []
+  objects.forEach((body, i) => {
+    offsets.push(length)
+    const object = Buffer.concat([Buffer.from(`${i + 1} 0 obj\n`), body, Buffer.from("\nendobj\n")])
+    parts.push(object)
+    length += object.length
+  })
+  parts.push(Buffer.from(`xref\n0 ${objects.length + 1}\n0000000000 65535 f \n${offsets.map((o) => `${String(o).padStart(10, "0")} 00000 n \n`).join("")}trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${length}\n%%EOF\n`))
+  return new Uint8Array(Buffer.concat(parts))
+}
