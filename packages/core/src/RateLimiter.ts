@@ -49,6 +49,12 @@ export interface Admission {
   readonly headers: Readonly<Record<string, string>>
   /** Settles reserved tokens (and credits) to what was actually used; releases the rest. */
   readonly settle: (actual: { readonly tokens?: number; readonly credits?: number }) => Effect.Effect<void>
+  /**
+   * Gives back everything the admission took, its requests included: for a call refused by a
+   * check made together with the admission (the credit hold), which must leave no trace. An
+   * admission is settled or cancelled once; later calls do nothing.
+   */
+  readonly cancel: Effect.Effect<void>
 }
 
 /**
@@ -336,7 +342,7 @@ const headersOf = (
   return headers
 }
 
-const unlimited: Admission = { headers: {}, settle: () => Effect.void }
+const unlimited: Admission = { headers: {}, settle: () => Effect.void, cancel: Effect.void }
 
 /**
  * The limiter over a store: the rules, written once for every store.
@@ -402,21 +408,21 @@ export const make = (options: Options = {}) =>
       now: number
     ): Admission => {
       let settled = false
-      const settle: Admission["settle"] = (actual) =>
+      const giveBack = (deltaOf: (counter: Counter, dimension: Planned["dimension"]) => number | undefined) =>
         Effect.suspend(() => {
           if (settled) return Effect.void
           settled = true
           const adjustments: Array<Adjustment> = []
           for (const { counter, dimension } of planned) {
-            if (dimension === "requests" || counter.amount === 0) continue
-            const used = dimension === "tokens" ? actual.tokens : actual.credits
-            if (used === undefined || used === counter.amount) continue
+            if (counter.amount === 0) continue
+            const delta = deltaOf(counter, dimension)
+            if (delta === undefined || delta === 0) continue
             adjustments.push({
               key: counter.key,
               field: counter.field,
               rolling: counter.rolling,
               bucket: Math.floor(now / counter.bucketMs),
-              delta: Math.max(0, Math.floor(used)) - counter.amount
+              delta
             })
           }
           if (adjustments.length === 0) return Effect.void
@@ -428,7 +434,14 @@ export const make = (options: Options = {}) =>
             { captureStackTrace: false }
           )
         })
-      return { headers: headersOf(limits, planned, states, now), settle }
+      const settle: Admission["settle"] = (actual) =>
+        giveBack((counter, dimension) => {
+          if (dimension === "requests") return undefined
+          const used = dimension === "tokens" ? actual.tokens : actual.credits
+          return used === undefined ? undefined : Math.max(0, Math.floor(used)) - counter.amount
+        })
+      const cancel = giveBack((counter) => -counter.amount)
+      return { headers: headersOf(limits, planned, states, now), settle, cancel }
     }
 
     // The hot path has no span and no generator: either costs more than the memory store's whole

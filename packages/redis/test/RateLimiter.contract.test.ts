@@ -136,6 +136,29 @@ Contract.contract(
         yield* rejection(limiter.admit([call(1)]))
       }))
 
+    it.effect("a cancelled admission gives back its requests, tokens and credits, once", () =>
+      Effect.gen(function*() {
+        yield* startClock(10 * MINUTE)
+        const limiter = yield* RateLimiter.RateLimiter
+        const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
+        const rpc = RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: 20 })
+        const tokens = limit(fresh("cancel"), 2, { limit: 100, reserve: 40 })
+        yield* limiter.admit(rpc)
+        const before = yield* limiter.inspect(rpc)
+        const admission = yield* limiter.admit(rpc)
+        yield* admission.cancel
+        yield* admission.cancel
+        yield* admission.settle({ credits: 5 })
+        assert.deepStrictEqual(yield* limiter.inspect(rpc), before)
+        const first = yield* limiter.admit([tokens])
+        yield* first.cancel
+        const [status] = yield* limiter.inspect([tokens])
+        assert.deepStrictEqual([status?.requests?.used, status?.tokens?.used], [0, 0])
+        yield* limiter.admit([tokens])
+        yield* limiter.admit([tokens])
+        yield* rejection(limiter.admit([tokens]))
+      }))
+
     it.effect("RPC: 100 requests per minute per caller; the 429 customMessage names the per-minute cap", () =>
       Effect.gen(function*() {
         yield* startClock()
