@@ -19,7 +19,7 @@ import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
-import { Clock, Context, Effect, Exit, Layer, Metric, Option, References, Result, Stream } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Metric, Option, References, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Observability from "./Observability.ts"
 import { CurrentRequest } from "./RequestContext.ts"
@@ -284,24 +284,29 @@ export const layer = (options: Options = {}): Layer.Layer<
     // is given back, so a refused call holds nothing and leaves every limit where it was.
     const admit = (principal: Principal.Principal, call: MeteredCall, reference: string) =>
       traced("tollgate.admission", Effect.gen(function*() {
+        // Exits, not results: even a defect on one side gives back what the other side took.
         const [held, taken] = yield* Effect.all([
-          Effect.result(hold(principal, call, reference)),
-          Effect.result(storeFailure("rate_limiter")(limiter.admit(policy.limitsFor(principal, call))))
+          Effect.exit(hold(principal, call, reference)),
+          Effect.exit(storeFailure("rate_limiter")(limiter.admit(policy.limitsFor(principal, call))))
         ], { concurrency: 2 })
-        if (Result.isFailure(held)) {
-          if (Result.isSuccess(taken)) yield* taken.success.cancel
-          if (held.failure._tag === "InsufficientBalance" || held.failure._tag === "PaymentRequired") yield* countAdmission("balance")
-          return yield* Effect.fail(held.failure)
+        if (Exit.isFailure(held)) {
+          if (Exit.isSuccess(taken)) yield* taken.value.cancel
+          const refused = Exit.findErrorOption(held)
+          if (Option.isSome(refused) && (refused.value._tag === "InsufficientBalance" || refused.value._tag === "PaymentRequired")) {
+            yield* countAdmission("balance")
+          }
+          return yield* Effect.failCause(held.cause)
         }
         yield* holdPlaced(reference)
-        if (Result.isFailure(taken)) {
+        if (Exit.isFailure(taken)) {
           yield* Effect.ignore(ledger.release(principal.accountId, reference))
           yield* holdSettled(reference)
-          if (taken.failure._tag === "RateLimited") yield* countAdmission("rate_limit")
-          return yield* Effect.fail(taken.failure)
+          const refused = Exit.findErrorOption(taken)
+          if (Option.isSome(refused) && refused.value._tag === "RateLimited") yield* countAdmission("rate_limit")
+          return yield* Effect.failCause(taken.cause)
         }
         yield* countAdmission("admitted")
-        return { hold: held.success, admission: taken.success }
+        return { hold: held.value, admission: taken.value }
       }))
 
     const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
