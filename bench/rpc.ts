@@ -1,5 +1,6 @@
 /**
- * Proxied `eth_blockNumber`: anvil directly, a minimal node:http pass-through proxy, and tollgate's
+ * Proxied `eth_blockNumber`: anvil directly, a minimal node:http pass-through proxy, Effect's router
+ * doing the same proxying with none of tollgate's pipeline (`servers/rpc-effect.ts`), and tollgate's
  * RPC route with auth, rate limits and billing on (memory layers, then Redis), same run, same
  * anvil. Throughput at 50 connections; added latency at 1 connection (p50 over anvil directly,
  * timed per request with a sub-millisecond clock, since autocannon reports whole milliseconds).
@@ -80,6 +81,12 @@ try {
     rows.push({ name: "node:http pass-through (baseline)", ...await measure(passThrough.url) })
   } finally {
     await passThrough.stop()
+  }
+  const effectOnly = await startServer("servers/rpc-effect.ts", { RPC_UPSTREAM: anvil.url })
+  try {
+    rows.push({ name: "Effect HttpRouter, proxy route only", ...await measure(`${effectOnly.url}/api/v1/crypto/rpc/ethereum-mainnet`) })
+  } finally {
+    await effectOnly.stop()
   }
   for (const [name, env] of [
     ["tollgate, memory", { STORE: "memory" }],

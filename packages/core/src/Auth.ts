@@ -68,6 +68,17 @@ export interface SiwxChallenge {
   readonly supportedChains: ReadonlyArray<{ readonly chainId: string; readonly type: "eip191" | "eip1271" | "ed25519" }>
 }
 
+/**
+ * A principal whose credentials are verified but whose standing in the store may still be pending
+ * (see `Auth.authenticateUnconfirmed`).
+ *
+ * @category models
+ */
+export interface Unconfirmed {
+  readonly principal: Principal
+  readonly confirm: Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+}
+
 /** Request headers, lower-cased names. @category models */
 export type Headers = Readonly<Record<string, string | undefined>>
 
@@ -80,6 +91,16 @@ export class Auth extends Context.Service<Auth, {
   readonly authenticate: (
     headers: Headers
   ) => Effect.Effect<Option.Option<Principal>, Unauthenticated | ServiceUnavailable | RateLimited>
+  /**
+   * `authenticate` in two steps, for a caller that overlaps the store lookup with its own work: the
+   * principal an API key's verified signature names, and `confirm`, which checks with the store
+   * that its account exists and the key is not revoked. A wallet's credentials are checked whole
+   * at once, so its `confirm` is `undefined`. Nothing may be granted to the principal before
+   * `confirm` succeeds; whatever was taken meanwhile must be given back when it fails.
+   */
+  readonly authenticateUnconfirmed: (
+    headers: Headers
+  ) => Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated | ServiceUnavailable | RateLimited>
   /** Fails with Forbidden unless the principal holds an ADMIN key. */
   readonly requireAdmin: (principal: Principal) => Effect.Effect<void, Forbidden>
   /** Creates an account, or returns the existing one with that id. */
@@ -182,17 +203,21 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   // Untraced: authentication runs on every paid request inside the metered pipeline's
   // `tollgate.auth` span, and `Effect.fn` captures a call-site stack per call.
-  const authenticateKey = Effect.fnUntraced(function*(authorization: string) {
+  const verifyKey = Effect.fnUntraced(function*(authorization: string) {
     const match = BEARER.exec(authorization.trim())
     if (match === null) return yield* badAuthorization
-    const claims = yield* verifyToken(match[1]!, yield* now).pipe(
+    return yield* verifyToken(match[1]!, yield* now).pipe(
       Effect.tapError((error) => Effect.logDebug("API key refused", error.reason)),
       Effect.mapError(() => invalidKey)
     )
-    const status = yield* store.keyStatus(claims.accountId, claims.keyId)
-    if (!status.accountExists || status.revoked) return yield* invalidKey
-    return new ApiKeyPrincipal({ accountId: claims.accountId, keyId: claims.keyId, keyType: claims.type, tier: claims.tier })
   })
+
+  const confirmKey = (claims: Jwt.Claims): Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> =>
+    Effect.flatMap(
+      store.keyStatus(claims.accountId, claims.keyId),
+      (status): Effect.Effect<void, Unauthenticated | RateLimited> =>
+        !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(claims.accountId)
+    )
 
   const authenticateWallet = Effect.fn("Auth.authenticateWallet")(function*(header: string) {
     const at = yield* now
@@ -222,16 +247,28 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     return new WalletPrincipal({ accountId, address, family: credential.family, chainId: credential.fields.chainId })
   })
 
-  const authenticate = Effect.fnUntraced(function*(headers: Headers) {
+  const authenticateUnconfirmed = Effect.fnUntraced(function*(headers: Headers) {
     const authorization = headers["authorization"]
     const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
-    if (authorization === undefined && siwx === undefined) return Option.none<Principal>()
-    const principal: Principal = authorization !== undefined
-      ? yield* authenticateKey(authorization)
-      : yield* authenticateWallet(siwx!)
+    if (authorization === undefined && siwx === undefined) return Option.none<Unconfirmed>()
+    if (authorization !== undefined) {
+      const claims = yield* verifyKey(authorization)
+      return Option.some<Unconfirmed>({
+        principal: new ApiKeyPrincipal({ accountId: claims.accountId, keyId: claims.keyId, keyType: claims.type, tier: claims.tier }),
+        confirm: confirmKey(claims)
+      })
+    }
+    const principal = yield* authenticateWallet(siwx!)
     yield* AbuseGuard.identify(principal.accountId)
-    return Option.some(principal)
+    return Option.some<Unconfirmed>({ principal, confirm: undefined })
   })
+
+  const authenticate = (headers: Headers) =>
+    Effect.flatMap(authenticateUnconfirmed(headers), (found) => {
+      if (Option.isNone(found)) return Effect.succeed(Option.none<Principal>())
+      const { confirm, principal } = found.value
+      return confirm === undefined ? Effect.succeed(Option.some(principal)) : Effect.as(confirm, Option.some(principal))
+    })
 
   const createAccount = Effect.fn("Auth.createAccount")(function*(
     input: { readonly id?: string; readonly createdAt?: Date; readonly description?: string } = {}
@@ -302,6 +339,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   return Auth.of({
     authenticate,
+    authenticateUnconfirmed,
     requireAdmin: (principal) =>
       principal._tag === "ApiKey" && principal.keyType === "ADMIN"
         ? Effect.void

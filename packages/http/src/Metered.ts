@@ -203,6 +203,14 @@ const storeFailure = (service: string) => <A, E extends { readonly _tag: string 
       ? Observability.count(Observability.redisErrors, { service, policy: "fail-closed" })
       : Effect.void)
 
+type Confirm = Effect.Effect<void, Errors.ApiError>
+
+/** Authentication's failures counted: an unreachable store, and the abuse guard's refusals. */
+const authChecked = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
+  storeFailure("auth")(self).pipe(
+    Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("abuse_guard") : Effect.void)
+  )
+
 type Traced = <A, E, R>(
   name: string,
   self: Effect.Effect<A, E, R>,
@@ -282,13 +290,22 @@ export const layer = (options: Options = {}): Layer.Layer<
     // with Redis that is one round trip instead of two. Whichever refuses decides the answer (the
     // balance first, as a refused payment is the one a client can act on), and what the other took
     // is given back, so a refused call holds nothing and leaves every limit where it was.
-    const admit = (principal: Principal.Principal, call: MeteredCall, reference: string) =>
+    // An API key's standing (its account exists, it is not revoked) is one more store lookup; it is
+    // made together with the hold and the take, and when it fails both are given back before the
+    // 401, which wins over any other refusal.
+    const admit = (principal: Principal.Principal, call: MeteredCall, reference: string, confirm: Confirm | undefined) =>
       traced("tollgate.admission", Effect.gen(function*() {
         // Exits, not results: even a defect on one side gives back what the other side took.
-        const [held, taken] = yield* Effect.all([
+        const [held, taken, confirmed] = yield* Effect.all([
           Effect.exit(hold(principal, call, reference)),
-          Effect.exit(storeFailure("rate_limiter")(limiter.admit(policy.limitsFor(principal, call))))
-        ], { concurrency: 2 })
+          Effect.exit(storeFailure("rate_limiter")(limiter.admit(policy.limitsFor(principal, call)))),
+          confirm === undefined ? Effect.succeed(Exit.void) : Effect.exit(confirm)
+        ], { concurrency: 3 })
+        if (Exit.isFailure(confirmed)) {
+          if (Exit.isSuccess(taken)) yield* taken.value.cancel
+          if (Exit.isSuccess(held)) yield* Effect.ignore(ledger.release(principal.accountId, reference))
+          return yield* Effect.failCause(confirmed.cause)
+        }
         if (Exit.isFailure(held)) {
           if (Exit.isSuccess(taken)) yield* taken.value.cancel
           const refused = Exit.findErrorOption(held)
@@ -320,17 +337,18 @@ export const layer = (options: Options = {}): Layer.Layer<
       const request = yield* HttpServerRequest.HttpServerRequest
       const current = yield* CurrentRequest
       const requestId = current.requestId
-      const found = yield* traced("tollgate.auth", auth.authenticate(request.headers).pipe(
-        storeFailure("auth"),
-        Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("abuse_guard") : Effect.void)
-      ))
+      const found = yield* traced("tollgate.auth", authChecked(auth.authenticateUnconfirmed(request.headers)))
       if (Option.isNone(found)) {
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
-      const principal = found.value
+      const principal = found.value.principal
+      let confirm = found.value.confirm === undefined ? undefined : authChecked(found.value.confirm)
       current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
+        // A key is claimed only for a confirmed caller, so a revoked key burns no key.
+        if (confirm !== undefined) yield* confirm
+        confirm = undefined
         const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint).pipe(storeFailure("idempotency"))
         switch (claim._tag) {
           case "Replay":
@@ -417,7 +435,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         })
 
       return yield* Effect.acquireUseRelease(
-        admit(principal, call, reference).pipe(Effect.onError(() => abandon === undefined ? Effect.void : abandon())),
+        admit(principal, call, reference, confirm).pipe(Effect.onError(() => abandon === undefined ? Effect.void : abandon())),
         use,
         ({ admission }, exit) => Exit.isSuccess(exit) ? Effect.void : settleFailure(principal, reference, admission, abandon)
       )

@@ -100,6 +100,34 @@ describe("Metered: no credentials get the x402 discovery 402, bad credentials a 
   })
 })
 
+describe("Metered: a revoked key is a 401 even when its standing is checked alongside admission, and consumes nothing", () => {
+  it("the hold and the rate-limit slot the admission took are given back; the next key of the account starts untouched", async () => {
+    await fund(Money.usd(1))
+    const revoked = await run(auth.createKey({ accountId: account, type: "INFERENCE", description: "revoked" }))
+    await run(auth.revokeKey(account, revoked.record.id))
+    const refused = await post("/api/v1/test/metered", { authorization: `Bearer ${revoked.key}` })
+    expect(refused.status).toBe(401)
+    expect(await refused.json()).toEqual({ error: expect.any(String) })
+    expect(upstreamCalls).toBe(0)
+    const after = await balance()
+    expect([after.usd, after.heldUsd]).toEqual([Money.usd(1), 0])
+    expect(await usage()).toEqual([])
+    const admitted = await post("/api/v1/test/metered", asKey())
+    expect(admitted.headers.get("x-ratelimit-remaining-requests")).toBe("19")
+  })
+
+  it("a revoked key that sends an Idempotency-Key does not burn it", async () => {
+    await fund(Money.usd(1))
+    const revoked = await run(auth.createKey({ accountId: account, type: "INFERENCE", description: "revoked" }))
+    await run(auth.revokeKey(account, revoked.record.id))
+    const refused = await post("/api/v1/test/idempotent", { authorization: `Bearer ${revoked.key}`, "idempotency-key": "k-revoked" })
+    expect(refused.status).toBe(401)
+    const admitted = await post("/api/v1/test/idempotent", asKey({ "idempotency-key": "k-revoked" }))
+    expect(admitted.status).toBe(200)
+    expect(admitted.headers.get("idempotent-replayed")).toBeNull()
+  })
+})
+
 describe("Metered: an admitted call is charged its actual price, at most the quote, with the usage entry and the headers", () => {
   it("captures the charge, releases the rest, reports the balance before processing", async () => {
     await fund(Money.usd(1))

@@ -1,0 +1,53 @@
+/**
+ * Effect's `HttpRouter` doing what tollgate's RPC route does before and after billing, and nothing
+ * else: read the body, check it against the allowlist, forward it through tollgate's upstream
+ * client and answer with the upstream's bytes. No auth, rate limits, billing, service headers or
+ * request log. `bench/rpc.ts` runs it next to the pass-through and tollgate, so each run shows how
+ * much of the distance is Effect's HTTP server and how much is tollgate's metered pipeline.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { RpcUpstream } from "@tollgate/backends"
+import { Errors, JsonRpc, Networks } from "@tollgate/core"
+import { ErrorResponse } from "@tollgate/http"
+import * as RequestBody from "@tollgate/http/RequestBody"
+import * as Telemetry from "@tollgate/server/Telemetry"
+import { Effect, Layer, Result } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import * as Http from "node:http"
+
+const port = Number(process.argv[2] ?? 0)
+const slug = "ethereum-mainnet"
+const upstream = RpcUpstream.make({ upstreams: { [slug]: [process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"] } })
+const network = Networks.findNetwork(slug)!
+
+const parse = (body: Uint8Array) => {
+  try {
+    return JsonRpc.check(network, JSON.parse(Buffer.from(body).toString("utf8")))
+  } catch {
+    return Result.fail(new Errors.InvalidRequest({ message: "The body is not JSON" }))
+  }
+}
+
+const route = HttpRouter.use((router) =>
+  router.add(
+    "POST",
+    "/api/v1/crypto/rpc/:network",
+    Effect.gen(function*() {
+      const body = yield* RequestBody.bytes()
+      const rpc = yield* Effect.fromResult(parse(body))
+      const answer = yield* upstream.forward(slug, rpc, body)
+      return answer.body === undefined
+        ? HttpServerResponse.empty({ status: 204 })
+        : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json" })
+    }).pipe(Effect.catch((error) => Effect.succeed(ErrorResponse.render(error))))
+  )
+)
+const server = HttpRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
+  Layer.provide(NodeHttpServer.layer(Http.createServer, { host: "127.0.0.1", port })),
+  Layer.provide(Telemetry.layer())
+)
+await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+  yield* Layer.build(server)
+  console.log("listening")
+  yield* Effect.never
+})))
