@@ -286,44 +286,37 @@ export const layer = (options: Options = {}): Layer.Layer<
         )
       }))
 
-    // The credit hold and the rate-limit take go to different stores, so they are made together:
-    // with Redis that is one round trip instead of two. Whichever refuses decides the answer (the
-    // balance first, as a refused payment is the one a client can act on), and what the other took
-    // is given back, so a refused call holds nothing and leaves every limit where it was.
-    // An API key's standing (its account exists, it is not revoked) is one more store lookup; it is
-    // made together with the hold and the take, and when it fails both are given back before the
-    // 401, which wins over any other refusal.
+    // The credit hold, the rate-limit take and an API key's standing (its account exists, it is not
+    // revoked) go to different stores, so they are made together: with Redis that is one round trip
+    // instead of three. Whichever refuses decides the answer (a 401 first, then a refused payment,
+    // the one a client can act on, then the rate limit), and what the others took is given back, so
+    // a refused call holds nothing and leaves every limit where it was.
     const admit = (principal: Principal.Principal, call: MeteredCall, reference: string, confirm: Confirm | undefined) =>
       traced("tollgate.admission", Effect.gen(function*() {
-        // Exits, not results: even a defect on one side gives back what the other side took.
+        // Exits, not results: even a defect on one side gives back what the other sides took.
         const [held, taken, confirmed] = yield* Effect.all([
           Effect.exit(hold(principal, call, reference)),
           Effect.exit(storeFailure("rate_limiter")(limiter.admit(policy.limitsFor(principal, call)))),
           confirm === undefined ? Effect.succeed(Exit.void) : Effect.exit(confirm)
         ], { concurrency: 3 })
-        if (Exit.isFailure(confirmed)) {
-          if (Exit.isSuccess(taken)) yield* taken.value.cancel
-          if (Exit.isSuccess(held)) yield* Effect.ignore(ledger.release(principal.accountId, reference))
-          return yield* Effect.failCause(confirmed.cause)
+        if (Exit.isSuccess(confirmed) && Exit.isSuccess(held) && Exit.isSuccess(taken)) {
+          yield* holdPlaced(reference)
+          yield* countAdmission("admitted")
+          return { hold: held.value, admission: taken.value }
         }
-        if (Exit.isFailure(held)) {
-          if (Exit.isSuccess(taken)) yield* taken.value.cancel
-          const refused = Exit.findErrorOption(held)
-          if (Option.isSome(refused) && (refused.value._tag === "InsufficientBalance" || refused.value._tag === "PaymentRequired")) {
+        if (Exit.isSuccess(taken)) yield* taken.value.cancel
+        if (Exit.isSuccess(held)) yield* Effect.ignore(ledger.release(principal.accountId, reference))
+        const outcomes: ReadonlyArray<Exit.Exit<unknown, Errors.ApiError>> = [confirmed, held, taken]
+        const refused = outcomes.find(Exit.isFailure)!
+        const error = Exit.findErrorOption(refused)
+        if (Option.isSome(error)) {
+          if (refused === held && (error.value._tag === "InsufficientBalance" || error.value._tag === "PaymentRequired")) {
             yield* countAdmission("balance")
+          } else if (refused === taken && error.value._tag === "RateLimited") {
+            yield* countAdmission("rate_limit")
           }
-          return yield* Effect.failCause(held.cause)
         }
-        yield* holdPlaced(reference)
-        if (Exit.isFailure(taken)) {
-          yield* Effect.ignore(ledger.release(principal.accountId, reference))
-          yield* holdSettled(reference)
-          const refused = Exit.findErrorOption(taken)
-          if (Option.isSome(refused) && refused.value._tag === "RateLimited") yield* countAdmission("rate_limit")
-          return yield* Effect.failCause(taken.cause)
-        }
-        yield* countAdmission("admitted")
-        return { hold: held.value, admission: taken.value }
+        return yield* Effect.failCause(refused.cause)
       }))
 
     const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
@@ -342,13 +335,12 @@ export const layer = (options: Options = {}): Layer.Layer<
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
       const principal = found.value.principal
-      let confirm = found.value.confirm === undefined ? undefined : authChecked(found.value.confirm)
+      const confirm = found.value.confirm === undefined ? undefined : authChecked(found.value.confirm)
       current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
         // A key is claimed only for a confirmed caller, so a revoked key burns no key.
         if (confirm !== undefined) yield* confirm
-        confirm = undefined
         const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint).pipe(storeFailure("idempotency"))
         switch (claim._tag) {
           case "Replay":
@@ -435,7 +427,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         })
 
       return yield* Effect.acquireUseRelease(
-        admit(principal, call, reference, confirm).pipe(Effect.onError(() => abandon === undefined ? Effect.void : abandon())),
+        admit(principal, call, reference, idem === undefined ? confirm : undefined).pipe(Effect.onError(() => abandon === undefined ? Effect.void : abandon())),
         use,
         ({ admission }, exit) => Exit.isSuccess(exit) ? Effect.void : settleFailure(principal, reference, admission, abandon)
       )
