@@ -97,30 +97,38 @@ export interface Tracking {
   readonly settle: (status: number) => Effect.Effect<void> | undefined
 }
 
+interface CallerState {
+  caller: string
+  refused: boolean
+}
+
+const isKnownClear = (service: AbuseGuard["Service"], caller: string) =>
+  service.isKnownClear !== undefined && service.isKnownClear(caller)
+
+const refuseIfBlocked = (service: AbuseGuard["Service"], state: CallerState): Effect.Effect<void, RateLimited> =>
+  Effect.flatMap(failOpen(service.blockedFor(state.caller), 0), (ms) => {
+    if (ms === 0) return Effect.void
+    state.refused = true
+    return Effect.fail(blocked(ms))
+  })
+
 /**
  * Starts tracking one request from the client `address`.
  *
  * @category tracking
  */
 export const track = (service: AbuseGuard["Service"], address: string): Tracking => {
-  let caller = `address:${address}`
-  let refused = false
-  const isClear = (key: string) => service.isKnownClear !== undefined && service.isKnownClear(key)
-  const refuseIfBlocked = (key: string): Effect.Effect<void, RateLimited> =>
-    Effect.flatMap(failOpen(service.blockedFor(key), 0), (ms) => {
-      if (ms === 0) return Effect.void
-      refused = true
-      return Effect.fail(blocked(ms))
-    })
+  // One state object and two closures: this runs on every request of the service.
+  const state = { caller: `address:${address}`, refused: false }
   return {
-    admit: isClear(caller) ? undefined : refuseIfBlocked(caller),
+    admit: isKnownClear(service, state.caller) ? undefined : refuseIfBlocked(service, state),
     caller: Option.some({
       identify: (principalId) => {
-        caller = `principal:${principalId}`
-        return isClear(caller) ? Effect.void : refuseIfBlocked(caller)
+        state.caller = `principal:${principalId}`
+        return isKnownClear(service, state.caller) ? Effect.void : refuseIfBlocked(service, state)
       }
     }),
-    settle: (status) => refused || isSuccess(status) ? undefined : failOpen(service.recordFailure(caller), undefined)
+    settle: (status) => state.refused || isSuccess(status) ? undefined : failOpen(service.recordFailure(state.caller), undefined)
   }
 }
 

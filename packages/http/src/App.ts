@@ -92,12 +92,12 @@ const globalMiddleware = (
           ? AbuseGuard.track(guard.value, Option.getOrElse(request.remoteAddress, () => "unknown"))
           : undefined
         HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, (_request, response) => {
-          const headers: Record<string, string> = {
-            "x-request-id": context.requestId,
-            "x-service-version": info.version,
-            "x-service-timestamp": Timestamp.now()
-          }
-          if (response.status >= 400) headers["x-service-host-name"] = info.hostName
+          const headers: Array<readonly [string, string]> = [
+            ["x-request-id", context.requestId],
+            ["x-service-version", info.version],
+            ["x-service-timestamp", Timestamp.now()]
+          ]
+          if (response.status >= 400) headers.push(["x-service-host-name", info.hostName])
           const entry = {
             requestId: context.requestId,
             principalId: context.principalId,
@@ -112,13 +112,11 @@ const globalMiddleware = (
           const settle = tracking?.settle(response.status)
           return settle === undefined ? Effect.succeed(withHeaders) : Effect.as(settle, withHeaders)
         })
-        const run = Effect.updateContext(
-          request.headers["accept-encoding"] === undefined ? handled : compressed,
-          (services: Context.Context<HttpServerRequest.HttpServerRequest>) => {
-            const withRequest = Context.add(services, RequestContext.CurrentRequest, context)
-            return tracking === undefined ? withRequest : Context.add(withRequest, AbuseGuard.CurrentCaller, tracking.caller)
-          }
-        )
+        // Set on the fiber directly, as the router sets its own: the enclosing request restores the
+        // fiber's context when it ends, so wrapping the rest in `updateContext` would only add steps.
+        const withRequest = Context.add(fiberContext, RequestContext.CurrentRequest, context)
+        fiber.setContext(tracking === undefined ? withRequest : Context.add(withRequest, AbuseGuard.CurrentCaller, tracking.caller))
+        const run = request.headers["accept-encoding"] === undefined ? handled : compressed
         if (tracking?.admit === undefined) return run
         return Effect.matchEffect(tracking.admit, {
           onFailure: (error) =>

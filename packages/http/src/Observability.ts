@@ -96,28 +96,45 @@ const labelled = <M extends Metric.Metric<any, any>>(metric: M, attributes: Read
 /** A finished request as the request metrics see it. */
 type Finished = { readonly method: string; readonly route: string; readonly status: number; readonly latencyMs: number }
 
-const requestSeries = new Map<string, readonly [Metric.Counter<number>, Metric.Histogram<number>]>()
+type RequestSeries = readonly [Metric.Counter<number>, Metric.Histogram<number>]
+
+/** The series of each route, method and status, nested so that finding one builds no key. */
+const requestSeries = new Map<string, Map<string, Map<number, RequestSeries>>>()
+let requestSeriesCount = 0
+
+const SERIES_MEMORY = 10_000
 
 /**
  * Records a finished request in the request counters and the latency histogram, in the registry
- * of `context` (the request fiber's). It runs on every request, so it builds no Effect and looks
- * the series of a route, method and status up with one key.
+ * of `context` (the request fiber's). It runs on every request, so it builds no Effect and finds
+ * the series of a route, method and status without building a key.
  *
  * @category recording
  */
 export const recordRequest = (entry: Finished, context: Context.Context<never>): void => {
-  const key = `${entry.route} ${entry.method} ${entry.status}`
-  let found = requestSeries.get(key)
+  let byMethod = requestSeries.get(entry.route)
+  if (byMethod === undefined) {
+    byMethod = new Map()
+    requestSeries.set(entry.route, byMethod)
+  }
+  let byStatus = byMethod.get(entry.method)
+  if (byStatus === undefined) {
+    byStatus = new Map()
+    byMethod.set(entry.method, byStatus)
+  }
+  let found = byStatus.get(entry.status)
   if (found === undefined) {
+    if (requestSeriesCount >= SERIES_MEMORY) {
+      requestSeries.clear()
+      requestSeriesCount = 0
+    }
     found = [
       labelled(httpRequests, { route: entry.route, method: entry.method, status: String(entry.status) }),
       labelled(httpLatency, { route: entry.route })
     ]
-    if (requestSeries.size >= SERIES_MEMORY) requestSeries.clear()
-    requestSeries.set(key, found)
+    byStatus.set(entry.status, found)
+    requestSeriesCount += 1
   }
   found[0].updateUnsafe(1, context)
   found[1].updateUnsafe(entry.latencyMs / 1000, context)
 }
-
-const SERIES_MEMORY = 10_000
