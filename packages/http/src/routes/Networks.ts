@@ -12,8 +12,7 @@ import * as Route from "../Route.ts"
 /** @category schemas */
 export const NetworkList = Schema.Struct({ networks: Schema.Array(Schema.String) }).annotate({ identifier: "NetworkList" })
 
-/** A string body lets Node write the headers and the body in one write. */
-// Responses are immutable values, so every request can be answered with this one.
+// Responses are immutable values, so every request is answered with this one, encoded once.
 const response = HttpServerResponse.uint8Array(new TextEncoder().encode(JSON.stringify({ networks: Networks.slugs })), {
   contentType: "application/json"
 })
