@@ -5,17 +5,14 @@
  * request log. `bench/rpc.ts` runs it next to the pass-through and tollgate, so each run shows how
  * much of the distance is Effect's HTTP server and how much is tollgate's metered pipeline.
  */
-import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
 import { Errors, JsonRpc, Networks } from "@tollgate/core"
 import { ErrorResponse } from "@tollgate/http"
 import * as RequestBody from "@tollgate/http/RequestBody"
-import * as Telemetry from "@tollgate/server/Telemetry"
-import { Effect, Layer, Result } from "effect"
+import { Effect, Result } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
-import * as Http from "node:http"
+import { serve } from "./EffectOnly.ts"
 
-const port = Number(process.argv[2] ?? 0)
 const slug = "ethereum-mainnet"
 const upstream = RpcUpstream.make({ upstreams: { [slug]: [process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"] } })
 const network = Networks.findNetwork(slug)!
@@ -42,12 +39,4 @@ const route = HttpRouter.use((router) =>
     }).pipe(Effect.catch((error) => Effect.succeed(ErrorResponse.render(error))))
   )
 )
-const server = HttpRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
-  Layer.provide(NodeHttpServer.layer(Http.createServer, { host: "127.0.0.1", port })),
-  Layer.provide(Telemetry.layer())
-)
-await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-  yield* Layer.build(server)
-  console.log("listening")
-  yield* Effect.never
-})))
+await serve(route)
