@@ -12,6 +12,7 @@ const benches = [
   "documents.ts",
   "image.ts",
   "ledger.ts",
+  "pipeline.ts",
   "networks.ts",
   "ratelimit.ts",
   "rpc.ts"

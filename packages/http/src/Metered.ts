@@ -14,12 +14,12 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, type PricingEngine, Principal } from "@tollgate/core"
+import { CreditLedger, Errors, Money, type PricingEngine, Principal, Spans } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
-import { Clock, Context, Effect, Exit, Layer, Metric, Option, References, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Observability from "./Observability.ts"
 import { CurrentRequest } from "./RequestContext.ts"
@@ -193,46 +193,56 @@ const balanceHeaders = (before: CreditLedger.Balance): Record<string, string> =>
   "x-service-balance-token": Money.formatUsd(before.availableAllowance)
 })
 
-const countAdmission = (name: "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard") =>
-  Observability.count(Observability.admissions, { outcome: name })
-
-/** Every store the pipeline calls refuses the call when it is unreachable: the policy is fail-closed. */
-const storeFailure = (service: string) => <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.tapError(self, (error) =>
-    error._tag === "ServiceUnavailable"
-      ? Observability.count(Observability.redisErrors, { service, policy: "fail-closed" })
-      : Effect.void)
-
 type Confirm = Effect.Effect<void, Errors.ApiError>
 
-/** Authentication's failures counted: an unreachable store, and the abuse guard's refusals. */
-const authChecked = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>) =>
-  storeFailure("auth")(self).pipe(
-    Effect.tapError((error) => error._tag === "RateLimited" ? countAdmission("abuse_guard") : Effect.void)
-  )
+type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
 
-type Traced = <A, E, R>(
-  name: string,
-  self: Effect.Effect<A, E, R>,
-  attributes?: Record<string, string>
-) => Effect.Effect<A, E, R>
+const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) =>
+  Observability.countUnsafe(Observability.admissions, { outcome }, context)
+
+type Service = "auth" | "credit_ledger" | "rate_limiter" | "idempotency"
 
 /**
- * The pipeline's spans, when tracing is on: with no call-site stack, since capturing one
- * (`Effect.fn` and `Effect.withSpan` do it on every call) is a measurable share of a proxied RPC
- * call and the span names already say where they come from (data-first, since the data-last
- * `withSpan` ignores `captureStackTrace`). With tracing off the steps are not wrapped at all: even
- * a span that is never recorded costs a context change per step.
+ * Counts what a failed step says about the stores: every store the pipeline calls refuses the call
+ * when it is unreachable (the policy is fail-closed), and authentication's refusals include the
+ * abuse guard's. Counted from the failure itself, so the steps that succeed pay nothing for it.
  */
-const tracer = (enabled: boolean): Traced =>
-  enabled
-    ? (name, self, attributes) => Effect.withSpan(self, name, { captureStackTrace: false, ...(attributes === undefined ? {} : { attributes }) })
-    : (_name, self) => self
+const countFailure = (error: { readonly _tag: string }, service: Service, context: Context.Context<never>) => {
+  if (error._tag === "ServiceUnavailable") {
+    Observability.countUnsafe(Observability.redisErrors, { service, policy: "fail-closed" }, context)
+  } else if (service === "auth" && error._tag === "RateLimited") {
+    countAdmission("abuse_guard", context)
+  }
+}
+
+const countExit = (exit: Exit.Exit<unknown, { readonly _tag: string }>, service: Service, context: Context.Context<never>) => {
+  if (exit._tag === "Failure") {
+    const error = Exit.findErrorOption(exit)
+    if (Option.isSome(error)) countFailure(error.value, service, context)
+  }
+}
 
 const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
 
+type HeldExit = Exit.Exit<CreditLedger.Hold, CreditLedger.LedgerError | Errors.ServiceUnavailable>
+type TakenExit = Exit.Exit<RateLimiter.Admission, Errors.ApiError>
+type ConfirmedExit = Exit.Exit<void, Errors.ApiError>
+
+/** What an admitted call took: the credit hold and the rate-limit admission. */
+interface Admitted {
+  readonly hold: CreditLedger.Hold
+  readonly admission: RateLimiter.Admission
+}
+
 /**
  * The pipeline over the services it coordinates.
+ *
+ * Every paid request runs it, so it is written to take few Effect steps: the metrics are updated
+ * in place from the request's context, store failures are counted from the failures themselves
+ * rather than by a wrapper around every store call, and the steps that follow one another are one
+ * generator. What the steps guarantee does not change: a refused admission gives back what its
+ * other parts took, and an admitted call that fails or is interrupted releases its hold and its
+ * rate-limit reservations in a finalizer.
  *
  * @category layers
  */
@@ -253,183 +263,216 @@ export const layer = (options: Options = {}): Layer.Layer<
     const idempotency = yield* IdempotencyStore.IdempotencyStore
     const bodies = yield* PaymentRequiredBodies
     const policy = yield* LimitPolicy
-    const traced = tracer(yield* References.TracerEnabled)
-
-    const ledgerFailure = (error: CreditLedger.LedgerError) => Effect.die(error)
+    const traced = yield* Spans.current
 
     // The references of the holds this instance placed and has not settled: a hold is settled once
     // (capture, or release on failure) even when both paths run, so the gauge cannot drift.
     const openHolds = new Set<string>()
-    const holdPlaced = (reference: string) =>
-      Effect.suspend(() => {
-        openHolds.add(reference)
-        return Metric.modify(Observability.holdsOpen, 1)
-      })
-    const holdSettled = (reference: string) =>
-      Effect.suspend(() => openHolds.delete(reference) ? Metric.modify(Observability.holdsOpen, -1) : Effect.void)
+    const holdPlaced = (reference: string, context: Context.Context<never>) => {
+      openHolds.add(reference)
+      Observability.holdsOpen.modifyUnsafe(1, context)
+    }
+    const holdSettled = (reference: string, context: Context.Context<never>) => {
+      if (openHolds.delete(reference)) Observability.holdsOpen.modifyUnsafe(-1, context)
+    }
 
-    const hold = (principal: Principal.Principal, call: MeteredCall, reference: string) =>
-      ledger.hold({
-        accountId: principal.accountId,
-        amount: call.quote.amount,
-        reference,
-        priceVersion: call.quote.version,
-        ...(options.holdTtlMs === undefined ? {} : { ttlMs: options.holdTtlMs })
-      }).pipe(storeFailure("credit_ledger"), Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> => {
-        if (error.reason !== "InsufficientFunds") return ledgerFailure(error)
-        if (principal._tag === "ApiKey") {
-          return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
-        }
-        return ledger.balance(principal.accountId).pipe(
-          Effect.flatMap((balance) => bodies.insufficientBalance({ principal, balance, call })),
-          Effect.flatMap(Effect.fail)
-        )
-      }))
+    /** Why a hold was refused, as the caller sees it: a 402 whose body depends on who is paying. */
+    const holdRefusal = (principal: Principal.Principal, call: MeteredCall, error: CreditLedger.LedgerError | Errors.ServiceUnavailable): Effect.Effect<never, Errors.ApiError> => {
+      if (error._tag === "ServiceUnavailable") return Effect.fail(error)
+      if (error.reason !== "InsufficientFunds") return Effect.die(error)
+      if (principal._tag === "ApiKey") {
+        return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
+      }
+      return ledger.balance(principal.accountId).pipe(
+        Effect.flatMap((balance) => bodies.insufficientBalance({ principal, balance, call })),
+        Effect.flatMap(Effect.fail)
+      )
+    }
 
     // The credit hold, the rate-limit take and an API key's standing (its account exists, it is not
     // revoked) go to different stores, so they are made together: with Redis that is one round trip
     // instead of three. Whichever refuses decides the answer (a 401 first, then a refused payment,
     // the one a client can act on, then the rate limit), and what the others took is given back, so
-    // a refused call holds nothing and leaves every limit where it was.
-    const admit = (principal: Principal.Principal, call: MeteredCall, reference: string, confirm: Confirm | undefined) =>
-      traced("tollgate.admission", Effect.gen(function*() {
-        // Exits, not results: even a defect on one side gives back what the other sides took.
-        const [held, taken, confirmed] = yield* Effect.all([
-          Effect.exit(hold(principal, call, reference)),
-          Effect.exit(storeFailure("rate_limiter")(limiter.admit(policy.limitsFor(principal, call)))),
-          confirm === undefined ? Effect.succeed(Exit.void) : Effect.exit(confirm)
-        ], { concurrency: 3 })
-        if (Exit.isSuccess(confirmed) && Exit.isSuccess(held) && Exit.isSuccess(taken)) {
-          yield* holdPlaced(reference)
-          yield* countAdmission("admitted")
-          return { hold: held.value, admission: taken.value }
-        }
-        if (Exit.isSuccess(taken)) yield* taken.value.cancel
-        if (Exit.isSuccess(held)) yield* Effect.ignore(ledger.release(principal.accountId, reference))
-        const outcomes: ReadonlyArray<Exit.Exit<unknown, Errors.ApiError>> = [confirmed, held, taken]
-        const refused = outcomes.find(Exit.isFailure)!
-        const error = Exit.findErrorOption(refused)
-        if (Option.isSome(error)) {
-          if (refused === held && (error.value._tag === "InsufficientBalance" || error.value._tag === "PaymentRequired")) {
-            yield* countAdmission("balance")
-          } else if (refused === taken && error.value._tag === "RateLimited") {
-            yield* countAdmission("rate_limit")
-          }
-        }
-        return yield* Effect.failCause(refused.cause)
+    // a refused call holds nothing and leaves every limit where it was. Exits, not results: even a
+    // defect on one side gives back what the other sides took.
+    const admit = (
+      principal: Principal.Principal,
+      call: MeteredCall,
+      reference: string,
+      confirm: Confirm | undefined,
+      context: Context.Context<never>
+    ): Effect.Effect<Admitted, Errors.ApiError> => {
+      const held = Effect.exit(ledger.hold({
+        accountId: principal.accountId,
+        amount: call.quote.amount,
+        reference,
+        priceVersion: call.quote.version,
+        ...(options.holdTtlMs === undefined ? {} : { ttlMs: options.holdTtlMs })
       }))
+      const taken = Effect.exit(limiter.admit(policy.limitsFor(principal, call)))
+      const together: Effect.Effect<readonly [HeldExit, TakenExit, ConfirmedExit?]> = confirm === undefined
+        ? Effect.all([held, taken], { concurrency: 2 })
+        : Effect.all([held, taken, Effect.exit(confirm)], { concurrency: 3 })
+      return traced("tollgate.admission", Effect.flatMap(together, ([held, taken, confirmed = Exit.void]) => {
+        if (held._tag === "Success" && taken._tag === "Success" && confirmed._tag === "Success") {
+          holdPlaced(reference, context)
+          countAdmission("admitted", context)
+          return Effect.succeed({ hold: held.value, admission: taken.value })
+        }
+        return refuse(principal, call, reference, context, held, taken, confirmed)
+      }))
+    }
 
-    const settleFailure = (principal: Principal.Principal, reference: string, admission: RateLimiter.Admission, claimed: (() => Effect.Effect<void>) | undefined) =>
-      Effect.all([
-        Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(holdSettled(reference))),
-        admission.settle({ tokens: 0, credits: 0 }),
-        claimed === undefined ? Effect.void : claimed()
-      ], { discard: true })
+    const refuse = Effect.fnUntraced(function*(
+      principal: Principal.Principal,
+      call: MeteredCall,
+      reference: string,
+      context: Context.Context<never>,
+      held: HeldExit,
+      taken: TakenExit,
+      confirmed: ConfirmedExit
+    ): Effect.fn.Return<never, Errors.ApiError> {
+      countExit(held, "credit_ledger", context)
+      countExit(taken, "rate_limiter", context)
+      if (taken._tag === "Success") yield* taken.value.cancel
+      if (held._tag === "Success") yield* Effect.ignore(ledger.release(principal.accountId, reference))
+      if (confirmed._tag === "Failure") return yield* Effect.failCause(confirmed.cause)
+      if (held._tag === "Failure") {
+        const error = Exit.findErrorOption(held)
+        // A hold that failed with no error of its own died: its cause holds no failure to retype.
+        if (Option.isNone(error)) return yield* Effect.failCause(held.cause as Cause.Cause<never>)
+        const refusal = yield* Effect.exit(holdRefusal(principal, call, error.value))
+        const why = Exit.findErrorOption(refusal)
+        if (Option.isSome(why) && (why.value._tag === "InsufficientBalance" || why.value._tag === "PaymentRequired")) {
+          countAdmission("balance", context)
+        }
+        return yield* refusal
+      }
+      if (taken._tag === "Failure") {
+        const error = Exit.findErrorOption(taken)
+        if (Option.isSome(error) && error.value._tag === "RateLimited") countAdmission("rate_limit", context)
+        return yield* Effect.failCause(taken.cause)
+      }
+      return yield* Effect.die("an admission refused with nothing refused")
+    })
 
     const run = Effect.fnUntraced(function*(call: MeteredCall) {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const current = yield* CurrentRequest
+      const context = yield* Effect.context<HttpServerRequest.HttpServerRequest>()
+      const request = Context.get(context, HttpServerRequest.HttpServerRequest)
+      const current = Context.get(context, CurrentRequest)
       const requestId = current.requestId
-      const found = yield* traced("tollgate.auth", authChecked(auth.authenticateUnconfirmed(request.headers)))
+      const found = yield* traced(
+        "tollgate.auth",
+        Effect.tapError(auth.authenticateUnconfirmed(request.headers), (error) => Effect.sync(() => countFailure(error, "auth", context)))
+      )
       if (Option.isNone(found)) {
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
       const principal = found.value.principal
-      const confirm = found.value.confirm === undefined ? undefined : authChecked(found.value.confirm)
+      const confirm = found.value.confirm === undefined
+        ? undefined
+        : Effect.tapError(found.value.confirm, (error) => Effect.sync(() => countFailure(error, "auth", context)))
       current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
         // A key is claimed only for a confirmed caller, so a revoked key burns no key.
         if (confirm !== undefined) yield* confirm
-        const claim = yield* idempotency.claim(principal.accountId, idem.key, idem.fingerprint).pipe(storeFailure("idempotency"))
+        const claim = yield* Effect.tapError(
+          idempotency.claim(principal.accountId, idem.key, idem.fingerprint),
+          (error) => Effect.sync(() => countFailure(error, "idempotency", context))
+        )
         switch (claim._tag) {
           case "Replay":
             return replayed(claim.response)
           case "InFlight":
-            yield* countAdmission("idempotency_conflict")
+            countAdmission("idempotency_conflict", context)
             return yield* new Errors.Conflict({ message: "A request with this Idempotency-Key is still in progress" })
           case "Mismatch":
-            yield* countAdmission("idempotency_conflict")
+            countAdmission("idempotency_conflict", context)
             return yield* new Errors.InvalidRequest({ message: "Idempotency-Key was already used with a different request body" })
         }
       }
-      const abandon = idem === undefined
-        ? undefined
-        : () => Effect.ignore(idempotency.abandon(principal.accountId, idem.key))
+      const abandon = idem === undefined ? Effect.void : Effect.ignore(idempotency.abandon(principal.accountId, idem.key))
       const reference = `${requestId}:${crypto.randomUUID()}`
+      const clock = Context.get(context, Clock.Clock)
 
-      const capture = (admission: RateLimiter.Admission, produced: Produced, startedAt: number) =>
-        traced("tollgate.capture", Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const amount = Money.min(produced.charge, call.quote.amount)
-          // The capture and the rate-limit settlement touch different stores: with Redis, running
-          // them together saves a round trip on every paid request.
-          const [settlement] = yield* Effect.all([
-            ledger.capture({
-              accountId: principal.accountId,
-              reference,
-              amount,
-              usage: {
-                sku: call.sku,
-                units: produced.usage.units,
-                pricePerUnit: produced.usage.pricePerUnit,
-                notes: produced.usage.notes,
-                requestId,
-                executionMs: now - startedAt,
-                promptTokens: produced.usage.promptTokens,
-                completionTokens: produced.usage.completionTokens
-              }
-            }).pipe(Effect.catchTag("LedgerError", ledgerFailure)),
-            admission.settle({
-              ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),
-              ...(produced.actualCredits === undefined ? {} : { credits: produced.actualCredits })
-            })
-          ], { concurrency: 2 })
-          yield* holdSettled(reference)
-          yield* Observability.count(Observability.creditsCaptured, {}, amount)
-          return settlement
-        }))
+      // A failed or interrupted call after admission: the hold is released, the rate-limit
+      // reservations go back to what was used (nothing) and the idempotency key is freed.
+      const settleFailure = ({ admission }: Admitted, freeKey: boolean) =>
+        Effect.all([
+          Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(Effect.sync(() => holdSettled(reference, context)))),
+          admission.settle({ tokens: 0, credits: 0 }),
+          freeKey ? abandon : Effect.void
+        ], { discard: true })
 
-      const use = ({ admission, hold }: { readonly hold: CreditLedger.Hold; readonly admission: RateLimiter.Admission }) =>
-        Effect.gen(function*() {
-          const startedAt = yield* Clock.currentTimeMillis
-          const outcome = yield* traced(
-            "tollgate.backend",
-            call.execute({ principal, requestId }).pipe(Effect.tapError((error) =>
-              upstreamFailures.has(error._tag) ? Observability.count(Observability.upstreamErrors, { sku: call.sku }) : Effect.void
-            )),
-            { sku: call.sku }
-          )
-          const headers = { ...admission.headers, ...balanceHeaders(hold.before) }
-          if ("_tag" in outcome) {
-            const stream = outcome.stream.pipe(Stream.onExit(() =>
-              outcome.produced.pipe(
-                Effect.flatMap((produced) => capture(admission, produced, startedAt)),
-                Effect.catchCause((cause) =>
-                  Effect.logError("settling a streamed call failed", cause).pipe(
-                    Effect.andThen(settleFailure(principal, reference, admission, undefined))
-                  )
-                )
-              )
-            ))
-            return HttpServerResponse.stream(stream, {
-              status: outcome.status,
-              headers: { ...outcome.headers, ...headers },
-              contentType: outcome.contentType
-            })
+      // The capture and the rate-limit settlement touch different stores: with Redis, running them
+      // together saves a round trip on every paid request.
+      const capture = ({ admission }: Admitted, produced: Produced, startedAt: number) => {
+        const amount = Money.min(produced.charge, call.quote.amount)
+        const captured = ledger.capture({
+          accountId: principal.accountId,
+          reference,
+          amount,
+          usage: {
+            sku: call.sku,
+            units: produced.usage.units,
+            pricePerUnit: produced.usage.pricePerUnit,
+            notes: produced.usage.notes,
+            requestId,
+            executionMs: clock.currentTimeMillisUnsafe() - startedAt,
+            promptTokens: produced.usage.promptTokens,
+            completionTokens: produced.usage.completionTokens
           }
-          const settlement = yield* capture(admission, outcome, startedAt)
-          const response = HttpServerResponse.setHeaders(outcome.response, principal._tag === "Wallet"
-            ? { ...headers, "x-balance-remaining": Money.formatUsd(settlement.balance.availableUsd) }
-            : headers)
-          if (idem !== undefined) yield* idempotency.complete(principal.accountId, idem.key, toStored(response))
-          return response
         })
+        const settled = admission.settle({
+          ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),
+          ...(produced.actualCredits === undefined ? {} : { credits: produced.actualCredits })
+        })
+        return traced("tollgate.capture", Effect.zipWith(captured, settled, (settlement) => {
+          holdSettled(reference, context)
+          Observability.countUnsafe(Observability.creditsCaptured, {}, context, amount)
+          return settlement
+        }, { concurrent: true }).pipe(Effect.catchTag("LedgerError", Effect.die)))
+      }
+
+      const use = Effect.fnUntraced(function*(admitted: Admitted) {
+        const startedAt = clock.currentTimeMillisUnsafe()
+        const outcome = yield* traced(
+          "tollgate.backend",
+          Effect.tapError(call.execute({ principal, requestId }), (error) =>
+            Effect.sync(() => {
+              if (upstreamFailures.has(error._tag)) Observability.countUnsafe(Observability.upstreamErrors, { sku: call.sku }, context)
+            })),
+          { sku: call.sku }
+        )
+        const headers = { ...admitted.admission.headers, ...balanceHeaders(admitted.hold.before) }
+        if ("_tag" in outcome) {
+          const stream = outcome.stream.pipe(Stream.onExit(() =>
+            outcome.produced.pipe(
+              Effect.flatMap((produced) => capture(admitted, produced, startedAt)),
+              Effect.catchCause((cause) =>
+                Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(settleFailure(admitted, false)))
+              )
+            )
+          ))
+          return HttpServerResponse.stream(stream, {
+            status: outcome.status,
+            headers: { ...outcome.headers, ...headers },
+            contentType: outcome.contentType
+          })
+        }
+        const settlement = yield* capture(admitted, outcome, startedAt)
+        const response = HttpServerResponse.setHeaders(outcome.response, principal._tag === "Wallet"
+          ? { ...headers, "x-balance-remaining": Money.formatUsd(settlement.balance.availableUsd) }
+          : headers)
+        if (idem !== undefined) yield* idempotency.complete(principal.accountId, idem.key, toStored(response))
+        return response
+      })
 
       return yield* Effect.acquireUseRelease(
-        admit(principal, call, reference, idem === undefined ? confirm : undefined).pipe(Effect.onError(() => abandon === undefined ? Effect.void : abandon())),
+        Effect.onError(admit(principal, call, reference, idem === undefined ? confirm : undefined, context), () => abandon),
         use,
-        ({ admission }, exit) => Exit.isSuccess(exit) ? Effect.void : settleFailure(principal, reference, admission, abandon)
+        (admitted, exit) => exit._tag === "Success" ? Effect.void : settleFailure(admitted, true)
       )
     }, (effect) => traced("Metered.run", effect))
 

@@ -71,6 +71,19 @@ export const extractionChildRestarts = WorkerPool.childRestarts
 export const count = (metric: Metric.Counter<number>, attributes: Readonly<Record<string, string>>, by = 1) =>
   Metric.update(labelled(metric, attributes), by)
 
+/**
+ * Counts one event of a labelled counter in the metric registry of `context`, building no Effect:
+ * for code on the per-request path that already holds the request fiber's context.
+ *
+ * @category recording
+ */
+export const countUnsafe = (
+  metric: Metric.Counter<number>,
+  attributes: Readonly<Record<string, string>>,
+  context: Context.Context<never>,
+  by = 1
+): void => labelled(metric, attributes).updateUnsafe(by, context)
+
 const series = new WeakMap<object, Map<string, Metric.Metric<any, any>>>()
 
 /**

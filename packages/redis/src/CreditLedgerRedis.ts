@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money } from "@tollgate/core"
+import { CreditLedger, Errors, Money, Spans } from "@tollgate/core"
 import { Clock, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
 
@@ -239,6 +239,7 @@ export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.La
       return [`${base}a`, `${base}h`, `${base}x`, `${base}r`, `${base}j`, `${base}u`] as const
     }
     const run = redis.eval(ledgerScript)
+    const span = yield* Spans.current
 
     const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>
       Effect.gen(function*() {
@@ -308,7 +309,9 @@ export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.La
         const { balance, detail } = yield* call(input.accountId, "stake", input.reference, input.tokens)
         return { entry: toEntry(detail), balance }
       }),
-      hold: Effect.fn("CreditLedger.hold")(function*(input) {
+      // Hold, capture and release run on every paid request: their spans (when tracing is on) take
+      // no call-site stack, which `Effect.fn` would capture on every call.
+      hold: Effect.fnUntraced(function*(input) {
         yield* checkAmount(input.amount, true)
         const ttl = input.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
         const { balance, detail } = yield* call(input.accountId, "hold", input.reference, input.amount, input.priceVersion, ttl)
@@ -321,15 +324,14 @@ export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.La
           expiresAt: Number(detail[4]),
           before: balance
         }
-      }),
-      capture: Effect.fn("CreditLedger.capture")(function*(input) {
+      }, (effect) => span("CreditLedger.hold", effect)),
+      capture: Effect.fnUntraced(function*(input) {
         yield* checkAmount(input.amount, true)
         const { balance, detail } = yield* call(input.accountId, "capture", input.reference, input.amount, JSON.stringify(input.usage))
         return { fromAllowance: Money.unsafeNano(Number(detail[0])), fromUsd: Money.unsafeNano(Number(detail[1])), balance }
-      }),
-      release: Effect.fn("CreditLedger.release")(function*(accountId, reference) {
-        return (yield* call(accountId, "release", reference)).balance
-      }),
+      }, (effect) => span("CreditLedger.capture", effect)),
+      release: (accountId, reference) =>
+        span("CreditLedger.release", Effect.map(call(accountId, "release", reference), ({ balance }) => balance)),
       balance: (accountId) =>
         call(accountId, "balance").pipe(
           Effect.map(({ balance }) => balance),
