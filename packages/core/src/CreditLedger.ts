@@ -184,6 +184,16 @@ export class LedgerError extends Data.TaggedError("LedgerError")<{
 /** @category constants */
 export const DEFAULT_HOLD_TTL_MS = 10 * 60_000
 
+/**
+ * How long a closed hold (captured or released) is remembered. Within it a repeated capture
+ * returns the same settlement and a release changes nothing; after it the hold's record is dropped
+ * and its reference is unknown again, while its journal and usage entries stay. Every paid call
+ * places a hold, so keeping the records forever would grow each account by one record per call.
+ *
+ * @category constants
+ */
+export const CLOSED_HOLD_RETENTION_MS = 60 * 60_000
+
 /** @category constants */
 export const DAY_MS = 86_400_000
 
@@ -217,7 +227,10 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   readonly hold: (input: HoldInput) => Effect.Effect<Hold, LedgerError | ServiceUnavailable>
   /** Takes `amount` (<= the hold; allowance part first) and releases the rest of the hold. */
   readonly capture: (input: CaptureInput) => Effect.Effect<Settlement, LedgerError | ServiceUnavailable>
-  /** Releases an open hold; releasing a closed one changes nothing. */
+  /**
+   * Releases an open hold; releasing a closed one changes nothing. A hold closed more than
+   * `CLOSED_HOLD_RETENTION_MS` ago is forgotten: capturing or releasing it is `UnknownHold`.
+   */
   readonly release: (accountId: string, reference: string) => Effect.Effect<Balance, LedgerError | ServiceUnavailable>
   readonly balance: (accountId: string) => Effect.Effect<Balance, ServiceUnavailable>
   /** Journal entries after `after` (exclusive), oldest first. */
@@ -251,6 +264,8 @@ interface MemoryAccount {
   readonly allowanceHeld: Map<number, number>
   readonly holds: Map<string, MemoryHold>
   readonly open: Set<MemoryHold>
+  /** Closed holds by reference, with when each is forgotten, in the order they closed. */
+  readonly closed: Map<string, number>
   readonly references: Map<string, { readonly kind: EntryKind; readonly amount: number; readonly entry: JournalEntry }>
   readonly journal: Array<JournalEntry>
   readonly usage: Array<UsageEntry>
@@ -266,6 +281,7 @@ const emptyAccount = (): MemoryAccount => ({
   allowanceHeld: new Map(),
   holds: new Map(),
   open: new Set(),
+  closed: new Map(),
   references: new Map(),
   journal: [],
   usage: []
@@ -377,6 +393,7 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
   const closeHold = (account: MemoryAccount, now: number, held: MemoryHold, fromAllowance: number, fromUsd: number) => {
     const { hold } = held
     account.open.delete(held)
+    account.closed.set(hold.reference, now + CLOSED_HOLD_RETENTION_MS)
     if (hold.fromAllowance > 0 || fromAllowance > 0) {
       account.allowanceHeld.set(held.day, (account.allowanceHeld.get(held.day) ?? 0) - hold.fromAllowance)
       account.allowanceUsed.set(held.day, (account.allowanceUsed.get(held.day) ?? 0) + fromAllowance)
@@ -412,6 +429,11 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
         held.state = "released"
         closeHold(account, now, held, 0, 0)
       }
+    }
+    for (const [reference, forgetAt] of account.closed) {
+      if (forgetAt > now) break
+      account.closed.delete(reference)
+      account.holds.delete(reference)
     }
   }
 

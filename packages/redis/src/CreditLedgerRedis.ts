@@ -2,10 +2,11 @@
  * The Redis layer of `CreditLedger`: the ledger shared by every instance. Each operation is one Lua
  * script over the account's keys, which share the hash tag `{accountId}` so a Redis Cluster keeps
  * an account on one slot: a hash of balances and daily allowance counters, a hash of holds with a
- * sorted set of their expiries, a hash of applied references, and two streams, the journal and the
- * usage entries (the capture entries of the journal with their request details). Stream ids are the
- * journal ids (`<ms>-<seq>`), so a usage page is an `XRANGE` from its cursor: its cost does not
- * grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
+ * sorted set of when each needs attention (an open hold's expiry, a closed hold's forgetting: see
+ * `CreditLedger.CLOSED_HOLD_RETENTION_MS`), a hash of applied references, and two streams, the
+ * journal and the usage entries (the capture entries of the journal with their request details).
+ * Stream ids are the journal ids (`<ms>-<seq>`), so a usage page is an `XRANGE` from its cursor:
+ * its cost does not grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
  *
  * Amounts are integer strings everywhere (Lua numbers are doubles, exact below 2^53 like `Money`).
  *
@@ -20,6 +21,7 @@ local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
 local DAY = 86400000
+local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}
 local NANO = 1000000000
 
 local function s(n)
@@ -55,7 +57,7 @@ local function closeHold(ref, rec, state, fa, fu)
   rec.s = state
   rec.cfa = s(fa)
   rec.cfu = s(fu)
-  redis.call('ZREM', X, ref)
+  redis.call('ZADD', X, s(now + FORGET_MS), ref)
   redis.call('HSET', H, ref, cjson.encode(rec))
   local ha, hu = tonumber(rec.fa), tonumber(rec.fu)
   if ha > 0 or fa > 0 then
@@ -72,10 +74,19 @@ local function closeHold(ref, rec, state, fa, fu)
   return entries
 end
 
+-- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
+-- forgotten once its retention has passed.
 local function sweep()
-  local expired = redis.call('ZRANGEBYSCORE', X, '-inf', now, 'LIMIT', 0, 100)
-  for _, ref in ipairs(expired) do
-    closeHold(ref, cjson.decode(redis.call('HGET', H, ref)), 'released', 0, 0)
+  local due = redis.call('ZRANGEBYSCORE', X, '-inf', now, 'LIMIT', 0, 100)
+  for _, ref in ipairs(due) do
+    local raw = redis.call('HGET', H, ref)
+    local rec = raw and cjson.decode(raw)
+    if rec and rec.s == 'open' then
+      closeHold(ref, rec, 'released', 0, 0)
+    else
+      redis.call('HDEL', H, ref)
+      redis.call('ZREM', X, ref)
+    end
   end
 end
 

@@ -148,6 +148,28 @@ Contract.contract(
         assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "h", amount: nano(1), usage: usage("r") })), "HoldClosed")
       }))
 
+    it.effect("a closed hold is remembered for CLOSED_HOLD_RETENTION_MS, then forgotten; its journal and usage entries stay", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const account = fresh()
+        yield* ledger.topUp({ accountId: account, amount: nano(100), reference: "pay" })
+        yield* ledger.hold({ accountId: account, amount: nano(40), reference: "captured", priceVersion: "v" })
+        yield* ledger.hold({ accountId: account, amount: nano(10), reference: "released", priceVersion: "v" })
+        const settled = yield* ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })
+        yield* ledger.release(account, "released")
+        yield* TestClock.adjust(CreditLedger.CLOSED_HOLD_RETENTION_MS - 1)
+        const replayed = yield* ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })
+        assert.deepStrictEqual([replayed.fromUsd, replayed.fromAllowance], [settled.fromUsd, settled.fromAllowance])
+        yield* ledger.release(account, "released")
+        yield* TestClock.adjust(1)
+        assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })), "UnknownHold")
+        assert.strictEqual(yield* reason(ledger.release(account, "released")), "UnknownHold")
+        const balance = yield* ledger.balance(account)
+        assert.deepStrictEqual([balance.usd, balance.heldUsd], [70, 0])
+        assert.strictEqual((yield* allJournal(ledger, account)).length, 5)
+        assert.strictEqual((yield* ledger.usage(account, { limit: 10, order: "asc" })).entries.length, 1)
+      }))
+
     it.effect("a refund credits the USD balance once per reference", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger
