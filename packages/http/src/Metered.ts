@@ -215,6 +215,10 @@ const countFailure = (error: { readonly _tag: string }, service: Service, contex
   }
 }
 
+/** `self`, with its failure counted by `countFailure`. */
+const counted = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>, service: Service, context: Context.Context<never>) =>
+  Effect.tapError(self, (error) => Effect.sync(() => countFailure(error, service, context)))
+
 const countExit = (exit: Exit.Exit<unknown, { readonly _tag: string }>, service: Service, context: Context.Context<never>) => {
   if (exit._tag === "Failure") {
     const error = Exit.findErrorOption(exit)
@@ -361,26 +365,20 @@ export const layer = (options: Options = {}): Layer.Layer<
       const request = Context.get(context, HttpServerRequest.HttpServerRequest)
       const current = Context.get(context, CurrentRequest)
       const requestId = current.requestId
-      const found = yield* traced(
-        "tollgate.auth",
-        Effect.tapError(auth.authenticateUnconfirmed(request.headers), (error) => Effect.sync(() => countFailure(error, "auth", context)))
-      )
+      const found = yield* traced("tollgate.auth", counted(auth.authenticateUnconfirmed(request.headers), "auth", context))
       if (Option.isNone(found)) {
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
       const principal = found.value.principal
       const confirm = found.value.confirm === undefined
         ? undefined
-        : Effect.tapError(found.value.confirm, (error) => Effect.sync(() => countFailure(error, "auth", context)))
+        : counted(found.value.confirm, "auth", context)
       current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
         // A key is claimed only for a confirmed caller, so a revoked key burns no key.
         if (confirm !== undefined) yield* confirm
-        const claim = yield* Effect.tapError(
-          idempotency.claim(principal.accountId, idem.key, idem.fingerprint),
-          (error) => Effect.sync(() => countFailure(error, "idempotency", context))
-        )
+        const claim = yield* counted(idempotency.claim(principal.accountId, idem.key, idem.fingerprint), "idempotency", context)
         switch (claim._tag) {
           case "Replay":
             return replayed(claim.response)
