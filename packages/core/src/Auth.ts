@@ -323,7 +323,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       domain: origin.host,
       uri: `${origin.origin}/`,
       version: "1",
-      nonce: Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"),
+      // The spec's nonce is a 16-character hex string: 8 random bytes.
+      nonce: Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex"),
       issuedAt: new Date(at).toISOString(),
       expirationTime: new Date(at + maxLifetimeMs).toISOString(),
       statement

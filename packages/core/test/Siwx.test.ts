@@ -275,3 +275,17 @@ describe("Nonce policy: by default a replayed SIWX header is refused; `reusable`
     expect(await signIn(auth, header)).toBe(true)
   })
 })
+
+describe("Every SIWX challenge carries a fresh random nonce of 16 hex characters, as the spec says", () => {
+  it("a hundred challenges: each nonce is 16 lowercase hex characters, and no two are equal", async () => {
+    const auth = await Effect.runPromise(Effect.scoped(Effect.map(
+      Layer.build(Auth.layer({ signingKey: await Effect.runPromise(Jwt.generateSigningKey), publicOrigin: origin }).pipe(
+        Layer.provide(AuthStore.layerMemory)
+      )),
+      (context) => Context.get(context, Auth.Auth)
+    )))
+    const nonces = await Effect.runPromise(Effect.forEach(Array.from({ length: 100 }), () => Effect.map(auth.siwxChallenge, (c) => c.info.nonce)))
+    for (const nonce of nonces) expect(nonce).toMatch(/^[0-9a-f]{16}$/)
+    expect(new Set(nonces).size).toBe(100)
+  })
+})

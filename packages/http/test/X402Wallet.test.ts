@@ -81,7 +81,7 @@ describe("A metered call without credentials answers the x402 discovery 402 (for
       x402Version: 2,
       resource: { url: RPC },
       accepts: [{ scheme: "exact", network: X402.BASE_MAINNET, asset: X402.BASE_USDC, amount: "5000000", payTo }],
-      extensions: { "sign-in-with-x": { info: { domain: "localhost" } } },
+      extensions: { "sign-in-with-x": { info: { domain: "localhost", nonce: expect.stringMatching(/^[0-9a-f]{16}$/) } } },
       authOptions: { x402Wallet: { topUp: `${ORIGIN}/api/v1/x402/top-up` } }
     })
   })
