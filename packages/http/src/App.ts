@@ -1,21 +1,38 @@
 /**
- * The HTTP application: the routes of the public API behind one set of global middleware. Every
- * response, 404s and errors included, carries `x-request-id`, `x-service-version` and
- * `x-service-timestamp` (plus `x-service-host-name` on errors); JSON bodies are compressed by
- * `Accept-Encoding`; request bodies are capped unless a route raises its own cap; an unknown path
- * is a 404 and a known path with the wrong method a 405, both as StandardError JSON.
+ * The HTTP application: the routes of the public API behind one global middleware, as one Effect
+ * that answers every request. Every response, 404s and errors included, carries `x-request-id`,
+ * `x-service-version` and `x-service-timestamp` (plus `x-service-host-name` on errors); JSON
+ * bodies are compressed by `Accept-Encoding`; request bodies are capped unless a route raises its
+ * own cap; an unknown path is a 404 and a known path with the wrong method a 405, both as
+ * StandardError JSON.
+ *
+ * The dispatch is tollgate's own rather than `HttpRouter`'s: the route table is built once at
+ * startup (`RouteTable`), each request is matched once, and the middleware's work (request id,
+ * service headers, request log, metrics, abuse guard, compression, body cap, error rendering) is
+ * done in that one step, with one change of the fiber's context and no Effect layer per concern.
+ * The platform stays Effect's: `NodeHttpServer` serves the Effect, and the embedding handlers of
+ * `Handlers` run it on fetch or node requests.
  *
  * @since 0.1.0
  */
 import { AbuseGuard, Errors } from "@tollgate/core"
-import { ByteSize, Context, Effect, Layer, Option, type Schema } from "effect"
-import { HttpEffect, HttpPlatform, HttpServerError, HttpIncomingMessage, HttpMiddleware, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { ByteSize, Cause, Context, Effect, Layer, Option, type Schema, type Scope, Tracer } from "effect"
+import {
+  HttpEffect,
+  HttpIncomingMessage,
+  HttpMiddleware,
+  HttpPlatform,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "effect/http"
 import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as Observability from "./Observability.ts"
 import * as RequestContext from "./RequestContext.ts"
 import * as RequestLog from "./RequestLog.ts"
-import * as Route from "./Route.ts"
+import type * as Route from "./Route.ts"
+import * as RouteTable from "./RouteTable.ts"
 import { ServiceInfo } from "./ServiceInfo.ts"
 import * as Timestamp from "./Timestamp.ts"
 
@@ -27,164 +44,165 @@ export interface Options {
   readonly paymentRequiredSchemas?: ReadonlyArray<Schema.Top>
 }
 
+/**
+ * The Effect that answers a request: it never fails, every error is rendered.
+ *
+ * @category models
+ */
+export type Handle = Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | Scope.Scope>
+
+/**
+ * The built application, as the server and the embedding handlers take it.
+ *
+ * @category services
+ */
+export class Application extends Context.Service<Application, { readonly handle: Handle }>()("@tollgate/http/App/Application") {}
+
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const compress = HttpMiddleware.compression({ minSize: 256 })
 
-const ROUTE_MEMORY = 1_000
-
-/**
- * The route pattern of a request, for metrics and logs. Remembered per method and URL (the same
- * few URLs make up most traffic), dropped whole when full so arbitrary URLs cannot grow it.
- */
-const routeOf = (routes: ReadonlyArray<Route.Route<any>>) => {
-  const known = new Map<string, string>()
-  return (method: string, url: string) => {
-    const key = `${method} ${url}`
-    let pattern = known.get(key)
-    if (pattern === undefined) {
-      const path = new URL(url, "http://localhost").pathname
-      pattern = routes.find((route) => route.method === method && Route.matchesPath(route.path, path))?.path ?? "unmatched"
-      if (known.size >= ROUTE_MEMORY) known.clear()
-      known.set(key, pattern)
-    }
-    return pattern
-  }
-}
-
-/**
- * The middleware every request goes through. It runs on each request, so it builds as few Effects
- * as it can: the request's services (its context, the abuse guard's caller scope) are provided in
- * one context change, a caller in good standing passes the guard without an Effect, and the
- * metrics, the log entry and the guard's failure count are taken in the pre-response handler.
- * Each service added to a request's context deepens it, and past a few levels Effect copies the
- * whole context, so the request adds as few as it can.
- */
-const globalMiddleware = (
-  routes: ReadonlyArray<Route.Route<any>>,
-  info: ServiceInfo["Service"],
-  platform: HttpPlatform.HttpPlatform["Service"],
-  guard: Option.Option<AbuseGuard.AbuseGuard["Service"]>,
-  log: Option.Option<RequestLog.RequestLog["Service"]>
-) =>
-  HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()(
-    (httpEffect) => {
-      const patternOf = routeOf(routes)
-      const handled = httpEffect.pipe(
-        Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
-        Effect.catchDefect(ErrorResponse.fromDefect)
-      )
-      const compressed = compress(httpEffect).pipe(
-        Effect.provideService(HttpPlatform.HttpPlatform, platform),
-        Effect.catchIf(HttpServerError.isHttpServerError, ErrorResponse.fromServerError),
-        Effect.catchDefect(ErrorResponse.fromDefect)
-      )
-      return Effect.withFiber((fiber) => {
-        const fiberContext = fiber.context
-        const request = Context.getUnsafe(fiberContext, HttpServerRequest.HttpServerRequest)
-        const sent = request.headers["x-request-id"]
-        const context: RequestContext.RequestContext = {
-          requestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID(),
-          startedAt: performance.now(),
-          principalId: undefined
-        }
-        const tracking = Option.isSome(guard)
-          ? AbuseGuard.track(guard.value, Option.getOrElse(request.remoteAddress, () => "unknown"))
-          : undefined
-        HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, (_request, response) => {
-          const headers: Array<readonly [string, string]> = [
-            ["x-request-id", context.requestId],
-            ["x-service-version", info.version],
-            ["x-service-timestamp", Timestamp.now()]
-          ]
-          if (response.status >= 400) headers.push(["x-service-host-name", info.hostName])
-          const entry = {
-            requestId: context.requestId,
-            principalId: context.principalId,
-            method: request.method,
-            route: patternOf(request.method, request.url),
-            status: response.status,
-            latencyMs: performance.now() - context.startedAt
-          }
-          if (Option.isSome(log)) log.value.record(entry)
-          Observability.recordRequest(entry, fiberContext)
-          const withHeaders = HttpServerResponse.setHeaders(response, headers)
-          const settle = tracking?.settle(response.status)
-          return settle === undefined ? Effect.succeed(withHeaders) : Effect.as(settle, withHeaders)
-        })
-        // Set on the fiber directly, as the router sets its own: the enclosing request restores the
-        // fiber's context when it ends, so wrapping the rest in `updateContext` would only add steps.
-        const withRequest = Context.add(fiberContext, RequestContext.CurrentRequest, context)
-        fiber.setContext(tracking === undefined ? withRequest : Context.add(withRequest, AbuseGuard.CurrentCaller, tracking.caller))
-        const run = request.headers["accept-encoding"] === undefined ? handled : compressed
-        if (tracking?.admit === undefined) return run
-        return Effect.matchEffect(tracking.admit, {
-          onFailure: (error) =>
-            Effect.as(Observability.count(Observability.admissions, { outcome: "abuse_guard" }), ErrorResponse.render(error)),
-          onSuccess: () => run
-        })
-      })
-    },
-    { global: true }
-  )
-
-const notFound = (routes: ReadonlyArray<Route.Route<any>>) =>
-  HttpRouter.use((router) =>
-    router.add("*", "*", (request) => {
-      const path = new URL(request.url, "http://localhost").pathname
-      const allow = routes.filter((route) => Route.matchesPath(route.path, path)).map((route) => route.method)
-      return Effect.succeed(ErrorResponse.render(
-        allow.length > 0
-          ? new Errors.MethodNotAllowed({ message: `Method ${request.method} is not allowed here`, allow })
-          : new Errors.NotFound({ message: `No route for ${request.method} ${path}` })
-      ))
-    })
-  )
-
 /** Methods whose requests carry no body the route reads, so they need no body cap in context. */
 const bodiless = new Set(["GET", "HEAD"])
 
-/**
- * The routes as router layers, each handler's failures rendered by `ErrorResponse`, and request
- * bodies capped at `maxBodyBytes`.
- *
- * @category layers
- */
-export const routesLayer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) => {
-  const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
-  return HttpRouter.use((router) =>
-    Effect.gen(function*() {
-      for (const route of routes) {
-        const handler: Route.Handler = yield* route.handler
-        const capped = bodiless.has(route.method) ? handler : Effect.provideService(handler, HttpIncomingMessage.MaxBodySize, maxBodySize)
-        yield* router.add(
-          route.method,
-          route.path,
-          Effect.catch(capped, (error) => Effect.succeed(ErrorResponse.render(error)))
-        )
-      }
-    })
-  )
+/** A route as the table holds it: its handler with every failure rendered, and whether it reads a body. */
+interface Entry {
+  readonly handler: Handle
+  readonly readsBody: boolean
 }
 
 /**
- * The whole application as a router layer: routes, 404/405, service headers, compression.
+ * The response of a failed handler: a tagged error through `ErrorResponse.render`, an unreadable
+ * body through `fromServerError`, a defect as a 500. An interruption (the client went away) stays
+ * one, so the server answers it as such.
+ */
+const recover = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
+  if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+  const error = Cause.findErrorOption(cause)
+  if (Option.isNone(error)) return ErrorResponse.fromDefect(Cause.squash(cause))
+  if (HttpServerError.isHttpServerError(error.value)) return ErrorResponse.fromServerError(error.value)
+  return Effect.succeed(ErrorResponse.render(error.value as Errors.ApiError))
+}
+
+const unmatched = "unmatched"
+
+/**
+ * Builds the application once: every route's handler, the route table, and the Effect that
+ * dispatches a request through the global middleware.
+ *
+ * @category constructors
+ */
+export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
+  Effect.gen(function*() {
+    const all = [...routes, ...Documentation.routes(routes, options)]
+    const info = yield* ServiceInfo
+    const platform = yield* HttpPlatform.HttpPlatform
+    const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(RequestLog.RequestLog))
+    const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
+
+    const entries: Array<readonly [string, string, Entry]> = []
+    for (const route of all) {
+      const handler: Route.Handler = yield* route.handler
+      // Interruptible as a route under `HttpRouter` was: a client that goes away stops its route.
+      entries.push([route.method, route.path, {
+        handler: Effect.catchCause(Effect.interruptible(handler), recover),
+        readsBody: !bodiless.has(route.method)
+      }])
+    }
+    const table = RouteTable.make(entries)
+
+    /** What every response gets just before it is sent: the service headers, the log line, the metrics, the guard's count. */
+    const respond = (
+      fiberContext: Context.Context<never>,
+      request: HttpServerRequest.HttpServerRequest,
+      context: RequestContext.RequestContext,
+      tracking: AbuseGuard.Tracking | undefined
+    ) =>
+    (_request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) => {
+      const headers: Array<readonly [string, string]> = [
+        ["x-request-id", context.requestId],
+        ["x-service-version", info.version],
+        ["x-service-timestamp", Timestamp.now()]
+      ]
+      if (response.status >= 400) headers.push(["x-service-host-name", info.hostName])
+      const entry = {
+        requestId: context.requestId,
+        principalId: context.principalId,
+        method: request.method,
+        route: context.route,
+        status: response.status,
+        latencyMs: performance.now() - context.startedAt
+      }
+      log?.record(entry)
+      Observability.recordRequest(entry, fiberContext)
+      const withHeaders = HttpServerResponse.setHeaders(response, headers)
+      const settle = tracking?.settle(response.status)
+      return settle === undefined ? Effect.succeed(withHeaders) : Effect.as(settle, withHeaders)
+    }
+
+    const handle: Handle = Effect.withFiber((fiber) => {
+      const fiberContext = fiber.context
+      const request = Context.getUnsafe(fiberContext, HttpServerRequest.HttpServerRequest)
+      const match = table.lookup(request.method, request.url)
+      const found = match._tag === "Found" ? match : undefined
+      const sent = request.headers["x-request-id"]
+      const context: RequestContext.RequestContext = {
+        requestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID(),
+        startedAt: performance.now(),
+        route: found === undefined ? unmatched : found.pattern,
+        params: found === undefined ? {} : found.params,
+        principalId: undefined
+      }
+      const tracking = guard === undefined
+        ? undefined
+        : AbuseGuard.track(guard, Option.getOrElse(request.remoteAddress, () => "unknown"))
+      HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, respond(fiberContext, request, context, tracking))
+
+      // One change of the fiber's context for everything the request adds to it; the enclosing
+      // request (`HttpEffect.toHandled`) restores the fiber's context when it ends.
+      let requestContext = Context.add(fiberContext, RequestContext.CurrentRequest, context)
+      if (tracking !== undefined) requestContext = Context.add(requestContext, AbuseGuard.CurrentCaller, tracking.caller)
+      if (found !== undefined && found.value.readsBody) {
+        requestContext = Context.add(requestContext, HttpIncomingMessage.MaxBodySize, maxBodySize)
+      }
+      const compressed = request.headers["accept-encoding"] !== undefined
+      if (compressed) requestContext = Context.add(requestContext, HttpPlatform.HttpPlatform, platform)
+      fiber.setContext(requestContext)
+
+      if (found !== undefined && fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer) {
+        const span = Context.getOrUndefined(fiberContext, Tracer.ParentSpan)
+        if (span !== undefined && span._tag === "Span" && span.sampled) span.attribute("http.route", found.pattern)
+      }
+
+      const answer: Handle = found !== undefined
+        ? found.value.handler
+        : Effect.succeed(ErrorResponse.render(
+          match._tag === "MethodNotAllowed"
+            ? new Errors.MethodNotAllowed({ message: `Method ${request.method} is not allowed here`, allow: match.allow })
+            : new Errors.NotFound({ message: `No route for ${request.method} ${pathOf(request.url)}` })
+        ))
+      // The compression middleware reads `HttpPlatform` from the context set above.
+      const run = compressed ? compress(answer) as Handle : answer
+      if (tracking?.admit === undefined) return run
+      return Effect.matchEffect(tracking.admit, {
+        onFailure: (error) => Effect.as(Observability.count(Observability.admissions, { outcome: "abuse_guard" }), ErrorResponse.render(error)),
+        onSuccess: () => run
+      })
+    })
+    return handle
+  })
+
+const pathOf = (url: string): string => {
+  const query = url.indexOf("?")
+  return query === -1 ? url : url.slice(0, query)
+}
+
+/**
+ * The whole application as a layer providing `Application`: routes, 404/405, service headers,
+ * compression.
  *
  * @category layers
  */
-export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) => {
-  const all = [...routes, ...Documentation.routes(routes, options)]
-  return Layer.mergeAll(
-    routesLayer(all, options),
-    notFound(all),
-    Layer.unwrap(Effect.map(
-      Effect.all([
-        ServiceInfo,
-        HttpPlatform.HttpPlatform,
-        Effect.serviceOption(AbuseGuard.AbuseGuard),
-        Effect.serviceOption(RequestLog.RequestLog)
-      ]),
-      ([info, platform, guard, log]) => globalMiddleware(all, info, platform, guard, log)
-    ))
-  )
-}
+export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
+  Layer.effect(Application, Effect.map(make(routes, options), (handle) => ({ handle })))

@@ -6,17 +6,18 @@
  * @since 0.1.0
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Exit, type FileSystem, Layer, type Path, Scope } from "effect"
-import { type HttpPlatform, HttpRouter } from "effect/http"
+import { Context, Effect, Exit, type FileSystem, Layer, type Path, Scope } from "effect"
+import { HttpEffect, type HttpPlatform, type HttpServerRequest } from "effect/http"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { Application } from "./App.ts"
 
 /**
- * What an application layer may need from the platform: the router it registers on and the
- * platform services (file system, compression) that `NodeHttpServer.layerHttpServices` provides.
+ * What an application layer may need from the platform: the platform services (file system,
+ * compression) that `NodeHttpServer.layerHttpServices` provides.
  *
  * @category models
  */
-export type AppRequirements = HttpRouter.HttpRouter | HttpPlatform.HttpPlatform | FileSystem.FileSystem | Path.Path
+export type AppRequirements = HttpPlatform.HttpPlatform | FileSystem.FileSystem | Path.Path
 
 /** @category models */
 export interface WebHandler {
@@ -35,11 +36,10 @@ export interface NodeHandler {
  *
  * @category constructors
  */
-export const toWebHandler = <A, E>(app: Layer.Layer<A, E, AppRequirements>): WebHandler => {
-  const { dispose, handler } = HttpRouter.toWebHandler(
-    app.pipe(Layer.provide(NodeHttpServer.layerHttpServices)),
-    { disableLogger: true }
-  )
+export const toWebHandler = <A, E>(app: Layer.Layer<A | Application, E, AppRequirements>): WebHandler => {
+  const { dispose, handler } = HttpEffect.toWebHandlerLayerWith<never, A | Application, E, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(app.pipe(Layer.provide(NodeHttpServer.layerHttpServices)), {
+    toHandler: (context) => Effect.succeed(Context.get(context, Application).handle)
+  })
   return { handler: (request) => handler(request), dispose }
 }
 
@@ -48,13 +48,13 @@ export const toWebHandler = <A, E>(app: Layer.Layer<A, E, AppRequirements>): Web
  *
  * @category constructors
  */
-export const toNodeHandler = async <A, E>(app: Layer.Layer<A, E, AppRequirements>): Promise<NodeHandler> => {
+export const toNodeHandler = async <A, E>(app: Layer.Layer<A | Application, E, AppRequirements>): Promise<NodeHandler> => {
   const scope = Effect.runSync(Scope.make())
   const handler = await Effect.runPromise(
     Effect.gen(function*() {
-      const httpEffect = yield* HttpRouter.toHttpEffect(app)
-      return yield* NodeHttpServer.makeHandler(httpEffect, { scope })
-    }).pipe(Effect.provide(NodeHttpServer.layerHttpServices), Scope.provide(scope))
+      const { handle } = yield* Application
+      return yield* NodeHttpServer.makeHandler(handle, { scope })
+    }).pipe(Effect.provide(app.pipe(Layer.provide(NodeHttpServer.layerHttpServices))), Scope.provide(scope))
   )
   return {
     handler: (request, response) => handler(request, response),

@@ -1,7 +1,8 @@
 /**
  * What the global middleware knows about the request being served, shared with the routes: its id
- * (`x-request-id`), when it started, and the principal once the route has authenticated it (logs,
- * metrics and the abuse guard key on the principal when there is one, else the client address).
+ * (`x-request-id`), when it started, the route pattern it matched and that pattern's path
+ * parameters, and the principal once the route has authenticated it (logs, metrics and the abuse
+ * guard key on the principal when there is one, else the client address).
  *
  * @since 0.1.0
  */
@@ -11,6 +12,10 @@ import { Context } from "effect"
 export interface RequestContext {
   readonly requestId: string
   readonly startedAt: number
+  /** The route pattern, e.g. `/api/v1/crypto/rpc/:network`; `unmatched` for a 404 or 405. */
+  readonly route: string
+  /** The path parameters of the pattern, decoded. */
+  readonly params: Readonly<Record<string, string>>
   /** Set by the route once authentication succeeded; never a secret. */
   principalId: string | undefined
 }
@@ -21,5 +26,5 @@ export interface RequestContext {
  * @category references
  */
 export const CurrentRequest = Context.Reference<RequestContext>("@tollgate/http/CurrentRequest", {
-  defaultValue: () => ({ requestId: "", startedAt: 0, principalId: undefined })
+  defaultValue: () => ({ requestId: "", startedAt: 0, route: "unmatched", params: {}, principalId: undefined })
 })

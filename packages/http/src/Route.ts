@@ -2,27 +2,26 @@
  * A route of the public API: method, path and a handler built once from the services it needs.
  * Handlers fail with the tagged errors of `@tollgate/core`; `App` renders them through
  * `ErrorResponse`, so no route writes an error body itself. The list of routes is data, which is
- * how the app answers 405 for a known path and how the OpenAPI test checks coverage.
+ * how `App` builds its route table (and answers 405 for a known path) and how the OpenAPI document
+ * and its coverage test are made.
  *
  * @since 0.1.0
  */
 import type { Errors } from "@tollgate/core"
-import type { Effect, Schema, Scope } from "effect"
-import type { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Effect, type Schema, type Scope } from "effect"
+import type { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { CurrentRequest } from "./RequestContext.ts"
 
 /** @category models */
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
 /**
- * What a handler may use per request, all provided by the router.
+ * What a handler may use per request, provided by the server and `App` (the path parameters are
+ * read with `params`).
  *
  * @category models
  */
-export type RequestServices =
-  | HttpServerRequest.HttpServerRequest
-  | HttpServerRequest.ParsedSearchParams
-  | HttpRouter.RouteContext
-  | Scope.Scope
+export type RequestServices = HttpServerRequest.HttpServerRequest | Scope.Scope
 
 /** @category models */
 export type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, RequestServices>
@@ -62,8 +61,8 @@ export interface Docs {
 /** @category models */
 export interface Route<R = never> {
   readonly method: Method
-  /** Path under the API root, e.g. `/api/v1/crypto/rpc/:network`. */
-  readonly path: HttpRouter.PathInput
+  /** Path under the API root, e.g. `/api/v1/crypto/rpc/:network` (`:name` matches one segment). */
+  readonly path: `/${string}`
   readonly handler: Effect.Effect<Handler, never, R>
   readonly docs?: Docs
 }
@@ -71,19 +70,15 @@ export interface Route<R = never> {
 /** @category constructors */
 export const make = <R>(
   method: Method,
-  path: HttpRouter.PathInput,
+  path: `/${string}`,
   handler: Effect.Effect<Handler, never, R>,
   docs?: Docs
 ): Route<R> => docs === undefined ? { method, path, handler } : { method, path, handler, docs }
 
 /**
- * Whether a concrete path matches a route's pattern (`:name` matches one segment).
+ * The path parameters of the request being served, by name (`network` for
+ * `/api/v1/crypto/rpc/:network`), decoded.
  *
- * @category matching
+ * @category accessors
  */
-export const matchesPath = (pattern: string, path: string): boolean => {
-  const expected = pattern.split("/")
-  const actual = path.split("/")
-  if (expected.length !== actual.length) return false
-  return expected.every((segment, i) => segment.startsWith(":") ? (actual[i] ?? "") !== "" : segment === actual[i])
-}
+export const params: Effect.Effect<Readonly<Record<string, string>>> = Effect.map(CurrentRequest, (current) => current.params)

@@ -11,7 +11,7 @@ import * as Routes from "@tollgate/http/routes/index"
 import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
 import { Effect, Layer, Logger, References } from "effect"
-import { HttpRouter } from "effect/http"
+import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import * as Config from "./Config.ts"
 import * as DevCredentials from "./DevCredentials.ts"
@@ -52,7 +52,8 @@ export const appLayer = (
  * @category layers
  */
 export const layer = (config: Config.ServerConfig) =>
-  HttpRouter.serve(appLayer(config, Services.layer(config), { announce: true }), { disableLogger: true, disableListenLog: true }).pipe(
+  Layer.unwrap(Effect.map(App.Application, (app) => HttpServer.serve(app.handle))).pipe(
+    Layer.provide(appLayer(config, Services.layer(config), { announce: true })),
     Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
     Layer.provide(Telemetry.layer()),
     Layer.provide(logging(config))

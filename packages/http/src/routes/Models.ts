@@ -10,6 +10,7 @@
 import { Errors, Models, Money, PricingEngine } from "@tollgate/core"
 import { Effect, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
 
 const usd = (amount: Money.Nano | undefined) => amount === undefined ? undefined : Number(Money.formatUsd(amount))
@@ -108,8 +109,7 @@ export const route = Route.make(
     const created = Math.floor(Date.now() / 1000)
     const entries = list.all.map(entryOf(tables, created))
     return Effect.gen(function*() {
-      const query = yield* HttpServerRequest.ParsedSearchParams
-      const type = query.type ?? "all"
+      const type = RequestQuery.params(yield* HttpServerRequest.HttpServerRequest)["type"] ?? "all"
       if (!isTypeFilter(type)) {
         return yield* new Errors.InvalidRequest({
           message: "Invalid request parameters",

@@ -12,7 +12,7 @@
 import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
 import { Errors, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
 import { Effect, Result, Schema } from "effect"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
 import { Metered } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
@@ -53,7 +53,7 @@ export const route = Route.make(
 
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const slug = (yield* HttpRouter.params)["network"] ?? ""
+      const slug = (yield* Route.params)["network"] ?? ""
       const network = Networks.findNetwork(slug)
       if (network === undefined) {
         return yield* new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` })

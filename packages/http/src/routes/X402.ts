@@ -17,7 +17,7 @@ import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
 import { Effect, Layer, Option, Result } from "effect"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { PaymentRequiredBodies } from "../Metered.ts"
 import * as Route from "../Route.ts"
 
@@ -127,7 +127,7 @@ export const balance = Route.make(
   Effect.gen(function*() {
     const ledger = yield* CreditLedger.CreditLedger
     return Effect.gen(function*() {
-      const params = yield* HttpRouter.params
+      const params = yield* Route.params
       const wallet = X402.parseWalletAddress(params["walletAddress"] ?? "")
       if (Option.isNone(wallet)) {
         return yield* invalid("walletAddress must be an EVM address (0x + 40 hex) or a Solana address (base58)")

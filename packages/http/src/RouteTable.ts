@@ -1,0 +1,135 @@
+/**
+ * The route table: the routes' methods and path patterns, indexed once at startup, and the one
+ * lookup a request makes. A static path (no `:param`) is found by one map lookup; the patterns
+ * with parameters are few and are tried in the order the routes were listed. A static path wins
+ * over a pattern that also matches it, as in `find-my-way`. A `HEAD` request is served by the
+ * path's `GET` route when it has no `HEAD` route of its own.
+ *
+ * tollgate's own table instead of `HttpRouter`'s `find-my-way`: the routes are a short fixed list,
+ * so a map and a few segment comparisons find them, and the request's parameters, pattern and the
+ * methods allowed on its path (for the 405) come from the same lookup (docs/benchmarks.md).
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * The routes sharing one path pattern, by method.
+ *
+ * @category models
+ */
+export interface PathEntry<A> {
+  readonly pattern: string
+  readonly byMethod: ReadonlyMap<string, A>
+  /** The pattern's segments when it has parameters. */
+  readonly segments: ReadonlyArray<string> | undefined
+}
+
+/**
+ * What a lookup finds: the route of the method when there is one, the pattern of the path and the
+ * methods the path allows otherwise.
+ *
+ * @category models
+ */
+export type Match<A> =
+  | { readonly _tag: "Found"; readonly value: A; readonly pattern: string; readonly params: Readonly<Record<string, string>> }
+  | { readonly _tag: "MethodNotAllowed"; readonly allow: ReadonlyArray<string> }
+  | { readonly _tag: "NotFound" }
+
+/** @category models */
+export interface RouteTable<A> {
+  readonly lookup: (method: string, url: string) => Match<A>
+}
+
+const noParams: Readonly<Record<string, string>> = Object.freeze({})
+
+const notFound: Match<never> = { _tag: "NotFound" }
+
+/**
+ * The path of a request URL: the query and fragment cut off, repeated slashes folded into one (as
+ * `HttpRouter` did).
+ */
+const pathOf = (url: string): string => {
+  let end = url.length
+  const query = url.indexOf("?")
+  if (query !== -1) end = query
+  const hash = url.indexOf("#")
+  if (hash !== -1 && hash < end) end = hash
+  const path = end === url.length ? url : url.slice(0, end)
+  return path.includes("//") ? path.replace(/\/{2,}/g, "/") : path
+}
+
+const decode = (segment: string): string | undefined => {
+  if (!segment.includes("%")) return segment
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return undefined
+  }
+}
+
+/** The parameters of `path` under a pattern's segments, or `undefined` when it does not match. */
+const matchSegments = (segments: ReadonlyArray<string>, path: string): Record<string, string> | undefined => {
+  const actual = path.split("/")
+  if (actual.length !== segments.length) return undefined
+  let params: Record<string, string> | undefined
+  for (let i = 0; i < segments.length; i++) {
+    const expected = segments[i]!
+    const segment = actual[i]!
+    if (expected.charCodeAt(0) === 58 /* : */) {
+      const value = segment === "" ? undefined : decode(segment)
+      if (value === undefined) return undefined
+      params ??= {}
+      params[expected.slice(1)] = value
+    } else if (expected !== segment) {
+      return undefined
+    }
+  }
+  return params ?? {}
+}
+
+const methodOf = <A>(entry: PathEntry<A>, method: string): A | undefined =>
+  entry.byMethod.get(method) ?? (method === "HEAD" ? entry.byMethod.get("GET") : undefined)
+
+/**
+ * Indexes routes given as `[method, pattern, value]`. A pattern listed twice with the same method
+ * keeps the first.
+ *
+ * @category constructors
+ */
+export const make = <A>(routes: Iterable<readonly [method: string, pattern: string, value: A]>): RouteTable<A> => {
+  const byPattern = new Map<string, { pattern: string; byMethod: Map<string, A>; segments: ReadonlyArray<string> | undefined }>()
+  for (const [method, pattern, value] of routes) {
+    let entry = byPattern.get(pattern)
+    if (entry === undefined) {
+      entry = { pattern, byMethod: new Map(), segments: pattern.includes("/:") ? pattern.split("/") : undefined }
+      byPattern.set(pattern, entry)
+    }
+    if (!entry.byMethod.has(method)) entry.byMethod.set(method, value)
+  }
+  const statics = new Map<string, PathEntry<A>>()
+  const dynamics: Array<PathEntry<A> & { readonly segments: ReadonlyArray<string> }> = []
+  for (const entry of byPattern.values()) {
+    if (entry.segments === undefined) statics.set(entry.pattern, entry)
+    else dynamics.push(entry as PathEntry<A> & { readonly segments: ReadonlyArray<string> })
+  }
+
+  const lookup = (method: string, url: string): Match<A> => {
+    const path = pathOf(url)
+    const fixed = statics.get(path)
+    if (fixed !== undefined) {
+      const value = methodOf(fixed, method)
+      if (value !== undefined) return { _tag: "Found", value, pattern: fixed.pattern, params: noParams }
+    }
+    let allow: Array<string> | undefined = fixed === undefined ? undefined : [...fixed.byMethod.keys()]
+    for (const entry of dynamics) {
+      const params = matchSegments(entry.segments, path)
+      if (params === undefined) continue
+      const value = methodOf(entry, method)
+      if (value !== undefined) return { _tag: "Found", value, pattern: entry.pattern, params }
+      allow ??= []
+      for (const allowed of entry.byMethod.keys()) if (!allow.includes(allowed)) allow.push(allowed)
+    }
+    return allow === undefined ? notFound : { _tag: "MethodNotAllowed", allow }
+  }
+  return { lookup }
+}
