@@ -359,7 +359,7 @@ export const layer = (models: ReadonlyArray<Model> = defaults): Layer.Layer<Mode
  * @category decoding
  */
 export const decodeConfig = (input: unknown): Effect.Effect<ReadonlyArray<Model>, Schema.SchemaError> =>
-  Schema.decodeUnknownEffect(Config)(input, { errors: "all" }).pipe(
+  Schema.decodeUnknownEffect(Config)(input, { errors: "all", onExcessProperty: "error" }).pipe(
     Effect.map((models) => models.map((model) => model.name === "" ? { ...model, name: model.id } : model))
   )
 

@@ -287,25 +287,34 @@ export const isUnpriced = (u: Quote | Unpriced | number): u is Unpriced =>
  */
 export class PricingEngine extends Context.Service<PricingEngine, Tables>()("@tollgate/core/PricingEngine") {}
 
-/**
- * Tables from config: each section given replaces that part of the defaults.
- *
- * @category layers
- */
-export const layer = (overrides: {
+/** @category models */
+export interface Overrides {
   readonly version?: string
   readonly textParser?: Partial<Tables["textParser"]>
   readonly rpc?: Partial<Tables["rpc"]>
   readonly image?: Partial<Tables["image"]>
   readonly chat?: Partial<Tables["chat"]>
-} = {}): Layer.Layer<PricingEngine> =>
-  Layer.succeed(PricingEngine, {
-    version: overrides.version ?? defaults.version,
-    textParser: { ...defaults.textParser, ...overrides.textParser },
-    rpc: { ...defaults.rpc, ...overrides.rpc },
-    image: { ...defaults.image, ...overrides.image },
-    chat: { ...defaults.chat, ...overrides.chat }
-  })
+}
+
+/**
+ * Tables from config: each section given replaces that part of the defaults.
+ *
+ * @category constructors
+ */
+export const make = (overrides: Overrides = {}): Tables => ({
+  version: overrides.version ?? defaults.version,
+  textParser: { ...defaults.textParser, ...overrides.textParser },
+  rpc: { ...defaults.rpc, ...overrides.rpc },
+  image: { ...defaults.image, ...overrides.image },
+  chat: { ...defaults.chat, ...overrides.chat }
+})
+
+/**
+ * The engine over `make(overrides)`.
+ *
+ * @category layers
+ */
+export const layer = (overrides: Overrides = {}): Layer.Layer<PricingEngine> => Layer.succeed(PricingEngine, make(overrides))
 
 const Usd = Schema.String.check(Schema.makeFilter((text: string) =>
   Result.isSuccess(Money.parseUsd(text)) && !text.trim().startsWith("-") ? true : "must be a non-negative decimal USD amount such as \"0.01\""
@@ -335,15 +344,16 @@ export const PricesConfig = Schema.Struct({
 })
 
 /**
- * The engine from the config file's `prices` section (absent: the defaults).
+ * The tables of the config file's `prices` section (absent: the defaults). Unknown keys are
+ * refused: a misspelt price would otherwise be silently replaced by a default.
  *
- * @category layers
+ * @category decoding
  */
-export const layerConfig = (input: unknown): Layer.Layer<PricingEngine, Schema.SchemaError> =>
-  input === undefined ? layer() : Layer.unwrap(Effect.map(
-    Schema.decodeUnknownEffect(PricesConfig)(input, { errors: "all" }),
+export const decodeConfig = (input: unknown): Effect.Effect<Tables, Schema.SchemaError> =>
+  input === undefined ? Effect.succeed(defaults) : Effect.map(
+    Schema.decodeUnknownEffect(PricesConfig)(input, { errors: "all", onExcessProperty: "error" }),
     (prices) =>
-      layer({
+      make({
         ...(prices.version === undefined ? {} : { version: prices.version }),
         ...(prices.textParserUsd === undefined ? {} : { textParser: { perRequest: usd(prices.textParserUsd) } }),
         rpc: {
@@ -371,4 +381,12 @@ export const layerConfig = (input: unknown): Layer.Layer<PricingEngine, Schema.S
           }
         }
       })
-  ))
+  )
+
+/**
+ * The engine from the config file's `prices` section (absent: the defaults).
+ *
+ * @category layers
+ */
+export const layerConfig = (input: unknown): Layer.Layer<PricingEngine, Schema.SchemaError> =>
+  Layer.effect(PricingEngine, decodeConfig(input))

@@ -83,7 +83,8 @@ export interface SolanaOption {
 export interface Config {
   /** The origin clients address, e.g. `https://api.example.com`: SIWX binds to it. */
   readonly publicOrigin: string
-  readonly evm: EvmOption
+  /** Absent when no EVM receiver is configured (a production server without `x402.payTo`). */
+  readonly evm?: EvmOption
   /** Absent when no Solana facilitator is configured; the top-up then offers Base only. */
   readonly solana?: SolanaOption
   readonly minimumTopUp: Money.Nano
@@ -101,7 +102,8 @@ export interface Config {
  */
 export const makeConfig = (options: {
   readonly publicOrigin: string
-  readonly payTo: { readonly evm: string; readonly solana?: string | undefined }
+  /** Absent: wallet payments are off (no `accepts`, the top-up answers 503). */
+  readonly payTo?: { readonly evm: string; readonly solana?: string | undefined } | undefined
   /** From the facilitator's `/supported` (see `PaymentFacilitator.feePayerOf`). */
   readonly solanaFeePayer?: string | undefined
   readonly evm?: Partial<EvmOption>
@@ -112,14 +114,16 @@ export const makeConfig = (options: {
   readonly docsUrl?: string
 }): Config => ({
   publicOrigin: options.publicOrigin.replace(/\/+$/, ""),
-  evm: {
-    network: BASE_MAINNET,
-    asset: BASE_USDC,
-    eip712: { name: "USD Coin", version: "2" },
-    ...options.evm,
-    payTo: options.payTo.evm
-  },
-  ...(options.payTo.solana !== undefined && options.solanaFeePayer !== undefined
+  ...(options.payTo === undefined ? {} : {
+    evm: {
+      network: BASE_MAINNET,
+      asset: BASE_USDC,
+      eip712: { name: "USD Coin", version: "2" },
+      ...options.evm,
+      payTo: options.payTo.evm
+    }
+  }),
+  ...(options.payTo?.solana !== undefined && options.solanaFeePayer !== undefined
     ? {
       solana: {
         network: SOLANA_MAINNET,
@@ -135,6 +139,13 @@ export const makeConfig = (options: {
   ...(options.getKeyUrl !== undefined ? { getKeyUrl: options.getKeyUrl } : {}),
   ...(options.docsUrl !== undefined ? { docsUrl: options.docsUrl } : {})
 })
+
+/**
+ * Whether wallets can pay this server at all: some receiver is configured.
+ *
+ * @category predicates
+ */
+export const paymentsEnabled = (config: Config): boolean => config.evm !== undefined || config.solana !== undefined
 
 /**
  * The x402 configuration as a service, for the pipeline and the top-up routes.
@@ -252,7 +263,8 @@ export interface InsufficientBalanceBody {
   readonly minimumTopUpUsd: number
   readonly supportedTokens: ReadonlyArray<string>
   readonly supportedChains: ReadonlyArray<string>
-  readonly topUpInstructions: {
+  /** Absent when the server takes no Base payments. */
+  readonly topUpInstructions?: {
     readonly step1: string
     readonly step2: string
     readonly step3: string
@@ -281,7 +293,7 @@ const docsUrl = (config: Config) => config.docsUrl ?? `${config.publicOrigin}/do
  */
 export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<PaymentRequirements> => {
   const units = Money.toUsdcUnits(amount)
-  const evm: PaymentRequirements = {
+  const evm: ReadonlyArray<PaymentRequirements> = config.evm === undefined ? [] : [{
     scheme: "exact",
     network: config.evm.network,
     asset: config.evm.asset,
@@ -289,9 +301,9 @@ export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<
     payTo: config.evm.payTo,
     maxTimeoutSeconds: config.maxTimeoutSeconds,
     extra: { name: config.evm.eip712.name, version: config.evm.eip712.version }
-  }
-  if (config.solana === undefined) return [evm]
-  return [evm, {
+  }]
+  if (config.solana === undefined) return evm
+  return [...evm, {
     scheme: "exact",
     network: config.solana.network,
     asset: config.solana.asset,
@@ -407,17 +419,19 @@ export const insufficientBalance = (config: Config, input: {
     suggestedTopUpUsd: suggested,
     minimumTopUpUsd,
     supportedTokens: ["USDC"],
-    supportedChains: config.solana === undefined ? ["base"] : ["base", "solana"],
-    topUpInstructions: {
-      step1: `POST ${topUpUrl(config)} without a payment header to get the payment requirements`,
-      step2: "Sign a USDC payment for exactly one entry of accepts (EIP-3009 on Base, a transfer on Solana)",
-      step3: `POST ${topUpUrl(config)} again with the payment in the PAYMENT-SIGNATURE header`,
-      receiverWallet: config.evm.payTo,
-      tokenAddress: config.evm.asset,
-      tokenDecimals: Money.USDC_DECIMALS,
-      network: "base",
-      minimumAmountUsd: minimumTopUpUsd
-    },
+    supportedChains: [...(config.evm === undefined ? [] : ["base"]), ...(config.solana === undefined ? [] : ["solana"])],
+    ...(config.evm === undefined ? {} : {
+      topUpInstructions: {
+        step1: `POST ${topUpUrl(config)} without a payment header to get the payment requirements`,
+        step2: "Sign a USDC payment for exactly one entry of accepts (EIP-3009 on Base, a transfer on Solana)",
+        step3: `POST ${topUpUrl(config)} again with the payment in the PAYMENT-SIGNATURE header`,
+        receiverWallet: config.evm.payTo,
+        tokenAddress: config.evm.asset,
+        tokenDecimals: Money.USDC_DECIMALS,
+        network: "base",
+        minimumAmountUsd: minimumTopUpUsd
+      }
+    }),
     siwxChallenge: input.challenge
   }
   return new Errors.PaymentRequired({ body, headers: { "cache-control": "no-store" } })

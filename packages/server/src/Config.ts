@@ -42,7 +42,9 @@ export const Environment = Schema.Struct({
 })
 
 /**
- * The JSON config file. Each section is validated by the module that owns it.
+ * The JSON config file. Each section is validated by the module that owns it. A key not listed
+ * here is refused (`decodeStrict`): a misspelt section would otherwise be ignored and its
+ * defaults served.
  *
  * @category schemas
  */
@@ -92,11 +94,18 @@ export const describeIssue = (issue: SchemaIssue.Issue, prefix: string): string 
   const [first] = SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues
   if (first === undefined) return `${prefix}: invalid`
   const path = (first.path ?? []).map((segment) => String(typeof segment === "object" ? segment.key : segment))
-  return `${[prefix, ...path].filter((part) => part !== "").join(".")}: ${first.message}`
+  const message = first.message === "Expected no excess property" ? "unknown key" : first.message
+  return `${[prefix, ...path].filter((part) => part !== "").join(".")}: ${message}`
 }
 
-const decode = <A, I>(schema: Schema.Codec<A, I>, input: unknown, prefix: string) =>
-  Schema.decodeUnknownEffect(schema)(input).pipe(
+/**
+ * Decodes one part of the configuration, refusing keys the schema does not list, and fails with
+ * one line naming the first bad field under `prefix`.
+ *
+ * @category decoding
+ */
+export const decodeStrict = <A, I>(schema: Schema.Codec<A, I>, input: unknown, prefix: string) =>
+  Schema.decodeUnknownEffect(schema)(input, { onExcessProperty: "error" }).pipe(
     Effect.mapError((error) => new ConfigError({ message: describeIssue(error.issue, prefix) }))
   )
 
@@ -116,10 +125,10 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
     const known = Object.fromEntries(
       Object.keys(Environment.fields).flatMap((name) => env[name] === undefined ? [] : [[name, env[name]]])
     )
-    const vars = yield* decode(Environment, known, "")
+    const vars = yield* decodeStrict(Environment, known, "")
     const file = vars.TOLLGATE_CONFIG === undefined
       ? {}
-      : yield* decode(FileConfig, yield* readFile(vars.TOLLGATE_CONFIG), "TOLLGATE_CONFIG")
+      : yield* decodeStrict(FileConfig, yield* readFile(vars.TOLLGATE_CONFIG), "TOLLGATE_CONFIG")
     const port = vars.PORT ?? 8787
     const store = vars.TOLLGATE_STORE ?? "memory"
     if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined) {

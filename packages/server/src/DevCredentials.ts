@@ -51,14 +51,9 @@ export const create = Effect.fn("DevCredentials.create")(function*(options: { re
 })
 
 /**
- * The banner that shows the credentials once at start.
+ * The message of the log line that shows the credentials once at start (the keys are its
+ * annotations).
  *
- * @category formatting
+ * @category constants
  */
-export const banner = (credentials: DevCredentials): string =>
-  [
-    "dev mode: no TOLLGATE_SIGNING_KEY, keys are signed with a throwaway key and die with this process",
-    `  account        ${credentials.accountId}`,
-    `  ADMIN key      ${credentials.adminKey}`,
-    `  INFERENCE key  ${credentials.inferenceKey}`
-  ].join("\n")
+export const banner = "dev mode: no TOLLGATE_SIGNING_KEY, keys are signed with a throwaway key and die with this process"

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { CreditLedger, Money } from "@tollgate/core"
-import { Console, Effect, Layer } from "effect"
+import { Effect, identity, Layer } from "effect"
 import type { ServerConfig } from "./Config.ts"
 import * as DevCredentials from "./DevCredentials.ts"
 
@@ -14,15 +14,25 @@ import * as DevCredentials from "./DevCredentials.ts"
 export const demoCredit = Money.usd(25)
 
 /**
- * Creates the demo credentials and credit when the layer is built; prints the banner when
- * `announce` is set (the server does, embedded apps and tests need not).
+ * Creates the demo credentials and credit when the layer is built; logs them (one line, the keys
+ * as annotations) when `announce` is set (the server does, embedded apps and tests need not).
  *
  * @category layers
  */
-export const layer = (config: Pick<ServerConfig, "devCredentialsFile">, options: { readonly announce: boolean }) =>
+export const layer = (
+  config: Pick<ServerConfig, "devCredentialsFile">,
+  options: { readonly announce: boolean },
+  notice: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = identity
+) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const credentials = yield* DevCredentials.create({ file: config.devCredentialsFile })
     const ledger = yield* CreditLedger.CreditLedger
     yield* ledger.grant({ accountId: credentials.accountId, amount: demoCredit, reference: "dev-mode-demo-credit" })
-    if (options.announce) yield* Console.log(DevCredentials.banner(credentials))
+    if (options.announce) {
+      yield* Effect.logInfo(DevCredentials.banner).pipe(Effect.annotateLogs({
+        accountId: credentials.accountId,
+        adminKey: credentials.adminKey,
+        inferenceKey: credentials.inferenceKey
+      }), notice)
+    }
   }))

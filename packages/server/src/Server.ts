@@ -33,7 +33,7 @@ export const appLayer = (
 ) =>
   Layer.mergeAll(
     App.layer([...Routes.all, ...Metrics.routes(config.metrics)], { maxBodyBytes: config.maxBodyBytes }),
-    Config.isDevMode(config) ? DevMode.layer(config, options) : Layer.empty
+    Config.isDevMode(config) ? DevMode.layer(config, options, startupNotice(config.logLevel)) : Layer.empty
   ).pipe(
     Layer.provide(services),
     Layer.provide(Layer.succeed(Billing.BillingOptions, {
@@ -55,9 +55,28 @@ export const layer = (config: Config.ServerConfig) =>
   Layer.unwrap(Effect.map(App.Application, (app) => HttpServer.serve(app.handle))).pipe(
     Layer.provide(appLayer(config, Services.layer(config), { announce: true })),
     Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
+    Layer.tap(() => listening(config)),
     Layer.provide(Telemetry.layer()),
     Layer.provide(logging(config))
   )
+
+const listening = (config: Config.ServerConfig) => {
+  const url = `http://localhost:${config.port}`
+  const mode = Config.isDevMode(config) ? "dev" : "production"
+  return Effect.logInfo(`tollgate listening on ${url} (${config.store} store, ${mode} mode)`).pipe(
+    Effect.annotateLogs({ url, store: config.store, mode }),
+    startupNotice(config.logLevel)
+  )
+}
+
+/**
+ * The startup lines (the listening line, the dev keys) are printed at every log level but `none`:
+ * scripts wait for the listening line even when the request log is quieted to errors.
+ *
+ * @category logging
+ */
+export const startupNotice = (level: Config.ServerConfig["logLevel"]) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  level === "none" ? effect : Effect.provideService(effect, References.MinimumLogLevel, "Info")
 
 const levels = { trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error", none: "None" } as const
 

@@ -19,17 +19,24 @@ import * as X402Route from "@tollgate/http/routes/X402"
 import { AbuseGuardRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RateLimitLogRedis } from "@tollgate/redis"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
-import { ConfigError, describeIssue, type ServerConfig } from "./Config.ts"
+import { createClient } from "redis"
+import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
 
 /**
- * A dev-mode receiver of x402 payments (anvil's second dev account): payments in dev go nowhere
- * real. Production sets `x402.payTo` in the config file.
+ * The dev-mode receiver of x402 payments (anvil's second dev account): payments in dev go nowhere
+ * real. Its private key is public, so a production server refuses it; production without
+ * `x402.payTo` takes no wallet payments at all.
  */
 const DEV_PAY_TO = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 
-/** @category schemas */
+/**
+ * The `x402` section. Without `payTo`, a production server takes no wallet payments: its 402s
+ * offer no `accepts` and the top-up answers 503.
+ *
+ * @category schemas
+ */
 export const X402Section = Schema.Struct({
-  payTo: Schema.Struct({ evm: Schema.String, solana: Schema.optionalKey(Schema.String) }),
+  payTo: Schema.optionalKey(Schema.Struct({ evm: Schema.String, solana: Schema.optionalKey(Schema.String) })),
   solanaFeePayer: Schema.optionalKey(Schema.String),
   /** Relayer private key (hex) that submits EIP-3009 authorizations on Base. */
   relayerKey: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{64}$/u, {
@@ -58,7 +65,68 @@ const sectionError = (section: string) => (error: Schema.SchemaError) =>
   new ConfigError({ message: describeIssue(error.issue, `TOLLGATE_CONFIG.${section}`) })
 
 const decodeSection = <A, I>(schema: Schema.Codec<A, I>, section: string, input: unknown) =>
-  Schema.decodeUnknownEffect(schema)(input).pipe(Effect.mapError(sectionError(section)))
+  decodeStrict(schema, input, `TOLLGATE_CONFIG.${section}`)
+
+/**
+ * The first model of the list that has no price, as the field an operator must add: a model
+ * without one would be listed and then refused at every request.
+ */
+const unpricedModel = (models: ReadonlyArray<Models.Model>, tables: PricingEngine.Tables): string | undefined => {
+  for (const [index, model] of models.entries()) {
+    const table = model.type === "text" ? "chat" : model.type === "image" ? "image" : undefined
+    if (table !== undefined && tables[table].models[model.id] === undefined) {
+      return `TOLLGATE_CONFIG.prices.${table}.${model.id}: required, models.${index} (${model.type} model ${model.id}) has no price`
+    }
+  }
+  return undefined
+}
+
+/**
+ * The rules of production (a signing key set) that dev mode relaxes: the models are listed (the
+ * dev models answer locally and would charge real money for it), and the receiver of wallet
+ * payments is the operator's own (never the dev account, whose private key is public).
+ */
+const checkProduction = (config: ServerConfig, payTo: string | undefined) => {
+  if (isDevMode(config)) return Effect.void
+  if (config.file.models === undefined) {
+    return Effect.fail(new ConfigError({
+      message: "TOLLGATE_CONFIG.models: required when TOLLGATE_SIGNING_KEY is set (the dev models answer locally)"
+    }))
+  }
+  if (payTo?.toLowerCase() === DEV_PAY_TO.toLowerCase()) {
+    return Effect.fail(new ConfigError({
+      message: "TOLLGATE_CONFIG.x402.payTo.evm: is anvil's dev account, whose private key is public; set your own address"
+    }))
+  }
+  return Effect.void
+}
+
+/**
+ * Fails with one line when Redis cannot be reached at start. The client of `NodeRedis` would
+ * report it too, but as a warning plus an error with the socket's stack; a throwaway connection
+ * that does not retry answers first, within 5 s.
+ */
+const reachable = (url: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 5_000 } })
+      client.on("error", () => {})
+      await client.connect()
+      await client.close()
+    },
+    catch: (cause) => {
+      const reason = cause instanceof Error ? cause.message || cause.name : String(cause)
+      return new ConfigError({ message: `TOLLGATE_REDIS_URL: cannot connect to ${redactedUrl(url)} (${reason})` })
+    }
+  })
+
+/** The URL without its password, fit for a log line. */
+const redactedUrl = (url: string) => {
+  const parsed = URL.parse(url)
+  if (parsed === null || parsed.password === "") return url
+  parsed.password = "***"
+  return parsed.href
+}
 
 const stores = (config: ServerConfig) =>
   config.store === "redis"
@@ -68,7 +136,10 @@ const stores = (config: ServerConfig) =>
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
       CreditLedgerRedis.layerRedis(),
       IdempotencyStoreRedis.layerRedis
-    ).pipe(Layer.provide(NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })))
+    ).pipe(Layer.provide(Layer.unwrap(Effect.as(
+      reachable(config.redisUrl),
+      NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })
+    ))))
     : Layer.mergeAll(
       AuthStore.layerMemory,
       AbuseGuard.layerMemory,
@@ -98,20 +169,22 @@ export const signingKey = (config: ServerConfig) =>
 export const layer = (config: ServerConfig) =>
   Layer.unwrap(Effect.gen(function*() {
     const key = yield* signingKey(config)
-    const x402 = config.file.x402 === undefined
-      ? { payTo: { evm: DEV_PAY_TO } }
-      : yield* decodeSection(X402Section, "x402", config.file.x402)
+    const section = config.file.x402 === undefined ? {} : yield* decodeSection(X402Section, "x402", config.file.x402)
+    yield* checkProduction(config, section.payTo?.evm)
+    const x402 = section.payTo === undefined && isDevMode(config) ? { ...section, payTo: { evm: DEV_PAY_TO } } : section
     const chat = config.file.chat === undefined ? {} : yield* decodeSection(ChatSection, "chat", config.file.chat)
     const rateLimits = config.file.rateLimits === undefined
       ? {}
       : yield* decodeSection(RateLimits.ConfigSchema, "rateLimits", config.file.rateLimits)
     const evmRpcUrl = x402.evmRpcUrl
-    const models = Models.layerConfig(config.file.models).pipe(
-      Layer.catchTag("SchemaError", (error) => Layer.effect(Models.ModelList, Effect.fail(sectionError("models")(error))))
-    )
-    const prices = PricingEngine.layerConfig(config.file.prices).pipe(
-      Layer.catchTag("SchemaError", (error) => Layer.effect(PricingEngine.PricingEngine, Effect.fail(sectionError("prices")(error))))
-    )
+    const modelList = config.file.models === undefined
+      ? Models.defaults
+      : yield* Models.decodeConfig(config.file.models).pipe(Effect.mapError(sectionError("models")))
+    const tables = yield* PricingEngine.decodeConfig(config.file.prices).pipe(Effect.mapError(sectionError("prices")))
+    const unpriced = unpricedModel(modelList, tables)
+    if (unpriced !== undefined) return yield* new ConfigError({ message: unpriced })
+    const models = Models.layer(modelList)
+    const prices = Layer.succeed(PricingEngine.PricingEngine, tables)
     const rpc = RpcUpstream.layerFromUnknown(config.file.rpc ?? { upstreams: {} }).pipe(
       Layer.catchTag("SchemaError", (error) => Layer.effect(RpcUpstream.RpcUpstream, Effect.fail(sectionError("rpc")(error))))
     )

@@ -1,31 +1,40 @@
 /**
- * `pnpm start`: reads the configuration, prints what it runs with (and, in dev mode, the demo
- * credentials), and serves until SIGTERM or SIGINT.
+ * `pnpm start` (the `tollgate` bin): reads the configuration and serves until SIGTERM or SIGINT.
+ * Every line it prints is one JSON object on stdout: the dev-mode keys, the listening line, the
+ * request log and a startup failure, which is a single FATAL line naming what to fix (exit 1).
  *
  * @since 0.1.0
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, Runtime } from "effect"
 import * as Config from "./Config.ts"
 import * as Server from "./Server.ts"
+
+/** The one line a failed start prints: the configuration's message, or the failure's own. */
+const startupFailure = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  if (typeof error === "object" && error !== null && "_tag" in error && error._tag === "ConfigError") {
+    return `invalid configuration: ${(error as Config.ConfigError).message}`
+  }
+  const message = error instanceof Error ? error.message || String(error.cause ?? error.name) : String(error)
+  return `cannot start: ${message.split("\n")[0]}`
+}
 
 const main = Effect.gen(function*() {
   const config = yield* Config.load()
   yield* Layer.build(Server.layer(config))
-  yield* Console.log(
-    `tollgate listening on http://localhost:${config.port} (${config.store} store${Config.isDevMode(config) ? ", dev mode" : ""})`
-  )
   return yield* Effect.never
 }).pipe(
   Effect.scoped,
-  Effect.catchTag("ConfigError", (error) =>
-    Console.error(`tollgate: invalid configuration: ${error.message}`).pipe(
-      Effect.andThen(Effect.sync(() => process.exit(1)))
-    ))
+  Effect.tapCause((cause) =>
+    Cause.hasInterruptsOnly(cause)
+      ? Effect.void
+      : Effect.logFatal(startupFailure(cause)).pipe(Effect.provide(Logger.layer([Logger.consoleJson])))
+  )
 )
 
-/** A shutdown by signal is the normal end of a server: exit 0, not 130. */
+/** A shutdown by signal is the normal end of a server: exit 0, not 130. A failed start exits 1. */
 const teardown: Runtime.Teardown = (exit, onExit) =>
-  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : onExit(Exit.isSuccess(exit) ? 0 : 1)
 
-NodeRuntime.runMain(main, { teardown })
+NodeRuntime.runMain(main, { teardown, disableErrorReporting: true })

@@ -55,7 +55,6 @@ describe("Dev mode: a demo account with one ADMIN and one INFERENCE key, written
         Option.match(principal, { onNone: () => undefined, onSome: (p) => p._tag === "ApiKey" ? p.keyType : undefined })
       assert.strictEqual(typeOf(admin), "ADMIN")
       assert.strictEqual(typeOf(inference), "INFERENCE")
-      assert.include(DevCredentials.banner(credentials), credentials.adminKey)
       yield* Effect.promise(() => Fs.rm(dir, { recursive: true }))
     }).pipe(Effect.provide(services)))
 })

@@ -1,4 +1,4 @@
-import { CreditLedger, Jwt, Money } from "@tollgate/core"
+import { CreditLedger, Jwt, Models, Money } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import { FreePort, RedisServer } from "@tollgate/testkit"
 import { Effect } from "effect"
@@ -70,7 +70,9 @@ beforeAll(async () => {
   revocableKey = seeded.revocable
   revocableKeyId = seeded.revocableId
   const configFile = Path.join(dir, "config.json")
-  Fs.writeFileSync(configFile, JSON.stringify({ rateLimits: { accounts: { acct_shared: { image: { requests: 100 } } } } }))
+  // Production lists its models; the local renderer keeps the test free of an images upstream.
+  const models = Models.defaults.filter((model) => model.id === "local-renderer")
+  Fs.writeFileSync(configFile, JSON.stringify({ models, rateLimits: { accounts: { acct_shared: { image: { requests: 100 } } } } }))
   const env = { TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: redis.url, TOLLGATE_SIGNING_KEY: signingKey, TOLLGATE_CONFIG: configFile }
   instances = await Promise.all([startInstance(env), startInstance(env)])
 }, 90_000)

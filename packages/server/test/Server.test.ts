@@ -51,7 +51,7 @@ describe("Configuration is validated at start: a bad value stops the server nami
     const running = spawnServer({ PORT: "not-a-port" })
     expect(await running.exited).toBe(1)
     expect(running.output().trim().split("\n")).toHaveLength(1)
-    expect(running.output()).toMatch(/^tollgate: invalid configuration: PORT: /)
+    expect(JSON.parse(running.output())).toMatchObject({ level: "FATAL", message: expect.stringMatching(/^invalid configuration: PORT: /) })
   })
 
   it("with no configuration at all the server starts in dev mode", async () => {

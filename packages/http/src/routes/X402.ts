@@ -65,6 +65,11 @@ export const topUp = Route.make(
     const ledger = yield* CreditLedger.CreditLedger
     const auth = yield* Auth
     return Effect.gen(function*() {
+      if (!X402.paymentsEnabled(config)) {
+        return yield* new Errors.ServiceUnavailable({
+          message: "Wallet payments are not configured on this server (its operator has set no x402.payTo)"
+        })
+      }
       const request = yield* HttpServerRequest.HttpServerRequest
       const url = new URL(request.url, config.publicOrigin)
       const amount = yield* requestedAmount(config, url)

@@ -1,0 +1,165 @@
+/**
+ * Configurations that would lose money or hide a mistake stop the shipped server at start: the
+ * `pnpm start` entry point exits 1 after one JSON line naming the field. The one unsafe setting
+ * that is not refused, production without `x402.payTo`, turns wallet payments off instead.
+ */
+import { Jwt } from "@tollgate/core"
+import { FreePort } from "@tollgate/testkit"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+
+const main = Path.join(import.meta.dirname, "..", "src", "main.ts")
+const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-refusals-"))
+const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
+
+afterAll(() => Fs.rmSync(dir, { recursive: true, force: true }))
+
+const configFile = (name: string, content: unknown) => {
+  const file = Path.join(dir, `${name}.json`)
+  Fs.writeFileSync(file, JSON.stringify(content))
+  return file
+}
+
+const spawn = (env: Record<string, string>) => {
+  const child = ChildProcess.spawn(process.execPath, [main], {
+    env: { PATH: process.env["PATH"] ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let stdout = ""
+  let stderr = ""
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  return { child, exited, stdout: () => stdout, stderr: () => stderr }
+}
+
+/** Runs the server to its exit and returns the code and the lines it printed. */
+const refused = async (env: Record<string, string>) => {
+  const running = spawn({ PORT: String(await FreePort.freePort()), ...env })
+  const code = await running.exited
+  return { code, lines: running.stdout().trim().split("\n"), stderr: running.stderr() }
+}
+
+const expectOneLine = (result: Awaited<ReturnType<typeof refused>>, field: string) => {
+  expect(result.code).toBe(1)
+  expect(result.stderr).toBe("")
+  expect(result.lines).toHaveLength(1)
+  const line = JSON.parse(result.lines[0]!) as { message: string; level: string }
+  expect(line.level).toBe("FATAL")
+  expect(line.message).toContain(`${field}: `)
+  expect(line.message).not.toMatch(/\n|    at /)
+  return line.message
+}
+
+/** A text model served by an upstream, as production lists them. */
+const upstreamModel = { id: "house-model", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }
+const housePrice = { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } }
+
+describe("An unknown key in the config file stops the server, naming the key", () => {
+  it("{\"modelz\": []} is refused at start", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("unknown-key", { modelz: [] }) })
+    expect(expectOneLine(result, "TOLLGATE_CONFIG.modelz")).toContain("unknown key")
+  })
+
+  it("a misspelt key inside a section is refused too", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("unknown-nested", { chat: { systemPromt: "hi" } }) })
+    expectOneLine(result, "TOLLGATE_CONFIG.chat.systemPromt")
+  })
+})
+
+describe("A model with no price stops the server, naming the price to add", () => {
+  it("a text model absent from prices.chat is refused at start, not at its first request", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("unpriced", { models: [upstreamModel] }) })
+    expectOneLine(result, "TOLLGATE_CONFIG.prices.chat.house-model")
+  })
+})
+
+describe("Production (a signing key set) lists its models: the local dev models never charge real money", () => {
+  it("no models section with a signing key is refused", async () => {
+    const result = await refused({ TOLLGATE_SIGNING_KEY: signingKey })
+    expectOneLine(result, "TOLLGATE_CONFIG.models")
+  })
+})
+
+describe("Production never receives wallet payments on the public dev account", () => {
+  it("x402.payTo.evm set to anvil's dev account is refused", async () => {
+    const result = await refused({
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_CONFIG: configFile("dev-pay-to", {
+        models: [upstreamModel],
+        prices: housePrice,
+        x402: { payTo: { evm: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" } }
+      })
+    })
+    expectOneLine(result, "TOLLGATE_CONFIG.x402.payTo.evm")
+  })
+})
+
+describe("An unreachable Redis at start is one line, not a stack trace", () => {
+  it("a Redis URL where nothing listens stops the server naming TOLLGATE_REDIS_URL", async () => {
+    const port = await FreePort.freePort()
+    const result = await refused({ TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: `redis://127.0.0.1:${port}` })
+    expectOneLine(result, "TOLLGATE_REDIS_URL")
+  })
+})
+
+describe("Production without x402.payTo takes no wallet payments: no accepts, and the top-up answers 503", () => {
+  it("the 402 offers no payment and the top-up says wallet payments are not configured", async () => {
+    const port = await FreePort.freePort()
+    const running = spawn({
+      PORT: String(port),
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_CONFIG: configFile("no-pay-to", { models: [upstreamModel], prices: housePrice })
+    })
+    try {
+      const deadline = Date.now() + 20_000
+      while (!running.stdout().includes("listening")) {
+        if (Date.now() > deadline || running.child.exitCode !== null) throw new Error(`server did not start: ${running.stdout()}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      const paid = await fetch(`http://127.0.0.1:${port}/api/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "house-model", messages: [{ role: "user", content: "hi" }] })
+      })
+      expect(paid.status).toBe(402)
+      const body = await paid.json() as { accepts: ReadonlyArray<unknown>; authOptions: unknown }
+      expect(body.accepts).toEqual([])
+      expect(JSON.stringify(body)).not.toContain("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+      const topUp = await fetch(`http://127.0.0.1:${port}/api/v1/x402/top-up`, { method: "POST" })
+      expect(topUp.status).toBe(503)
+      expect((await topUp.json() as { error: string }).error).toMatch(/Wallet payments are not configured/)
+    } finally {
+      running.child.kill("SIGTERM")
+      await running.exited
+    }
+  })
+})
+
+describe("Every line the server prints is JSON on stdout", () => {
+  it("the dev keys and the listening line are JSON objects with a message and a level", async () => {
+    const port = await FreePort.freePort()
+    const running = spawn({ PORT: String(port) })
+    try {
+      const deadline = Date.now() + 20_000
+      while (!running.stdout().includes("listening")) {
+        if (Date.now() > deadline || running.child.exitCode !== null) throw new Error(`server did not start: ${running.stdout()}`)
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      await fetch(`http://127.0.0.1:${port}/api/v1/crypto/rpc/networks`)
+      await new Promise((resolve) => setTimeout(resolve, 150))
+    } finally {
+      running.child.kill("SIGTERM")
+      await running.exited
+    }
+    const lines = running.stdout().trim().split("\n").map((line) => JSON.parse(line) as { message: string; level: string; annotations: Record<string, unknown> })
+    expect(running.stderr()).toBe("")
+    expect(lines.map((line) => line.message)).toEqual(expect.arrayContaining([expect.stringContaining("dev mode"), expect.stringContaining("listening"), "request"]))
+    const devKeys = lines.find((line) => line.message.startsWith("dev mode"))!
+    expect(devKeys.annotations).toEqual({ accountId: "acct_demo", adminKey: expect.any(String), inferenceKey: expect.any(String) })
+  })
+})
