@@ -6,7 +6,7 @@
  * the same request.
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
-import { CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimits } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimits } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -83,14 +83,14 @@ const unlimited: Layer.Layer<Metered.LimitPolicy> = Layer.succeed(Metered.LimitP
 const scope = Effect.runSync(Scope.make())
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const context = await Effect.runPromise(Layer.build(Layer.mergeAll(
-  Metered.layer(),
+  Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
   PricingEngine.layer(),
   Models.layer(),
   ImageBackend.layerLocal,
   PromptEnhancer.layerLocal,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)),
+  Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
   RateLimiter.layerMemory(),
   CreditLedger.layerMemory,
   IdempotencyStore.layerMemory,

@@ -8,7 +8,7 @@
  * runs in its own process (the memory ledger keeps every call's journal and usage entries, so a
  * later subject in the same heap would pay for an earlier one's garbage), twice, alternating.
  */
-import { Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
+import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
 import { Effect, Layer, Option, References, Scope } from "effect"
@@ -76,6 +76,7 @@ const measure = async (subject: Subject): Promise<number> => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
   const stores = Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
   const services = Metered.layer().pipe(
+    Layer.provide(Admission.layerMemory),
     Layer.provideMerge(Layer.mergeAll(
       Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
       Metered.layerPaymentRequiredMinimal,

@@ -4,7 +4,7 @@
  * ceilings no benchmark reaches. Prints the API key, then "listening".
  */
 import { ChatBackend } from "@tollgate/backends"
-import { AuthStore, ChatOptions, CreditLedger, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider } from "@tollgate/core"
+import { Admission, AuthStore, ChatOptions, CreditLedger, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
@@ -43,7 +43,7 @@ const price = { inputPerMillion: Money.usd(1), outputPerMillion: Money.usd(2) }
 
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const services = Layer.mergeAll(
-  Metered.layer(),
+  Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
   PricingEngine.layer({ chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-paced": price } } }),
   Models.layer([model("bench-chat", upstream), model("bench-paced", paced)]),
   ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),

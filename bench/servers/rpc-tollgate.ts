@@ -8,11 +8,11 @@
  */
 import { NodeHttpServer, NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter } from "@tollgate/core"
+import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
 import * as Rpc from "@tollgate/http/routes/Rpc"
-import { AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
+import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
 import * as Server from "@tollgate/server/Server"
 import * as Telemetry from "@tollgate/server/Telemetry"
 import { Effect, Layer, Scope } from "effect"
@@ -44,12 +44,15 @@ const limits = Layer.succeed(Metered.LimitPolicy, {
 
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const stores = redisUrl === undefined
-  ? Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
+  ? Admission.layerMemory.pipe(
+    Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory))
+  )
   : Layer.mergeAll(
     AuthStoreRedis.layerRedis,
     RateLimiterRedis.layerRedis(),
     CreditLedgerRedis.layerRedis(),
-    IdempotencyStoreRedis.layerRedis
+    IdempotencyStoreRedis.layerRedis,
+    AdmissionStoreRedis.layerRedis()
   ).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
 const services = Layer.mergeAll(
   Metered.layer(),

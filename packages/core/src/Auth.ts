@@ -11,7 +11,7 @@
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
 import { createPublicClient, getAddress, http } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
-import { AuthStore } from "./AuthStore.ts"
+import { AuthStore, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
 import { ApiKeyPrincipal, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
@@ -76,7 +76,17 @@ export interface SiwxChallenge {
  */
 export interface Unconfirmed {
   readonly principal: Principal
+  /** The store lookup of the key's standing, then `standing`'s verdict. */
   readonly confirm: Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+  /**
+   * For a caller that looks the key up in its own store step (see `Admission`): the key whose
+   * standing is pending, and the verdict on what the store found, which `confirm` applies too.
+   */
+  readonly pending: {
+    readonly accountId: string
+    readonly keyId: string
+    readonly standing: (status: KeyStatus) => Effect.Effect<void, Unauthenticated | RateLimited>
+  } | undefined
 }
 
 /** Request headers, lower-cased names. @category models */
@@ -212,12 +222,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     )
   })
 
-  const confirmKey = (claims: Jwt.Claims): Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> =>
-    Effect.flatMap(
-      store.keyStatus(claims.accountId, claims.keyId),
-      (status): Effect.Effect<void, Unauthenticated | RateLimited> =>
-        !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(claims.accountId)
-    )
+  const standing = (accountId: string) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
+    !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(accountId)
 
   const authenticateWallet = Effect.fn("Auth.authenticateWallet")(function*(header: string) {
     const at = yield* now
@@ -252,15 +258,17 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
     if (authorization === undefined && siwx === undefined) return Option.none<Unconfirmed>()
     if (authorization !== undefined) {
-      const claims = yield* verifyKey(authorization)
+      const { accountId, keyId, tier, type } = yield* verifyKey(authorization)
+      const verdict = standing(accountId)
       return Option.some<Unconfirmed>({
-        principal: new ApiKeyPrincipal({ accountId: claims.accountId, keyId: claims.keyId, keyType: claims.type, tier: claims.tier }),
-        confirm: confirmKey(claims)
+        principal: new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier }),
+        confirm: Effect.flatMap(store.keyStatus(accountId, keyId), verdict),
+        pending: { accountId, keyId, standing: verdict }
       })
     }
     const principal = yield* authenticateWallet(siwx!)
     yield* AbuseGuard.identify(principal.accountId)
-    return Option.some<Unconfirmed>({ principal, confirm: undefined })
+    return Option.some<Unconfirmed>({ principal, confirm: undefined, pending: undefined })
   })
 
   const authenticate = (headers: Headers) =>

@@ -35,11 +35,22 @@ export class AuthStore extends Context.Service<AuthStore, {
 }>()("@tollgate/core/AuthStore") {}
 
 /**
- * A process-local store (dev mode, tests, single-instance deployments).
+ * The memory store's `keyStatus` as a plain function, for a caller that checks a key's standing
+ * inside its own synchronous step with other stores' (see `Admission.layerMemory`).
+ *
+ * @category store
+ */
+export class Memory extends Context.Service<Memory, {
+  readonly keyStatus: (accountId: string, keyId: string) => KeyStatus
+}>()("@tollgate/core/AuthStore/Memory") {}
+
+/**
+ * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
+ * `Memory`.
  *
  * @category layers
  */
-export const layerMemory: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
+export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
@@ -54,7 +65,11 @@ export const layerMemory: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
   const sweepNonces = (now: number) => {
     for (const [key, expiresAt] of nonces) if (expiresAt <= now) nonces.delete(key)
   }
-  return AuthStore.of({
+  const keyStatus = (accountId: string, keyId: string): KeyStatus => ({
+    accountExists: accounts.has(accountId),
+    revoked: keys.get(accountId)?.get(keyId)?.revokedAt !== undefined
+  })
+  const store = AuthStore.of({
     insertAccount: (account) =>
       Effect.sync(() => {
         const existing = accounts.get(account.id)
@@ -73,11 +88,7 @@ export const layerMemory: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
         if (record.revokedAt === undefined) map.set(keyId, { ...record, revokedAt: at })
         return true
       }),
-    keyStatus: (accountId, keyId) =>
-      Effect.sync(() => ({
-        accountExists: accounts.has(accountId),
-        revoked: keys.get(accountId)?.get(keyId)?.revokedAt !== undefined
-      })),
+    keyStatus: (accountId, keyId) => Effect.sync(() => keyStatus(accountId, keyId)),
     claimNonce: (key, ttlMs) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         if (nonces.size > 10_000) sweepNonces(now)
@@ -87,4 +98,5 @@ export const layerMemory: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
         return true
       })
   })
+  return Context.make(AuthStore, store).pipe(Context.add(Memory, Memory.of({ keyStatus })))
 })

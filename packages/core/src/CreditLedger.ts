@@ -358,12 +358,27 @@ export const pageOf = (entries: ReadonlyArray<UsageEntry>, query: UsageQuery): U
 }
 
 /**
- * The ledger in process memory. Every operation runs in one synchronous step, so concurrent
- * operations on an account never interleave.
+ * The memory ledger's hold, capture, release and balance as plain functions at a given time: for a
+ * caller that runs them inside its own synchronous step with other stores' (see
+ * `Admission.layerMemory`). A refusal is returned, not thrown.
+ *
+ * @category store
+ */
+export class Memory extends Context.Service<Memory, {
+  /** With `dryRun`, says whether the hold would be placed, placing nothing. */
+  readonly hold: (input: HoldInput, now: number, dryRun?: boolean) => Hold | LedgerError
+  readonly capture: (input: CaptureInput, now: number) => Settlement | LedgerError
+  readonly release: (accountId: string, reference: string, now: number) => Balance | LedgerError
+  readonly balance: (accountId: string, now: number) => Balance
+}>()("@tollgate/core/CreditLedger/Memory") {}
+
+/**
+ * The ledger in process memory, with its primitives as `Memory`. Every operation runs in one
+ * synchronous step, so concurrent operations on an account never interleave.
  *
  * @category layers
  */
-export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, () => {
+export const layerMemory: Layer.Layer<CreditLedger | Memory> = Layer.syncContext(() => {
   const accounts = new Map<string, MemoryAccount>()
   const accountOf = (id: string) => {
     let account = accounts.get(id)
@@ -477,31 +492,29 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
     return { entry, balance: balanceOf(account, now) }
   })
 
-  // The metered pipeline calls hold, capture and release on every paid request inside its own
-  // `tollgate.admission` and `tollgate.capture` spans; in memory each is one synchronous step, for
-  // which a span of its own (and the call-site stack `Effect.fn` captures) would cost more than the step.
-  const hold = Effect.fnUntraced(function*(input: HoldInput) {
+  // The metered pipeline holds, captures and releases on every paid request, through
+  // `Admission.layerMemory`, which calls these plain functions inside its own synchronous step;
+  // the service's `hold`, `capture` and `release` are the same functions in an Effect.
+  const hold = (input: HoldInput, now: number, dryRun = false): Hold | LedgerError => {
     const invalid = checkAmount(input.amount, true)
-    if (invalid !== undefined) return yield* invalid
-    const now = yield* Clock.currentTimeMillis
+    if (invalid !== undefined) return invalid
     const account = accountOf(input.accountId)
     sweep(account, now)
     const existing = account.holds.get(input.reference)
     if (existing !== undefined) {
       if (existing.hold.amount !== input.amount) {
-        return yield* fail("ReferenceConflict", `Hold ${input.reference} exists with another amount`)
+        return fail("ReferenceConflict", `Hold ${input.reference} exists with another amount`)
       }
       return { ...existing.hold, before: balanceOf(account, now) }
     }
     if (account.references.has(input.reference)) {
-      return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+      return fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
     }
     const before = balanceOf(account, now)
     const fromAllowance = Math.min(input.amount, before.availableAllowance)
     const fromUsd = input.amount - fromAllowance
-    if (fromUsd > before.availableUsd) {
-      return yield* fail("InsufficientFunds", "Insufficient balance")
-    }
+    if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
+    if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd), priceVersion: input.priceVersion, expiresAt: now, before }
     const day = dayOf(now)
     const created: MemoryHold = {
       hold: {
@@ -526,22 +539,21 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
       append(account, now, { kind: "hold", reference: input.reference, currency: "USD", delta: Money.zero, held: created.hold.fromUsd })
     }
     return { ...created.hold, before }
-  })
+  }
 
-  const capture = Effect.fnUntraced(function*(input: CaptureInput) {
+  const capture = (input: CaptureInput, now: number): Settlement | LedgerError => {
     const invalid = checkAmount(input.amount, true)
-    if (invalid !== undefined) return yield* invalid
-    const now = yield* Clock.currentTimeMillis
+    if (invalid !== undefined) return invalid
     const account = accountOf(input.accountId)
     sweep(account, now)
     const held = account.holds.get(input.reference)
-    if (held === undefined) return yield* fail("UnknownHold", `No hold ${input.reference}`)
+    if (held === undefined) return fail("UnknownHold", `No hold ${input.reference}`)
     if (held.state === "captured" && held.settlement !== undefined) {
       return { ...held.settlement, balance: balanceOf(account, now) }
     }
-    if (held.state !== "open") return yield* fail("HoldClosed", `Hold ${input.reference} was released`)
+    if (held.state !== "open") return fail("HoldClosed", `Hold ${input.reference} was released`)
     if (input.amount > held.hold.amount) {
-      return yield* fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
+      return fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
     }
     const fromAllowance = Math.min(input.amount, held.hold.fromAllowance)
     const fromUsd = input.amount - fromAllowance
@@ -553,35 +565,39 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
       account.usage.push({ ...input.usage, id: entry.id, timestamp: entry.timestamp, amount: Money.unsafeNano(-entry.delta), currency: entry.currency })
     }
     return { ...held.settlement, balance: balanceOf(account, now) }
-  })
+  }
 
-  const release = Effect.fnUntraced(function*(accountId: string, reference: string) {
-    const now = yield* Clock.currentTimeMillis
+  const release = (accountId: string, reference: string, now: number): Balance | LedgerError => {
     const account = accountOf(accountId)
     sweep(account, now)
     const held = account.holds.get(reference)
-    if (held === undefined) return yield* fail("UnknownHold", `No hold ${reference}`)
+    if (held === undefined) return fail("UnknownHold", `No hold ${reference}`)
     if (held.state === "open") {
       held.state = "released"
       closeHold(account, now, held, 0, 0)
     }
     return balanceOf(account, now)
-  })
+  }
 
-  return CreditLedger.of({
+  const balance = (accountId: string, now: number): Balance => {
+    const account = accountOf(accountId)
+    sweep(account, now)
+    return balanceOf(account, now)
+  }
+
+  const memory = Memory.of({ hold, capture, release, balance })
+  const lift = <A>(result: A | LedgerError): Effect.Effect<A, LedgerError> =>
+    result instanceof LedgerError ? Effect.fail(result) : Effect.succeed(result)
+
+  const service = CreditLedger.of({
     topUp: credit("topup"),
     grant: credit("grant"),
     refund: credit("refund"),
     stake,
-    hold,
-    capture,
-    release,
-    balance: (accountId) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const account = accountOf(accountId)
-        sweep(account, now)
-        return balanceOf(account, now)
-      }),
+    hold: (input) => Clock.clockWith((clock) => lift(hold(input, clock.currentTimeMillisUnsafe()))),
+    capture: (input) => Clock.clockWith((clock) => lift(capture(input, clock.currentTimeMillisUnsafe()))),
+    release: (accountId, reference) => Clock.clockWith((clock) => lift(release(accountId, reference, clock.currentTimeMillisUnsafe()))),
+    balance: (accountId) => Clock.clockWith((clock) => Effect.succeed(balance(accountId, clock.currentTimeMillisUnsafe()))),
     journal: (accountId, options) =>
       Effect.sync(() => {
         const journal = accountOf(accountId).journal
@@ -595,4 +611,5 @@ export const layerMemory: Layer.Layer<CreditLedger> = Layer.sync(CreditLedger, (
         return { entries: all.slice(query.offset, query.offset + query.limit), total: all.length }
       })
   })
+  return Context.make(CreditLedger, service).pipe(Context.add(Memory, memory))
 })

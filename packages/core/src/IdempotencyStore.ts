@@ -62,12 +62,26 @@ interface Entry {
 }
 
 /**
+ * The memory store's `complete` and `abandon` as plain functions, for a caller that runs them
+ * inside its own synchronous step with other stores' (see `Admission.layerMemory`).
+ *
+ * @category store
+ */
+export class Memory extends Context.Service<Memory, {
+  readonly complete: (scope: string, key: string, response: StoredResponse) => void
+  readonly abandon: (scope: string, key: string) => void
+}>()("@tollgate/core/IdempotencyStore/Memory") {}
+
+/**
  * An in-memory store for one process. Every entry lives the same 24 h, so the map's insertion
  * order is its expiry order and expired entries are dropped from the front.
  *
  * @category constructors
  */
 export const makeMemory = (options: { readonly ttlMs?: number; readonly leaseMs?: number } = {}) =>
+  Effect.map(makeMemoryContext(options), Context.get(IdempotencyStore))
+
+const makeMemoryContext = (options: { readonly ttlMs?: number; readonly leaseMs?: number }) =>
   Effect.sync(() => {
     const ttlMs = options.ttlMs ?? TTL_MS
     const leaseMs = options.leaseMs ?? LEASE_MS
@@ -79,7 +93,15 @@ export const makeMemory = (options: { readonly ttlMs?: number; readonly leaseMs?
         entries.delete(name)
       }
     }
-    return IdempotencyStore.of({
+    const complete = (scope: string, key: string, response: StoredResponse) => {
+      const entry = entries.get(id(scope, key))
+      if (entry !== undefined && entry.response === undefined) entry.response = response
+    }
+    const abandon = (scope: string, key: string) => {
+      const name = id(scope, key)
+      if (entries.get(name)?.response === undefined) entries.delete(name)
+    }
+    const store = IdempotencyStore.of({
       claim: (scope, key, fingerprint) =>
         Effect.map(Clock.currentTimeMillis, (now): Claim => {
           sweep(now)
@@ -95,17 +117,10 @@ export const makeMemory = (options: { readonly ttlMs?: number; readonly leaseMs?
           entry.claimedAt = now
           return { _tag: "Claimed" }
         }),
-      complete: (scope, key, response) =>
-        Effect.sync(() => {
-          const entry = entries.get(id(scope, key))
-          if (entry !== undefined && entry.response === undefined) entry.response = response
-        }),
-      abandon: (scope, key) =>
-        Effect.sync(() => {
-          const name = id(scope, key)
-          if (entries.get(name)?.response === undefined) entries.delete(name)
-        })
+      complete: (scope, key, response) => Effect.sync(() => complete(scope, key, response)),
+      abandon: (scope, key) => Effect.sync(() => abandon(scope, key))
     })
+    return Context.make(IdempotencyStore, store).pipe(Context.add(Memory, Memory.of({ complete, abandon })))
   })
 
 /**
@@ -113,4 +128,4 @@ export const makeMemory = (options: { readonly ttlMs?: number; readonly leaseMs?
  *
  * @category layers
  */
-export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.effect(IdempotencyStore, makeMemory())
+export const layerMemory: Layer.Layer<IdempotencyStore | Memory> = Layer.effectContext(makeMemoryContext({}))

@@ -55,6 +55,14 @@ export interface Admission {
    * admission is settled or cancelled once; later calls do nothing.
    */
   readonly cancel: Effect.Effect<void>
+  /**
+   * `settle` as data: the counter adjustments that bring the reservations to `actual`, for a
+   * caller that writes them in its own store step (see `Admission`). Claims the admission like
+   * `settle` does: afterwards `settle` and `cancel` do nothing, and a second claim is empty.
+   */
+  readonly settlement: (actual: { readonly tokens?: number | undefined; readonly credits?: number | undefined }) => ReadonlyArray<Adjustment>
+  /** `cancel` as data, claimed the same way. */
+  readonly cancellation: () => ReadonlyArray<Adjustment>
 }
 
 /**
@@ -79,9 +87,27 @@ export interface LimitStatus {
   readonly credits?: DimensionStatus
 }
 
+/**
+ * An admission planned but not taken: the counters a store must take, all or nothing, and what the
+ * states the store answers mean. For a caller that takes them in its own store step together with
+ * other checks (see `Admission`); `RateLimiter.admit` is the same plan taken by the limiter's store.
+ *
+ * @category models
+ */
+export interface Plan {
+  readonly now: number
+  readonly counters: ReadonlyArray<Counter>
+  /** The admission of counters that were taken, with the states the store answered. */
+  readonly admitted: (states: ReadonlyArray<CounterState>) => Admission
+  /** The 429 of counters that were refused (recorded in the `RateLimitLog` when one is provided). */
+  readonly rejected: (states: ReadonlyArray<CounterState>) => Effect.Effect<never, RateLimited>
+}
+
 /** @category services */
 export class RateLimiter extends Context.Service<RateLimiter, {
   readonly admit: (limits: ReadonlyArray<Limit>) => Effect.Effect<Admission, RateLimited | ServiceUnavailable>
+  /** The plan of an admission of `limits` at `now`, taking nothing. */
+  readonly plan: (limits: ReadonlyArray<Limit>, now: number) => Plan
   /** Where each limit stands, consuming nothing. */
   readonly inspect: (limits: ReadonlyArray<Limit>) => Effect.Effect<ReadonlyArray<LimitStatus>, ServiceUnavailable>
 }>()("@tollgate/core/RateLimiter") {}
@@ -342,7 +368,13 @@ const headersOf = (
   return headers
 }
 
-const unlimited: Admission = { headers: {}, settle: () => Effect.void, cancel: Effect.void }
+const unlimited: Admission = {
+  headers: {},
+  settle: () => Effect.void,
+  cancel: Effect.void,
+  settlement: () => [],
+  cancellation: () => []
+}
 
 /**
  * The limiter over a store: the rules, written once for every store.
@@ -408,56 +440,68 @@ export const make = (options: Options = {}) =>
       now: number
     ): Admission => {
       let settled = false
-      const giveBack = (deltaOf: (counter: Counter, dimension: Planned["dimension"]) => number | undefined) =>
-        Effect.suspend(() => {
-          if (settled) return Effect.void
-          settled = true
-          const adjustments: Array<Adjustment> = []
-          for (const { counter, dimension } of planned) {
-            if (counter.amount === 0) continue
-            const delta = deltaOf(counter, dimension)
-            if (delta === undefined || delta === 0) continue
-            adjustments.push({
-              key: counter.key,
-              field: counter.field,
-              rolling: counter.rolling,
-              bucket: Math.floor(now / counter.bucketMs),
-              delta
-            })
-          }
-          if (adjustments.length === 0) return Effect.void
+      const claim = (deltaOf: (counter: Counter, dimension: Planned["dimension"]) => number | undefined) => {
+        if (settled) return []
+        settled = true
+        const adjustments: Array<Adjustment> = []
+        for (const { counter, dimension } of planned) {
+          if (counter.amount === 0) continue
+          const delta = deltaOf(counter, dimension)
+          if (delta === undefined || delta === 0) continue
+          adjustments.push({
+            key: counter.key,
+            field: counter.field,
+            rolling: counter.rolling,
+            bucket: Math.floor(now / counter.bucketMs),
+            delta
+          })
+        }
+        return adjustments
+      }
+      const write = (adjustments: ReadonlyArray<Adjustment>) =>
+        adjustments.length === 0 ? Effect.void : Effect.withSpan(
           // Data-first: the data-last `withSpan` captures a call-site stack on every settlement.
-          return Effect.withSpan(
-            guarded(store.adjust(adjustments)).pipe(Effect.catchTag("RateLimiterStoreError", (error) =>
-              Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause))),
-            "RateLimiter.settle",
-            { captureStackTrace: false }
-          )
-        })
-      const settle: Admission["settle"] = (actual) =>
-        giveBack((counter, dimension) => {
+          guarded(store.adjust(adjustments)).pipe(Effect.catchTag("RateLimiterStoreError", (error) =>
+            Effect.logWarning("rate-limit settlement lost: store unreachable", error.cause))),
+          "RateLimiter.settle",
+          { captureStackTrace: false }
+        )
+      const settlement: Admission["settlement"] = (actual) =>
+        claim((counter, dimension) => {
           if (dimension === "requests") return undefined
           const used = dimension === "tokens" ? actual.tokens : actual.credits
           return used === undefined ? undefined : Math.max(0, Math.floor(used)) - counter.amount
         })
-      const cancel = giveBack((counter) => -counter.amount)
-      return { headers: headersOf(limits, planned, states, now), settle, cancel }
+      const cancellation = () => claim((counter) => -counter.amount)
+      return {
+        headers: headersOf(limits, planned, states, now),
+        settle: (actual) => Effect.suspend(() => write(settlement(actual))),
+        cancel: Effect.suspend(() => write(cancellation())),
+        settlement,
+        cancellation
+      }
+    }
+
+    const planOf = (limits: ReadonlyArray<Limit>, now: number): Plan => {
+      const counters: Array<Counter> = []
+      const planned = plan(limits, now, false, counters)
+      return {
+        now,
+        counters,
+        admitted: (states) => admitted(limits, planned, states, now),
+        rejected: (states) => rejected(limits, planned, states, now)
+      }
     }
 
     // The hot path has no span and no generator: either costs more than the memory store's whole
     // step. Rejections and store failures, the rare paths, are logged instead.
     const admit = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, RateLimited | ServiceUnavailable> =>
       limits.length === 0 ? Effect.succeed(unlimited) : Clock.clockWith((clock) => {
-        const now = clock.currentTimeMillisUnsafe()
-        const counters: Array<Counter> = []
-        const planned = plan(limits, now, false, counters)
-        return guarded(store.take(now, counters, false)).pipe(
+        const planned = planOf(limits, clock.currentTimeMillisUnsafe())
+        return guarded(store.take(planned.now, planned.counters, false)).pipe(
           Effect.matchEffect({
             onFailure: storeFailure,
-            onSuccess: (result) =>
-              result.admitted
-                ? Effect.succeed(admitted(limits, planned, result.states, now))
-                : rejected(limits, planned, result.states, now)
+            onSuccess: (result) => result.admitted ? Effect.succeed(planned.admitted(result.states)) : planned.rejected(result.states)
           })
         )
       })
@@ -472,7 +516,7 @@ export const make = (options: Options = {}) =>
       return statuses(limits, planned, states, now)
     })
 
-    return RateLimiter.of({ admit, inspect })
+    return RateLimiter.of({ admit, plan: planOf, inspect })
   })
 
 /**
@@ -493,12 +537,27 @@ interface Entry {
 const sweepEvery = 4096
 
 /**
+ * The in-memory store's primitives as plain functions, for a caller that runs them inside its own
+ * synchronous step with other stores' (see `Admission.layerMemory`). `take` and `adjust` of the
+ * store are these, wrapped in an Effect.
+ *
+ * @category store
+ */
+export class StoreMemory extends Context.Service<StoreMemory, {
+  readonly take: (now: number, counters: ReadonlyArray<Counter>, dryRun: boolean) => {
+    readonly admitted: boolean
+    readonly states: ReadonlyArray<CounterState>
+  }
+  readonly adjust: (adjustments: ReadonlyArray<Adjustment>, now: number) => void
+}>()("@tollgate/core/RateLimiter/StoreMemory") {}
+
+/**
  * One process's counters in a map. `take` runs synchronously, so it is atomic; expired windows
  * are swept out every few thousand operations, so memory stays bounded by the live windows.
  *
  * @category store
  */
-export const makeStoreMemory = (): RateLimiterStore["Service"] => {
+export const makeStoreMemory = (): StoreMemory["Service"] => {
   // Keyed by a counter's key followed by its field.
   const entries = new Map<string, Entry>()
   let operations = 0
@@ -553,45 +612,50 @@ export const makeStoreMemory = (): RateLimiterStore["Service"] => {
     buckets.set(bucket, (buckets.get(bucket) ?? 0) + amount)
     entries.set(counter.key + counter.field, { expiresAt: now + counter.windowMs, value: 0, buckets })
   }
-  return RateLimiterStore.of({
-    take: (now, counters, dryRun) =>
-      Effect.sync(() => {
-        sweep(now)
-        const states = counters.map((counter) => read(counter, now))
-        const admitted = states.every((state) => state.retryMs === 0)
-        if (!admitted || dryRun) return { admitted, states }
-        return {
-          admitted,
-          states: counters.map((counter, i) => {
-            if (counter.amount > 0) add(counter, now, counter.amount, Math.floor(now / counter.bucketMs))
-            const state = states[i]!
-            return { ...state, used: state.used + counter.amount }
-          })
-        }
-      }),
-    adjust: (adjustments) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        for (const { bucket, delta, field, key, rolling } of adjustments) {
-          const entry = live(key + field, now)
-          if (entry === undefined) continue
-          if (!rolling) entry.value = Math.max(0, entry.value + delta)
-          else if (entry.buckets?.has(bucket)) entry.buckets.set(bucket, Math.max(0, entry.buckets.get(bucket)! + delta))
-        }
-      })
+  return StoreMemory.of({
+    take: (now, counters, dryRun) => {
+      sweep(now)
+      const states = counters.map((counter) => read(counter, now))
+      const admitted = states.every((state) => state.retryMs === 0)
+      if (!admitted || dryRun) return { admitted, states }
+      return {
+        admitted,
+        states: counters.map((counter, i) => {
+          if (counter.amount > 0) add(counter, now, counter.amount, Math.floor(now / counter.bucketMs))
+          const state = states[i]!
+          return { ...state, used: state.used + counter.amount }
+        })
+      }
+    },
+    adjust: (adjustments, now) => {
+      for (const { bucket, delta, field, key, rolling } of adjustments) {
+        const entry = live(key + field, now)
+        if (entry === undefined) continue
+        if (!rolling) entry.value = Math.max(0, entry.value + delta)
+        else if (entry.buckets?.has(bucket)) entry.buckets.set(bucket, Math.max(0, entry.buckets.get(bucket)! + delta))
+      }
+    }
   })
 }
 
 /**
- * The in-memory store, one per layer build.
+ * The in-memory store, one per layer build, with its primitives as `StoreMemory`.
  *
  * @category layers
  */
-export const layerStoreMemory: Layer.Layer<RateLimiterStore> = Layer.sync(RateLimiterStore, makeStoreMemory)
+export const layerStoreMemory: Layer.Layer<RateLimiterStore | StoreMemory> = Layer.syncContext(() => {
+  const memory = makeStoreMemory()
+  return Context.make(StoreMemory, memory).pipe(Context.add(RateLimiterStore, RateLimiterStore.of({
+    take: (now, counters, dryRun) => Effect.sync(() => memory.take(now, counters, dryRun)),
+    adjust: (adjustments) => Effect.map(Clock.currentTimeMillis, (now) => memory.adjust(adjustments, now))
+  })))
+})
 
 /**
- * The limiter over the in-memory store: one process, no Redis.
+ * The limiter over the in-memory store: one process, no Redis. The store stays in the output, so
+ * `Admission.layerMemory` can take its counters in the same step as the other stores.
  *
  * @category layers
  */
-export const layerMemory = (options: Options = {}): Layer.Layer<RateLimiter> =>
-  layer(options).pipe(Layer.provide(layerStoreMemory))
+export const layerMemory = (options: Options = {}): Layer.Layer<RateLimiter | RateLimiterStore | StoreMemory> =>
+  layer(options).pipe(Layer.provideMerge(layerStoreMemory))

@@ -14,12 +14,12 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, type PricingEngine, Principal, Spans } from "@tollgate/core"
+import { Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
-import { Cause, Clock, Context, Effect, Exit, Layer, Option, Stream } from "effect"
+import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Observability from "./Observability.ts"
 import { CurrentRequest } from "./RequestContext.ts"
@@ -200,7 +200,7 @@ type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_con
 const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) =>
   Observability.countUnsafe(Observability.admissions, { outcome }, context)
 
-type Service = "auth" | "credit_ledger" | "rate_limiter" | "idempotency"
+type Service = "auth" | "admission" | "idempotency"
 
 /**
  * Counts what a failed step says about the stores: every store the pipeline calls refuses the call
@@ -219,18 +219,7 @@ const countFailure = (error: { readonly _tag: string }, service: Service, contex
 const counted = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>, service: Service, context: Context.Context<never>) =>
   Effect.tapError(self, (error) => Effect.sync(() => countFailure(error, service, context)))
 
-const countExit = (exit: Exit.Exit<unknown, { readonly _tag: string }>, service: Service, context: Context.Context<never>) => {
-  if (exit._tag === "Failure") {
-    const error = Exit.findErrorOption(exit)
-    if (Option.isSome(error)) countFailure(error.value, service, context)
-  }
-}
-
 const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
-
-type HeldExit = Exit.Exit<CreditLedger.Hold, CreditLedger.LedgerError | Errors.ServiceUnavailable>
-type TakenExit = Exit.Exit<RateLimiter.Admission, Errors.ApiError>
-type ConfirmedExit = Exit.Exit<void, Errors.ApiError>
 
 /** What an admitted call took: the credit hold and the rate-limit admission. */
 interface Admitted {
@@ -238,15 +227,18 @@ interface Admitted {
   readonly admission: RateLimiter.Admission
 }
 
+const keyStands: AuthStore.KeyStatus = { accountExists: true, revoked: false }
+
 /**
  * The pipeline over the services it coordinates.
  *
- * Every paid request runs it, so it is written to take few Effect steps: the metrics are updated
- * in place from the request's context, store failures are counted from the failures themselves
- * rather than by a wrapper around every store call, and the steps that follow one another are one
- * generator. What the steps guarantee does not change: a refused admission gives back what its
- * other parts took, and an admitted call that fails or is interrupted releases its hold and its
- * rate-limit reservations in a finalizer.
+ * Every paid request runs it, so the common case is a short direct sequence: authenticate, one
+ * admission (`Admission.AdmissionStore.admit`: the key's standing, every rate limit and the credit
+ * hold in one store step), the route's work, one settlement (capture with its usage entry, the
+ * rate-limit settlement and the idempotency record in one store step). Metrics are updated in place
+ * from the request's context and store failures are counted from the failures themselves. Effect
+ * supplies the rest: the errors, and the finalizer that gives back the hold, the reservations and
+ * the idempotency key of an admitted call that fails or is interrupted.
  *
  * @category layers
  */
@@ -257,6 +249,7 @@ export const layer = (options: Options = {}): Layer.Layer<
   | RateLimiter.RateLimiter
   | CreditLedger.CreditLedger
   | IdempotencyStore.IdempotencyStore
+  | Admission.AdmissionStore
   | PaymentRequiredBodies
   | LimitPolicy
 > =>
@@ -265,9 +258,11 @@ export const layer = (options: Options = {}): Layer.Layer<
     const limiter = yield* RateLimiter.RateLimiter
     const ledger = yield* CreditLedger.CreditLedger
     const idempotency = yield* IdempotencyStore.IdempotencyStore
+    const store = yield* Admission.AdmissionStore
     const bodies = yield* PaymentRequiredBodies
     const policy = yield* LimitPolicy
     const traced = yield* Spans.current
+    const ttlMs = options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
 
     // The references of the holds this instance placed and has not settled: a hold is settled once
     // (capture, or release on failure) even when both paths run, so the gauge cannot drift.
@@ -281,8 +276,7 @@ export const layer = (options: Options = {}): Layer.Layer<
     }
 
     /** Why a hold was refused, as the caller sees it: a 402 whose body depends on who is paying. */
-    const holdRefusal = (principal: Principal.Principal, call: MeteredCall, error: CreditLedger.LedgerError | Errors.ServiceUnavailable): Effect.Effect<never, Errors.ApiError> => {
-      if (error._tag === "ServiceUnavailable") return Effect.fail(error)
+    const holdRefusal = (principal: Principal.Principal, call: MeteredCall, error: CreditLedger.LedgerError): Effect.Effect<never, Errors.ApiError> => {
       if (error.reason !== "InsufficientFunds") return Effect.die(error)
       if (principal._tag === "ApiKey") {
         return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
@@ -293,72 +287,48 @@ export const layer = (options: Options = {}): Layer.Layer<
       )
     }
 
-    // The credit hold, the rate-limit take and an API key's standing (its account exists, it is not
-    // revoked) go to different stores, so they are made together: with Redis that is one round trip
-    // instead of three. Whichever refuses decides the answer (a 401 first, then a refused payment,
-    // the one a client can act on, then the rate limit), and what the others took is given back, so
-    // a refused call holds nothing and leaves every limit where it was. Exits, not results: even a
-    // defect on one side gives back what the other sides took.
+    // A refusal after the key's standing was found good: what follows the standing (the abuse
+    // guard naming the principal, which may refuse first) runs before the refusal is answered.
+    const stood = (pending: Auth.Unconfirmed["pending"], context: Context.Context<never>, refusal: Effect.Effect<never, Errors.ApiError>) =>
+      pending === undefined ? refusal : Effect.andThen(counted(pending.standing(keyStands), "auth", context), refusal)
+
+    // One store step decides the admission; what it refused decides the answer (the key's standing
+    // first, then a refused payment, the one a client can act on, then the rate limit), and a
+    // refusal wrote nothing, so nothing is given back.
     const admit = (
       principal: Principal.Principal,
       call: MeteredCall,
       reference: string,
-      confirm: Confirm | undefined,
+      pending: Auth.Unconfirmed["pending"],
+      clock: Clock.Clock,
       context: Context.Context<never>
     ): Effect.Effect<Admitted, Errors.ApiError> => {
-      const held = Effect.exit(ledger.hold({
+      const now = clock.currentTimeMillisUnsafe()
+      const plan = limiter.plan(policy.limitsFor(principal, call), now)
+      const admitted = store.admit({
+        now,
         accountId: principal.accountId,
-        amount: call.quote.amount,
-        reference,
-        priceVersion: call.quote.version,
-        ...(options.holdTtlMs === undefined ? {} : { ttlMs: options.holdTtlMs })
-      }))
-      const taken = Effect.exit(limiter.admit(policy.limitsFor(principal, call)))
-      const together: Effect.Effect<readonly [HeldExit, TakenExit, ConfirmedExit?]> = confirm === undefined
-        ? Effect.all([held, taken], { concurrency: 2 })
-        : Effect.all([held, taken, Effect.exit(confirm)], { concurrency: 3 })
-      return traced("tollgate.admission", Effect.flatMap(together, ([held, taken, confirmed = Exit.void]) => {
-        if (held._tag === "Success" && taken._tag === "Success" && confirmed._tag === "Success") {
-          holdPlaced(reference, context)
-          countAdmission("admitted", context)
-          return Effect.succeed({ hold: held.value, admission: taken.value })
+        keyId: pending?.keyId,
+        counters: plan.counters,
+        hold: { amount: call.quote.amount, reference, priceVersion: call.quote.version, ttlMs }
+      })
+      return traced("tollgate.admission", Effect.flatMap(counted(admitted, "admission", context), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
+        switch (reply._tag) {
+          case "Admitted":
+            holdPlaced(reference, context)
+            countAdmission("admitted", context)
+            return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
+          case "KeyRefused":
+            return counted(pending!.standing(reply.status), "auth", context) as Effect.Effect<never, Errors.ApiError>
+          case "HoldRefused":
+            countAdmission("balance", context)
+            return stood(pending, context, holdRefusal(principal, call, reply.error))
+          case "RateLimited":
+            countAdmission("rate_limit", context)
+            return stood(pending, context, plan.rejected(reply.states))
         }
-        return refuse(principal, call, reference, context, held, taken, confirmed)
       }))
     }
-
-    const refuse = Effect.fnUntraced(function*(
-      principal: Principal.Principal,
-      call: MeteredCall,
-      reference: string,
-      context: Context.Context<never>,
-      held: HeldExit,
-      taken: TakenExit,
-      confirmed: ConfirmedExit
-    ): Effect.fn.Return<never, Errors.ApiError> {
-      countExit(held, "credit_ledger", context)
-      countExit(taken, "rate_limiter", context)
-      if (taken._tag === "Success") yield* taken.value.cancel
-      if (held._tag === "Success") yield* Effect.ignore(ledger.release(principal.accountId, reference))
-      if (confirmed._tag === "Failure") return yield* Effect.failCause(confirmed.cause)
-      if (held._tag === "Failure") {
-        const error = Exit.findErrorOption(held)
-        // A hold that failed with no error of its own died: its cause holds no failure to retype.
-        if (Option.isNone(error)) return yield* Effect.failCause(held.cause as Cause.Cause<never>)
-        const refusal = yield* Effect.exit(holdRefusal(principal, call, error.value))
-        const why = Exit.findErrorOption(refusal)
-        if (Option.isSome(why) && (why.value._tag === "InsufficientBalance" || why.value._tag === "PaymentRequired")) {
-          countAdmission("balance", context)
-        }
-        return yield* refusal
-      }
-      if (taken._tag === "Failure") {
-        const error = Exit.findErrorOption(taken)
-        if (Option.isSome(error) && error.value._tag === "RateLimited") countAdmission("rate_limit", context)
-        return yield* Effect.failCause(taken.cause)
-      }
-      return yield* Effect.die("an admission refused with nothing refused")
-    })
 
     const run = Effect.fnUntraced(function*(call: MeteredCall) {
       const context = yield* Effect.context<HttpServerRequest.HttpServerRequest>()
@@ -370,14 +340,13 @@ export const layer = (options: Options = {}): Layer.Layer<
         return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
       }
       const principal = found.value.principal
-      const confirm = found.value.confirm === undefined
-        ? undefined
-        : counted(found.value.confirm, "auth", context)
+      let pending = found.value.pending
       current.principalId = Principal.describe(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
         // A key is claimed only for a confirmed caller, so a revoked key burns no key.
-        if (confirm !== undefined) yield* confirm
+        if (found.value.confirm !== undefined) yield* counted(found.value.confirm, "auth", context)
+        pending = undefined
         const claim = yield* counted(idempotency.claim(principal.accountId, idem.key, idem.fingerprint), "idempotency", context)
         switch (claim._tag) {
           case "Replay":
@@ -390,50 +359,65 @@ export const layer = (options: Options = {}): Layer.Layer<
             return yield* new Errors.InvalidRequest({ message: "Idempotency-Key was already used with a different request body" })
         }
       }
-      const abandon = idem === undefined ? Effect.void : Effect.ignore(idempotency.abandon(principal.accountId, idem.key))
+      const accountId = principal.accountId
+      const abandon = idem === undefined ? Effect.void : Effect.ignore(idempotency.abandon(accountId, idem.key))
       const reference = `${requestId}:${crypto.randomUUID()}`
       const clock = Context.get(context, Clock.Clock)
 
       // A failed or interrupted call after admission: the hold is released, the rate-limit
       // reservations go back to what was used (nothing) and the idempotency key is freed.
-      const settleFailure = ({ admission }: Admitted, freeKey: boolean) =>
-        Effect.all([
-          Effect.ignore(ledger.release(principal.accountId, reference)).pipe(Effect.andThen(Effect.sync(() => holdSettled(reference, context)))),
-          admission.settle({ tokens: 0, credits: 0 }),
-          freeKey ? abandon : Effect.void
-        ], { discard: true })
-
-      // The capture and the rate-limit settlement touch different stores: with Redis, running them
-      // together saves a round trip on every paid request.
-      const capture = ({ admission }: Admitted, produced: Produced, startedAt: number) => {
-        const amount = Money.min(produced.charge, call.quote.amount)
-        const captured = ledger.capture({
-          accountId: principal.accountId,
+      const giveBack = ({ admission }: Admitted, freeKey: boolean) =>
+        store.giveBack({
+          now: clock.currentTimeMillisUnsafe(),
+          accountId,
           reference,
-          amount,
-          usage: {
-            sku: call.sku,
-            units: produced.usage.units,
-            pricePerUnit: produced.usage.pricePerUnit,
-            notes: produced.usage.notes,
-            requestId,
-            executionMs: clock.currentTimeMillisUnsafe() - startedAt,
-            promptTokens: produced.usage.promptTokens,
-            completionTokens: produced.usage.completionTokens
-          }
+          adjustments: admission.settlement({ tokens: 0, credits: 0 }),
+          abandon: freeKey && idem !== undefined ? { scope: accountId, key: idem.key } : undefined
+        }).pipe(
+          Effect.tapError((error) => Effect.sync(() => countFailure(error, "admission", context))),
+          Effect.ignore,
+          Effect.andThen(Effect.sync(() => holdSettled(reference, context)))
+        )
+
+      const settle = (
+        { admission }: Admitted,
+        produced: Produced,
+        startedAt: number,
+        completion: Admission.SettleInput["completion"]
+      ) => {
+        const amount = Money.min(produced.charge, call.quote.amount)
+        const now = clock.currentTimeMillisUnsafe()
+        const settled = store.settle({
+          now,
+          capture: {
+            accountId,
+            reference,
+            amount,
+            usage: {
+              sku: call.sku,
+              units: produced.usage.units,
+              pricePerUnit: produced.usage.pricePerUnit,
+              notes: produced.usage.notes,
+              requestId,
+              executionMs: now - startedAt,
+              promptTokens: produced.usage.promptTokens,
+              completionTokens: produced.usage.completionTokens
+            }
+          },
+          adjustments: admission.settlement({ tokens: produced.actualTokens, credits: produced.actualCredits }),
+          completion
         })
-        const settled = admission.settle({
-          ...(produced.actualTokens === undefined ? {} : { tokens: produced.actualTokens }),
-          ...(produced.actualCredits === undefined ? {} : { credits: produced.actualCredits })
-        })
-        return traced("tollgate.capture", Effect.zipWith(captured, settled, (settlement) => {
+        return traced("tollgate.capture", Effect.map(counted(settled, "admission", context), (settlement) => {
           holdSettled(reference, context)
           Observability.countUnsafe(Observability.creditsCaptured, {}, context, amount)
           return settlement
-        }, { concurrent: true }).pipe(Effect.catchTag("LedgerError", Effect.die)))
+        }).pipe(Effect.catchTag("LedgerError", Effect.die)))
       }
 
       const use = Effect.fnUntraced(function*(admitted: Admitted) {
+        // The key's standing was found good in the admission's step; what follows it (the abuse
+        // guard's check of the principal) runs now, and a refusal gives the admission back.
+        if (pending !== undefined) yield* counted(pending.standing(keyStands), "auth", context)
         const startedAt = clock.currentTimeMillisUnsafe()
         const outcome = yield* traced(
           "tollgate.backend",
@@ -447,9 +431,9 @@ export const layer = (options: Options = {}): Layer.Layer<
         if ("_tag" in outcome) {
           const stream = outcome.stream.pipe(Stream.onExit(() =>
             outcome.produced.pipe(
-              Effect.flatMap((produced) => capture(admitted, produced, startedAt)),
+              Effect.flatMap((produced) => settle(admitted, produced, startedAt, undefined)),
               Effect.catchCause((cause) =>
-                Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(settleFailure(admitted, false)))
+                Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(giveBack(admitted, false)))
               )
             )
           ))
@@ -459,18 +443,26 @@ export const layer = (options: Options = {}): Layer.Layer<
             contentType: outcome.contentType
           })
         }
-        const settlement = yield* capture(admitted, outcome, startedAt)
-        const response = HttpServerResponse.setHeaders(outcome.response, principal._tag === "Wallet"
-          ? { ...headers, "x-balance-remaining": Money.formatUsd(settlement.balance.availableUsd) }
-          : headers)
-        if (idem !== undefined) yield* idempotency.complete(principal.accountId, idem.key, toStored(response))
+        if (principal._tag === "Wallet") {
+          // A wallet's response names the balance after the capture, so its idempotency record is
+          // completed after the settlement.
+          const settlement = yield* settle(admitted, outcome, startedAt, undefined)
+          const response = HttpServerResponse.setHeaders(outcome.response, {
+            ...headers,
+            "x-balance-remaining": Money.formatUsd(settlement.balance.availableUsd)
+          })
+          if (idem !== undefined) yield* counted(idempotency.complete(accountId, idem.key, toStored(response)), "idempotency", context)
+          return response
+        }
+        const response = HttpServerResponse.setHeaders(outcome.response, headers)
+        yield* settle(admitted, outcome, startedAt, idem === undefined ? undefined : { scope: accountId, key: idem.key, response: toStored(response) })
         return response
       })
 
       return yield* Effect.acquireUseRelease(
-        Effect.onError(admit(principal, call, reference, idem === undefined ? confirm : undefined, context), () => abandon),
+        Effect.onError(admit(principal, call, reference, pending, clock, context), () => abandon),
         use,
-        (admitted, exit) => exit._tag === "Success" ? Effect.void : settleFailure(admitted, true)
+        (admitted, exit) => exit._tag === "Success" ? Effect.void : giveBack(admitted, true)
       )
     }, (effect) => traced("Metered.run", effect))
 

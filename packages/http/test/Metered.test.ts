@@ -59,7 +59,7 @@ const idempotentRoute = Route.make("POST", "/api/v1/test/idempotent", Effect.gen
 }))
 
 const app = App.layer([route, idempotentRoute]).pipe(
-  Layer.provide(Metered.layer()),
+  Layer.provide(TestApp.layerMeteredMemory()),
   Layer.provide(Layer.mergeAll(TestApp.layerStoresAround(auth, ledger), RateLimiter.layerMemory(), Metered.layerLimitsDefault)),
   Layer.provide(TestApp.layerServiceInfo)
 )

@@ -37,7 +37,7 @@ const app = App.layer<Metered.Metered | Auth.Auth | RateLimiter.RateLimiter | Ra
   imageRoute,
   ...RateLimitsRoutes.routes
 ]).pipe(
-  Layer.provide(Metered.layer()),
+  Layer.provide(TestApp.layerMeteredMemory()),
   Layer.provide(Metered.layerLimits),
   Layer.provideMerge(Layer.mergeAll(
     TestApp.layerStoresAround(auth, ledger),

@@ -6,7 +6,7 @@
  */
 import { NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { CreditLedger, IdempotencyStore, Money, PricingEngine } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, Money, PricingEngine } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -50,12 +50,12 @@ export const make = async (options: {
 }): Promise<Harness> => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
   const services = Layer.mergeAll(
-    Metered.layer(),
+    Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
     PricingEngine.layer(),
     RpcUpstream.layer({ upstreams: options.upstreams, ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }) }),
     ServiceInfo.layer({ version: "test", hostName: "test-host" })
   ).pipe(Layer.provideMerge(Layer.mergeAll(
-    Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory)),
+    Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
     RateLimiter.layerMemory(),
     CreditLedger.layerMemory,
     options.idempotency ?? IdempotencyStore.layerMemory,

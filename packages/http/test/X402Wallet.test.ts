@@ -15,6 +15,7 @@ import { App, Handlers, Route, ServiceInfo } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as RpcRoute from "../src/routes/Rpc.ts"
 import * as X402Route from "../src/routes/X402.ts"
+import * as TestApp from "./support/TestApp.ts"
 import * as X402Chain from "./support/X402Chain.ts"
 
 const ORIGIN = "http://localhost"
@@ -46,7 +47,7 @@ beforeAll(async () => {
     X402.layer(config),
     CreditLedger.layerMemory,
     X402Chain.facilitator(chain),
-    Auth.layer({ signingKey, publicOrigin: ORIGIN, chains: [X402.BASE_MAINNET] }).pipe(Layer.provide(AuthStore.layerMemory)),
+    Auth.layer({ signingKey, publicOrigin: ORIGIN, chains: [X402.BASE_MAINNET] }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
     RateLimiter.layerMemory(),
     IdempotencyStore.layerMemory,
     PricingEngine.layer(),
@@ -56,7 +57,7 @@ beforeAll(async () => {
   )
   const routes: ReadonlyArray<Route.Route<Layer.Success<typeof services> | Metered.Metered>> = [...X402Route.routes, RpcRoute.route]
   const app = App.layer(routes).pipe(
-    Layer.provide(Metered.layer()),
+    Layer.provide(TestApp.layerMeteredMemory()),
     Layer.provide(X402Route.layerPaymentRequiredBodies),
     Layer.provideMerge(services)
   )

@@ -13,9 +13,21 @@ import { Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 
 const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
-const accountKey = (accountId: string) => `${prefix(accountId)}:account`
+
+/**
+ * The key of an account's record: it exists while the account does.
+ *
+ * @category internals
+ */
+export const accountKey = (accountId: string) => `${prefix(accountId)}:account`
 const keysKey = (accountId: string) => `${prefix(accountId)}:keys`
-const revokedKey = (accountId: string, keyId: string) => `${prefix(accountId)}:revoked:${keyId}`
+
+/**
+ * The marker of a revoked key: it exists once the key is revoked.
+ *
+ * @category internals
+ */
+export const revokedKey = (accountId: string, keyId: string) => `${prefix(accountId)}:revoked:${keyId}`
 const nonceKey = (key: string) => `tollgate:auth:nonce:{${key}}`
 
 const revokeScript = Redis.script(

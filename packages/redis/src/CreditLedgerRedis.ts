@@ -16,10 +16,14 @@ import { CreditLedger, Errors, Money, Spans } from "@tollgate/core"
 import { Clock, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
 
-const lua = `
-local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local op = ARGV[1]
-local now = tonumber(ARGV[2])
+/**
+ * The ledger's Lua functions over the account's keys: `ledgerHold`, `ledgerCapture`,
+ * `ledgerRelease`, `sweep` and `balance`. A script that includes it declares the locals `A, H, X,
+ * R, J, U` (the keys of `keysOf`, in that order) and `now` first.
+ *
+ * @category internals
+ */
+export const ledgerLibrary = `
 local DAY = 86400000
 local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}
 local NANO = 1000000000
@@ -90,6 +94,70 @@ local function sweep()
   end
 end
 
+-- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
+local function ledgerHold(ref, amount, version, ttl, dry)
+  local existing = redis.call('HGET', H, ref)
+  if existing then
+    local rec = cjson.decode(existing)
+    if rec.a ~= amount then return { 'err', 'ReferenceConflict' } end
+    return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
+  end
+  if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
+  local b = balance()
+  local total = tonumber(amount)
+  local fa = math.min(total, tonumber(b[5]))
+  local fu = total - fa
+  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
+  if dry then return { 'ok' } end
+  local day = s(math.floor(now / DAY))
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = day, x = s(now + ttl), v = version }
+  redis.call('HSET', H, ref, cjson.encode(rec))
+  redis.call('ZADD', X, s(now + ttl), ref)
+  redis.call('HINCRBY', A, 'held', s(fu))
+  if fa > 0 then
+    redis.call('HINCRBY', A, 'ah:' .. day, s(fa))
+    append('hold', ref, 'DIEM', 0, fa)
+  end
+  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu) end
+  return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, b }
+end
+
+local function ledgerCapture(ref, amount, details)
+  local raw = redis.call('HGET', H, ref)
+  if not raw then return { 'err', 'UnknownHold' } end
+  local rec = cjson.decode(raw)
+  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
+  if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
+  if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
+  local fa = math.min(amount, tonumber(rec.fa))
+  local fu = amount - fa
+  local entries = closeHold(ref, rec, 'captured', fa, fu)
+  local charged = {}
+  for _, e in ipairs(entries) do
+    if tonumber(e[6]) < 0 then charged[#charged + 1] = e end
+  end
+  if #charged == 0 then charged[1] = entries[#entries] end
+  for _, e in ipairs(charged) do
+    redis.call('XADD', U, e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
+  end
+  return { 'ok', { s(fa), s(fu) }, balance() }
+end
+
+local function ledgerRelease(ref)
+  local raw = redis.call('HGET', H, ref)
+  if not raw then return { 'err', 'UnknownHold' } end
+  local rec = cjson.decode(raw)
+  if rec.s == 'open' then closeHold(ref, rec, 'released', 0, 0) end
+  return { 'ok', {}, balance() }
+end
+
+`
+
+const lua = `
+local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local op = ARGV[1]
+local now = tonumber(ARGV[2])
+${ledgerLibrary}
 sweep()
 
 if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
@@ -112,63 +180,9 @@ if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
   return { 'ok', e, balance() }
 end
 
-if op == 'hold' then
-  local ref, amount, version, ttl = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
-  local existing = redis.call('HGET', H, ref)
-  if existing then
-    local rec = cjson.decode(existing)
-    if rec.a ~= amount then return { 'err', 'ReferenceConflict' } end
-    return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
-  end
-  if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
-  local b = balance()
-  local total = tonumber(amount)
-  local fa = math.min(total, tonumber(b[5]))
-  local fu = total - fa
-  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
-  local day = s(math.floor(now / DAY))
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = day, x = s(now + ttl), v = version }
-  redis.call('HSET', H, ref, cjson.encode(rec))
-  redis.call('ZADD', X, s(now + ttl), ref)
-  redis.call('HINCRBY', A, 'held', s(fu))
-  if fa > 0 then
-    redis.call('HINCRBY', A, 'ah:' .. day, s(fa))
-    append('hold', ref, 'DIEM', 0, fa)
-  end
-  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu) end
-  return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, b }
-end
-
-if op == 'capture' then
-  local ref, amount, details = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-  local raw = redis.call('HGET', H, ref)
-  if not raw then return { 'err', 'UnknownHold' } end
-  local rec = cjson.decode(raw)
-  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
-  if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
-  if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
-  local fa = math.min(amount, tonumber(rec.fa))
-  local fu = amount - fa
-  local entries = closeHold(ref, rec, 'captured', fa, fu)
-  local charged = {}
-  for _, e in ipairs(entries) do
-    if tonumber(e[6]) < 0 then charged[#charged + 1] = e end
-  end
-  if #charged == 0 then charged[1] = entries[#entries] end
-  for _, e in ipairs(charged) do
-    redis.call('XADD', U, e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
-  end
-  return { 'ok', { s(fa), s(fu) }, balance() }
-end
-
-if op == 'release' then
-  local ref = ARGV[3]
-  local raw = redis.call('HGET', H, ref)
-  if not raw then return { 'err', 'UnknownHold' } end
-  local rec = cjson.decode(raw)
-  if rec.s == 'open' then closeHold(ref, rec, 'released', 0, 0) end
-  return { 'ok', {}, balance() }
-end
+if op == 'hold' then return ledgerHold(ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), false) end
+if op == 'capture' then return ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5]) end
+if op == 'release' then return ledgerRelease(ARGV[3]) end
 
 return { 'ok', {}, balance() }
 `
@@ -183,6 +197,28 @@ const ledgerScript = Redis.script(
 const unavailable = (error: unknown) =>
   new Errors.ServiceUnavailable({ message: `Credit ledger unavailable: ${String(error)}` })
 
+/** @category constants */
+export const defaultPrefix = "tg:cl:"
+
+/**
+ * An account's keys, in the order `ledgerLibrary` names them: balances, holds, hold deadlines,
+ * applied references, journal, usage. The account id is their hash tag.
+ *
+ * @category internals
+ */
+export const accountKeys = (prefix: string, accountId: string) => {
+  const base = `${prefix}{${accountId}}:`
+  return [`${base}a`, `${base}h`, `${base}x`, `${base}r`, `${base}j`, `${base}u`] as const
+}
+
+/**
+ * The error of a script's `{ 'err', reason }` reply.
+ *
+ * @category internals
+ */
+export const ledgerError = (reason: CreditLedger.LedgerError["reason"]) =>
+  new CreditLedger.LedgerError({ reason, message: messages[reason] })
+
 const messages: Record<CreditLedger.LedgerError["reason"], string> = {
   InsufficientFunds: "Insufficient balance",
   UnknownHold: "No such hold",
@@ -192,7 +228,12 @@ const messages: Record<CreditLedger.LedgerError["reason"], string> = {
   ReferenceConflict: "The reference was used for another operation"
 }
 
-const toBalance = (b: ReadonlyArray<string>): CreditLedger.Balance => ({
+/**
+ * A balance as the scripts answer it.
+ *
+ * @category internals
+ */
+export const toBalance = (b: ReadonlyArray<string>): CreditLedger.Balance => ({
   usd: Money.unsafeNano(Number(b[0])),
   heldUsd: Money.unsafeNano(Number(b[1])),
   availableUsd: Money.unsafeNano(Number(b[2])),
@@ -244,11 +285,8 @@ const msOf = (id: string) => Number(id.split("-")[0])
 export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis> =>
   Layer.effect(CreditLedger.CreditLedger, Effect.gen(function*() {
     const redis = yield* Redis.Redis
-    const prefix = options.prefix ?? "tg:cl:"
-    const keysOf = (accountId: string) => {
-      const base = `${prefix}{${accountId}}:`
-      return [`${base}a`, `${base}h`, `${base}x`, `${base}r`, `${base}j`, `${base}u`] as const
-    }
+    const prefix = options.prefix ?? defaultPrefix
+    const keysOf = (accountId: string) => accountKeys(prefix, accountId)
     const run = redis.eval(ledgerScript)
     const span = yield* Spans.current
 
@@ -257,8 +295,7 @@ export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.La
         const now = yield* Clock.currentTimeMillis
         const reply = yield* run(keysOf(accountId), op, now, ...args).pipe(Effect.mapError(unavailable))
         if (reply[0] === "err") {
-          const reason = reply[1] as CreditLedger.LedgerError["reason"]
-          return yield* new CreditLedger.LedgerError({ reason, message: messages[reason] })
+          return yield* ledgerError(reply[1] as CreditLedger.LedgerError["reason"])
         }
         return { detail: reply[1] as ReadonlyArray<string>, balance: toBalance(reply[2] ?? []) }
       })

@@ -36,14 +36,29 @@ return {'Claimed'}
   }
 ).withReturnType<ReadonlyArray<string>>()
 
+/**
+ * The Lua of `complete` and `abandon` as functions of a record's key, shared with the admission
+ * store's settlement script (`AdmissionStoreRedis`).
+ *
+ * @category internals
+ */
+export const recordLibrary = `
+local function completeRecord(key, status, headers, body)
+  if redis.call('EXISTS', key) == 1 and redis.call('HEXISTS', key, 'status') == 0 then
+    redis.call('HSET', key, 'status', status, 'headers', headers, 'body', body)
+  end
+end
+local function abandonRecord(key)
+  if redis.call('HEXISTS', key, 'status') == 0 then redis.call('DEL', key) end
+end
+`
+
 const completeScript = Redis.script(
   (key: string, status: number, headers: string, body: string) => [key, status, headers, body],
   {
     numberOfKeys: 1,
-    lua: `
-if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], 'status') == 0 then
-  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'headers', ARGV[2], 'body', ARGV[3])
-end
+    lua: `${recordLibrary}
+completeRecord(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 return 1
 `
   }
@@ -51,11 +66,21 @@ return 1
 
 const abandonScript = Redis.script((key: string) => [key], {
   numberOfKeys: 1,
-  lua: `
-if redis.call('HEXISTS', KEYS[1], 'status') == 0 then redis.call('DEL', KEYS[1]) end
+  lua: `${recordLibrary}
+abandonRecord(KEYS[1])
 return 1
 `
 })
+
+/** @category constants */
+export const defaultPrefix = "tollgate:idem"
+
+/**
+ * The key of a (scope, key) record; the scope (the account) is its hash tag.
+ *
+ * @category internals
+ */
+export const recordKey = (prefix: string, scope: string, key: string) => `${prefix}:{${scope}}:${key}`
 
 const unavailable = (error: unknown) =>
   new Errors.ServiceUnavailable({ message: `Idempotency store unavailable: ${String(error)}` })
@@ -88,13 +113,13 @@ const toClaim = (reply: ReadonlyArray<string>): IdempotencyStore.Claim => {
 export const make = (options: { readonly prefix?: string; readonly ttlMs?: number; readonly leaseMs?: number } = {}) =>
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
-    const prefix = options.prefix ?? "tollgate:idem"
+    const prefix = options.prefix ?? defaultPrefix
     const ttlMs = options.ttlMs ?? IdempotencyStore.TTL_MS
     const leaseMs = options.leaseMs ?? IdempotencyStore.LEASE_MS
     const claim = redis.eval(claimScript)
     const complete = redis.eval(completeScript)
     const abandon = redis.eval(abandonScript)
-    const name = (scope: string, key: string) => `${prefix}:{${scope}}:${key}`
+    const name = (scope: string, key: string) => recordKey(prefix, scope, key)
     return IdempotencyStore.IdempotencyStore.of({
       claim: (scope, key, fingerprint) =>
         claim(name(scope, key), fingerprint, ttlMs, leaseMs).pipe(Effect.map(toClaim), Effect.mapError(unavailable)),

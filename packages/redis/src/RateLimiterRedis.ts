@@ -27,14 +27,7 @@
 import { NodeRedis } from "@effect/platform-node"
 import { RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
-import { createHash } from "node:crypto"
-
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-const script = (source: string): Script => ({ source, sha: createHash("sha1").update(source).digest("hex") })
+import * as Scripts from "./Scripts.ts"
 
 // One call carries one or more takes (see `StoreOptions.batch`), each all or nothing on its own.
 // ARGV: per take the number of its groups (negative for a dry run), then its groups, one per KEYS
@@ -53,15 +46,13 @@ const script = (source: string): Script => ({ source, sha: createHash("sha1").up
 // new. A take sees the takes before it in the same call, as if they had been separate calls.
 // Amounts go to Redis as the strings they arrived as: a Lua number passed to `redis.call` is
 // formatted with `sprintf`, which costs as much as the command.
-const takeScript = script(`
+export const takeLibrary = `
+local function takeAll(K, A, k, a, n)
 local out = {}
 local o = 0
-local k = 0
-local a = 1
-local n = #ARGV
 local sub = string.sub
 while a <= n do
-  local groups = tonumber(ARGV[a])
+  local groups = tonumber(A[a])
   local dry = groups < 0
   if dry then groups = -groups end
   local a0 = a + 1
@@ -73,8 +64,8 @@ while a <= n do
   a = a0
   for g = 1, groups do
     k = k + 1
-    local key = KEYS[k]
-    local fields = ARGV[a]
+    local key = K[k]
+    local fields = A[a]
     local m = #fields
     if m > 0 then
       local p = a + 1
@@ -86,28 +77,28 @@ while a <= n do
       else
         local fresh = false
         for f = 1, m do
-          local amount = ARGV[p + m + f]
+          local amount = A[p + m + f]
           local used
           if amount == "0" then
             used = tonumber(redis.call("HGET", key, sub(fields, f, f))) or 0
           else
             used = redis.call("HINCRBY", key, sub(fields, f, f), amount)
             if used == tonumber(amount) then fresh = true end
-            if used > tonumber(ARGV[p + f]) then out[head] = 0 end
+            if used > tonumber(A[p + f]) then out[head] = 0 end
           end
           o = o + 1
           out[o] = used
         end
-        if fresh then redis.call("PEXPIRE", key, ARGV[p]) end
+        if fresh then redis.call("PEXPIRE", key, A[p]) end
       end
       a = p + 1 + 2 * m
     else
       stale = stale or {}
-      local now = tonumber(ARGV[a + 1])
-      local window = tonumber(ARGV[a + 2])
-      local limit = tonumber(ARGV[a + 3])
-      local amount = tonumber(ARGV[a + 4])
-      local bucket = tonumber(ARGV[a + 5])
+      local now = tonumber(A[a + 1])
+      local window = tonumber(A[a + 2])
+      local limit = tonumber(A[a + 3])
+      local amount = tonumber(A[a + 4])
+      local bucket = tonumber(A[a + 5])
       local span = math.floor(window / bucket)
       local oldest = math.floor(now / bucket) - span + 1
       local flat = redis.call("HGETALL", key)
@@ -155,13 +146,13 @@ while a <= n do
     local q = head + 1
     for g = 1, groups do
       j = j + 1
-      local key = KEYS[j]
-      local fields = ARGV[b]
+      local key = K[j]
+      local fields = A[b]
       local m = #fields
       if m > 0 then
         if not admitted then
           for f = 1, m do
-            local amount = ARGV[b + 1 + m + f]
+            local amount = A[b + 1 + m + f]
             if amount ~= "0" then
               if out[q] == tonumber(amount) then
                 redis.call("HDEL", key, sub(fields, f, f))
@@ -176,12 +167,12 @@ while a <= n do
         end
         b = b + 2 + 2 * m
       else
-        local amount = ARGV[b + 4]
+        local amount = A[b + 4]
         if admitted and amount ~= "0" then
-          local bucket = tonumber(ARGV[b + 5])
-          redis.call("HINCRBY", key, math.floor(tonumber(ARGV[b + 1]) / bucket), amount)
+          local bucket = tonumber(A[b + 5])
+          redis.call("HINCRBY", key, math.floor(tonumber(A[b + 1]) / bucket), amount)
           if #stale[g] > 0 then redis.call("HDEL", key, unpack(stale[g])) end
-          redis.call("PEXPIRE", key, ARGV[b + 2])
+          redis.call("PEXPIRE", key, A[b + 2])
         end
         q = q + 3
         b = b + 6
@@ -190,31 +181,46 @@ while a <= n do
   end
 end
 return out
+end
+`
+
+const takeScript = Scripts.make(`${takeLibrary}
+return takeAll(KEYS, ARGV, 0, 1, #ARGV)
 `)
 
 // ARGV per KEYS[i]: field (a fixed window's dimension, a rolling window's bucket), delta.
-const adjustScript = script(`
-for i = 1, #KEYS do
-  local field = ARGV[2 * i - 1]
-  if redis.call("HEXISTS", KEYS[i], field) == 1 then
-    local next = redis.call("HINCRBY", KEYS[i], field, ARGV[2 * i])
-    if next < 0 then redis.call("HSET", KEYS[i], field, 0) end
+export const adjustLibrary = `
+local function adjustAll(K, A, k, a, count)
+  for i = 0, count - 1 do
+    local key = K[k + 1 + i]
+    local field = A[a + 2 * i]
+    if redis.call("HEXISTS", key, field) == 1 then
+      local next = redis.call("HINCRBY", key, field, A[a + 2 * i + 1])
+      if next < 0 then redis.call("HSET", key, field, 0) end
+    end
   end
 end
+`
+
+const adjustScript = Scripts.make(`${adjustLibrary}
+adjustAll(KEYS, ARGV, 0, 1, #KEYS)
 return 1
 `)
 
-interface Call {
-  readonly deadline: number
-  readonly expire: () => void
-}
-
 type Taken = Effect.Success<ReturnType<RateLimiter.RateLimiterStore["Service"]["take"]>>
 
-interface Take {
+/**
+ * One take of counters, as `takeAll` reads it.
+ *
+ * @category internals
+ */
+export interface TakeInput {
   readonly now: number
   readonly counters: ReadonlyArray<RateLimiter.Counter>
   readonly dryRun: boolean
+}
+
+interface Take extends TakeInput {
   readonly resume: (result: Effect.Effect<Taken, RateLimiter.RateLimiterStoreError>) => void
 }
 
@@ -236,8 +242,12 @@ export interface StoreOptions {
 // A bound on the work of one script call: Redis serves nobody else while a script runs.
 const maxBatch = 256
 
-// Appends a take's keys and arguments (see the script) to those of its call.
-const encode = (take: Take, keys: Array<string>, args: Array<string>) => {
+/**
+ * Appends a take's keys and arguments (see `takeLibrary`) to those of its call.
+ *
+ * @category internals
+ */
+export const encode = (take: TakeInput, keys: Array<string>, args: Array<string>) => {
   const { counters, now } = take
   const n = counters.length
   const at = args.length
@@ -274,12 +284,20 @@ const encode = (take: Take, keys: Array<string>, args: Array<string>) => {
   args[at] = String(take.dryRun ? -groups : groups)
 }
 
-// Reads a take's answer from `reply` at `r`; returns where the next take's answer starts.
-const decode = (take: Take, reply: ReadonlyArray<number>, r: number): number => {
+/**
+ * Reads a take's answer from `reply` at `r` into `states`; returns whether it was admitted.
+ *
+ * @category internals
+ */
+export const decode = (
+  take: TakeInput,
+  reply: ReadonlyArray<number>,
+  r: number,
+  states: Array<RateLimiter.CounterState>
+): boolean => {
   const { counters, now } = take
   const n = counters.length
   const admitted = reply[r++] === 1
-  const states: Array<RateLimiter.CounterState> = new Array(n)
   for (let c = 0; c < n; c++) {
     const counter = counters[c]!
     if (counter.rolling) {
@@ -294,8 +312,18 @@ const decode = (take: Take, reply: ReadonlyArray<number>, r: number): number => 
       r += 1
     }
   }
-  take.resume(Effect.succeed({ admitted, states }))
-  return r
+  return admitted
+}
+
+/**
+ * How many reply entries a take's answer spans.
+ *
+ * @category internals
+ */
+export const replyLength = (take: TakeInput): number => {
+  let length = 1
+  for (const counter of take.counters) length += counter.rolling ? 3 : 1
+  return length
 }
 
 /**
@@ -305,51 +333,7 @@ const decode = (take: Take, reply: ReadonlyArray<number>, r: number): number => 
  */
 export const makeStore = (options: StoreOptions = {}) =>
   Effect.gen(function*() {
-    const { client } = yield* NodeRedis.NodeRedis
-    const timeoutMs = options.timeoutMs ?? 1000
-    // One watchdog for every call in flight instead of a timer (or a racing fiber) per call. It
-    // reads the wall clock, not Effect's: a timeout is about real waiting, also under TestClock.
-    const inFlight = new Set<Call>()
-    yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        setInterval(() => {
-          const now = Date.now()
-          for (const call of inFlight) if (call.deadline <= now) call.expire()
-        }, Math.max(10, Math.min(250, Math.floor(timeoutMs / 4)))).unref()
-      ),
-      (timer) => Effect.sync(() => clearInterval(timer))
-    )
-    const timedOut = `Redis did not answer within ${timeoutMs} ms`
-    // `command` is `[_, _, numkeys, ...keys, ...args]`; the first two are filled in here. Exactly
-    // one of `onReply` and `onError` is called, once.
-    const send = (lua: Script, command: Array<string>, onReply: (reply: unknown) => void, onError: (cause: unknown) => void) => {
-      const call: Call = {
-        deadline: Date.now() + timeoutMs,
-        expire: () => {
-          if (inFlight.delete(call)) onError(timedOut)
-        }
-      }
-      inFlight.add(call)
-      const failed = (error: unknown) => {
-        if (inFlight.delete(call)) onError(error)
-      }
-      const answered = (reply: unknown) => {
-        if (!inFlight.delete(call)) return
-        try {
-          onReply(reply)
-        } catch (error) {
-          onError(error)
-        }
-      }
-      command[0] = "EVALSHA"
-      command[1] = lua.sha
-      client.sendCommand(command).then(answered, (error: unknown) => {
-        if (!String(error).includes("NOSCRIPT")) return failed(error)
-        command[0] = "EVAL"
-        command[1] = lua.source
-        client.sendCommand(command).then(answered, failed)
-      })
-    }
+    const send = yield* Scripts.sender(options.timeoutMs ?? 1000)
     const sendTakes = (takes: ReadonlyArray<Take>) => {
       const keys: Array<string> = []
       const args: Array<string> = []
@@ -362,7 +346,13 @@ export const makeStore = (options: StoreOptions = {}) =>
       send(takeScript, command, (value) => {
         const reply = value as ReadonlyArray<number>
         let r = 0
-        for (; answered < takes.length; answered++) r = decode(takes[answered]!, reply, r)
+        for (; answered < takes.length; answered++) {
+          const take = takes[answered]!
+          const states: Array<RateLimiter.CounterState> = new Array(take.counters.length)
+          const admitted = decode(take, reply, r, states)
+          r += replyLength(take)
+          take.resume(Effect.succeed({ admitted, states }))
+        }
       }, (cause) => {
         const error = Effect.fail(storeError(cause))
         for (; answered < takes.length; answered++) takes[answered]!.resume(error)

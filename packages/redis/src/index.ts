@@ -5,8 +5,10 @@
  * @since 0.1.0
  */
 export * as AbuseGuardRedis from "./AbuseGuardRedis.ts"
+export * as AdmissionStoreRedis from "./AdmissionStoreRedis.ts"
 export * as AuthStoreRedis from "./AuthStoreRedis.ts"
 export * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
 export * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
 export * as RateLimiterRedis from "./RateLimiterRedis.ts"
 export * as RateLimitLogRedis from "./RateLimitLogRedis.ts"
+export * as Scripts from "./Scripts.ts"

@@ -10,13 +10,13 @@ import { NodeRedis } from "@effect/platform-node"
 import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as WebSearch from "@tollgate/backends/WebSearch"
-import { AbuseGuard, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Models, PricingEngine, RateLimiter, RateLimitLog, RateLimits, X402 } from "@tollgate/core"
+import { AbuseGuard, Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Models, PricingEngine, RateLimiter, RateLimitLog, RateLimits, X402 } from "@tollgate/core"
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
 import { Metered } from "@tollgate/http"
 import * as X402Route from "@tollgate/http/routes/X402"
-import { AbuseGuardRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RateLimitLogRedis } from "@tollgate/redis"
+import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RateLimitLogRedis } from "@tollgate/redis"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createClient } from "redis"
@@ -135,18 +135,19 @@ const stores = (config: ServerConfig) =>
       AbuseGuardRedis.layerRedis,
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
       CreditLedgerRedis.layerRedis(),
-      IdempotencyStoreRedis.layerRedis
+      IdempotencyStoreRedis.layerRedis,
+      AdmissionStoreRedis.layerRedis({ timeoutMs: 2000 })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config.redisUrl),
       NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })
     ))))
-    : Layer.mergeAll(
+    : Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
       AuthStore.layerMemory,
       AbuseGuard.layerMemory,
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemory,
       IdempotencyStore.layerMemory
-    )
+    )))
 
 /**
  * The signing key of API keys: the configured one, or a fresh one in dev mode (keys minted by a

@@ -4,7 +4,7 @@
  * 402 bodies and the spec's limit tables) and accounts seeded with a key and credit, so a test file
  * states only the routes and backends it is about.
  */
-import { CreditLedger, IdempotencyStore, type Money } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, type Money } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -20,21 +20,34 @@ export const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.run
 export const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
   run(Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, tag))))
 
+/** A service built on its own, with the context of its build (its memory store's primitives too). */
+export type Built<S, I> = S & { readonly context: Context.Context<I> }
+
+const buildWithContext = <I, S, O>(tag: Context.Key<I, S>, layer: Layer.Layer<I | O>): Promise<Built<S, I | O>> =>
+  run(Effect.scoped(Effect.map(Layer.build(layer), (context) => ({ ...Context.get(context, tag), context }))))
+
 /** Auth over a memory store, signing with a key generated when the layer is built. */
-export const layerAuthMemory: Layer.Layer<Auth.Auth> = Layer.unwrap(Effect.map(
+export const layerAuthMemory: Layer.Layer<Auth.Auth | AuthStore.Memory> = Layer.unwrap(Effect.map(
   Jwt.generateSigningKey,
-  (signingKey) => Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provide(AuthStore.layerMemory))
+  (signingKey) => Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))
 ))
 
 /** The Auth service over a memory store. */
-export const authMemory = (): Promise<Auth.Auth["Service"]> => build(Auth.Auth, layerAuthMemory)
+export const authMemory = () => buildWithContext(Auth.Auth, layerAuthMemory)
 
 /** The credit ledger in memory. */
-export const ledgerMemory = (): Promise<CreditLedger.CreditLedger["Service"]> =>
-  build(CreditLedger.CreditLedger, CreditLedger.layerMemory)
+export const ledgerMemory = () => buildWithContext(CreditLedger.CreditLedger, CreditLedger.layerMemory)
 
-const layerAround = <E>(auth: Layer.Layer<Auth.Auth, E>, ledger: Layer.Layer<CreditLedger.CreditLedger>) =>
-  Layer.mergeAll(auth, ledger, IdempotencyStore.layerMemory, Metered.layerPaymentRequiredMinimal)
+const layerAround = <E>(
+  auth: Layer.Layer<Auth.Auth | AuthStore.Memory, E>,
+  ledger: Layer.Layer<CreditLedger.CreditLedger | CreditLedger.Memory>
+) => Layer.mergeAll(auth, ledger, IdempotencyStore.layerMemory, Metered.layerPaymentRequiredMinimal)
+
+/**
+ * The metered pipeline with its admissions in memory (`Admission.layerMemory`), over the memory
+ * stores provided beside it.
+ */
+export const layerMeteredMemory = () => Metered.layer().pipe(Layer.provide(Admission.layerMemory))
 
 /** What the metered pipeline depends on, in memory, with the spec's limit tables. */
 export const layerStoresMemory = Layer.mergeAll(
@@ -48,8 +61,10 @@ export const layerStoresMemory = Layer.mergeAll(
  * itself, to seed accounts and read balances directly; the rate limiter and limit policy are the
  * test's own choice.
  */
-export const layerStoresAround = (auth: Auth.Auth["Service"], ledger: CreditLedger.CreditLedger["Service"]) =>
-  layerAround(Layer.succeed(Auth.Auth, auth), Layer.succeed(CreditLedger.CreditLedger, ledger))
+export const layerStoresAround = (
+  auth: Built<Auth.Auth["Service"], Auth.Auth | AuthStore.Memory>,
+  ledger: Built<CreditLedger.CreditLedger["Service"], CreditLedger.CreditLedger | CreditLedger.Memory>
+) => layerAround(Layer.succeedContext(auth.context), Layer.succeedContext(ledger.context))
 
 /** The service info every test app answers with. */
 export const layerServiceInfo = ServiceInfo.layer({ version: "test", hostName: "test-host" })
@@ -59,7 +74,7 @@ export const layerServiceInfo = ServiceInfo.layer({ version: "test", hostName: "
  * stay in the output so tests can seed accounts and read balances.
  */
 export const layerMetered = <A, E, R>(services: Layer.Layer<A, E, R>) =>
-  Layer.mergeAll(Metered.layer(), services, layerServiceInfo).pipe(Layer.provideMerge(layerStoresMemory))
+  Layer.mergeAll(layerMeteredMemory(), services, layerServiceInfo).pipe(Layer.provideMerge(layerStoresMemory))
 
 /** Builds a layer into a context that lives as long as `scope`. */
 export const buildContext = <A, E>(layer: Layer.Layer<A, E>, scope: Scope.Scope): Promise<Context.Context<A>> =>

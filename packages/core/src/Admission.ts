@@ -1,0 +1,144 @@
+/**
+ * The two store operations of a paid call. `admit` checks an API key's standing, takes every rate
+ * limit and places the credit hold, all or nothing, in one step; `settle` captures the hold
+ * (appending the usage entry), settles the rate-limit reservations and completes the
+ * `Idempotency-Key` record, in one step; `giveBack` undoes an admission whose call failed. With
+ * Redis each is one script call (`@tollgate/redis` `AdmissionStoreRedis`); in memory each is one
+ * synchronous step over the memory stores' primitives.
+ *
+ * The rules stay with their services: which limits apply and what a 429 says (`RateLimiter.plan`),
+ * what a key's standing means (`Auth`), how a hold splits between allowance and USD and what a
+ * capture appends (the `CreditLedger` store's primitives, in memory and in the ledger's Lua). What
+ * this module adds is the order of the checks: a key that does not stand refuses before anything
+ * else; a hold the balance cannot cover refuses before a rate limit (a payment is what a client can
+ * act on); whatever refuses, nothing is written.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import * as AuthStore from "./AuthStore.ts"
+import * as CreditLedger from "./CreditLedger.ts"
+import type { ServiceUnavailable } from "./Errors.ts"
+import * as IdempotencyStore from "./IdempotencyStore.ts"
+import * as RateLimiter from "./RateLimiter.ts"
+
+/** @category models */
+export interface AdmitInput {
+  readonly now: number
+  readonly accountId: string
+  /** An API key whose standing (its account exists, it is not revoked) is checked first. */
+  readonly keyId?: string | undefined
+  /** The counters of `RateLimiter.plan`, taken all or nothing. */
+  readonly counters: ReadonlyArray<RateLimiter.Counter>
+  readonly hold: Omit<CreditLedger.HoldInput, "accountId">
+}
+
+/**
+ * What `admit` found. Only `Admitted` wrote anything.
+ *
+ * @category models
+ */
+export type AdmitReply =
+  | { readonly _tag: "Admitted"; readonly states: ReadonlyArray<RateLimiter.CounterState>; readonly hold: CreditLedger.Hold }
+  | { readonly _tag: "KeyRefused"; readonly status: AuthStore.KeyStatus }
+  | { readonly _tag: "HoldRefused"; readonly error: CreditLedger.LedgerError }
+  | { readonly _tag: "RateLimited"; readonly states: ReadonlyArray<RateLimiter.CounterState> }
+
+/** @category models */
+export interface SettleInput {
+  readonly now: number
+  readonly capture: CreditLedger.CaptureInput
+  /** The rate-limit reservations settled to what was used (`Admission.settlement`). */
+  readonly adjustments: ReadonlyArray<RateLimiter.Adjustment>
+  /** The `Idempotency-Key` record completed with the call's response. */
+  readonly completion?: { readonly scope: string; readonly key: string; readonly response: IdempotencyStore.StoredResponse } | undefined
+}
+
+/** @category models */
+export interface GiveBackInput {
+  readonly now: number
+  readonly accountId: string
+  /** The hold released. */
+  readonly reference: string
+  /** The rate-limit reservations given back (`Admission.settlement` of nothing). */
+  readonly adjustments: ReadonlyArray<RateLimiter.Adjustment>
+  /** The `Idempotency-Key` record freed. */
+  readonly abandon?: { readonly scope: string; readonly key: string } | undefined
+}
+
+/** @category services */
+export class AdmissionStore extends Context.Service<AdmissionStore, {
+  readonly admit: (input: AdmitInput) => Effect.Effect<AdmitReply, ServiceUnavailable>
+  readonly settle: (input: SettleInput) => Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable>
+  /** Releases the hold (a closed one stays closed), gives back the reservations, frees the key. */
+  readonly giveBack: (input: GiveBackInput) => Effect.Effect<void, ServiceUnavailable>
+}>()("@tollgate/core/Admission/AdmissionStore") {}
+
+/**
+ * Both operations over the memory stores, each one synchronous step: nothing else runs between its
+ * checks and its writes. The idempotency record is completed after the step when the idempotency
+ * store is not the memory one (a shared Redis store behind memory stores).
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<
+  AdmissionStore,
+  never,
+  AuthStore.Memory | RateLimiter.StoreMemory | CreditLedger.Memory | IdempotencyStore.IdempotencyStore
+> = Layer.effect(
+  AdmissionStore,
+  Effect.gen(function*() {
+    const keys = yield* AuthStore.Memory
+    const limits = yield* RateLimiter.StoreMemory
+    const ledger = yield* CreditLedger.Memory
+    const idempotency = yield* IdempotencyStore.IdempotencyStore
+    const records = Option.getOrUndefined(yield* Effect.serviceOption(IdempotencyStore.Memory))
+
+    const admit = (input: AdmitInput): AdmitReply => {
+      const { accountId, counters, now } = input
+      if (input.keyId !== undefined) {
+        const status = keys.keyStatus(accountId, input.keyId)
+        if (!status.accountExists || status.revoked) return { _tag: "KeyRefused", status }
+      }
+      const hold = { ...input.hold, accountId }
+      const limited = limits.take(now, counters, true)
+      if (!limited.admitted) {
+        const held = ledger.hold(hold, now, true)
+        return held instanceof CreditLedger.LedgerError
+          ? { _tag: "HoldRefused", error: held }
+          : { _tag: "RateLimited", states: limited.states }
+      }
+      const held = ledger.hold(hold, now)
+      if (held instanceof CreditLedger.LedgerError) return { _tag: "HoldRefused", error: held }
+      return { _tag: "Admitted", states: limits.take(now, counters, false).states, hold: held }
+    }
+
+    return AdmissionStore.of({
+      admit: (input) => Effect.sync(() => admit(input)),
+      settle: ({ adjustments, capture, completion, now }) =>
+        Effect.suspend((): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable> => {
+          const settled = ledger.capture(capture, now)
+          if (settled instanceof CreditLedger.LedgerError) return Effect.fail(settled)
+          limits.adjust(adjustments, now)
+          if (completion === undefined) return Effect.succeed(settled)
+          if (records !== undefined) {
+            records.complete(completion.scope, completion.key, completion.response)
+            return Effect.succeed(settled)
+          }
+          return Effect.as(idempotency.complete(completion.scope, completion.key, completion.response), settled)
+        }),
+      giveBack: ({ abandon, accountId, adjustments, now, reference }) =>
+        Effect.suspend(() => {
+          ledger.release(accountId, reference, now)
+          limits.adjust(adjustments, now)
+          if (abandon === undefined) return Effect.void
+          if (records !== undefined) {
+            records.abandon(abandon.scope, abandon.key)
+            return Effect.void
+          }
+          return idempotency.abandon(abandon.scope, abandon.key)
+        })
+    })
+  })
+)
+

@@ -1,0 +1,219 @@
+/**
+ * The Redis layer of `Admission.AdmissionStore`: a paid call's admission, settlement and give-back,
+ * each one call of one Lua script. The script is assembled from the stores' own Lua (the ledger's
+ * `ledgerLibrary`, the limiter's `takeLibrary` and `adjustLibrary`, the idempotency records'
+ * `recordLibrary`), so each rule is written once, and it runs over the same keys as those stores:
+ * an admission is seen by the ledger, the limiter and Auth exactly as if they had made it.
+ *
+ * Every key of an account carries the account id as its hash tag (`tg:cl:{id}:*`, `rl:{id}:*`,
+ * `tollgate:auth:{id}:*`, `tollgate:idem:{id}:*`), so on a Redis Cluster one call touches one slot.
+ * A configured `global` rate limit is the exception: its counters are tagged `{global}`, so with a
+ * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
+ *
+ * The script goes out as `EVALSHA` straight on the node-redis client (`Scripts.sender`).
+ *
+ * @since 0.1.0
+ */
+import type { NodeRedis } from "@effect/platform-node"
+import { Admission, CreditLedger, Errors, Money, type RateLimiter } from "@tollgate/core"
+import { Effect, Layer } from "effect"
+import * as AuthStoreRedis from "./AuthStoreRedis.ts"
+import * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
+import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
+import * as RateLimiterRedis from "./RateLimiterRedis.ts"
+import * as Scripts from "./Scripts.ts"
+
+// KEYS 1-6: the account's ledger keys; 7 and 8: per operation (below); then the counters.
+// ARGV 1: the operation, 2: now.
+//
+// admit:    KEYS 7 the account's record, 8 the key's revocation marker. ARGV 3 whether the key's
+//           standing is checked ("1"), 4-7 the hold (reference, amount, price version, ttl), 8 on
+//           one take of `takeAll`. The hold is checked (a dry run) before the take, so a refused
+//           payment wins over a rate limit and a refusal writes nothing.
+// settle:   KEYS 7 the idempotency record. ARGV 3-5 the capture (reference, amount, usage
+//           details), 6-8 the record's response (status, headers, body; status "" for none), 9 on
+//           the adjustments of `adjustAll`.
+// giveback: KEYS 7 the idempotency record. ARGV 3 the hold's reference, 4 whether the record is
+//           abandoned ("1"), 5 on the adjustments.
+const script = Scripts.make(`
+local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local op = ARGV[1]
+local now = tonumber(ARGV[2])
+${CreditLedgerRedis.ledgerLibrary}
+${RateLimiterRedis.takeLibrary}
+${RateLimiterRedis.adjustLibrary}
+${IdempotencyStoreRedis.recordLibrary}
+sweep()
+
+if op == 'admit' then
+  if ARGV[3] == '1' then
+    local exists = redis.call('EXISTS', KEYS[7])
+    local revoked = redis.call('EXISTS', KEYS[8])
+    if exists == 0 or revoked == 1 then return { 'key', exists, revoked } end
+  end
+  local ref, amount, version, ttl = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
+  local check = ledgerHold(ref, amount, version, ttl, true)
+  if check[1] == 'err' then return check end
+  local taken = takeAll(KEYS, ARGV, 8, 8, #ARGV)
+  if taken[1] == 0 then return { 'limited', taken } end
+  local held = ledgerHold(ref, amount, version, ttl, false)
+  return { 'ok', held[2], held[3], taken }
+end
+
+if op == 'settle' then
+  local captured = ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5])
+  if captured[1] == 'err' then return captured end
+  adjustAll(KEYS, ARGV, 7, 9, #KEYS - 7)
+  if ARGV[6] ~= '' then completeRecord(KEYS[7], ARGV[6], ARGV[7], ARGV[8]) end
+  return captured
+end
+
+ledgerRelease(ARGV[3])
+adjustAll(KEYS, ARGV, 7, 5, #KEYS - 7)
+if ARGV[4] == '1' then abandonRecord(KEYS[7]) end
+return { 'ok' }
+`)
+
+type Reply = readonly [tag: string, ...rest: ReadonlyArray<unknown>]
+
+/** @category options */
+export interface Options {
+  /** The ledger's key prefix (`CreditLedgerRedis.layerRedis({ prefix })`). */
+  readonly ledgerPrefix?: string
+  /** The idempotency records' key prefix (`IdempotencyStoreRedis.make({ prefix })`). */
+  readonly idempotencyPrefix?: string
+  /** How long Redis may take to answer before the call counts as a failure. Default 1000. */
+  readonly timeoutMs?: number
+}
+
+const unavailable = (cause: unknown) =>
+  new Errors.ServiceUnavailable({ message: `Admission store unavailable: ${String(cause)}`, retryAfterSeconds: 1 })
+
+const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: ReadonlyArray<RateLimiter.Adjustment>) => {
+  for (const adjustment of adjustments) {
+    keys.push(adjustment.key)
+    args.push(adjustment.rolling ? String(adjustment.bucket) : adjustment.field, String(adjustment.delta))
+  }
+}
+
+/**
+ * The admission store over the `NodeRedis` client in context.
+ *
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const send = yield* Scripts.sender(options.timeoutMs ?? 1000)
+    const ledgerPrefix = options.ledgerPrefix ?? CreditLedgerRedis.defaultPrefix
+    const recordPrefix = options.idempotencyPrefix ?? IdempotencyStoreRedis.defaultPrefix
+
+    const call = <A, E>(keys: ReadonlyArray<string>, args: ReadonlyArray<string>, decode: (reply: Reply) => Effect.Effect<A, E>) =>
+      Effect.callback<A, E | Errors.ServiceUnavailable>((resume) => {
+        const command = ["", "", String(keys.length)]
+        for (const key of keys) command.push(key)
+        for (const arg of args) command.push(arg)
+        send(script, command, (reply) => resume(decode(reply as Reply)), (cause) => resume(Effect.fail(unavailable(cause))))
+      })
+
+    const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
+      const { accountId, hold, now } = input
+      const keys: Array<string> = [
+        ...CreditLedgerRedis.accountKeys(ledgerPrefix, accountId),
+        AuthStoreRedis.accountKey(accountId),
+        AuthStoreRedis.revokedKey(accountId, input.keyId ?? "")
+      ]
+      const args = [
+        "admit",
+        String(now),
+        input.keyId === undefined ? "0" : "1",
+        hold.reference,
+        String(hold.amount),
+        hold.priceVersion,
+        String(hold.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS)
+      ]
+      const take: RateLimiterRedis.TakeInput = { now, counters: input.counters, dryRun: false }
+      RateLimiterRedis.encode(take, keys, args)
+      const statesOf = (reply: unknown) => {
+        const states: Array<RateLimiter.CounterState> = new Array(input.counters.length)
+        RateLimiterRedis.decode(take, reply as ReadonlyArray<number>, 0, states)
+        return states
+      }
+      return call(keys, args, (reply): Effect.Effect<Admission.AdmitReply> => {
+        switch (reply[0]) {
+          case "ok": {
+            const detail = reply[1] as ReadonlyArray<string>
+            return Effect.succeed({
+              _tag: "Admitted",
+              states: statesOf(reply[3]),
+              hold: {
+                reference: hold.reference,
+                amount: Money.unsafeNano(Number(detail[0])),
+                fromAllowance: Money.unsafeNano(Number(detail[1])),
+                fromUsd: Money.unsafeNano(Number(detail[2])),
+                priceVersion: detail[3]!,
+                expiresAt: Number(detail[4]),
+                before: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<string>)
+              }
+            })
+          }
+          case "key":
+            return Effect.succeed({ _tag: "KeyRefused", status: { accountExists: reply[1] === 1, revoked: reply[2] === 1 } })
+          case "limited":
+            return Effect.succeed({ _tag: "RateLimited", states: statesOf(reply[1]) })
+          default:
+            return Effect.succeed({
+              _tag: "HoldRefused",
+              error: CreditLedgerRedis.ledgerError(reply[1] as CreditLedger.LedgerError["reason"])
+            })
+        }
+      })
+    }
+
+    const settle = (input: Admission.SettleInput) => {
+      const { capture, completion } = input
+      const keys: Array<string> = [
+        ...CreditLedgerRedis.accountKeys(ledgerPrefix, capture.accountId),
+        IdempotencyStoreRedis.recordKey(recordPrefix, completion?.scope ?? capture.accountId, completion?.key ?? "")
+      ]
+      const args = [
+        "settle",
+        String(input.now),
+        capture.reference,
+        String(capture.amount),
+        JSON.stringify(capture.usage),
+        completion === undefined ? "" : String(completion.response.status),
+        completion === undefined ? "" : JSON.stringify(completion.response.headers),
+        completion === undefined ? "" : completion.response.body
+      ]
+      pushAdjustments(keys, args, input.adjustments)
+      return call(keys, args, (reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
+        if (reply[0] === "err") return Effect.fail(CreditLedgerRedis.ledgerError(reply[1] as CreditLedger.LedgerError["reason"]))
+        const detail = reply[1] as ReadonlyArray<string>
+        return Effect.succeed({
+          fromAllowance: Money.unsafeNano(Number(detail[0])),
+          fromUsd: Money.unsafeNano(Number(detail[1])),
+          balance: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<string>)
+        })
+      })
+    }
+
+    const giveBack = (input: Admission.GiveBackInput) => {
+      const keys: Array<string> = [
+        ...CreditLedgerRedis.accountKeys(ledgerPrefix, input.accountId),
+        IdempotencyStoreRedis.recordKey(recordPrefix, input.abandon?.scope ?? input.accountId, input.abandon?.key ?? "")
+      ]
+      const args = ["giveback", String(input.now), input.reference, input.abandon === undefined ? "" : "1"]
+      pushAdjustments(keys, args, input.adjustments)
+      return call(keys, args, () => Effect.void)
+    }
+
+    return Admission.AdmissionStore.of({ admit, settle, giveBack })
+  })
+
+/**
+ * The admission store on Redis, beside the Redis layers of the stores it writes to.
+ *
+ * @category layers
+ */
+export const layerRedis = (options: Options = {}): Layer.Layer<Admission.AdmissionStore, never, NodeRedis.NodeRedis> =>
+  Layer.effect(Admission.AdmissionStore, make(options))
