@@ -1,0 +1,225 @@
+import { NodeRedis } from "@effect/platform-node"
+import { assert } from "@effect/vitest"
+import { Admission, AuthStore, CreditLedger, IdempotencyStore, Money, RateLimiter } from "@tollgate/core"
+import { Contract, RedisServer } from "@tollgate/testkit"
+import { Clock, Effect, Layer } from "effect"
+import { afterAll } from "vitest"
+import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
+import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
+import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
+import * as IdempotencyStoreRedis from "../src/IdempotencyStoreRedis.ts"
+import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
+
+const redis = await RedisServer.acquire()
+afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+
+const nano = Money.unsafeNano
+let counter = 0
+const fresh = () => `acct-${process.pid}-${Date.now()}-${counter++}`
+
+const memory = Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
+  AuthStore.layerMemory,
+  RateLimiter.layerMemory(),
+  CreditLedger.layerMemory,
+  IdempotencyStore.layerMemory
+)))
+
+const onRedis = (url: string) =>
+  Layer.mergeAll(
+    AdmissionStoreRedis.layerRedis(),
+    AuthStoreRedis.layerRedis,
+    RateLimiterRedis.layerRedis(),
+    CreditLedgerRedis.layerRedis(),
+    IdempotencyStoreRedis.layerRedis
+  ).pipe(Layer.provide(NodeRedis.layer({ url })))
+
+const limit = (accountId: string, requests: number): RateLimiter.Limit => ({
+  type: "user",
+  key: `${accountId}:contract`,
+  hashTag: accountId,
+  requests: { limit: requests, windowMs: 60_000 }
+})
+
+const usage = (requestId: string): CreditLedger.UsageDetails => ({
+  sku: "text-parser",
+  units: 1,
+  pricePerUnit: nano(625),
+  requestId,
+  executionMs: 1
+})
+
+/** An account with a key and `funds` of credit. */
+const account = (funds: number) =>
+  Effect.gen(function*() {
+    const store = yield* AuthStore.AuthStore
+    const ledger = yield* CreditLedger.CreditLedger
+    const accountId = fresh()
+    yield* store.insertAccount({ id: accountId, createdAt: new Date(0) })
+    yield* store.putKey({ id: "key_1", accountId, type: "INFERENCE", tier: "default", description: "contract", createdAt: new Date(0) })
+    if (funds > 0) yield* ledger.grant({ accountId, amount: nano(funds), reference: "funds" })
+    return accountId
+  })
+
+const admit = (accountId: string, options: { readonly reference: string; readonly amount: number; readonly requests: number; readonly keyId?: string }) =>
+  Effect.gen(function*() {
+    const limiter = yield* RateLimiter.RateLimiter
+    const store = yield* Admission.AdmissionStore
+    const now = yield* Clock.currentTimeMillis
+    const plan = limiter.plan([limit(accountId, options.requests)], now)
+    const reply = yield* store.admit({
+      now,
+      accountId,
+      keyId: options.keyId ?? "key_1",
+      counters: plan.counters,
+      hold: { reference: options.reference, amount: nano(options.amount), priceVersion: "v1" }
+    })
+    return { reply, plan }
+  })
+
+/** Requests used of the contract limit, consuming nothing. */
+const used = (accountId: string) =>
+  Effect.gen(function*() {
+    const limiter = yield* RateLimiter.RateLimiter
+    const [status] = yield* limiter.inspect([limit(accountId, 1_000)])
+    return status?.requests?.used ?? -1
+  })
+
+const journalKinds = (accountId: string) =>
+  Effect.gen(function*() {
+    const ledger = yield* CreditLedger.CreditLedger
+    const entries = yield* ledger.journal(accountId, { limit: 100 })
+    return entries.map((entry) => entry.kind)
+  })
+
+Contract.contract(
+  "Admission contract: one admission takes the key's standing, every rate limit and the hold, all or nothing; one settlement closes them",
+  [
+    { name: "memory", layer: memory },
+    RedisServer.backend(redis, onRedis)
+  ],
+  (it) => {
+    it.effect("a revoked key or an unknown account refuses first, and nothing is written", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const store = yield* AuthStore.AuthStore
+        yield* store.revokeKey(accountId, "key_1", new Date(0))
+        const { reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
+        assert.deepStrictEqual(reply, { _tag: "KeyRefused", status: { accountExists: true, revoked: true } })
+        const unknown = yield* admit(`${accountId}-none`, { reference: "r2", amount: 625, requests: 10 })
+        assert.strictEqual(unknown.reply._tag, "KeyRefused")
+        const ledger = yield* CreditLedger.CreditLedger
+        assert.strictEqual((yield* ledger.balance(accountId)).heldUsd, 0)
+        assert.strictEqual(yield* used(accountId), 0)
+        assert.deepStrictEqual(yield* journalKinds(accountId), ["grant"])
+      }))
+
+    it.effect("a hold the balance cannot cover refuses before a rate limit, and takes no request", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(100)
+        const { reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 0 })
+        assert.strictEqual(reply._tag, "HoldRefused")
+        if (reply._tag === "HoldRefused") assert.strictEqual(reply.error.reason, "InsufficientFunds")
+        const affordable = yield* admit(accountId, { reference: "r2", amount: 625, requests: 10 })
+        assert.strictEqual(affordable.reply._tag, "HoldRefused")
+        assert.strictEqual(yield* used(accountId), 0)
+        assert.deepStrictEqual(yield* journalKinds(accountId), ["grant"])
+      }))
+
+    it.effect("a rate limit that refuses places no hold", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const first = yield* admit(accountId, { reference: "r1", amount: 625, requests: 1 })
+        assert.strictEqual(first.reply._tag, "Admitted")
+        const second = yield* admit(accountId, { reference: "r2", amount: 625, requests: 1 })
+        assert.strictEqual(second.reply._tag, "RateLimited")
+        const ledger = yield* CreditLedger.CreditLedger
+        assert.strictEqual((yield* ledger.balance(accountId)).heldUsd, 625)
+        assert.strictEqual(yield* used(accountId), 1)
+        assert.deepStrictEqual(yield* journalKinds(accountId), ["grant", "hold"])
+      }))
+
+    it.effect("an admission is what the ledger and the limiter see: the hold with the balance before it, the request counted", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const { plan, reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
+        assert.strictEqual(reply._tag, "Admitted")
+        if (reply._tag !== "Admitted") return
+        assert.deepStrictEqual([reply.hold.amount, reply.hold.fromUsd, reply.hold.before.availableUsd], [625, 625, 10_000])
+        assert.strictEqual(plan.admitted(reply.states).headers["x-ratelimit-remaining-requests"], "9")
+        const ledger = yield* CreditLedger.CreditLedger
+        const balance = yield* ledger.balance(accountId)
+        assert.deepStrictEqual([balance.usd, balance.heldUsd, balance.availableUsd], [10_000, 625, 9_375])
+        assert.strictEqual(yield* used(accountId), 1)
+      }))
+
+    it.effect("a settlement captures with its usage entry and completes the idempotency record in the same step", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const records = yield* IdempotencyStore.IdempotencyStore
+        assert.strictEqual((yield* records.claim(accountId, "idem-1", "body"))._tag, "Claimed")
+        const { plan, reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
+        if (reply._tag !== "Admitted") return assert.fail(reply._tag)
+        const store = yield* Admission.AdmissionStore
+        const response = { status: 200, headers: { "content-type": "application/json" }, body: "e30=" }
+        const settlement = yield* store.settle({
+          now: yield* Clock.currentTimeMillis,
+          capture: { accountId, reference: "r1", amount: nano(500), usage: usage("req-1") },
+          adjustments: plan.admitted(reply.states).settlement({}),
+          completion: { scope: accountId, key: "idem-1", response }
+        })
+        assert.deepStrictEqual([settlement.fromUsd, settlement.balance.usd, settlement.balance.heldUsd], [500, 9_500, 0])
+        const ledger = yield* CreditLedger.CreditLedger
+        const page = yield* ledger.usage(accountId, { order: "asc", limit: 10 })
+        assert.deepStrictEqual(page.entries.map((entry) => [entry.requestId, entry.amount]), [["req-1", 500]])
+        assert.deepStrictEqual(yield* records.claim(accountId, "idem-1", "body"), { _tag: "Replay", response })
+      }))
+
+    it.effect("a give-back releases the hold, returns the reservations and frees the idempotency key", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const records = yield* IdempotencyStore.IdempotencyStore
+        yield* records.claim(accountId, "idem-1", "body")
+        const { plan, reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
+        if (reply._tag !== "Admitted") return assert.fail(reply._tag)
+        const store = yield* Admission.AdmissionStore
+        yield* store.giveBack({
+          now: yield* Clock.currentTimeMillis,
+          accountId,
+          reference: "r1",
+          adjustments: plan.admitted(reply.states).cancellation(),
+          abandon: { scope: accountId, key: "idem-1" }
+        })
+        const ledger = yield* CreditLedger.CreditLedger
+        const balance = yield* ledger.balance(accountId)
+        assert.deepStrictEqual([balance.usd, balance.heldUsd], [10_000, 0])
+        assert.strictEqual(yield* used(accountId), 0)
+        assert.strictEqual((yield* records.claim(accountId, "idem-1", "body"))._tag, "Claimed")
+      }))
+
+    it.effect("1,000 concurrent admissions against a balance that affords exactly 250: 250 admitted, the rest take no request, all settle to 0", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(250 * 625)
+        const replies = yield* Effect.forEach(
+          Array.from({ length: 1000 }, (_, i) => i),
+          (i) => admit(accountId, { reference: `h${i}`, amount: 625, requests: 10_000 }),
+          { concurrency: "unbounded" }
+        )
+        const admitted = replies.flatMap(({ plan, reply }, i) => reply._tag === "Admitted" ? [{ i, plan, reply }] : [])
+        assert.strictEqual(admitted.length, 250)
+        assert.strictEqual(replies.filter(({ reply }) => reply._tag === "HoldRefused").length, 750)
+        assert.strictEqual(yield* used(accountId), 250)
+        const store = yield* Admission.AdmissionStore
+        const now = yield* Clock.currentTimeMillis
+        yield* Effect.forEach(admitted, ({ i, plan, reply }) =>
+          store.settle({
+            now,
+            capture: { accountId, reference: `h${i}`, amount: nano(625), usage: usage(`h${i}`) },
+            adjustments: reply._tag === "Admitted" ? plan.admitted(reply.states).settlement({}) : []
+          }), { concurrency: 50 })
+        const ledger = yield* CreditLedger.CreditLedger
+        const after = yield* ledger.balance(accountId)
+        assert.deepStrictEqual([after.usd, after.heldUsd], [0, 0])
+      }))
+  },
+  { timeout: 60_000 }
+)
