@@ -14,6 +14,7 @@ const benches = [
   "ledger.ts",
   "pipeline.ts",
   "networks.ts",
+  "peers.ts",
   "ratelimit.ts",
   "rpc.ts"
 ]

@@ -1,0 +1,447 @@
+/**
+ * `pnpm bench peers`: tollgate's cost per paid call against what a user would run instead, side by
+ * side in one run on one machine. `POST /api/v1/crypto/rpc/ethereum-mainnet` (`eth_blockNumber`)
+ * through the reference server started the `pnpm start` way (dev mode, memory stores and then Redis
+ * stores, request log, metrics and abuse guard as shipped) to a fake JSON-RPC upstream, against:
+ *
+ * - the raw proxy (`peers/raw-proxy.ts`): node:http + undici, the floor of any proxy (1.00x);
+ * - the peer gateway (`peers/peer-gateway.ts`): Express 5 + jose EdDSA verify +
+ *   rate-limiter-flexible on Redis + a Redis credit counter.
+ *
+ * Columns: req/s (2xx per second, median of the rounds), p50/p99 of the 2xx answers, and the CPU
+ * per request of each server process (utime + stime from /proc over the 2xx answers), with its
+ * ratio to the raw proxy's; the Redis server's own CPU per request and the share of the server's
+ * CPU spent in GC pauses (perf_hooks `gc` entries, `peers/gc-probe.ts`) beside it. Then
+ * `GET /api/v1/crypto/rpc/networks` against a bare node:http server returning the same bytes, and
+ * the latency each target adds at one connection (its p50 over the upstream's alone).
+ *
+ * Each run sends a fixed number of requests (the target's rate times the duration), so no request
+ * is in flight when a run ends: a load generator that abandons requests would have the abuse guard
+ * count them. Every process started here is stopped by its pid when the run ends.
+ *
+ * Options: --rounds 2 --duration 8 --warmup 3 --connections 50 --json <file>
+ * --baseline name=<checkout>, repeatable (another tollgate checkout, e.g. a git worktree of an older
+ * commit, run as two more targets in the same rounds: before and after in one run).
+ */
+import autocannon from "autocannon"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Jose from "jose"
+import { dir, freePort } from "./Harness.ts"
+
+const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "" }
+const baselines: Array<readonly [string, string]> = []
+{
+  const argv = process.argv.slice(2)
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!.replace(/^--/, "")
+    const value = argv[++i]
+    if (flag === "baseline" && value !== undefined && value.includes("=")) {
+      baselines.push([value.slice(0, value.indexOf("=")), value.slice(value.indexOf("=") + 1)])
+      continue
+    }
+    if (!(flag in options) || value === undefined) {
+      console.error(`usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--baseline name=dir]...`)
+      process.exit(2)
+    }
+    ;(options as Record<string, string | number>)[flag] = typeof options[flag as keyof typeof options] === "number" ? Number(value) : value
+  }
+}
+
+const root = Path.resolve(dir, "..")
+const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-peers-"))
+const gcProbe = Path.join(dir, "peers", "gc-probe.ts")
+const rpcBody = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// ---------- processes ----------
+
+const children: Array<ChildProcess.ChildProcess> = []
+const stopAll = () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+}
+process.on("exit", stopAll)
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+// The whole run is bounded: a hung server cannot keep it going.
+setTimeout(() => {
+  console.error("peers: over the time budget, stopping")
+  process.exit(1)
+}, 20 * 60_000).unref()
+
+interface Server {
+  readonly pid: number
+  readonly gcFile: string | undefined
+}
+
+const untilOutput = (child: ChildProcess.ChildProcess, pattern: RegExp, name: string): Promise<RegExpExecArray> =>
+  new Promise((resolve, reject) => {
+    let output = ""
+    const timer = setTimeout(() => reject(new Error(`${name} did not start: ${output}`)), 30_000)
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      const found = pattern.exec(output)
+      if (found === null) return
+      clearTimeout(timer)
+      child.stdout?.off("data", onData)
+      resolve(found)
+    }
+    child.stdout?.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code}: ${output}`)))
+  })
+
+const spawnNode = (name: string, args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = root) => {
+  const gcFile = Path.join(work, `${name}.gc.json`)
+  const child = ChildProcess.spawn(process.execPath, ["--import", gcProbe, ...args], {
+    cwd,
+    env: { ...process.env, GC_PROBE_FILE: gcFile, ...env },
+    stdio: ["pipe", "pipe", "inherit"]
+  })
+  children.push(child)
+  return { child, server: { pid: child.pid!, gcFile } satisfies Server }
+}
+
+/** A peer server (`bench/peers/*.ts`) on a free port, once it prints its URL. */
+const startPeer = async (name: string, script: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const port = await freePort()
+  const { child, server } = spawnNode(name, [Path.join(dir, script), String(port), ...args], env)
+  const found = await untilOutput(child, /listening(?: (http:\/\/\S+))?/, name)
+  child.stdout?.resume()
+  return { ...server, url: found[1] ?? `http://127.0.0.1:${port}` }
+}
+
+const startRedis = async (): Promise<Server & { readonly url: string }> => {
+  const port = await freePort()
+  const child = ChildProcess.spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  children.push(child)
+  await untilOutput(child, /Ready to accept connections/, "redis-server")
+  child.stdout?.resume()
+  return { pid: child.pid!, gcFile: undefined, url: `redis://127.0.0.1:${port}` }
+}
+
+/**
+ * tollgate's reference server as `pnpm start` runs it (`packages/server/src/main.ts` of `checkout`,
+ * dev mode), one worker, pointed at the upstream, with the demo account's RPC limits out of reach.
+ * Its request log goes to /dev/null, as a shipped server's goes to its log pipe.
+ */
+const startTollgate = async (name: string, checkout: string, upstream: string, redis?: string) => {
+  const port = await freePort()
+  const config = Path.join(work, `${name}.config.json`)
+  const credentials = Path.join(work, `${name}.credentials.json`)
+  Fs.writeFileSync(config, JSON.stringify({
+    rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
+    rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
+  }))
+  const { child, server } = spawnNode(name, [Path.join(checkout, "packages/server/src/main.ts")], {
+    PORT: String(port),
+    TOLLGATE_WORKERS: "1",
+    TOLLGATE_CONFIG: config,
+    TOLLGATE_DEV_CREDENTIALS_FILE: credentials,
+    ...(redis === undefined ? {} : { TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: redis })
+  }, checkout)
+  child.stdout?.resume()
+  const base = `http://127.0.0.1:${port}/api/v1`
+  for (let attempt = 0; attempt < 240; attempt++) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`)
+    try {
+      const response = await fetch(`${base}/crypto/rpc/networks`, { signal: AbortSignal.timeout(2000) })
+      if (response.ok && Fs.existsSync(credentials)) {
+        const key = (JSON.parse(Fs.readFileSync(credentials, "utf8")) as { inferenceKey: string }).inferenceKey
+        return { ...server, base, key }
+      }
+    } catch {
+      // not listening yet
+    }
+    await sleep(250)
+  }
+  throw new Error(`${name} did not start`)
+}
+
+// ---------- measuring ----------
+
+const clockTicks = Number(ChildProcess.execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100
+
+/** utime + stime of a process, in seconds. */
+const cpuSeconds = (pid: number): number => {
+  const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks
+}
+
+const gcMs = (server: Server): number => {
+  if (server.gcFile === undefined || !Fs.existsSync(server.gcFile)) return Number.NaN
+  return (JSON.parse(Fs.readFileSync(server.gcFile, "utf8")) as { pauseMs: number }).pauseMs
+}
+
+const machineTimes = () =>
+  Os.cpus().reduce((sum, cpu) => {
+    const total = Object.values(cpu.times).reduce((a, b) => a + b, 0)
+    return { busy: sum.busy + total - cpu.times.idle, total: sum.total + total }
+  }, { busy: 0, total: 0 })
+
+const idleShare = async (ms: number) => {
+  const before = machineTimes()
+  await sleep(ms)
+  const after = machineTimes()
+  return 1 - (after.busy - before.busy) / (after.total - before.total)
+}
+
+interface Target {
+  readonly name: string
+  readonly url: string
+  readonly method: "GET" | "POST"
+  readonly headers: Record<string, string>
+  readonly server: Server
+  readonly redis?: Server
+  rate?: number | undefined
+}
+
+interface Load {
+  readonly ok: number
+  readonly bad: number
+  readonly seconds: number
+  readonly p50: number
+  readonly p99: number
+}
+
+const percentile = (sorted: Float64Array, p: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!
+
+/** `amount` requests over `connections`, every one answered before it resolves. */
+const load = (target: Target, connections: number, amount: number): Promise<Load> =>
+  new Promise((resolve, reject) => {
+    let latencies = new Float64Array(Math.max(1024, amount))
+    let count = 0
+    // From the first answer to the last: autocannon notices the end of a fixed-amount run only on
+    // its next one-second tick, which would count as idle time.
+    let first = Number.NaN
+    let last = Number.NaN
+    const instance = autocannon({
+      url: target.url,
+      method: target.method,
+      headers: target.method === "POST" ? { "content-type": "application/json", ...target.headers } : target.headers,
+      ...(target.method === "POST" ? { body: rpcBody } : {}),
+      connections,
+      amount: Math.max(connections, Math.round(amount)),
+      pipelining: 1,
+      timeout: 10
+    }, (error, result) => {
+      clearTimeout(watchdog)
+      if (error !== null && error !== undefined) return reject(error)
+      const seconds = Math.max(1e-3, (last - first) / 1000)
+      const sorted = latencies.subarray(0, count).sort()
+      resolve({ ok: result["2xx"], bad: result.non2xx + result.errors + result.timeouts, seconds, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) })
+    })
+    instance.on("response", (_client: unknown, status: number, _bytes: number, ms: number) => {
+      last = performance.now()
+      if (Number.isNaN(first)) first = last - ms
+      if (status < 200 || status > 299) return
+      if (count === latencies.length) {
+        const bigger = new Float64Array(latencies.length * 2)
+        bigger.set(latencies)
+        latencies = bigger
+      }
+      latencies[count++] = ms
+    })
+    const watchdog = setTimeout(() => instance.stop(), 120_000)
+  })
+
+interface Run extends Load {
+  readonly rps: number
+  readonly cpuUs: number
+  readonly redisUs: number
+  readonly gcShare: number
+  readonly machine: number
+}
+
+/** One measured run of a target after its warm-up, at `connections`. */
+const measure = async (target: Target, connections: number, seconds: number, warmup: number): Promise<Run> => {
+  if (target.rate === undefined) {
+    const pilot = await load(target, connections, connections * 20)
+    target.rate = pilot.ok / pilot.seconds
+  }
+  if (warmup > 0) {
+    const warm = await load(target, connections, target.rate * warmup)
+    if (warm.ok > 0) target.rate = warm.ok / warm.seconds
+  }
+  const cpuBefore = cpuSeconds(target.server.pid)
+  const redisBefore = target.redis === undefined ? 0 : cpuSeconds(target.redis.pid)
+  const gcBefore = gcMs(target.server)
+  const machineBefore = machineTimes()
+  const result = await load(target, connections, target.rate * seconds)
+  await sleep(150) // the GC probe writes its totals every 100 ms
+  const cpu = cpuSeconds(target.server.pid) - cpuBefore
+  const redis = target.redis === undefined ? Number.NaN : cpuSeconds(target.redis.pid) - redisBefore
+  const gc = gcMs(target.server) - gcBefore
+  const machineAfter = machineTimes()
+  target.rate = result.ok / result.seconds
+  return {
+    ...result,
+    rps: result.ok / result.seconds,
+    cpuUs: result.ok > 0 ? cpu * 1e6 / result.ok : Number.NaN,
+    redisUs: result.ok > 0 ? redis * 1e6 / result.ok : Number.NaN,
+    gcShare: cpu > 0 ? gc / (cpu * 1000) : Number.NaN,
+    machine: Os.cpus().length * (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)
+  }
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b)
+  if (sorted.length === 0) return Number.NaN
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+
+const fixed = (value: number, digits: number) => Number.isFinite(value) ? value.toFixed(digits) : "-"
+
+const printTable = (head: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = head.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) => `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)).join(" | ")} |`
+  console.log(line(head))
+  console.log(`|${widths.map((width, i) => i === 0 ? `:${"-".repeat(width + 1)}` : `${"-".repeat(width + 1)}:`).join("|")}|`)
+  for (const row of rows) console.log(line(row))
+}
+
+/** Rounds over the targets in turn (A B C A B C), so a slow spell of the machine spreads over all. */
+const rounds = async (targets: ReadonlyArray<Target>, connections: number, seconds = options.duration, warmup = options.warmup) => {
+  const runs = new Map<Target, Array<Run>>(targets.map((target) => [target, []]))
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const target of targets) {
+      const run = await measure(target, connections, seconds, warmup)
+      runs.get(target)!.push(run)
+      console.log(`  round ${round} ${target.name.padEnd(26)} ${fixed(run.rps, 0).padStart(6)} req/s  p50 ${fixed(run.p50, 2)} ms  ` +
+        `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}%  machine ${fixed(run.machine * 100, 0)}% of one core` +
+        (run.bad > 0 ? `  !! ${run.bad} non-2xx/errors` : ""))
+    }
+  }
+  return runs
+}
+
+// ---------- the run ----------
+
+const idle = await idleShare(1000)
+console.log(`node ${process.version}, ${Os.cpus().length} cpus; machine idle before start: ${fixed(idle * 100, 0)}%`)
+if (idle < 0.85) console.log("!! something else is using the CPUs: read CPU per request side by side, not req/s")
+
+const upstream = await startPeer("upstream", "peers/upstream.ts", [])
+const raw = await startPeer("raw-proxy", "peers/raw-proxy.ts", [upstream.url])
+const peerRedis = await startRedis()
+const keys = await Jose.generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true })
+const token = await new Jose.SignJWT({}).setProtectedHeader({ alg: "EdDSA" }).setSubject("bench-user").setIssuedAt()
+  .setExpirationTime("2h").sign(keys.privateKey)
+const peer = await startPeer("peer-gateway", "peers/peer-gateway.ts", [upstream.url], {
+  REDIS_URL: peerRedis.url,
+  JWT_PUBLIC_KEY: await Jose.exportSPKI(keys.publicKey)
+})
+const networksBaseline = await startPeer("node-http-networks", "servers/raw-networks.ts", [])
+
+const checkouts: Array<readonly [string, string]> = [["tollgate", root], ...baselines.map(([name, checkout]) => [name, Path.resolve(checkout)] as const)]
+const rpcTargets: Array<Target> = [
+  { name: "raw proxy", url: `${raw.url}/`, method: "POST", headers: {}, server: raw },
+  { name: "Express peer gateway", url: `${peer.url}/rpc`, method: "POST", headers: { authorization: `Bearer ${token}` }, server: peer, redis: peerRedis }
+]
+const networksTargets: Array<Target> = [
+  { name: "bare node:http, same bytes", url: `${networksBaseline.url}/api/v1/crypto/rpc/networks`, method: "GET", headers: {}, server: networksBaseline }
+]
+for (const [label, checkout] of checkouts) {
+  const memory = await startTollgate(`${label}-memory`, checkout, upstream.url)
+  const redis = await startRedis()
+  const withRedis = await startTollgate(`${label}-redis`, checkout, upstream.url, redis.url)
+  rpcTargets.push(
+    { name: `${label} memory`, url: `${memory.base}/crypto/rpc/ethereum-mainnet`, method: "POST", headers: { authorization: `Bearer ${memory.key}` }, server: memory },
+    { name: `${label} Redis`, url: `${withRedis.base}/crypto/rpc/ethereum-mainnet`, method: "POST", headers: { authorization: `Bearer ${withRedis.key}` }, server: withRedis, redis }
+  )
+  networksTargets.push({ name: `${label} memory`, url: `${memory.base}/crypto/rpc/networks`, method: "GET", headers: {}, server: memory })
+}
+for (const target of rpcTargets) {
+  const response = await fetch(target.url, { method: "POST", headers: { "content-type": "application/json", ...target.headers }, body: rpcBody })
+  const text = await response.text()
+  if (!response.ok || !text.includes("\"result\"")) throw new Error(`${target.name} answered ${response.status} ${text.slice(0, 200)}`)
+}
+
+console.log(`\nPOST /crypto/rpc/ethereum-mainnet, ${options.connections} connections, ${options.rounds} rounds of ${options.duration} s after ${options.warmup} s warm-ups`)
+const rpcRuns = await rounds(rpcTargets, options.connections)
+console.log(`\nGET /crypto/rpc/networks, ${options.connections} connections`)
+const networksRuns = await rounds(networksTargets, options.connections)
+
+console.log("\nAdded latency at 1 connection")
+const upstreamAlone: Target = { name: "upstream alone", url: `${upstream.url}/`, method: "POST", headers: {}, server: upstream }
+const latencyTargets = [upstreamAlone, ...rpcTargets.map((target) => ({ ...target, rate: undefined }))]
+const latencyRuns = await rounds(latencyTargets, 1, Math.min(3, options.duration), 1)
+
+// ---------- tables ----------
+
+const summary = (runs: ReadonlyArray<Run>) => ({
+  rps: median(runs.map((run) => run.rps)),
+  p50: median(runs.map((run) => run.p50)),
+  p99: median(runs.map((run) => run.p99)),
+  cpuUs: median(runs.map((run) => run.cpuUs)),
+  redisUs: median(runs.map((run) => run.redisUs)),
+  gcShare: median(runs.map((run) => run.gcShare)),
+  bad: runs.reduce((sum, run) => sum + run.bad, 0)
+})
+const rpc = new Map(rpcTargets.map((target) => [target.name, summary(rpcRuns.get(target)!)]))
+const rawRow = rpc.get("raw proxy")!
+const peerRow = rpc.get("Express peer gateway")!
+const latency = new Map(latencyTargets.map((target) => [target.name, summary(latencyRuns.get(target)!)]))
+const upstreamP50 = latency.get("upstream alone")!.p50
+
+console.log(`\n### POST /crypto/rpc/ethereum-mainnet (${options.connections} connections, median of ${options.rounds} rounds)\n`)
+printTable(
+  ["target", "req/s", "rounds", "p50 ms", "p99 ms", "req/s vs raw", "CPU us/req", "CPU vs raw", "Redis us/req", "GC share", "added p50 @1 conn", "non-2xx"],
+  rpcTargets.map((target) => {
+    const row = rpc.get(target.name)!
+    return [
+      target.name,
+      fixed(row.rps, 0),
+      rpcRuns.get(target)!.map((run) => fixed(run.rps, 0)).join(" / "),
+      fixed(row.p50, 2),
+      fixed(row.p99, 2),
+      `${fixed(row.rps / rawRow.rps, 2)}x`,
+      fixed(row.cpuUs, 0),
+      `${fixed(row.cpuUs / rawRow.cpuUs, 2)}x`,
+      fixed(row.redisUs, 0),
+      `${fixed(row.gcShare * 100, 1)}%`,
+      `${fixed(latency.get(target.name)!.p50 - upstreamP50, 3)} ms`,
+      String(row.bad)
+    ]
+  })
+)
+console.log(`\nupstream alone at 1 connection: p50 ${fixed(upstreamP50, 3)} ms`)
+
+const networks = new Map(networksTargets.map((target) => [target.name, summary(networksRuns.get(target)!)]))
+const bare = networks.get("bare node:http, same bytes")!
+console.log(`\n### GET /crypto/rpc/networks (${options.connections} connections)\n`)
+printTable(
+  ["target", "req/s", "p50 ms", "p99 ms", "CPU us/req", "CPU vs node:http", "GC share", "non-2xx"],
+  networksTargets.map((target) => {
+    const row = networks.get(target.name)!
+    return [target.name, fixed(row.rps, 0), fixed(row.p50, 2), fixed(row.p99, 2), fixed(row.cpuUs, 1), `${fixed(row.cpuUs / bare.cpuUs, 2)}x`, `${fixed(row.gcShare * 100, 1)}%`, String(row.bad)]
+  })
+)
+
+const memoryRow = rpc.get("tollgate memory")!
+const redisRow = rpc.get("tollgate Redis")!
+const check = (label: string, value: number, bar: string, ok: boolean) => console.log(`- ${label}: ${value.toFixed(2)} (target ${bar}) ${ok ? "met" : "NOT met"}`)
+console.log("\n### Targets (this run)\n")
+check("tollgate Redis CPU/request vs raw proxy", redisRow.cpuUs / rawRow.cpuUs, "<= 4x", redisRow.cpuUs <= 4 * rawRow.cpuUs)
+check("tollgate Redis req/s vs Express peer", redisRow.rps / peerRow.rps, ">= 1.5x", redisRow.rps >= 1.5 * peerRow.rps)
+check("tollgate memory CPU/request vs raw proxy", memoryRow.cpuUs / rawRow.cpuUs, "<= 3x", memoryRow.cpuUs <= 3 * rawRow.cpuUs)
+const addedMemory = latency.get("tollgate memory")!.p50 - upstreamP50
+const addedRedis = latency.get("tollgate Redis")!.p50 - upstreamP50
+check("added p50 at 1 connection, memory (ms)", addedMemory, "< 0.5 ms", addedMemory < 0.5)
+check("added p50 at 1 connection, Redis (ms)", addedRedis, "< 1 ms", addedRedis < 1)
+const networksRatio = networks.get("tollgate memory")!.cpuUs / bare.cpuUs
+check("networks CPU/request vs bare node:http", networksRatio, "<= 2x", networksRatio <= 2)
+console.log(`\nmachine idle before start: ${fixed(idle * 100, 0)}%; CPU per request side by side is the number to trust on a shared machine.`)
+
+if (options.json !== "") {
+  const dump = (runs: Map<Target, Array<Run>>) => [...runs].map(([target, list]) => ({ name: target.name, runs: list }))
+  Fs.writeFileSync(options.json, JSON.stringify({ node: process.version, cpus: Os.cpus().length, idle, options, rpc: dump(rpcRuns), networks: dump(networksRuns), latency: dump(latencyRuns) }, null, 2))
+}
+stopAll()
+Fs.rmSync(work, { recursive: true, force: true })
+process.exit(0)

@@ -1,0 +1,24 @@
+/**
+ * Preloaded into each benchmarked server (`node --import`): sums the garbage collector's pauses
+ * (perf_hooks `gc` entries) and writes the running totals to `GC_PROBE_FILE` every 100 ms, so the
+ * harness can read the GC time of a measured window without touching the server's code.
+ */
+import * as Fs from "node:fs"
+import { PerformanceObserver } from "node:perf_hooks"
+
+const file = process.env["GC_PROBE_FILE"]
+if (file !== undefined && file !== "") {
+  let pauseMs = 0
+  let count = 0
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      pauseMs += entry.duration
+      count += 1
+    }
+  }).observe({ entryTypes: ["gc"] })
+  // Written aside and renamed, so a reader never sees a half-written file.
+  setInterval(() => {
+    Fs.writeFileSync(`${file}.tmp`, JSON.stringify({ pauseMs, count }))
+    Fs.renameSync(`${file}.tmp`, file)
+  }, 100).unref()
+}
