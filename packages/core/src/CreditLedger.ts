@@ -11,7 +11,9 @@
  * the worst-case price of a request and pins the price version; the capture takes the actual price
  * (at most the hold) and releases the rest; a hold not settled before its expiry is released by the
  * next operation on the account. Captures append the account's usage entries in the same atomic
- * step, so the usage report and the balance come from one journal.
+ * step, so the usage report and the balance come from one journal. Entries are kept for a retention
+ * (`Retention`), and the balances are running totals beside them, so dropping an old entry never
+ * changes a balance.
  *
  * `layerMemory` is the single-process ledger; `@tollgate/redis` has the shared one. Both pass the
  * contract suite in `packages/redis/test/CreditLedger.contract.test.ts`.
@@ -198,6 +200,35 @@ export const CLOSED_HOLD_RETENTION_MS = 60 * 60_000
 export const DAY_MS = 86_400_000
 
 /**
+ * How long usage and journal entries are kept by default: what the billing reports look back on.
+ * Older entries are dropped as the account is used; the balance is a running total kept beside
+ * them, so it never depends on an entry that was dropped.
+ *
+ * @category constants
+ */
+export const DEFAULT_RETENTION_MS = 90 * DAY_MS
+
+/**
+ * How many usage entries (and, separately, journal entries and closed holds) the memory ledger keeps
+ * per account by default: the newest ones. A paid call adds one usage entry and two journal entries.
+ *
+ * @category constants
+ */
+export const DEFAULT_MAX_ENTRIES = 10_000
+
+/**
+ * What the ledger keeps of the past (see `DEFAULT_RETENTION_MS`, `DEFAULT_MAX_ENTRIES`).
+ *
+ * @category options
+ */
+export interface Retention {
+  /** Usage and journal entries older than this are dropped. */
+  readonly retentionMs?: number | undefined
+  /** Memory only: per account, at most this many usage entries, journal entries and closed holds. */
+  readonly maxEntries?: number | undefined
+}
+
+/**
  * The UTC day number of a time: allowance is counted per day.
  *
  * @category constructors
@@ -229,7 +260,8 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   readonly capture: (input: CaptureInput) => Effect.Effect<Settlement, LedgerError | ServiceUnavailable>
   /**
    * Releases an open hold; releasing a closed one changes nothing. A hold closed more than
-   * `CLOSED_HOLD_RETENTION_MS` ago is forgotten: capturing or releasing it is `UnknownHold`.
+   * `CLOSED_HOLD_RETENTION_MS` ago (in memory, also one beyond the newest `maxEntries` closed holds
+   * of its account) is forgotten: capturing or releasing it is `UnknownHold`.
    */
   readonly release: (accountId: string, reference: string) => Effect.Effect<Balance, LedgerError | ServiceUnavailable>
   readonly balance: (accountId: string) => Effect.Effect<Balance, ServiceUnavailable>
@@ -325,6 +357,21 @@ const lowerBoundTime = (entries: ReadonlyArray<{ readonly timestamp: number }>, 
 }
 
 /**
+ * Drops what `retention` no longer keeps from the front of `entries` (oldest first), in batches: a
+ * drop happens once the excess is a sixteenth of the cap, or once the oldest entry is a sixty-fourth
+ * of the retention past it, so an append pays O(1) on average.
+ */
+const trim = (entries: Array<{ readonly timestamp: number }>, now: number, retentionMs: number, maxEntries: number) => {
+  const excess = entries.length - maxEntries
+  let drop = excess >= Math.max(1, maxEntries >> 4) ? excess : 0
+  const cutoff = now - retentionMs
+  if (entries.length > 0 && entries[0]!.timestamp < cutoff - (retentionMs >> 6)) {
+    drop = Math.max(drop, lowerBoundTime(entries, cutoff))
+  }
+  if (drop > 0) entries.splice(0, drop)
+}
+
+/**
  * A page from up to `limit + 1` matches: the extra one only says that more follow.
  *
  * @category internals
@@ -373,12 +420,15 @@ export class Memory extends Context.Service<Memory, {
 }>()("@tollgate/core/CreditLedger/Memory") {}
 
 /**
- * The ledger in process memory, with its primitives as `Memory`. Every operation runs in one
- * synchronous step, so concurrent operations on an account never interleave.
+ * The ledger in process memory, with its primitives as `Memory`, keeping what `retention` says.
+ * Every operation runs in one synchronous step, so concurrent operations on an account never
+ * interleave.
  *
  * @category layers
  */
-export const layerMemory: Layer.Layer<CreditLedger | Memory> = Layer.syncContext(() => {
+export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLedger | Memory> => Layer.syncContext(() => {
+  const retentionMs = retention.retentionMs ?? DEFAULT_RETENTION_MS
+  const maxEntries = retention.maxEntries ?? DEFAULT_MAX_ENTRIES
   const accounts = new Map<string, MemoryAccount>()
   const accountOf = (id: string) => {
     let account = accounts.get(id)
@@ -402,6 +452,7 @@ export const layerMemory: Layer.Layer<CreditLedger | Memory> = Layer.syncContext
     }
     const full: JournalEntry = { ...entry, id: `${account.lastMs}-${account.seq}`, timestamp: account.lastMs }
     account.journal.push(full)
+    trim(account.journal, now, retentionMs, maxEntries)
     return full
   }
 
@@ -409,6 +460,11 @@ export const layerMemory: Layer.Layer<CreditLedger | Memory> = Layer.syncContext
     const { hold } = held
     account.open.delete(held)
     account.closed.set(hold.reference, now + CLOSED_HOLD_RETENTION_MS)
+    if (account.closed.size > maxEntries) {
+      const oldest = account.closed.keys().next().value!
+      account.closed.delete(oldest)
+      account.holds.delete(oldest)
+    }
     if (hold.fromAllowance > 0 || fromAllowance > 0) {
       account.allowanceHeld.set(held.day, (account.allowanceHeld.get(held.day) ?? 0) - hold.fromAllowance)
       account.allowanceUsed.set(held.day, (account.allowanceUsed.get(held.day) ?? 0) + fromAllowance)
@@ -564,6 +620,7 @@ export const layerMemory: Layer.Layer<CreditLedger | Memory> = Layer.syncContext
     for (const entry of charged.length > 0 ? charged : entries.slice(-1)) {
       account.usage.push({ ...input.usage, id: entry.id, timestamp: entry.timestamp, amount: Money.unsafeNano(-entry.delta), currency: entry.currency })
     }
+    trim(account.usage, now, retentionMs, maxEntries)
     return { ...held.settlement, balance: balanceOf(account, now) }
   }
 
@@ -613,3 +670,10 @@ export const layerMemory: Layer.Layer<CreditLedger | Memory> = Layer.syncContext
   })
   return Context.make(CreditLedger, service).pipe(Context.add(Memory, memory))
 })
+
+/**
+ * The memory ledger with the default retention (90 days, 10,000 entries per account).
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<CreditLedger | Memory> = layerMemoryWith()

@@ -35,11 +35,11 @@ import * as Scripts from "./Scripts.ts"
 //           the adjustments of `adjustAll`.
 // giveback: KEYS 7 the idempotency record. ARGV 3 the hold's reference, 4 whether the record is
 //           abandoned ("1"), 5 on the adjustments.
-const script = Scripts.make(`
+const script = (retentionMs: number) => Scripts.make(`
 local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
-${CreditLedgerRedis.ledgerLibrary}
+${CreditLedgerRedis.ledgerLibrary(retentionMs)}
 ${RateLimiterRedis.takeLibrary}
 ${RateLimiterRedis.adjustLibrary}
 ${IdempotencyStoreRedis.recordLibrary}
@@ -84,6 +84,8 @@ export interface Options {
   readonly idempotencyPrefix?: string
   /** How long Redis may take to answer before the call counts as a failure. Default 1000. */
   readonly timeoutMs?: number
+  /** The ledger's retention of journal and usage entries (`CreditLedgerRedis.layerRedis({ retentionMs })`). */
+  readonly retentionMs?: number | undefined
 }
 
 const unavailable = (cause: unknown) =>
@@ -106,13 +108,14 @@ export const make = (options: Options = {}) =>
     const send = yield* Scripts.sender(options.timeoutMs ?? 1000)
     const ledgerPrefix = options.ledgerPrefix ?? CreditLedgerRedis.defaultPrefix
     const recordPrefix = options.idempotencyPrefix ?? IdempotencyStoreRedis.defaultPrefix
+    const lua = script(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
 
     const call = <A, E>(keys: ReadonlyArray<string>, args: ReadonlyArray<string>, decode: (reply: Reply) => Effect.Effect<A, E>) =>
       Effect.callback<A, E | Errors.ServiceUnavailable>((resume) => {
         const command = ["", "", String(keys.length)]
         for (const key of keys) command.push(key)
         for (const arg of args) command.push(arg)
-        send(script, command, (reply) => resume(decode(reply as Reply)), (cause) => resume(Effect.fail(unavailable(cause))))
+        send(lua, command, (reply) => resume(decode(reply as Reply)), (cause) => resume(Effect.fail(unavailable(cause))))
       })
 
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {

@@ -18,13 +18,15 @@ import { Redis } from "effect/persistence"
 
 /**
  * The ledger's Lua functions over the account's keys: `ledgerHold`, `ledgerCapture`,
- * `ledgerRelease`, `sweep` and `balance`. A script that includes it declares the locals `A, H, X,
- * R, J, U` (the keys of `keysOf`, in that order) and `now` first.
+ * `ledgerRelease`, `sweep` and `balance`, keeping journal and usage entries for `retentionMs`. A
+ * script that includes it declares the locals `A, H, X, R, J, U` (the keys of `accountKeys`, in
+ * that order) and `now` first.
  *
  * @category internals
  */
-export const ledgerLibrary = `
+export const ledgerLibrary = (retentionMs: number) => `
 local DAY = 86400000
+local RETAIN_MS = ${retentionMs}
 local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}
 local NANO = 1000000000
 
@@ -42,9 +44,16 @@ local function nextId()
   return s(lastMs) .. '-' .. s(seq), s(lastMs)
 end
 
+-- Entries older than the retention leave both streams as they grow: XADD trims up to the stream id
+-- of the cutoff, approximately (whole nodes of the stream), which costs next to nothing.
+local function cutoff()
+  if now <= RETAIN_MS then return '0' end
+  return s(now - RETAIN_MS)
+end
+
 local function append(kind, ref, currency, delta, held)
   local id, ts = nextId()
-  redis.call('XADD', J, id, 'k', kind, 'r', ref, 'c', currency, 'd', s(delta), 'h', s(held))
+  redis.call('XADD', J, 'MINID', '~', cutoff(), id, 'k', kind, 'r', ref, 'c', currency, 'd', s(delta), 'h', s(held))
   return { id, ts, kind, ref, currency, s(delta), s(held) }
 end
 
@@ -138,7 +147,7 @@ local function ledgerCapture(ref, amount, details)
   end
   if #charged == 0 then charged[1] = entries[#entries] end
   for _, e in ipairs(charged) do
-    redis.call('XADD', U, e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
+    redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
   end
   return { 'ok', { s(fa), s(fu) }, balance() }
 end
@@ -153,11 +162,11 @@ end
 
 `
 
-const lua = `
+const lua = (retentionMs: number) => `
 local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
-${ledgerLibrary}
+${ledgerLibrary(retentionMs)}
 sweep()
 
 if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
@@ -189,10 +198,11 @@ return { 'ok', {}, balance() }
 
 type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<string>]
 
-const ledgerScript = Redis.script(
-  (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) => [...keys, op, now, ...args],
-  { numberOfKeys: 6, lua }
-).withReturnType<Reply>()
+const ledgerScript = (retentionMs: number) =>
+  Redis.script(
+    (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) => [...keys, op, now, ...args],
+    { numberOfKeys: 6, lua: lua(retentionMs) }
+  ).withReturnType<Reply>()
 
 const unavailable = (error: unknown) =>
   new Errors.ServiceUnavailable({ message: `Credit ledger unavailable: ${String(error)}` })
@@ -278,16 +288,19 @@ const checkAmount = (amount: number, allowZero: boolean) =>
 const msOf = (id: string) => Number(id.split("-")[0])
 
 /**
- * The ledger on Redis. `prefix` namespaces the keys (default `tg:cl:`).
+ * The ledger on Redis. `prefix` namespaces the keys (default `tg:cl:`); `retentionMs` is how long
+ * journal and usage entries are kept (default `CreditLedger.DEFAULT_RETENTION_MS`).
  *
  * @category layers
  */
-export const layerRedis = (options: { readonly prefix?: string } = {}): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis> =>
+export const layerRedis = (
+  options: { readonly prefix?: string; readonly retentionMs?: number | undefined } = {}
+): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis> =>
   Layer.effect(CreditLedger.CreditLedger, Effect.gen(function*() {
     const redis = yield* Redis.Redis
     const prefix = options.prefix ?? defaultPrefix
     const keysOf = (accountId: string) => accountKeys(prefix, accountId)
-    const run = redis.eval(ledgerScript)
+    const run = redis.eval(ledgerScript(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS))
     const span = yield* Spans.current
 
     const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>

@@ -120,7 +120,9 @@ export const run = (argv: ReadonlyArray<string>, version = "0.1.0") => Command.r
  *
  * @category layers
  */
-export const layer = (config: Pick<ServerConfig, "store" | "redisUrl" | "publicOrigin" | "signingKey">) =>
+export const layer = (
+  config: Pick<ServerConfig, "store" | "redisUrl" | "publicOrigin" | "signingKey"> & { readonly retention?: ServerConfig["retention"] }
+) =>
   Layer.unwrap(Effect.gen(function*() {
     if (config.signingKey === undefined) {
       return yield* new CliError.UserError({ cause: "no signing key", userMessage: "TOLLGATE_SIGNING_KEY must be set to mint keys" })
@@ -133,7 +135,9 @@ export const layer = (config: Pick<ServerConfig, "store" | "redisUrl" | "publicO
       return Layer.mergeAll(auth.pipe(Layer.provide(AuthStore.layerMemory)), CreditLedger.layerMemory)
     }
     const redis = NodeRedis.layer({ url: config.redisUrl })
-    return Layer.mergeAll(auth.pipe(Layer.provide(AuthStoreRedis.layerRedis)), CreditLedgerRedis.layerRedis()).pipe(
+    // The ledger's scripts trim entries past the retention: the server's, not a default.
+    const ledger = CreditLedgerRedis.layerRedis({ retentionMs: config.retention?.retentionMs })
+    return Layer.mergeAll(auth.pipe(Layer.provide(AuthStoreRedis.layerRedis)), ledger).pipe(
       Layer.provide(redis)
     )
   }))

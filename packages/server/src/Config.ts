@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import { CreditLedger } from "@tollgate/core"
 import { Data, Effect, Schema, SchemaIssue } from "effect"
 import * as Fs from "node:fs"
 
@@ -38,7 +39,9 @@ export const Environment = Schema.Struct({
   TOLLGATE_OPERATOR_ACCOUNTS: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$/u, {
     message: "must be a comma-separated list of account ids"
   }))),
-  TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1)))
+  TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  TOLLGATE_RETENTION_DAYS: Schema.optionalKey(PositiveInt),
+  TOLLGATE_MEMORY_MAX_ENTRIES: Schema.optionalKey(PositiveInt)
 })
 
 /**
@@ -75,6 +78,8 @@ export interface ServerConfig {
   readonly operatorAccountIds: ReadonlyArray<string>
   /** Who may scrape `GET /metrics`: nobody, anyone, or ADMIN keys. */
   readonly metrics: "off" | "open" | "admin"
+  /** How long usage and journal entries are kept, and (memory) how many per account. */
+  readonly retention: { readonly retentionMs: number; readonly maxEntries: number }
   readonly file: typeof FileConfig.Type
 }
 
@@ -146,6 +151,12 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       logLevel: vars.TOLLGATE_LOG_LEVEL ?? "info",
       metrics: vars.TOLLGATE_METRICS ?? "off",
       operatorAccountIds: vars.TOLLGATE_OPERATOR_ACCOUNTS?.split(",") ?? [],
+      retention: {
+        retentionMs: vars.TOLLGATE_RETENTION_DAYS === undefined
+          ? CreditLedger.DEFAULT_RETENTION_MS
+          : vars.TOLLGATE_RETENTION_DAYS * CreditLedger.DAY_MS,
+        maxEntries: vars.TOLLGATE_MEMORY_MAX_ENTRIES ?? CreditLedger.DEFAULT_MAX_ENTRIES
+      },
       file
     }
     return config

@@ -134,9 +134,9 @@ const stores = (config: ServerConfig) =>
       AuthStoreRedis.layerRedis,
       AbuseGuardRedis.layerRedis,
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
-      CreditLedgerRedis.layerRedis(),
+      CreditLedgerRedis.layerRedis({ retentionMs: config.retention.retentionMs }),
       IdempotencyStoreRedis.layerRedis,
-      AdmissionStoreRedis.layerRedis({ timeoutMs: 2000 })
+      AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config.redisUrl),
       NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })
@@ -145,7 +145,7 @@ const stores = (config: ServerConfig) =>
       AuthStore.layerMemory,
       AbuseGuard.layerMemory,
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
-      CreditLedger.layerMemory,
+      CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
     )))
 
