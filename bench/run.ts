@@ -10,6 +10,7 @@ const benches = [
   "auth.ts",
   "chat.ts",
   "documents.ts",
+  "heap.ts",
   "image.ts",
   "ledger.ts",
   "pipeline.ts",
