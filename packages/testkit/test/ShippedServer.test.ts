@@ -1,0 +1,37 @@
+import { afterAll, describe, expect, it } from "vitest"
+import { RedisServer, ShippedServer } from "../src/index.ts"
+
+const acquired = await RedisServer.acquire()
+const redis = "unavailable" in acquired ? undefined : acquired
+afterAll(() => redis?.stop())
+
+describe("ShippedServer: the pnpm start entry point on a free port, answering before start resolves", () => {
+  it("dev mode: answers at once and hands over the demo credentials", { timeout: 60_000 }, async () => {
+    const server = await ShippedServer.start()
+    try {
+      expect(server.credentials?.accountId).toBe("acct_demo")
+      const response = await fetch(`${server.api}/api_keys/rate_limits`, {
+        headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` }
+      })
+      expect(response.status).toBe(200)
+    } finally {
+      expect(await server.stop()).toBe(0)
+    }
+  })
+
+  it.skipIf(redis === undefined)("production on Redis: keys provisioned with the shipped CLI are accepted", { timeout: 90_000 }, async () => {
+    const server = await ShippedServer.start({ store: "redis", redisUrl: redis!.url, signingKey: true })
+    try {
+      const response = await fetch(`${server.api}/api_keys`, {
+        headers: { authorization: `Bearer ${server.credentials!.adminKey}` }
+      })
+      expect(response.status).toBe(200)
+    } finally {
+      await server.stop()
+    }
+  })
+
+  it("a server that cannot start rejects with its output", async () => {
+    await expect(ShippedServer.start({ env: { PORT: "not-a-port" } })).rejects.toThrow(/invalid configuration: PORT/)
+  })
+})
