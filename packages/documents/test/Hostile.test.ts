@@ -1,7 +1,6 @@
 import { expect, layer } from "@effect/vitest"
+import { TestDocuments } from "@tollgate/testkit"
 import { Effect, Layer } from "effect"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
 import * as DocumentExtractor from "../src/DocumentExtractor.ts"
 import * as Zip from "../src/Zip.ts"
 import * as Hostile from "./Hostile.ts"
@@ -75,8 +74,6 @@ layer(DocumentExtractor.layer({ workers: 2, baseTimeoutMs: 30_000 }), { timeout:
     }))
 })
 
-const testPdf = Path.resolve(import.meta.dirname, "../../../../shared/test-documents/tika/testPDF.pdf")
-
 layer(
   // A generous clock, so that on a loaded machine it is the memory watchdog that stops the bomb.
   DocumentExtractor.layer({ workers: 1, maxRssBytes: 384 * 1024 * 1024, baseTimeoutMs: 60_000 }).pipe(Layer.fresh),
@@ -86,7 +83,7 @@ layer(
     Effect.gen(function*() {
       const extractor = yield* DocumentExtractor.DocumentExtractor
       expect(yield* reasonOf(Hostile.pdfBomb())).toBe("memory-limit")
-      const next = yield* extractor.extract(new Uint8Array(Fs.readFileSync(testPdf)))
+      const next = yield* extractor.extract(TestDocuments.read("tika/testPDF.pdf"))
       expect(next.format).toBe("pdf")
       expect(next.text).toContain("Apache Tika")
     }))

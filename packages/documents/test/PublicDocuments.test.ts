@@ -1,16 +1,16 @@
-import { describe, expect, it, layer } from "@effect/vitest"
+import { describe, expect, layer } from "@effect/vitest"
+import { TestDocuments } from "@tollgate/testkit"
 import { Effect } from "effect"
 import * as DocumentExtractor from "../src/DocumentExtractor.ts"
-import * as Corpus from "./Corpus.ts"
 
-const files = Object.entries(Corpus.manifest())
+const files = Object.entries(TestDocuments.manifest())
 
-describe.skipIf(!Corpus.available)("Public test documents (../shared/test-documents)", () => {
-  layer(DocumentExtractor.layer({ workers: 2, baseTimeoutMs: 60_000 }), { timeout: 60_000 })("every string their own projects expect is extracted, in every format", (it) => {
+describe("Public test documents (Apache Tika, pdf.js): every string their own projects expect is extracted", () => {
+  layer(DocumentExtractor.layer({ workers: 2, baseTimeoutMs: 60_000 }), { timeout: 60_000 })("in every format", (it) => {
     it.effect.each(files)("%s", ([file, expected]) =>
       Effect.gen(function*() {
         const extractor = yield* DocumentExtractor.DocumentExtractor
-        const { format, text } = yield* extractor.extract(Corpus.read(file))
+        const { format, text } = yield* extractor.extract(TestDocuments.read(file))
         expect(format).toBe(expected.format)
         const normalized = text.replace(/\s+/g, " ")
         expect(expected.must_include.filter((s) => !text.includes(s))).toEqual([])
@@ -22,11 +22,5 @@ describe.skipIf(!Corpus.available)("Public test documents (../shared/test-docume
           expect(alternatives.some((s) => text.includes(s)), alternatives.join(" | ")).toBe(true)
         }
       }))
-  })
-})
-
-describe("The public test documents are present under CI", () => {
-  it("finds the manifest, or runs outside CI", () => {
-    expect(Corpus.available || process.env["CI"] === undefined).toBe(true)
   })
 })

@@ -1,8 +1,8 @@
 import { expect, layer } from "@effect/vitest"
+import { TestDocuments } from "@tollgate/testkit"
 import { Effect, Fiber } from "effect"
 import * as DocumentExtractor from "../src/DocumentExtractor.ts"
 import * as Extraction from "../src/Extraction.ts"
-import * as Corpus from "./Corpus.ts"
 import * as Hostile from "./Hostile.ts"
 import * as Large from "./Large.ts"
 
@@ -39,8 +39,7 @@ layer(
 
   it.effect("a text-dense pdfkit document and a public PDF: the same text and token count as one pass", () =>
     Effect.gen(function*() {
-      const documents = [yield* Effect.promise(() => Large.densePdf(6))]
-      if (Corpus.available) documents.push(Corpus.read("pdfjs/tracemonkey.pdf"))
+      const documents = [yield* Effect.promise(() => Large.densePdf(6)), TestDocuments.read("pdfjs/tracemonkey.pdf")]
       for (const bytes of documents) {
         const split = yield* extract(bytes)
         const whole = yield* onePass(bytes)

@@ -4,6 +4,7 @@
  */
 import { Money, PricingEngine } from "@tollgate/core"
 import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
+import { TestDocuments } from "@tollgate/testkit"
 import { Effect, Exit, Layer, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -55,8 +56,6 @@ const parse = (body: FormData | string, headers: Record<string, string> = { auth
 
 const blob = (content: string | Uint8Array) => new Blob([typeof content === "string" ? content : new Uint8Array(content)])
 
-const publicDocument = Path.resolve(import.meta.dirname, "../../../../shared/test-documents/tika/testWORD_various.docx")
-
 describe("POST /augment/text-parser answers {text, tokens} by default, priced $0.01 flat", () => {
   it("a plain-text upload comes back as its text with its token count, and costs exactly the flat price", async () => {
     const before = await alice.charged()
@@ -68,8 +67,8 @@ describe("POST /augment/text-parser answers {text, tokens} by default, priced $0
     expect(response.headers.get("x-balance-remaining")).toBeNull()
   })
 
-  it.skipIf(!Fs.existsSync(publicDocument))("a DOCX is detected from its bytes whatever the part is named", async () => {
-    const response = await parse(form({ file: new Blob([Fs.readFileSync(publicDocument)], { type: "application/pdf" }) }))
+  it("a DOCX is detected from its bytes whatever the part is named", async () => {
+    const response = await parse(form({ file: new Blob([TestDocuments.read("tika/testWORD_various.docx")], { type: "application/pdf" }) }))
     expect(response.status).toBe(200)
     const body = await response.json() as { text: string; tokens: number }
     expect(body.text).toContain("Here is a numbered list:")

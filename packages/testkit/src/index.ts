@@ -1,7 +1,7 @@
 /**
  * @tollgate/testkit: real parts for tests. A throwaway redis-server and anvil per test file, a
- * free port, the shipped server as a child process for end-to-end tests, and the contract-test
- * helper that runs one service suite over every backend.
+ * free port, the shipped server as a child process for end-to-end tests, public test documents,
+ * and the contract-test helper that runs one service suite over every backend.
  *
  * @since 0.1.0
  */
@@ -11,3 +11,4 @@ export * as FakeChatUpstream from "./FakeChatUpstream.ts"
 export * as FreePort from "./FreePort.ts"
 export * as RedisServer from "./RedisServer.ts"
 export * as ShippedServer from "./ShippedServer.ts"
+export * as TestDocuments from "./TestDocuments.ts"
