@@ -19,7 +19,7 @@ describe("Public test documents (Apache Tika, pdf.js): every string their own pr
         // Headers, footers, footnotes, notes and rendered number formats: in scope for this extractor.
         expect((expected.optional_include ?? []).filter((s) => !text.includes(s))).toEqual([])
         for (const alternatives of expected.any_of ?? []) {
-          expect(alternatives.some((s) => text.includes(s)), alternatives.join(" | ")).toBe(true)
+          expect(alternatives.some((s: string) => text.includes(s)), alternatives.join(" | ")).toBe(true)
         }
       }))
   })
