@@ -4,7 +4,8 @@ export default defineProject({
   test: {
     name: "@tollgate/server",
     include: ["test/**/*.test.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 60_000
+    // These tests spawn the shipped server, which takes seconds to start on a loaded machine.
+    testTimeout: 90_000,
+    hookTimeout: 150_000
   }
 })

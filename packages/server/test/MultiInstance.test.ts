@@ -44,7 +44,7 @@ beforeAll(async () => {
     config: { models, rateLimits: { accounts: { acct_shared: { image: { requests: 100 } } } } }
   }
   instances = await Promise.all([ShippedServer.start(options), ShippedServer.start(options)])
-}, 90_000)
+}, 150_000)
 
 afterAll(async () => {
   await Promise.all(instances.map((instance) => instance.stop()))

@@ -49,7 +49,7 @@ export interface Options {
   readonly accountId?: string
   /** Production on Redis: provision the account with the CLI (default true). */
   readonly provision?: boolean
-  /** How long to wait for the first answer (default 30 s). */
+  /** How long to wait for the first answer (default 60 s: a loaded CI machine starts slowly). */
   readonly timeoutMs?: number
 }
 
@@ -222,7 +222,7 @@ export const start = async (options: Options = {}): Promise<ShippedServer> => {
     ? provision(cli, options.accountId ?? "acct_e2e")
     : undefined
   try {
-    await waitForAnswer(spawned, options.timeoutMs ?? 30_000)
+    await waitForAnswer(spawned, options.timeoutMs ?? 60_000)
     const credentials = provisioned !== undefined
       ? await provisioned
       : spawned.signingKey === undefined

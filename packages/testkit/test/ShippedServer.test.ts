@@ -6,7 +6,7 @@ const redis = "unavailable" in acquired ? undefined : acquired
 afterAll(() => redis?.stop())
 
 describe("ShippedServer: the pnpm start entry point on a free port, answering before start resolves", () => {
-  it("dev mode: answers at once and hands over the demo credentials", { timeout: 60_000 }, async () => {
+  it("dev mode: answers at once and hands over the demo credentials", { timeout: 90_000 }, async () => {
     const server = await ShippedServer.start()
     try {
       expect(server.credentials?.accountId).toBe("acct_demo")
@@ -19,7 +19,7 @@ describe("ShippedServer: the pnpm start entry point on a free port, answering be
     }
   })
 
-  it.skipIf(redis === undefined)("production on Redis: keys provisioned with the shipped CLI are accepted", { timeout: 90_000 }, async () => {
+  it.skipIf(redis === undefined)("production on Redis: keys provisioned with the shipped CLI are accepted", { timeout: 150_000 }, async () => {
     // Production lists its models; the local renderer needs no upstream.
     const localRenderer = {
       id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
