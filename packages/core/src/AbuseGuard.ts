@@ -1,19 +1,30 @@
 /**
- * Abuse protection: a caller with more than 20 failed requests (any non-2xx) within 30 seconds is
- * refused with a 429 for the next 30 seconds. The caller is the principal once a request has
- * authenticated, else the client address, so a wallet or an account cannot escape by changing
- * address and an address cannot lock out an account it does not hold.
+ * Abuse protection: a caller with more than 20 failed attempts within 30 seconds is refused with a
+ * 429 for the next 30 seconds. It blocks abusers and never the innocent, so two things are written
+ * down once here:
  *
- * `track` follows one request: it refuses a blocked address up front, lets `Auth` name the
- * principal through `identify` (refusing a blocked principal right there), and records a failure
- * when the response is not a success. The guard's own 429s are not counted, so a blocked caller
- * that keeps retrying is released on time. A store outage lets requests through: the guard must
- * never be the reason the API is down.
+ * - What counts as a failed attempt (`countsAsFailure`): the caller's own mistakes and failed
+ *   authentication, that is the 4xx a caller causes. An honest balance answer (402), a duplicate
+ *   still in flight (409), a limit (429, the guard's own included), a request the client abandoned
+ *   (499, 408) and every 5xx are not its fault and are not counted.
+ * - Who the caller is (`track`): a request with valid credentials is judged by its credential, the
+ *   API key (`key:<id>`) or the wallet (`wallet:<account>`), never by its address, so one key's
+ *   failures block that key and not its account's other keys (nor the ADMIN key that would revoke
+ *   it). A request without valid credentials is judged by its client address (`address:<ip>`);
+ *   that block applies only to such requests, so a valid key from a blocked address still works.
+ *
+ * A request that carries no credentials is refused up front when its address is blocked. One whose
+ * credentials turn out not to be valid is answered 429 instead of its failure once it ends: it cost
+ * no more than the check of its credentials. Counting and blocking are one store operation
+ * (`recordFailure`), so the 21st failure blocks at once even among concurrent requests and
+ * instances. A store outage lets requests through: the guard must never be the reason the API is
+ * down.
  *
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { RateLimited, type ServiceUnavailable } from "./Errors.ts"
+import type { Principal } from "./Principal.ts"
 
 /** @category constants */
 export const maxFailures = 20
@@ -27,12 +38,48 @@ export const blockMs = 30_000
 /** @category constants */
 export const message = "Too many failed attempts (over 20). Please wait 30s."
 
+/**
+ * The statuses of the 4xx range that are not the caller's failure: 402 (a balance or payment
+ * answer), 408 and 499 (the client gave up or was too slow: nothing it did was wrong), 409 (the
+ * same `Idempotency-Key` still in flight; the client is told to retry) and 429 (a limit, the
+ * guard's own included, so a blocked caller that keeps retrying is released on time).
+ */
+const NOT_FAILURES: ReadonlySet<number> = new Set([402, 408, 409, 429, 499])
+
+/**
+ * Whether a response counts as a failed attempt of its caller: a 4xx other than those in
+ * `NOT_FAILURES`. Successes, redirects and every 5xx (the service's fault) never count.
+ *
+ * @category predicates
+ */
+export const countsAsFailure = (status: number): boolean => status >= 400 && status < 500 && !NOT_FAILURES.has(status)
+
+/**
+ * The guard's name for a principal: its key, or its wallet account.
+ *
+ * @category callers
+ */
+export const principalCaller = (principal: Principal): string =>
+  principal._tag === "ApiKey" ? `key:${principal.keyId}` : `wallet:${principal.accountId}`
+
+/**
+ * The guard's name for a client address, for requests without valid credentials.
+ *
+ * @category callers
+ */
+export const addressCaller = (address: string): string => `address:${address}`
+
 /** @category services */
 export class AbuseGuard extends Context.Service<AbuseGuard, {
   /** Milliseconds left of the caller's block; 0 when it is not blocked. */
   readonly blockedFor: (caller: string) => Effect.Effect<number, ServiceUnavailable>
-  /** Counts one failed request; the one over `maxFailures` within `windowMs` starts a block. */
-  readonly recordFailure: (caller: string) => Effect.Effect<void, ServiceUnavailable>
+  /**
+   * One failed attempt, counted and judged in one step: a blocked caller's attempt is not counted
+   * and the milliseconds left of its block are returned; otherwise the failure is counted, the one
+   * over `maxFailures` within `windowMs` starts a block, and 0 is returned (that attempt itself
+   * keeps its own answer).
+   */
+  readonly recordFailure: (caller: string) => Effect.Effect<number, ServiceUnavailable>
   /**
    * True when the store knows, without I/O, that the caller is not blocked; lets a request of a
    * caller in good standing pass without building an Effect. Stores that must ask (Redis) leave it
@@ -47,7 +94,7 @@ export class AbuseGuard extends Context.Service<AbuseGuard, {
  * @category models
  */
 export interface CallerScope {
-  readonly identify: (principalId: string) => Effect.Effect<void, RateLimited>
+  readonly identify: (principal: Principal) => Effect.Effect<void, RateLimited>
 }
 
 /**
@@ -60,23 +107,26 @@ export const CurrentCaller = Context.Reference<Option.Option<CallerScope>>("@tol
 })
 
 /**
- * Names the principal of the current request (called by `Auth` once credentials verify); fails
- * with RateLimited when that principal is blocked.
+ * Names the principal of the current request (called by `Auth` once its credentials are valid:
+ * signature, account and key standing); fails with RateLimited when that principal is blocked.
  *
  * @category tracking
  */
-export const identify = (principalId: string): Effect.Effect<void, RateLimited> =>
-  Effect.flatMap(CurrentCaller, (caller) => Option.isSome(caller) ? caller.value.identify(principalId) : Effect.void)
+export const identify = (principal: Principal): Effect.Effect<void, RateLimited> =>
+  Effect.flatMap(CurrentCaller, (caller) => Option.isSome(caller) ? caller.value.identify(principal) : Effect.void)
 
-const blocked = (ms: number) => new RateLimited({ message, retryAfterSeconds: Math.ceil(ms / 1000) })
+/**
+ * The guard's refusal for a block with `ms` left.
+ *
+ * @category errors
+ */
+export const blocked = (ms: number): RateLimited => new RateLimited({ message, retryAfterSeconds: Math.max(1, Math.ceil(ms / 1000)) })
 
 const failOpen = <A>(effect: Effect.Effect<A, ServiceUnavailable>, fallback: A): Effect.Effect<A> =>
   effect.pipe(
     Effect.catchTag("ServiceUnavailable", (error) =>
       Effect.as(Effect.logWarning("abuse guard store unavailable", error.message), fallback))
   )
-
-const isSuccess = (status: number) => status >= 200 && status < 300
 
 /**
  * The guard of one request, in parts: the HTTP middleware runs the request itself, providing
@@ -86,15 +136,19 @@ const isSuccess = (status: number) => status >= 200 && status < 300
  * @category models
  */
 export interface Tracking {
-  /** Refuses a blocked address; `undefined` when the store already knows the address is clear. */
+  /**
+   * Refuses a request without credentials from a blocked address; `undefined` when there is
+   * nothing to check (credentials to judge later, or an address the store knows is clear).
+   */
   readonly admit: Effect.Effect<void, RateLimited> | undefined
   /** The value of `CurrentCaller` while the request runs. */
   readonly caller: Option.Option<CallerScope>
   /**
-   * Records a failure when the response is not a success, unless the guard refused the request
-   * itself; `undefined` when there is nothing to record.
+   * Counts the response when it is a failed attempt. Succeeds with the refusal to answer instead
+   * when the caller was already blocked (a request whose credentials were not valid, from a blocked
+   * address); `undefined` when there is nothing to count.
    */
-  readonly settle: (status: number) => Effect.Effect<void> | undefined
+  readonly settle: (status: number) => Effect.Effect<Option.Option<RateLimited>> | undefined
 }
 
 interface CallerState {
@@ -113,24 +167,31 @@ const refuseIfBlocked = (service: AbuseGuard["Service"], state: CallerState): Ef
   })
 
 /**
- * Starts tracking one request from the client `address`.
+ * Starts tracking one request from the client `address`; `hasCredentials` says whether it carries
+ * credentials at all (`Auth.hasCredentials`), valid or not.
  *
  * @category tracking
  */
-export const track = (service: AbuseGuard["Service"], address: string): Tracking => {
+export const track = (service: AbuseGuard["Service"], address: string, hasCredentials: boolean): Tracking => {
   // One state object and two closures: this runs on every request of the service.
-  const state = { caller: `address:${address}`, refused: false }
+  const state: CallerState = { caller: addressCaller(address), refused: false }
   return {
-    admit: isKnownClear(service, state.caller) ? undefined : refuseIfBlocked(service, state),
+    admit: hasCredentials || isKnownClear(service, state.caller) ? undefined : refuseIfBlocked(service, state),
     caller: Option.some({
-      identify: (principalId) => {
-        state.caller = `principal:${principalId}`
+      identify: (principal) => {
+        state.caller = principalCaller(principal)
         return isKnownClear(service, state.caller) ? Effect.void : refuseIfBlocked(service, state)
       }
     }),
-    settle: (status) => state.refused || isSuccess(status) ? undefined : failOpen(service.recordFailure(state.caller), undefined)
+    settle: (status) =>
+      state.refused || !countsAsFailure(status)
+        ? undefined
+        : Effect.map(failOpen(service.recordFailure(state.caller), 0), (ms) => ms === 0 ? Option.none() : Option.some(blocked(ms)))
   }
 }
+
+/** How many callers the memory guard follows before it sweeps out the stale ones. */
+const SWEEP_AT = 10_000
 
 /**
  * A process-local guard (dev mode, tests, single-instance deployments).
@@ -144,12 +205,16 @@ export const layerMemory: Layer.Layer<AbuseGuard> = Layer.sync(AbuseGuard, () =>
     for (const [caller, until] of blocks) if (until <= now) blocks.delete(caller)
     for (const [caller, times] of failures) if ((times.at(-1) ?? 0) <= now - windowMs) failures.delete(caller)
   }
+  const left = (caller: string, now: number) => Math.max(0, (blocks.get(caller) ?? 0) - now)
   return AbuseGuard.of({
     isKnownClear: (caller) => !blocks.has(caller),
-    blockedFor: (caller) => Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, (blocks.get(caller) ?? 0) - now)),
+    blockedFor: (caller) => Effect.map(Clock.currentTimeMillis, (now) => left(caller, now)),
     recordFailure: (caller) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
-        if (failures.size + blocks.size > 10_000) sweep(now)
+        const ms = left(caller, now)
+        if (ms > 0) return ms
+        blocks.delete(caller)
+        if (failures.size + blocks.size > SWEEP_AT) sweep(now)
         const recent = (failures.get(caller) ?? []).filter((at) => at > now - windowMs)
         recent.push(now)
         if (recent.length > maxFailures) {
@@ -158,6 +223,7 @@ export const layerMemory: Layer.Layer<AbuseGuard> = Layer.sync(AbuseGuard, () =>
         } else {
           failures.set(caller, recent)
         }
+        return 0
       })
   })
 })

@@ -162,6 +162,16 @@ const badAuthorization = new Unauthenticated({ message: "Authorization must be '
 
 const BEARER = /^Bearer +(\S+)$/i
 
+/**
+ * Whether a request carries credentials at all, valid or not: an `Authorization` or a SIWX header.
+ * A request without any is answered the discovery 402 on metered routes, and judged by its address
+ * by the abuse guard.
+ *
+ * @category predicates
+ */
+export const hasCredentials = (headers: Headers): boolean =>
+  headers["authorization"] !== undefined || headers["sign-in-with-x"] !== undefined || headers["x-sign-in-with-x"] !== undefined
+
 /** How many verified API keys `authenticate` remembers. */
 const VERIFIED_TOKENS = 10_000
 
@@ -222,8 +232,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     )
   })
 
-  const standing = (accountId: string) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
-    !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(accountId)
+  const standing = (principal: ApiKeyPrincipal) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
+    !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
 
   const authenticateWallet = Effect.fn("Auth.authenticateWallet")(function*(header: string) {
     const at = yield* now
@@ -256,18 +266,19 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const authenticateUnconfirmed = Effect.fnUntraced(function*(headers: Headers) {
     const authorization = headers["authorization"]
     const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
-    if (authorization === undefined && siwx === undefined) return Option.none<Unconfirmed>()
+    if (!hasCredentials(headers)) return Option.none<Unconfirmed>()
     if (authorization !== undefined) {
       const { accountId, keyId, tier, type } = yield* verifyKey(authorization)
-      const verdict = standing(accountId)
+      const principal = new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier })
+      const verdict = standing(principal)
       return Option.some<Unconfirmed>({
-        principal: new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier }),
+        principal,
         confirm: Effect.flatMap(store.keyStatus(accountId, keyId), verdict),
         pending: { accountId, keyId, standing: verdict }
       })
     }
     const principal = yield* authenticateWallet(siwx!)
-    yield* AbuseGuard.identify(principal.accountId)
+    yield* AbuseGuard.identify(principal)
     return Option.some<Unconfirmed>({ principal, confirm: undefined, pending: undefined })
   })
 

@@ -16,6 +16,7 @@
  * @since 0.1.0
  */
 import { AbuseGuard, Errors } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
 import { ByteSize, Cause, Context, Effect, Layer, Option, type Schema, type Scope, Tracer } from "effect"
 import {
   HttpEffect,
@@ -26,6 +27,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "effect/http"
+import * as ClientAddress from "./ClientAddress.ts"
 import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as Observability from "./Observability.ts"
@@ -42,6 +44,8 @@ export interface Options {
   readonly maxBodyBytes?: number
   /** Schemas of the 402 bodies of metered routes, for the OpenAPI document. */
   readonly paymentRequiredSchemas?: ReadonlyArray<Schema.Top>
+  /** Proxies whose `X-Forwarded-For`/`Forwarded` name the client (see `ClientAddress`); default none. */
+  readonly trustedProxies?: ClientAddress.TrustedProxies
 }
 
 /**
@@ -100,6 +104,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
     const log = Option.getOrUndefined(yield* Effect.serviceOption(RequestLog.RequestLog))
     const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
+    const trusted = options.trustedProxies ?? ClientAddress.none
 
     const entries: Array<readonly [string, string, Entry]> = []
     for (const route of all) {
@@ -112,14 +117,13 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     }
     const table = RouteTable.make(entries)
 
-    /** What every response gets just before it is sent: the service headers, the log line, the metrics, the guard's count. */
-    const respond = (
+    /** What every response gets just before it is sent: the service headers, the log line, the metrics. */
+    const finish = (
       fiberContext: Context.Context<never>,
       request: HttpServerRequest.HttpServerRequest,
       context: RequestContext.RequestContext,
-      tracking: AbuseGuard.Tracking | undefined
-    ) =>
-    (_request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) => {
+      response: HttpServerResponse.HttpServerResponse
+    ) => {
       const headers: Array<readonly [string, string]> = [
         ["x-request-id", context.requestId],
         ["x-service-version", info.version],
@@ -136,9 +140,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       }
       log?.record(entry)
       Observability.recordRequest(entry, fiberContext)
-      const withHeaders = HttpServerResponse.setHeaders(response, headers)
-      const settle = tracking?.settle(response.status)
-      return settle === undefined ? Effect.succeed(withHeaders) : Effect.as(settle, withHeaders)
+      return HttpServerResponse.setHeaders(response, headers)
     }
 
     const handle: Handle = Effect.withFiber((fiber) => {
@@ -156,8 +158,21 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       }
       const tracking = guard === undefined
         ? undefined
-        : AbuseGuard.track(guard, Option.getOrElse(request.remoteAddress, () => "unknown"))
-      HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, respond(fiberContext, request, context, tracking))
+        : AbuseGuard.track(
+          guard,
+          Option.isSome(request.remoteAddress) ? ClientAddress.resolve(request.remoteAddress.value, request.headers, trusted) : "unknown",
+          Auth.hasCredentials(request.headers)
+        )
+      HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, (_request, response) => {
+        // The guard counts a failed attempt; one of a caller blocked meanwhile is answered with the block.
+        const settle = tracking?.settle(response.status)
+        if (settle === undefined) return Effect.succeed(finish(fiberContext, request, context, response))
+        return Effect.map(settle, (refused) => {
+          if (Option.isNone(refused)) return finish(fiberContext, request, context, response)
+          Observability.countUnsafe(Observability.admissions, { outcome: "abuse_guard" }, fiberContext)
+          return finish(fiberContext, request, context, ErrorResponse.render(refused.value))
+        })
+      })
 
       // One change of the fiber's context for everything the request adds to it; the enclosing
       // request (`HttpEffect.toHandled`) restores the fiber's context when it ends.

@@ -6,6 +6,7 @@
  */
 export * as App from "./App.ts"
 export * as Authenticate from "./Authenticate.ts"
+export * as ClientAddress from "./ClientAddress.ts"
 export * as ErrorResponse from "./ErrorResponse.ts"
 export * as Handlers from "./Handlers.ts"
 export * as Metered from "./Metered.ts"

@@ -1,8 +1,10 @@
 /**
  * The Redis layer of `AbuseGuard`: per caller, a sorted set of failure times (a sliding window)
- * and a block key that expires by itself. Recording a failure is one Lua script that trims the
- * window, adds the failure and starts the block when the count passes the limit, on the Redis
- * server's clock, so every instance counts the same failures against the same window.
+ * and a block key that expires by itself. Recording a failure is one Lua script that judges and
+ * counts at once, on the Redis server's clock: a blocked caller's failure is not counted and the
+ * block's time left is returned; otherwise it trims the window, adds the failure and starts the
+ * block when the count passes the limit. Every instance counts the same failures against the same
+ * window, and concurrent failures cannot slip past the limit between a count and a block.
  *
  * @since 0.1.0
  */
@@ -24,6 +26,8 @@ const recordScript = Redis.script(
   {
     numberOfKeys: 2,
     lua: `
+local left = redis.call('PTTL', KEYS[2])
+if left > 0 then return left end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
@@ -33,10 +37,10 @@ if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[2]) then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
   redis.call('DEL', KEYS[1])
 end
-return 1
+return 0
 `
   }
-)
+).withReturnType<number>()
 
 const unavailable = (error: unknown) =>
   new Errors.ServiceUnavailable({ message: `Abuse guard store unavailable: ${String(error)}` })
@@ -59,6 +63,7 @@ export const layerRedis: Layer.Layer<AbuseGuard.AbuseGuard, never, Redis.Redis> 
         ),
       recordFailure: (caller) =>
         record(failuresKey(caller), blockKey(caller), AbuseGuard.windowMs, AbuseGuard.maxFailures, AbuseGuard.blockMs).pipe(
+          Effect.map(Number),
           Effect.mapError(unavailable)
         )
     })

@@ -206,6 +206,15 @@ Contract.contract(
         assert.isTrue(ms > 25_000 && ms <= 30_000, `blocked for ${ms} ms`)
       })))
 
+    it.effect("counting and blocking are one step: of 100 concurrent failures exactly 21 are counted, the rest see the block", () =>
+      live(Effect.gen(function*() {
+        const guard = yield* AbuseGuard.AbuseGuard
+        const caller = `caller-${Math.random()}`
+        const answers = yield* Effect.forEach(Array.from({ length: 100 }), () => guard.recordFailure(caller), { concurrency: "unbounded" })
+        assert.strictEqual(answers.filter((ms) => ms === 0).length, 21)
+        assert.isTrue(answers.filter((ms) => ms > 0).every((ms) => ms > 25_000 && ms <= 30_000))
+      })))
+
     it.effect("callers are counted apart", () =>
       live(Effect.gen(function*() {
         const guard = yield* AbuseGuard.AbuseGuard

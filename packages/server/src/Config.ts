@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { CreditLedger } from "@tollgate/core"
+import { ClientAddress } from "@tollgate/http"
 import { Data, Effect, Schema, SchemaIssue } from "effect"
 import * as Fs from "node:fs"
 
@@ -39,6 +40,7 @@ export const Environment = Schema.Struct({
   TOLLGATE_OPERATOR_ACCOUNTS: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$/u, {
     message: "must be a comma-separated list of account ids"
   }))),
+  TOLLGATE_TRUSTED_PROXIES: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_RETENTION_DAYS: Schema.optionalKey(PositiveInt),
   TOLLGATE_MEMORY_MAX_ENTRIES: Schema.optionalKey(PositiveInt)
@@ -59,7 +61,8 @@ export const FileConfig = Schema.Struct({
   rateLimits: Schema.optionalKey(Schema.Unknown),
   accounts: Schema.optionalKey(Schema.Unknown),
   x402: Schema.optionalKey(Schema.Unknown),
-  chat: Schema.optionalKey(Schema.Unknown)
+  chat: Schema.optionalKey(Schema.Unknown),
+  trustedProxies: Schema.optionalKey(Schema.Array(Schema.String))
 })
 
 /** @category models */
@@ -80,6 +83,11 @@ export interface ServerConfig {
   readonly metrics: "off" | "open" | "admin"
   /** How long usage and journal entries are kept, and (memory) how many per account. */
   readonly retention: { readonly retentionMs: number; readonly maxEntries: number }
+  /**
+   * Proxies (CIDR ranges or addresses) whose `X-Forwarded-For`/`Forwarded` name the client:
+   * `TOLLGATE_TRUSTED_PROXIES` (comma-separated) or the file's `trustedProxies`; default none.
+   */
+  readonly trustedProxies: ClientAddress.TrustedProxies
   readonly file: typeof FileConfig.Type
 }
 
@@ -139,6 +147,13 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
     if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined) {
       return yield* new ConfigError({ message: "TOLLGATE_REDIS_URL: required when TOLLGATE_STORE is redis" })
     }
+    const proxies = vars.TOLLGATE_TRUSTED_PROXIES !== undefined
+      ? { name: "TOLLGATE_TRUSTED_PROXIES", entries: vars.TOLLGATE_TRUSTED_PROXIES.split(",") }
+      : { name: "TOLLGATE_CONFIG.trustedProxies", entries: file.trustedProxies ?? [] }
+    const trustedProxies = ClientAddress.parseTrustedProxies(proxies.entries)
+    if ("invalid" in trustedProxies) {
+      return yield* new ConfigError({ message: `${proxies.name}: "${trustedProxies.invalid}" is not an IP address or CIDR range` })
+    }
     const config: ServerConfig = {
       port,
       store,
@@ -157,6 +172,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
           : vars.TOLLGATE_RETENTION_DAYS * CreditLedger.DAY_MS,
         maxEntries: vars.TOLLGATE_MEMORY_MAX_ENTRIES ?? CreditLedger.DEFAULT_MAX_ENTRIES
       },
+      trustedProxies,
       file
     }
     return config

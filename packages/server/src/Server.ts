@@ -32,7 +32,10 @@ export const appLayer = (
   options: { readonly announce: boolean } = { announce: false }
 ) =>
   Layer.mergeAll(
-    App.layer([...Routes.all, ...Metrics.routes(config.metrics)], { maxBodyBytes: config.maxBodyBytes }),
+    App.layer([...Routes.all, ...Metrics.routes(config.metrics)], {
+      maxBodyBytes: config.maxBodyBytes,
+      trustedProxies: config.trustedProxies
+    }),
     Config.isDevMode(config) ? DevMode.layer(config, options, startupNotice(config.logLevel)) : Layer.empty
   ).pipe(
     Layer.provide(services),
