@@ -1,56 +1,78 @@
 /**
  * Ready-made search capabilities an operator can plug into the `SearchProvider`: web search
  * through a SearXNG instance (its JSON API), and a scraper that fetches a page and reduces it to
- * text. The scraper fetches URLs that callers chose, so it refuses anything but http(s) on the
- * public internet: a host that is, or resolves to, a loopback, private, link-local or otherwise
- * internal address is refused before any request is made (tests and private deployments may opt
- * out). Bodies are capped in size and time.
+ * text. The scraper fetches URLs that callers chose, so it connects only to public addresses: the
+ * check runs at connect time on the address the connection actually uses (a `lookup` of its own on
+ * the scraper's undici `Agent` resolves the name, refuses it when any of its addresses is not public
+ * and hands the checked address to the socket, so a second resolution cannot rebind it), and an IP
+ * literal in the URL is checked before the request. Redirects are followed by hand, each hop through
+ * the same checks. Bodies are capped in size and time.
+ *
+ * Which addresses are public is `ipaddr.js`'s range table (maintained, every special-purpose
+ * IPv4 and IPv6 block of the IANA registries), not a hand-written list: only its `unicast` range
+ * passes, so loopback, private, carrier-grade NAT, link-local, unique-local, multicast,
+ * unspecified (0.0.0.0, ::), broadcast, reserved, NAT64 (64:ff9b::/96, 64:ff9b:1::/48), 6to4, Teredo
+ * and the other special blocks are refused. An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is
+ * judged as the IPv4 address it is, and the deprecated IPv4-compatible form (::127.0.0.1) is refused.
  *
  * @since 0.1.0
  */
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { Effect } from "effect"
-import * as Dns from "node:dns/promises"
-import * as Net from "node:net"
+import ipaddr from "ipaddr.js"
+import * as Dns from "node:dns"
+import type * as Net from "node:net"
+import { Agent, fetch } from "undici"
 
 /** @category options */
 export interface ScrapeOptions {
   /** Allow hosts on loopback and private networks (never on a public server). */
   readonly allowPrivateHosts?: boolean
+  /** Which addresses may be connected to; default `isPublicAddress` (tests stand in a fake "public" address). */
+  readonly allowAddress?: (address: string) => boolean
   readonly timeoutMs?: number
   readonly maxBytes?: number
 }
 
 const failed = (message: string) => new SearchProvider.SearchFailed({ message })
 
-const PRIVATE_V4 = [/^0\./, /^10\./, /^127\./, /^169\.254\./, /^172\.(1[6-9]|2\d|3[01])\./, /^192\.168\./, /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\./, /^22[4-9]\./, /^2[3-5]\d\./]
-
 /**
- * Whether an IP address is internal (loopback, private, link-local, CGNAT, multicast, reserved).
+ * Whether an IP address is on the public internet: `ipaddr.js` puts it in the plain `unicast`
+ * range (see the module comment). Anything that does not parse is not public.
  *
  * @category predicates
  */
-export const isInternalAddress = (address: string): boolean => {
-  const mapped = address.toLowerCase().startsWith("::ffff:") ? address.slice(7) : address
-  if (Net.isIPv4(mapped)) return PRIVATE_V4.some((pattern) => pattern.test(mapped))
-  const lower = mapped.toLowerCase()
-  return lower === "::" || lower === "::1" || lower.startsWith("fc") || lower.startsWith("fd") || lower.startsWith("fe80") || lower.startsWith("ff")
+export const isPublicAddress = (text: string): boolean => {
+  if (!ipaddr.isValid(text)) return false
+  let address = ipaddr.parse(text)
+  if (address.kind() === "ipv6") {
+    const v6 = address as ipaddr.IPv6
+    if (v6.isIPv4MappedAddress()) address = v6.toIPv4Address()
+    else if (v6.parts.slice(0, 6).every((part) => part === 0)) return false
+  }
+  return address.range() === "unicast"
 }
 
-const checkHost = (url: URL, allowPrivate: boolean) =>
-  Effect.gen(function*() {
-    if (url.protocol !== "http:" && url.protocol !== "https:") return yield* failed(`${url.href} is not an http(s) URL`)
-    if (allowPrivate) return
-    const host = url.hostname.replace(/^\[|\]$/g, "")
-    const addresses = Net.isIP(host) !== 0
-      ? [host]
-      : yield* Effect.tryPromise({
-        try: () => Dns.lookup(host, { all: true }).then((found) => found.map((entry) => entry.address)),
-        catch: () => failed(`${url.hostname} does not resolve`)
-      })
-    if (host === "localhost" || addresses.some(isInternalAddress)) return yield* failed(`${url.hostname} is not a public host`)
-  })
+/** Refused connections name the address, so a caller sees why the page was not fetched. */
+class AddressRefused extends Error {
+  readonly code = "EADDRREFUSED"
+}
 
+/**
+ * A `lookup` for `net.connect` that resolves like the default one and refuses the name when any of
+ * its addresses is not allowed, so the address the socket connects to is the one that was checked.
+ */
+const checkedLookup = (allow: (address: string) => boolean): Net.LookupFunction => (hostname, options, callback) => {
+  Dns.lookup(hostname, { ...options, all: true }, (error, found) => {
+    if (error !== null) return (callback as (error: Error) => void)(error)
+    const refused = found.find((entry) => !allow(entry.address))
+    if (refused !== undefined || found.length === 0) {
+      return (callback as (error: Error) => void)(new AddressRefused(`${hostname} resolves to ${refused?.address ?? "nothing"}, which is not public`))
+    }
+    if (options.all === true) return (callback as (error: null, addresses: Array<Dns.LookupAddress>) => void)(null, found)
+    callback(null, found[0]!.address, found[0]!.family)
+  })
+}
 /**
  * Text of an HTML page: scripts, styles and tags removed, common entities decoded, whitespace
  * collapsed. Plain text passes through.
@@ -74,23 +96,38 @@ export const htmlToText = (html: string): string =>
     .trim()
 
 /**
- * A scraper: fetches a page (following redirects only to public hosts) and returns its text.
+ * A scraper: fetches a page (following redirects, each hop checked) and returns its text.
  *
  * @category constructors
  */
 export const scraper = (options: ScrapeOptions = {}): SearchProvider.Scrape => {
   const maxBytes = options.maxBytes ?? 2_000_000
-  const allowPrivate = options.allowPrivateHosts === true
+  const allow = options.allowPrivateHosts === true ? () => true : options.allowAddress ?? isPublicAddress
+  const dispatcher = new Agent({ connect: { lookup: checkedLookup(allow) } })
+  const checkUrl = (url: URL) => {
+    if (url.protocol !== "http:" && url.protocol !== "https:") return Effect.fail(failed(`${url.href} is not an http(s) URL`))
+    // `net.connect` does not look an IP literal up, so the literal is checked here.
+    const host = url.hostname.replace(/^\[|\]$/g, "")
+    if (ipaddr.isValid(host) && !allow(host)) return Effect.fail(failed(`${url.hostname} is not a public host`))
+    return Effect.void
+  }
   const fetchPage = (href: string, redirects: number): Effect.Effect<SearchProvider.ScrapedPage, SearchProvider.SearchFailed> =>
     Effect.gen(function*() {
       const url = yield* Effect.try({ try: () => new URL(href), catch: () => failed(`${href} is not a URL`) })
-      yield* checkHost(url, allowPrivate)
+      yield* checkUrl(url)
       const response = yield* Effect.tryPromise({
-        try: (signal) => fetch(url, { redirect: "manual", signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? 10_000)]) }),
-        catch: () => failed(`${href} could not be fetched`)
+        try: (signal) =>
+          fetch(url, { dispatcher, redirect: "manual", signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? 10_000)]) }),
+        catch: (error) =>
+          failed(
+            error instanceof Error && error.cause instanceof AddressRefused
+              ? `${url.hostname} is not a public host`
+              : `${href} could not be fetched`
+          )
       })
       const location = response.headers.get("location")
       if (response.status >= 300 && response.status < 400 && location !== null) {
+        yield* Effect.promise(() => response.body?.cancel() ?? Promise.resolve())
         if (redirects === 0) return yield* failed(`${href} redirects too often`)
         return yield* fetchPage(new URL(location, url).href, redirects - 1)
       }
