@@ -95,7 +95,7 @@ const spawnNode = (name: string, args: ReadonlyArray<string>, env: Record<string
   const gcFile = Path.join(work, `${name}.gc.json`)
   const child = ChildProcess.spawn(process.execPath, ["--import", gcProbe, ...args], {
     cwd,
-    env: { ...process.env, GC_PROBE_FILE: gcFile, ...env },
+    env: { ...process.env, BENCH_CHILD: "1", GC_PROBE_FILE: gcFile, ...env },
     stdio: ["pipe", "pipe", "inherit"]
   })
   children.push(child)

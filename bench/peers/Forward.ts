@@ -39,7 +39,7 @@ export const readBody = (request: Http.IncomingMessage): Promise<Buffer> =>
     request.on("error", reject)
   })
 
-/** Listens on loopback at `port`, prints `listening <url>`, and stops with the harness. */
+/** Listens on loopback at `port`, prints `listening <url>`, and stops with the harness or on a signal. */
 export const serve = (server: Http.Server, port: number, onClose: () => Promise<void> = async () => {}) => {
   server.keepAliveTimeout = 60_000
   server.listen(port, "127.0.0.1", () => {
@@ -60,7 +60,10 @@ export const serve = (server: Http.Server, port: number, onClose: () => Promise<
   }
   process.on("SIGTERM", stop)
   process.on("SIGINT", stop)
-  process.stdin.on("end", stop)
-  process.stdin.on("error", stop)
-  process.stdin.resume()
+  // Started by the harness (BENCH_CHILD=1): its stdin pipe closing means the harness is gone.
+  if (process.env["BENCH_CHILD"] === "1") {
+    process.stdin.on("end", stop)
+    process.stdin.on("error", stop)
+    process.stdin.resume()
+  }
 }
