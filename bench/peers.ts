@@ -10,8 +10,9 @@
  *
  * Columns: req/s (2xx per second, median of the rounds), p50/p99 of the 2xx answers, and the CPU
  * per request of each server process (utime + stime from /proc over the 2xx answers), with its
- * ratio to the raw proxy's; the Redis server's own CPU per request and the share of the server's
- * CPU spent in GC pauses (perf_hooks `gc` entries, `peers/gc-probe.ts`) beside it. Then
+ * ratio to the raw proxy's; the Redis server's own CPU per request, the GC pauses as a share of the
+ * server's CPU and the young-generation collections per 1,000 requests (perf_hooks `gc` entries,
+ * `peers/gc-probe.ts`; the pauses are wall time and grow on a busy machine, the count does not). Then
  * `GET /api/v1/crypto/rpc/networks` against a bare node:http server returning the same bytes, and
  * the latency each target adds at one connection (its p50 over the upstream's alone).
  *
@@ -171,9 +172,9 @@ const cpuSeconds = (pid: number): number => {
   return (Number(fields[11]) + Number(fields[12])) / clockTicks
 }
 
-const gcMs = (server: Server): number => {
-  if (server.gcFile === undefined || !Fs.existsSync(server.gcFile)) return Number.NaN
-  return (JSON.parse(Fs.readFileSync(server.gcFile, "utf8")) as { pauseMs: number }).pauseMs
+const gcTotals = (server: Server): { readonly pauseMs: number; readonly scavenges: number } => {
+  if (server.gcFile === undefined || !Fs.existsSync(server.gcFile)) return { pauseMs: Number.NaN, scavenges: Number.NaN }
+  return JSON.parse(Fs.readFileSync(server.gcFile, "utf8")) as { pauseMs: number; scavenges: number }
 }
 
 const machineTimes = () =>
@@ -254,6 +255,7 @@ interface Run extends Load {
   readonly cpuUs: number
   readonly redisUs: number
   readonly gcShare: number
+  readonly scavengesPer1k: number
   readonly machine: number
 }
 
@@ -269,13 +271,13 @@ const measure = async (target: Target, connections: number, seconds: number, war
   }
   const cpuBefore = cpuSeconds(target.server.pid)
   const redisBefore = target.redis === undefined ? 0 : cpuSeconds(target.redis.pid)
-  const gcBefore = gcMs(target.server)
+  const gcBefore = gcTotals(target.server)
   const machineBefore = machineTimes()
   const result = await load(target, connections, target.rate * seconds)
   await sleep(150) // the GC probe writes its totals every 100 ms
   const cpu = cpuSeconds(target.server.pid) - cpuBefore
   const redis = target.redis === undefined ? Number.NaN : cpuSeconds(target.redis.pid) - redisBefore
-  const gc = gcMs(target.server) - gcBefore
+  const gcAfter = gcTotals(target.server)
   const machineAfter = machineTimes()
   target.rate = result.ok / result.seconds
   return {
@@ -283,7 +285,8 @@ const measure = async (target: Target, connections: number, seconds: number, war
     rps: result.ok / result.seconds,
     cpuUs: result.ok > 0 ? cpu * 1e6 / result.ok : Number.NaN,
     redisUs: result.ok > 0 ? redis * 1e6 / result.ok : Number.NaN,
-    gcShare: cpu > 0 ? gc / (cpu * 1000) : Number.NaN,
+    gcShare: cpu > 0 ? (gcAfter.pauseMs - gcBefore.pauseMs) / (cpu * 1000) : Number.NaN,
+    scavengesPer1k: result.ok > 0 ? (gcAfter.scavenges - gcBefore.scavenges) * 1000 / result.ok : Number.NaN,
     machine: Os.cpus().length * (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)
   }
 }
@@ -313,7 +316,7 @@ const rounds = async (targets: ReadonlyArray<Target>, connections: number, secon
       const run = await measure(target, connections, seconds, warmup)
       runs.get(target)!.push(run)
       console.log(`  round ${round} ${target.name.padEnd(26)} ${fixed(run.rps, 0).padStart(6)} req/s  p50 ${fixed(run.p50, 2)} ms  ` +
-        `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}%  machine ${fixed(run.machine * 100, 0)}% of one core` +
+        `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}% (${fixed(run.scavengesPer1k, 2)} scavenges/1k req)  machine ${fixed(run.machine * 100, 0)}% of one core` +
         (run.bad > 0 ? `  !! ${run.bad} non-2xx/errors` : ""))
     }
   }
@@ -381,6 +384,7 @@ const summary = (runs: ReadonlyArray<Run>) => ({
   cpuUs: median(runs.map((run) => run.cpuUs)),
   redisUs: median(runs.map((run) => run.redisUs)),
   gcShare: median(runs.map((run) => run.gcShare)),
+  scavengesPer1k: median(runs.map((run) => run.scavengesPer1k)),
   bad: runs.reduce((sum, run) => sum + run.bad, 0)
 })
 const rpc = new Map(rpcTargets.map((target) => [target.name, summary(rpcRuns.get(target)!)]))
@@ -391,7 +395,7 @@ const upstreamP50 = latency.get("upstream alone")!.p50
 
 console.log(`\n### POST /crypto/rpc/ethereum-mainnet (${options.connections} connections, median of ${options.rounds} rounds)\n`)
 printTable(
-  ["target", "req/s", "rounds", "p50 ms", "p99 ms", "req/s vs raw", "CPU us/req", "CPU vs raw", "Redis us/req", "GC share", "added p50 @1 conn", "non-2xx"],
+  ["target", "req/s", "rounds", "p50 ms", "p99 ms", "req/s vs raw", "CPU us/req", "CPU vs raw", "Redis us/req", "GC pauses", "scavenges/1k req", "added p50 @1 conn", "non-2xx"],
   rpcTargets.map((target) => {
     const row = rpc.get(target.name)!
     return [
@@ -405,6 +409,7 @@ printTable(
       `${fixed(row.cpuUs / rawRow.cpuUs, 2)}x`,
       fixed(row.redisUs, 0),
       `${fixed(row.gcShare * 100, 1)}%`,
+      fixed(row.scavengesPer1k, 2),
       `${fixed(latency.get(target.name)!.p50 - upstreamP50, 3)} ms`,
       String(row.bad)
     ]
@@ -416,10 +421,10 @@ const networks = new Map(networksTargets.map((target) => [target.name, summary(n
 const bare = networks.get("bare node:http, same bytes")!
 console.log(`\n### GET /crypto/rpc/networks (${options.connections} connections)\n`)
 printTable(
-  ["target", "req/s", "p50 ms", "p99 ms", "CPU us/req", "CPU vs node:http", "GC share", "non-2xx"],
+  ["target", "req/s", "p50 ms", "p99 ms", "CPU us/req", "CPU vs node:http", "GC pauses", "scavenges/1k req", "non-2xx"],
   networksTargets.map((target) => {
     const row = networks.get(target.name)!
-    return [target.name, fixed(row.rps, 0), fixed(row.p50, 2), fixed(row.p99, 2), fixed(row.cpuUs, 1), `${fixed(row.cpuUs / bare.cpuUs, 2)}x`, `${fixed(row.gcShare * 100, 1)}%`, String(row.bad)]
+    return [target.name, fixed(row.rps, 0), fixed(row.p50, 2), fixed(row.p99, 2), fixed(row.cpuUs, 1), `${fixed(row.cpuUs / bare.cpuUs, 2)}x`, `${fixed(row.gcShare * 100, 1)}%`, fixed(row.scavengesPer1k, 2), String(row.bad)]
   })
 )
 

@@ -9,6 +9,7 @@ import * as Path from "node:path"
 const benches = [
   "auth.ts",
   "chat.ts",
+  "dispatch.ts",
   "documents.ts",
   "heap.ts",
   "image.ts",

@@ -1,24 +1,28 @@
 /**
  * Preloaded into each benchmarked server (`node --import`): sums the garbage collector's pauses
- * (perf_hooks `gc` entries) and writes the running totals to `GC_PROBE_FILE` every 100 ms, so the
- * harness can read the GC time of a measured window without touching the server's code.
+ * (perf_hooks `gc` entries) and counts the young-generation collections (scavenges), and writes the
+ * running totals to `GC_PROBE_FILE` every 100 ms, so the harness can read the GC of a measured
+ * window without touching the server's code. The pauses are wall time, so a busy machine inflates
+ * them; the scavenge count follows the bytes allocated per request and does not depend on the load.
  */
 import * as Fs from "node:fs"
-import { PerformanceObserver } from "node:perf_hooks"
+import { constants, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
 
 const file = process.env["GC_PROBE_FILE"]
 if (file !== undefined && file !== "") {
   let pauseMs = 0
   let count = 0
+  let scavenges = 0
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       pauseMs += entry.duration
       count += 1
+      if ((entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) scavenges += 1
     }
   }).observe({ entryTypes: ["gc"] })
   // Written aside and renamed, so a reader never sees a half-written file.
   setInterval(() => {
-    Fs.writeFileSync(`${file}.tmp`, JSON.stringify({ pauseMs, count }))
+    Fs.writeFileSync(`${file}.tmp`, JSON.stringify({ pauseMs, count, scavenges }))
     Fs.renameSync(`${file}.tmp`, file)
   }, 100).unref()
 }
