@@ -1,28 +1,46 @@
 import { Networks } from "@tollgate/core"
-import { describe, expect, it } from "vitest"
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Express from "./express.ts"
 import * as Fastify from "./fastify.ts"
 import * as Hono from "./hono.ts"
 import * as NodeHttp from "./node-http.ts"
 
 describe.each([
-  ["node:http", NodeHttp.start],
-  ["Express 5", Express.start],
-  ["Fastify 5", Fastify.start],
-  ["Hono 4", Hono.start]
-] as const)("Embedding: %s mounts tollgate and serves its routes", (_host, start) => {
-  it("GET /api/v1/crypto/rpc/networks answers through the host", async () => {
-    const host = await start(0)
-    try {
-      const response = await fetch(`http://127.0.0.1:${host.port}/api/v1/crypto/rpc/networks`)
-      expect(response.status).toBe(200)
-      expect(response.headers.get("x-service-version")).toMatch(/.+/)
-      expect(await response.json()).toEqual({ networks: Networks.slugs })
-      const missing = await fetch(`http://127.0.0.1:${host.port}/api/v1/nope`)
-      expect(missing.status).toBe(404)
-      expect(await missing.json()).toEqual({ error: expect.any(String) })
-    } finally {
-      await host.close()
-    }
+  ["node:http at the root", NodeHttp.start],
+  ["Express 5 under /payments", Express.start],
+  ["Fastify 5 under /payments", Fastify.start],
+  ["Hono 4 under /payments", Hono.start]
+] as const)("Embedding with Tollgate.make: %s serves the API and charges for a paid call", (_host, start) => {
+  let host: Awaited<ReturnType<typeof start>>
+  beforeAll(async () => {
+    host = await start(0)
+  })
+  afterAll(() => host.close())
+
+  it("the public networks route and a StandardError 404 answer through the host", async () => {
+    const response = await fetch(`${host.url}${host.prefix}/api/v1/crypto/rpc/networks`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get("x-service-version")).toMatch(/.+/)
+    expect(await response.json()).toEqual({ networks: Networks.slugs })
+    const missing = await fetch(`${host.url}${host.prefix}/api/v1/nope`)
+    expect(missing.status).toBe(404)
+    expect(await missing.json()).toEqual({ error: expect.any(String) })
+  })
+
+  it("a chat completion with the dev INFERENCE key is answered and charged", async () => {
+    const key = host.tollgate.devCredentials?.inferenceKey
+    expect(key).toEqual(expect.any(String))
+    const client = new OpenAI({ apiKey: key!, baseURL: `${host.url}${host.prefix}/api/v1` })
+    const call = () =>
+      client.chat.completions.create({ model: "local-echo", messages: [{ role: "user", content: "hello" }] }).withResponse()
+    const first = await call()
+    expect(first.response.status).toBe(200)
+    expect(first.data.choices[0]?.message.content).toEqual(expect.any(String))
+    // The header is the balance before the call: the second call sees what the first one cost.
+    const second = await call()
+    const balanceOf = (response: Response) => Number(response.headers.get("x-service-balance-usd"))
+    expect(balanceOf(first.response)).toBe(25)
+    expect(balanceOf(second.response)).toBeLessThan(25)
   })
 })

@@ -1,30 +1,31 @@
 /**
- * Embedding tollgate in Express 5 with the node-style handler: Express routes of its own first,
- * tollgate for everything under /api.
- * Run: `node examples/express.ts` then `curl localhost:3000/api/v1/crypto/rpc/networks`.
+ * Embedding tollgate in Express 5 under a prefix: Express keeps its own routes, tollgate answers
+ * everything under /payments (so the API is at /payments/api/v1/...). Mounting at "/api" instead
+ * needs no basePath: tollgate routes on the full path the client sent.
+ * Run: `node examples/express.ts`, then call `localhost:3000/payments/api/v1/...`.
  */
-import { Handlers } from "@tollgate/http"
 import express from "express"
 import type { AddressInfo } from "node:net"
-import { app } from "./tollgate.ts"
+import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
-  const tollgate = await Handlers.toNodeHandler(app)
-  const server = express()
-  server.get("/health", (_request, response) => {
+  const tollgate = await Tollgate.make("/payments")
+  const app = express()
+  app.get("/health", (_request, response) => {
     response.json({ ok: true })
   })
-  // tollgate's routes match the full path, so it is mounted at the root rather than under "/api".
-  server.use((request, response) => tollgate.handler(request, response))
-  const listening = server.listen(port, "127.0.0.1")
-  await new Promise<void>((resolve) => listening.once("listening", resolve))
+  app.use("/payments", tollgate.nodeHandler)
+  const server = app.listen(port, "127.0.0.1")
+  await new Promise<void>((resolve) => server.once("listening", resolve))
   return {
-    port: (listening.address() as AddressInfo).port,
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    prefix: "/payments",
+    tollgate,
     close: async () => {
-      await new Promise((resolve) => listening.close(resolve))
+      await new Promise((resolve) => server.close(resolve))
       await tollgate.dispose()
     }
   }
 }
 
-if (import.meta.main) await start()
+if (import.meta.main) console.log(`serving on ${(await start()).url}/payments`)

@@ -1,25 +1,30 @@
 /**
- * Embedding tollgate in Fastify 5: Fastify leaves the body unread for /api/* and hands the raw
- * request and response to tollgate's node-style handler.
- * Run: `node examples/fastify.ts` then `curl localhost:3000/api/v1/crypto/rpc/networks`.
+ * Embedding tollgate in Fastify 5 under a prefix: Fastify leaves the body of /payments/* unread and
+ * hands the raw request and response to tollgate's node handler.
+ * Run: `node examples/fastify.ts`, then call `localhost:3000/payments/api/v1/...`.
  */
-import { Handlers } from "@tollgate/http"
 import Fastify from "fastify"
-import { app } from "./tollgate.ts"
+import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
-  const tollgate = await Handlers.toNodeHandler(app)
+  const tollgate = await Tollgate.make("/payments")
   const server = Fastify()
-  server.removeAllContentTypeParsers()
-  server.addContentTypeParser("*", (_request, _payload, done) => done(null))
-  server.all("/api/*", (request, reply) => {
-    reply.hijack()
-    tollgate.handler(request.raw, reply.raw)
+  server.get("/health", async () => ({ ok: true }))
+  await server.register(async (scope) => {
+    // tollgate reads the body itself: no Fastify parser may consume it first.
+    scope.removeAllContentTypeParsers()
+    scope.addContentTypeParser("*", (_request, _payload, done) => done(null))
+    scope.all("/payments/*", (request, reply) => {
+      reply.hijack()
+      tollgate.nodeHandler(request.raw, reply.raw)
+    })
   })
   await server.listen({ port, host: "127.0.0.1" })
   const address = server.server.address()
   return {
-    port: typeof address === "object" && address !== null ? address.port : port,
+    url: `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : port}`,
+    prefix: "/payments",
+    tollgate,
     close: async () => {
       await server.close()
       await tollgate.dispose()
@@ -27,4 +32,4 @@ export const start = async (port = 3000) => {
   }
 }
 
-if (import.meta.main) await start()
+if (import.meta.main) console.log(`serving on ${(await start()).url}/payments`)

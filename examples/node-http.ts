@@ -1,18 +1,20 @@
 /**
- * Embedding tollgate in plain node:http with the node-style handler.
- * Run: `node examples/node-http.ts` then `curl localhost:3000/api/v1/crypto/rpc/networks`.
+ * Embedding tollgate in plain node:http, at the root: every request goes to tollgate.
+ * Run: `node examples/node-http.ts`, then call `localhost:3000/api/v1/...` with the INFERENCE key
+ * it prints.
  */
-import { Handlers } from "@tollgate/http"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
-import { app } from "./tollgate.ts"
+import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
-  const tollgate = await Handlers.toNodeHandler(app)
-  const server = Http.createServer((request, response) => tollgate.handler(request, response))
+  const tollgate = await Tollgate.make()
+  const server = Http.createServer(tollgate.nodeHandler)
   await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve))
   return {
-    port: (server.address() as AddressInfo).port,
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    prefix: "",
+    tollgate,
     close: async () => {
       await new Promise((resolve) => server.close(resolve))
       await tollgate.dispose()
@@ -20,4 +22,4 @@ export const start = async (port = 3000) => {
   }
 }
 
-if (import.meta.main) await start()
+if (import.meta.main) console.log(`serving on ${(await start()).url}`)

@@ -1,9 +1,11 @@
 /**
- * The tollgate application every example mounts: the reference server's app layer (all routes,
- * in-memory services) with its default configuration. A real host passes its own configuration.
+ * What every example embeds: tollgate built by `Tollgate.make` from the environment, the same
+ * `TOLLGATE_*` variables and `TOLLGATE_CONFIG` file the reference server reads. With no signing key
+ * it runs in dev mode and logs the demo keys (one JSON line) when it is built.
  */
-import * as Config from "@tollgate/server/Config"
-import * as Server from "@tollgate/server/Server"
-import { Effect } from "effect"
+import { Tollgate } from "@tollgate/server"
 
-export const app = Server.appLayer(Effect.runSync(Config.load({})))
+export type { Tollgate } from "@tollgate/server/Tollgate"
+
+/** tollgate for a host that mounts it under `basePath` (absent: at the root). */
+export const make = (basePath?: string) => Tollgate.make({ basePath })

@@ -61,3 +61,79 @@ export const toNodeHandler = async <A, E>(app: Layer.Layer<A | Application, E, A
     dispose: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }
+
+/**
+ * Both handlers over one build of an application layer, so a host that serves some paths through
+ * node:http and others through fetch shares one set of services.
+ *
+ * @category models
+ */
+export interface Handlers {
+  readonly fetch: (request: Request) => Promise<Response>
+  readonly nodeHandler: (request: IncomingMessage, response: ServerResponse) => void
+  readonly dispose: () => Promise<void>
+}
+
+/** @category options */
+export interface MountOptions {
+  /**
+   * The path the host mounts tollgate under, e.g. `/payments` to serve `/payments/api/v1/...`. It is
+   * removed from each request's path before routing. Absent: tollgate routes on the full path the
+   * client sent, so mounting at `/api` (Express `app.use("/api", ...)`) serves `/api/v1/...` as is.
+   */
+  readonly basePath?: string | undefined
+}
+
+const normalizeBasePath = (basePath: string | undefined): string | undefined => {
+  const trimmed = basePath?.replace(/\/+$/u, "")
+  return trimmed === undefined || trimmed === "" ? undefined : trimmed.startsWith("/") ? trimmed : `/${trimmed}`
+}
+
+/** The path without the base path; a path outside it is routed as sent (a 404). */
+const strip = (basePath: string, pathAndQuery: string): string =>
+  pathAndQuery === basePath || pathAndQuery.startsWith(`${basePath}/`) || pathAndQuery.startsWith(`${basePath}?`)
+    ? pathAndQuery.slice(basePath.length).replace(/^(?=\?|$)/u, "/")
+    : pathAndQuery
+
+/**
+ * The fetch-style and node-style handlers of an application layer, built once. The node handler
+ * routes on the full path the client sent (`originalUrl` when a framework such as Express has
+ * rewritten `url` for its mount point), minus `basePath`; so does the fetch handler.
+ *
+ * @category constructors
+ */
+export const make = async <A, E>(
+  app: Layer.Layer<A | Application, E, AppRequirements>,
+  options: MountOptions = {}
+): Promise<Handlers> => {
+  const basePath = normalizeBasePath(options.basePath)
+  const scope = Effect.runSync(Scope.make())
+  const dispose = () => Effect.runPromise(Scope.close(scope, Exit.void))
+  const built = await Effect.runPromise(
+    Effect.gen(function*() {
+      const context = yield* Layer.buildWithScope(app.pipe(Layer.provideMerge(NodeHttpServer.layerHttpServices)), scope)
+      const { handle } = Context.get(context, Application)
+      const node = yield* NodeHttpServer.makeHandler(handle, { scope }).pipe(Effect.provideContext(context))
+      return { node, web: HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(context as Context.Context<never>)(handle) }
+    })
+  ).catch(async (error: unknown) => {
+    await dispose()
+    throw error
+  })
+  return {
+    fetch: (request) => {
+      if (basePath === undefined) return built.web(request)
+      const url = new URL(request.url)
+      const path = strip(basePath, url.pathname)
+      if (path === url.pathname) return built.web(request)
+      url.pathname = path
+      return built.web(new Request(url, request))
+    },
+    nodeHandler: (request, response) => {
+      const full = (request as IncomingMessage & { readonly originalUrl?: string }).originalUrl ?? request.url ?? "/"
+      request.url = basePath === undefined ? full : strip(basePath, full)
+      built.node(request, response)
+    },
+    dispose
+  }
+}

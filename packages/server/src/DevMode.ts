@@ -13,6 +13,14 @@ import * as DevCredentials from "./DevCredentials.ts"
 /** Credit the demo account starts with. @category constants */
 export const demoCredit = Money.usd(25)
 
+/** @category options */
+export interface Options {
+  /** Log the credentials once (the server does; tests need not). */
+  readonly announce: boolean
+  /** Receives the credentials once created (`Tollgate.make` returns them to the host). */
+  readonly onCredentials?: ((credentials: DevCredentials.DevCredentials) => void) | undefined
+}
+
 /**
  * Creates the demo credentials and credit when the layer is built; logs them (one line, the keys
  * as annotations) when `announce` is set (the server does, embedded apps and tests need not).
@@ -21,13 +29,14 @@ export const demoCredit = Money.usd(25)
  */
 export const layer = (
   config: Pick<ServerConfig, "devCredentialsFile">,
-  options: { readonly announce: boolean },
+  options: Options,
   notice: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = identity
 ) =>
   Layer.effectDiscard(Effect.gen(function*() {
     const credentials = yield* DevCredentials.create({ file: config.devCredentialsFile })
     const ledger = yield* CreditLedger.CreditLedger
     yield* ledger.grant({ accountId: credentials.accountId, amount: demoCredit, reference: "dev-mode-demo-credit" })
+    options.onCredentials?.(credentials)
     if (options.announce) {
       yield* Effect.logInfo(DevCredentials.banner).pipe(Effect.annotateLogs({
         accountId: credentials.accountId,

@@ -29,7 +29,7 @@ import * as Telemetry from "./Telemetry.ts"
 export const appLayer = (
   config: Config.ServerConfig,
   services: ReturnType<typeof Services.layer> = Services.layer(config),
-  options: { readonly announce: boolean } = { announce: false }
+  options: DevMode.Options = { announce: false }
 ) =>
   Layer.mergeAll(
     App.layer([...Routes.all, ...Metrics.routes(config.metrics)], {

@@ -1,0 +1,59 @@
+/**
+ * The one entry a host needs to embed tollgate: `Tollgate.make()` builds the whole API from the
+ * same configuration the reference server reads (`TOLLGATE_*` variables and the `TOLLGATE_CONFIG`
+ * file, or a `ServerConfig` passed in) and returns a fetch-style handler, a node-style handler
+ * and `dispose`. In dev mode the demo keys are returned (and logged, like the server does).
+ *
+ * ```ts
+ * const tollgate = await Tollgate.make({ basePath: "/payments" })
+ * expressApp.use("/payments", tollgate.nodeHandler)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Handlers } from "@tollgate/http"
+import { Effect, Layer } from "effect"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import * as Config from "./Config.ts"
+import type * as DevCredentials from "./DevCredentials.ts"
+import * as Server from "./Server.ts"
+import * as Services from "./Services.ts"
+import * as Telemetry from "./Telemetry.ts"
+
+/** @category options */
+export interface Options extends Handlers.MountOptions {
+  /** Absent: `Config.load()` over `process.env`. */
+  readonly config?: Config.ServerConfig
+  /** Log the dev keys as the server does (default true). */
+  readonly announce?: boolean
+}
+
+/** @category models */
+export interface Tollgate {
+  readonly fetch: (request: Request) => Promise<Response>
+  readonly nodeHandler: (request: IncomingMessage, response: ServerResponse) => void
+  /** Releases the services (store connections, worker processes, log buffers). */
+  readonly dispose: () => Promise<void>
+  readonly config: Config.ServerConfig
+  /** The demo account and its keys, in dev mode (no signing key). */
+  readonly devCredentials: DevCredentials.DevCredentials | undefined
+}
+
+/**
+ * Builds tollgate for a host. Rejects with the configuration's `ConfigError` (one line naming the
+ * field) when the configuration is refused.
+ *
+ * @category constructors
+ */
+export const make = async (options: Options = {}): Promise<Tollgate> => {
+  const config = options.config ?? await Effect.runPromise(Config.load())
+  let devCredentials: DevCredentials.DevCredentials | undefined
+  const app = Server.appLayer(config, Services.layer(config), {
+    announce: options.announce ?? true,
+    onCredentials: (credentials) => {
+      devCredentials = credentials
+    }
+  }).pipe(Layer.provideMerge(Layer.mergeAll(Telemetry.layer(), Server.logging(config))))
+  const handlers = await Handlers.make(app, { basePath: options.basePath })
+  return { ...handlers, config, devCredentials }
+}
