@@ -14,6 +14,7 @@ import { Effect, Metric, Semaphore } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
+import * as Path from "node:path"
 import { DocumentRefused, refuse } from "./DocumentError.ts"
 import * as Sniff from "./Sniff.ts"
 import type * as Extraction from "./Extraction.ts"
@@ -87,7 +88,8 @@ interface Slot {
   healthy: boolean
 }
 
-const workerPath = new URL("./Worker.ts", import.meta.url).pathname
+// `Worker.ts` in the workspace, `Worker.js` once built to dist/.
+const workerPath = new URL(`./Worker${Path.extname(import.meta.url)}`, import.meta.url).pathname
 
 const fork = (config: Config): ChildProcess.ChildProcess =>
   ChildProcess.fork(workerPath, [], {

@@ -5,6 +5,7 @@
  * stored nowhere.
  *
  * ```sh
+ * tollgate-cli signing-key --out tollgate-signing-key.pem
  * tollgate-cli accounts create --description "Acme"
  * tollgate-cli keys mint --account acct_... --type ADMIN
  * tollgate-cli keys revoke --account acct_... --id key_...
@@ -17,6 +18,7 @@ import { NodeRedis } from "@effect/platform-node"
 import { Auth, AuthStore, CreditLedger, Errors, Jwt, Money } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result } from "effect"
+import * as Fs from "node:fs/promises"
 import { CliError, Command, Flag } from "effect/cli"
 import type { ServerConfig } from "./Config.ts"
 
@@ -29,7 +31,7 @@ const account = Flag.String("account").pipe(Flag.withDescription("The account id
 
 const createAccount = Command.make("create", {
   id: Flag.String("id").pipe(Flag.withDescription("An id of your choosing (default: generated)"), Flag.optional),
-  description: Flag.String("description").pipe(Flag.optional)
+  description: Flag.String("description").pipe(Flag.withDescription("What the account is, shown in listings"), Flag.optional)
 }, (input) =>
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
@@ -42,10 +44,13 @@ const createAccount = Command.make("create", {
 
 const mintKey = Command.make("mint", {
   account,
-  type: Flag.Literals("type", ["INFERENCE", "ADMIN"]),
-  tier: Flag.Literals("tier", ["default", "partner"]).pipe(Flag.withDefault("default" as const)),
-  description: Flag.String("description").pipe(Flag.withDefault("")),
-  expiresAt: Flag.Date("expires-at").pipe(Flag.optional)
+  type: Flag.Literals("type", ["INFERENCE", "ADMIN"]).pipe(Flag.withDescription("INFERENCE calls the API; ADMIN also manages keys and billing")),
+  tier: Flag.Literals("tier", ["default", "partner"]).pipe(
+    Flag.withDescription("The rate-limit tier (default: default)"),
+    Flag.withDefault("default" as const)
+  ),
+  description: Flag.String("description").pipe(Flag.withDescription("What the key is for, shown in listings"), Flag.withDefault("")),
+  expiresAt: Flag.Date("expires-at").pipe(Flag.withDescription("When the key stops working (ISO 8601; default: never)"), Flag.optional)
 }, (input) =>
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
@@ -91,26 +96,61 @@ const grantCredits = Command.make("grant", {
     })
   })).pipe(Command.withDescription("Grant credits to an account"))
 
+const signingKey = Command.make("signing-key", {
+  out: Flag.String("out").pipe(
+    Flag.withDescription("Write the key to this file (mode 0600) instead of printing it"),
+    Flag.optional
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const pem = yield* Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey))
+    if (Option.isNone(input.out)) return yield* Console.log(pem)
+    const file = input.out.value
+    yield* Effect.tryPromise({
+      try: () => Fs.writeFile(file, `${pem.trimEnd()}\n`, { mode: 0o600, flag: "wx" }),
+      catch: (cause) => new CliError.UserError({ cause, userMessage: `--out: cannot write ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
+    })
+    yield* print({ written: file })
+  })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
+
+/** What the account, key and credit commands need: Auth with the signing key, and the ledger. */
+export type Services = Auth.Auth | CreditLedger.CreditLedger
+
 /**
- * The command tree.
+ * The command tree. The account, key and credit commands get their services from `services`,
+ * built only when one of them runs, so `signing-key` and `--help` work with no configuration.
  *
  * @category commands
  */
-export const command = Command.make("tollgate-cli").pipe(
-  Command.withDescription("Operate a tollgate deployment: accounts, API keys, credits"),
-  Command.withSubcommands([
-    Command.make("accounts").pipe(Command.withSubcommands([createAccount])),
-    Command.make("keys").pipe(Command.withSubcommands([mintKey, revokeKey])),
-    Command.make("credits").pipe(Command.withSubcommands([grantCredits]))
-  ])
-)
+export const make = <E>(services: Layer.Layer<Services, E>) => {
+  return Command.make("tollgate-cli").pipe(
+    Command.withDescription("Operate a tollgate deployment: signing keys, accounts, API keys, credits"),
+    Command.withSubcommands([
+      signingKey,
+      Command.make("accounts").pipe(
+        Command.withDescription("Accounts own API keys and credit"),
+        Command.withSubcommands([Command.provide(createAccount, services)])
+      ),
+      Command.make("keys").pipe(
+        Command.withDescription("API keys, signed with TOLLGATE_SIGNING_KEY"),
+        Command.withSubcommands([Command.provide(mintKey, services), Command.provide(revokeKey, services)])
+      ),
+      Command.make("credits").pipe(
+        Command.withDescription("Prepaid credit of an account"),
+        Command.withSubcommands([Command.provide(grantCredits, services)])
+      )
+    ])
+  )
+}
 
 /**
- * Runs the CLI over `argv` (without the node and script paths).
+ * Runs the CLI over `argv` (without the node and script paths). Errors are returned, not printed:
+ * the bin prints each one once, on one line.
  *
  * @category running
  */
-export const run = (argv: ReadonlyArray<string>, version = "0.1.0") => Command.runWith(command, { version })(argv)
+export const run = <E>(argv: ReadonlyArray<string>, services: Layer.Layer<Services, E>, version = "0.1.0") =>
+  Command.runWith(make(services), { version, renderErrors: false })(argv)
 
 /**
  * The services the CLI needs, from the server configuration: Auth with the configured signing key

@@ -1,30 +1,50 @@
+#!/usr/bin/env node
 /**
- * `pnpm cli …` (the `tollgate-cli` of the docs): the operator CLI over the configuration of the
- * environment, the same one the server reads.
+ * The `tollgate-cli` bin (`pnpm exec tollgate-cli …` in this repository): the operator CLI over the
+ * configuration of the environment, the same one the server reads.
  *
  * @since 0.1.0
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Jwt } from "@tollgate/core"
-import { Console, Effect } from "effect"
+import { Cause, Console, Effect, Exit, Layer } from "effect"
+import { CliError } from "effect/cli"
 import * as Cli from "./Cli.ts"
 import * as Config from "./Config.ts"
 
-const argv = process.argv.slice(2)
+/**
+ * The configuration is read only when a command needs the store: `signing-key` and `--help` work
+ * without one.
+ */
+const services = Layer.unwrap(Effect.map(Config.load(), Cli.layer))
 
-const fail = (message: string) => Console.error(`tollgate-cli: ${message}`).pipe(Effect.andThen(Effect.sync(() => process.exit(1))))
+const main = Cli.run(process.argv.slice(2), services).pipe(Effect.provide(NodeServices.layer))
 
-/** `signing-key` needs no configuration: it prints a fresh key for `TOLLGATE_SIGNING_KEY`. */
-const printSigningKey = Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey), Effect.flatMap(Console.log))
+/** The one line an error prints: the user message of a command, the parse errors of a bad invocation. */
+const describe = (error: unknown): string | undefined => {
+  if (typeof error !== "object" || error === null || !("_tag" in error)) return String(error)
+  switch (error._tag) {
+    case "ShowHelp": {
+      const { errors } = error as CliError.ShowHelp
+      return errors.length === 0 ? undefined : `${errors.map((each) => each.message).join("; ")} (see --help)`
+    }
+    case "ConfigError":
+      return `invalid configuration: ${(error as Config.ConfigError).message}`
+    default:
+      return CliError.getUserMessage(error) ?? (error instanceof Error ? error.message : String(error))
+  }
+}
 
-const main = Effect.gen(function*() {
-  if (argv[0] === "signing-key") return yield* printSigningKey
-  const config = yield* Config.load()
-  return yield* Cli.run(argv).pipe(Effect.provide(Cli.layer(config)))
-}).pipe(
-  Effect.catchTag("ConfigError", (error) => fail(`invalid configuration: ${error.message}`)),
-  Effect.catchTag("UserError", (error) => fail(error.message)),
-  Effect.provide(NodeServices.layer)
+/** Each error is printed once, on stderr, as `tollgate-cli: <message>`, and the process exits 1. */
+NodeRuntime.runMain(
+  main.pipe(
+    Effect.catchCause((cause) => {
+      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+      const message = describe(Cause.squash(cause))
+      return message === undefined ? Effect.void : Console.error(`tollgate-cli: ${message}`).pipe(Effect.andThen(Effect.failCause(cause)))
+    })
+  ),
+  {
+    disableErrorReporting: true,
+    teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? 0 : 1)
+  }
 )
-
-NodeRuntime.runMain(main)

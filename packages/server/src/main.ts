@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 /**
  * `pnpm start` (the `tollgate` bin): reads the configuration and serves until SIGTERM or SIGINT.
  * Every line it prints is one JSON object on stdout: the dev-mode keys, the listening line, the

@@ -1,8 +1,9 @@
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expect, it } from "@effect/vitest"
 import { Auth, AuthStore, CreditLedger, Jwt } from "@tollgate/core"
 import { Effect, Layer, Option } from "effect"
 import { TestConsole } from "effect/testing"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -22,19 +23,22 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
   it.effect("the commands act on the store, and a minted key authenticates until revoked", () =>
     Effect.gen(function*() {
       const auth = yield* Auth.Auth
-      yield* Cli.run(["accounts", "create", "--id", "acct_cli", "--description", "Acme"])
+      // The commands act on these very instances, so the test can look at what they did.
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | CreditLedger.CreditLedger>())
+      const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
+      yield* run(["accounts", "create", "--id", "acct_cli", "--description", "Acme"])
       assert.isTrue(Option.isSome(yield* auth.getAccount("acct_cli")))
 
-      yield* Cli.run(["keys", "mint", "--account", "acct_cli", "--type", "ADMIN", "--description", "ops"])
+      yield* run(["keys", "mint", "--account", "acct_cli", "--type", "ADMIN", "--description", "ops"])
       const minted = yield* lastJson
       const principal = yield* auth.authenticate({ authorization: `Bearer ${minted["apiKey"]}` })
       assert.strictEqual(Option.getOrUndefined(principal)?.accountId, "acct_cli")
 
-      yield* Cli.run(["keys", "revoke", "--account", "acct_cli", "--id", minted["keyId"]!])
+      yield* run(["keys", "revoke", "--account", "acct_cli", "--id", minted["keyId"]!])
       const refused = yield* Effect.flip(auth.authenticate({ authorization: `Bearer ${minted["apiKey"]}` }))
       assert.strictEqual(refused._tag, "Unauthenticated")
 
-      yield* Cli.run(["credits", "grant", "--account", "acct_cli", "--usd", "25.00", "--reference", "invoice-42"])
+      yield* run(["credits", "grant", "--account", "acct_cli", "--usd", "25.00", "--reference", "invoice-42"])
       assert.strictEqual(Number((yield* lastJson)["balanceUsd"]), 25)
     }).pipe(Effect.provide(services)))
 })
@@ -57,4 +61,56 @@ describe("Dev mode: a demo account with one ADMIN and one INFERENCE key, written
       assert.strictEqual(typeOf(inference), "INFERENCE")
       yield* Effect.promise(() => Fs.rm(dir, { recursive: true }))
     }).pipe(Effect.provide(services)))
+})
+
+const cliMain = Path.join(import.meta.dirname, "..", "src", "cli-main.ts")
+
+const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = ChildProcess.spawn(process.execPath, [cliMain, ...args], {
+      env: { PATH: process.env["PATH"] ?? "", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+    child.once("exit", (code) => resolve({ code, stdout, stderr }))
+  })
+
+describe("The CLI as documented: every command described in --help, signing-key to a file, each error printed once", () => {
+  it("--help lists signing-key, accounts, keys and credits, each with a description, with no configuration", async () => {
+    const { code, stdout } = await runCli(["--help"])
+    expect(code).toBe(0)
+    for (const [command, description] of [
+      ["signing-key", "Make a new Ed25519 signing key"],
+      ["accounts", "Accounts own API keys and credit"],
+      ["keys", "API keys, signed with TOLLGATE_SIGNING_KEY"],
+      ["credits", "Prepaid credit of an account"]
+    ]) {
+      expect(stdout).toMatch(new RegExp(`${command}\\s+${description}`))
+    }
+  })
+
+  it("signing-key --out FILE writes a key the server accepts, and nothing else goes in the file", async () => {
+    const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tollgate-cli-"))
+    const file = Path.join(dir, "key.pem")
+    const { code } = await runCli(["signing-key", "--out", file])
+    expect(code).toBe(0)
+    const pem = await Fs.readFile(file, "utf8")
+    expect(pem).toMatch(/^-----BEGIN PRIVATE KEY-----\n[\s\S]+-----END PRIVATE KEY-----\n$/)
+    expect((await Fs.stat(file)).mode & 0o777).toBe(0o600)
+    await Effect.runPromise(Jwt.importSigningKey(pem))
+    const again = await runCli(["signing-key", "--out", file])
+    expect(again.code).toBe(1)
+    expect(again.stderr.trim().split("\n")).toHaveLength(1)
+    expect(await Fs.readFile(file, "utf8")).toBe(pem)
+    await Fs.rm(dir, { recursive: true })
+  })
+
+  it("a command that needs the signing key, run without one, prints one line and exits 1", async () => {
+    const { code, stderr } = await runCli(["accounts", "create"])
+    expect(code).toBe(1)
+    expect(stderr.trim().split("\n")).toEqual(["tollgate-cli: TOLLGATE_SIGNING_KEY must be set to mint keys"])
+  })
 })
