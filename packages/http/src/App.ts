@@ -30,6 +30,7 @@ import {
 import * as ClientAddress from "./ClientAddress.ts"
 import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
+import * as Metered from "./Metered.ts"
 import * as Observability from "./Observability.ts"
 import * as RequestContext from "./RequestContext.ts"
 import * as RequestLog from "./RequestLog.ts"
@@ -37,6 +38,7 @@ import type * as Route from "./Route.ts"
 import * as RouteTable from "./RouteTable.ts"
 import { ServiceInfo } from "./ServiceInfo.ts"
 import * as Timestamp from "./Timestamp.ts"
+import * as UploadBudget from "./UploadBudget.ts"
 
 /** @category options */
 export interface Options {
@@ -46,6 +48,8 @@ export interface Options {
   readonly paymentRequiredSchemas?: ReadonlyArray<Schema.Top>
   /** Proxies whose `X-Forwarded-For`/`Forwarded` name the client (see `ClientAddress`); default none. */
   readonly trustedProxies?: ClientAddress.TrustedProxies
+  /** Bytes of upload bodies held in memory at once (`UploadBudget`); default `UploadBudget.DEFAULT_MAX_BYTES`. */
+  readonly uploadMemoryBytes?: number
 }
 
 /**
@@ -103,12 +107,20 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const platform = yield* HttpPlatform.HttpPlatform
     const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
     const log = Option.getOrUndefined(yield* Effect.serviceOption(RequestLog.RequestLog))
+    const metered = Option.getOrUndefined(yield* Effect.serviceOption(Metered.Metered))
+    const uploadBudget = options.uploadMemoryBytes === undefined
+      ? yield* UploadBudget.UploadBudget
+      : UploadBudget.make({ maxBytes: options.uploadMemoryBytes })
     const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
     const trusted = options.trustedProxies ?? ClientAddress.none
 
     const entries: Array<readonly [string, string, Entry]> = []
     for (const route of all) {
-      const handler: Route.Handler = yield* route.handler
+      const built: Route.Handler = yield* route.handler
+      // A metered route answers a caller without credentials before it reads or counts the body.
+      const handler = route.docs?.security === "metered" && metered !== undefined
+        ? Effect.andThen(metered.requireCredentials, built)
+        : built
       // Interruptible as a route under `HttpRouter` was: a client that goes away stops its route.
       entries.push([route.method, route.path, {
         handler: Effect.catchCause(Effect.interruptible(handler), recover),
@@ -179,7 +191,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       let requestContext = Context.add(fiberContext, RequestContext.CurrentRequest, context)
       if (tracking !== undefined) requestContext = Context.add(requestContext, AbuseGuard.CurrentCaller, tracking.caller)
       if (found !== undefined && found.value.readsBody) {
-        requestContext = Context.add(requestContext, HttpIncomingMessage.MaxBodySize, maxBodySize)
+        requestContext = Context.add(Context.add(requestContext, HttpIncomingMessage.MaxBodySize, maxBodySize), UploadBudget.UploadBudget, uploadBudget)
       }
       const compressed = request.headers["accept-encoding"] !== undefined
       if (compressed) requestContext = Context.add(requestContext, HttpPlatform.HttpPlatform, platform)

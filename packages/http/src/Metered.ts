@@ -20,7 +20,7 @@ import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Observability from "./Observability.ts"
 import { CurrentRequest } from "./RequestContext.ts"
 
@@ -105,7 +105,7 @@ export interface MeteredCall {
  * @category services
  */
 export class PaymentRequiredBodies extends Context.Service<PaymentRequiredBodies, {
-  readonly discovery: (input: { readonly url: string; readonly call: MeteredCall }) => Effect.Effect<Errors.PaymentRequired>
+  readonly discovery: (input: { readonly url: string }) => Effect.Effect<Errors.PaymentRequired>
   readonly insufficientBalance: (input: {
     readonly principal: Principal.WalletPrincipal
     readonly balance: CreditLedger.Balance
@@ -172,6 +172,14 @@ export interface Options {
 /** @category services */
 export class Metered extends Context.Service<Metered, {
   readonly run: (call: MeteredCall) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest>
+  /**
+   * What a metered route's request must pass before the route reads its body: one without any
+   * credentials gets the discovery 402 at once, or a 413 when its declared body is over the app's
+   * default cap (that cap applies first; a route's higher cap is for callers with credentials).
+   * So an anonymous caller cannot make the service parse or token-count a large body. `App` runs it
+   * ahead of every route documented as `metered`.
+   */
+  readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}
 
 const replayed = (stored: IdempotencyStore.StoredResponse) =>
@@ -337,7 +345,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       const requestId = current.requestId
       const found = yield* traced("tollgate.auth", counted(auth.authenticateUnconfirmed(request.headers), "auth", context))
       if (Option.isNone(found)) {
-        return yield* Effect.flatMap(bodies.discovery({ url: request.url, call }), Effect.fail)
+        return yield* Effect.flatMap(bodies.discovery({ url: request.url }), Effect.fail)
       }
       const principal = found.value.principal
       let pending = found.value.pending
@@ -466,5 +474,16 @@ export const layer = (options: Options = {}): Layer.Layer<
       )
     }, (effect) => traced("Metered.run", effect))
 
-    return Metered.of({ run })
+    const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      if (Auth.hasCredentials(request.headers)) return Effect.void
+      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<never, Errors.ApiError> => {
+        const declared = Number(request.headers["content-length"] ?? 0)
+        if (cap !== undefined && declared > Number(cap)) {
+          return Effect.fail(new Errors.PayloadTooLarge({ message: "Request body is too large" }))
+        }
+        return Effect.flatMap(bodies.discovery({ url: request.url }), Effect.fail)
+      })
+    })
+
+    return Metered.of({ run, requireCredentials })
   }))

@@ -3,13 +3,15 @@
  * route's own (`maxBytes`, for routes whose bodies are legitimately larger), a body over the cap is
  * a 413 and one that is not JSON a 400, and `schema` decodes it into a 400 DetailedError naming
  * every bad field. Routes never read `request.json` themselves, so the answer to a bad body does
- * not depend on which route received it.
+ * not depend on which route received it. A body read under a raised cap first holds its size
+ * against the process's `UploadBudget` for the rest of the request.
  *
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
-import { type ByteSize, Effect, Schema } from "effect"
+import { type ByteSize, Effect, Schema, type Scope } from "effect"
 import { HttpIncomingMessage, HttpServerRequest } from "effect/http"
+import { UploadBudget } from "./UploadBudget.ts"
 
 /**
  * The JSON body, read under `maxBytes` when given, else under the app's cap.
@@ -18,9 +20,14 @@ import { HttpIncomingMessage, HttpServerRequest } from "effect/http"
  */
 export const json = (
   maxBytes?: ByteSize.ByteSize
-): Effect.Effect<unknown, Errors.PayloadTooLarge | Errors.InvalidRequest, HttpServerRequest.HttpServerRequest> =>
+): Effect.Effect<
+  unknown,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  HttpServerRequest.HttpServerRequest | Scope.Scope
+> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
+    if (maxBytes !== undefined) yield* (yield* UploadBudget).hold(Number(maxBytes))
     const body = maxBytes === undefined
       ? request.json
       : Effect.provideService(request.json, HttpIncomingMessage.MaxBodySize, maxBytes)
@@ -38,18 +45,23 @@ export const json = (
  */
 export const bytes = (
   maxBytes?: ByteSize.ByteSize
-): Effect.Effect<Uint8Array, Errors.PayloadTooLarge | Errors.InvalidRequest, HttpServerRequest.HttpServerRequest> =>
+): Effect.Effect<
+  Uint8Array,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  HttpServerRequest.HttpServerRequest | Scope.Scope
+> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     const body = maxBytes === undefined
       ? request.arrayBuffer
       : Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes)
-    return Effect.mapBoth(body, {
+    const held = maxBytes === undefined ? Effect.void : Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes)))
+    return Effect.andThen(held, Effect.mapBoth(body, {
       onSuccess: (buffer) => new Uint8Array(buffer),
       onFailure: (error) =>
         error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
           ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
           : new Errors.InvalidRequest({ message: "Request body could not be read" })
-    })
+    }))
   })
 
 /**
@@ -75,5 +87,9 @@ export const decode = <S extends Schema.Decoder<unknown>>(
 export const schema = <S extends Schema.Decoder<unknown>>(
   schema: S,
   maxBytes?: ByteSize.ByteSize
-): Effect.Effect<S["Type"], Errors.PayloadTooLarge | Errors.InvalidRequest, HttpServerRequest.HttpServerRequest> =>
+): Effect.Effect<
+  S["Type"],
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  HttpServerRequest.HttpServerRequest | Scope.Scope
+> =>
   Effect.flatMap(json(maxBytes), (body) => decode(schema, body))

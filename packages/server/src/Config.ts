@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { CreditLedger } from "@tollgate/core"
-import { ClientAddress } from "@tollgate/http"
+import { ClientAddress, UploadBudget } from "@tollgate/http"
 import { Data, Effect, Schema, SchemaIssue } from "effect"
 import * as Fs from "node:fs"
 
@@ -41,6 +41,7 @@ export const Environment = Schema.Struct({
     message: "must be a comma-separated list of account ids"
   }))),
   TOLLGATE_TRUSTED_PROXIES: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  TOLLGATE_UPLOAD_MEMORY_BYTES: Schema.optionalKey(PositiveInt),
   TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_RETENTION_DAYS: Schema.optionalKey(PositiveInt),
   TOLLGATE_MEMORY_MAX_ENTRIES: Schema.optionalKey(PositiveInt)
@@ -88,6 +89,8 @@ export interface ServerConfig {
    * `TOLLGATE_TRUSTED_PROXIES` (comma-separated) or the file's `trustedProxies`; default none.
    */
   readonly trustedProxies: ClientAddress.TrustedProxies
+  /** Bytes of upload bodies held in memory at once (`UploadBudget`). */
+  readonly uploadMemoryBytes: number
   readonly file: typeof FileConfig.Type
 }
 
@@ -173,6 +176,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
         maxEntries: vars.TOLLGATE_MEMORY_MAX_ENTRIES ?? CreditLedger.DEFAULT_MAX_ENTRIES
       },
       trustedProxies,
+      uploadMemoryBytes: vars.TOLLGATE_UPLOAD_MEMORY_BYTES ?? UploadBudget.DEFAULT_MAX_BYTES,
       file
     }
     return config

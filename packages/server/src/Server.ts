@@ -34,7 +34,8 @@ export const appLayer = (
   Layer.mergeAll(
     App.layer([...Routes.all, ...Metrics.routes(config.metrics)], {
       maxBodyBytes: config.maxBodyBytes,
-      trustedProxies: config.trustedProxies
+      trustedProxies: config.trustedProxies,
+      uploadMemoryBytes: config.uploadMemoryBytes
     }),
     Config.isDevMode(config) ? DevMode.layer(config, options, startupNotice(config.logLevel)) : Layer.empty
   ).pipe(

@@ -4,7 +4,8 @@
  * into memory with the 25 MB cap enforced while reading, so nothing beyond the cap is buffered and
  * nothing is ever written to disk (Effect's persisted multipart would use temp files); the request
  * is validated before anything is held or charged, and the extraction runs inside the metered
- * pipeline at a flat price. The document and its text are never logged and not kept after the
+ * pipeline at a flat price. The upload holds its size against the process's `UploadBudget` while it
+ * is in memory. The document and its text are never logged and not kept after the
  * response: usage notes record the format only.
  *
  * @since 0.1.0
@@ -16,6 +17,7 @@ import { ByteSize, Effect, Schema, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, Multipart } from "effect/http"
 import { Metered } from "../Metered.ts"
 import * as Route from "../Route.ts"
+import { UploadBudget } from "../UploadBudget.ts"
 
 /** Room for the other parts and the multipart framing around a file at the cap. */
 const FRAMING_BYTES = 64 * 1024
@@ -80,6 +82,7 @@ export const readUpload = (maxBytes: number) =>
     if (!(request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")) {
       return yield* invalid("file", "Expected a multipart/form-data upload with a file")
     }
+    yield* (yield* UploadBudget).hold(maxBytes + FRAMING_BYTES)
     const chunks: Array<Uint8Array> = []
     let size = 0
     let files = 0
