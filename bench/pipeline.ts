@@ -102,7 +102,7 @@ const measure = async (subject: Subject): Promise<number> => {
   })
   const round = Effect.forEach(Array.from({ length: CONCURRENCY }), () => worker, { concurrency: CONCURRENCY, discard: true }).pipe(
     Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-    Effect.provideService(CurrentRequest, { requestId: "bench", startedAt: 0, route: "bench", params: {}, principalId: undefined }),
+    Effect.provideService(CurrentRequest, { requestId: "bench", clientRequestId: undefined, startedAt: 0, route: "bench", params: {}, principalId: undefined }),
     Effect.provide(context)
   )
   const perCall: Array<number> = []

@@ -1,6 +1,7 @@
 /**
  * The HTTP application: the routes of the public API behind one global middleware, as one Effect
- * that answers every request. Every response, 404s and errors included, carries `x-request-id`,
+ * that answers every request. Every response, 404s and errors included, carries `x-request-id` (a
+ * fresh id of the server's; a well-formed id the client sent comes back as `x-client-request-id`),
  * `x-service-version` and `x-service-timestamp` (plus `x-service-host-name` on errors); JSON
  * bodies are compressed by `Accept-Encoding`; request bodies are capped unless a route raises its
  * own cap; an unknown path is a 404 and a known path with the wrong method a 405, both as
@@ -141,9 +142,11 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ["x-service-version", info.version],
         ["x-service-timestamp", Timestamp.now()]
       ]
+      if (context.clientRequestId !== undefined) headers.push(["x-client-request-id", context.clientRequestId])
       if (response.status >= 400) headers.push(["x-service-host-name", info.hostName])
       const entry = {
         requestId: context.requestId,
+        clientRequestId: context.clientRequestId,
         principalId: context.principalId,
         method: request.method,
         route: context.route,
@@ -162,7 +165,8 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const found = match._tag === "Found" ? match : undefined
       const sent = request.headers["x-request-id"]
       const context: RequestContext.RequestContext = {
-        requestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : crypto.randomUUID(),
+        requestId: crypto.randomUUID(),
+        clientRequestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : undefined,
         startedAt: performance.now(),
         route: found === undefined ? unmatched : found.pattern,
         params: found === undefined ? {} : found.params,

@@ -1,6 +1,6 @@
 /**
  * What the global middleware knows about the request being served, shared with the routes: its id
- * (`x-request-id`), when it started, the route pattern it matched and that pattern's path
+ * (`x-request-id`, always the server's own), the id the client sent, when it started, the route pattern it matched and that pattern's path
  * parameters, and the principal once the route has authenticated it (logs, metrics and the abuse
  * guard key on the principal when there is one, else the client address).
  *
@@ -10,7 +10,10 @@ import { Context } from "effect"
 
 /** @category models */
 export interface RequestContext {
+  /** A fresh UUID per request: usage entries, holds and image ids key on it, so a client never picks it. */
   readonly requestId: string
+  /** The client's `x-request-id` when well formed, kept for correlation (log field, `x-client-request-id`). */
+  readonly clientRequestId: string | undefined
   readonly startedAt: number
   /** The route pattern, e.g. `/api/v1/crypto/rpc/:network`; `unmatched` for a 404 or 405. */
   readonly route: string
@@ -26,5 +29,5 @@ export interface RequestContext {
  * @category references
  */
 export const CurrentRequest = Context.Reference<RequestContext>("@tollgate/http/CurrentRequest", {
-  defaultValue: () => ({ requestId: "", startedAt: 0, route: "unmatched", params: {}, principalId: undefined })
+  defaultValue: () => ({ requestId: "", clientRequestId: undefined, startedAt: 0, route: "unmatched", params: {}, principalId: undefined })
 })

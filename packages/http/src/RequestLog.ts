@@ -1,5 +1,6 @@
 /**
- * The request log: one structured JSON line per response with the request id, the principal id
+ * The request log: one structured JSON line per response with the request id (and the client's own
+ * request id when it sent one), the principal id
  * (never a key, signature, document or prompt), the method, the route pattern, the status and the
  * latency. It runs on every request, so it bypasses the general-purpose logger: a line is encoded
  * into a byte chunk, and the chunk is written out every 50 ms and when the layer is released.
@@ -13,6 +14,7 @@ import * as Timestamp from "./Timestamp.ts"
 /** @category models */
 export interface Entry {
   readonly requestId: string
+  readonly clientRequestId?: string | undefined
   readonly principalId: string | undefined
   readonly method: string
   readonly route: string
@@ -33,10 +35,12 @@ export class RequestLog extends Context.Service<RequestLog, {
  */
 export const format = (entry: Entry, timestamp: string): string =>
   // A template over the fixed keys: about twice as fast as stringifying a nested object. Only the
-  // principal id is escaped: the request id is a UUID or a client's id that matched
+  // principal id is escaped: the request id is a UUID, the client's id matched
   // `[A-Za-z0-9._:-]`, the method passed node's token check and the route is one of ours.
   `{"message":"request","level":"${entry.status >= 500 ? "ERROR" : "INFO"}","timestamp":"${timestamp}",` +
-  `"annotations":{"requestId":"${entry.requestId}","principalId":${JSON.stringify(entry.principalId ?? "anonymous")},` +
+  `"annotations":{"requestId":"${entry.requestId}",` +
+  (entry.clientRequestId === undefined ? "" : `"clientRequestId":"${entry.clientRequestId}",`) +
+  `"principalId":${JSON.stringify(entry.principalId ?? "anonymous")},` +
   `"method":"${entry.method}","route":"${entry.route}","status":${entry.status},` +
   `"latencyMs":${Math.round(entry.latencyMs * 100) / 100}}}`
 

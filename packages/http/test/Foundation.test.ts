@@ -50,9 +50,24 @@ describe("Every response carries the service headers, errors included", () => {
     expectServiceHeaders(response)
   })
 
-  it("a well-formed x-request-id sent by the client is echoed back", async () => {
-    const response = await get("/api/v1/crypto/rpc/networks", { headers: { "x-request-id": "abc-123" } })
-    expect(response.headers.get("x-request-id")).toBe("abc-123")
+})
+
+describe("x-request-id is the server's own fresh id; the client's id comes back as x-client-request-id", () => {
+  it("every response gets a new unique UUID, whatever the client sent", async () => {
+    const responses = await Promise.all(Array.from({ length: 20 }, () =>
+      get("/api/v1/crypto/rpc/networks", { headers: { "x-request-id": "abc-123" } })))
+    const ids = responses.map((response) => response.headers.get("x-request-id"))
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    expect(new Set(ids).size).toBe(20)
+    for (const response of responses) expect(response.headers.get("x-client-request-id")).toBe("abc-123")
+  })
+
+  it("a malformed client id is dropped, and no id sent means no x-client-request-id", async () => {
+    const malformed = await get("/api/v1/crypto/rpc/networks", { headers: { "x-request-id": "has spaces and \"quotes\"" } })
+    expect(malformed.headers.get("x-client-request-id")).toBeNull()
+    const none = await get("/api/v1/nope")
+    expect(none.headers.get("x-client-request-id")).toBeNull()
+    expect(none.headers.get("x-request-id")).toMatch(/.+/)
   })
 })
 

@@ -147,6 +147,20 @@ describe("Metered: an admitted call is charged its actual price, at most the quo
     expect(entry?.requestId).toBe(response.headers.get("x-request-id"))
   })
 
+  it("two calls sending the same x-request-id get two usage entries, each under the server's own id", async () => {
+    await fund(Money.usd(1))
+    behaviour = () => ok(1_000)
+    const responses = [
+      await post("/api/v1/test/metered", asKey({ "x-request-id": "client-7" })),
+      await post("/api/v1/test/metered", asKey({ "x-request-id": "client-7" }))
+    ]
+    const entries = await usage()
+    expect(entries.map((entry) => entry.requestId)).toEqual(responses.map((response) => response.headers.get("x-request-id")))
+    expect(new Set(entries.map((entry) => entry.requestId)).size).toBe(2)
+    expect(entries.map((entry) => entry.requestId)).not.toContain("client-7")
+    expect(responses.map((response) => response.headers.get("x-client-request-id"))).toEqual(["client-7", "client-7"])
+  })
+
   it("a charge above the quote is cut to the quote", async () => {
     await fund(Money.usd(1))
     behaviour = () => ok(Number(quote.amount) * 3)

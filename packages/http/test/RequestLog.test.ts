@@ -50,3 +50,15 @@ describe("Request log lines reach stdout whole and in order, in batched writes",
     expect(lines.map((line) => JSON.parse(line).annotations.status)).toEqual(Array.from({ length: 8 }, () => 503))
   })
 })
+
+describe("A request log line names the client's own request id only when it sent one", () => {
+  const base = { requestId: "0b7e", principalId: undefined, method: "GET", route: "/x", status: 200, latencyMs: 1 }
+  it("clientRequestId is a field beside requestId", () => {
+    const line = JSON.parse(RequestLog.format({ ...base, clientRequestId: "client-7" }, "2026-01-01T00:00:00.000Z"))
+    expect(line.annotations).toMatchObject({ requestId: "0b7e", clientRequestId: "client-7" })
+  })
+  it("no client id, no field", () => {
+    const line = JSON.parse(RequestLog.format(base, "2026-01-01T00:00:00.000Z"))
+    expect("clientRequestId" in line.annotations).toBe(false)
+  })
+})

@@ -276,15 +276,16 @@ describe("Log lines carry the request id, principal, route, status and latency, 
     const requestLines = lines.map((line) => JSON.parse(line) as { message: unknown; annotations: Record<string, unknown> })
       .filter((entry) => entry.annotations["route"] !== undefined)
     expect(requestLines).toHaveLength(1000)
-    expect(new Set(requestLines.map((entry) => entry.annotations["requestId"]))).toEqual(
+    expect(new Set(requestLines.map((entry) => entry.annotations["clientRequestId"]))).toEqual(
       new Set(Array.from({ length: 1000 }, (_, i) => `req-${i}`))
     )
+    expect(new Set(requestLines.map((entry) => entry.annotations["requestId"])).size).toBe(1000)
     for (const entry of requestLines) {
-      expect(Object.keys(entry.annotations).sort()).toEqual(["latencyMs", "method", "principalId", "requestId", "route", "status"])
+      expect(Object.keys(entry.annotations).sort()).toEqual(["clientRequestId", "latencyMs", "method", "principalId", "requestId", "route", "status"])
     }
 
     const log = lines.join("\n")
-    expect(log.includes(`"requestId":"req-999"`)).toBe(true)
+    expect(log.includes(`"clientRequestId":"req-999"`)).toBe(true)
     const keyParts = keys.flatMap((key) => [key, ...key.split(".").slice(1)])
     for (const secret of [...keyParts, siwx, signature, "siwx-marker-message", prompt, documentText]) {
       expect(log.includes(secret), secret.slice(0, 24)).toBe(false)
