@@ -4,12 +4,16 @@
  * upstream; when a connection cannot be made it fails over to the next, and a batch of reads is
  * also retried after a connection that broke mid-call (a write is retried only when its connection
  * was refused, so it was never sent). The answer comes back with the request's order restored and
- * every "method not found" dialect (-32601, -32004, -32001, "not supported", HTTP 405/415) turned
- * into -32601. An upstream that cannot be reached is a 502, one that does not answer in time a 504.
+ * every "method not found" dialect (-32004, -32001, "not supported", HTTP 405/415) turned into
+ * -32601, its `message` kept. Nothing else is changed: a batch is reordered on the raw text of its
+ * items (never through JS numbers, so an id or a result of `12345678901234567890` survives), and
+ * only an item whose code is rewritten is encoded again. An upstream that cannot be reached is a
+ * 502, one that does not answer in time a 504.
  *
  * @since 0.1.0
  */
-import { Errors, type JsonRpc } from "@tollgate/core"
+import { Errors, JsonRpc } from "@tollgate/core"
+import * as JsonText from "@tollgate/core/JsonText"
 import { Context, Effect, Layer, Schema } from "effect"
 import * as Http from "node:http"
 import * as Https from "node:https"
@@ -35,8 +39,9 @@ export const Config = Schema.Struct({
 export type Config = typeof Config.Type
 
 /**
- * What the upstream answered: the JSON-RPC response (absent when the request held notifications
- * only), normalized and in request order, and its bytes (the upstream's own when nothing changed).
+ * What the upstream answered: the JSON-RPC response as `JsonRpc.parse` read it, for billing
+ * (absent when the request held notifications only), and the bytes for the caller: the upstream's
+ * own when nothing changed, else in request order with "method not found" codes as -32601.
  *
  * @category models
  */
@@ -126,82 +131,97 @@ const post = (url: URL, body: Uint8Array, timeoutMs: number) =>
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const normalizeItem = (item: unknown): unknown => {
-  if (!isRecord(item) || !isRecord(item["error"])) return item
-  const error = item["error"]
-  const code = error["code"]
-  const message = typeof error["message"] === "string" ? error["message"] : ""
-  if ((typeof code === "number" && NOT_FOUND_CODES.has(code)) || NOT_FOUND_TEXT.test(message)) {
-    return { ...item, error: { ...error, code: -32601 } }
-  }
-  return item
+/** Whether an answer is a "method not found" in another dialect, to be rewritten to -32601. */
+const isOtherNotFound = (answer: unknown): boolean => {
+  if (!isRecord(answer) || !isRecord(answer["error"])) return false
+  const { code, message } = answer["error"]
+  if (code === -32601) return false
+  return (typeof code === "number" && NOT_FOUND_CODES.has(code)) || (typeof message === "string" && NOT_FOUND_TEXT.test(message))
 }
 
-const encoded = (response: unknown): Answer => ({ response, body: Buffer.from(JSON.stringify(response)) })
+/** The answer's text with the code -32601, everything else (the message, big numbers) as it was. */
+const asNotFound = (text: string): string => {
+  const answer = JsonText.parse(text) as Record<string, unknown>
+  return JSON.stringify({ ...answer, error: { ...(answer["error"] as Record<string, unknown>), code: -32601 } })
+}
 
-const methodNotFound = (request: JsonRpc.Request): unknown => {
-  const answers = request.items.filter((item) => item.hasId).map((item) => ({
-    jsonrpc: "2.0",
-    id: item.id,
-    error: { code: -32601, message: `Method ${item.method} is not supported by the upstream` }
-  }))
-  return request.batch ? answers : answers[0]
+/** The answers a node that refuses the method at the HTTP level (405, 415) would have sent. */
+const methodNotFound = (request: JsonRpc.Request, status: number): Answer => {
+  const answers = request.items.flatMap((item) =>
+    item.id === undefined ? [] : [
+      `{"jsonrpc":"2.0","id":${item.id},"error":{"code":-32601,"message":${
+        JSON.stringify(`Method ${item.method} is not supported by the upstream (HTTP ${status})`)
+      }}}`
+    ]
+  )
+  const text = request.batch ? `[${answers.join(",")}]` : answers[0]
+  if (text === undefined) return { response: [], body: undefined }
+  return { response: JsonRpc.parse(text), body: Buffer.from(text) }
 }
 
 /**
- * Puts the answers of a batch in the order of its requests (matched by id); answers that match no
- * request (an error with a null id) follow in the order they came.
+ * For each position of the reply, the index of the answer to put there: the answers to the
+ * request's ids in request order, then the answers that match no id (an error with a null id, an
+ * id the node changed) in the order they came.
  *
  * @category internals
  */
-export const inRequestOrder = (request: JsonRpc.Request, answers: ReadonlyArray<unknown>): ReadonlyArray<unknown> => {
-  const byId = new Map<string, Array<unknown>>()
-  const rest: Array<unknown> = []
-  for (const answer of answers) {
-    const id = isRecord(answer) ? answer["id"] : undefined
-    if (id === undefined || id === null) {
-      rest.push(answer)
-      continue
-    }
-    const key = JSON.stringify(id)
-    const queue = byId.get(key)
-    if (queue === undefined) byId.set(key, [answer])
-    else queue.push(answer)
-  }
-  const ordered: Array<unknown> = []
+export const requestOrder = (request: JsonRpc.Request, answers: ReadonlyArray<unknown>): ReadonlyArray<number> => {
+  const byId = new Map<string, Array<number>>()
+  answers.forEach((answer, index) => {
+    const id = isRecord(answer) ? JsonRpc.idText(answer["id"]) : undefined
+    if (id === undefined || id === "null") return
+    const queue = byId.get(id)
+    if (queue === undefined) byId.set(id, [index])
+    else queue.push(index)
+  })
+  const placed = new Set<number>()
+  const order: Array<number> = []
   for (const item of request.items) {
-    if (!item.hasId || item.id === null) continue
-    const answer = byId.get(JSON.stringify(item.id))?.shift()
-    if (answer !== undefined) ordered.push(answer)
+    if (item.id === undefined || item.id === "null") continue
+    const index = byId.get(item.id)?.shift()
+    if (index !== undefined) {
+      order.push(index)
+      placed.add(index)
+    }
   }
-  for (const queue of byId.values()) ordered.push(...queue)
-  return [...ordered, ...rest]
+  answers.forEach((_answer, index) => {
+    if (!placed.has(index)) order.push(index)
+  })
+  return order
 }
 
 /**
- * The JSON-RPC response of an upstream reply, normalized, or why it is not one.
+ * The JSON-RPC response of an upstream reply, or why it is not one.
  *
  * @category internals
  */
 export const interpret = (request: JsonRpc.Request, reply: Reply): Answer | Failure => {
-  if (reply.status === 405 || reply.status === 415) return encoded(methodNotFound(request))
-  const text = reply.body.toString("utf8").trim()
-  if (text === "" && (reply.status === 200 || reply.status === 204) && request.items.every((item) => !item.hasId)) {
+  if (reply.status === 405 || reply.status === 415) return methodNotFound(request, reply.status)
+  const text = reply.body.toString("utf8")
+  const empty = text.trim() === ""
+  if (empty && (reply.status === 200 || reply.status === 204) && request.items.every((item) => item.id === undefined)) {
     return { response: undefined, body: undefined }
   }
   let parsed: unknown
   try {
-    parsed = JSON.parse(text)
+    parsed = JsonRpc.parse(text)
   } catch {
     return { _tag: "status", status: reply.status, body: reply.body }
   }
   const looksLikeJsonRpc = Array.isArray(parsed) || (isRecord(parsed) && ("result" in parsed || "error" in parsed))
   if (!looksLikeJsonRpc) return { _tag: "status", status: reply.status, body: reply.body }
-  const response = Array.isArray(parsed) ? inRequestOrder(request, parsed.map(normalizeItem)) : normalizeItem(parsed)
-  const unchanged = Array.isArray(parsed)
-    ? (response as ReadonlyArray<unknown>).every((item, i) => item === parsed[i])
-    : response === parsed
-  return unchanged ? { response, body: reply.body } : encoded(response)
+  if (!Array.isArray(parsed)) {
+    return { response: parsed, body: isOtherNotFound(parsed) ? Buffer.from(asNotFound(text)) : reply.body }
+  }
+  const order = requestOrder(request, parsed)
+  const rewrite = parsed.map(isOtherNotFound)
+  if (order.every((index, position) => index === position) && !rewrite.includes(true)) {
+    return { response: parsed, body: reply.body }
+  }
+  const raw = JsonText.elements(text)
+  const items = order.map((index) => rewrite[index] === true ? asNotFound(raw[index]!) : raw[index]!)
+  return { response: parsed, body: Buffer.from(`[${items.join(",")}]`) }
 }
 
 const describeFailure = (failure: Failure): string => {

@@ -8,8 +8,9 @@ import * as RpcUpstream from "../src/RpcUpstream.ts"
 
 const ethereum = Networks.findNetwork("ethereum-mainnet")!
 const request = (body: unknown) => {
-  const checked = Result.getOrThrow(JsonRpc.check(ethereum, body))
-  return { checked, bytes: Buffer.from(JSON.stringify(body)) }
+  const text = typeof body === "string" ? body : JSON.stringify(body)
+  const checked = Result.getOrThrow(JsonRpc.check(ethereum, JsonRpc.parse(text)))
+  return { checked, bytes: Buffer.from(text) }
 }
 
 interface Server {
@@ -18,16 +19,19 @@ interface Server {
   readonly close: () => Promise<void>
 }
 
-// A JSON-RPC server whose reply is decided per request: a status and body, or "hang up" (the
-// connection is destroyed after the request arrived).
-const server = async (reply: (body: unknown) => { readonly status: number; readonly body: string } | "hang up"): Promise<Server> => {
+// A JSON-RPC server whose reply is decided per request (its body, parsed, and its raw text): a
+// status and body, or "hang up" (the connection is destroyed after the request arrived).
+const server = async (
+  reply: (body: unknown, text: string) => { readonly status: number; readonly body: string } | "hang up"
+): Promise<Server> => {
   let hits = 0
   const http = Http.createServer((req, res) => {
     hits++
     const chunks: Array<Buffer> = []
     req.on("data", (chunk: Buffer) => chunks.push(chunk))
     req.on("end", () => {
-      const answer = reply(JSON.parse(Buffer.concat(chunks).toString("utf8")))
+      const text = Buffer.concat(chunks).toString("utf8")
+      const answer = reply(JSON.parse(text), text)
       if (answer === "hang up") return req.socket.destroy()
       res.writeHead(answer.status, { "content-type": "application/json" })
       res.end(answer.body)
@@ -123,8 +127,7 @@ describe("RpcUpstream: answers come back in request order, unsupported replies a
       { jsonrpc: "2.0", id: 2, method: "eth_chainId" }
     ])
     const answer = Result.getOrThrow(result)
-    expect((answer.response as Array<{ id: unknown }>).map((item) => item.id)).toEqual(["x", 2])
-    expect(JSON.parse(Buffer.from(answer.body!).toString())).toEqual(answer.response)
+    expect(Buffer.from(answer.body!).toString()).toBe(`[{"jsonrpc":"2.0","id":"x","result":"0x1"},{"jsonrpc":"2.0","id":2,"result":"0x1"}]`)
   })
 
   it("an HTTP 405 from the upstream is -32601 for every item", async () => {
@@ -133,6 +136,60 @@ describe("RpcUpstream: answers come back in request order, unsupported replies a
       { jsonrpc: "2.0", id: 2, method: "eth_chainId" }
     ])
     const answer = Result.getOrThrow(result)
-    expect((answer.response as Array<{ error: { code: number } }>).map((item) => item.error.code)).toEqual([-32601, -32601])
+    const body = JSON.parse(Buffer.from(answer.body!).toString()) as Array<{ id: number; error: { code: number; message: string } }>
+    expect(body.map((item) => [item.id, item.error.code])).toEqual([[1, -32601], [2, -32601]])
+    expect(body[0]!.error.message).toBe("Method eth_blockNumber is not supported by the upstream (HTTP 405)")
+  })
+})
+
+describe("RpcUpstream: the node's bytes reach the caller unchanged, apart from order and -32601", () => {
+  // Each case: the node's raw reply to the request's raw text.
+  const replying = async (reply: (text: string) => string, body: string) => {
+    const node = await server((_body, text) => ({ status: 200, body: reply(text) }))
+    try {
+      const answer = Result.getOrThrow(await forward({ upstreams: { "ethereum-mainnet": [node.url] } }, body))
+      return Buffer.from(answer.body!).toString()
+    } finally {
+      await node.close()
+    }
+  }
+  const BIG = "12345678901234567890"
+  const BIG_NEXT = "12345678901234567891"
+
+  it("a batch with ids beyond 2^53, answered out of order, comes back in order with the ids as sent", async () => {
+    const body = `[{"jsonrpc":"2.0","id":${BIG},"method":"eth_chainId"},{"jsonrpc":"2.0","id":${BIG_NEXT},"method":"eth_blockNumber"},` +
+      `{"jsonrpc":"2.0","id":1.0,"method":"eth_gasPrice"}]`
+    const first = `{"jsonrpc":"2.0","id":${BIG},"result":"0x1"}`
+    const second = `{ "jsonrpc": "2.0", "id": ${BIG_NEXT}, "result": {"balance": 98765432109876543210} }`
+    const third = `{"jsonrpc":"2.0","id":1.0,"result":"0x3b9aca00"}`
+    expect(await replying(() => `[${third}, ${second},\n${first}]`, body)).toBe(`[${first},${second},${third}]`)
+  })
+
+  it("an answer already in order is the node's bytes, whitespace included", async () => {
+    const reply = ` [ {"jsonrpc":"2.0","id":${BIG},"result":"0x1"} ,\n {"jsonrpc":"2.0","id":2,"result":1.10} ]\n`
+    const body = `[{"jsonrpc":"2.0","id":${BIG},"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]`
+    expect(await replying(() => reply, body)).toBe(reply)
+  })
+
+  it("a \"method not found\" dialect becomes -32601 with its message, id and data kept; its neighbours untouched", async () => {
+    const body = `[{"jsonrpc":"2.0","id":${BIG},"method":"eth_estimateGas"},{"jsonrpc":"2.0","id":"b","method":"eth_chainId"}]`
+    const notFound = `{"jsonrpc":"2.0","id":${BIG},"error":{"code":-32004,"message":"Method eth_estimateGas is not supported","data":{"n":${BIG_NEXT}}}}`
+    const ok = `{"jsonrpc":"2.0", "id":"b", "result":"0x1"}`
+    expect(await replying(() => `[${ok},${notFound}]`, body)).toBe(
+      `[{"jsonrpc":"2.0","id":${BIG},"error":{"code":-32601,"message":"Method eth_estimateGas is not supported","data":{"n":${BIG_NEXT}}}},${ok}]`
+    )
+  })
+
+  it("answers that match no request (a null-id error) follow the matched ones, unchanged", async () => {
+    const body = `[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]`
+    const nullError = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}}`
+    const two = `{"jsonrpc":"2.0","id":2,"result":"0x1"}`
+    expect(await replying(() => `[${nullError},${two}]`, body)).toBe(`[${two},${nullError}]`)
+  })
+
+  it("one error object for a whole batch passes through as it came", async () => {
+    const body = `[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]`
+    const whole = `{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"batch too large"}}`
+    expect(await replying(() => whole, body)).toBe(whole)
   })
 })

@@ -2,13 +2,18 @@
  * JSON-RPC 2.0 as the proxy accepts it: one request object or a batch of 1 to 100, every item
  * checked on its own, and the whole request refused when any item is malformed or names a method
  * the network's family does not admit. What passes comes out with each item's tier (the worst case
- * to hold); after the upstream answers, `outcomes` says what each item is billed as: its tier, or
- * `"error"` when it was answered with a JSON-RPC error. `PricingEngine` turns both into credits.
+ * to hold); after the upstream answers, `outcomes` says what each item is billed as: its tier when
+ * the node answered it with a result, `"error"` otherwise. `PricingEngine` turns both into credits.
+ *
+ * Ids are compared as JSON text, never as JS numbers: `parse` keeps an id such as
+ * `12345678901234567890`, which a double cannot hold, as its source text, so two such ids stay apart
+ * and come back as they were sent.
  *
  * @since 0.1.0
  */
 import { Result } from "effect"
 import { InvalidRequest } from "./Errors.ts"
+import * as JsonText from "./JsonText.ts"
 import type { Network } from "./Networks.ts"
 import * as RpcAllowlist from "./RpcAllowlist.ts"
 
@@ -16,14 +21,14 @@ import * as RpcAllowlist from "./RpcAllowlist.ts"
 export const MAX_BATCH = 100
 
 /**
- * One checked request item. `id` is absent for a notification.
+ * One checked request item. `id` is its id as JSON text (`"abc"`, `7`, `12345678901234567890`,
+ * `null`), undefined for a notification.
  *
  * @category models
  */
 export interface Item {
   readonly method: string
-  readonly hasId: boolean
-  readonly id: unknown
+  readonly id: string | undefined
   readonly tier: RpcAllowlist.Tier
 }
 
@@ -39,6 +44,40 @@ export interface Request {
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/**
+ * An id of `parse`'s output as JSON text, the form answers are matched on; undefined when the value
+ * is not an id.
+ *
+ * @category parsing
+ */
+export const idText = (id: unknown): string | undefined => {
+  switch (typeof id) {
+    case "string":
+      return JSON.stringify(id)
+    case "number":
+      return String(id)
+    case "object":
+      return id === null ? "null" : JsonText.isRawNumber(id) ? id.rawJSON : undefined
+    default:
+      return undefined
+  }
+}
+
+const inexactId = (u: unknown) => isRecord(u) && typeof u["id"] === "number" && !Number.isSafeInteger(u["id"])
+
+/**
+ * A JSON-RPC request or response body, parsed. It is read again losslessly (`JsonText.parse`) only
+ * when an id is a number beyond 2^53 or a fraction, whose source a double may not keep. Throws as
+ * `JSON.parse` does.
+ *
+ * @category parsing
+ */
+export const parse = (text: string): unknown => {
+  const parsed: unknown = JSON.parse(text)
+  const inexact = Array.isArray(parsed) ? parsed.some(inexactId) : inexactId(parsed)
+  return inexact ? JsonText.parse(text) : parsed
+}
+
 const itemProblem = (item: unknown): string | undefined => {
   if (!isRecord(item)) return "is not a JSON-RPC request object"
   if (!("jsonrpc" in item)) return "is missing \"jsonrpc\""
@@ -47,8 +86,7 @@ const itemProblem = (item: unknown): string | undefined => {
   if ("params" in item && (typeof item["params"] !== "object" || item["params"] === null)) {
     return "has \"params\" that is neither an array nor an object"
   }
-  const id = item["id"]
-  if ("id" in item && id !== null && typeof id !== "string" && typeof id !== "number") {
+  if ("id" in item && idText(item["id"]) === undefined) {
     return "has an \"id\" that is not a string, a number or null"
   }
   return undefined
@@ -88,7 +126,7 @@ export const check = (network: Network, body: unknown): Result.Result<Request, I
       offending.set(method, RpcAllowlist.refusal(classification) ?? "")
       continue
     }
-    items.push({ method, hasId: "id" in item, id: item["id"], tier: classification.tier })
+    items.push({ method, id: "id" in item ? idText(item["id"]) : undefined, tier: classification.tier })
   }
   if (offending.size > 0) {
     const named = [...offending].map(([method, why]) => `${JSON.stringify(method)} (${why})`)
@@ -109,35 +147,48 @@ export const refusedMethods = (message: string): ReadonlyArray<string> => {
   return [...list.matchAll(/("(?:[^"\\]|\\.)*") \(/g)].map((match) => JSON.parse(match[1] ?? "\"\"") as string)
 }
 
-const hasError = (u: unknown): boolean => isRecord(u) && "error" in u && u["error"] !== undefined && u["error"] !== null
+const isResult = (u: unknown): boolean =>
+  isRecord(u) && "result" in u && (!("error" in u) || u["error"] === undefined || u["error"] === null)
 
 /**
- * What each item is billed as once the upstream answered: `"error"` for an item answered with a
- * JSON-RPC error (matched by id; an id-less error answers an id-less or null-id item), its tier
- * otherwise, including a notification, which gets no answer. An error item costs less than any
- * tier, so the actual price never exceeds the hold.
+ * What each item is billed as once the upstream answered (`response` as `parse` read it, undefined
+ * when the body was empty). An item is billed at its tier only when the node answered it: an item
+ * with an id needs an answer with that id carrying a `result`; a notification gets no answer and
+ * costs its tier unless an error without an id (or with a null one) is left for it. Everything else
+ * is `"error"`: an item answered with an error, one the node left out, every item when one object
+ * answers a whole batch with an error (or with a lone result), and every item of an empty or
+ * malformed array. An error costs less than any tier, so the actual price never exceeds the hold.
  *
  * @category pricing
  */
 export const outcomes = (request: Request, response: unknown): ReadonlyArray<RpcAllowlist.Tier | "error"> => {
-  const answers: ReadonlyArray<unknown> = Array.isArray(response) ? response : response === undefined ? [] : [response]
-  const errorIds = new Map<string, number>()
-  let anonymousErrors = 0
-  for (const answer of answers) {
-    if (!hasError(answer)) continue
-    const id = isRecord(answer) ? answer["id"] : undefined
-    if (id === undefined || id === null) anonymousErrors++
-    else errorIds.set(JSON.stringify(id), (errorIds.get(JSON.stringify(id)) ?? 0) + 1)
+  const items = request.items
+  if (response === undefined) return items.map((item) => item.tier)
+  if (!Array.isArray(response)) {
+    return items.length === 1 && !request.batch && isResult(response) ? [items[0]!.tier] : items.map(() => "error")
   }
-  return request.items.map((item) => {
-    const key = JSON.stringify(item.id)
-    const errors = item.hasId ? errorIds.get(key) ?? 0 : 0
-    if (errors > 0) {
-      errorIds.set(key, errors - 1)
-      return "error"
+  if (response.length === 0 || !response.every(isRecord)) return items.map(() => "error")
+  const byId = new Map<string, Array<boolean>>()
+  let anonymous = 0
+  for (const answer of response as ReadonlyArray<Record<string, unknown>>) {
+    const id = idText(answer["id"])
+    const result = isResult(answer)
+    if (id === undefined) {
+      if (!result) anonymous++
+      continue
     }
-    if (anonymousErrors > 0 && (!item.hasId || item.id === null)) {
-      anonymousErrors--
+    const queue = byId.get(id)
+    if (queue === undefined) byId.set(id, [result])
+    else queue.push(result)
+  }
+  const matched = items.map((item) => item.id === undefined ? undefined : byId.get(item.id)?.shift())
+  for (const result of byId.get("null") ?? []) if (!result) anonymous++
+  // An error without an id first stands for an item the node left out, then for a notification.
+  anonymous -= items.filter((item, index) => item.id !== undefined && matched[index] === undefined).length
+  return items.map((item, index) => {
+    if (item.id !== undefined) return matched[index] === true ? item.tier : "error"
+    if (anonymous > 0) {
+      anonymous--
       return "error"
     }
     return item.tier

@@ -174,3 +174,30 @@ export const fakeUpstream = async (
 
 /** nano-USD of a number of credits at the default price (625 nano-USD per credit). */
 export const nanoOf = (credits: number) => credits * 625
+
+/**
+ * A JSON-RPC node over `node:http` whose reply is the given text for the request's raw text: for
+ * answers a well-behaved node would not give (ids reordered, null-id errors, an empty array).
+ */
+export const scriptedUpstream = async (reply: (request: string) => string): Promise<FakeUpstream> => {
+  let requests = 0
+  const server = Http.createServer((request, response) => {
+    requests++
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => {
+      response.writeHead(200, { "content-type": "application/json" })
+      response.end(reply(Buffer.concat(chunks).toString("utf8")))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests: () => requests,
+    methods: () => [],
+    stop: async () => {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }
+}

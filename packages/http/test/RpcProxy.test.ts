@@ -117,6 +117,67 @@ describe("RPC proxy: the upstream's answer keeps the request's ids and order; me
   })
 })
 
+describe("RPC proxy: the node's answer reaches the caller as it came, ids exact; an item not answered with a result costs 5 credits", () => {
+  let script: (request: string) => string = () => ""
+  let node: RpcHarness.FakeUpstream
+  let local: RpcHarness.Harness
+  beforeAll(async () => {
+    node = await RpcHarness.scriptedUpstream((request) => script(request))
+    local = await RpcHarness.make({ upstreams: { "ethereum-mainnet": [node.url] } })
+  })
+  afterAll(async () => {
+    await local?.dispose()
+    await node?.stop()
+  })
+  const send = async (body: string, reply: string) => {
+    script = () => reply
+    const account = await local.account()
+    const response = await account.fetch("ethereum-mainnet", body)
+    return { status: response.status, text: await response.text(), credits: response.headers.get("x-service-rpc-credits"), charged: await account.charged() }
+  }
+  const BIG = "12345678901234567890"
+  const BIG_NEXT = "12345678901234567891"
+  const raw = (id: string, method: string) => `{"jsonrpc":"2.0","id":${id},"method":"${method}"}`
+
+  it("ids beyond 2^53 answered out of order come back in request order, each id as sent", async () => {
+    const first = `{"jsonrpc":"2.0","id":${BIG},"result":"0x1"}`
+    const second = `{"jsonrpc":"2.0","id":${BIG_NEXT},"result":"0x10"}`
+    const result = await send(`[${raw(BIG, "eth_chainId")},${raw(BIG_NEXT, "eth_blockNumber")}]`, `[${second},${first}]`)
+    expect(result.text).toBe(`[${first},${second}]`)
+    expect(result.text).not.toContain("12345678901234567000")
+    expect(result.credits).toBe("40")
+  })
+
+  it("a single txpool_content answered by an error with a null id costs 5 credits, not 80", async () => {
+    const error = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"txpool is busy"}}`
+    const result = await send(raw("1", "txpool_content"), error)
+    expect([result.status, result.text, result.credits, result.charged]).toEqual([200, error, "5", RpcHarness.nanoOf(5)])
+  })
+
+  it("a batch of two answered by two null-id errors costs 10 credits, not 100", async () => {
+    const error = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request"}}`
+    const result = await send(`[${raw("1", "txpool_content")},${raw("2", "txpool_status")}]`, `[${error},${error}]`)
+    expect([result.text, result.credits, result.charged]).toEqual([`[${error},${error}]`, "10", RpcHarness.nanoOf(10)])
+  })
+
+  it("one error object for a whole batch costs 5 credits per item and passes through as it came", async () => {
+    const error = `{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"batch limit exceeded"}}`
+    const result = await send(`[${raw("1", "txpool_content")},${raw("2", "eth_call")},${raw("3", "trace_block")}]`, error)
+    expect([result.text, result.credits, result.charged]).toEqual([error, "15", RpcHarness.nanoOf(15)])
+  })
+
+  it.each([["an empty array", "[]"], ["a malformed array", "[1,\"x\"]"]])("%s costs 5 credits per item", async (_name, reply) => {
+    const result = await send(`[${raw("1", "txpool_content")},${raw("2", "eth_call")}]`, reply)
+    expect([result.status, result.text, result.credits, result.charged]).toEqual([200, reply, "10", RpcHarness.nanoOf(10)])
+  })
+
+  it("an item the node left out of its answer costs 5 credits", async () => {
+    const one = `{"jsonrpc":"2.0","id":1,"result":{}}`
+    const result = await send(`[${raw("1", "txpool_content")},${raw("2", "txpool_content")}]`, `[${one}]`)
+    expect([result.text, result.credits]).toEqual([`[${one}]`, "85"])
+  })
+})
+
 describe("RPC proxy: a malformed request is a 400 that reaches no upstream and charges nothing", () => {
   const bad: ReadonlyArray<readonly [string, unknown]> = [
     ["an empty batch", []],

@@ -4,7 +4,7 @@
  * methods the network's family admits), so a refused request costs nothing and burns no key. It
  * then runs through the metered pipeline: the hold and the 24 h credit reservation are the worst
  * case (every item at its tier), the capture what the upstream's answer actually costs (an item
- * answered with a JSON-RPC error costs 5 credits). A duplicate of a keyed request still in flight
+ * not answered with a result costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight
  * gets 409 from the pipeline; a later one gets the stored response.
  *
  * @since 0.1.0
@@ -22,7 +22,7 @@ const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{1,255}$/
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
-    return Result.succeed(JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")))
+    return Result.succeed(JsonRpc.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")))
   } catch {
     return Result.fail(new Errors.InvalidRequest({ message: "Invalid JSON-RPC request: the body is not JSON" }))
   }
@@ -105,7 +105,8 @@ export const route = Route.make(
   {
     summary: "Forward JSON-RPC 2.0 calls to a node of a supported chain",
     description: "A single JSON-RPC object or a batch of 1 to 100. Credits per item = baseCredits[chain] x tier " +
-      "multiplier (Standard 1, Advanced 2, Large 4); an item answered with a JSON-RPC error costs 5 credits. " +
+      "multiplier (Standard 1, Advanced 2, Large 4); an item not answered with a result (a JSON-RPC error, an " +
+      "error for the whole batch, an empty or malformed answer) costs 5 credits. " +
       "A batch with any unsupported, unknown or WebSocket-only method is refused whole, naming every offending " +
       "method. `Idempotency-Key` replays the stored response for 24 hours with `Idempotent-Replayed: true`; " +
       "a duplicate still in progress gets 409.",

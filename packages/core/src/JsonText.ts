@@ -1,0 +1,92 @@
+/**
+ * JSON kept as text, for passing a document on without changing what it says: a lossless parse,
+ * in which a number a double cannot hold exactly (`12345678901234567890`, `1.0`) stays its source
+ * text and `JSON.stringify` writes it back as it came, and the raw text of each element of a
+ * top-level array, so an array can be reordered without re-encoding its elements.
+ *
+ * Both use the engine's own JSON (source text access in `JSON.parse` revivers, and `JSON.rawJSON`,
+ * in V8 since 11.4): a lossless JSON library would re-encode every element. The element scanner is
+ * written here because no JSON library hands out element spans; it reads only text `JSON.parse`
+ * has already accepted, so it needs no error handling.
+ *
+ * @since 0.1.0
+ */
+
+/** A number kept as its source text: `JSON.stringify` writes `rawJSON` as it is. */
+export interface RawNumber {
+  readonly rawJSON: string
+}
+
+const Json = JSON as JSON & {
+  rawJSON(text: string): RawNumber
+  isRawJSON(value: unknown): value is RawNumber
+}
+
+const reviver = (_key: string, value: unknown, context?: { readonly source?: string }): unknown =>
+  typeof value === "number" && context?.source !== undefined && String(value) !== context.source
+    ? Json.rawJSON(context.source)
+    : value
+
+/**
+ * `JSON.parse`, except that a number whose value does not print back as its source is a
+ * `RawNumber` holding that source. Throws as `JSON.parse` does.
+ *
+ * @category parsing
+ */
+export const parse = (text: string): unknown => JSON.parse(text, reviver)
+
+/**
+ * Whether a value of `parse` is a number kept as text.
+ *
+ * @category guards
+ */
+export const isRawNumber = (value: unknown): value is RawNumber => Json.isRawJSON(value)
+
+const QUOTE = 34
+const BACKSLASH = 92
+const COMMA = 44
+const OPEN_ARRAY = 91
+const CLOSE_ARRAY = 93
+const OPEN_OBJECT = 123
+const CLOSE_OBJECT = 125
+const isSpace = (code: number) => code === 32 || code === 9 || code === 10 || code === 13
+
+/**
+ * The source text of each element of `text`, a JSON array that `JSON.parse` accepts (surrounding
+ * whitespace allowed), without the whitespace around each element.
+ *
+ * @category parsing
+ */
+export const elements = (text: string): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  let depth = 0
+  let start = -1
+  let end = -1
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (inString) {
+      if (code === BACKSLASH) i++
+      else if (code === QUOTE) {
+        inString = false
+        end = i + 1
+      }
+      continue
+    }
+    if (isSpace(code)) continue
+    if (depth === 1 && start < 0 && code !== CLOSE_ARRAY) start = i
+    if (code === QUOTE) inString = true
+    else if (code === OPEN_ARRAY || code === OPEN_OBJECT) depth++
+    else if (code === CLOSE_ARRAY || code === CLOSE_OBJECT) depth--
+    if (depth === 1 && code === COMMA) {
+      found.push(text.slice(start, end))
+      start = -1
+    } else if (depth === 0 && code === CLOSE_ARRAY) {
+      if (start >= 0) found.push(text.slice(start, end))
+      break
+    } else {
+      end = i + 1
+    }
+  }
+  return found
+}
