@@ -150,6 +150,16 @@ export class ServiceUnavailable extends Data.TaggedError("ServiceUnavailable")<{
   readonly retryAfterSeconds?: number
 }> {}
 
+/**
+ * The 503 of a store that cannot be reached (`store` as users may read it, e.g. "The credit
+ * ledger"): it asks for a retry in a second and never carries the driver's error, whose text names
+ * internals (`~effect/persistence/Redis/RedisError`); `tollgate_redis_errors_total` counts them.
+ *
+ * @category constructors
+ */
+export const storeUnavailable = (store: string): ServiceUnavailable =>
+  new ServiceUnavailable({ message: `${store} is temporarily unavailable; retry shortly`, retryAfterSeconds: 1 })
+
 /** 504: an upstream did not answer in time. @category errors */
 export class GatewayTimeout extends Data.TaggedError("GatewayTimeout")<{ readonly message: string }> {}
 

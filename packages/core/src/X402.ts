@@ -339,8 +339,21 @@ export const decodeHeader = (value: string): Option.Option<unknown> => {
 }
 
 /**
- * Form 2, the discovery body: a 402 for `resource` with the top-up requirements of `amount`
- * (the minimum top-up unless given), a fresh SIWX challenge and both authentication options.
+ * A resource URL without its query string or fragment: a 402 names the resource, not the request,
+ * and a long query copied into `PAYMENT-REQUIRED` (base64, so a third larger) would make a header
+ * block node and undici clients refuse to read.
+ *
+ * @category constructors
+ */
+export const resourceUrl = (url: string): string => {
+  const end = url.search(/[?#]/)
+  return end < 0 ? url : url.slice(0, end)
+}
+
+/**
+ * Form 2, the discovery body: a 402 for `resource` (named without its query, see `resourceUrl`)
+ * with the top-up requirements of `amount` (the minimum top-up unless given), a fresh SIWX
+ * challenge and both authentication options.
  *
  * @category constructors
  */
@@ -353,7 +366,7 @@ export const discoveryBody = (config: Config, input: {
   x402Version: VERSION,
   error: input.error ?? "Payment required",
   resource: {
-    url: input.resource.url,
+    url: resourceUrl(input.resource.url),
     description: input.resource.description ??
       "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana",
     mimeType: input.resource.mimeType ?? "application/json"

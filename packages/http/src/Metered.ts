@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans } from "@tollgate/core"
+import { Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -345,7 +345,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       const requestId = current.requestId
       const found = yield* traced("tollgate.auth", counted(auth.authenticateUnconfirmed(request.headers), "auth", context))
       if (Option.isNone(found)) {
-        return yield* Effect.flatMap(bodies.discovery({ url: request.url }), Effect.fail)
+        return yield* Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(request.url) }), Effect.fail)
       }
       const principal = found.value.principal
       let pending = found.value.pending

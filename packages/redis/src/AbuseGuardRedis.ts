@@ -42,8 +42,7 @@ return 0
   }
 ).withReturnType<number>()
 
-const unavailable = (error: unknown) =>
-  new Errors.ServiceUnavailable({ message: `Abuse guard store unavailable: ${String(error)}` })
+const unavailable = () => Errors.storeUnavailable("The abuse guard store")
 
 /**
  * `AbuseGuard` over the `Redis` service in context.

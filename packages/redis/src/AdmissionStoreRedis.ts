@@ -88,8 +88,7 @@ export interface Options {
   readonly retentionMs?: number | undefined
 }
 
-const unavailable = (cause: unknown) =>
-  new Errors.ServiceUnavailable({ message: `Admission store unavailable: ${String(cause)}`, retryAfterSeconds: 1 })
+const unavailable = () => Errors.storeUnavailable("The admission store")
 
 const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: ReadonlyArray<RateLimiter.Adjustment>) => {
   for (const adjustment of adjustments) {
@@ -115,7 +114,7 @@ export const make = (options: Options = {}) =>
         const command = ["", "", String(keys.length)]
         for (const key of keys) command.push(key)
         for (const arg of args) command.push(arg)
-        send(lua, command, (reply) => resume(decode(reply as Reply)), (cause) => resume(Effect.fail(unavailable(cause))))
+        send(lua, command, (reply) => resume(decode(reply as Reply)), () => resume(Effect.fail(unavailable())))
       })
 
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {

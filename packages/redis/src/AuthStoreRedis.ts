@@ -48,7 +48,7 @@ return 1
   }
 ).withReturnType<number>()
 
-const unavailable = (error: unknown) => new Errors.ServiceUnavailable({ message: `Auth store unavailable: ${String(error)}` })
+const unavailable = () => Errors.storeUnavailable("The authentication store")
 
 interface AccountJson {
   readonly id: string

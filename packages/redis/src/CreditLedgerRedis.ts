@@ -204,8 +204,7 @@ const ledgerScript = (retentionMs: number) =>
     { numberOfKeys: 6, lua: lua(retentionMs) }
   ).withReturnType<Reply>()
 
-const unavailable = (error: unknown) =>
-  new Errors.ServiceUnavailable({ message: `Credit ledger unavailable: ${String(error)}` })
+const unavailable = () => Errors.storeUnavailable("The credit ledger")
 
 /** @category constants */
 export const defaultPrefix = "tg:cl:"

@@ -82,8 +82,7 @@ export const defaultPrefix = "tollgate:idem"
  */
 export const recordKey = (prefix: string, scope: string, key: string) => `${prefix}:{${scope}}:${key}`
 
-const unavailable = (error: unknown) =>
-  new Errors.ServiceUnavailable({ message: `Idempotency store unavailable: ${String(error)}` })
+const unavailable = () => Errors.storeUnavailable("The idempotency store")
 
 const toClaim = (reply: ReadonlyArray<string>): IdempotencyStore.Claim => {
   switch (reply[0]) {

@@ -12,10 +12,10 @@ import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
 import { Effect, Layer, Logger, References } from "effect"
 import { HttpServer } from "effect/http"
-import { createServer } from "node:http"
 import * as Config from "./Config.ts"
 import * as DevCredentials from "./DevCredentials.ts"
 import * as DevMode from "./DevMode.ts"
+import * as HttpParserErrors from "./HttpParserErrors.ts"
 import * as Services from "./Services.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -58,7 +58,7 @@ export const appLayer = (
 export const layer = (config: Config.ServerConfig) =>
   Layer.unwrap(Effect.map(App.Application, (app) => HttpServer.serve(app.handle))).pipe(
     Layer.provide(appLayer(config, Services.layer(config), { announce: true })),
-    Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
+    Layer.provide(NodeHttpServer.layer(HttpParserErrors.createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
     Layer.tap(() => listening(config)),
     Layer.provide(Telemetry.layer()),
     Layer.provide(logging(config))

@@ -74,7 +74,7 @@ export const topUp = Route.make(
       const url = new URL(request.url, config.publicOrigin)
       const amount = yield* requestedAmount(config, url)
       const resource = {
-        url: `${config.publicOrigin}${url.pathname}${url.search}`,
+        url: `${config.publicOrigin}${url.pathname}`,
         description: `Top up ${Money.formatUsd(amount)} USD of wallet credit`
       }
       const refuse = (error: string) =>
