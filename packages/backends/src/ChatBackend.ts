@@ -12,11 +12,15 @@
  * produced yet; a 429 moves on too; any other 4xx is the request's fault and is returned as is.
  * Health is per process: it is a cache that is safe to lose.
  *
- * A model with no upstreams is served by a local echo model, so the dev server runs offline.
+ * A model with no upstreams is served by a local echo model, so the dev server runs offline. It
+ * reports usage as an OpenAI-compatible server does (`usage` on a completion; a last chunk with
+ * empty `choices` and the `usage` when the request sets `stream_options.include_usage`), counted
+ * with the tokenizer the chat route bills with.
  *
  * @since 0.1.0
  */
 import type { Models } from "@tollgate/core"
+import * as Tokens from "@tollgate/documents/Tokens"
 import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, Stream } from "effect"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
@@ -289,35 +293,50 @@ const sseChunks = (response: HttpClientResponse.HttpClientResponse, idleTimeout:
  */
 const Local = {
   reply: (call: Call): string => {
-    const messages = Array.isArray(call.body["messages"]) ? call.body["messages"] as Array<Json> : []
-    const last = [...messages].reverse().find((message) => message["role"] === "user")
-    const content = last?.["content"]
-    const said = typeof content === "string"
-      ? content
-      : Array.isArray(content)
-      ? content.map((part) => (isObject(part) && typeof part["text"] === "string" ? part["text"] : "")).join(" ")
-      : ""
+    const last = [...Local.messages(call)].reverse().find((message) => message["role"] === "user")
+    const said = Tokens.contentText(last?.["content"]).replaceAll("\n", " ")
     return `${call.model.supportsThinking ? "<think>The user wants an echo.</think>\n\n" : ""}You said: ${said}`
   },
-  complete: (call: Call): Json => ({
-    id: `chatcmpl-local-${crypto.randomUUID()}`,
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
-    model: call.model.id,
-    choices: [{ index: 0, message: { role: "assistant", content: Local.reply(call) }, finish_reason: "stop" }]
-  }),
+  messages: (call: Call): ReadonlyArray<Json> =>
+    Array.isArray(call.body["messages"]) ? (call.body["messages"] as Array<unknown>).filter(isObject) : [],
+  usage: (call: Call, reply: string): Json => {
+    const prompt = Tokens.conversation(Local.messages(call))
+    const completion = Tokens.count(reply)
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+  },
+  complete: (call: Call): Json => {
+    const reply = Local.reply(call)
+    return {
+      id: `chatcmpl-local-${crypto.randomUUID()}`,
+      object: "chat.completion",
+      created: Math.floor(Date.now() / 1000),
+      model: call.model.id,
+      choices: [{ index: 0, message: { role: "assistant", content: reply }, finish_reason: "stop" }],
+      usage: Local.usage(call, reply)
+    }
+  },
   chunks: (call: Call): Array<Json> => {
     const id = `chatcmpl-local-${crypto.randomUUID()}`
     const created = Math.floor(Date.now() / 1000)
-    const chunk = (delta: Json, finish: string | null): Json => ({
+    const chunk = (choices: ReadonlyArray<Json>, usage?: Json): Json => ({
       id,
       object: "chat.completion.chunk",
       created,
       model: call.model.id,
-      choices: [{ index: 0, delta, finish_reason: finish }]
+      choices,
+      ...(usage === undefined ? {} : { usage })
     })
-    const words = Local.reply(call).split(/(?<= )/)
-    return [chunk({ role: "assistant", content: "" }, null), ...words.map((word) => chunk({ content: word }, null)), chunk({}, "stop")]
+    const delta = (content: Json, finish: string | null): Json => ({ index: 0, delta: content, finish_reason: finish })
+    const reply = Local.reply(call)
+    const words = reply.split(/(?<= )/)
+    const options = call.body["stream_options"]
+    const withUsage = isObject(options) && options["include_usage"] === true
+    return [
+      chunk([delta({ role: "assistant", content: "" }, null)]),
+      ...words.map((word) => chunk([delta({ content: word }, null)])),
+      chunk([delta({}, "stop")]),
+      ...(withUsage ? [chunk([], Local.usage(call, reply))] : [])
+    ]
   }
 }
 

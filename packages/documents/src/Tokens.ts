@@ -1,5 +1,5 @@
 /**
- * Token counts of extracted text with the o200k_base encoding. Two pitfalls of BPE tokenizers are
+ * Token counts of extracted text, and of chat conversations, with the o200k_base encoding. Two pitfalls of BPE tokenizers are
  * guarded here: text that spells a special token (`<|endoftext|>`) is counted as the plain text it
  * is instead of throwing, and a long run with no split point (a megabyte of `a`, unspaced CJK) is
  * cut into 256-character slices, because BPE merging is quadratic in the length of a run. Ordinary
@@ -102,3 +102,37 @@ export const countJoined = (pieces: ReadonlyArray<Piece>, separator: string): nu
   })
   return total + count(pending)
 }
+
+/** Framing tokens of a chat template per message. @category constants */
+export const TOKENS_PER_MESSAGE = 4
+
+/** Framing tokens of a chat template priming the reply. */
+const TOKENS_PER_REPLY = 3
+
+const isObject = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * The text of a chat message's `content`: the string, or the text parts joined by newlines.
+ *
+ * @category counting
+ */
+export const contentText = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((part) => (isObject(part) && typeof part["text"] === "string" ? part["text"] : "")).join("\n")
+    : ""
+
+/**
+ * Prompt tokens of a conversation: every message's text and name, plus the template's framing.
+ * The chat route reserves and bills by it; the local dev model reports it as its usage.
+ *
+ * @category counting
+ */
+export const conversation = (messages: ReadonlyArray<Readonly<Record<string, unknown>>>): number =>
+  messages.reduce<number>(
+    (sum, message) =>
+      sum + TOKENS_PER_MESSAGE + count(contentText(message["content"])) +
+      (typeof message["name"] === "string" ? count(message["name"]) : 0),
+    TOKENS_PER_REPLY
+  )

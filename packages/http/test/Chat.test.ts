@@ -1,6 +1,7 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, CreditLedger, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
+import * as Tokens from "@tollgate/documents/Tokens"
 import { FakeChatUpstream } from "@tollgate/testkit"
 import { type Context, Effect, Exit, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
@@ -303,7 +304,7 @@ describe("Streaming: a client that disconnects after N chunks pays for exactly N
       const entry = await lastUsage()
       return entry !== undefined && entry.completionTokens === N ? entry : undefined
     })
-    const prompt = Chat.promptTokens([{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: "Count for me" }])
+    const prompt = Tokens.conversation([{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: "Count for me" }])
     expect(usage).toMatchObject({ promptTokens: prompt, completionTokens: N })
     expect(before - await balance()).toBe(priceOf(prompt, N))
     expect((await ledger((l) => l.balance(accountId))).heldUsd).toBe(0)

@@ -33,36 +33,12 @@ const SEARCH_TOKENS = 4_096
 const SCRAPE_TOKENS_PER_URL = 2_048
 const CHARS_PER_RESERVED_TOKEN = 3
 
-/** Framing tokens of the chat template: per message, and once to prime the reply. */
-const TOKENS_PER_MESSAGE = 4
-const TOKENS_PER_REPLY = 3
-
 type Json = Record<string, unknown>
 
 const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const textOf = (content: unknown): string =>
-  typeof content === "string"
-    ? content
-    : Array.isArray(content)
-    ? content.map((part) => (isObject(part) && typeof part["text"] === "string" ? part["text"] : "")).join("\n")
-    : ""
-
-/**
- * Prompt tokens of a conversation: every message's text and name, plus the template's framing.
- *
- * @category metering
- */
-export const promptTokens = (messages: ReadonlyArray<ChatOptions.Message>): number =>
-  messages.reduce(
-    (sum, message) =>
-      sum + TOKENS_PER_MESSAGE + Tokens.count(textOf(message.content))
-      + (typeof message["name"] === "string" ? Tokens.count(message["name"]) : 0),
-    TOKENS_PER_REPLY
-  )
-
 const lastUserText = (messages: ReadonlyArray<ChatOptions.Message>): string =>
-  textOf([...messages].reverse().find((message) => message.role === "user")?.content)
+  Tokens.contentText([...messages].reverse().find((message) => message.role === "user")?.content)
 
 const upstreamFailure = (error: ChatBackend.UpstreamError): Errors.ApiError => {
   if (error.status === 429) {
@@ -245,8 +221,8 @@ export const route = Route.make(
         reserveTokens: mode === "scrape" ? urls.length * SCRAPE_TOKENS_PER_URL : mode === "none" ? 0 : SEARCH_TOKENS
       }
       const messages = [...added, ...request.messages]
-      const prompt = promptTokens(messages)
-      const promptReserve = prompt + search.reserveTokens + (search.reserveTokens > 0 ? TOKENS_PER_MESSAGE : 0)
+      const prompt = Tokens.conversation(messages)
+      const promptReserve = prompt + search.reserveTokens + (search.reserveTokens > 0 ? Tokens.TOKENS_PER_MESSAGE : 0)
       if (prompt >= model.contextTokens) {
         return yield* new Errors.InvalidRequest({
           message: `The prompt (${prompt} tokens) does not fit the context of ${model.id} (${model.contextTokens} tokens)`,
@@ -274,7 +250,7 @@ export const route = Route.make(
       const headers = Models.headersOf(model)
 
       const price = (found: Found, tally: Tally): Metered.Produced => {
-        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? prompt : promptTokens([found.message, ...messages]))
+        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? prompt : Tokens.conversation([found.message, ...messages]))
         const completionUsed = tally.usage?.completion ?? countPieces(tally.pieces)
         const extras = found.performed || found.scrapedUrls > 0
         if (tally.usage === undefined && completionUsed === 0 && !extras) {
