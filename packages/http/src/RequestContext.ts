@@ -13,7 +13,7 @@ export interface RequestContext {
   /** A fresh UUID per request: usage entries, holds and image ids key on it, so a client never picks it. */
   readonly requestId: string
   /** The client's `x-request-id` when well formed, kept for correlation (log field, `x-client-request-id`). */
-  readonly clientRequestId: string | undefined
+  readonly clientRequestId?: string | undefined
   readonly startedAt: number
   /** The route pattern, e.g. `/api/v1/crypto/rpc/:network`; `unmatched` for a 404 or 405. */
   readonly route: string
