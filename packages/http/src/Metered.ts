@@ -481,7 +481,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         if (cap !== undefined && declared > Number(cap)) {
           return Effect.fail(new Errors.PayloadTooLarge({ message: "Request body is too large" }))
         }
-        return Effect.flatMap(bodies.discovery({ url: request.url }), Effect.fail)
+        return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(request.url) }), Effect.fail)
       })
     })
 
