@@ -10,7 +10,9 @@
  * once per reference: replaying it returns the first result and changes nothing. A hold reserves
  * the worst-case price of a request and pins the price version; the capture takes the actual price
  * (at most the hold) and releases the rest; a hold not settled before its expiry is released by the
- * next operation on the account. Captures append the account's usage entries in the same atomic
+ * next operation on the account, or by `sweepExpired`, which a background sweep runs so a hold whose
+ * request died (a store outage, a crash) is released on time even on an account nobody uses again.
+ * `holdStats` reads the open holds and the amount they hold from the store itself, for the gauges. Captures append the account's usage entries in the same atomic
  * step, so the usage report and the balance come from one journal. Entries are kept for a retention
  * (`Retention`), and the balances are running totals beside them, so dropping an old entry never
  * changes a balance.
@@ -246,6 +248,17 @@ export const compareIds = (a: string, b: string): number => {
   return am !== bm ? am - bm : as - bs
 }
 
+/**
+ * The open holds of every account and what they hold (USD and today's allowance), as the store
+ * has them.
+ *
+ * @category models
+ */
+export interface HoldStats {
+  readonly open: number
+  readonly held: Money.Nano
+}
+
 /** @category services */
 export class CreditLedger extends Context.Service<CreditLedger, {
   readonly topUp: (input: CreditInput) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
@@ -268,6 +281,13 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   /** Journal entries after `after` (exclusive), oldest first. */
   readonly journal: (accountId: string, options: { readonly after?: string; readonly limit: number }) => Effect.Effect<ReadonlyArray<JournalEntry>, ServiceUnavailable>
   readonly usage: (accountId: string, query: UsageQuery) => Effect.Effect<UsagePage, ServiceUnavailable>
+  /**
+   * Releases every open hold past its expiry, on every account; succeeds with how many accounts had
+   * one. Its own operation, apart from the paid path's.
+   */
+  readonly sweepExpired: Effect.Effect<number, ServiceUnavailable>
+  /** The open holds of every account, from the store (not from what this process placed). */
+  readonly holdStats: Effect.Effect<HoldStats, ServiceUnavailable>
   /** Offset pagination with a total, for the deprecated usage endpoint (cost grows with the offset). */
   readonly usageOffset: (accountId: string, query: Omit<UsageQuery, "after"> & { readonly offset: number }) => Effect.Effect<{ readonly entries: ReadonlyArray<UsageEntry>; readonly total: number }, ServiceUnavailable>
 }>()("@tollgate/core/CreditLedger") {}
@@ -646,7 +666,33 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   const lift = <A>(result: A | LedgerError): Effect.Effect<A, LedgerError> =>
     result instanceof LedgerError ? Effect.fail(result) : Effect.succeed(result)
 
+  const sweepAll = (now: number) => {
+    let swept = 0
+    for (const account of accounts.values()) {
+      let due = false
+      for (const held of account.open) if (held.state === "open" && held.hold.expiresAt <= now) due = true
+      if (due) {
+        sweep(account, now)
+        swept++
+      }
+    }
+    return swept
+  }
+
+  const holdStats = (now: number): HoldStats => {
+    const day = dayOf(now)
+    let open = 0
+    let held = 0
+    for (const account of accounts.values()) {
+      for (const hold of account.open) if (hold.state === "open") open++
+      held += account.heldUsd + (account.allowanceHeld.get(day) ?? 0)
+    }
+    return { open, held: Money.unsafeNano(held) }
+  }
+
   const service = CreditLedger.of({
+    sweepExpired: Clock.clockWith((clock) => Effect.sync(() => sweepAll(clock.currentTimeMillisUnsafe()))),
+    holdStats: Clock.clockWith((clock) => Effect.sync(() => holdStats(clock.currentTimeMillisUnsafe()))),
     topUp: credit("topup"),
     grant: credit("grant"),
     refund: credit("refund"),

@@ -272,17 +272,6 @@ export const layer = (options: Options = {}): Layer.Layer<
     const traced = yield* Spans.current
     const ttlMs = options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
 
-    // The references of the holds this instance placed and has not settled: a hold is settled once
-    // (capture, or release on failure) even when both paths run, so the gauge cannot drift.
-    const openHolds = new Set<string>()
-    const holdPlaced = (reference: string, context: Context.Context<never>) => {
-      openHolds.add(reference)
-      Observability.holdsOpen.modifyUnsafe(1, context)
-    }
-    const holdSettled = (reference: string, context: Context.Context<never>) => {
-      if (openHolds.delete(reference)) Observability.holdsOpen.modifyUnsafe(-1, context)
-    }
-
     /** Why a hold was refused, as the caller sees it: a 402 whose body depends on who is paying. */
     const holdRefusal = (principal: Principal.Principal, call: MeteredCall, error: CreditLedger.LedgerError): Effect.Effect<never, Errors.ApiError> => {
       if (error.reason !== "InsufficientFunds") return Effect.die(error)
@@ -323,7 +312,6 @@ export const layer = (options: Options = {}): Layer.Layer<
       return traced("tollgate.admission", Effect.flatMap(counted(admitted, "admission", context), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
         switch (reply._tag) {
           case "Admitted":
-            holdPlaced(reference, context)
             countAdmission("admitted", context)
             return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
           case "KeyRefused":
@@ -383,8 +371,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           abandon: freeKey && idem !== undefined ? { scope: accountId, key: idem.key } : undefined
         }).pipe(
           Effect.tapError((error) => Effect.sync(() => countFailure(error, "admission", context))),
-          Effect.ignore,
-          Effect.andThen(Effect.sync(() => holdSettled(reference, context)))
+          Effect.ignore
         )
 
       const settle = (
@@ -416,7 +403,6 @@ export const layer = (options: Options = {}): Layer.Layer<
           completion
         })
         return traced("tollgate.capture", Effect.map(counted(settled, "admission", context), (settlement) => {
-          holdSettled(reference, context)
           Observability.countUnsafe(Observability.creditsCaptured, {}, context, amount)
           return settlement
         }).pipe(Effect.catchTag("LedgerError", Effect.die)))

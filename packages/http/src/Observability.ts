@@ -38,7 +38,12 @@ export const creditsCaptured = Metric.counter("tollgate_credits_captured_nano_us
 })
 
 /** @category metrics */
-export const holdsOpen = Metric.gauge("tollgate_holds_open", { description: "Credit holds currently open" })
+export const holdsOpen = Metric.gauge("tollgate_holds_open", { description: "Credit holds open in the ledger (all accounts, from the store)" })
+
+/** @category metrics */
+export const heldNanoUsd = Metric.gauge("tollgate_held_nano_usd", {
+  description: "Nano-USD (and today's allowance) held by open credit holds in the ledger (all accounts, from the store)"
+})
 
 /** @category metrics */
 export const redisErrors = Metric.counter("tollgate_redis_errors_total", {

@@ -8,6 +8,12 @@
  * Stream ids are the journal ids (`<ms>-<seq>`), so a usage page is an `XRANGE` from its cursor:
  * its cost does not grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
  *
+ * The balances hash also counts the account's open holds (`open`), so `holdStats` reads the open
+ * holds and the held amounts of every account from the store. `sweepExpired` and `holdStats` find
+ * the accounts with `SCAN` over the key pattern (incremental, never blocking Redis; on a Redis
+ * Cluster only the node the client talks to is scanned), and `sweepExpired` runs the ledger script
+ * on each account whose earliest deadline has passed, which releases its expired holds.
+ *
  * Amounts are integer strings everywhere (Lua numbers are doubles, exact below 2^53 like `Money`).
  *
  * @since 0.1.0
@@ -79,6 +85,7 @@ local function closeHold(ref, rec, state, fa, fu)
   end
   redis.call('HINCRBY', A, 'held', s(-hu))
   redis.call('HINCRBY', A, 'usd', s(-fu))
+  redis.call('HINCRBY', A, 'open', -1)
   local kind = 'release'
   if state == 'captured' then kind = 'capture' end
   local entries = {}
@@ -123,6 +130,7 @@ local function ledgerHold(ref, amount, version, ttl, dry)
   redis.call('HSET', H, ref, cjson.encode(rec))
   redis.call('ZADD', X, s(now + ttl), ref)
   redis.call('HINCRBY', A, 'held', s(fu))
+  redis.call('HINCRBY', A, 'open', 1)
   if fa > 0 then
     redis.call('HINCRBY', A, 'ah:' .. day, s(fa))
     append('hold', ref, 'DIEM', 0, fa)
@@ -358,7 +366,51 @@ export const layerRedis = (
         return matches
       })
 
+    /** Every key of the ledger whose name ends in `suffix` (`:a` balances, `:x` deadlines), by SCAN. */
+    const keysEndingIn = (suffix: string) =>
+      Effect.gen(function*() {
+        const found: Array<string> = []
+        let cursor = "0"
+        do {
+          const [next, keys] = yield* send<readonly [string, ReadonlyArray<string>]>("SCAN", cursor, "MATCH", `${prefix}{*}${suffix}`, "COUNT", "1000")
+          found.push(...keys)
+          cursor = next
+        } while (cursor !== "0")
+        return found
+      })
+
+    const accountOfKey = (key: string) => key.slice(key.indexOf("{") + 1, key.lastIndexOf("}"))
+
+    const sweepExpired = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      let swept = 0
+      for (const key of yield* keysEndingIn(":x")) {
+        // The script releases at most 100 due holds per run: run it until none is due (bounded).
+        for (let round = 0; round < 1_000; round++) {
+          const due = yield* send<ReadonlyArray<string>>("ZRANGEBYSCORE", key, "-inf", String(now), "LIMIT", "0", "1")
+          if (due.length === 0) break
+          yield* call(accountOfKey(key), "balance").pipe(Effect.catchTag("LedgerError", Effect.die))
+          if (round === 0) swept++
+        }
+      }
+      return swept
+    })
+
+    const holdStats = Effect.gen(function*() {
+      const day = String(Math.floor((yield* Clock.currentTimeMillis) / 86_400_000))
+      let open = 0
+      let held = 0
+      for (const key of yield* keysEndingIn(":a")) {
+        const [count, usd, allowance] = yield* send<ReadonlyArray<string | null>>("HMGET", key, "open", "held", `ah:${day}`)
+        open += Math.max(0, Number(count ?? 0))
+        held += Number(usd ?? 0) + Number(allowance ?? 0)
+      }
+      return { open, held: Money.unsafeNano(held) }
+    })
+
     return CreditLedger.CreditLedger.of({
+      sweepExpired,
+      holdStats,
       topUp: credit("topup"),
       grant: credit("grant"),
       refund: credit("refund"),

@@ -148,6 +148,28 @@ Contract.contract(
         assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "h", amount: nano(1), usage: usage("r") })), "HoldClosed")
       }))
 
+    it.effect("the sweep releases expired holds without an operation on their account; the hold stats come from the store", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const account = fresh()
+        yield* ledger.topUp({ accountId: account, amount: nano(1_000), reference: "pay" })
+        const before = yield* ledger.holdStats
+        yield* ledger.hold({ accountId: account, amount: nano(100), reference: "h1", priceVersion: "v", ttlMs: 1_000 })
+        yield* ledger.hold({ accountId: account, amount: nano(200), reference: "h2", priceVersion: "v", ttlMs: 1_000 })
+        const placed = yield* ledger.holdStats
+        assert.strictEqual(placed.open, before.open + 2)
+        assert.strictEqual(placed.held, before.held + 300)
+        yield* TestClock.adjust("2 seconds")
+        assert.isAtLeast(yield* ledger.sweepExpired, 1)
+        // The journal is read without sweeping: the releases are there because the sweep wrote them.
+        const journal = yield* ledger.journal(account, { limit: 100 })
+        assert.deepStrictEqual(journal.filter((entry) => entry.kind === "release").map((entry) => entry.reference).sort(), ["h1", "h2"])
+        const swept = yield* ledger.holdStats
+        assert.isAtMost(swept.open, before.open)
+        assert.isAtMost(swept.held, before.held)
+        assert.strictEqual(yield* ledger.sweepExpired, 0)
+      }))
+
     it.effect("a closed hold is remembered for CLOSED_HOLD_RETENTION_MS, then forgotten; its journal and usage entries stay", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger

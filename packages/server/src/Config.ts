@@ -42,6 +42,7 @@ export const Environment = Schema.Struct({
   }))),
   TOLLGATE_TRUSTED_PROXIES: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_UPLOAD_MEMORY_BYTES: Schema.optionalKey(PositiveInt),
+  TOLLGATE_HOLD_TTL_SECONDS: Schema.optionalKey(PositiveInt),
   TOLLGATE_CONFIG: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_RETENTION_DAYS: Schema.optionalKey(PositiveInt),
   TOLLGATE_MEMORY_MAX_ENTRIES: Schema.optionalKey(PositiveInt)
@@ -91,6 +92,8 @@ export interface ServerConfig {
   readonly trustedProxies: ClientAddress.TrustedProxies
   /** Bytes of upload bodies held in memory at once (`UploadBudget`). */
   readonly uploadMemoryBytes: number
+  /** How long a paid call's credit hold lives when nothing settles it (a crash, a store outage). */
+  readonly holdTtlMs: number
   readonly file: typeof FileConfig.Type
 }
 
@@ -177,6 +180,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       },
       trustedProxies,
       uploadMemoryBytes: vars.TOLLGATE_UPLOAD_MEMORY_BYTES ?? UploadBudget.DEFAULT_MAX_BYTES,
+      holdTtlMs: vars.TOLLGATE_HOLD_TTL_SECONDS === undefined ? CreditLedger.DEFAULT_HOLD_TTL_MS : vars.TOLLGATE_HOLD_TTL_SECONDS * 1000,
       file
     }
     return config

@@ -14,7 +14,7 @@ import { AbuseGuard, Admission, Auth, AuthStore, CreditLedger, IdempotencyStore,
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
-import { Metered } from "@tollgate/http"
+import { HoldSweeper, Metered } from "@tollgate/http"
 import * as X402Route from "@tollgate/http/routes/X402"
 import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RateLimitLogRedis } from "@tollgate/redis"
 import { Effect, Layer, Redacted, Schema } from "effect"
@@ -227,5 +227,5 @@ export const layer = (config: ServerConfig) =>
     const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies).pipe(
       Layer.provideMerge(withAuth)
     )
-    return Metered.layer().pipe(Layer.provideMerge(policies))
+    return Layer.merge(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer()).pipe(Layer.provideMerge(policies))
   }))
