@@ -1,6 +1,7 @@
 /**
- * A throwaway `redis-server` for one test file: started on a free port with no persistence,
- * stopped after the file. `REDIS_URL` points the tests at an existing server instead. When no
+ * A throwaway `redis-server` for one test file: started on a free port with no persistence (or,
+ * with `appendOnly`, an append-only file fsynced on every write in a throwaway directory, so a
+ * killed server restarts with its data), stopped after the file. `REDIS_URL` points the tests at an existing server instead. When no
  * Redis can be had, tests skip locally but FAIL under `CI`, so CI can never go green without
  * having exercised the Redis layers.
  *
@@ -8,7 +9,10 @@
  */
 import { Effect, Layer } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { freePort } from "./FreePort.ts"
 
 /** @category models */
@@ -17,7 +21,7 @@ export interface RedisServer {
   readonly port: number
   /** Stops the server (SIGKILL: a crash, not a shutdown). */
   readonly kill: () => Promise<void>
-  /** Starts it again on the same port, empty. */
+  /** Starts it again on the same port: empty, or with its data when it keeps an append-only file. */
   readonly restart: () => Promise<void>
   readonly stop: () => Promise<void>
 }
@@ -47,10 +51,19 @@ const waitUntil = async (check: () => Promise<boolean>, timeoutMs: number, what:
   throw new Error(`timed out waiting for ${what}`)
 }
 
-const spawnServer = (port: number) =>
+/** @category options */
+export interface Options {
+  /** Keep an append-only file (`appendfsync always`) so `restart` after `kill` brings the data back. */
+  readonly appendOnly?: boolean
+}
+
+const spawnServer = (port: number, dir: string | undefined) =>
   ChildProcess.spawn(
     "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"],
+    [
+      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no",
+      ...(dir === undefined ? ["--appendonly", "no"] : ["--appendonly", "yes", "--appendfsync", "always", "--dir", dir])
+    ],
     { stdio: "ignore" }
   )
 
@@ -59,9 +72,10 @@ const spawnServer = (port: number) =>
  *
  * @category constructors
  */
-export const start = async (): Promise<RedisServer> => {
+export const start = async (options: Options = {}): Promise<RedisServer> => {
   const port = await freePort()
-  let child = spawnServer(port)
+  const dir = options.appendOnly === true ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-redis-")) : undefined
+  let child = spawnServer(port, dir)
   const onExit = () => child.kill("SIGKILL")
   process.once("exit", onExit)
   const launched = async () => {
@@ -83,12 +97,13 @@ export const start = async (): Promise<RedisServer> => {
     kill,
     restart: async () => {
       await kill()
-      child = spawnServer(port)
+      child = spawnServer(port, dir)
       await launched()
     },
     stop: async () => {
       process.removeListener("exit", onExit)
       await kill()
+      if (dir !== undefined) Fs.rmSync(dir, { recursive: true, force: true })
     }
   }
 }
