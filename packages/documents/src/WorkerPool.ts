@@ -91,6 +91,14 @@ interface Slot {
 // `Worker.ts` in the workspace, `Worker.js` once built to dist/.
 const workerPath = new URL(`./Worker${Path.extname(import.meta.url)}`, import.meta.url).pathname
 
+/**
+ * The bytes as a plain `Uint8Array` over the same memory. Over `node:http` an upload arrives as a
+ * Node `Buffer`, which the IPC channel delivers to the worker as a `Buffer` again, and pdf.js
+ * refuses a `Buffer`; every container is normalized here, once, before any job is sent.
+ */
+const plainView = (bytes: Uint8Array): Uint8Array =>
+  Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
 const fork = (config: Config): ChildProcess.ChildProcess =>
   ChildProcess.fork(workerPath, [], {
     execArgv: [`--max-old-space-size=${config.maxHeapMb}`],
@@ -359,8 +367,9 @@ export const make = Effect.fnUntraced(function*(overrides: Partial<Config> = {})
     return Sniff.sniff(bytes) === "pdf" ? pdf(slot, bytes) : countedInSlices(slot, bytes)
   }
 
-  const run = (bytes: Uint8Array) =>
+  const run = (input: Uint8Array) =>
     Effect.suspend(() => {
+      const bytes = plainView(input)
       let queued = true
       const leave = Effect.suspend(() => {
         if (!queued) return Effect.void
