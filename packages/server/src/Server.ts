@@ -56,13 +56,34 @@ export const appLayer = (
  * @category layers
  */
 export const layer = (config: Config.ServerConfig) =>
-  Layer.unwrap(Effect.map(App.Application, (app) => HttpServer.serve(app.handle))).pipe(
+  Layer.unwrap(Effect.map(App.Application, (app) =>
+    HttpServer.serve(app.handle).pipe(
+      // Inside, so that the port is opened only once the whole app is built: a connection accepted
+      // earlier would wait for a handler that is seconds away (the Redis connection, the
+      // extraction workers).
+      Layer.provide(NodeHttpServer.layerServer(nodeServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" }))
+    ))).pipe(
     Layer.provide(appLayer(config, Services.layer(config), { announce: true })),
-    Layer.provide(NodeHttpServer.layer(HttpParserErrors.createServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" })),
+    Layer.provide(NodeHttpServer.layerHttpServices),
     Layer.tap(() => listening(config)),
     Layer.provide(Telemetry.layer()),
     Layer.provide(logging(config))
   )
+
+/**
+ * The node server. `NodeHttpServer` listens first and attaches the app's handler a moment later;
+ * a request that lands in between is answered 503 with `Retry-After: 1` here, never left waiting.
+ * Once the handler is attached this listener sees a second one and leaves the request to it.
+ */
+const nodeServer = () => {
+  const server = HttpParserErrors.createServer()
+  server.on("request", (_request, response) => {
+    if (server.listenerCount("request") > 1) return
+    response.writeHead(503, { "content-type": "application/json", "retry-after": "1" })
+    response.end(JSON.stringify({ error: "The server is starting; retry in a second" }))
+  })
+  return server
+}
 
 const listening = (config: Config.ServerConfig) => {
   const url = `http://localhost:${config.port}`
