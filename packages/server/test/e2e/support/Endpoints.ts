@@ -1,0 +1,156 @@
+/**
+ * One end-to-end test per endpoint of the spec, against a shipped server (`ShippedServer`) that
+ * holds keys: dev mode's demo account or a production account provisioned with the CLI. The same
+ * suite runs in every mode and store; each test file starts its server and passes it here.
+ * Everything goes over HTTP with the clients users use: fetch, viem, the openai SDK.
+ */
+import type { ShippedServer } from "@tollgate/testkit"
+import OpenAI from "openai"
+import { createPublicClient, http } from "viem"
+import { describe, expect, it } from "vitest"
+
+/** What the suite needs from the file that started the server. */
+export interface Target {
+  readonly server: ShippedServer.ShippedServer
+  /** A chat model of the server's model list. */
+  readonly chatModel: string
+  /** What the chat model answers to "Say hello". */
+  readonly chatReply: RegExp
+  /** A network whose upstream is the test's anvil (chain id 8453). */
+  readonly network: string
+}
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+
+export const suite = (name: string, target: () => Target) =>
+  describe(`${name}: every endpoint of the spec answers through the shipped server`, () => {
+    const server = () => target().server
+    const keys = () => server().credentials!
+    const get = (path: string, key?: string, headers: Record<string, string> = {}) =>
+      fetch(`${server().api}${path}`, { headers: { ...(key === undefined ? {} : bearer(key)), ...headers } })
+    const post = (path: string, body: unknown, key?: string) =>
+      fetch(`${server().api}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(key === undefined ? {} : bearer(key)) },
+        body: JSON.stringify(body)
+      })
+
+    it("GET /crypto/rpc/networks lists the slugs, sorted, with no credentials", async () => {
+      const response = await get("/crypto/rpc/networks")
+      expect(response.status).toBe(200)
+      const { networks } = await response.json() as { networks: Array<string> }
+      expect(networks).toContain("base-mainnet")
+      expect(networks).toEqual([...networks].sort())
+    })
+
+    it("POST /crypto/rpc/{network}: viem's http transport reads the chain through the proxy", async () => {
+      const client = createPublicClient({
+        transport: http(`${server().api}/crypto/rpc/${target().network}`, { fetchOptions: { headers: bearer(keys().inferenceKey) } })
+      })
+      expect(await client.getChainId()).toBe(8453)
+      expect(await client.getBlockNumber()).toBeGreaterThanOrEqual(0n)
+      expect(await client.getBalance({ address: "0x0000000000000000000000000000000000000001" })).toBeGreaterThanOrEqual(0n)
+      const response = await post(`/crypto/rpc/${target().network}`, [
+        { jsonrpc: "2.0", id: 1, method: "eth_chainId" },
+        { jsonrpc: "2.0", id: 2, method: "eth_blockNumber" }
+      ], keys().inferenceKey)
+      expect(response.status).toBe(200)
+      expect(Number(response.headers.get("x-service-rpc-credits"))).toBeGreaterThan(0)
+      expect((await response.json() as Array<{ id: number }>).map((item) => item.id)).toEqual([1, 2])
+    })
+
+    it("GET /models lists the chat model", async () => {
+      const response = await get("/models?type=text")
+      expect(response.status).toBe(200)
+      const { data } = await response.json() as { data: Array<{ id: string }> }
+      expect(data.map((model) => model.id)).toContain(target().chatModel)
+    })
+
+    it("POST /image/generate returns a PNG, base64", async () => {
+      const response = await post(
+        "/image/generate",
+        { model: "local-renderer", prompt: "a lighthouse at dusk", width: 64, height: 64, format: "png" },
+        keys().inferenceKey
+      )
+      expect(response.status).toBe(200)
+      const body = await response.json() as { id: string; images: Array<string> }
+      expect(body.id).toEqual(expect.any(String))
+      expect(Buffer.from(body.images[0]!, "base64").subarray(1, 4).toString()).toBe("PNG")
+    })
+
+    it("POST /chat/completions: the openai SDK gets a completion and a stream", async () => {
+      const openai = new OpenAI({ apiKey: keys().inferenceKey, baseURL: server().api, maxRetries: 0 })
+      const completion = await openai.chat.completions.create({
+        model: target().chatModel,
+        messages: [{ role: "user", content: "Say hello" }]
+      })
+      expect(completion.choices[0]!.message.content).toMatch(target().chatReply)
+      const stream = await openai.chat.completions.create({
+        model: target().chatModel,
+        messages: [{ role: "user", content: "Say hello" }],
+        stream: true
+      })
+      let text = ""
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ""
+      expect(text).toMatch(target().chatReply)
+    })
+
+    it("POST /augment/text-parser: a FormData upload of a text file comes back as its text", async () => {
+      const form = new FormData()
+      form.append("file", new Blob(["Hello from a text file.\n"], { type: "text/plain" }), "hello.txt")
+      const response = await fetch(`${server().api}/augment/text-parser`, { method: "POST", headers: bearer(keys().inferenceKey), body: form })
+      expect(response.status).toBe(200)
+      expect(await response.json()).toEqual({ text: "Hello from a text file.\n", tokens: expect.any(Number) })
+    })
+
+    it("GET /billing/usage-history lists the calls just made; the deprecated /billing/usage is 410 for a new account", async () => {
+      const history = await get("/billing/usage-history?limit=50", keys().adminKey)
+      expect(history.status).toBe(200)
+      const { data } = await history.json() as { data: Array<{ sku: string }> }
+      expect(data.length).toBeGreaterThan(0)
+      const deprecated = await get("/billing/usage", keys().adminKey)
+      expect(deprecated.status).toBe(410)
+      expect(await deprecated.json()).toEqual({ error: expect.any(String) })
+    })
+
+    it("POST /billing/credits: an operator's ADMIN key grants credit, once per reference", async () => {
+      const grant = { accountId: keys().accountId, amountUsd: "1.50", reference: `e2e-${Date.now()}` }
+      const first = await post("/billing/credits", grant, keys().adminKey)
+      expect(first.status).toBe(200)
+      expect(await first.json()).toMatchObject({ accountId: keys().accountId, amountUsd: "1.5" })
+      expect((await post("/billing/credits", grant, keys().adminKey)).status).toBe(200)
+    })
+
+    it("POST, GET and DELETE /api_keys: a minted key works until it is revoked", async () => {
+      const created = await post("/api_keys", { apiKeyType: "INFERENCE", description: "e2e" }, keys().adminKey)
+      expect(created.status).toBe(201)
+      const { apiKey, id } = await created.json() as { apiKey: string; id: string }
+      expect((await get("/api_keys/rate_limits", apiKey)).status).toBe(200)
+      const listed = await get("/api_keys", keys().adminKey)
+      expect((await listed.json() as { data: Array<{ id: string }> }).data.map((key) => key.id)).toContain(id)
+      const revoked = await fetch(`${server().api}/api_keys?id=${id}`, { method: "DELETE", headers: bearer(keys().adminKey) })
+      expect(revoked.status).toBe(200)
+      expect((await get("/api_keys/rate_limits", apiKey)).status).toBe(401)
+    })
+
+    it("GET /api_keys/rate_limits and /api_keys/rate_limit_logs answer the caller's own", async () => {
+      const limits = await get("/api_keys/rate_limits", keys().inferenceKey)
+      expect(limits.status).toBe(200)
+      expect(await limits.json()).toMatchObject({ accountId: keys().accountId })
+      const logs = await get("/api_keys/rate_limit_logs", keys().inferenceKey)
+      expect(logs.status).toBe(200)
+    })
+
+    it("POST /x402/top-up without a payment answers 402 with the USDC options", async () => {
+      const response = await fetch(`${server().api}/x402/top-up`, { method: "POST" })
+      expect(response.status).toBe(402)
+      const body = await response.json() as { accepts: Array<{ network: string }> }
+      expect(body.accepts.map((accept) => accept.network)).toContain("eip155:8453")
+    })
+
+    it("GET /x402/balance/{walletAddress} answers a wallet's balance", async () => {
+      const response = await get("/x402/balance/0x000000000000000000000000000000000000dEaD")
+      expect(response.status).toBe(200)
+      expect(await response.json()).toMatchObject({ balanceUsd: expect.any(String), currency: "USD" })
+    })
+  })
