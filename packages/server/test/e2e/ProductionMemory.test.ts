@@ -1,0 +1,107 @@
+import { Models } from "@tollgate/core"
+import { ShippedServer } from "@tollgate/testkit"
+import * as Crypto from "node:crypto"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+// Production on the memory store: the accounts live inside the server process, so no key can be
+// minted from outside (see ShippedServer). These tests cover what needs none: public endpoints,
+// the answers to missing or forged credentials, and wallets signing in.
+let server: ShippedServer.ShippedServer
+
+beforeAll(async () => {
+  server = await ShippedServer.start({
+    signingKey: true,
+    config: {
+      models: Models.defaults.filter((model) => model.id === "local-renderer"),
+      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" } },
+      // Never reached: an unpaid call is answered 402 before anything is forwarded.
+      rpc: { upstreams: { "base-mainnet": ["http://127.0.0.1:9"] } }
+    }
+  })
+})
+
+afterAll(() => server?.stop())
+
+const forged = "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhY2N0X3gifQ.c2lnbmF0dXJl"
+
+const image = (headers: Record<string, string>) =>
+  fetch(`${server.api}/image/generate`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 64, height: 64, format: "png" })
+  })
+
+describe("Production mode on memory: public endpoints answer, credentials are required everywhere else", () => {
+  it("GET /crypto/rpc/networks and GET /models need no key", async () => {
+    expect((await fetch(`${server.api}/crypto/rpc/networks`)).status).toBe(200)
+    const models = await fetch(`${server.api}/models`)
+    expect(models.status).toBe(200)
+    expect((await models.json() as { data: Array<{ id: string }> }).data.map((model) => model.id)).toEqual(["local-renderer"])
+  })
+
+  const textFile = () => {
+    const form = new FormData()
+    form.append("file", new Blob(["hello"]), "hello.txt")
+    return form
+  }
+  it.each([
+    ["/image/generate", () => JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 64, height: 64 })],
+    ["/augment/text-parser", textFile],
+    ["/crypto/rpc/base-mainnet", () => JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })]
+  ] as const)("POST %s with no credentials answers 402 with the payment options and the wallet challenge", async (path, body) => {
+    const payload = body()
+    const headers: Record<string, string> = typeof payload === "string" ? { "content-type": "application/json" } : {}
+    const response = await fetch(`${server.api}${path}`, { method: "POST", headers, body: payload })
+    expect(response.status).toBe(402)
+    const answer = await response.json() as { accepts: Array<{ payTo: string }>; extensions: Record<string, unknown> }
+    expect(answer.accepts[0]!.payTo).toBe("0x1111111111111111111111111111111111111111")
+    expect(answer.extensions).toHaveProperty("sign-in-with-x")
+  })
+
+  it.each([
+    "/api_keys",
+    "/api_keys/rate_limits",
+    "/api_keys/rate_limit_logs",
+    "/billing/usage",
+    "/billing/usage-history"
+  ])("GET %s with a forged key answers 401 StandardError", async (path) => {
+    const response = await fetch(`${server.api}${path}`, { headers: { authorization: `Bearer ${forged}` } })
+    expect(response.status).toBe(401)
+    expect(await response.json()).toEqual({ error: expect.any(String) })
+  })
+
+  it("POST /x402/top-up without a payment answers 402; GET /x402/balance answers 0 for a new wallet", async () => {
+    expect((await fetch(`${server.api}/x402/top-up`, { method: "POST" })).status).toBe(402)
+    const balance = await fetch(`${server.api}/x402/balance/0x000000000000000000000000000000000000dEaD`)
+    expect(balance.status).toBe(200)
+    expect(await balance.json()).toMatchObject({ balanceUsd: "0" })
+  })
+
+  it("a wallet signed in with SIGN-IN-WITH-X (viem's SIWE message) and no credit gets the authenticated-wallet 402", async () => {
+    const account = privateKeyToAccount(generatePrivateKey())
+    const origin = new URL(`http://localhost:${server.port}`)
+    const message = createSiweMessage({
+      domain: origin.host,
+      address: account.address,
+      uri: `${origin.origin}/`,
+      version: "1",
+      chainId: 8453,
+      nonce: Crypto.randomBytes(8).toString("hex"),
+      issuedAt: new Date(),
+      expirationTime: new Date(Date.now() + 600_000),
+      statement: "Sign in to use your prepaid credits."
+    })
+    const header = Buffer.from(JSON.stringify({
+      address: account.address,
+      message,
+      signature: await account.signMessage({ message }),
+      timestamp: Date.now(),
+      chainId: 8453
+    })).toString("base64")
+    const response = await image({ "sign-in-with-x": header })
+    expect(response.status).toBe(402)
+    expect(await response.json()).toMatchObject({ code: "PAYMENT_REQUIRED", reason: "insufficient_balance" })
+  })
+})
