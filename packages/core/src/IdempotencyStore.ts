@@ -24,6 +24,13 @@ export const TTL_MS = 24 * 60 * 60 * 1000
  */
 export const LEASE_MS = 2 * 60 * 1000
 
+/**
+ * What an `Idempotency-Key` header may be.
+ *
+ * @category constants
+ */
+export const KEY_PATTERN = /^[A-Za-z0-9_-]{1,255}$/
+
 /** @category models */
 export interface StoredResponse {
   readonly status: number

@@ -1,8 +1,9 @@
 /**
  * The model list: every model the service offers, with the rules that depend on the model. Image
  * generation reads the sizing kind, prompt limit, style-reference maximum and qualities from here;
- * chat reads the upstreams, token limits and thinking support; the metered pipeline reads the
- * rate-limit tier; `GET /models` lists it. The list is config (the `models` section of the config
+ * chat reads the upstreams, token limits and thinking support; embeddings, speech, transcription
+ * and video read their upstreams and limits; the metered pipeline reads the rate-limit class;
+ * `GET /models` lists it. The list is config (the `models` section of the config
  * file), validated at start; with none given the dev defaults below apply. Prices are not held
  * here: a model's price is the `PricingEngine` table entry under the model's id.
  *
@@ -12,7 +13,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Errors from "./Errors.ts"
 
 /** @category schemas */
-export const ModelType = Schema.Literals(["text", "image", "audio", "embedding", "video"])
+export const ModelType = Schema.Literals(["text", "image", "embedding", "tts", "asr", "video"])
 /** @category models */
 export type ModelType = typeof ModelType.Type
 
@@ -143,21 +144,97 @@ export const ImageModel = Schema.Struct({
 /** @category models */
 export type ImageModel = typeof ImageModel.Type
 
+const named = {
+  /** Defaults to the id (see `decodeConfig`). */
+  name: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed(""))),
+  router: Schema.String.pipe(Schema.withDecodingDefaultKey(Effect.succeed("openai-compatible"))),
+  /** OpenAI-compatible upstreams, tried in order; empty: the local dev backend serves the model. */
+  upstreams: Schema.Array(Upstream)
+}
+
 /**
- * Audio, embedding and video models: listed, rate limited by their kind.
+ * An embedding model (`POST /embeddings`). `dimensions` is the length of its vectors;
+ * `supportsDimensions` whether a request may ask for shorter ones; `maxInputTokens` the most
+ * tokens one input may have.
  *
  * @category schemas
  */
-export const OtherModel = Schema.Struct({
+export const EmbeddingModel = Schema.Struct({
   ...common,
-  type: Schema.Literals(["audio", "embedding", "video"]),
-  upstreams: Schema.Array(Upstream)
+  ...named,
+  type: Schema.Literal("embedding"),
+  dimensions: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(1536))),
+  supportsDimensions: Schema.Boolean.pipe(Schema.withDecodingDefaultKey(Effect.succeed(false))),
+  maxInputTokens: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(8192)))
 })
 /** @category models */
-export type OtherModel = typeof OtherModel.Type
+export type EmbeddingModel = typeof EmbeddingModel.Type
 
 /** @category schemas */
-export const Model = Schema.Union([TextModel, ImageModel, OtherModel])
+export const SpeechFormat = Schema.Literals(["mp3", "opus", "aac", "flac", "wav", "pcm"])
+/** @category models */
+export type SpeechFormat = typeof SpeechFormat.Type
+
+/** @category schemas */
+export const TranscriptionFormat = Schema.Literals(["json", "text", "srt", "vtt", "verbose_json"])
+/** @category models */
+export type TranscriptionFormat = typeof TranscriptionFormat.Type
+
+/**
+ * A text-to-speech model (`POST /audio/speech`): the voices it has, the audio formats it can
+ * answer in (the first is the default) and the longest input it reads.
+ *
+ * @category schemas
+ */
+export const SpeechModel = Schema.Struct({
+  ...common,
+  ...named,
+  type: Schema.Literal("tts"),
+  voices: Schema.Array(Schema.String).check(Schema.isMinLength(1)),
+  responseFormats: Schema.Array(SpeechFormat).check(Schema.isMinLength(1)).pipe(
+    Schema.withDecodingDefaultKey(Effect.succeed(SpeechFormat.literals))
+  ),
+  maxInputCharacters: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(4096)))
+})
+/** @category models */
+export type SpeechModel = typeof SpeechModel.Type
+
+/**
+ * A speech-to-text model (`POST /audio/transcriptions`). Its upstream is asked for
+ * `verbose_json` whatever the client asked, because the audio's duration is what is billed.
+ *
+ * @category schemas
+ */
+export const TranscriptionModel = Schema.Struct({
+  ...common,
+  ...named,
+  type: Schema.Literal("asr")
+})
+/** @category models */
+export type TranscriptionModel = typeof TranscriptionModel.Type
+
+/**
+ * A video model (`POST /video/queue`): the durations in seconds and the sizes (`<w>x<h>`) it
+ * renders (the first of each is the default), and how long a job may run before it expires and
+ * its hold is released.
+ *
+ * @category schemas
+ */
+export const VideoModel = Schema.Struct({
+  ...common,
+  ...named,
+  type: Schema.Literal("video"),
+  durations: Schema.Array(PositiveInt).check(Schema.isMinLength(1)),
+  sizes: Schema.Array(Schema.String.check(Schema.isPattern(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/u, { message: "must be <w>x<h>, e.g. 1280x720" })))
+    .check(Schema.isMinLength(1)),
+  promptCharacterLimit: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(2500))),
+  jobTtlSeconds: PositiveInt.pipe(Schema.withDecodingDefaultKey(Effect.succeed(3600)))
+})
+/** @category models */
+export type VideoModel = typeof VideoModel.Type
+
+/** @category schemas */
+export const Model = Schema.Union([TextModel, ImageModel, EmbeddingModel, SpeechModel, TranscriptionModel, VideoModel])
 /** @category models */
 export type Model = typeof Model.Type
 
@@ -172,18 +249,22 @@ export const Config = Schema.Array(Model).check(Schema.makeFilter(
 ))
 
 /**
- * Which rate limit a model's calls count against: its kind, and for text models its tier.
+ * Which rate limit a model's calls count against: its kind, and for text models its tier. Speech
+ * and transcription share the `audio` kind; a video model's jobs count against `video` when queued
+ * (`video_retrieve` when polled).
  *
  * @category models
  */
 export interface RateLimitClass {
-  readonly kind: ModelType
+  readonly kind: "text" | "image" | "embedding" | "audio" | "video"
   readonly modelTier?: TextTier
 }
 
 /** @category accessors */
 export const rateLimitOf = (model: Model): RateLimitClass =>
-  model.type === "text" ? { kind: "text", modelTier: model.tier } : { kind: model.type }
+  model.type === "text"
+    ? { kind: "text", modelTier: model.tier }
+    : { kind: model.type === "tts" || model.type === "asr" ? "audio" : model.type }
 
 /**
  * The response headers every inference response of a model carries: id, name, router, and the
@@ -249,9 +330,15 @@ const image = (
   ...fields
 })
 
+const dev = {
+  router: "local",
+  upstreams: []
+} as const
+
 /**
- * The dev defaults: one model of each image sizing kind and three chat tiers, all served locally,
- * priced by the `PricingEngine` defaults under the same ids.
+ * The dev defaults: one model of each image sizing kind, three chat tiers, and one dev model of
+ * each other type (named `dev-*`: local stand-ins, not real models), all served locally, priced by
+ * the `PricingEngine` defaults under the same ids.
  *
  * @category constants
  */
@@ -301,7 +388,36 @@ export const defaults: ReadonlyArray<Model> = [
     sizing: "pixel",
     promptCharacterLimit: 1500,
     deprecation: { date: "2027-01-31", warning: "sd-3.5 is deprecated and will be removed; use flux-dev instead" }
-  })
+  }),
+  {
+    ...dev,
+    id: "dev-embedding",
+    name: "Dev Embedding (local, deterministic hash vectors)",
+    type: "embedding",
+    dimensions: 256,
+    supportsDimensions: true,
+    maxInputTokens: 8192
+  },
+  {
+    ...dev,
+    id: "dev-tts",
+    name: "Dev TTS (local tone generator)",
+    type: "tts",
+    voices: ["alloy", "echo", "nova"],
+    responseFormats: ["wav", "pcm"],
+    maxInputCharacters: 4096
+  },
+  { ...dev, id: "dev-asr", name: "Dev ASR (local, fixed transcript of WAV audio)", type: "asr" },
+  {
+    ...dev,
+    id: "dev-video",
+    name: "Dev Video (local, tiny generated clip)",
+    type: "video",
+    durations: [2, 4],
+    sizes: ["64x64"],
+    promptCharacterLimit: 2500,
+    jobTtlSeconds: 3600
+  }
 ]
 
 /**
@@ -316,6 +432,8 @@ export class ModelList extends Context.Service<ModelList, {
   readonly image: (id: string) => Effect.Effect<ImageModel, Errors.InvalidRequest>
   /** The text model of that id, or a 400 naming `model`. */
   readonly text: (id: string) => Effect.Effect<TextModel, Errors.InvalidRequest>
+  /** The model of that id and type, or a 400 naming `model`. */
+  readonly ofType: <T extends ModelType>(type: T, id: string) => Effect.Effect<Extract<Model, { type: T }>, Errors.InvalidRequest>
 }>()("@tollgate/core/ModelList") {}
 
 const unknownModel = (id: string, type: ModelType) =>
@@ -331,7 +449,7 @@ const unknownModel = (id: string, type: ModelType) =>
  */
 export const make = (models: ReadonlyArray<Model> = defaults): ModelList["Service"] => {
   const byId = new Map(models.map((model) => [model.id, model]))
-  const ofType = <T extends Model["type"]>(type: T) => (id: string) => {
+  const ofType = <T extends ModelType>(type: T, id: string) => {
     const model = byId.get(id)
     return model !== undefined && model.type === type
       ? Effect.succeed(model as Extract<Model, { type: T }>)
@@ -340,8 +458,9 @@ export const make = (models: ReadonlyArray<Model> = defaults): ModelList["Servic
   return {
     all: models,
     get: (id) => Option.fromNullishOr(byId.get(id)),
-    image: ofType("image"),
-    text: ofType("text")
+    image: (id) => ofType("image", id),
+    text: (id) => ofType("text", id),
+    ofType
   }
 }
 

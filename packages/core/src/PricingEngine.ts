@@ -3,7 +3,8 @@
  * price carries the version of the tables it came from, so a credit hold pins the price it was
  * quoted at even if the tables change while the request runs. The tables come from config; the
  * defaults are the spec's values (text parser $0.01 flat, RPC credits at 6.25e-7 USD each) plus
- * image and chat prices an operator is expected to override.
+ * image, chat, embedding, speech, transcription and video prices an operator is expected to
+ * override.
  *
  * Amounts are integer nano-USD. Token prices are per million tokens and round up to the nano, so
  * a price is never below its exact value.
@@ -49,6 +50,19 @@ export interface ChatPrice {
 }
 
 /**
+ * Per-unit prices of the other kinds: embeddings per million input tokens, speech per million input
+ * characters, transcription per second of audio, video per second of video.
+ *
+ * @category models
+ */
+export interface MediaPrices {
+  readonly embedding: Readonly<Record<string, { readonly perMillionTokens: Money.Nano }>>
+  readonly speech: Readonly<Record<string, { readonly perMillionCharacters: Money.Nano }>>
+  readonly transcription: Readonly<Record<string, { readonly perSecond: Money.Nano }>>
+  readonly video: Readonly<Record<string, { readonly perSecond: Money.Nano }>>
+}
+
+/**
  * RPC method tiers and their multipliers (Standard 1, Advanced 2, Large 4).
  *
  * @category models
@@ -80,6 +94,7 @@ export interface Tables {
     /** Per request that used a provider's native search (`enable_x_search`). */
     readonly xSearch: Money.Nano
   }
+  readonly media: MediaPrices
 }
 
 const usd = (text: string): Money.Nano => Result.getOrThrow(Money.parseUsd(text))
@@ -122,6 +137,12 @@ export const defaults: Tables = {
     webSearch: usd("0.01"),
     webScrapingPerUrl: usd("0.01"),
     xSearch: usd("0.025")
+  },
+  media: {
+    embedding: { "dev-embedding": { perMillionTokens: usd("0.02") } },
+    speech: { "dev-tts": { perMillionCharacters: usd("15") } },
+    transcription: { "dev-asr": { perSecond: usd("0.0001") } },
+    video: { "dev-video": { perSecond: usd("0.05") } }
   }
 }
 
@@ -276,6 +297,54 @@ export const chat = (tables: Tables, request: ChatRequest): Quote | Unpriced => 
   }
 }
 
+/** @category models */
+export type MediaKind = keyof MediaPrices
+
+const mediaSku: { readonly [K in MediaKind]: string } = {
+  embedding: "embedding",
+  speech: "tts",
+  transcription: "asr",
+  video: "video"
+}
+
+const perUnitOf = (tables: Tables, kind: MediaKind, model: string): { readonly amount: number; readonly per: number } | undefined => {
+  switch (kind) {
+    case "embedding": {
+      const price = tables.media.embedding[model]
+      return price === undefined ? undefined : { amount: price.perMillionTokens, per: 1_000_000 }
+    }
+    case "speech": {
+      const price = tables.media.speech[model]
+      return price === undefined ? undefined : { amount: price.perMillionCharacters, per: 1_000_000 }
+    }
+    case "transcription":
+    case "video": {
+      const price = tables.media[kind][model]
+      return price === undefined ? undefined : { amount: price.perSecond, per: 1 }
+    }
+  }
+}
+
+/**
+ * The price of `units` of a media kind: input tokens of an embedding, input characters of speech,
+ * seconds of transcribed audio or of rendered video. Prices per million round up to the nano. The
+ * sku is `embedding:<model>`, `tts:<model>`, `asr:<model>` or `video:<model>`.
+ *
+ * @category pricing
+ */
+export const media = (tables: Tables, kind: MediaKind, model: string, units: number): Quote | Unpriced => {
+  const price = perUnitOf(tables, kind, model)
+  if (price === undefined) return unpriced("model", `No price for ${mediaSku[kind]} model ${model}`)
+  const amount = Money.unsafeNano(price.per === 1 ? units * price.amount : perMillion(units, Money.unsafeNano(price.amount)))
+  return {
+    amount,
+    version: tables.version,
+    sku: `${mediaSku[kind]}:${model}`,
+    units,
+    pricePerUnit: Money.unsafeNano(price.per === 1 ? price.amount : units === 0 ? 0 : Math.ceil(amount / units))
+  }
+}
+
 /** @category guards */
 export const isUnpriced = (u: Quote | Unpriced | number): u is Unpriced =>
   typeof u === "object" && "_tag" in u && u._tag === "Unpriced"
@@ -294,6 +363,7 @@ export interface Overrides {
   readonly rpc?: Partial<Tables["rpc"]>
   readonly image?: Partial<Tables["image"]>
   readonly chat?: Partial<Tables["chat"]>
+  readonly media?: Partial<MediaPrices>
 }
 
 /**
@@ -306,7 +376,8 @@ export const make = (overrides: Overrides = {}): Tables => ({
   textParser: { ...defaults.textParser, ...overrides.textParser },
   rpc: { ...defaults.rpc, ...overrides.rpc },
   image: { ...defaults.image, ...overrides.image },
-  chat: { ...defaults.chat, ...overrides.chat }
+  chat: { ...defaults.chat, ...overrides.chat },
+  media: { ...defaults.media, ...overrides.media }
 })
 
 /**
@@ -340,7 +411,16 @@ export const PricesConfig = Schema.Struct({
   chat: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
     inputPerMillionUsd: Usd,
     outputPerMillionUsd: Usd
-  })))
+  }))),
+  embedding: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionTokensUsd: Usd }))),
+  speech: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionCharactersUsd: Usd }))),
+  transcription: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perSecondUsd: Usd }))),
+  video: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perSecondUsd: Usd })))
+})
+
+const priced = <P, A>(defaults: Readonly<Record<string, A>>, given: Readonly<Record<string, P>> | undefined, f: (price: P) => A) => ({
+  ...defaults,
+  ...Object.fromEntries(Object.entries(given ?? {}).map(([model, price]) => [model, f(price)]))
 })
 
 /**
@@ -379,6 +459,12 @@ export const decodeConfig = (input: unknown): Effect.Effect<Tables, Schema.Schem
               outputPerMillion: usd(price.outputPerMillionUsd)
             }]))
           }
+        },
+        media: {
+          embedding: priced(defaults.media.embedding, prices.embedding, (price) => ({ perMillionTokens: usd(price.perMillionTokensUsd) })),
+          speech: priced(defaults.media.speech, prices.speech, (price) => ({ perMillionCharacters: usd(price.perMillionCharactersUsd) })),
+          transcription: priced(defaults.media.transcription, prices.transcription, (price) => ({ perSecond: usd(price.perSecondUsd) })),
+          video: priced(defaults.media.video, prices.video, (price) => ({ perSecond: usd(price.perSecondUsd) }))
         }
       })
   )

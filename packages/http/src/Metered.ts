@@ -5,7 +5,9 @@
  * (appending the usage entry in the same ledger step), completes the idempotency record and adds
  * the rate-limit and balance headers. Once admitted, a failure or an interruption (a client that
  * disconnects) releases the hold in a finalizer; a streamed response captures what it produced
- * when the stream ends, fails or is cut. A hold that nothing settles (a process crash) expires.
+ * when the stream ends, fails or is cut. A call that starts a job (a video) hands its hold over to
+ * the job instead (`Deferred`): the job captures or releases it later by its reference. A hold
+ * that nothing settles (a process crash, a job never polled) expires.
  *
  * Which 402 a caller gets depends on who it is: an API key with too little balance gets the
  * StandardError `INSUFFICIENT_BALANCE`; a wallet gets the authenticated-wallet body and a caller
@@ -76,10 +78,24 @@ export interface StreamingOutcome {
   readonly produced: Effect.Effect<Produced>
 }
 
+/**
+ * The call started work that outlives the request (a video job): the hold is left open for the job
+ * to capture or release by `CallContext.holdReference`, and expires with `MeteredCall.holdTtlMs`
+ * if nothing settles it. The rate-limit admission is settled as it was taken.
+ *
+ * @category models
+ */
+export interface DeferredOutcome {
+  readonly _tag: "Deferred"
+  readonly response: HttpServerResponse.HttpServerResponse
+}
+
 /** @category models */
 export interface CallContext {
   readonly principal: Principal.Principal
   readonly requestId: string
+  /** The reference of the call's credit hold. */
+  readonly holdReference: string
 }
 
 /** @category models */
@@ -95,7 +111,9 @@ export interface MeteredCall {
   /** The worst-case price: held at admission; its version is pinned on the hold. */
   readonly quote: PricingEngine.Quote
   readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined
-  readonly execute: (context: CallContext) => Effect.Effect<Outcome | StreamingOutcome, Errors.ApiError>
+  /** How long the hold lives if nothing settles it; by default the pipeline's `holdTtlMs`. */
+  readonly holdTtlMs?: number | undefined
+  readonly execute: (context: CallContext) => Effect.Effect<Outcome | StreamingOutcome | DeferredOutcome, Errors.ApiError>
 }
 
 /**
@@ -307,7 +325,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         accountId: principal.accountId,
         keyId: pending?.keyId,
         counters: plan.counters,
-        hold: { amount: call.quote.amount, reference, priceVersion: call.quote.version, ttlMs }
+        hold: { amount: call.quote.amount, reference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? ttlMs }
       })
       return traced("tollgate.admission", Effect.flatMap(counted(admitted, "admission", context), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
         switch (reply._tag) {
@@ -415,13 +433,19 @@ export const layer = (options: Options = {}): Layer.Layer<
         const startedAt = clock.currentTimeMillisUnsafe()
         const outcome = yield* traced(
           "tollgate.backend",
-          Effect.tapError(call.execute({ principal, requestId }), (error) =>
+          Effect.tapError(call.execute({ principal, requestId, holdReference: reference }), (error) =>
             Effect.sync(() => {
               if (upstreamFailures.has(error._tag)) Observability.countUnsafe(Observability.upstreamErrors, { sku: call.sku }, context)
             })),
           { sku: call.sku }
         )
         const headers = { ...admitted.admission.headers, ...balanceHeaders(admitted.hold.before) }
+        if ("_tag" in outcome && outcome._tag === "Deferred") {
+          yield* admitted.admission.settle({})
+          const response = HttpServerResponse.setHeaders(outcome.response, headers)
+          if (idem !== undefined) yield* counted(idempotency.complete(accountId, idem.key, toStored(response)), "idempotency", context)
+          return response
+        }
         if ("_tag" in outcome) {
           const stream = outcome.stream.pipe(Stream.onExit(() =>
             outcome.produced.pipe(

@@ -9,14 +9,42 @@
 import { NodeRedis } from "@effect/platform-node"
 import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
+import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
+import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
+import * as TranscriptionBackend from "@tollgate/backends/TranscriptionBackend"
+import * as VideoBackend from "@tollgate/backends/VideoBackend"
 import * as WebSearch from "@tollgate/backends/WebSearch"
-import { AbuseGuard, Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Models, PricingEngine, RateLimiter, RateLimitLog, RateLimits, X402 } from "@tollgate/core"
+import {
+  AbuseGuard,
+  Admission,
+  Auth,
+  AuthStore,
+  CreditLedger,
+  IdempotencyStore,
+  Jwt,
+  Models,
+  PricingEngine,
+  RateLimiter,
+  RateLimitLog,
+  RateLimits,
+  VideoJobs,
+  X402
+} from "@tollgate/core"
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
 import { HoldSweeper, Metered } from "@tollgate/http"
 import * as X402Route from "@tollgate/http/routes/X402"
-import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RateLimitLogRedis } from "@tollgate/redis"
+import {
+  AbuseGuardRedis,
+  AdmissionStoreRedis,
+  AuthStoreRedis,
+  CreditLedgerRedis,
+  IdempotencyStoreRedis,
+  RateLimiterRedis,
+  RateLimitLogRedis,
+  VideoJobsRedis
+} from "@tollgate/redis"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createClient } from "redis"
@@ -72,9 +100,17 @@ const decodeSection = <A, I>(schema: Schema.Codec<A, I>, section: string, input:
  * without one would be listed and then refused at every request.
  */
 const unpricedModel = (models: ReadonlyArray<Models.Model>, tables: PricingEngine.Tables): string | undefined => {
+  const priceTables = {
+    text: ["chat", tables.chat.models],
+    image: ["image", tables.image.models],
+    embedding: ["embedding", tables.media.embedding],
+    tts: ["speech", tables.media.speech],
+    asr: ["transcription", tables.media.transcription],
+    video: ["video", tables.media.video]
+  } as const
   for (const [index, model] of models.entries()) {
-    const table = model.type === "text" ? "chat" : model.type === "image" ? "image" : undefined
-    if (table !== undefined && tables[table].models[model.id] === undefined) {
+    const [table, prices] = priceTables[model.type]
+    if (prices[model.id] === undefined) {
       return `TOLLGATE_CONFIG.prices.${table}.${model.id}: required, models.${index} (${model.type} model ${model.id}) has no price`
     }
   }
@@ -136,7 +172,8 @@ const stores = (config: ServerConfig) =>
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
       CreditLedgerRedis.layerRedis({ retentionMs: config.retention.retentionMs }),
       IdempotencyStoreRedis.layerRedis,
-      AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs })
+      AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
+      VideoJobsRedis.layerRedis
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config.redisUrl),
       NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })
@@ -147,7 +184,7 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    )))
+    ))).pipe(Layer.merge(VideoJobs.layerMemory))
 
 /**
  * The signing key of API keys: the configured one, or a fresh one in dev mode (keys minted by a
@@ -215,7 +252,13 @@ export const layer = (config: ServerConfig) =>
       facilitator,
       ImageBackend.layerLocal,
       PromptEnhancer.layerLocal,
-      ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),
+      Layer.mergeAll(
+        ChatBackend.layer(),
+        EmbeddingBackend.layer(),
+        SpeechBackend.layer(),
+        TranscriptionBackend.layer(),
+        VideoBackend.layer()
+      ).pipe(Layer.provide(FetchHttpClient.layer)),
       ChatOptions.layerPrompts({ systemPrompt: chat.systemPrompt, characters: chat.characters }),
       SearchProvider.layer({
         ...(chat.searxngUrl === undefined ? {} : { web: WebSearch.searxng(chat.searxngUrl) }),

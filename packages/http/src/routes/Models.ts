@@ -1,7 +1,8 @@
 /**
  * `GET /models`: the model list in the OpenAI list shape (`{object: "list", data: [{id, object,
  * created, owned_by}]}`), each entry with the service's `type` and a `model_spec` holding what a
- * client needs to build a valid request (sizing kind, limits, qualities, token limits), its price
+ * client needs to build a valid request (sizing kind, limits, qualities, token limits, voices, formats,
+ * durations), its price
  * from the price tables, its rate-limit class and its deprecation. Upstreams and their keys are
  * never listed. `?type=` filters by type (`all` lists every model). No authentication.
  *
@@ -14,6 +15,8 @@ import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
 
 const usd = (amount: Money.Nano | undefined) => amount === undefined ? undefined : Number(Money.formatUsd(amount))
+
+const mediaPrice = (amount: Money.Nano | undefined, unit: string) => amount === undefined ? undefined : { usd: usd(amount), unit }
 
 const pricingOf = (tables: PricingEngine.Tables, model: Models.Model) => {
   switch (model.type) {
@@ -34,8 +37,14 @@ const pricingOf = (tables: PricingEngine.Tables, model: Models.Model) => {
         ...(model.supportsWebSearch ? { webSearch: { usd: usd(tables.image.webSearch) } } : {})
       }
     }
-    default:
-      return undefined
+    case "embedding":
+      return mediaPrice(tables.media.embedding[model.id]?.perMillionTokens, "per million input tokens")
+    case "tts":
+      return mediaPrice(tables.media.speech[model.id]?.perMillionCharacters, "per million input characters")
+    case "asr":
+      return mediaPrice(tables.media.transcription[model.id]?.perSecond, "per second of audio")
+    case "video":
+      return mediaPrice(tables.media.video[model.id]?.perSecond, "per second of video")
   }
 }
 
@@ -67,8 +76,30 @@ const specOf = (model: Models.Model) => {
         supportsOptimizePromptThinking: model.supportsOptimizePromptThinking,
         supportsWebSearch: model.supportsWebSearch
       }
-    default:
-      return {}
+    case "embedding":
+      return {
+        dimensions: model.dimensions,
+        maxInputTokens: model.maxInputTokens,
+        capabilities: { supportsDimensions: model.supportsDimensions, encodingFormats: ["float", "base64"] }
+      }
+    case "tts":
+      return {
+        voices: model.voices,
+        maxInputCharacters: model.maxInputCharacters,
+        capabilities: { responseFormats: model.responseFormats, speed: { minimum: 0.25, maximum: 4 } }
+      }
+    case "asr":
+      return {
+        maxFileBytes: 25 * 1024 * 1024,
+        capabilities: { responseFormats: Models.TranscriptionFormat.literals }
+      }
+    case "video":
+      return {
+        durations: model.durations,
+        sizes: model.sizes,
+        promptCharacterLimit: model.promptCharacterLimit,
+        jobTtlSeconds: model.jobTtlSeconds
+      }
   }
 }
 
@@ -125,8 +156,9 @@ export const route = Route.make(
   }),
   {
     summary: "List models",
-    description: "Every model with its type and a model_spec: sizing kind and limits of image models, token limits " +
-      "of text models, price, rate-limit class and deprecation.",
+    description: "Every model with its type (text, image, embedding, tts, asr, video) and a model_spec: sizing kind " +
+      "and limits of image models, token limits of text models, dimensions of embedding models, voices and formats " +
+      "of speech models, durations and sizes of video models, price, rate-limit class and deprecation.",
     tags: ["Models"],
     security: "public",
     query: Schema.Struct({ type: Schema.optionalKey(TypeFilter) }),

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
-import { Errors, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
+import { Errors, IdempotencyStore, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
 import { Effect, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
@@ -18,7 +18,6 @@ import { Metered } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
 
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{1,255}$/
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
@@ -59,7 +58,7 @@ export const route = Route.make(
         return yield* new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` })
       }
       const key = request.headers["idempotency-key"]
-      if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+      if (key !== undefined && !IdempotencyStore.KEY_PATTERN.test(key)) {
         return yield* new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
       }
       const body = yield* RequestBody.bytes()

@@ -5,14 +5,18 @@
  * @since 0.1.0
  */
 import * as ApiKeys from "./ApiKeys.ts"
+import * as AudioSpeech from "./AudioSpeech.ts"
+import * as AudioTranscriptions from "./AudioTranscriptions.ts"
 import * as Billing from "./Billing.ts"
 import * as Chat from "./Chat.ts"
+import * as Embeddings from "./Embeddings.ts"
 import * as Image from "./Image.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as RateLimits from "./RateLimits.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
+import * as Video from "./Video.ts"
 import * as X402 from "./X402.ts"
 import type * as Route from "../Route.ts"
 
@@ -22,6 +26,10 @@ const routes = [
   Models.route,
   Image.route,
   Chat.route,
+  Embeddings.route,
+  AudioSpeech.route,
+  AudioTranscriptions.route,
+  ...Video.routes,
   TextParser.route,
   X402.topUp,
   X402.balance,
