@@ -37,8 +37,54 @@ describe("Model list: the config is validated at start, every bad field reported
 describe("Model list: every default model has a price in the default price tables", () => {
   it.each(Models.defaults.map((m) => [m.id, m] as const))("%s", (_, model) => {
     const tables = PricingEngine.defaults
-    const price = model.type === "text" ? tables.chat.models[model.id] : tables.image.models[model.id]
+    const price = {
+      text: tables.chat.models,
+      image: tables.image.models,
+      embedding: tables.media.embedding,
+      tts: tables.media.speech,
+      asr: tables.media.transcription,
+      video: tables.media.video
+    }[model.type][model.id]
     expect(price).toBeDefined()
+  })
+})
+
+describe("Model list: one dev model of each other type, named as a dev model, served locally", () => {
+  it.each(["embedding", "tts", "asr", "video"] as const)("%s", (type) => {
+    const models = Models.defaults.filter((model) => model.type === type)
+    expect(models).toHaveLength(1)
+    expect(models[0]!.id).toMatch(/^dev-/)
+    expect(models[0]!.name).toMatch(/^Dev /)
+    expect(models[0]!.upstreams).toEqual([])
+  })
+})
+
+describe("Model list: speech and transcription count against the audio kind, video against video", () => {
+  it.each([["dev-tts", "audio"], ["dev-asr", "audio"], ["dev-embedding", "embedding"], ["dev-video", "video"]] as const)("%s: %s", (id, kind) => {
+    expect(Models.rateLimitOf(Option.getOrThrow(Models.make().get(id)))).toEqual({ kind })
+  })
+})
+
+describe("Model list: the other types are configured like chat models, with defaults for what they leave out", () => {
+  it("decodes an embedding, a tts, an asr and a video model; refuses a video size that is not <w>x<h>", () => {
+    const upstreams = [{ baseUrl: "http://127.0.0.1:9/v1" }]
+    const models = Effect.runSync(Models.decodeConfig([
+      { id: "e", type: "embedding", upstreams },
+      { id: "s", type: "tts", upstreams, voices: ["alloy"] },
+      { id: "a", type: "asr", upstreams },
+      { id: "v", type: "video", upstreams, durations: [4], sizes: ["1280x720"] }
+    ]))
+    expect(models.map((model) => [model.id, model.name, model.router])).toEqual([
+      ["e", "e", "openai-compatible"],
+      ["s", "s", "openai-compatible"],
+      ["a", "a", "openai-compatible"],
+      ["v", "v", "openai-compatible"]
+    ])
+    expect(models[0]).toMatchObject({ dimensions: 1536, supportsDimensions: false, maxInputTokens: 8192 })
+    expect(models[1]).toMatchObject({ responseFormats: ["mp3", "opus", "aac", "flac", "wav", "pcm"], maxInputCharacters: 4096 })
+    expect(models[3]).toMatchObject({ jobTtlSeconds: 3600, promptCharacterLimit: 2500 })
+    const bad = Effect.runSyncExit(Models.decodeConfig([{ id: "v", type: "video", upstreams, durations: [4], sizes: ["big"] }]))
+    expect(Exit.isFailure(bad)).toBe(true)
   })
 })
 

@@ -1,3 +1,4 @@
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import * as Money from "../src/Money.ts"
 import * as PricingEngine from "../src/PricingEngine.ts"
@@ -61,5 +62,33 @@ describe("Pricing: chat per million input and output tokens, rounded up to the n
   it("is pure: the same request always gets the same price", () => {
     const request = { model: "qwen3-4b", inputTokens: 12_345, outputTokens: 678 }
     expect(PricingEngine.chat(tables, request)).toEqual(PricingEngine.chat(tables, request))
+  })
+})
+
+describe("Pricing: embeddings per million input tokens, speech per million characters, transcription and video per second", () => {
+  it("prices each kind under its own sku, per-million prices rounded up to the nano", () => {
+    expect(quote(PricingEngine.media(tables, "embedding", "dev-embedding", 1_000_000))).toMatchObject({ amount: 20_000_000, sku: "embedding:dev-embedding" })
+    expect(quote(PricingEngine.media(tables, "embedding", "dev-embedding", 1)).amount).toBe(20)
+    expect(quote(PricingEngine.media(tables, "speech", "dev-tts", 11))).toMatchObject({ amount: 165_000, sku: "tts:dev-tts", units: 11 })
+    expect(quote(PricingEngine.media(tables, "transcription", "dev-asr", 4))).toMatchObject({ amount: 400_000, pricePerUnit: 100_000, sku: "asr:dev-asr" })
+    expect(quote(PricingEngine.media(tables, "video", "dev-video", 2))).toMatchObject({ amount: 100_000_000, sku: "video:dev-video" })
+  })
+
+  it("an unpriced model names model", () => {
+    expect(PricingEngine.media(tables, "video", "nope", 2)).toMatchObject({ _tag: "Unpriced", field: "model" })
+  })
+
+  it("the config file's prices are added to the defaults", async () => {
+    const engine = await Effect.runPromise(Effect.provide(Effect.gen(function*() {
+      return yield* PricingEngine.PricingEngine
+    }), PricingEngine.layerConfig({
+      embedding: { e: { perMillionTokensUsd: "0.13" } },
+      speech: { s: { perMillionCharactersUsd: "30" } },
+      transcription: { a: { perSecondUsd: "0.0001" } },
+      video: { v: { perSecondUsd: "0.5" } }
+    })))
+    expect(engine.media.embedding["e"]).toEqual({ perMillionTokens: Money.unsafeNano(130_000_000) })
+    expect(engine.media.video["v"]).toEqual({ perSecond: Money.unsafeNano(500_000_000) })
+    expect(engine.media.video["dev-video"]).toBeDefined()
   })
 })

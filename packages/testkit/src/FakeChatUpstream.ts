@@ -1,9 +1,15 @@
 /**
- * A fake OpenAI-compatible chat upstream: a real `node:http` server answering
+ * A fake OpenAI-compatible upstream: a real `node:http` server answering
  * `POST <base>/chat/completions` with a JSON completion or a Server-Sent Events stream, the way
  * vLLM or a hosted API does. Tests script each reply (content pieces, status, usage, a stream that
  * stalls after its pieces) and read back every request it received and whether the caller hung
  * up, so a test can see what tollgate forwarded and that a client's disconnect reached the upstream.
+ *
+ * It speaks the rest of the OpenAI API the same way: `POST /embeddings` (a vector per input,
+ * usage counted one token per word), `POST /audio/speech` (bytes naming the format and voice),
+ * `POST /audio/transcriptions` (multipart in, a verbose transcript of `transcriptSeconds` out),
+ * and the videos API (`POST /videos`, `GET /videos/{id}`, `GET /videos/{id}/content`), whose jobs
+ * end as `videoOutcome` says. A `status` in the script refuses any of them the same way.
  *
  * @since 0.1.0
  */
@@ -27,6 +33,9 @@ export interface Script {
 
 /** One request the upstream received. @category models */
 export interface Received {
+  /** The path after the base, e.g. `/embeddings`. */
+  readonly path: string
+  /** The JSON body; for multipart, the text fields, and the file as `{name, type, size}`. */
   readonly body: Record<string, unknown>
   readonly headers: Http.IncomingHttpHeaders
   /** Resolves when the caller closed the connection before the reply ended. */
@@ -40,7 +49,91 @@ export interface FakeChatUpstream {
   readonly received: Array<Received>
   /** Replaces the script for the next requests. */
   script: (body: Record<string, unknown>) => Script
+  /** Seconds of audio every transcription reports (default 3.2). */
+  transcriptSeconds: number
+  /** How a video job answers its polls: `completed` (default), `failed` or `in_progress`. */
+  videoOutcome: "completed" | "failed" | "in_progress"
   readonly close: () => Promise<void>
+}
+
+/** The base path every route of the fake lives under. */
+const BASE = "/v1"
+
+const json = (response: Http.ServerResponse, status: number, body: unknown) =>
+  response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body))
+
+const wordsOf = (input: unknown): number =>
+  typeof input === "string"
+    ? Math.max(1, input.split(/\s+/u).filter((word) => word.length > 0).length)
+    : Array.isArray(input) && input.every((n) => typeof n === "number")
+    ? input.length
+    : 0
+
+/** The requests of the other APIs; `undefined` for a path the fake does not know. */
+const answerOther = async (
+  upstream: FakeChatUpstream,
+  videos: Map<string, number>,
+  method: string,
+  path: string,
+  headers: Http.IncomingHttpHeaders,
+  raw: Buffer
+): Promise<{ readonly status: number; readonly type: string; readonly body: string | Uint8Array; readonly received: Record<string, unknown> } | undefined> => {
+  const ok = (body: unknown, received: Record<string, unknown>) => ({ status: 200, type: "application/json", body: JSON.stringify(body), received })
+  if (method === "POST" && path === "/embeddings") {
+    const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
+    const inputs: Array<unknown> = typeof body["input"] === "string" || (Array.isArray(body["input"]) && typeof body["input"][0] === "number")
+      ? [body["input"]]
+      : body["input"] as Array<unknown>
+    const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : 8
+    const tokens = inputs.reduce<number>((sum, input) => sum + wordsOf(input), 0)
+    return ok({
+      object: "list",
+      data: inputs.map((_, index) => ({ object: "embedding", index, embedding: Array.from({ length: dimensions }, (_, i) => (index + 1) / (i + 2)) })),
+      model: body["model"],
+      usage: { prompt_tokens: tokens, total_tokens: tokens }
+    }, body)
+  }
+  if (method === "POST" && path === "/audio/speech") {
+    const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
+    return { status: 200, type: "audio/mpeg", body: `FAKE-AUDIO ${String(body["response_format"])} ${String(body["voice"])}: ${String(body["input"])}`, received: body }
+  }
+  if (method === "POST" && path === "/audio/transcriptions") {
+    const form = await new Request("http://fake/", { method: "POST", headers: { "content-type": headers["content-type"] ?? "" }, body: new Uint8Array(raw) }).formData()
+    const received: Record<string, unknown> = {}
+    for (const [key, value] of form.entries()) {
+      received[key] = typeof value === "string" ? value : { name: value.name, type: value.type, size: value.size }
+    }
+    const seconds = upstream.transcriptSeconds
+    return ok({
+      task: "transcribe",
+      language: "english",
+      duration: seconds,
+      text: "Hello from the fake upstream.",
+      segments: [{ id: 0, start: 0, end: seconds, text: " Hello from the fake upstream." }]
+    }, received)
+  }
+  if (method === "POST" && path === "/videos") {
+    const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
+    const id = `video_${videos.size + 1}`
+    videos.set(id, 0)
+    return ok({ id, object: "video", status: "queued", model: body["model"], seconds: body["seconds"], size: body["size"] }, body)
+  }
+  const video = /^\/videos\/([^/]+)(\/content)?$/u.exec(path)
+  if (method === "GET" && video !== null) {
+    const id = decodeURIComponent(video[1]!)
+    if (!videos.has(id)) return { status: 404, type: "application/json", body: JSON.stringify({ error: { message: "no such video" } }), received: {} }
+    videos.set(id, videos.get(id)! + 1)
+    if (video[2] !== undefined) return { status: 200, type: "video/mp4", body: `FAKE-MP4 ${id}`, received: {} }
+    const outcome = upstream.videoOutcome
+    return ok({
+      id,
+      object: "video",
+      status: outcome,
+      ...(outcome === "in_progress" ? { progress: 40 } : {}),
+      ...(outcome === "failed" ? { error: { code: "render_failed", message: "The fake upstream failed to render" } } : {})
+    }, {})
+  }
+  return undefined
 }
 
 const chunk = (id: string, model: unknown, delta: Record<string, unknown>, finish: string | null) =>
@@ -53,18 +146,28 @@ const chunk = (id: string, model: unknown, delta: Record<string, unknown>, finis
  */
 export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces: ["Hello", " world"] })): Promise<FakeChatUpstream> => {
   const received: Array<Received> = []
+  const videos = new Map<string, number>()
   const sockets = new Set<Net.Socket>()
   const server = Http.createServer(async (request, response) => {
     const parts: Array<Buffer> = []
     for await (const part of request) parts.push(part as Buffer)
-    if (request.method !== "POST" || !request.url?.endsWith("/chat/completions")) {
-      response.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "not found" } }))
+    const path = (request.url ?? "").startsWith(BASE) ? (request.url ?? "").slice(BASE.length) : request.url ?? ""
+    if (request.method !== "POST" || path !== "/chat/completions") {
+      const refusal = upstream.script({}).status
+      if (refusal !== undefined && (refusal < 200 || refusal >= 300)) {
+        received.push({ path, body: {}, headers: request.headers, hungUp: new Promise(() => {}) })
+        return json(response, refusal, { error: { message: `scripted ${refusal}` } })
+      }
+      const other = await answerOther(upstream, videos, request.method ?? "", path, request.headers, Buffer.concat(parts))
+      if (other === undefined) return json(response, 404, { error: { message: "not found" } })
+      received.push({ path, body: other.received, headers: request.headers, hungUp: new Promise(() => {}) })
+      response.writeHead(other.status, { "content-type": other.type }).end(other.body)
       return
     }
     const body = JSON.parse(Buffer.concat(parts).toString("utf8")) as Record<string, unknown>
     let finished = false
     const hungUp = new Promise<void>((resolve) => response.on("close", () => { if (!finished) resolve() }))
-    received.push({ body, headers: request.headers, hungUp })
+    received.push({ path, body, headers: request.headers, hungUp })
     const reply = upstream.script(body)
     if (reply.status !== undefined && (reply.status < 200 || reply.status >= 300)) {
       finished = true
@@ -113,9 +216,11 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
   const address = server.address()
   const port = typeof address === "object" && address !== null ? address.port : 0
   const upstream: FakeChatUpstream = {
-    baseUrl: `http://127.0.0.1:${port}/v1`,
+    baseUrl: `http://127.0.0.1:${port}${BASE}`,
     received,
     script,
+    transcriptSeconds: 3.2,
+    videoOutcome: "completed",
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy()
