@@ -7,19 +7,28 @@
  * cost. Memory layers; 50 calls at a time, each call's work one `setImmediate` long. Each subject
  * runs in its own process (the memory ledger keeps every call's journal and usage entries, so a
  * later subject in the same heap would pay for an earlier one's garbage), twice, alternating.
+ *
+ * `PIPELINE_STORE=redis` runs both on the Redis layers against a throwaway `redis-server` and also
+ * reports the Redis commands per paid call (from `INFO commandstats`), which are the round trips a
+ * call waits on, and the share of the process's wall time spent in GC pauses.
  */
+import { NodeRedis } from "@effect/platform-node"
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
 import { Effect, Layer, Option, References, Scope } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
+import { RedisServer } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
+import { PerformanceObserver } from "node:perf_hooks"
+import { createClient } from "redis"
 import { table } from "./Harness.ts"
 import { seedKey } from "./servers/Seed.ts"
 
 const CONCURRENCY = 50
 const CALLS_PER_WORKER = 400
-const ROUNDS = 6
+const ROUNDS = Number(process.env["PIPELINE_ROUNDS"] ?? 6)
 const subjects = ["Metered.run", "straight line"] as const
 type Subject = typeof subjects[number]
 
@@ -72,11 +81,38 @@ const straightLine = Effect.gen(function*() {
   })
 })
 
-const measure = async (subject: Subject): Promise<number> => {
+const redisUrl = process.env["PIPELINE_REDIS_URL"]
+
+/** Commands Redis has run so far (every one a round trip: a script call is one). */
+const commandsRun = async (url: string) => {
+  const client = createClient({ url })
+  await client.connect()
+  const stats = await client.info("commandstats")
+  await client.quit()
+  let total = 0
+  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gmu)) if (match[1] !== "info") total += Number(match[2])
+  return total
+}
+
+interface Measured {
+  readonly cpuUsPerCall: number
+  readonly gcShare: number
+}
+
+const measure = async (subject: Subject): Promise<Measured> => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const stores = Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
+  const stores = redisUrl === undefined
+    ? Admission.layerMemory.pipe(Layer.provideMerge(
+      Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
+    ))
+    : Layer.mergeAll(
+      AdmissionStoreRedis.layerRedis(),
+      AuthStoreRedis.layerRedis,
+      RateLimiterRedis.layerRedis(),
+      CreditLedgerRedis.layerRedis(),
+      IdempotencyStoreRedis.layerRedis
+    ).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
   const services = Metered.layer().pipe(
-    Layer.provide(Admission.layerMemory),
     Layer.provideMerge(Layer.mergeAll(
       Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
       Metered.layerPaymentRequiredMinimal,
@@ -105,32 +141,54 @@ const measure = async (subject: Subject): Promise<number> => {
     Effect.provideService(CurrentRequest, { requestId: "bench", clientRequestId: undefined, startedAt: 0, route: "bench", params: {}, principalId: undefined }),
     Effect.provide(context)
   )
-  const perCall: Array<number> = []
+  let pausedMs = 0
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) pausedMs += entry.duration
+  })
+  observer.observe({ entryTypes: ["gc"] })
+  const rounds: Array<Measured> = []
   for (let i = 0; i <= ROUNDS; i++) {
+    pausedMs = 0
     const before = process.cpuUsage()
+    const startedAt = performance.now()
     await Effect.runPromise(round)
     const used = process.cpuUsage(before)
-    if (i > 0) perCall.push((used.user + used.system) / (CONCURRENCY * CALLS_PER_WORKER))
+    const wallMs = performance.now() - startedAt
+    await new Promise((resolve) => setImmediate(resolve))
+    if (i > 0) rounds.push({ cpuUsPerCall: (used.user + used.system) / (CONCURRENCY * CALLS_PER_WORKER), gcShare: pausedMs / wallMs })
   }
-  return Math.min(...perCall)
+  observer.disconnect()
+  return rounds.reduce((best, round) => round.cpuUsPerCall < best.cpuUsPerCall ? round : best)
 }
 
 const child = process.argv[2] as Subject | undefined
 if (child !== undefined) {
   console.log(JSON.stringify(await measure(child)))
 } else {
-  const runs = new Map<Subject, Array<number>>(subjects.map((subject) => [subject, []]))
+  const redis = process.env["PIPELINE_STORE"] === "redis" ? await RedisServer.start() : undefined
+  const env = redis === undefined ? process.env : { ...process.env, PIPELINE_REDIS_URL: redis.url }
+  const runs = new Map<Subject, Array<Measured & { readonly commandsPerCall: number }>>(subjects.map((subject) => [subject, []]))
   for (let pass = 0; pass < 2; pass++) {
     for (const subject of subjects) {
-      const output = ChildProcess.execFileSync(process.execPath, [new URL(import.meta.url).pathname, subject], { encoding: "utf8" })
-      runs.get(subject)!.push(JSON.parse(output.trim().split("\n").at(-1)!))
+      const before = redis === undefined ? 0 : await commandsRun(redis.url)
+      const output = ChildProcess.execFileSync(process.execPath, [new URL(import.meta.url).pathname, subject], { encoding: "utf8", env })
+      const commands = redis === undefined ? 0 : await commandsRun(redis.url) - before
+      const measured = JSON.parse(output.trim().split("\n").at(-1)!) as Measured
+      // Seeding the account takes a few commands; the rounds take the rest.
+      runs.get(subject)!.push({ ...measured, commandsPerCall: commands / ((ROUNDS + 1) * CONCURRENCY * CALLS_PER_WORKER) })
     }
   }
-  const best = (subject: Subject) => Math.min(...runs.get(subject)!)
+  await redis?.stop()
+  const best = (subject: Subject) => Math.min(...runs.get(subject)!.map((run) => run.cpuUsPerCall))
   const baseline = best("straight line")
   table(subjects.map((subject) => ({
     subject,
-    "CPU us per call (best round, each run)": runs.get(subject)!.map((us) => us.toFixed(1)).join(" / "),
-    "x straight line": (best(subject) / baseline).toFixed(2)
+    store: redis === undefined ? "memory" : "redis",
+    "CPU us per call (best round, each run)": runs.get(subject)!.map((run) => run.cpuUsPerCall.toFixed(1)).join(" / "),
+    "x straight line": (best(subject) / baseline).toFixed(2),
+    "GC pauses, share of wall time": runs.get(subject)!.map((run) => `${(run.gcShare * 100).toFixed(0)} %`).join(" / "),
+    ...(redis === undefined ? {} : {
+      "Redis commands per call": runs.get(subject)!.map((run) => run.commandsPerCall.toFixed(2)).join(" / ")
+    })
   })))
 }

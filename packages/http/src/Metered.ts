@@ -219,8 +219,6 @@ const balanceHeaders = (before: CreditLedger.Balance): Record<string, string> =>
   "x-service-balance-token": Money.formatUsd(before.availableAllowance)
 })
 
-type Confirm = Effect.Effect<void, Errors.ApiError>
-
 type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
 
 const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) =>
@@ -477,8 +475,9 @@ export const layer = (options: Options = {}): Layer.Layer<
         return response
       })
 
+      const admitted = admit(principal, call, reference, pending, clock, context)
       return yield* Effect.acquireUseRelease(
-        Effect.onError(admit(principal, call, reference, pending, clock, context), () => abandon),
+        idem === undefined ? admitted : Effect.onError(admitted, () => abandon),
         use,
         (admitted, exit) => exit._tag === "Success" ? Effect.void : giveBack(admitted, true)
       )
