@@ -101,16 +101,29 @@ export const layerMemory: Layer.Layer<
         if (!status.accountExists || status.revoked) return { _tag: "KeyRefused", status }
       }
       const hold = { ...input.hold, accountId }
-      const limited = limits.take(now, counters, true)
-      if (!limited.admitted) {
+      // The take writes only when every counter has room; a hold refused after it takes the
+      // counters back before the step ends, so nobody sees either.
+      const taken = limits.take(now, counters, false)
+      if (!taken.admitted) {
         const held = ledger.hold(hold, now, true)
         return held instanceof CreditLedger.LedgerError
           ? { _tag: "HoldRefused", error: held }
-          : { _tag: "RateLimited", states: limited.states }
+          : { _tag: "RateLimited", states: taken.states }
       }
       const held = ledger.hold(hold, now)
-      if (held instanceof CreditLedger.LedgerError) return { _tag: "HoldRefused", error: held }
-      return { _tag: "Admitted", states: limits.take(now, counters, false).states, hold: held }
+      if (held instanceof CreditLedger.LedgerError) {
+        limits.adjust(counters.flatMap((counter) =>
+          counter.amount === 0 ? [] : [{
+            key: counter.key,
+            field: counter.field,
+            rolling: counter.rolling,
+            bucket: Math.floor(now / counter.bucketMs),
+            delta: -counter.amount
+          }]
+        ), now)
+        return { _tag: "HoldRefused", error: held }
+      }
+      return { _tag: "Admitted", states: taken.states, hold: held }
     }
 
     return AdmissionStore.of({

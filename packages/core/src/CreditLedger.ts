@@ -316,8 +316,14 @@ interface MemoryAccount {
   readonly allowanceHeld: Map<number, number>
   readonly holds: Map<string, MemoryHold>
   readonly open: Set<MemoryHold>
-  /** Closed holds by reference, with when each is forgotten, in the order they closed. */
-  readonly closed: Map<string, number>
+  /**
+   * The references of closed holds in the order they closed, with when each is forgotten, from
+   * `closedHead` on. Arrays with a moving head rather than a Map: a Map whose oldest entries are
+   * deleted one by one leaves holes that every walk from its start skips again.
+   */
+  readonly closed: Array<string>
+  readonly forgetAt: Array<number>
+  closedHead: number
   readonly references: Map<string, { readonly kind: EntryKind; readonly amount: number; readonly entry: JournalEntry }>
   readonly journal: Array<JournalEntry>
   readonly usage: Array<UsageEntry>
@@ -333,7 +339,9 @@ const emptyAccount = (): MemoryAccount => ({
   allowanceHeld: new Map(),
   holds: new Map(),
   open: new Set(),
-  closed: new Map(),
+  closed: [],
+  forgetAt: [],
+  closedHead: 0,
   references: new Map(),
   journal: [],
   usage: []
@@ -476,15 +484,23 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     return full
   }
 
+  /** Forgets the oldest closed hold; the arrays drop their forgotten front once it is half of them. */
+  const forgetOldest = (account: MemoryAccount) => {
+    account.holds.delete(account.closed[account.closedHead]!)
+    account.closedHead++
+    if (account.closedHead >= 1024 && account.closedHead * 2 >= account.closed.length) {
+      account.closed.splice(0, account.closedHead)
+      account.forgetAt.splice(0, account.closedHead)
+      account.closedHead = 0
+    }
+  }
+
   const closeHold = (account: MemoryAccount, now: number, held: MemoryHold, fromAllowance: number, fromUsd: number) => {
     const { hold } = held
     account.open.delete(held)
-    account.closed.set(hold.reference, now + CLOSED_HOLD_RETENTION_MS)
-    if (account.closed.size > maxEntries) {
-      const oldest = account.closed.keys().next().value!
-      account.closed.delete(oldest)
-      account.holds.delete(oldest)
-    }
+    account.closed.push(hold.reference)
+    account.forgetAt.push(now + CLOSED_HOLD_RETENTION_MS)
+    if (account.closed.length - account.closedHead > maxEntries) forgetOldest(account)
     if (hold.fromAllowance > 0 || fromAllowance > 0) {
       account.allowanceHeld.set(held.day, (account.allowanceHeld.get(held.day) ?? 0) - hold.fromAllowance)
       account.allowanceUsed.set(held.day, (account.allowanceUsed.get(held.day) ?? 0) + fromAllowance)
@@ -521,11 +537,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
         closeHold(account, now, held, 0, 0)
       }
     }
-    for (const [reference, forgetAt] of account.closed) {
-      if (forgetAt > now) break
-      account.closed.delete(reference)
-      account.holds.delete(reference)
-    }
+    while (account.closedHead < account.closed.length && account.forgetAt[account.closedHead]! <= now) forgetOldest(account)
   }
 
   const credit = (kind: "topup" | "grant" | "refund") =>
