@@ -164,6 +164,8 @@ const measure = async (subject: Subject): Promise<Measured> => {
 const child = process.argv[2] as Subject | undefined
 if (child !== undefined) {
   console.log(JSON.stringify(await measure(child)))
+  // The Redis client would keep the process alive.
+  process.exit(0)
 } else {
   const redis = process.env["PIPELINE_STORE"] === "redis" ? await RedisServer.start() : undefined
   const env = redis === undefined ? process.env : { ...process.env, PIPELINE_REDIS_URL: redis.url }
