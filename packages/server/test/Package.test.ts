@@ -92,7 +92,8 @@ const server = app.listen(0, "127.0.0.1", async () => {
 })
 `)
     const output = await run(process.execPath, ["app.mjs"], project)
-    const result = JSON.parse(output.trim().split("\n").at(-1)!) as {
+    // The app's request log may flush its last line after the result, so the result is found by its shape.
+    const result = JSON.parse(output.trim().split("\n").findLast((line) => line.startsWith("{\"status\"")) ?? "{}") as {
       status: number
       body: { choices: ReadonlyArray<{ message: { content: string } }> }
       balanceBefore: string
