@@ -69,6 +69,8 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     upstream = await FakeChatUpstream.start(() => ({ pieces: ["slow", " answer"], delayMs: 400 }))
     anvil = await Anvil.start({ chainId: 1 })
     server = await ShippedServer.start({
+      // The test's own connections (127.0.0.1) stand for a reverse proxy; 127.0.0.2 is a client.
+      env: { TOLLGATE_TRUSTED_PROXIES: "127.0.0.1" },
       config: {
         models: [{ id: "slow-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
         prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
@@ -116,6 +118,20 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
   }, 60_000)
 
   guardRules(() => [server])
+
+  it("behind a trusted proxy the client is the X-Forwarded-For address: one client's 21 garbage keys block it, not the proxy's other clients", async () => {
+    const garbage = (client: string) =>
+      fetch(`${server.api}/api_keys`, { headers: { ...bearer("garbage"), "x-forwarded-for": client } }).then(status)
+    for (let i = 0; i < 21; i++) expect(await garbage("198.51.100.7")).toBe(401)
+    expect(await garbage("198.51.100.7")).toBe(429)
+    expect(await garbage("198.51.100.8")).toBe(401)
+    // An untrusted peer cannot pick its address by the header: 127.0.0.2 was blocked above.
+    const spoofed = await undiciFetch(`${server.api}/api_keys`, {
+      headers: { ...bearer("garbage"), "x-forwarded-for": "198.51.100.9" },
+      dispatcher: fromOtherAddress
+    })
+    expect(await status(spoofed)).toBe(429)
+  })
 })
 
 describe("A metered route answers a caller without credentials before it reads the body", () => {

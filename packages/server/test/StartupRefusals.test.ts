@@ -71,6 +71,13 @@ describe("An unknown key in the config file stops the server, naming the key", (
   })
 })
 
+describe("A trustedProxies entry that is not an address or CIDR range stops the server, naming it", () => {
+  it("TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8,proxy.internal is refused at start", async () => {
+    const result = await refused({ TOLLGATE_TRUSTED_PROXIES: "10.0.0.0/8,proxy.internal" })
+    expect(expectOneLine(result, "TOLLGATE_TRUSTED_PROXIES")).toContain("proxy.internal")
+  })
+})
+
 describe("A model with no price stops the server, naming the price to add", () => {
   it("a text model absent from prices.chat is refused at start, not at its first request", async () => {
     const result = await refused({ TOLLGATE_CONFIG: configFile("unpriced", { models: [upstreamModel] }) })
