@@ -65,7 +65,15 @@ export type Handle = Effect.Effect<HttpServerResponse.HttpServerResponse, never,
  *
  * @category services
  */
-export class Application extends Context.Service<Application, { readonly handle: Handle }>()("@tollgate/http/App/Application") {}
+export class Application extends Context.Service<Application, {
+  readonly handle: Handle
+  /**
+   * The name of a request's server span: the method and the route pattern
+   * (`POST /api/v1/crypto/rpc/:network`), the method alone when no route matches. Servers provide
+   * it as `HttpMiddleware.SpanNameGenerator`.
+   */
+  readonly spanName: (request: HttpServerRequest.HttpServerRequest) => string
+}>()("@tollgate/http/App/Application") {}
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -104,6 +112,7 @@ const unmatched = "unmatched"
 export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
   Effect.gen(function*() {
     const all = [...routes, ...Documentation.routes(routes, options)]
+    yield* Observability.initialize
     const info = yield* ServiceInfo
     const platform = yield* HttpPlatform.HttpPlatform
     const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
@@ -147,6 +156,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const entry = {
         requestId: context.requestId,
         clientRequestId: context.clientRequestId,
+        traceId: traceIdOf(fiberContext),
         principalId: context.principalId,
         method: request.method,
         route: context.route,
@@ -221,8 +231,19 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         onSuccess: () => run
       })
     })
-    return handle
+    const spanName = (request: HttpServerRequest.HttpServerRequest): string => {
+      const match = table.lookup(request.method, request.url)
+      return match._tag === "Found" ? `${request.method} ${match.pattern}` : request.method
+    }
+    return { handle, spanName }
   })
+
+/** The trace id of the request's server span, when an OpenTelemetry tracer (not Effect's own) records it. */
+const traceIdOf = (fiberContext: Context.Context<never>): string | undefined => {
+  const span = Context.getOrUndefined(fiberContext, Tracer.ParentSpan)
+  if (span === undefined || span._tag !== "Span" || !span.sampled) return undefined
+  return Context.get(fiberContext, Tracer.Tracer) === Tracer.nativeTracer ? undefined : span.traceId
+}
 
 const pathOf = (url: string): string => {
   const query = url.indexOf("?")
@@ -236,4 +257,8 @@ const pathOf = (url: string): string => {
  * @category layers
  */
 export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
-  Layer.effect(Application, Effect.map(make(routes, options), (handle) => ({ handle })))
+  Layer.effectContext(Effect.map(make(routes, options), (app) =>
+    // The span name generator goes into the context the servers run requests in (HttpServer.serve,
+    // Handlers), where the tracer middleware reads it before the request reaches `handle`.
+    Context.make(Application, app).pipe(Context.add(HttpMiddleware.SpanNameGenerator, app.spanName)) as Context.Context<Application>
+  ))

@@ -1,7 +1,10 @@
 /**
  * The routes that document the API: `GET /api/v1/openapi.json` (the generated OpenAPI 3.1
- * document of every route, itself included) and `GET /docs` (a browsable reference page, Scalar
- * as bundled by `effect/http-api`, reading that document).
+ * document of every route, itself included), `GET /docs` (a browsable reference page, Scalar as
+ * bundled by `effect/http-api`, reading that document) and the pages the 402 bodies link to
+ * (`Pages`). Nothing they serve loads anything from outside the server: Scalar's default fonts (a
+ * CDN) are turned off, and the introduction is also in the page itself for a browser without
+ * JavaScript.
  *
  * @since 0.1.0
  */
@@ -11,11 +14,18 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import { HttpServerResponse } from "effect/http"
 import * as OpenApi from "./OpenApi.ts"
+import * as Pages from "./Pages.ts"
 import * as Route from "./Route.ts"
 import { ServiceInfo } from "./ServiceInfo.ts"
 
 /** @category constants */
 export const openApiPath = "/api/v1/openapi.json"
+
+/**
+ * Scalar's configuration: the document of this server, its fonts off (they come from a CDN; the
+ * page falls back to the system's), no proxy, no telemetry.
+ */
+const scalarConfiguration = { url: openApiPath, withDefaultFonts: false, telemetry: false }
 
 const page = (javascript: string) => `<!doctype html>
 <html>
@@ -25,10 +35,16 @@ const page = (javascript: string) => `<!doctype html>
     <meta name="viewport" content="width=device-width, initial-scale=1" />
   </head>
   <body>
+    <noscript>
+      <h1>tollgate API reference</h1>
+      <p>${OpenApi.description}</p>
+      <p><a href="${openApiPath}">The OpenAPI document</a> · <a href="${Pages.apiKeysPath}">API keys</a> ·
+        <a href="${Pages.authenticationPath}">Authentication</a> · <a href="${Pages.walletsPath}">Wallets</a></p>
+    </noscript>
     <div id="api-reference"></div>
     <script>${javascript}</script>
     <script>
-      window.Scalar.createApiReference(document.getElementById("api-reference"), { url: ${JSON.stringify(openApiPath)} })
+      window.Scalar.createApiReference(document.getElementById("api-reference"), ${JSON.stringify(scalarConfiguration)})
     </script>
   </body>
 </html>`
@@ -84,6 +100,6 @@ export const routes = <R>(
       responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
     }
   )
-  const all = [openApi, reference]
+  const all = [openApi, reference, ...Pages.routes]
   return all
 }

@@ -1,12 +1,13 @@
 /**
- * Metrics. Every response updates the request counters and the latency histogram (labelled by
+ * Metrics. All of them exist from the start, at zero (`initialize`), with the process's memory and
+ * CPU sampled on each scrape. Every response updates the request counters and the latency histogram (labelled by
  * route pattern and status); the request log line is `RequestLog`'s. The other modules record their own events through the metrics defined here, so the
  * whole set is visible in one place and served at `/metrics` in Prometheus text format.
  *
  * @since 0.1.0
  */
 import * as WorkerPool from "@tollgate/documents/WorkerPool"
-import { type Context, Metric } from "effect"
+import { type Context, Effect, Metric } from "effect"
 
 /** @category metrics */
 export const httpRequests = Metric.counter("tollgate_http_requests_total", {
@@ -67,6 +68,73 @@ export const extractionQueueDepth = WorkerPool.queueDepth
 
 /** @category metrics */
 export const extractionChildRestarts = WorkerPool.childRestarts
+
+/** @category metrics */
+export const processResidentMemory = Metric.gauge("process_resident_memory_bytes", { description: "Resident set size of the process" })
+
+/** @category metrics */
+export const processCpuSeconds = Metric.gauge("process_cpu_seconds_total", { description: "User and system CPU time of the process, in seconds" })
+
+/** @category metrics */
+export const processStartTime = Metric.gauge("process_start_time_seconds", { description: "Start of the process, in seconds since the Unix epoch" })
+
+/** @category metrics */
+export const heapUsed = Metric.gauge("nodejs_heap_size_used_bytes", { description: "V8 heap in use" })
+
+/** @category metrics */
+export const heapTotal = Metric.gauge("nodejs_heap_size_total_bytes", { description: "V8 heap allocated" })
+
+/** @category metrics */
+export const externalMemory = Metric.gauge("nodejs_external_memory_bytes", { description: "Memory of C++ objects bound to JavaScript objects, array buffers included" })
+
+/** @category metrics */
+export const arrayBuffers = Metric.gauge("nodejs_array_buffers_bytes", { description: "Memory of ArrayBuffers and SharedArrayBuffers" })
+
+/**
+ * Reads the process's memory and CPU into their gauges (at start, and on each scrape).
+ *
+ * @category recording
+ */
+export const sampleProcess: Effect.Effect<void> = Effect.withFiber((fiber) => {
+  const memory = process.memoryUsage()
+  const cpu = process.cpuUsage()
+  const context = fiber.context
+  processResidentMemory.updateUnsafe(memory.rss, context)
+  processCpuSeconds.updateUnsafe((cpu.user + cpu.system) / 1e6, context)
+  processStartTime.updateUnsafe(Math.round(Date.now() / 1000 - process.uptime()), context)
+  heapUsed.updateUnsafe(memory.heapUsed, context)
+  heapTotal.updateUnsafe(memory.heapTotal, context)
+  externalMemory.updateUnsafe(memory.external, context)
+  arrayBuffers.updateUnsafe(memory.arrayBuffers, context)
+  return Effect.void
+})
+
+/** The series an operator sees from the start, at zero: every metric, and the label sets known in advance. */
+const knownSeries = (): ReadonlyArray<Metric.Metric<any, any>> => [
+  httpRequests,
+  httpLatency,
+  ...["admitted", "rate_limit", "balance", "idempotency_conflict", "abuse_guard"].map((outcome) => labelled(admissions, { outcome })),
+  creditsCaptured,
+  holdsOpen,
+  heldNanoUsd,
+  ...["auth", "idempotency", "admission"].map((service) => labelled(redisErrors, { service, policy: "fail-closed" })),
+  labelled(redisErrors, { service: "rate_limiter", policy: "fail-open" }),
+  upstreamErrors,
+  extractionQueueDepth,
+  extractionChildRestarts
+]
+
+/**
+ * Registers every documented metric, so that a scrape right after start lists all of them at zero
+ * (a counter that has not moved yet would otherwise be missing), and takes a first sample of the
+ * process metrics.
+ *
+ * @category recording
+ */
+export const initialize: Effect.Effect<void> = Effect.withFiber((fiber) => {
+  for (const metric of knownSeries()) metric.valueUnsafe(fiber.context)
+  return sampleProcess
+})
 
 /**
  * Counts one event of a labelled counter.

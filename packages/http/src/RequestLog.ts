@@ -1,6 +1,6 @@
 /**
  * The request log: one structured JSON line per response with the request id (and the client's own
- * request id when it sent one), the principal id
+ * request id when it sent one, the trace id when tracing is on), the principal id
  * (never a key, signature, document or prompt), the method, the route pattern, the status and the
  * latency. It runs on every request, so it bypasses the general-purpose logger: a line is encoded
  * into a byte chunk, and the chunk is written out every 50 ms and when the layer is released.
@@ -15,6 +15,8 @@ import * as Timestamp from "./Timestamp.ts"
 export interface Entry {
   readonly requestId: string
   readonly clientRequestId?: string | undefined
+  /** The trace of the request's server span, when an OpenTelemetry tracer records it. */
+  readonly traceId?: string | undefined
   readonly principalId: string | undefined
   readonly method: string
   readonly route: string
@@ -40,6 +42,7 @@ export const format = (entry: Entry, timestamp: string): string =>
   `{"message":"request","level":"${entry.status >= 500 ? "ERROR" : "INFO"}","timestamp":"${timestamp}",` +
   `"annotations":{"requestId":"${entry.requestId}",` +
   (entry.clientRequestId === undefined ? "" : `"clientRequestId":"${entry.clientRequestId}",`) +
+  (entry.traceId === undefined ? "" : `"traceId":"${entry.traceId}",`) +
   `"principalId":${JSON.stringify(entry.principalId ?? "anonymous")},` +
   `"method":"${entry.method}","route":"${entry.route}","status":${entry.status},` +
   `"latencyMs":${Math.round(entry.latencyMs * 100) / 100}}}`

@@ -169,11 +169,18 @@ describe("TOLLGATE_METRICS decides who may scrape: off (no route, the default), 
 
 const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId
 
-describe("Tracing: one span per request, with child spans for auth, admission, the backend call and the capture", () => {
+describe("Tracing: one span per request named by its route, with child spans for auth, admission, the backend call and the capture; the request's log line carries its trace id", () => {
   const exporter = new InMemorySpanExporter()
+  const lines: Array<string> = []
   let instance: Instance
   beforeAll(async () => {
-    instance = await start(Layer.mergeAll(Telemetry.layerWith(new SimpleSpanProcessor(exporter), "tollgate-test"), Logger.layer([])))
+    instance = await start(Layer.mergeAll(
+      Telemetry.layerWith(new SimpleSpanProcessor(exporter), "tollgate-test"),
+      Logger.layer([]),
+      RequestLog.layerWith((line) => {
+        lines.push(line)
+      })
+    ))
   }, 60_000)
   afterAll(() => instance.web.dispose())
 
@@ -202,6 +209,22 @@ describe("Tracing: one span per request, with child spans for auth, admission, t
     }
     const run = spans.find((span) => span.name === "Metered.run")!
     expect(parentOf(run)).toBe(root.spanContext().spanId)
+    expect(root.name).toBe("POST /api/v1/image/generate")
+    const logged = lines.map((line) => JSON.parse(line) as { annotations: Record<string, unknown> })
+      .find((line) => line.annotations["route"] === "/api/v1/image/generate")
+    expect(logged?.annotations["traceId"]).toBe(root.spanContext().traceId)
+  })
+
+  it("a route with a parameter names its span by the pattern, not the path", async () => {
+    exporter.reset()
+    const response = await instance.web.handler(new Request("http://localhost/api/v1/crypto/rpc/base", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+    }))
+    await response.arrayBuffer()
+    await expect.poll(() => exporter.getFinishedSpans().filter((span) => parentOf(span) === undefined)).toHaveLength(1)
+    expect(exporter.getFinishedSpans().find((span) => parentOf(span) === undefined)!.name).toBe("POST /api/v1/crypto/rpc/:network")
   })
 })
 

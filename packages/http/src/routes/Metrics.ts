@@ -10,12 +10,14 @@ import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
 import * as Authenticate from "../Authenticate.ts"
+import * as Observability from "../Observability.ts"
 import * as Route from "../Route.ts"
 
 /** @category models */
 export type Access = "off" | "open" | "admin"
 
-const scrape = PrometheusMetrics.format().pipe(
+const scrape = Observability.sampleProcess.pipe(
+  Effect.andThen(PrometheusMetrics.format()),
   Effect.map((text) => HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" }))
 )
 
