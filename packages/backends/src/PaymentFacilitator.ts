@@ -3,14 +3,20 @@
  * verified and settled here; what is credited is keyed by the `reference` returned, so a payment
  * credits at most once however often it is submitted.
  *
- * Two backends, combined by network in `layer`:
+ * Three backends, combined by network in `layer`:
  * - local EVM: checks an EIP-3009 `transferWithAuthorization` itself (signature through viem, so
  *   EOAs, EIP-1271 contract wallets and EIP-6492 counterfactual wallets; recipient, amount, time
  *   window, nonce unused on chain and not in flight here) and settles it by sending it from a
  *   relayer key, succeeding only on a mined receipt carrying the matching `Transfer` log;
+ * - local Solana: the official `@x402/svm` facilitator scheme inside an `@x402/core`
+ *   `x402Facilitator`. It checks the partially signed transfer (instruction layout, mint, amount,
+ *   destination account of `payTo`, that the fee payer is ours and moves no funds, the payer's
+ *   signature, a simulation, which refuses an expired blockhash), co-signs as fee payer with the
+ *   configured key, sends and confirms over the configured RPC URL. Tollgate keeps only what is
+ *   its own: the credit reference (the transaction signature) that makes a payment count once;
  * - HTTP: a client of an x402 facilitator (`POST /verify`, `POST /settle`, `GET /supported`), for
- *   Solana and for operators who prefer a hosted facilitator. Its `/supported` answer carries the
- *   Solana `feePayer` the 402 bodies must advertise.
+ *   operators who prefer a hosted facilitator. Its `/supported` answer carries the Solana
+ *   `feePayer` the 402 bodies must advertise.
  *
  * @since 0.1.0
  */
@@ -32,6 +38,7 @@ import {
   size
 } from "viem"
 import { nonceManager, privateKeyToAccount } from "viem/accounts"
+import type { PaymentPayload as SdkPaymentPayload, PaymentRequirements as SdkPaymentRequirements } from "@x402/core/types"
 
 /**
  * A payment that passed verification; `payer` is the wallet that pays.
@@ -516,45 +523,114 @@ export const makeHttp = (options: HttpOptions): Backend => {
 }
 
 /**
- * Routes each payment by network: EVM networks the local backend has an RPC URL for settle
- * locally, everything else (Solana) goes to the HTTP facilitator. `supported` is the union.
+ * The local Solana backend's settings. `networks` maps each CAIP-2 Solana network to its RPC URL;
+ * the fee payer (a 64-byte ed25519 secret key, as `solana-keygen` writes it) signs every
+ * settlement as fee payer and needs SOL on each network, never USDC.
+ *
+ * @category models
+ */
+export interface LocalSvmOptions {
+  readonly networks: Readonly<Record<string, { readonly rpcUrl: string }>>
+  readonly feePayerKey: Redacted.Redacted<Uint8Array>
+}
+
+/**
+ * The local Solana backend: `@x402/svm`'s `ExactSvmScheme` facilitator, co-signing with the
+ * configured fee payer over the configured RPC URLs.
  *
  * @category constructors
  */
-export const combine = (local: Backend | undefined, remote: Backend | undefined): Backend => {
+export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(function*(options: LocalSvmOptions) {
+  // Loaded only when Solana is settled here: the Solana stack adds about 200 ms to every start
+  // (measured on the reference machine) that a server without it should not pay.
+  const [{ createKeyPairSignerFromBytes, createSolanaRpc, mainnet }, { x402Facilitator }, { toFacilitatorSvmSigner }, { ExactSvmScheme }] =
+    yield* Effect.promise(() =>
+      Promise.all([import("@solana/kit"), import("@x402/core/facilitator"), import("@x402/svm"), import("@x402/svm/exact/facilitator")])
+    )
+  const keyPair = yield* Effect.tryPromise({
+    try: () => createKeyPairSignerFromBytes(Redacted.value(options.feePayerKey)),
+    catch: () => unavailable("The Solana fee payer key is not a 64-byte ed25519 key pair")
+  })
+  const rpcs = Object.fromEntries(
+    Object.entries(options.networks).map(([network, { rpcUrl }]) => [network, createSolanaRpc(mainnet(rpcUrl))])
+  )
+  const facilitator = new x402Facilitator().register(
+    Object.keys(options.networks) as Array<`${string}:${string}`>,
+    new ExactSvmScheme(toFacilitatorSvmSigner(keyPair, rpcs))
+  )
+  // The SDK's types are mutable copies of tollgate's readonly ones.
+  const sdk = (payment: X402.MatchedPayment) =>
+    [payment.payload as unknown as SdkPaymentPayload, payment.requirements as unknown as SdkPaymentRequirements] as const
+  const call = <A>(what: string, f: () => Promise<A>) =>
+    Effect.tryPromise({ try: f, catch: () => unavailable(`The Solana facilitator failed (${what})`) })
+
+  return PaymentFacilitator.of({
+    verify: Effect.fn("PaymentFacilitator.svm.verify")(function*(payment: X402.MatchedPayment) {
+      const answer = yield* call("verify", () => facilitator.verify(...sdk(payment)))
+      if (!answer.isValid) {
+        return yield* reject(answer.invalidReason ?? "invalid_payment", answer.invalidMessage ?? "The Solana payment is not valid")
+      }
+      return { payer: answer.payer ?? "" }
+    }),
+    settle: Effect.fn("PaymentFacilitator.svm.settle")(function*(payment: X402.MatchedPayment) {
+      const amount = yield* amountOf(payment.requirements)
+      const answer = yield* call("settle", () => facilitator.settle(...sdk(payment)))
+      if (answer.errorReason === "settlement_pending") {
+        return yield* unavailable("The Solana transaction was sent but is not confirmed yet; retry the same payment")
+      }
+      if (!answer.success || answer.transaction === "" || answer.payer === undefined || answer.payer === "") {
+        return yield* reject(answer.errorReason ?? "settlement_failed", answer.errorMessage ?? "The Solana payment could not be settled")
+      }
+      const network = payment.requirements.network
+      return { payer: answer.payer, transaction: answer.transaction, network, reference: solanaReference(network, answer.transaction), amount }
+    }),
+    supported: Effect.sync(() => facilitator.getSupported() as Supported)
+  })
+})
+
+/**
+ * Routes each payment by network: the first local backend that supports it serves it (local EVM,
+ * then local Solana); any other network goes to the HTTP facilitator, when there is one.
+ * `supported` is the union.
+ *
+ * @category constructors
+ */
+export const combine = (locals: ReadonlyArray<Backend | undefined>, remote: Backend | undefined): Backend => {
+  const present = locals.filter((backend): backend is Backend => backend !== undefined)
   const pick = (network: string) => Effect.gen(function*() {
-    if (local !== undefined) {
-      const supported = yield* local.supported
-      if (supported.kinds.some((kind) => kind.network === network)) return local
+    for (const backend of present) {
+      const supported = yield* backend.supported
+      if (supported.kinds.some((kind) => kind.network === network)) return backend
     }
     if (remote !== undefined) return remote
     return yield* reject("unsupported_network", `Network ${network} is not supported`)
   })
+  const all = remote === undefined ? present : [...present, remote]
   return PaymentFacilitator.of({
     verify: (payment) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.verify(payment)),
     settle: (payment) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.settle(payment)),
-    supported: Effect.gen(function*() {
-      const kinds = [
-        ...(local === undefined ? [] : (yield* local.supported).kinds),
-        ...(remote === undefined ? [] : (yield* remote.supported).kinds)
-      ]
-      return { kinds }
-    })
+    supported: Effect.map(Effect.forEach(all, (backend) => backend.supported), (each) => ({ kinds: each.flatMap((s) => s.kinds) }))
   })
 }
 
 /**
- * The facilitator of a deployment: local EVM settlement when `local` is given, the HTTP
- * facilitator when `http` is given, each network served by the first that supports it.
+ * The facilitator of a deployment: local EVM settlement when `local` is given, local Solana
+ * settlement when `svm` is given, the HTTP facilitator when `http` is given, each network served
+ * by the first that supports it.
  *
  * @category layers
  */
-export const layer = (options: { readonly local?: LocalEvmOptions; readonly http?: HttpOptions }): Layer.Layer<PaymentFacilitator> =>
+export const layer = (options: {
+  readonly local?: LocalEvmOptions
+  readonly svm?: LocalSvmOptions
+  readonly http?: HttpOptions
+}): Layer.Layer<PaymentFacilitator, Errors.ServiceUnavailable> =>
   Layer.effect(
     PaymentFacilitator,
     Effect.gen(function*() {
       const local = options.local === undefined ? undefined : yield* makeLocalEvm(options.local)
+      const svm = options.svm === undefined ? undefined : yield* makeLocalSvm(options.svm)
       const remote = options.http === undefined ? undefined : makeHttp(options.http)
-      return combine(local, remote)
+      return combine([local, svm], remote)
     })
   )

@@ -140,13 +140,13 @@ describe("HTTP facilitator: /verify and /settle carry {x402Version, paymentPaylo
 
 describe("Payments are routed by network: local EVM settlement first, the HTTP facilitator for the rest", () => {
   it("an unsupported network is refused when no backend serves it", async () => {
-    const combined = PaymentFacilitator.combine(undefined, undefined)
+    const combined = PaymentFacilitator.combine([], undefined)
     const result = await run(combined.verify(solanaPayment("ok")))
     expect(result._tag === "Failure" && result.failure).toMatchObject({ reason: "unsupported_network" })
   })
 
   it("a Solana payment reaches the HTTP facilitator", async () => {
-    const combined = PaymentFacilitator.combine(undefined, client)
+    const combined = PaymentFacilitator.combine([], client)
     expect((await Effect.runPromise(combined.settle(solanaPayment("routed")))).transaction).toBe("sigrouted")
   })
 })

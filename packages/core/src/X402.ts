@@ -2,13 +2,15 @@
  * The x402 v2 wire format as tollgate speaks it: the payment requirements of a USDC top-up on Base
  * and Solana, the two 402 bodies the spec defines for wallets (form 2, the discovery body for a
  * caller without credentials, and form 3, an authenticated wallet with too little balance), the
- * `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` header codecs (standard base64 of
- * UTF-8 JSON, exactly as `@x402/core` encodes them) and the matching of a client's `accepted`
- * against requirements rebuilt for its request. Everything here is pure: the challenge comes from
+ * `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` header codecs (those of
+ * `@x402/core/http`) and the matching of a client's `accepted` against requirements rebuilt for
+ * its request. Everything here is pure: the challenge comes from
  * `Auth.siwxChallenge`, the amounts from the caller, the addresses from `Config`.
  *
  * @since 0.1.0
  */
+import { decodePaymentSignatureHeader, encodePaymentRequiredHeader, encodePaymentResponseHeader } from "@x402/core/http"
+import { safeBase64Encode } from "@x402/core/utils"
 import bs58 from "bs58"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import { getAddress, isAddress } from "viem"
@@ -315,24 +317,32 @@ export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<
 }
 
 /**
- * Standard base64 (with padding) of the UTF-8 JSON, the encoding of every x402 header.
+ * Standard base64 (with padding) of the UTF-8 JSON, the encoding of every x402 header, as
+ * `@x402/core` writes it.
  *
  * @category encoding
  */
-export const encodeHeader = (value: unknown): string => Buffer.from(JSON.stringify(value), "utf8").toString("base64")
-
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+export const encodeHeader = (value: unknown): string => safeBase64Encode(JSON.stringify(value))
 
 /**
- * Decodes an x402 header; `None` unless it is strict standard base64 of JSON.
+ * The `PAYMENT-RESPONSE` header of a settlement, encoded by `@x402/core`.
+ *
+ * @category encoding
+ */
+export const encodePaymentResponse = (response: SettleResponse): string =>
+  encodePaymentResponseHeader(response as Parameters<typeof encodePaymentResponseHeader>[0])
+
+/**
+ * Decodes an x402 header with `@x402/core`'s decoder (strict standard base64, then JSON); `None`
+ * when it is not one. The empty string, which that decoder would read as nothing, is none too.
  *
  * @category encoding
  */
 export const decodeHeader = (value: string): Option.Option<unknown> => {
   const trimmed = value.trim()
-  if (trimmed.length === 0 || trimmed.length % 4 !== 0 || !BASE64.test(trimmed)) return Option.none()
+  if (trimmed.length === 0 || trimmed.length % 4 !== 0) return Option.none()
   try {
-    return Option.some(JSON.parse(Buffer.from(trimmed, "base64").toString("utf8")))
+    return Option.some(decodePaymentSignatureHeader(trimmed) as unknown)
   } catch {
     return Option.none()
   }
@@ -398,7 +408,10 @@ export const discovery = (config: Config, input: Parameters<typeof discoveryBody
   const body = discoveryBody(config, input)
   return new Errors.PaymentRequired({
     body,
-    headers: { [headers.paymentRequired]: encodeHeader(body), "cache-control": "no-store" }
+    headers: {
+      [headers.paymentRequired]: encodePaymentRequiredHeader(body as unknown as Parameters<typeof encodePaymentRequiredHeader>[0]),
+      "cache-control": "no-store"
+    }
   })
 }
 
@@ -468,7 +481,9 @@ const extraMatches = (server: PaymentRequirements["extra"], client: PaymentRequi
 
 /**
  * The requirement `accepted` chose: equal in every field but `extra`, where every server key must
- * be present and equal and the client may add keys (the official server's rule).
+ * be present and equal and the client may add keys (the official server's rule). Written here
+ * because `@x402/core` exposes its matcher only as a method of `x402ResourceServer`, which would
+ * need every scheme's server package registered just to compare two objects.
  *
  * @category matching
  */

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans, X402 } from "@tollgate/core"
+import { Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -285,6 +285,7 @@ export const layer = (options: Options = {}): Layer.Layer<
     const store = yield* Admission.AdmissionStore
     const bodies = yield* PaymentRequiredBodies
     const policy = yield* LimitPolicy
+    const staking = yield* Staking.Staking
     const traced = yield* Spans.current
     const ttlMs = options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
 
@@ -354,6 +355,8 @@ export const layer = (options: Options = {}): Layer.Layer<
       const principal = found.value.principal
       let pending = found.value.pending
       current.principalId = Principal.describe(principal)
+      // A wallet's staked tokens set today's allowance, so they are current before the hold.
+      if (principal._tag === "Wallet") yield* staking.refresh(principal)
       const idem = call.idempotency
       if (idem !== undefined) {
         // A key is claimed only for a confirmed caller, so a revoked key burns no key.

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { NodeRedis } from "@effect/platform-node"
-import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream } from "@tollgate/backends"
+import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -27,6 +27,7 @@ import {
   RateLimiter,
   RateLimitLog,
   RateLimits,
+  Staking,
   VideoJobs,
   X402
 } from "@tollgate/core"
@@ -45,6 +46,7 @@ import {
   RateLimitLogRedis,
   VideoJobsRedis
 } from "@tollgate/redis"
+import bs58 from "bs58"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createClient } from "redis"
@@ -72,9 +74,54 @@ export const X402Section = Schema.Struct({
   })) as unknown as Schema.Codec<`0x${string}`, string>),
   /** JSON-RPC URL of Base, for settlement and smart-wallet signatures. */
   evmRpcUrl: Schema.optionalKey(Schema.String),
-  /** URL of a hosted x402 facilitator (Solana, or EVM when no relayer is configured). */
-  facilitatorUrl: Schema.optionalKey(Schema.String)
+  /** Factories trusted to deploy EIP-6492 counterfactual wallets before their top-up settles. */
+  eip6492AllowedFactories: Schema.optionalKey(Schema.Array(
+    Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" }))
+  )),
+  /** URL of a hosted x402 facilitator (Solana or EVM, for networks not settled here). */
+  facilitatorUrl: Schema.optionalKey(Schema.String),
+  /** Solana top-ups settled by tollgate itself (`@x402/svm`), co-signed by this fee payer. */
+  solana: Schema.optionalKey(Schema.Struct({
+    rpcUrl: Schema.String.check(Schema.isPattern(/^https?:\/\/.+/u, { message: "must be an http(s) URL" })),
+    /** The fee payer's 64-byte key pair: base58, or the JSON array of bytes `solana-keygen` writes. */
+    feePayerKey: Schema.Union([
+      Schema.String,
+      Schema.Array(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 255 })))
+    ]),
+    /** CAIP-2; default Solana mainnet. */
+    network: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^solana:[1-9A-HJ-NP-Za-km-z]+$/u, {
+      message: "must be a CAIP-2 Solana network such as solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+    }))),
+    /** The USDC mint; default USDC of the network (mainnet's). */
+    asset: Schema.optionalKey(Schema.String)
+  })),
+  /** Staked-token credits: each whole token held (or staked) gives 1 USD of credit per UTC day. */
+  staking: Schema.optionalKey(Schema.Struct({
+    /** CAIP-2 EVM chain; default Base mainnet. */
+    chain: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^eip155:\d+$/u, { message: "must be a CAIP-2 EVM chain such as eip155:8453" }))),
+    /** The ERC-20 staking token, or a staking contract with the same `balanceOf(address)` view. */
+    token: Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" })),
+    rpcUrl: Schema.String.check(Schema.isPattern(/^https?:\/\/.+/u, { message: "must be an http(s) URL" })),
+    /** How long a wallet's stake read stays current (within a UTC day); default 300. */
+    refreshSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 86_400 })))
+  }))
 })
+
+/**
+ * The Solana fee payer's 64 key bytes (seed, then public key) from the config's base58 or
+ * byte-array form, and its address (base58 of the public key).
+ */
+const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
+  Effect.gen(function*() {
+    const bytes = yield* Effect.try({
+      try: () => typeof key === "string" ? bs58.decode(key) : Uint8Array.from(key),
+      catch: () => new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be base58 or an array of bytes" })
+    })
+    if (bytes.length !== 64) {
+      return yield* new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be a 64-byte key pair (seed and public key)" })
+    }
+    return { bytes, address: bs58.encode(bytes.subarray(32)) }
+  })
 
 /**
  * The `chat` section: the service's default system prompt, characters callers pick with
@@ -231,17 +278,40 @@ export const layer = (config: ServerConfig) =>
       publicOrigin: config.publicOrigin,
       ...(evmRpcUrl === undefined ? {} : { evmRpcUrl })
     })
+    const solana = x402.solana
+    const feePayer = solana === undefined ? undefined : yield* solanaFeePayer(solana.feePayerKey)
+    if (solana !== undefined && x402.payTo?.solana === undefined) {
+      return yield* new ConfigError({ message: "TOLLGATE_CONFIG.x402.payTo.solana: required when x402.solana is set" })
+    }
+    const solanaNetwork = solana?.network ?? X402.SOLANA_MAINNET
+    const solanaFeePayerAddress = feePayer?.address ?? x402.solanaFeePayer
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
       payTo: x402.payTo,
-      ...(x402.solanaFeePayer === undefined ? {} : { solanaFeePayer: x402.solanaFeePayer })
+      ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
+      ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
     }))
     const facilitator = PaymentFacilitator.layer({
       ...(x402.relayerKey !== undefined && evmRpcUrl !== undefined
-        ? { local: { chains: { [X402.BASE_MAINNET]: { rpcUrl: evmRpcUrl } }, relayerKey: Redacted.make(x402.relayerKey) } }
+        ? {
+          local: {
+            chains: { [X402.BASE_MAINNET]: { rpcUrl: evmRpcUrl } },
+            relayerKey: Redacted.make(x402.relayerKey),
+            eip6492AllowedFactories: (x402.eip6492AllowedFactories ?? []) as ReadonlyArray<`0x${string}`>
+          }
+        }
         : {}),
+      ...(solana === undefined || feePayer === undefined
+        ? {}
+        : { svm: { networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } }, feePayerKey: Redacted.make(feePayer.bytes) } }),
       ...(x402.facilitatorUrl === undefined ? {} : { http: { url: x402.facilitatorUrl } })
-    })
+    }).pipe(
+      Layer.catchTag("ServiceUnavailable", () =>
+        Layer.effect(
+          PaymentFacilitator.PaymentFacilitator,
+          Effect.fail(new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: the public half does not match the seed" }))
+        ))
+    )
     const base = Layer.mergeAll(
       stores(config),
       prices,
@@ -266,9 +336,17 @@ export const layer = (config: ServerConfig) =>
       }),
       DocumentExtractor.layer()
     )
+    const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)
+    const withStaking = staking === undefined ? withAuth : Layer.provideMerge(
+      Staking.layer({
+        read: StakeChain.reader({ network: staking.chain ?? X402.BASE_MAINNET, contract: staking.token, rpcUrl: staking.rpcUrl }),
+        refreshMs: (staking.refreshSeconds ?? Staking.DEFAULT_REFRESH_MS / 1000) * 1000
+      }),
+      withAuth
+    )
     const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies).pipe(
-      Layer.provideMerge(withAuth)
+      Layer.provideMerge(withStaking)
     )
     return Layer.merge(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer()).pipe(Layer.provideMerge(policies))
   }))

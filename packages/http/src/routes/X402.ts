@@ -113,7 +113,7 @@ export const topUp = Route.make(
         balanceUsd: Money.formatUsd(receipt.balance.availableUsd)
       }, {
         headers: {
-          [X402.headers.paymentResponse]: X402.encodeHeader(response),
+          [X402.headers.paymentResponse]: X402.encodePaymentResponse(response),
           "cache-control": "no-store, private"
         }
       })

@@ -12,7 +12,11 @@ import * as Fs from "node:fs"
 import solc from "solc"
 import {
   type Address,
+  concatHex,
   createTestClient,
+  encodeAbiParameters,
+  encodeFunctionData,
+  getContractAddress,
   createWalletClient,
   defineChain,
   type Hex,
@@ -22,7 +26,11 @@ import {
 } from "viem"
 import { type LocalAccount, privateKeyToAccount } from "viem/accounts"
 
-const compile = (): { readonly usdc: { abi: Array<unknown>; runtime: Hex }; readonly wallet: { abi: Array<unknown>; bytecode: Hex } } => {
+const compile = (): {
+  readonly usdc: { abi: Array<unknown>; runtime: Hex }
+  readonly wallet: { abi: Array<unknown>; bytecode: Hex }
+  readonly factory: { abi: Array<unknown>; bytecode: Hex }
+} => {
   const source = Fs.readFileSync(new URL("../fixtures/TestUsdc.sol", import.meta.url), "utf8")
   const output = JSON.parse(solc.compile(JSON.stringify({
     language: "Solidity",
@@ -37,7 +45,8 @@ const compile = (): { readonly usdc: { abi: Array<unknown>; runtime: Hex }; read
   const contracts = output.contracts["TestUsdc.sol"]!
   return {
     usdc: { abi: contracts["TestUsdc"]!.abi, runtime: `0x${contracts["TestUsdc"]!.evm.deployedBytecode.object}` },
-    wallet: { abi: contracts["TestWallet"]!.abi, bytecode: `0x${contracts["TestWallet"]!.evm.bytecode.object}` }
+    wallet: { abi: contracts["TestWallet"]!.abi, bytecode: `0x${contracts["TestWallet"]!.evm.bytecode.object}` },
+    factory: { abi: contracts["TestWalletFactory"]!.abi, bytecode: `0x${contracts["TestWalletFactory"]!.evm.bytecode.object}` }
   }
 }
 
@@ -78,6 +87,25 @@ export const start = async () => {
       const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
       return receipt.contractAddress!
     },
+    /** Deploys a TestWalletFactory; its wallets can be used before they exist (EIP-6492). */
+    deployFactory: async () => {
+      const hash = await admin.deployContract({ abi: compiled.factory.abi, bytecode: compiled.factory.bytecode })
+      const factory = (await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })).contractAddress!
+      return {
+        address: factory,
+        /** The address `owner`'s wallet of `salt` will have, and the factory call that deploys it. */
+        counterfactual: (owner: Address, salt: Hex) => ({
+          address: getContractAddress({
+            from: factory,
+            opcode: "CREATE2",
+            salt,
+            bytecode: concatHex([compiled.wallet.bytecode, encodeAbiParameters([{ type: "address" }], [owner])])
+          }),
+          deployCall: encodeFunctionData({ abi: compiled.factory.abi, functionName: "deploy", args: [owner, salt] })
+        })
+      }
+    },
+    codeAt: (address: Address) => client.getCode({ address }),
     stop: () => anvil.stop()
   }
 }
@@ -127,12 +155,13 @@ export const paymentHeader = (accepted: X402.PaymentRequirements, payload: unkno
  * The local EVM facilitator settling on this chain with anvil's first dev account as relayer,
  * plus an HTTP facilitator when a URL is given.
  */
-export const facilitator = (chain: Chain, httpUrl?: string) =>
+export const facilitator = (chain: Chain, httpUrl?: string, eip6492AllowedFactories: ReadonlyArray<Address> = []) =>
   PaymentFacilitator.layer({
     local: {
       chains: { [X402.BASE_MAINNET]: { rpcUrl: chain.anvil.url } },
       relayerKey: Redacted.make(Anvil.devPrivateKey),
-      pollingIntervalMs: 50
+      pollingIntervalMs: 50,
+      eip6492AllowedFactories
     },
     ...(httpUrl === undefined ? {} : { http: { url: httpUrl } })
   })
