@@ -16,7 +16,7 @@ let server: ShippedServer.ShippedServer
 
 beforeAll(async () => {
   redis = await RedisServer.start({ appendOnly: true })
-  upstream = await FakeChatUpstream.start(() => ({ pieces: ["slow", " answer"], delayMs: 1_500 }))
+  upstream = await FakeChatUpstream.start(() => ({ pieces: ["slow", " answer"], delayMs: 5_000 }))
   server = await ShippedServer.start({
     store: "redis",
     redisUrl: redis.url,
