@@ -10,12 +10,25 @@ import { CreditLedger } from "@tollgate/core"
 import { ClientAddress, UploadBudget } from "@tollgate/http"
 import { Data, Effect, Schema, SchemaIssue } from "effect"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 
 /** @category errors */
 export class ConfigError extends Data.TaggedError("ConfigError")<{ readonly message: string }> {}
 
 const Port = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 65535 }))
 const PositiveInt = Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThan(0))
+const RedisSeeds = /^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*$/u
+const RedisSeed = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.-]+:[0-9]{1,5}$/u, { message: "must be host:port" }))
+
+/**
+ * The `redis` section of the config file: the seed nodes of a Redis Cluster, the same list
+ * `TOLLGATE_REDIS_CLUSTER` takes.
+ *
+ * @category schemas
+ */
+export const RedisSection = Schema.Struct({
+  cluster: Schema.optionalKey(Schema.Array(RedisSeed).check(Schema.isMinLength(1)))
+})
 
 /**
  * The environment variables tollgate reads, with their rules.
@@ -28,6 +41,10 @@ export const Environment = Schema.Struct({
   TOLLGATE_REDIS_URL: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^rediss?:\/\/.+/u, {
     message: "must be a redis:// or rediss:// URL"
   }))),
+  TOLLGATE_REDIS_CLUSTER: Schema.optionalKey(Schema.String.check(Schema.isPattern(RedisSeeds, {
+    message: "must be a comma-separated list of host:port seed nodes"
+  }))),
+  TOLLGATE_WORKERS: Schema.optionalKey(Schema.Union([Schema.Literal("auto"), PositiveInt])),
   TOLLGATE_PUBLIC_ORIGIN: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^https?:\/\/[^/]+$/u, {
     message: "must be an origin such as https://api.example.com (scheme and host, no path)"
   }))),
@@ -64,7 +81,8 @@ export const FileConfig = Schema.Struct({
   accounts: Schema.optionalKey(Schema.Unknown),
   x402: Schema.optionalKey(Schema.Unknown),
   chat: Schema.optionalKey(Schema.Unknown),
-  trustedProxies: Schema.optionalKey(Schema.Array(Schema.String))
+  trustedProxies: Schema.optionalKey(Schema.Array(Schema.String)),
+  redis: Schema.optionalKey(RedisSection)
 })
 
 /** @category models */
@@ -72,6 +90,10 @@ export interface ServerConfig {
   readonly port: number
   readonly store: "memory" | "redis"
   readonly redisUrl: string
+  /** Seed nodes (`host:port`) of a Redis Cluster: set, the Redis layers run on the cluster instead of `redisUrl`. */
+  readonly redisCluster: ReadonlyArray<string> | undefined
+  /** How many server processes share the port (`node:cluster`); more than one needs Redis. */
+  readonly workers: number
   readonly publicOrigin: string
   readonly serviceVersion: string | undefined
   /** Absent: dev mode. */
@@ -150,8 +172,31 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       : yield* decodeStrict(FileConfig, yield* readFile(vars.TOLLGATE_CONFIG), "TOLLGATE_CONFIG")
     const port = vars.PORT ?? 8787
     const store = vars.TOLLGATE_STORE ?? "memory"
-    if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined) {
-      return yield* new ConfigError({ message: "TOLLGATE_REDIS_URL: required when TOLLGATE_STORE is redis" })
+    const redisCluster = vars.TOLLGATE_REDIS_CLUSTER?.split(",") ?? file.redis?.cluster
+    if (redisCluster !== undefined && vars.TOLLGATE_REDIS_URL !== undefined) {
+      return yield* new ConfigError({ message: "TOLLGATE_REDIS_CLUSTER: set either it or TOLLGATE_REDIS_URL, not both" })
+    }
+    if (redisCluster !== undefined && typeof file.rateLimits === "object" && file.rateLimits !== null && "global" in file.rateLimits) {
+      return yield* new ConfigError({
+        message: "TOLLGATE_CONFIG.rateLimits.global: a global limit is one key every account's script touches, which a Redis Cluster cannot put in each account's slot"
+      })
+    }
+    if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined && redisCluster === undefined) {
+      return yield* new ConfigError({ message: "TOLLGATE_REDIS_URL: required when TOLLGATE_STORE is redis (or TOLLGATE_REDIS_CLUSTER)" })
+    }
+    const production = vars.TOLLGATE_SIGNING_KEY !== undefined
+    const workers = vars.TOLLGATE_WORKERS === "auto" || (vars.TOLLGATE_WORKERS === undefined && store === "redis" && production)
+      ? Os.availableParallelism()
+      : vars.TOLLGATE_WORKERS ?? 1
+    if (workers > 1 && !production) {
+      return yield* new ConfigError({
+        message: `TOLLGATE_WORKERS: ${workers} workers need TOLLGATE_SIGNING_KEY (dev mode's throwaway signing key is per process)`
+      })
+    }
+    if (workers > 1 && store === "memory") {
+      return yield* new ConfigError({
+        message: `TOLLGATE_WORKERS: ${workers} workers need TOLLGATE_STORE=redis (memory stores are not shared between processes)`
+      })
     }
     const proxies = vars.TOLLGATE_TRUSTED_PROXIES !== undefined
       ? { name: "TOLLGATE_TRUSTED_PROXIES", entries: vars.TOLLGATE_TRUSTED_PROXIES.split(",") }
@@ -164,6 +209,8 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       port,
       store,
       redisUrl: vars.TOLLGATE_REDIS_URL ?? "redis://127.0.0.1:6379",
+      redisCluster,
+      workers,
       publicOrigin: vars.TOLLGATE_PUBLIC_ORIGIN ?? file.publicOrigin ?? `http://localhost:${port}`,
       serviceVersion: vars.TOLLGATE_SERVICE_VERSION,
       signingKey: vars.TOLLGATE_SIGNING_KEY,

@@ -10,6 +10,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger, Runtime } from "effect"
 import * as Config from "./Config.ts"
 import * as Server from "./Server.ts"
+import * as Workers from "./Workers.ts"
 
 /** The one line a failed start prints: the configuration's message, or the failure's own. */
 const startupFailure = (cause: Cause.Cause<unknown>): string => {
@@ -21,14 +22,21 @@ const startupFailure = (cause: Cause.Cause<unknown>): string => {
   return `cannot start: ${message.split("\n")[0]}`
 }
 
+const log = (message: string, fields: Record<string, unknown>) =>
+  Effect.logInfo(message, fields).pipe(Effect.provide(Logger.layer([Logger.consoleJson])))
+
 const main = Effect.gen(function*() {
   const config = yield* Config.load()
+  if (config.workers > 1 && !Workers.isWorker()) {
+    yield* log("tollgate supervising workers", { workers: config.workers, port: config.port })
+    return yield* Workers.supervise({ workers: config.workers, log })
+  }
   yield* Layer.build(Server.layer(config))
   return yield* Effect.never
 }).pipe(
   Effect.scoped,
   Effect.tapCause((cause) =>
-    Cause.hasInterruptsOnly(cause)
+    Cause.hasInterruptsOnly(cause) || Cause.squash(cause) instanceof Workers.WorkerStartFailed
       ? Effect.void
       : Effect.logFatal(startupFailure(cause)).pipe(Effect.provide(Logger.layer([Logger.consoleJson])))
   )

@@ -1,0 +1,139 @@
+/**
+ * The one Redis connection every Redis layer of tollgate shares: a single server through
+ * node-redis's client, or a Redis Cluster through node-redis's cluster client. Both are offered as
+ * `effect/persistence`'s `Redis` service (what the stores send their commands and scripts to) and
+ * as `RedisConnection`, the raw sender the hot-path scripts use.
+ *
+ * On a cluster a command goes to the master of its first key's slot. A script's keys must all sit
+ * in one slot (tollgate puts an account's keys under one hash tag); a script whose keys span slots
+ * is refused here, before it is sent, so a layer that breaks the rule fails the cluster tests at
+ * once instead of working on one server and failing in production. Scripts run as `EVALSHA`; a
+ * node that does not know the script (each master has its own script cache, and a promoted replica
+ * starts empty) gets it by `EVAL` and knows it from then on.
+ *
+ * @since 0.1.0
+ */
+import { NodeRedis } from "@effect/platform-node"
+import { Context, Effect, Layer } from "effect"
+import * as Redis from "effect/persistence/Redis"
+import calculateSlot from "cluster-key-slot"
+import { createHash } from "node:crypto"
+import { createCluster } from "redis"
+
+/**
+ * Sends one command. `firstKey` is the key that routes it on a cluster (ignored on one server).
+ *
+ * @category services
+ */
+export class RedisConnection extends Context.Service<RedisConnection, {
+  readonly sendCommand: (args: Array<string>, firstKey: string | undefined) => Promise<unknown>
+}>()("@tollgate/redis/RedisConnection") {}
+
+/** @category models */
+export type Target =
+  | { readonly url: string }
+  | { readonly cluster: ReadonlyArray<string> }
+
+/** @category errors */
+export class CrossSlotScript extends Error {
+  override readonly name = "CrossSlotScript"
+}
+
+/** How long a command may wait for a connection that is down before it fails (no offline queue). */
+const CONNECT_TIMEOUT_MS = 2_000
+
+const reconnect = (retries: number) => Math.min(2 ** retries * 50, 2_000) + Math.floor(Math.random() * 200)
+
+/**
+ * The slot every key of a script's `EVAL`/`EVALSHA` arguments (`[script, numkeys, ...keys, ...args]`)
+ * hashes to, or a `CrossSlotScript` error naming the keys.
+ *
+ * @category cluster
+ */
+export const scriptSlot = (args: ReadonlyArray<string>): number | undefined => {
+  const count = Number(args[1])
+  let slot: number | undefined
+  for (let i = 2; i < 2 + count; i++) {
+    const keySlot = calculateSlot(args[i]!)
+    if (slot !== undefined && keySlot !== slot) {
+      throw new CrossSlotScript(`a script's keys span Redis Cluster slots: ${args.slice(2, 2 + count).join(", ")}`)
+    }
+    slot = keySlot
+  }
+  return slot
+}
+
+const isScript = (command: string) => command === "EVALSHA" || command === "EVAL"
+
+const clusterLayer = (seeds: ReadonlyArray<string>) =>
+  Layer.effectContext(Effect.gen(function*() {
+    const cluster = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        createCluster({
+          rootNodes: seeds.map((seed) => ({ url: `redis://${seed}` })),
+          defaults: { disableOfflineQueue: true, socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: reconnect } }
+        })
+      ),
+      (cluster) => Effect.ignoreCause(Effect.promise(() => cluster.close()))
+    )
+    const runSync = Effect.runSyncWith(yield* Effect.context<never>())
+    cluster.on("error", (cause) => runSync(Effect.logWarning("Redis Cluster client error", cause)))
+    yield* Effect.tryPromise({ try: () => cluster.connect(), catch: (cause) => new Redis.RedisError({ cause }) })
+
+    // Scripts are known by SHA here, so `SCRIPT LOAD` needs no node, and a node without the script
+    // gets its source by `EVAL` once.
+    const sources = new Map<string, string>()
+    const sendCommand = async (args: Array<string>, firstKey: string | undefined): Promise<unknown> => {
+      const command = args[0]!
+      if (!isScript(command)) return cluster.sendCommand(firstKey, false, args)
+      const scriptArgs = args.slice(1)
+      scriptSlot(scriptArgs)
+      const key = Number(scriptArgs[1]) > 0 ? scriptArgs[2] : undefined
+      if (command === "EVAL") return cluster.sendCommand(key, false, args)
+      try {
+        return await cluster.sendCommand(key, false, args)
+      } catch (error) {
+        const source = sources.get(scriptArgs[0]!)
+        if (source === undefined || !String(error).includes("NOSCRIPT")) throw error
+        return cluster.sendCommand(key, false, ["EVAL", source, ...scriptArgs.slice(1)])
+      }
+    }
+    const send = <A>(command: string, ...args: ReadonlyArray<string>): Effect.Effect<A, Redis.RedisError> => {
+      if (command === "SCRIPT" && args[0] === "LOAD") {
+        const sha = createHash("sha1").update(args[1]!).digest("hex")
+        sources.set(sha, args[1]!)
+        return Effect.succeed(sha as A)
+      }
+      return Effect.tryPromise({
+        try: () => sendCommand([command, ...args], args[0]) as Promise<A>,
+        catch: (cause) => new Redis.RedisError({ cause })
+      })
+    }
+    const unsupported = (what: string) => Effect.fail(new Redis.RedisError({ cause: `${what} is not used by tollgate on a Redis Cluster` }))
+    const redis = yield* Redis.make({
+      send,
+      connect: unsupported("a reserved connection"),
+      subscribe: () => unsupported("pub/sub")
+    })
+    return Context.make(Redis.Redis, redis).pipe(Context.add(RedisConnection, { sendCommand }))
+  }))
+
+const serverLayer = (url: string) =>
+  Layer.effect(
+    RedisConnection,
+    Effect.gen(function*() {
+      const { client } = yield* NodeRedis.NodeRedis
+      return { sendCommand: (args: Array<string>) => client.sendCommand(args) }
+    })
+  ).pipe(Layer.provideMerge(NodeRedis.layer({ url, disableOfflineQueue: true })))
+
+/**
+ * `Redis` and `RedisConnection` over one server (`{ url }`, with `NodeRedis` too) or over a Redis
+ * Cluster (`{ cluster: ["host:port", ...] }`, seed nodes from which the topology is discovered).
+ * Commands fail at once while their node is unreachable (no offline queue), so a store outage is
+ * an answer, not a hang.
+ *
+ * @category layers
+ */
+export const layer = (target: Target): Layer.Layer<Redis.Redis | RedisConnection, Redis.RedisError> =>
+  "cluster" in target ? clusterLayer(target.cluster) : serverLayer(target.url)
