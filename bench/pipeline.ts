@@ -12,13 +12,12 @@
  * reports the Redis commands per paid call (from `INFO commandstats`), which are the round trips a
  * call waits on, and the share of the process's wall time spent in GC pauses.
  */
-import { NodeRedis } from "@effect/platform-node"
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
 import { Effect, Layer, Option, References, Scope } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
+import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RedisConnection } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
 import { PerformanceObserver } from "node:perf_hooks"
@@ -111,7 +110,7 @@ const measure = async (subject: Subject): Promise<Measured> => {
       RateLimiterRedis.layerRedis(),
       CreditLedgerRedis.layerRedis(),
       IdempotencyStoreRedis.layerRedis
-    ).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
+    ).pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
   const services = Metered.layer().pipe(
     Layer.provideMerge(Layer.mergeAll(
       Auth.layer({ signingKey, publicOrigin: "http://localhost" }),

@@ -14,9 +14,8 @@
  * none runs on code the JIT shaped for another; this process drives them round by round.
  * Target: tollgate Redis >= 1.0x rate-limiter-flexible Redis.
  */
-import { NodeRedis } from "@effect/platform-node"
 import { RateLimiter } from "@tollgate/core"
-import { RateLimiterRedis } from "@tollgate/redis"
+import { RateLimiterRedis, RedisConnection } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { RateLimiterMemory, RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
@@ -89,7 +88,7 @@ const flexibleRedis = async (url: string, tokens: boolean) => {
 }
 
 const tollgateRedis = (url: string, options: RateLimiterRedis.StoreOptions) =>
-  tollgate(RateLimiterRedis.layerRedis(options).pipe(Layer.provide(NodeRedis.layer({ url })), Layer.orDie))
+  tollgate(RateLimiterRedis.layerRedis(options).pipe(Layer.provide(RedisConnection.layer({ url })), Layer.orDie))
 
 const subjects = {
   flexibleMemory: () => flexible((points, keyPrefix) => new RateLimiterMemory({ points, duration: 60, keyPrefix }), true),

@@ -6,13 +6,13 @@
  * reference server's `logging` layer (`LOG_LEVEL=none` turns them off); tracing is as in the reference
  * server (off unless an OTLP endpoint is set). Prints the API key, then "listening".
  */
-import { NodeHttpServer, NodeRedis } from "@effect/platform-node"
+import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
 import * as Rpc from "@tollgate/http/routes/Rpc"
-import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis } from "@tollgate/redis"
+import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RedisConnection } from "@tollgate/redis"
 import * as Server from "@tollgate/server/Server"
 import * as Telemetry from "@tollgate/server/Telemetry"
 import { Effect, Layer, Scope } from "effect"
@@ -53,7 +53,7 @@ const stores = redisUrl === undefined
     CreditLedgerRedis.layerRedis(),
     IdempotencyStoreRedis.layerRedis,
     AdmissionStoreRedis.layerRedis()
-  ).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
+  ).pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
 const services = Layer.mergeAll(
   Metered.layer(),
   PricingEngine.layer(),

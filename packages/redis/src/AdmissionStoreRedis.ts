@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import type { NodeRedis } from "@effect/platform-node"
+import type { RedisConnection } from "./RedisConnection.ts"
 import { Admission, CreditLedger, Errors, Money, type RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import * as AuthStoreRedis from "./AuthStoreRedis.ts"
@@ -98,7 +98,7 @@ const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: 
 }
 
 /**
- * The admission store over the `NodeRedis` client in context.
+ * The admission store over the `RedisConnection` in context.
  *
  * @category constructors
  */
@@ -217,5 +217,5 @@ export const make = (options: Options = {}) =>
  *
  * @category layers
  */
-export const layerRedis = (options: Options = {}): Layer.Layer<Admission.AdmissionStore, never, NodeRedis.NodeRedis> =>
+export const layerRedis = (options: Options = {}): Layer.Layer<Admission.AdmissionStore, never, RedisConnection> =>
   Layer.effect(Admission.AdmissionStore, make(options))

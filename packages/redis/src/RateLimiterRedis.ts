@@ -15,7 +15,7 @@
  * aligned as the clocks; expiries are relative (`PEXPIRE` by the time left in the window), so a
  * skew between an instance and Redis never drops a live window.
  *
- * The scripts run as `EVALSHA` straight on the node-redis client of `NodeRedis` (the client behind
+ * The scripts run as `EVALSHA` straight on the client of `RedisConnection` (the client behind
  * `effect/persistence`'s `Redis` service), falling back to `EVAL` after a `NOSCRIPT` (a restarted
  * Redis), so the limiter recovers by itself. Going around `Redis.eval` and `Effect.timeout` is a
  * measured choice: the script cache lookup and the fiber race of a timeout per admission halved
@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import { NodeRedis } from "@effect/platform-node"
+import type { RedisConnection } from "./RedisConnection.ts"
 import { RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import * as Scripts from "./Scripts.ts"
@@ -395,7 +395,7 @@ export const makeStore = (options: StoreOptions = {}) =>
  *
  * @category layers
  */
-export const layerStoreRedis = (options: StoreOptions = {}): Layer.Layer<RateLimiter.RateLimiterStore, never, NodeRedis.NodeRedis> =>
+export const layerStoreRedis = (options: StoreOptions = {}): Layer.Layer<RateLimiter.RateLimiterStore, never, RedisConnection> =>
   Layer.effect(RateLimiter.RateLimiterStore, makeStore(options))
 
 /**
@@ -406,5 +406,5 @@ export const layerStoreRedis = (options: StoreOptions = {}): Layer.Layer<RateLim
  */
 export const layerRedis = (
   options: RateLimiter.Options & StoreOptions = {}
-): Layer.Layer<RateLimiter.RateLimiter, never, NodeRedis.NodeRedis> =>
+): Layer.Layer<RateLimiter.RateLimiter, never, RedisConnection> =>
   RateLimiter.layer(options).pipe(Layer.provide(layerStoreRedis(options)))

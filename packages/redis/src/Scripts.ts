@@ -1,5 +1,6 @@
 /**
- * Lua scripts sent straight on the node-redis client of `NodeRedis`: `EVALSHA` with the SHA
+ * Lua scripts sent straight on the client of `RedisConnection` (one server or a Redis Cluster,
+ * routed by the script's first key): `EVALSHA` with the SHA
  * computed once when the script is defined, and `EVAL` after a `NOSCRIPT` (a restarted or flushed
  * Redis), so a store recovers by itself. The stores on the paid path (`RateLimiterRedis`,
  * `AdmissionStoreRedis`) use it instead of `Redis.eval` of `effect/persistence`: its script-cache
@@ -8,9 +9,9 @@
  *
  * @since 0.1.0
  */
-import { NodeRedis } from "@effect/platform-node"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
+import { RedisConnection } from "./RedisConnection.ts"
 
 /** @category models */
 export interface Script {
@@ -44,7 +45,7 @@ interface Call {
 }
 
 /**
- * The sender of the `NodeRedis` client in context, with a watchdog that fails a call Redis has not
+ * The sender of the `RedisConnection` in context, with a watchdog that fails a call Redis has not
  * answered within `timeoutMs`. The watchdog reads the wall clock, not Effect's: a timeout is about
  * real waiting, also under TestClock. It stops when the scope closes.
  *
@@ -52,7 +53,7 @@ interface Call {
  */
 export const sender = (timeoutMs: number) =>
   Effect.gen(function*() {
-    const { client } = yield* NodeRedis.NodeRedis
+    const { sendCommand } = yield* RedisConnection
     const inFlight = new Set<Call>()
     yield* Effect.acquireRelease(
       Effect.sync(() =>
@@ -85,11 +86,12 @@ export const sender = (timeoutMs: number) =>
       }
       command[0] = "EVALSHA"
       command[1] = script.sha
-      client.sendCommand(command).then(answered, (error: unknown) => {
+      const firstKey = command[3]
+      sendCommand(command, firstKey).then(answered, (error: unknown) => {
         if (!String(error).includes("NOSCRIPT")) return failed(error)
         command[0] = "EVAL"
         command[1] = script.source
-        client.sendCommand(command).then(answered, failed)
+        sendCommand(command, firstKey).then(answered, failed)
       })
     }
     return send

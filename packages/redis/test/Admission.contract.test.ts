@@ -1,7 +1,6 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import { Admission, AuthStore, CreditLedger, IdempotencyStore, Money, RateLimiter } from "@tollgate/core"
-import { Contract, RedisServer } from "@tollgate/testkit"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { afterAll } from "vitest"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
@@ -9,9 +8,12 @@ import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
 import * as IdempotencyStoreRedis from "../src/IdempotencyStoreRedis.ts"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
 
 const nano = Money.unsafeNano
 let counter = 0
@@ -24,14 +26,14 @@ const memory = Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
   IdempotencyStore.layerMemory
 )))
 
-const onRedis = (url: string) =>
+const onRedis = (target: RedisConnection.Target) =>
   Layer.mergeAll(
     AdmissionStoreRedis.layerRedis(),
     AuthStoreRedis.layerRedis,
     RateLimiterRedis.layerRedis(),
     CreditLedgerRedis.layerRedis(),
     IdempotencyStoreRedis.layerRedis
-  ).pipe(Layer.provide(NodeRedis.layer({ url })))
+  ).pipe(Layer.provide(RedisConnection.layer(target)))
 
 const limit = (accountId: string, requests: number): RateLimiter.Limit => ({
   type: "user",
@@ -95,7 +97,8 @@ Contract.contract(
   "Admission contract: one admission takes the key's standing, every rate limit and the hold, all or nothing; one settlement closes them",
   [
     { name: "memory", layer: memory },
-    RedisServer.backend(redis, onRedis)
+    RedisServer.backend(redis, (url) => onRedis({ url })),
+    RedisCluster.backend(cluster, (seeds) => onRedis({ cluster: seeds }))
   ],
   (it) => {
     it.effect("a revoked key or an unknown account refuses first, and nothing is written", () =>

@@ -1,7 +1,6 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import { AbuseGuard, Auth, AuthStore, Jwt, Principal } from "@tollgate/core"
-import { Contract, RedisServer } from "@tollgate/testkit"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { createSiweMessage } from "viem/siwe"
@@ -9,9 +8,12 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll } from "vitest"
 import * as AbuseGuardRedis from "../src/AbuseGuardRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
 
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const origin = "http://localhost:8787"
@@ -19,7 +21,7 @@ const origin = "http://localhost:8787"
 const authLayer = (store: Layer.Layer<AuthStore.AuthStore>) =>
   Auth.layer({ signingKey, publicOrigin: origin }).pipe(Layer.provideMerge(store))
 
-const redisLayer = (url: string) => NodeRedis.layer({ url }).pipe(Layer.orDie)
+const redisLayer = (target: RedisConnection.Target) => RedisConnection.layer(target).pipe(Layer.orDie)
 
 /** The Redis client schedules on the clock, so contract tests run on the live one. */
 const live = <A, E, R>(body: Effect.Effect<A, E, R>) => TestClock.withLive(body)
@@ -49,7 +51,8 @@ Contract.contract(
   "Auth contract: keys are JWTs checked against the store; revocation and nonce use are shared",
   [
     { name: "memory", layer: authLayer(AuthStore.layerMemory) },
-    RedisServer.backend(redis, (url) => authLayer(AuthStoreRedis.layerRedis.pipe(Layer.provide(redisLayer(url)))))
+    RedisServer.backend(redis, (url) => authLayer(AuthStoreRedis.layerRedis.pipe(Layer.provide(redisLayer({ url }))))),
+    RedisCluster.backend(cluster, (seeds) => authLayer(AuthStoreRedis.layerRedis.pipe(Layer.provide(redisLayer({ cluster: seeds })))))
   ],
   (it) => {
     it.effect("a minted key authenticates as its account, key id, type and tier", () =>
@@ -192,7 +195,8 @@ Contract.contract(
   "AbuseGuard contract: more than 20 failures within 30 s block the caller for 30 s",
   [
     { name: "memory", layer: AbuseGuard.layerMemory },
-    RedisServer.backend(redis, (url) => guardLayer.pipe(Layer.provide(redisLayer(url))))
+    RedisServer.backend(redis, (url) => guardLayer.pipe(Layer.provide(redisLayer({ url })))),
+    RedisCluster.backend(cluster, (seeds) => guardLayer.pipe(Layer.provide(redisLayer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("20 failures do not block; the 21st does, for about 30 s", () =>

@@ -1,15 +1,17 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import { CreditLedger, Money } from "@tollgate/core"
-import { Contract, RedisServer } from "@tollgate/testkit"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { afterAll } from "vitest"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
 
 const Ledger = CreditLedger.CreditLedger
 const nano = Money.unsafeNano
@@ -56,7 +58,8 @@ Contract.contract(
   "CreditLedger contract: balances, holds and an append-only journal, each reference applied once",
   [
     { name: "memory", layer: CreditLedger.layerMemory },
-    RedisServer.backend(redis, (url) => CreditLedgerRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url }))))
+    RedisServer.backend(redis, (url) => CreditLedgerRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) => CreditLedgerRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("a top-up and a grant raise the USD balance, and the balance equals the journal's sum", () =>

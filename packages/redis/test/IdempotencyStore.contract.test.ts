@@ -1,14 +1,16 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import { IdempotencyStore } from "@tollgate/core"
-import { Contract, RedisServer } from "@tollgate/testkit"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll } from "vitest"
 import * as IdempotencyStoreRedis from "../src/IdempotencyStoreRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
 
 const Store = IdempotencyStore.IdempotencyStore
 
@@ -25,8 +27,8 @@ Contract.contract(
   "IdempotencyStore contract: (principal, key) -> fingerprint, state and stored response",
   [
     { name: "memory", layer: IdempotencyStore.layerMemory },
-    RedisServer.backend(redis, (url) =>
-      IdempotencyStoreRedis.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url }))))
+    RedisServer.backend(redis, (url) => IdempotencyStoreRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) => IdempotencyStoreRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("the first claim owns the key; a duplicate in flight is told so", () =>
@@ -106,7 +108,9 @@ Contract.contract(
   [
     { name: "memory", layer: Layer.effect(Store, IdempotencyStore.makeMemory({ leaseMs: 50 })) },
     RedisServer.backend(redis, (url) =>
-      Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: 50 })).pipe(Layer.provide(NodeRedis.layer({ url }))))
+      Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: 50 })).pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) =>
+      Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: 50 })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("InFlight within the lease, Claimed after it", () =>

@@ -1,16 +1,18 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import { Errors, Principal, RateLimiter, RateLimitLog, RateLimits } from "@tollgate/core"
-import { Contract, RedisServer } from "@tollgate/testkit"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { afterAll } from "vitest"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 import * as RateLimitLogRedis from "../src/RateLimitLogRedis.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
 
 const MINUTE = 60_000
 
@@ -51,13 +53,18 @@ Contract.contract(
     RedisServer.backend(redis, (url) =>
       RateLimiterRedis.layerRedis().pipe(
         Layer.provideMerge(RateLimitLogRedis.layerRedis()),
-        Layer.provide(NodeRedis.layer({ url }))
+        Layer.provide(RedisConnection.layer({ url }))
+      )),
+    RedisCluster.backend(cluster, (seeds) =>
+      RateLimiterRedis.layerRedis().pipe(
+        Layer.provideMerge(RateLimitLogRedis.layerRedis()),
+        Layer.provide(RedisConnection.layer({ cluster: seeds }))
       )),
     {
       ...RedisServer.backend(redis, (url) =>
         RateLimiterRedis.layerRedis({ batch: false }).pipe(
           Layer.provideMerge(RateLimitLogRedis.layerRedis()),
-          Layer.provide(NodeRedis.layer({ url }))
+          Layer.provide(RedisConnection.layer({ url }))
         )),
       name: "redis, one call per admission"
     }
@@ -86,8 +93,10 @@ Contract.contract(
       Effect.gen(function*() {
         yield* startClock()
         const limiter = yield* RateLimiter.RateLimiter
-        const wide = { ...limit(fresh("wide"), 10), type: "api_key" as const }
-        const narrow = limit(fresh("narrow"), 1)
+        // One account's limits share its hash tag, as every call's limits do (one Cluster slot).
+        const account = fresh("account")
+        const wide = { ...limit(`${account}:wide`, 10), type: "api_key" as const, hashTag: account }
+        const narrow = { ...limit(`${account}:narrow`, 1), hashTag: account }
         const admitted = yield* limiter.admit([wide, narrow])
         assert.strictEqual(admitted.headers["x-ratelimit-type"], "user")
         assert.strictEqual(admitted.headers["x-ratelimit-remaining-requests"], "0")

@@ -1,4 +1,3 @@
-import { NodeRedis } from "@effect/platform-node"
 import { Errors, RateLimiter } from "@tollgate/core"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime, Metric } from "effect"
@@ -8,6 +7,7 @@ import * as Readline from "node:readline"
 import { createClient } from "redis"
 import { afterAll, describe, expect, it } from "vitest"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
@@ -49,7 +49,7 @@ const DECADE = 10 * 365 * 86_400_000
 
 describe.skipIf("unavailable" in redis)("Admissions that start together share one script call, each still all or nothing", () => {
   it("40 concurrent admissions against a limit of 5 admit exactly 5, in order, with exact headers; the refused consume nothing", async () => {
-    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url }))))
+    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
     const stats = createClient({ url })
     await stats.connect()
     const evalCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(String(await stats.sendCommand(["INFO", "commandstats"])))?.[1] ?? 0)
@@ -91,7 +91,7 @@ describe.skipIf("unavailable" in redis)("Admissions that start together share on
 
 describe.skipIf("unavailable" in redis)("More admissions than one call carries are split over calls, in order", () => {
   it("600 concurrent admissions against a limit of 100 admit exactly the first 100", async () => {
-    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url }))))
+    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
     try {
       const key = `split-${Date.now()}`
       const l: RateLimiter.Limit = { type: "user", key, hashTag: key, requests: { limit: 100, windowMs: DECADE } }
@@ -120,7 +120,7 @@ const limit = (key: string): RateLimiter.Limit => ({
 const limiterOver = (onStoreFailure: RateLimiter.FailurePolicy) =>
   ManagedRuntime.make(
     RateLimiterRedis.layerRedis({ onStoreFailure, timeoutMs: 500 }).pipe(
-      Layer.provide(NodeRedis.layer({ url, disableOfflineQueue: true }))
+      Layer.provide(RedisConnection.layer({ url }))
     )
   )
 

@@ -1,13 +1,15 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert } from "@effect/vitest"
 import { CreditLedger, Money, VideoJobs } from "@tollgate/core"
-import { Contract, RedisServer } from "@tollgate/testkit"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, Option } from "effect"
 import { afterAll } from "vitest"
+import * as RedisConnection from "../src/RedisConnection.ts"
 import * as VideoJobsRedis from "../src/VideoJobsRedis.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
 
 let counter = 0
 const job = (overrides: Partial<VideoJobs.Job> = {}): VideoJobs.Job => {
@@ -34,7 +36,8 @@ Contract.contract(
   "VideoJobs contract: a job is kept per account and ends once",
   [
     { name: "memory", layer: VideoJobs.layerMemory },
-    RedisServer.backend(redis, (url) => VideoJobsRedis.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url }))))
+    RedisServer.backend(redis, (url) => VideoJobsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) => VideoJobsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("a created job reads back as it was, only under its own account", () =>

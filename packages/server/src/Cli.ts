@@ -14,9 +14,8 @@
  *
  * @since 0.1.0
  */
-import { NodeRedis } from "@effect/platform-node"
 import { Auth, AuthStore, CreditLedger, Errors, Jwt, Money } from "@tollgate/core"
-import { AuthStoreRedis, CreditLedgerRedis } from "@tollgate/redis"
+import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result } from "effect"
 import * as Fs from "node:fs/promises"
 import { CliError, Command, Flag } from "effect/cli"
@@ -161,7 +160,9 @@ export const run = <E>(argv: ReadonlyArray<string>, services: Layer.Layer<Servic
  * @category layers
  */
 export const layer = (
-  config: Pick<ServerConfig, "store" | "redisUrl" | "publicOrigin" | "signingKey"> & { readonly retention?: ServerConfig["retention"] }
+  config:
+    & Pick<ServerConfig, "store" | "redisUrl" | "publicOrigin" | "signingKey">
+    & { readonly retention?: ServerConfig["retention"]; readonly redisCluster?: ServerConfig["redisCluster"] }
 ) =>
   Layer.unwrap(Effect.gen(function*() {
     if (config.signingKey === undefined) {
@@ -174,7 +175,7 @@ export const layer = (
     if (config.store === "memory") {
       return Layer.mergeAll(auth.pipe(Layer.provide(AuthStore.layerMemory)), CreditLedger.layerMemory)
     }
-    const redis = NodeRedis.layer({ url: config.redisUrl })
+    const redis = RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
     // The ledger's scripts trim entries past the retention: the server's, not a default.
     const ledger = CreditLedgerRedis.layerRedis({ retentionMs: config.retention?.retentionMs })
     return Layer.mergeAll(auth.pipe(Layer.provide(AuthStoreRedis.layerRedis)), ledger).pipe(

@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import { NodeRedis } from "@effect/platform-node"
 import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
@@ -44,6 +43,7 @@ import {
   IdempotencyStoreRedis,
   RateLimiterRedis,
   RateLimitLogRedis,
+  RedisConnection,
   VideoJobsRedis
 } from "@tollgate/redis"
 import bs58 from "bs58"
@@ -185,23 +185,29 @@ const checkProduction = (config: ServerConfig, payTo: string | undefined) => {
 }
 
 /**
- * Fails with one line when Redis cannot be reached at start. The client of `NodeRedis` would
- * report it too, but as a warning plus an error with the socket's stack; a throwaway connection
- * that does not retry answers first, within 5 s.
+ * Fails with one line when Redis cannot be reached at start. The client would report it too, but
+ * as a warning plus an error with the socket's stack; a throwaway connection that does not retry
+ * answers first, within 5 s. For a Redis Cluster one reachable seed node is enough: the client
+ * learns the rest of the topology from it.
  */
-const reachable = (url: string) =>
-  Effect.tryPromise({
-    try: async () => {
-      const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 5_000 } })
-      client.on("error", () => {})
-      await client.connect()
-      await client.close()
-    },
+const reachable = (config: ServerConfig) => {
+  const field = config.redisCluster === undefined ? "TOLLGATE_REDIS_URL" : "TOLLGATE_REDIS_CLUSTER"
+  const urls = config.redisCluster === undefined ? [config.redisUrl] : config.redisCluster.map((seed) => `redis://${seed}`)
+  const connect = async (url: string) => {
+    const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 5_000 } })
+    client.on("error", () => {})
+    await client.connect()
+    await client.close()
+  }
+  return Effect.tryPromise({
+    try: () => Promise.any(urls.map(connect)),
     catch: (cause) => {
-      const reason = cause instanceof Error ? cause.message || cause.name : String(cause)
-      return new ConfigError({ message: `TOLLGATE_REDIS_URL: cannot connect to ${redactedUrl(url)} (${reason})` })
+      const first = cause instanceof AggregateError ? cause.errors[0] : cause
+      const reason = first instanceof Error ? first.message || first.name : String(first)
+      return new ConfigError({ message: `${field}: cannot connect to ${urls.map(redactedUrl).join(", ")} (${reason})` })
     }
   })
+}
 
 /** The URL without its password, fit for a log line. */
 const redactedUrl = (url: string) => {
@@ -222,8 +228,8 @@ const stores = (config: ServerConfig) =>
       AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
       VideoJobsRedis.layerRedis
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
-      reachable(config.redisUrl),
-      NodeRedis.layer({ url: config.redisUrl, disableOfflineQueue: true })
+      reachable(config),
+      RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
     ))))
     : Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
       AuthStore.layerMemory,

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import { Effect, Layer } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -157,3 +158,32 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
     stop
   }
 }
+
+/**
+ * What a test file gets: a cluster it may use, or the reason there is none. Under `CI` a missing
+ * cluster throws instead, failing the file (as `RedisServer.acquire` does).
+ *
+ * @category constructors
+ */
+export const acquire = async (): Promise<RedisCluster | { readonly unavailable: string }> => {
+  try {
+    return await start()
+  } catch (error) {
+    if (process.env["CI"]) throw new Error(`CI is set and no Redis Cluster could be started: ${String(error)}`)
+    return { unavailable: String(error) }
+  }
+}
+
+/**
+ * A contract-test backend over a layer built from the cluster's seed nodes: skipped with the reason
+ * when there is none (never under CI, where `acquire` throws).
+ *
+ * @category constructors
+ */
+export const backend = <ROut, E>(
+  acquired: RedisCluster | { readonly unavailable: string },
+  makeLayer: (seeds: ReadonlyArray<string>) => Layer.Layer<ROut, E>
+) =>
+  "unavailable" in acquired
+    ? { name: "redis cluster", layer: Layer.effectDiscard(Effect.die(acquired.unavailable)) as unknown as Layer.Layer<ROut, E>, skip: acquired.unavailable }
+    : { name: "redis cluster", layer: makeLayer(acquired.seeds.split(",")) }
