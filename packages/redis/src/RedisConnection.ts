@@ -11,6 +11,12 @@
  * node that does not know the script (each master has its own script cache, and a promoted replica
  * starts empty) gets it by `EVAL` and knows it from then on.
  *
+ * node-redis's cluster client learns a new topology only from a `MOVED` reply, which a dead master
+ * never sends: after a failover it would keep sending that slot's commands to the dead node. So a
+ * command that fails without a reply from Redis (the node is unreachable) asks the client to
+ * rediscover the topology from the seed nodes, at most every `REDISCOVER_MS`; once a replica has
+ * been promoted the slot is served again without a restart.
+ *
  * @since 0.1.0
  */
 import { NodeRedis } from "@effect/platform-node"
@@ -18,7 +24,7 @@ import { Context, Effect, Layer } from "effect"
 import * as Redis from "effect/persistence/Redis"
 import calculateSlot from "cluster-key-slot"
 import { createHash } from "node:crypto"
-import { createCluster } from "redis"
+import { createCluster, ErrorReply } from "redis"
 
 /**
  * Sends one command. `firstKey` is the key that routes it on a cluster (ignored on one server).
@@ -41,6 +47,9 @@ export class CrossSlotScript extends Error {
 
 /** How long a command may wait for a connection that is down before it fails (no offline queue). */
 const CONNECT_TIMEOUT_MS = 2_000
+
+/** How often a failing node makes the cluster client read the topology again. */
+const REDISCOVER_MS = 250
 
 const reconnect = (retries: number) => Math.min(2 ** retries * 50, 2_000) + Math.floor(Math.random() * 200)
 
@@ -80,22 +89,38 @@ const clusterLayer = (seeds: ReadonlyArray<string>) =>
     cluster.on("error", (cause) => runSync(Effect.logWarning("Redis Cluster client error", cause)))
     yield* Effect.tryPromise({ try: () => cluster.connect(), catch: (cause) => new Redis.RedisError({ cause }) })
 
+    // `_slots.rediscover` is node-redis's own topology refresh (what a MOVED reply triggers); it is
+    // not in the typed surface, hence the narrow view of it.
+    const slots = (cluster as unknown as { readonly _slots: { rediscover: (startWith: unknown) => Promise<void>; masters: ReadonlyArray<{ client?: unknown }> } })._slots
+    let rediscoveredAt = 0
+    const rediscoverAfter = (error: unknown) => {
+      if (error instanceof ErrorReply || Date.now() - rediscoveredAt < REDISCOVER_MS) return
+      rediscoveredAt = Date.now()
+      const startWith = slots.masters.find((master) => master.client !== undefined)?.client
+      if (startWith !== undefined) slots.rediscover(startWith).catch(() => {})
+    }
+    const routed = (firstKey: string | undefined, args: Array<string>) =>
+      cluster.sendCommand(firstKey, false, args).catch((error: unknown) => {
+        rediscoverAfter(error)
+        throw error
+      })
+
     // Scripts are known by SHA here, so `SCRIPT LOAD` needs no node, and a node without the script
     // gets its source by `EVAL` once.
     const sources = new Map<string, string>()
     const sendCommand = async (args: Array<string>, firstKey: string | undefined): Promise<unknown> => {
       const command = args[0]!
-      if (!isScript(command)) return cluster.sendCommand(firstKey, false, args)
+      if (!isScript(command)) return routed(firstKey, args)
       const scriptArgs = args.slice(1)
       scriptSlot(scriptArgs)
       const key = Number(scriptArgs[1]) > 0 ? scriptArgs[2] : undefined
-      if (command === "EVAL") return cluster.sendCommand(key, false, args)
+      if (command === "EVAL") return routed(key, args)
       try {
-        return await cluster.sendCommand(key, false, args)
+        return await routed(key, args)
       } catch (error) {
         const source = sources.get(scriptArgs[0]!)
         if (source === undefined || !String(error).includes("NOSCRIPT")) throw error
-        return cluster.sendCommand(key, false, ["EVAL", source, ...scriptArgs.slice(1)])
+        return routed(key, ["EVAL", source, ...scriptArgs.slice(1)])
       }
     }
     const send = <A>(command: string, ...args: ReadonlyArray<string>): Effect.Effect<A, Redis.RedisError> => {

@@ -9,7 +9,6 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger, Runtime } from "effect"
 import * as Config from "./Config.ts"
-import * as Server from "./Server.ts"
 import * as Workers from "./Workers.ts"
 
 /** The one line a failed start prints: the configuration's message, or the failure's own. */
@@ -31,6 +30,9 @@ const main = Effect.gen(function*() {
     yield* log("tollgate supervising workers", { workers: config.workers, port: config.port })
     return yield* Workers.supervise({ workers: config.workers, log })
   }
+  // Loaded here, not at the top: a supervisor never serves, and the server's module graph is most
+  // of a start's time.
+  const Server = yield* Effect.promise(() => import("./Server.ts"))
   yield* Layer.build(Server.layer(config))
   return yield* Effect.never
 }).pipe(

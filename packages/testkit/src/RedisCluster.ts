@@ -27,6 +27,8 @@ export interface RedisCluster {
   readonly seeds: string
   /** The current masters (a failover changes them). */
   readonly masters: () => Promise<ReadonlyArray<Node>>
+  /** The master that serves a key's slot now. */
+  readonly masterOf: (key: string) => Promise<Node>
   /** Kills one node with SIGKILL: a crash, not a shutdown. */
   readonly kill: (port: number) => Promise<void>
   /** Resolves once every slot is served again and the cluster reports `cluster_state:ok`. */
@@ -107,10 +109,12 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
     if (seen === undefined) return []
     return (await cli(seen.port, "cluster", "nodes")).trim().split("\n").map((line) => {
       const fields = line.split(" ")
+      const ranges = fields.slice(8).filter((range) => !range.startsWith("[")).map((range) => range.split("-").map(Number))
       return {
         port: Number(fields[1]!.split(":")[1]!.split("@")[0]),
         flags: fields[2]!.split(","),
-        servesSlots: fields.length > 8
+        servesSlots: ranges.length > 0,
+        serves: (slot: number) => ranges.some(([from, to]) => slot >= from! && slot <= (to ?? from)!)
       }
     })
   }
@@ -147,6 +151,13 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
       (await topology())
         .filter((node) => node.flags.includes("master") && node.servesSlots && isAlive(node.port))
         .map((node) => ({ port: node.port, url: `redis://127.0.0.1:${node.port}` })),
+    masterOf: async (key) => {
+      const [seen] = alive()
+      const slot = Number((await cli(seen!.port, "cluster", "keyslot", key)).trim())
+      const master = (await topology()).find((node) => node.flags.includes("master") && isAlive(node.port) && node.serves(slot))
+      if (master === undefined) throw new Error(`no live master serves slot ${slot}`)
+      return { port: master.port, url: `redis://127.0.0.1:${master.port}` }
+    },
     kill: async (port) => {
       const child = children.get(port)
       if (child === undefined || child.exitCode !== null || child.signalCode !== null) return

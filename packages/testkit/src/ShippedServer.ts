@@ -113,6 +113,9 @@ export const spawn = async (options: Options = {}): Promise<Spawned> => {
   const env: Record<string, string> = {
     PORT: String(port),
     TOLLGATE_LOG_LEVEL: "warn",
+    // One process per server unless a test asks for workers (production on Redis would fork one per
+    // core): CI's two cores run many servers at once.
+    TOLLGATE_WORKERS: "1",
     ...(options.store === undefined ? {} : { TOLLGATE_STORE: options.store }),
     ...(options.redisUrl === undefined ? {} : { TOLLGATE_REDIS_URL: options.redisUrl }),
     ...(signingKey === undefined
