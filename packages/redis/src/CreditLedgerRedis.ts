@@ -11,7 +11,7 @@
  * The balances hash also counts the account's open holds (`open`), so `holdStats` reads the open
  * holds and the held amounts of every account from the store. `sweepExpired` and `holdStats` find
  * the accounts with `SCAN` over the key pattern (incremental, never blocking Redis; on a Redis
- * Cluster only the node the client talks to is scanned), and `sweepExpired` runs the ledger script
+ * Cluster `RedisConnection` walks every master), and `sweepExpired` runs the ledger script
  * on each account whose earliest deadline has passed, which releases its expired holds.
  *
  * Amounts are integer strings everywhere (Lua numbers are doubles, exact below 2^53 like `Money`).

@@ -17,6 +17,9 @@
  * rediscover the topology from the seed nodes, at most every `REDISCOVER_MS`; once a replica has
  * been promoted the slot is served again without a restart.
  *
+ * `SCAN` walks every master in turn: its cursor is `<master>-<cursor>` between masters, and `0`
+ * only once the last master is done, so a caller's loop over the cursor sees the whole keyspace.
+ *
  * @since 0.1.0
  */
 import { NodeRedis } from "@effect/platform-node"
@@ -105,11 +108,24 @@ const clusterLayer = (seeds: ReadonlyArray<string>) =>
         throw error
       })
 
+    const scan = async (args: ReadonlyArray<string>): Promise<readonly [string, ReadonlyArray<string>]> => {
+      const [cursor, ...options] = args
+      const [master, nodeCursor] = cursor!.includes("-") ? cursor!.split("-").map(Number) as [number, number] : [0, Number(cursor)]
+      const masters = cluster.masters
+      const node = masters[master]
+      if (node === undefined) return ["0", []]
+      const client = await cluster.nodeClient(node)
+      const [next, keys] = await client.sendCommand(["SCAN", String(nodeCursor), ...options]) as [string, Array<string>]
+      if (next !== "0") return [`${master}-${next}`, keys]
+      return [master + 1 < masters.length ? `${master + 1}-0` : "0", keys]
+    }
+
     // Scripts are known by SHA here, so `SCRIPT LOAD` needs no node, and a node without the script
     // gets its source by `EVAL` once.
     const sources = new Map<string, string>()
     const sendCommand = async (args: Array<string>, firstKey: string | undefined): Promise<unknown> => {
       const command = args[0]!
+      if (command === "SCAN") return scan(args.slice(1))
       if (!isScript(command)) return routed(firstKey, args)
       const scriptArgs = args.slice(1)
       scriptSlot(scriptArgs)
