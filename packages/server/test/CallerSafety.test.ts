@@ -94,7 +94,9 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
         body: JSON.stringify({ model: "slow-model", messages: [{ role: "user", content: "hi" }] }),
         signal: AbortSignal.timeout(100)
       }).then(status, (error: Error) => error.name)))
-    expect(abandoned.every((outcome) => outcome === "TimeoutError")).toBe(true)
+    // More than the guard's 20 must be abandoned for the rule to be tested; on a busy machine a few
+    // may end another way within the 100 ms.
+    expect(abandoned.filter((outcome) => outcome === "TimeoutError").length).toBeGreaterThan(20)
     // The server notices each hang-up when it next writes; give the calls time to end there.
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     const normal = await fetch(`${server.api}/api_keys/rate_limits`, { headers: bearer(inferenceKey) })
