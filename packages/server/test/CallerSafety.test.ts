@@ -85,9 +85,9 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     await anvil?.stop()
   })
 
-  it("25 calls whose client gave up after 100 ms do not count: the next call of that key gets 200", async () => {
+  it("40 calls whose client gave up after 100 ms do not count: the next call of that key gets 200", async () => {
     const { inferenceKey } = server.credentials!
-    const abandoned = await Promise.all(Array.from({ length: 25 }, () =>
+    const abandoned = await Promise.all(Array.from({ length: 40 }, () =>
       fetch(`${server.api}/chat/completions`, {
         method: "POST",
         headers: { ...bearer(inferenceKey), "content-type": "application/json" },
