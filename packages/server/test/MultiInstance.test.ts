@@ -34,8 +34,8 @@ beforeAll(async () => {
   inferenceKey = seeded.inference
   revocableKey = seeded.revocable
   revocableKeyId = seeded.revocableId
-  // Production lists its models; the local renderer keeps the test free of an images upstream.
-  const models = Models.defaults.filter((model) => model.id === "local-renderer")
+  // Production lists its models; the local renderer and the dev video model keep the test free of upstreams.
+  const models = Models.defaults.filter((model) => model.id === "local-renderer" || model.id === "dev-video")
   const options = {
     store: "redis" as const,
     redisUrl: redis.url,
@@ -80,4 +80,27 @@ describe.skipIf(redis === undefined)("Several instances on one Redis share every
     expect(after.status).toBe(401)
     expect(await after.json()).toEqual({ error: expect.any(String) })
   })
+})
+
+describe.skipIf(redis === undefined)("A video job lives on Redis: queued on one instance, polled on another, its hold settled once", () => {
+  it("the job queued through one instance is served by both; its price is taken once", async () => {
+    const [first, second] = instances as [Instance, Instance]
+    const post = (instance: Instance, path: string, body: unknown) =>
+      fetch(`${instance.api}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${inferenceKey}`, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+    const queued = await post(first, "/video/queue", { model: "dev-video", prompt: "a lighthouse", duration: 2 })
+    expect(queued.status).toBe(200)
+    const before = Number(queued.headers.get("x-service-balance-usd"))
+    const { queue_id } = await queued.json() as { queue_id: string }
+    for (const instance of [second, first, second]) {
+      const video = await post(instance, "/video/retrieve", { queue_id })
+      expect(video.status).toBe(200)
+      expect(video.headers.get("content-type")).toBe("video/x-yuv4mpeg")
+      expect(Buffer.from(await video.arrayBuffer()).subarray(0, 9).toString()).toBe("YUV4MPEG2")
+      expect(Number(video.headers.get("x-service-balance-usd"))).toBeCloseTo(before - 0.1, 9)
+    }
+  }, 60_000)
 })
