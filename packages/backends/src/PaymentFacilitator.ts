@@ -4,10 +4,16 @@
  * credits at most once however often it is submitted.
  *
  * Three backends, combined by network in `layer`:
- * - local EVM: checks an EIP-3009 `transferWithAuthorization` itself (signature through viem, so
- *   EOAs, EIP-1271 contract wallets and EIP-6492 counterfactual wallets; recipient, amount, time
- *   window, nonce unused on chain and not in flight here) and settles it by sending it from a
- *   relayer key, succeeding only on a mined receipt carrying the matching `Transfer` log;
+ * - local EVM: the official `@x402/evm` facilitator scheme (`ExactEvmScheme`) inside an
+ *   `@x402/core` `x402Facilitator`, one scheme per configured chain, sending from the relayer key.
+ *   It checks the EIP-3009 authorization (recipient, amount, time window, the signature of a key,
+ *   an EIP-1271 contract wallet, or an EIP-6492 counterfactual wallet of an allowed factory) and
+ *   simulates the transfer, which refuses a used nonce, a short balance or a blacklisted payer
+ *   before the relayer pays for a revert; settling simulates once more, sends (after deploying an
+ *   EIP-6492 wallet) and succeeds only on a mined receipt with the matching `Transfer` log.
+ *   Tollgate keeps what is its own: the credit reference `(network, token, from, nonce)`, the guard
+ *   that settles one authorization once at a time here, the relayer's sends one at a time, and the
+ *   refusal reasons its clients already know (`settlement_reverted` for a transfer that fails);
  * - local Solana: the official `@x402/svm` facilitator scheme inside an `@x402/core`
  *   `x402Facilitator`. It checks the partially signed transfer (instruction layout, mint, amount,
  *   destination account of `payTo`, that the fee payer is ours and moves no funds, the payer's
@@ -24,18 +30,15 @@ import { Errors, Money, X402 } from "@tollgate/core"
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema, Semaphore } from "effect"
 import {
   type Address,
-  createPublicClient,
+  BaseError,
   createWalletClient,
   defineChain,
   getAddress,
   type Hex,
   http,
-  isAddress,
-  isAddressEqual,
-  parseErc6492Signature,
-  parseEventLogs,
-  parseSignature,
-  size
+  HttpRequestError,
+  publicActions,
+  TimeoutError
 } from "viem"
 import { nonceManager, privateKeyToAccount } from "viem/accounts"
 import type { PaymentPayload as SdkPaymentPayload, PaymentRequirements as SdkPaymentRequirements } from "@x402/core/types"
@@ -138,82 +141,24 @@ export const ExactEvmPayload = Schema.Struct({
 export const evmReference = (network: string, asset: string, from: string, nonce: string): string =>
   `x402:${network}:${asset.toLowerCase()}:${from.toLowerCase()}:${nonce.toLowerCase()}`
 
+// The SDK's types are mutable copies of tollgate's readonly ones.
+const toSdk = (payment: X402.MatchedPayment) =>
+  [payment.payload as unknown as SdkPaymentPayload, payment.requirements as unknown as SdkPaymentRequirements] as const
+
 /** @category constructors */
 export const solanaReference = (network: string, signature: string): string => `x402:${network}:${signature}`
 
-const eip3009Abi = [
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" },
-      { name: "to", type: "address" },
-      { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" },
-      { name: "validBefore", type: "uint256" },
-      { name: "nonce", type: "bytes32" },
-      { name: "v", type: "uint8" },
-      { name: "r", type: "bytes32" },
-      { name: "s", type: "bytes32" }
-    ],
-    outputs: []
-  },
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" },
-      { name: "to", type: "address" },
-      { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" },
-      { name: "validBefore", type: "uint256" },
-      { name: "nonce", type: "bytes32" },
-      { name: "signature", type: "bytes" }
-    ],
-    outputs: []
-  },
-  {
-    type: "function",
-    name: "authorizationState",
-    stateMutability: "view",
-    inputs: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }],
-    outputs: [{ type: "bool" }]
-  },
-  {
-    type: "function",
-    name: "balanceOf",
-    stateMutability: "view",
-    inputs: [{ name: "account", type: "address" }],
-    outputs: [{ type: "uint256" }]
-  },
-  {
-    type: "event",
-    name: "Transfer",
-    inputs: [
-      { name: "from", type: "address", indexed: true },
-      { name: "to", type: "address", indexed: true },
-      { name: "value", type: "uint256", indexed: false }
-    ]
-  }
-] as const
-
 /**
- * The EIP-712 types of an EIP-3009 `transferWithAuthorization`, as wallets sign them.
- *
- * @category constants
+ * The refusal reasons of the `@x402/evm` facilitator that tollgate names its own way. A transfer
+ * that fails on chain is `settlement_reverted` to tollgate's clients, who matched on that reason
+ * before the SDK settled EVM payments here; the SDK says `..._simulation_failed` when its
+ * simulation shows the failure (nothing sent, no gas spent) and `..._transaction_failed` when a
+ * sent transaction reverts. The message tells which. Every other SDK reason is passed through.
  */
-export const authorizationTypes = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" }
-  ]
-} as const
+const SETTLEMENT_REVERTED = "settlement_reverted"
+const SIMULATION_FAILED = "invalid_exact_evm_transaction_simulation_failed"
+const TRANSACTION_FAILED = "invalid_exact_evm_transaction_failed"
+const NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"
 
 /**
  * The local EVM backend's settings. `chains` maps each CAIP-2 network to its RPC URL; the relayer
@@ -226,186 +171,157 @@ export interface LocalEvmOptions {
   readonly relayerKey: Redacted.Redacted<Hex>
   /** Factories trusted to deploy EIP-6492 counterfactual wallets before settling. Default none. */
   readonly eip6492AllowedFactories?: ReadonlyArray<Address>
-  /** Gas limit of a settlement; fixed so a failing transfer is mined as a revert, not guessed at. */
-  readonly settlementGas?: bigint
   readonly pollingIntervalMs?: number
+  /** How long a sent settlement waits for its receipt before the top-up answers 503 (retry). */
   readonly receiptTimeout?: Duration.Input
 }
 
 /** @category models */
 export type Backend = PaymentFacilitator["Service"]
 
+// A failure to reach the node at all, as opposed to a call the chain answered (a revert).
+const isUnreachable = (error: unknown) =>
+  error instanceof BaseError && error.walk((cause) => cause instanceof HttpRequestError || cause instanceof TimeoutError) !== null
+
 /**
- * The local EVM backend: verification and settlement of EIP-3009 payments through viem.
+ * The local EVM backend: `@x402/evm`'s `ExactEvmScheme` facilitator, one per configured chain,
+ * signing with the relayer key.
  *
  * @category constructors
  */
 export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(function*(options: LocalEvmOptions) {
+  // Loaded only when EVM payments are settled here, as the Solana stack is (about 30 ms of start
+  // on top of viem, measured on the reference machine).
+  const [{ InMemoryPendingSettlementStore, x402Facilitator }, { toFacilitatorEvmSigner }, { ExactEvmScheme }] = yield* Effect.promise(() =>
+    Promise.all([import("@x402/core/facilitator"), import("@x402/evm"), import("@x402/evm/exact/facilitator")])
+  )
   const account = privateKeyToAccount(Redacted.value(options.relayerKey), { nonceManager })
   const pollingInterval = options.pollingIntervalMs ?? 1_000
-  const allowedFactories = options.eip6492AllowedFactories ?? []
-  const gas = options.settlementGas ?? 300_000n
-  const receiptTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.receiptTimeout ?? "2 minutes"))
+  const confirmationTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.receiptTimeout ?? "2 minutes"))
+  // The relayer sends one transaction at a time: a send that fails (its gas estimate reverts, say)
+  // resets viem's nonce manager before the next send takes a nonce, so no nonce is left unused.
   const submissions = yield* Semaphore.make(1)
+  const oneAtATime = <A>(send: () => Promise<A>) =>
+    Effect.runPromise(submissions.withPermits(1)(Effect.tryPromise({ try: send, catch: (error) => error })))
+  // Reads that never reached the node. The SDK turns a failed read into a verdict (a wallet whose
+  // code cannot be read has an "invalid signature"); a refusal reached while one happened is a 503.
+  let unreachable = 0
+  const counted = (error: unknown) => {
+    if (isUnreachable(error)) unreachable++
+    throw error
+  }
+  // A transaction the SDK sent whose receipt was late, by payment signature: the retried payment
+  // collects that receipt instead of sending again.
+  const pending = new InMemoryPendingSettlementStore()
   const inFlight = new Set<string>()
-
-  const clients = new Map(Object.entries(options.chains).flatMap(([network, { rpcUrl }]) => {
+  const facilitator = new x402Facilitator()
+  for (const [network, { rpcUrl }] of Object.entries(options.chains)) {
     const match = /^eip155:(\d+)$/.exec(network)
-    if (match === null) return []
+    if (match === null) continue
     const chain = defineChain({
       id: Number(match[1]),
       name: network,
       nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
       rpcUrls: { default: { http: [rpcUrl] } }
     })
-    const transport = http(rpcUrl)
-    return [[network, {
-      chain,
-      public: createPublicClient({ chain, transport, pollingInterval }),
-      wallet: createWalletClient({ chain, transport, account, pollingInterval })
-    }]] as const
-  }))
+    const client = createWalletClient({ chain, transport: http(rpcUrl), account, pollingInterval }).extend(publicActions)
+    const signer = toFacilitatorEvmSigner({
+      address: account.address,
+      // A code read that cannot reach the node is counted and answered as "no code": the SDK starts
+      // some of these reads without awaiting them on every path, so a rejection could go unhandled.
+      getCode: (args) =>
+        client.getCode(args).catch((error: unknown) => {
+          if (!isUnreachable(error)) throw error
+          unreachable++
+          return undefined
+        }),
+      readContract: (args) => client.readContract(args as Parameters<typeof client.readContract>[0]).catch(counted),
+      verifyTypedData: (args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0]).catch(counted),
+      writeContract: (args) => oneAtATime(() => client.writeContract(args as Parameters<typeof client.writeContract>[0])),
+      sendTransaction: (args) => oneAtATime(() => client.sendTransaction(args)),
+      waitForTransactionReceipt: (args) => client.waitForTransactionReceipt(args)
+    }, { confirmationTimeoutMs })
+    facilitator.register(
+      network as `${string}:${string}`,
+      new ExactEvmScheme(signer, {
+        eip6492AllowedFactories: [...(options.eip6492AllowedFactories ?? [])],
+        // Settlement simulates again right before sending: an authorization used (or a payer
+        // blacklisted) since `verify` is refused without the relayer paying for a revert.
+        simulateInSettle: true,
+        pendingSettlementStore: pending
+      })
+    )
+  }
+  const networks = new Set(facilitator.getSupported().kinds.map((kind) => kind.network))
 
-  const rpc = <A>(what: string, f: () => Promise<A>) =>
+  const call = <A>(what: string, f: () => Promise<A>) =>
     Effect.tryPromise({ try: f, catch: () => unavailable(`The chain could not be reached (${what})`) })
 
-  const check = Effect.fn("PaymentFacilitator.local.verify")(function*(payment: X402.MatchedPayment) {
-    const { requirements } = payment
-    if (requirements.scheme !== "exact" || payment.payload.accepted.scheme !== "exact") {
-      return yield* reject("invalid_exact_evm_scheme", "Only the exact scheme is supported")
-    }
-    const client = clients.get(requirements.network)
-    if (client === undefined) return yield* reject("unsupported_network", `Network ${requirements.network} is not settled here`)
-    const name = requirements.extra?.["name"]
-    const version = requirements.extra?.["version"]
-    if (typeof name !== "string" || typeof version !== "string") {
-      return yield* reject("invalid_exact_evm_missing_eip712_domain", "The requirement lacks the token's EIP-712 domain")
-    }
-    const { authorization, signature } = yield* Schema.decodeUnknownEffect(ExactEvmPayload)(payment.payload.payload).pipe(
-      Effect.mapError(() => reject("invalid_exact_evm_payload", "The payload is not an EIP-3009 authorization"))
-    )
-    if (!isAddress(requirements.asset) || !isAddress(requirements.payTo)) {
-      return yield* reject("invalid_exact_evm_payload", "The requirement's asset or recipient is not an address")
-    }
-    const from = getAddress(authorization.from)
-    const asset = getAddress(requirements.asset)
-    const value = BigInt(authorization.value)
-    const nonce = authorization.nonce as Hex
-    if (!isAddressEqual(authorization.to as Address, requirements.payTo)) {
-      return yield* reject("invalid_exact_evm_recipient_mismatch", "The authorization pays another recipient")
-    }
-    if (value !== BigInt(requirements.amount)) {
-      return yield* reject("invalid_exact_evm_payload_authorization_value_mismatch", "The authorized amount differs from the requirement")
-    }
-    const now = BigInt(Math.floor(Date.now() / 1000))
-    if (BigInt(authorization.validBefore) < now + 6n) {
-      return yield* reject("invalid_exact_evm_payload_authorization_valid_before", "The authorization has expired")
-    }
-    if (BigInt(authorization.validAfter) > now) {
-      return yield* reject("invalid_exact_evm_payload_authorization_valid_after", "The authorization is not valid yet")
-    }
-    const code = yield* rpc("getCode", () => client.public.getCode({ address: from }))
-    const wrapped = parseErc6492Signature(signature as Hex)
-    const deploy = wrapped.address !== undefined && (code === undefined || code === "0x")
-      ? { factory: wrapped.address, data: wrapped.data ?? "0x" }
-      : undefined
-    if (deploy !== undefined && !allowedFactories.some((factory) => isAddressEqual(factory, deploy.factory))) {
-      return yield* reject("eip6492_factory_not_allowed", "The wallet's deploying factory is not allowed")
-    }
-    const message = {
-      from,
-      to: getAddress(authorization.to),
-      value,
-      validAfter: BigInt(authorization.validAfter),
-      validBefore: BigInt(authorization.validBefore),
-      nonce
-    }
-    const valid = yield* Effect.promise(() =>
-      client.public.verifyTypedData({
-        address: from,
-        domain: { name, version, chainId: client.chain.id, verifyingContract: asset },
-        types: authorizationTypes,
-        primaryType: "TransferWithAuthorization",
-        message,
-        signature: signature as Hex
-      }).catch(() => false)
-    )
-    if (!valid) return yield* reject("invalid_exact_evm_signature", "The signature does not match the payer")
-    const reference = evmReference(requirements.network, asset, from, nonce)
-    if (inFlight.has(reference)) {
-      return yield* reject("invalid_exact_evm_nonce_already_used", "This authorization is already being settled")
-    }
-    const used = yield* Effect.tryPromise({
-      try: () => client.public.readContract({ address: asset, abi: eip3009Abi, functionName: "authorizationState", args: [from, nonce] }),
-      catch: () => reject("invalid_exact_evm_eip3009_not_supported", "The asset does not support EIP-3009")
-    })
-    if (used) return yield* reject("invalid_exact_evm_nonce_already_used", "This authorization was already used")
-    const balance = yield* rpc("balanceOf", () =>
-      client.public.readContract({ address: asset, abi: eip3009Abi, functionName: "balanceOf", args: [from] }))
-    if (balance < value) return yield* reject("invalid_exact_evm_insufficient_balance", "The payer's balance is too low")
-    return { client, asset, from, message, signature: (deploy === undefined ? signature : wrapped.signature) as Hex, deploy, hasCode: code !== undefined && code !== "0x", reference }
-  })
-
-  const submit = Effect.fn("PaymentFacilitator.local.submit")(function*(checked: Effect.Success<ReturnType<typeof check>>) {
-    const { client, message } = checked
-    const send = (f: () => Promise<Hex>) =>
-      submissions.withPermits(1)(rpc("sendTransaction", f)).pipe(
-        Effect.flatMap((hash) =>
-          rpc("waitForTransactionReceipt", () => client.public.waitForTransactionReceipt({ hash, pollingInterval, timeout: receiptTimeoutMs }))
-        )
+  const authorizationOf = (payment: X402.MatchedPayment) =>
+    Effect.gen(function*() {
+      const { requirements } = payment
+      if (!networks.has(requirements.network)) {
+        return yield* reject("unsupported_network", `Network ${requirements.network} is not settled here`)
+      }
+      // An EIP-3009 authorization, the payload tollgate's requirements ask for; its `(from, nonce)`
+      // is the credit reference.
+      const { authorization, signature } = yield* Schema.decodeUnknownEffect(ExactEvmPayload)(payment.payload.payload).pipe(
+        Effect.mapError(() => reject("invalid_exact_evm_payload", "The payload is not an EIP-3009 authorization"))
       )
-    if (checked.deploy !== undefined) {
-      const { deploy } = checked
-      const receipt = yield* send(() => client.wallet.sendTransaction({ to: deploy.factory, data: deploy.data, gas: 1_000_000n }))
-      if (receipt.status !== "success") return yield* reject("settlement_failed", "The payer's wallet could not be deployed")
-    }
-    const args = [message.from, message.to, message.value, message.validAfter, message.validBefore, message.nonce] as const
-    const signatureParts = size(checked.signature) === 65 && !checked.hasCode && checked.deploy === undefined
-      ? parseSignature(checked.signature)
-      : undefined
-    const receipt = yield* send(() =>
-      signatureParts === undefined
-        ? client.wallet.writeContract({
-          address: checked.asset,
-          abi: eip3009Abi,
-          functionName: "transferWithAuthorization",
-          args: [...args, checked.signature],
-          gas
-        })
-        : client.wallet.writeContract({
-          address: checked.asset,
-          abi: eip3009Abi,
-          functionName: "transferWithAuthorization",
-          args: [...args, Number(signatureParts.v ?? BigInt(signatureParts.yParity + 27)), signatureParts.r, signatureParts.s],
-          gas
-        })
-    )
-    if (receipt.status !== "success") {
-      return yield* reject("settlement_reverted", `The transfer reverted on chain (${receipt.transactionHash})`)
-    }
-    const moved = parseEventLogs({ abi: eip3009Abi, logs: receipt.logs, eventName: "Transfer" }).some((log) =>
-      isAddressEqual(log.address, checked.asset) && isAddressEqual(log.args.from, message.from) &&
-      isAddressEqual(log.args.to, message.to) && log.args.value === message.value
-    )
-    if (!moved) return yield* reject("settlement_transfer_missing", `The transaction moved no matching USDC (${receipt.transactionHash})`)
-    return receipt.transactionHash
-  })
+      return {
+        payer: getAddress(authorization.from),
+        signature,
+        reference: evmReference(requirements.network, requirements.asset, authorization.from, authorization.nonce)
+      }
+    })
+
+  const refusal = (reason: string | undefined, message: string | undefined) =>
+    reason === SIMULATION_FAILED
+      ? reject(SETTLEMENT_REVERTED, "The transfer would fail on chain, as its simulation shows; nothing was sent and no gas was spent")
+      : reject(reason ?? "invalid_payment", message ?? `The payment was refused (${reason ?? "no reason given"})`)
+
+  const alreadySettling = reject(NONCE_ALREADY_USED, "This authorization is already being settled")
 
   return PaymentFacilitator.of({
-    verify: (payment) => Effect.map(check(payment), ({ from }) => ({ payer: from })),
-    settle: Effect.fn("PaymentFacilitator.local.settle")(function*(payment: X402.MatchedPayment) {
-      const checked = yield* check(payment)
-      const amount = yield* amountOf(payment.requirements)
-      if (inFlight.has(checked.reference)) {
-        return yield* reject("invalid_exact_evm_nonce_already_used", "This authorization is already being settled")
+    verify: Effect.fn("PaymentFacilitator.evm.verify")(function*(payment: X402.MatchedPayment) {
+      const { payer, signature, reference } = yield* authorizationOf(payment)
+      if (inFlight.has(reference)) return yield* alreadySettling
+      const unreachableBefore = unreachable
+      const answer = yield* call("verify", () => facilitator.verify(...toSdk(payment)))
+      if (answer.isValid) return { payer }
+      if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while checking the payment")
+      // The retry a late receipt asked for: the nonce is used by the transaction sent for this very
+      // payment (every check before the simulation passed), and `settle` collects its receipt.
+      if (answer.invalidReason === NONCE_ALREADY_USED && (yield* call("pending", () => pending.get(signature))) !== undefined) {
+        return { payer }
       }
-      inFlight.add(checked.reference)
-      const transaction = yield* submit(checked).pipe(Effect.ensuring(Effect.sync(() => inFlight.delete(checked.reference))))
-      return { payer: checked.from, transaction, network: payment.requirements.network, reference: checked.reference, amount }
+      return yield* refusal(answer.invalidReason, answer.invalidMessage)
     }),
-    supported: Effect.succeed({
-      kinds: [...clients.keys()].map((network) => ({ x402Version: 2, scheme: "exact", network }))
-    })
+    settle: Effect.fn("PaymentFacilitator.evm.settle")(function*(payment: X402.MatchedPayment) {
+      const amount = yield* amountOf(payment.requirements)
+      const { payer, reference } = yield* authorizationOf(payment)
+      if (inFlight.has(reference)) return yield* alreadySettling
+      inFlight.add(reference)
+      const unreachableBefore = unreachable
+      const answer = yield* call("settle", () => facilitator.settle(...toSdk(payment))).pipe(
+        Effect.ensuring(Effect.sync(() => inFlight.delete(reference)))
+      )
+      const network = payment.requirements.network
+      if (answer.success) return { payer, transaction: answer.transaction, network, reference, amount }
+      if (answer.errorReason === "settlement_pending") {
+        return yield* unavailable("The transfer was sent but is not confirmed yet; retry the same payment")
+      }
+      if (answer.errorReason === TRANSACTION_FAILED) {
+        // Without a transaction nothing was mined: the send itself failed (the node, the relayer's
+        // gas money, or a state change since the simulation). A retry gets a fresh verdict.
+        return yield* answer.transaction === ""
+          ? unavailable("The settlement could not be sent; retry the same payment")
+          : reject(SETTLEMENT_REVERTED, `The transfer reverted on chain (${answer.transaction})`)
+      }
+      if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while settling the payment")
+      return yield* refusal(answer.errorReason, answer.errorMessage)
+    }),
+    supported: Effect.sync(() => facilitator.getSupported() as Supported)
   })
 })
 
@@ -558,15 +474,12 @@ export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(functio
     Object.keys(options.networks) as Array<`${string}:${string}`>,
     new ExactSvmScheme(toFacilitatorSvmSigner(keyPair, rpcs))
   )
-  // The SDK's types are mutable copies of tollgate's readonly ones.
-  const sdk = (payment: X402.MatchedPayment) =>
-    [payment.payload as unknown as SdkPaymentPayload, payment.requirements as unknown as SdkPaymentRequirements] as const
   const call = <A>(what: string, f: () => Promise<A>) =>
     Effect.tryPromise({ try: f, catch: () => unavailable(`The Solana facilitator failed (${what})`) })
 
   return PaymentFacilitator.of({
     verify: Effect.fn("PaymentFacilitator.svm.verify")(function*(payment: X402.MatchedPayment) {
-      const answer = yield* call("verify", () => facilitator.verify(...sdk(payment)))
+      const answer = yield* call("verify", () => facilitator.verify(...toSdk(payment)))
       if (!answer.isValid) {
         return yield* reject(answer.invalidReason ?? "invalid_payment", answer.invalidMessage ?? "The Solana payment is not valid")
       }
@@ -574,7 +487,7 @@ export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(functio
     }),
     settle: Effect.fn("PaymentFacilitator.svm.settle")(function*(payment: X402.MatchedPayment) {
       const amount = yield* amountOf(payment.requirements)
-      const answer = yield* call("settle", () => facilitator.settle(...sdk(payment)))
+      const answer = yield* call("settle", () => facilitator.settle(...toSdk(payment)))
       if (answer.errorReason === "settlement_pending") {
         return yield* unavailable("The Solana transaction was sent but is not confirmed yet; retry the same payment")
       }

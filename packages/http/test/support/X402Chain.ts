@@ -1,10 +1,13 @@
 /**
- * A Base-like test chain for x402: anvil with chain id 8453 and an EIP-3009 USDC (compiled from
+ * A Base-like test chain for x402: anvil with chain id 8453, an EIP-3009 USDC (compiled from
  * `fixtures/TestUsdc.sol` with npm solc) placed at the canonical Base USDC address, so the official
- * x402 client treats it as the real USDC. Also signs EIP-3009 authorizations by hand, for the
- * payments the official client would never produce (forged, expired, misdirected).
+ * x402 client treats it as the real USDC, and Multicall3's `tryAggregate` at Multicall3's canonical
+ * address, as on Base (the official facilitator simulates EIP-6492 deployments and diagnoses
+ * refused transfers through it). Also signs EIP-3009 authorizations by hand, for the payments the
+ * official client would never produce (forged, expired, misdirected).
  */
 import { PaymentFacilitator } from "@tollgate/backends"
+import { authorizationTypes } from "@x402/evm"
 import { Redacted } from "effect"
 import { X402 } from "@tollgate/core"
 import { Anvil } from "@tollgate/testkit"
@@ -28,6 +31,7 @@ import { type LocalAccount, privateKeyToAccount } from "viem/accounts"
 
 const compile = (): {
   readonly usdc: { abi: Array<unknown>; runtime: Hex }
+  readonly multicall: { runtime: Hex }
   readonly wallet: { abi: Array<unknown>; bytecode: Hex }
   readonly factory: { abi: Array<unknown>; bytecode: Hex }
 } => {
@@ -45,6 +49,7 @@ const compile = (): {
   const contracts = output.contracts["TestUsdc.sol"]!
   return {
     usdc: { abi: contracts["TestUsdc"]!.abi, runtime: `0x${contracts["TestUsdc"]!.evm.deployedBytecode.object}` },
+    multicall: { runtime: `0x${contracts["TestMulticall"]!.evm.deployedBytecode.object}` },
     wallet: { abi: contracts["TestWallet"]!.abi, bytecode: `0x${contracts["TestWallet"]!.evm.bytecode.object}` },
     factory: { abi: contracts["TestWalletFactory"]!.abi, bytecode: `0x${contracts["TestWalletFactory"]!.evm.bytecode.object}` }
   }
@@ -55,6 +60,9 @@ export const usdcAbi = [
   { type: "function", name: "setBlocked", stateMutability: "nonpayable", inputs: [{ name: "account", type: "address" }, { name: "value", type: "bool" }], outputs: [] },
   { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] }
 ] as const
+
+/** Where Multicall3 lives on Base and most chains. */
+const MULTICALL3 = "0xcA11bde05977b3631167028862bE2a173976CA11"
 
 export type Chain = Awaited<ReturnType<typeof start>>
 
@@ -71,6 +79,7 @@ export const start = async () => {
   const admin = createWalletClient({ chain, transport: http(anvil.url), account: privateKeyToAccount(Anvil.devPrivateKey), pollingInterval: 50 })
   const usdc = X402.BASE_USDC as Address
   await client.setCode({ address: usdc, bytecode: compiled.usdc.runtime })
+  await client.setCode({ address: MULTICALL3, bytecode: compiled.multicall.runtime })
   const send = async (functionName: "mint" | "setBlocked", args: readonly [Address, bigint] | readonly [Address, boolean]) => {
     const hash = await admin.writeContract({ address: usdc, abi: usdcAbi, functionName, args } as never)
     await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
@@ -130,7 +139,7 @@ export const authorize = async (signer: LocalAccount, input: {
   }
   const signature = await signer.signTypedData({
     domain: { name: "USD Coin", version: "2", chainId: 8453, verifyingContract: input.verifyingContract ?? (X402.BASE_USDC as Address) },
-    types: PaymentFacilitator.authorizationTypes,
+    types: authorizationTypes,
     primaryType: "TransferWithAuthorization",
     message: authorization
   })
