@@ -20,7 +20,12 @@
  * is in flight when a run ends: a load generator that abandons requests would have the abuse guard
  * count them. Every process started here is stopped by its pid when the run ends.
  *
- * Options: --rounds 2 --duration 8 --warmup 3 --connections 50 --json <file>
+ * With `--workers 1,2` (the default; `--workers ""` leaves them out), tollgate also runs as an operator deploys it (production mode: a signing
+ * key, an account provisioned with `tollgate-cli`, Redis stores) with each listed
+ * `TOLLGATE_WORKERS`, all on one Redis; the CPU of such a target is that of the supervisor and
+ * all its workers.
+ *
+ * Options: --rounds 2 --duration 8 --warmup 3 --connections 50 --json <file> --workers <n,n,...>
  * --baseline name=<checkout>, repeatable (another tollgate checkout, e.g. a git worktree of an older
  * commit, run as two more targets in the same rounds: before and after in one run).
  */
@@ -30,9 +35,10 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Jose from "jose"
+import { ShippedServer } from "@tollgate/testkit"
 import { dir, freePort } from "./Harness.ts"
 
-const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "" }
+const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "", workers: "1,2" }
 const baselines: Array<readonly [string, string]> = []
 {
   const argv = process.argv.slice(2)
@@ -44,7 +50,7 @@ const baselines: Array<readonly [string, string]> = []
       continue
     }
     if (!(flag in options) || value === undefined) {
-      console.error(`usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--baseline name=dir]...`)
+      console.error(`usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--workers 1,2] [--baseline name=dir]...`)
       process.exit(2)
     }
     ;(options as Record<string, string | number>)[flag] = typeof options[flag as keyof typeof options] === "number" ? Number(value) : value
@@ -93,7 +99,7 @@ const untilOutput = (child: ChildProcess.ChildProcess, pattern: RegExp, name: st
   })
 
 const spawnNode = (name: string, args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = root) => {
-  const gcFile = Path.join(work, `${name}.gc.json`)
+  const gcFile = Path.join(work, `${name}.gc`)
   const child = ChildProcess.spawn(process.execPath, ["--import", gcProbe, ...args], {
     cwd,
     env: { ...process.env, BENCH_CHILD: "1", GC_PROBE_FILE: gcFile, ...env },
@@ -161,20 +167,84 @@ const startTollgate = async (name: string, checkout: string, upstream: string, r
   throw new Error(`${name} did not start`)
 }
 
+/**
+ * tollgate as an operator deploys it: production mode (a signing key), Redis stores, the account
+ * provisioned with the shipped `tollgate-cli`, and `workers` server processes.
+ */
+const startProduction = async (name: string, upstream: string, redis: string, workers: number) => {
+  const gcFile = Path.join(work, `${name}.gc`)
+  const accountId = "acct_bench"
+  const server = await ShippedServer.start({
+    store: "redis",
+    redisUrl: redis,
+    signingKey: true,
+    accountId,
+    config: {
+      models: [], // an RPC-only deployment
+      rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
+      rateLimits: { accounts: { [accountId]: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
+    },
+    env: {
+      TOLLGATE_WORKERS: String(workers),
+      TOLLGATE_LOG_LEVEL: "info",
+      NODE_OPTIONS: `--import ${gcProbe}`,
+      BENCH_CHILD: "1",
+      GC_PROBE_FILE: gcFile
+    }
+  })
+  process.on("exit", () => void server.kill())
+  await server.cli(["credits", "grant", "--account", accountId, "--usd", "1000000.00", "--reference", "bench"])
+  return { pid: server.pid, gcFile, base: server.api, key: server.credentials!.inferenceKey }
+}
+
 // ---------- measuring ----------
 
 const clockTicks = Number(ChildProcess.execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100
 
-/** utime + stime of a process, in seconds. */
-const cpuSeconds = (pid: number): number => {
-  const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return (Number(fields[11]) + Number(fields[12])) / clockTicks
+/** The fields of `/proc/<pid>/stat` after the command name: [0] state, [1] ppid, [11] utime, [12] stime. */
+const statFields = (pid: number | string): Array<string> | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  } catch {
+    return undefined // the process has ended
+  }
 }
 
+/**
+ * utime + stime of a process and of every process it started, in seconds: a server with workers
+ * is its supervisor and the workers it forked.
+ */
+const cpuSeconds = (pid: number): number => {
+  const children = new Map<number, Array<number>>()
+  for (const entry of Fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    const fields = statFields(entry)
+    if (fields === undefined) continue
+    const parent = Number(fields[1])
+    children.set(parent, [...(children.get(parent) ?? []), Number(entry)])
+  }
+  let seconds = 0
+  const pending = [pid]
+  while (pending.length > 0) {
+    const next = pending.pop()!
+    const fields = statFields(next)
+    if (fields !== undefined) seconds += (Number(fields[11]) + Number(fields[12])) / clockTicks
+    pending.push(...(children.get(next) ?? []))
+  }
+  return seconds
+}
+
+/** The GC totals of every process of a server: the probe writes one file per process. */
 const gcTotals = (server: Server): { readonly pauseMs: number; readonly scavenges: number } => {
-  if (server.gcFile === undefined || !Fs.existsSync(server.gcFile)) return { pauseMs: Number.NaN, scavenges: Number.NaN }
-  return JSON.parse(Fs.readFileSync(server.gcFile, "utf8")) as { pauseMs: number; scavenges: number }
+  if (server.gcFile === undefined) return { pauseMs: Number.NaN, scavenges: Number.NaN }
+  const prefix = `${Path.basename(server.gcFile)}.`
+  const files = Fs.readdirSync(Path.dirname(server.gcFile)).filter((file) => file.startsWith(prefix) && file.endsWith(".json"))
+  if (files.length === 0) return { pauseMs: Number.NaN, scavenges: Number.NaN }
+  return files.reduce((sum, file) => {
+    const totals = JSON.parse(Fs.readFileSync(Path.join(Path.dirname(server.gcFile!), file), "utf8")) as { pauseMs: number; scavenges: number }
+    return { pauseMs: sum.pauseMs + totals.pauseMs, scavenges: sum.scavenges + totals.scavenges }
+  }, { pauseMs: 0, scavenges: 0 })
 }
 
 const machineTimes = () =>
@@ -196,7 +266,7 @@ interface Target {
   readonly method: "GET" | "POST"
   readonly headers: Record<string, string>
   readonly server: Server
-  readonly redis?: Server
+  readonly redis?: Server & { readonly url?: string }
   rate?: number | undefined
 }
 
@@ -250,8 +320,16 @@ const load = (target: Target, connections: number, amount: number): Promise<Load
     const watchdog = setTimeout(() => instance.stop(), 120_000)
   })
 
+/** Commands the Redis server has processed so far (`INFO stats`). */
+const redisCommands = (url: string): number => {
+  const { port } = new URL(url)
+  const info = ChildProcess.execFileSync("redis-cli", ["-p", port, "info", "stats"]).toString()
+  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? Number.NaN)
+}
+
 interface Run extends Load {
   readonly rps: number
+  readonly redisCommandsPerRequest: number
   readonly cpuUs: number
   readonly redisUs: number
   readonly gcShare: number
@@ -271,12 +349,14 @@ const measure = async (target: Target, connections: number, seconds: number, war
   }
   const cpuBefore = cpuSeconds(target.server.pid)
   const redisBefore = target.redis === undefined ? 0 : cpuSeconds(target.redis.pid)
+  const commandsBefore = target.redis?.url === undefined ? Number.NaN : redisCommands(target.redis.url)
   const gcBefore = gcTotals(target.server)
   const machineBefore = machineTimes()
   const result = await load(target, connections, target.rate * seconds)
   await sleep(150) // the GC probe writes its totals every 100 ms
   const cpu = cpuSeconds(target.server.pid) - cpuBefore
   const redis = target.redis === undefined ? Number.NaN : cpuSeconds(target.redis.pid) - redisBefore
+  const commands = target.redis?.url === undefined ? Number.NaN : redisCommands(target.redis.url) - commandsBefore
   const gcAfter = gcTotals(target.server)
   const machineAfter = machineTimes()
   target.rate = result.ok / result.seconds
@@ -285,6 +365,7 @@ const measure = async (target: Target, connections: number, seconds: number, war
     rps: result.ok / result.seconds,
     cpuUs: result.ok > 0 ? cpu * 1e6 / result.ok : Number.NaN,
     redisUs: result.ok > 0 ? redis * 1e6 / result.ok : Number.NaN,
+    redisCommandsPerRequest: result.ok > 0 ? commands / result.ok : Number.NaN,
     gcShare: cpu > 0 ? (gcAfter.pauseMs - gcBefore.pauseMs) / (cpu * 1000) : Number.NaN,
     scavengesPer1k: result.ok > 0 ? (gcAfter.scavenges - gcBefore.scavenges) * 1000 / result.ok : Number.NaN,
     machine: Os.cpus().length * (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)
@@ -359,6 +440,19 @@ for (const [label, checkout] of checkouts) {
   )
   networksTargets.push({ name: `${label} memory`, url: `${memory.base}/crypto/rpc/networks`, method: "GET", headers: {}, server: memory })
 }
+const workerCounts = options.workers === "" ? [] : options.workers.split(",").map(Number)
+for (const workers of workerCounts) {
+  const redis = await startRedis()
+  const production = await startProduction(`production-${workers}`, upstream.url, redis.url, workers)
+  rpcTargets.push({
+    name: `tollgate Redis, ${workers} worker${workers === 1 ? "" : "s"}`,
+    url: `${production.base}/crypto/rpc/ethereum-mainnet`,
+    method: "POST",
+    headers: { authorization: `Bearer ${production.key}` },
+    server: production,
+    redis
+  })
+}
 for (const target of rpcTargets) {
   const response = await fetch(target.url, { method: "POST", headers: { "content-type": "application/json", ...target.headers }, body: rpcBody })
   const text = await response.text()
@@ -383,6 +477,7 @@ const summary = (runs: ReadonlyArray<Run>) => ({
   p99: median(runs.map((run) => run.p99)),
   cpuUs: median(runs.map((run) => run.cpuUs)),
   redisUs: median(runs.map((run) => run.redisUs)),
+  redisCommands: median(runs.map((run) => run.redisCommandsPerRequest)),
   gcShare: median(runs.map((run) => run.gcShare)),
   scavengesPer1k: median(runs.map((run) => run.scavengesPer1k)),
   bad: runs.reduce((sum, run) => sum + run.bad, 0)
@@ -395,7 +490,7 @@ const upstreamP50 = latency.get("upstream alone")!.p50
 
 console.log(`\n### POST /crypto/rpc/ethereum-mainnet (${options.connections} connections, median of ${options.rounds} rounds)\n`)
 printTable(
-  ["target", "req/s", "rounds", "p50 ms", "p99 ms", "req/s vs raw", "CPU us/req", "CPU vs raw", "Redis us/req", "GC pauses", "scavenges/1k req", "added p50 @1 conn", "non-2xx"],
+  ["target", "req/s", "rounds", "p50 ms", "p99 ms", "req/s vs raw", "CPU us/req", "CPU vs raw", "Redis us/req", "Redis cmds/req", "GC pauses", "scavenges/1k req", "added p50 @1 conn", "non-2xx"],
   rpcTargets.map((target) => {
     const row = rpc.get(target.name)!
     return [
@@ -408,6 +503,7 @@ printTable(
       fixed(row.cpuUs, 0),
       `${fixed(row.cpuUs / rawRow.cpuUs, 2)}x`,
       fixed(row.redisUs, 0),
+      fixed(row.redisCommands, 2),
       `${fixed(row.gcShare * 100, 1)}%`,
       fixed(row.scavengesPer1k, 2),
       `${fixed(latency.get(target.name)!.p50 - upstreamP50, 3)} ms`,
@@ -441,6 +537,17 @@ check("added p50 at 1 connection, memory (ms)", addedMemory, "< 0.5 ms", addedMe
 check("added p50 at 1 connection, Redis (ms)", addedRedis, "< 1 ms", addedRedis < 1)
 const networksRatio = networks.get("tollgate memory")!.cpuUs / bare.cpuUs
 check("networks CPU/request vs bare node:http", networksRatio, "<= 2x", networksRatio <= 2)
+if (workerCounts.length > 0) {
+  console.log("\n### Workers (production mode on Redis, this run)\n")
+  const single = rpc.get(`tollgate Redis, ${workerCounts[0]} worker${workerCounts[0] === 1 ? "" : "s"}`)!
+  printTable(
+    ["workers", "req/s", `req/s vs ${workerCounts[0]}`, "CPU us/req (all processes)", "Redis us/req", "Redis cmds/req", "req/s vs Express peer"],
+    workerCounts.map((workers) => {
+      const row = rpc.get(`tollgate Redis, ${workers} worker${workers === 1 ? "" : "s"}`)!
+      return [String(workers), fixed(row.rps, 0), `${fixed(row.rps / single.rps, 2)}x`, fixed(row.cpuUs, 0), fixed(row.redisUs, 0), fixed(row.redisCommands, 2), `${fixed(row.rps / peerRow.rps, 2)}x`]
+    })
+  )
+}
 console.log(`\nmachine idle before start: ${fixed(idle * 100, 0)}%; CPU per request side by side is the number to trust on a shared machine.`)
 
 if (options.json !== "") {

@@ -1,15 +1,17 @@
 /**
  * Preloaded into each benchmarked server (`node --import`): sums the garbage collector's pauses
  * (perf_hooks `gc` entries) and counts the young-generation collections (scavenges), and writes the
- * running totals to `GC_PROBE_FILE` every 100 ms, so the harness can read the GC of a measured
+ * running totals to `<GC_PROBE_FILE>.<pid>.json` every 100 ms (one file per process, since a server
+ * with workers is several processes that inherit the same setting), so the harness can read the GC of a measured
  * window without touching the server's code. The pauses are wall time, so a busy machine inflates
  * them; the scavenge count follows the bytes allocated per request and does not depend on the load.
  */
 import * as Fs from "node:fs"
 import { constants, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks"
 
-const file = process.env["GC_PROBE_FILE"]
-if (file !== undefined && file !== "") {
+const prefix = process.env["GC_PROBE_FILE"]
+if (prefix !== undefined && prefix !== "") {
+  const file = `${prefix}.${process.pid}.json`
   let pauseMs = 0
   let count = 0
   let scavenges = 0
