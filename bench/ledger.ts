@@ -7,7 +7,7 @@
  */
 import { NodeRedis } from "@effect/platform-node"
 import { CreditLedger, Money } from "@tollgate/core"
-import { CreditLedgerRedis } from "@tollgate/redis"
+import { CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { Redis } from "effect/persistence"
@@ -25,7 +25,7 @@ const client = createClient({ url: server.url })
 await client.connect()
 
 const memoryRuntime = ManagedRuntime.make(CreditLedger.layerMemory)
-const redisRuntime = ManagedRuntime.make(CreditLedgerRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url: server.url }))))
+const redisRuntime = ManagedRuntime.make(CreditLedgerRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: server.url }))))
 const rawRuntime = ManagedRuntime.make(NodeRedis.layer({ url: server.url }))
 const raw = await rawRuntime.runPromise(Effect.service(Redis.Redis))
 const holdBare = raw.eval(Redis.script((key: string, amount: number) => [key, amount], {

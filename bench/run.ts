@@ -18,6 +18,7 @@ const benches = [
   "networks.ts",
   "peers.ts",
   "ratelimit.ts",
+  "replication.ts",
   "rpc.ts"
 ]
 

@@ -21,6 +21,7 @@
 import { CreditLedger, Errors, Money, Spans } from "@tollgate/core"
 import { Clock, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
+import * as RedisConnection from "./RedisConnection.ts"
 
 /**
  * The ledger's Lua functions over the account's keys: `ledgerHold`, `ledgerCapture`,
@@ -296,15 +297,24 @@ const msOf = (id: string) => Number(id.split("-")[0])
 
 /**
  * The ledger on Redis. `prefix` namespaces the keys (default `tg:cl:`); `retentionMs` is how long
- * journal and usage entries are kept (default `CreditLedger.DEFAULT_RETENTION_MS`).
+ * journal and usage entries are kept (default `CreditLedger.DEFAULT_RETENTION_MS`). With
+ * `replicaAcknowledgment`, a credit (top-up, grant, refund) is answered only once that many replicas
+ * have it, or once the wait times out, which is logged: the credit stands on the master either way,
+ * and a failover before a replica has it would lose it (see docs/operations.md).
  *
  * @category layers
  */
 export const layerRedis = (
-  options: { readonly prefix?: string; readonly retentionMs?: number | undefined } = {}
-): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis> =>
+  options: {
+    readonly prefix?: string
+    readonly retentionMs?: number | undefined
+    readonly replicaAcknowledgment?: RedisConnection.ReplicaAcknowledgment | undefined
+  } = {}
+): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis | RedisConnection.RedisConnection> =>
   Layer.effect(CreditLedger.CreditLedger, Effect.gen(function*() {
     const redis = yield* Redis.Redis
+    const connection = yield* RedisConnection.RedisConnection
+    const acknowledgment = options.replicaAcknowledgment
     const prefix = options.prefix ?? defaultPrefix
     const keysOf = (accountId: string) => accountKeys(prefix, accountId)
     const run = redis.eval(ledgerScript(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS))
@@ -320,10 +330,26 @@ export const layerRedis = (
         return { detail: reply[1] as ReadonlyArray<string>, balance: toBalance(reply[2] ?? []) }
       })
 
+    const replicated = (accountId: string, reference: string) =>
+      acknowledgment === undefined
+        ? Effect.void
+        : Effect.tryPromise(() => RedisConnection.waitForReplicas(connection, keysOf(accountId)[0], acknowledgment)).pipe(
+          Effect.flatMap((acknowledged) =>
+            acknowledged >= acknowledgment.replicas
+              ? Effect.void
+              : Effect.logWarning(
+                `a credit is on the Redis master but on ${acknowledged} of ${acknowledgment.replicas} replicas after ${acknowledgment.timeoutMs} ms`,
+                { accountId, reference }
+              )
+          ),
+          Effect.catch((error) => Effect.logWarning("a credit's replication could not be confirmed", { accountId, reference, error: String(error) }))
+        )
+
     const credit = (op: "topup" | "grant" | "refund") =>
       Effect.fn(`CreditLedger.${op}`)(function*(input: CreditLedger.CreditInput) {
         yield* checkAmount(input.amount, false)
         const { balance, detail } = yield* call(input.accountId, op, input.reference, input.amount)
+        yield* replicated(input.accountId, input.reference)
         return { entry: toEntry(detail), balance }
       })
 

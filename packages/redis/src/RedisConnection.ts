@@ -20,6 +20,11 @@
  * `SCAN` walks every master in turn: its cursor is `<master>-<cursor>` between masters, and `0`
  * only once the last master is done, so a caller's loop over the cursor sees the whole keyspace.
  *
+ * `waitForReplicas` sends `WAIT` on the connection of a key's master, so it covers the writes that
+ * connection sent before it (a credit's script). `WAIT` holds that connection until the replicas
+ * answer: every command queued behind it on the same connection waits too, which is why tollgate
+ * waits only after credits, never after each paid call (`bench/replication.ts` measures both).
+ *
  * @since 0.1.0
  */
 import { NodeRedis } from "@effect/platform-node"
@@ -42,6 +47,29 @@ export class RedisConnection extends Context.Service<RedisConnection, {
 export type Target =
   | { readonly url: string }
   | { readonly cluster: ReadonlyArray<string> }
+
+/**
+ * How many replicas must acknowledge a write (`WAIT numreplicas timeout`), and how long to wait.
+ *
+ * @category models
+ */
+export interface ReplicaAcknowledgment {
+  readonly replicas: number
+  readonly timeoutMs: number
+}
+
+/**
+ * Waits until `acknowledgment.replicas` replicas of `key`'s master have every write sent before on
+ * its connection, at most `acknowledgment.timeoutMs`; resolves with how many did.
+ *
+ * @category replication
+ */
+export const waitForReplicas = (
+  connection: RedisConnection["Service"],
+  key: string,
+  acknowledgment: ReplicaAcknowledgment
+): Promise<number> =>
+  connection.sendCommand(["WAIT", String(acknowledgment.replicas), String(acknowledgment.timeoutMs)], key) as Promise<number>
 
 /** @category errors */
 export class CrossSlotScript extends Error {

@@ -1,4 +1,3 @@
-import { NodeRedis } from "@effect/platform-node"
 import { CreditLedger, Money } from "@tollgate/core"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer } from "effect"
@@ -6,6 +5,7 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
@@ -21,7 +21,7 @@ const holdsIn = (url: string, accountId: string, count: number, prefix: string) 
 describe.skipIf("unavailable" in redis)("CreditLedger on one Redis, two server processes: no balance is spent twice", () => {
   it("1,000 holds from two processes against a balance that affords 250 -> exactly 250 succeed, the balance ends at 0", async () => {
     const url = "unavailable" in redis ? "" : redis.url
-    const ledger = CreditLedgerRedis.layerRedis().pipe(Layer.provide(NodeRedis.layer({ url })))
+    const ledger = CreditLedgerRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))
     const run = <A, E>(effect: Effect.Effect<A, E, CreditLedger.CreditLedger>) => Effect.runPromise(Effect.provide(effect, ledger))
     const accountId = `two-processes-${Date.now()}`
     await run(Effect.flatMap(CreditLedger.CreditLedger, (service) =>

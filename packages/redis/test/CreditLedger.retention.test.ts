@@ -1,4 +1,3 @@
-import { NodeRedis } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
 import { CreditLedger, Money } from "@tollgate/core"
 import { Contract, RedisServer } from "@tollgate/testkit"
@@ -6,6 +5,7 @@ import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll } from "vitest"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => ("stop" in redis ? redis.stop() : undefined))
@@ -45,7 +45,7 @@ Contract.contract(
   "CreditLedger retention: entries older than the retention leave the journal and the usage report; the balance never depends on them",
   [
     { name: "memory", layer: CreditLedger.layerMemoryWith({ retentionMs: DAY }) },
-    RedisServer.backend(redis, (url) => CreditLedgerRedis.layerRedis({ retentionMs: DAY }).pipe(Layer.provide(NodeRedis.layer({ url }))))
+    RedisServer.backend(redis, (url) => CreditLedgerRedis.layerRedis({ retentionMs: DAY }).pipe(Layer.provide(RedisConnection.layer({ url }))))
   ],
   (it, backend) => {
     it.effect("calls older than a day are trimmed as new ones arrive (Redis: to within one stream node); the balance counts them all", () =>

@@ -162,7 +162,11 @@ export const run = <E>(argv: ReadonlyArray<string>, services: Layer.Layer<Servic
 export const layer = (
   config:
     & Pick<ServerConfig, "store" | "redisUrl" | "publicOrigin" | "signingKey">
-    & { readonly retention?: ServerConfig["retention"]; readonly redisCluster?: ServerConfig["redisCluster"] }
+    & {
+      readonly retention?: ServerConfig["retention"]
+      readonly redisCluster?: ServerConfig["redisCluster"]
+      readonly redisReplicaAcknowledgment?: ServerConfig["redisReplicaAcknowledgment"]
+    }
 ) =>
   Layer.unwrap(Effect.gen(function*() {
     if (config.signingKey === undefined) {
@@ -177,7 +181,10 @@ export const layer = (
     }
     const redis = RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
     // The ledger's scripts trim entries past the retention: the server's, not a default.
-    const ledger = CreditLedgerRedis.layerRedis({ retentionMs: config.retention?.retentionMs })
+    const ledger = CreditLedgerRedis.layerRedis({
+      retentionMs: config.retention?.retentionMs,
+      replicaAcknowledgment: config.redisReplicaAcknowledgment
+    })
     return Layer.mergeAll(auth.pipe(Layer.provide(AuthStoreRedis.layerRedis)), ledger).pipe(
       Layer.provide(redis)
     )

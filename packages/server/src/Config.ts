@@ -22,13 +22,19 @@ const RedisSeed = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.-]+:[0-9]{1,
 
 /**
  * The `redis` section of the config file: the seed nodes of a Redis Cluster, the same list
- * `TOLLGATE_REDIS_CLUSTER` takes.
+ * `TOLLGATE_REDIS_CLUSTER` takes; how many replicas must acknowledge a credit (top-up, grant,
+ * refund) before it is answered (`TOLLGATE_REDIS_WAIT_REPLICAS`, default 0) and how long to wait
+ * for them (default 1,000 ms).
  *
  * @category schemas
  */
 export const RedisSection = Schema.Struct({
-  cluster: Schema.optionalKey(Schema.Array(RedisSeed).check(Schema.isMinLength(1)))
+  cluster: Schema.optionalKey(Schema.Array(RedisSeed).check(Schema.isMinLength(1))),
+  waitReplicas: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  waitTimeoutMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0)))
 })
+
+const DEFAULT_WAIT_TIMEOUT_MS = 1_000
 
 /**
  * The environment variables tollgate reads, with their rules.
@@ -44,6 +50,7 @@ export const Environment = Schema.Struct({
   TOLLGATE_REDIS_CLUSTER: Schema.optionalKey(Schema.String.check(Schema.isPattern(RedisSeeds, {
     message: "must be a comma-separated list of host:port seed nodes"
   }))),
+  TOLLGATE_REDIS_WAIT_REPLICAS: Schema.optionalKey(Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0))),
   TOLLGATE_WORKERS: Schema.optionalKey(Schema.Union([Schema.Literal("auto"), PositiveInt])),
   TOLLGATE_PUBLIC_ORIGIN: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^https?:\/\/[^/]+$/u, {
     message: "must be an origin such as https://api.example.com (scheme and host, no path)"
@@ -92,6 +99,11 @@ export interface ServerConfig {
   readonly redisUrl: string
   /** Seed nodes (`host:port`) of a Redis Cluster: set, the Redis layers run on the cluster instead of `redisUrl`. */
   readonly redisCluster: ReadonlyArray<string> | undefined
+  /**
+   * Replicas that must have a credit (top-up, grant, refund) before it is answered, and how long to
+   * wait for them (`WAIT`); absent: credits are answered once the master has them.
+   */
+  readonly redisReplicaAcknowledgment: { readonly replicas: number; readonly timeoutMs: number } | undefined
   /** How many server processes share the port (`node:cluster`); more than one needs Redis. */
   readonly workers: number
   readonly publicOrigin: string
@@ -184,6 +196,10 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
     if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined && redisCluster === undefined) {
       return yield* new ConfigError({ message: "TOLLGATE_REDIS_URL: required when TOLLGATE_STORE is redis (or TOLLGATE_REDIS_CLUSTER)" })
     }
+    const waitReplicas = vars.TOLLGATE_REDIS_WAIT_REPLICAS ?? file.redis?.waitReplicas ?? 0
+    if (waitReplicas > 0 && store !== "redis") {
+      return yield* new ConfigError({ message: "TOLLGATE_REDIS_WAIT_REPLICAS: replicas are waited for only with TOLLGATE_STORE=redis" })
+    }
     const production = vars.TOLLGATE_SIGNING_KEY !== undefined
     const workers = vars.TOLLGATE_WORKERS === "auto" || (vars.TOLLGATE_WORKERS === undefined && store === "redis" && production)
       ? Os.availableParallelism()
@@ -210,6 +226,9 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       store,
       redisUrl: vars.TOLLGATE_REDIS_URL ?? "redis://127.0.0.1:6379",
       redisCluster,
+      redisReplicaAcknowledgment: waitReplicas === 0
+        ? undefined
+        : { replicas: waitReplicas, timeoutMs: file.redis?.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS },
       workers,
       publicOrigin: vars.TOLLGATE_PUBLIC_ORIGIN ?? file.publicOrigin ?? `http://localhost:${port}`,
       serviceVersion: vars.TOLLGATE_SERVICE_VERSION,

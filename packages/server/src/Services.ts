@@ -197,8 +197,13 @@ const reachable = (config: ServerConfig) => {
     const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 5_000 } })
     client.on("error", () => {})
     await client.connect()
-    await client.close()
+    try {
+      return await fewestReplicas(client, config.redisCluster !== undefined)
+    } finally {
+      await client.close()
+    }
   }
+  const wanted = config.redisReplicaAcknowledgment?.replicas ?? 0
   return Effect.tryPromise({
     try: () => Promise.any(urls.map(connect)),
     catch: (cause) => {
@@ -206,7 +211,27 @@ const reachable = (config: ServerConfig) => {
       const reason = first instanceof Error ? first.message || first.name : String(first)
       return new ConfigError({ message: `${field}: cannot connect to ${urls.map(redactedUrl).join(", ")} (${reason})` })
     }
-  })
+  }).pipe(Effect.flatMap((replicas) =>
+    replicas >= wanted ? Effect.void : Effect.fail(new ConfigError({
+      message: `TOLLGATE_REDIS_WAIT_REPLICAS: ${wanted} replicas asked for, but ${config.redisCluster === undefined ? "the Redis server has" : "a Redis Cluster master has only"} ${replicas} connected`
+    }))
+  ))
+}
+
+/**
+ * The replicas connected to the server, or on a cluster to its least replicated master (`CLUSTER
+ * NODES`: a replica's line names its master's id, and a replica whose link is down does not count).
+ */
+const fewestReplicas = async (client: ReturnType<typeof createClient>, cluster: boolean): Promise<number> => {
+  if (!cluster) {
+    const info = String(await client.sendCommand(["INFO", "replication"]))
+    return Number(/connected_slaves:(\d+)/.exec(info)?.[1] ?? 0)
+  }
+  const nodes = String(await client.sendCommand(["CLUSTER", "NODES"])).trim().split("\n").map((line) => line.split(" "))
+  const masters = nodes.filter((node) => node[2]!.includes("master") && !node[2]!.includes("fail") && node.length > 8)
+  const replicasOf = (id: string) =>
+    nodes.filter((node) => node[3] === id && (node[2]!.includes("slave") || node[2]!.includes("replica")) && node[7] === "connected").length
+  return masters.length === 0 ? 0 : Math.min(...masters.map((master) => replicasOf(master[0]!)))
 }
 
 /** The URL without its password, fit for a log line. */
@@ -223,7 +248,7 @@ const stores = (config: ServerConfig) =>
       AuthStoreRedis.layerRedis,
       AbuseGuardRedis.layerRedis,
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
-      CreditLedgerRedis.layerRedis({ retentionMs: config.retention.retentionMs }),
+      CreditLedgerRedis.layerRedis({ retentionMs: config.retention.retentionMs, replicaAcknowledgment: config.redisReplicaAcknowledgment }),
       IdempotencyStoreRedis.layerRedis,
       AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
       VideoJobsRedis.layerRedis

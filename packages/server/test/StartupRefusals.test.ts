@@ -4,7 +4,7 @@
  * that is not refused, production without `x402.payTo`, turns wallet payments off instead.
  */
 import { Jwt } from "@tollgate/core"
-import { FreePort } from "@tollgate/testkit"
+import { FreePort, RedisServer } from "@tollgate/testkit"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -111,6 +111,22 @@ describe("An unreachable Redis at start is one line, not a stack trace", () => {
     const port = await FreePort.freePort()
     const result = await refused({ TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: `redis://127.0.0.1:${port}` })
     expectOneLine(result, "TOLLGATE_REDIS_URL")
+  })
+})
+
+describe("Waiting for Redis replicas that are not there stops the server, naming TOLLGATE_REDIS_WAIT_REPLICAS", () => {
+  it("TOLLGATE_REDIS_WAIT_REPLICAS=1 on a Redis server without a replica is refused at start", async () => {
+    const redis = await RedisServer.start()
+    try {
+      const result = await refused({ TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: redis.url, TOLLGATE_REDIS_WAIT_REPLICAS: "1" })
+      expect(expectOneLine(result, "TOLLGATE_REDIS_WAIT_REPLICAS")).toContain("0 connected")
+    } finally {
+      await redis.stop()
+    }
+  })
+
+  it("TOLLGATE_REDIS_WAIT_REPLICAS=1 with memory stores is refused at start", async () => {
+    expectOneLine(await refused({ TOLLGATE_REDIS_WAIT_REPLICAS: "1" }), "TOLLGATE_REDIS_WAIT_REPLICAS")
   })
 })
 

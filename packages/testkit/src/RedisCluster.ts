@@ -12,6 +12,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { freePort } from "./FreePort.ts"
+import * as RedisServer from "./RedisServer.ts"
 
 /** @category models */
 export interface Node {
@@ -29,6 +30,10 @@ export interface RedisCluster {
   readonly masters: () => Promise<ReadonlyArray<Node>>
   /** The master that serves a key's slot now. */
   readonly masterOf: (key: string) => Promise<Node>
+  /** The replica that follows the master on `port` now. */
+  readonly replicaOf: (port: number) => Promise<Node>
+  /** Freezes one node (SIGSTOP) for `ms`, then lets it run on: a stalled host, not a crash. */
+  readonly stall: (port: number, ms: number) => Promise<void>
   /** Kills one node with SIGKILL: a crash, not a shutdown. */
   readonly kill: (port: number) => Promise<void>
   /** Resolves once every slot is served again and the cluster reports `cluster_state:ok`. */
@@ -111,6 +116,8 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
       const fields = line.split(" ")
       const ranges = fields.slice(8).filter((range) => !range.startsWith("[")).map((range) => range.split("-").map(Number))
       return {
+        id: fields[0]!,
+        master: fields[3]!,
         port: Number(fields[1]!.split(":")[1]!.split("@")[0]),
         flags: fields[2]!.split(","),
         servesSlots: ranges.length > 0,
@@ -158,6 +165,14 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
       if (master === undefined) throw new Error(`no live master serves slot ${slot}`)
       return { port: master.port, url: `redis://127.0.0.1:${master.port}` }
     },
+    replicaOf: async (port) => {
+      const nodes = await topology()
+      const master = nodes.find((node) => node.port === port)
+      const replica = nodes.find((node) => node.flags.includes("slave") && node.master === master?.id && isAlive(node.port))
+      if (replica === undefined) throw new Error(`no live replica follows the node on port ${port}`)
+      return { port: replica.port, url: `redis://127.0.0.1:${replica.port}` }
+    },
+    stall: (port, ms) => RedisServer.stall(children.get(port)!, ms),
     kill: async (port) => {
       const child = children.get(port)
       if (child === undefined || child.exitCode !== null || child.signalCode !== null) return

@@ -23,6 +23,8 @@ export interface RedisServer {
   readonly kill: () => Promise<void>
   /** Starts it again on the same port: empty, or with its data when it keeps an append-only file. */
   readonly restart: () => Promise<void>
+  /** Freezes the process (SIGSTOP) for `ms`, then lets it run on: a stalled host, not a crash. */
+  readonly stall: (ms: number) => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -68,6 +70,17 @@ const spawnServer = (port: number, dir: string | undefined) =>
   )
 
 /**
+ * Stops a process with SIGSTOP and continues it with SIGCONT after `ms`.
+ *
+ * @category internals
+ */
+export const stall = async (child: ChildProcess.ChildProcess, ms: number): Promise<void> => {
+  child.kill("SIGSTOP")
+  await new Promise((resolve) => setTimeout(resolve, ms))
+  child.kill("SIGCONT")
+}
+
+/**
  * Starts a fresh redis-server on a free port.
  *
  * @category constructors
@@ -100,6 +113,7 @@ export const start = async (options: Options = {}): Promise<RedisServer> => {
       child = spawnServer(port, dir)
       await launched()
     },
+    stall: (ms) => stall(child, ms),
     stop: async () => {
       process.removeListener("exit", onExit)
       await kill()
@@ -118,8 +132,8 @@ export const acquire = async (): Promise<RedisServer | { readonly unavailable: s
   const external = process.env["REDIS_URL"]
   if (external !== undefined && external !== "") {
     const port = Number(new URL(external).port || 6379)
-    const unsupported = () => Promise.reject(new Error("cannot restart an external Redis"))
-    return { url: external, port, kill: unsupported, restart: unsupported, stop: () => Promise.resolve() }
+    const unsupported = () => Promise.reject(new Error("cannot restart or stall an external Redis"))
+    return { url: external, port, kill: unsupported, restart: unsupported, stall: unsupported, stop: () => Promise.resolve() }
   }
   try {
     return await start()
