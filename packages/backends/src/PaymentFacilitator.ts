@@ -27,7 +27,7 @@
  * @since 0.1.0
  */
 import { Errors, Money, X402 } from "@tollgate/core"
-import { Context, Duration, Effect, Layer, Option, Redacted, Schema, Semaphore } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schedule, Schema, Semaphore } from "effect"
 import {
   type Address,
   BaseError,
@@ -41,6 +41,7 @@ import {
   TimeoutError
 } from "viem"
 import { nonceManager, privateKeyToAccount } from "viem/accounts"
+import type { PendingSettlementStore } from "@x402/core/facilitator"
 import type { PaymentPayload as SdkPaymentPayload, PaymentRequirements as SdkPaymentRequirements } from "@x402/core/types"
 
 /**
@@ -174,6 +175,13 @@ export interface LocalEvmOptions {
   readonly pollingIntervalMs?: number
   /** How long a sent settlement waits for its receipt before the top-up answers 503 (retry). */
   readonly receiptTimeout?: Duration.Input
+  /**
+   * Where a settlement whose receipt was late is remembered until the payment is sent again. The
+   * default, the SDK's in-memory store, serves one process: several instances or workers must
+   * share one (`PendingSettlementsRedis`), or a retry that reaches another process is refused
+   * while the payer's money has moved.
+   */
+  readonly pendingSettlements?: PendingSettlementStore
 }
 
 /** @category models */
@@ -211,8 +219,22 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
     throw error
   }
   // A transaction the SDK sent whose receipt was late, by payment signature: the retried payment
-  // collects that receipt instead of sending again.
-  const pending = new InMemoryPendingSettlementStore()
+  // collects that receipt instead of sending again. `verify` reads the very store the scheme writes.
+  const pending = options.pendingSettlements ?? new InMemoryPendingSettlementStore()
+  // A sent transaction the store failed to record (Redis unreachable): the SDK then answers as if
+  // the transfer had failed, though its money moves once it is mined. `settle` keeps trying to
+  // record it for a few seconds (a Redis restart or failover) and answers 503, so the retry
+  // collects it.
+  const unrecorded = new Map<string, string>()
+  const recording: PendingSettlementStore = {
+    get: (key) => pending.get(key),
+    set: (key, txHash) =>
+      pending.set(key, txHash).catch((error: unknown) => {
+        unrecorded.set(key, txHash)
+        throw error
+      }),
+    delete: (key) => pending.delete(key)
+  }
   const inFlight = new Set<string>()
   const facilitator = new x402Facilitator()
   for (const [network, { rpcUrl }] of Object.entries(options.chains)) {
@@ -248,7 +270,7 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
         // Settlement simulates again right before sending: an authorization used (or a payer
         // blacklisted) since `verify` is refused without the relayer paying for a revert.
         simulateInSettle: true,
-        pendingSettlementStore: pending
+        pendingSettlementStore: recording
       })
     )
   }
@@ -280,6 +302,12 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       ? reject(SETTLEMENT_REVERTED, "The transfer would fail on chain, as its simulation shows; nothing was sent and no gas was spent")
       : reject(reason ?? "invalid_payment", message ?? `The payment was refused (${reason ?? "no reason given"})`)
 
+  const isPending = (signature: string) =>
+    Effect.tryPromise({
+      try: async () => (await pending.get(signature)) !== undefined,
+      catch: () => unavailable("The store of pending settlements could not be reached")
+    })
+
   const alreadySettling = reject(NONCE_ALREADY_USED, "This authorization is already being settled")
 
   return PaymentFacilitator.of({
@@ -292,14 +320,14 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while checking the payment")
       // The retry a late receipt asked for: the nonce is used by the transaction sent for this very
       // payment (every check before the simulation passed), and `settle` collects its receipt.
-      if (answer.invalidReason === NONCE_ALREADY_USED && (yield* call("pending", () => pending.get(signature))) !== undefined) {
+      if (answer.invalidReason === NONCE_ALREADY_USED && (yield* isPending(signature))) {
         return { payer }
       }
       return yield* refusal(answer.invalidReason, answer.invalidMessage)
     }),
     settle: Effect.fn("PaymentFacilitator.evm.settle")(function*(payment: X402.MatchedPayment) {
       const amount = yield* amountOf(payment.requirements)
-      const { payer, reference } = yield* authorizationOf(payment)
+      const { payer, signature, reference } = yield* authorizationOf(payment)
       if (inFlight.has(reference)) return yield* alreadySettling
       inFlight.add(reference)
       const unreachableBefore = unreachable
@@ -308,7 +336,21 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       )
       const network = payment.requirements.network
       if (answer.success) return { payer, transaction: answer.transaction, network, reference, amount }
-      if (answer.errorReason === "settlement_pending") {
+      const sent = unrecorded.get(signature)
+      if (sent !== undefined) {
+        unrecorded.delete(signature)
+        yield* Effect.tryPromise(() => pending.set(signature, sent)).pipe(
+          Effect.retry({ schedule: Schedule.spaced("500 millis"), times: 10 }),
+          Effect.catch(() =>
+            Effect.logError("A settlement was sent but could not be recorded for its retry; credit it by hand once mined", {
+              payer,
+              reference,
+              transaction: sent
+            })
+          )
+        )
+      }
+      if (answer.errorReason === "settlement_pending" || sent !== undefined) {
         return yield* unavailable("The transfer was sent but is not confirmed yet; retry the same payment")
       }
       if (answer.errorReason === TRANSACTION_FAILED) {

@@ -1,9 +1,10 @@
 import * as PaymentFacilitator from "@tollgate/backends/PaymentFacilitator"
-import { CreditLedger, Money, X402 } from "@tollgate/core"
+import { CreditLedger, Money, PendingSettlements, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
-import { Anvil, FreePort } from "@tollgate/testkit"
+import { PendingSettlementsRedis, RedisConnection } from "@tollgate/redis"
+import { Anvil, FreePort, RedisServer } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { Effect, Layer, Redacted } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -21,17 +22,26 @@ const requirement = X402.requirements(config, Money.usd(5))[0]!
 let chain: X402Chain.Chain
 const disposals: Array<() => Promise<void>> = []
 
-/** The top-up routes in process, settling EVM payments locally over `rpcUrl`. */
-const serve = async (rpcUrl: string) => {
+/**
+ * The top-up routes in process, settling EVM payments locally over `rpcUrl`, with pending
+ * settlements in the SDK's memory store or in the Redis at `redisUrl`.
+ */
+const serve = async (rpcUrl: string, redisUrl?: string) => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const facilitator = PaymentFacilitator.layer({
-    local: {
-      chains: { [X402.BASE_MAINNET]: { rpcUrl } },
-      relayerKey: Redacted.make(Anvil.devPrivateKey),
-      pollingIntervalMs: 50,
-      receiptTimeout: "1 second"
-    }
-  })
+  const pendingSettlements = redisUrl === undefined
+    ? PendingSettlements.layerMemory
+    : PendingSettlementsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
+  const facilitator = Layer.unwrap(Effect.gen(function*() {
+    return PaymentFacilitator.layer({
+      local: {
+        chains: { [X402.BASE_MAINNET]: { rpcUrl } },
+        relayerKey: Redacted.make(Anvil.devPrivateKey),
+        pollingIntervalMs: 50,
+        receiptTimeout: "1 second",
+        pendingSettlements: yield* PendingSettlements.PendingSettlements
+      }
+    })
+  })).pipe(Layer.provide(pendingSettlements))
   const web = Handlers.toWebHandler(App.layer(X402Route.routes).pipe(
     Layer.provide(Layer.mergeAll(
       X402.layer(config),
@@ -92,5 +102,36 @@ describe("A chain that cannot be reached is a 503, never a refusal of the paymen
     const response = await app.topUp(header)
     expect(response.status).toBe(503)
     expect(await app.balanceUsd(wallet.address)).toBe("0")
+  }, 30_000)
+})
+
+describe("A late receipt while Redis is down is still a 503: the sent transaction is recorded once Redis answers, and the retry is credited", () => {
+  it("Redis killed while the block is not mined and started again 1.5 s later: 503, then 200 with 5 USD", async () => {
+    const redis = await RedisServer.start()
+    disposals.push(redis.stop)
+    const app = await serve(chain.anvil.url, redis.url)
+    const wallet = privateKeyToAccount(generatePrivateKey())
+    await chain.mint(wallet.address, 5_000_000n)
+    const header = X402Chain.paymentHeader(requirement, await X402Chain.authorize(wallet, { to: payTo, value: 5_000_000n }))
+    await chain.client.setAutomine(false)
+    try {
+      const late = app.topUp(header)
+      const deadline = Date.now() + 10_000
+      while ((await chain.client.getTxpoolStatus()).pending === 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      await redis.kill()
+      // The receipt wait (1 s) ends while Redis is down: the SDK fails to record the transaction.
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      await redis.restart()
+      expect((await late).status).toBe(503)
+      expect(await app.balanceUsd(wallet.address)).toBe("0")
+      await chain.client.mine({ blocks: 1 })
+    } finally {
+      await chain.client.setAutomine(true)
+    }
+    const retried = await app.topUp(header)
+    expect(retried.status).toBe(200)
+    expect(await retried.json()).toMatchObject({ creditedUsd: "5", balanceUsd: "5" })
   }, 30_000)
 })

@@ -22,6 +22,7 @@ import {
   IdempotencyStore,
   Jwt,
   Models,
+  PendingSettlements,
   PricingEngine,
   RateLimiter,
   RateLimitLog,
@@ -41,13 +42,14 @@ import {
   AuthStoreRedis,
   CreditLedgerRedis,
   IdempotencyStoreRedis,
+  PendingSettlementsRedis,
   RateLimiterRedis,
   RateLimitLogRedis,
   RedisConnection,
   VideoJobsRedis
 } from "@tollgate/redis"
 import bs58 from "bs58"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Duration, Effect, Layer, Redacted, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createClient } from "redis"
 import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
@@ -74,6 +76,11 @@ export const X402Section = Schema.Struct({
   })) as unknown as Schema.Codec<`0x${string}`, string>),
   /** JSON-RPC URL of Base, for settlement and smart-wallet signatures. */
   evmRpcUrl: Schema.optionalKey(Schema.String),
+  /**
+   * How long a top-up waits for its settlement's receipt before answering 503 (the client sends the
+   * same payment again and collects the transaction); default 120.
+   */
+  receiptTimeoutSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 600 }))),
   /** Factories trusted to deploy EIP-6492 counterfactual wallets before their top-up settles. */
   eip6492AllowedFactories: Schema.optionalKey(Schema.Array(
     Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" }))
@@ -251,7 +258,8 @@ const stores = (config: ServerConfig) =>
       CreditLedgerRedis.layerRedis({ retentionMs: config.retention.retentionMs, replicaAcknowledgment: config.redisReplicaAcknowledgment }),
       IdempotencyStoreRedis.layerRedis,
       AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
-      VideoJobsRedis.layerRedis
+      VideoJobsRedis.layerRedis,
+      PendingSettlementsRedis.layerRedis
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config),
       RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
@@ -262,7 +270,7 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    ))).pipe(Layer.merge(VideoJobs.layerMemory))
+    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory)))
 
 /**
  * The signing key of API keys: the configured one, or a fresh one in dev mode (keys minted by a
@@ -322,21 +330,28 @@ export const layer = (config: ServerConfig) =>
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
     }))
-    const facilitator = PaymentFacilitator.layer({
-      ...(x402.relayerKey !== undefined && evmRpcUrl !== undefined
-        ? {
-          local: {
-            chains: { [X402.BASE_MAINNET]: { rpcUrl: evmRpcUrl } },
-            relayerKey: Redacted.make(x402.relayerKey),
-            eip6492AllowedFactories: (x402.eip6492AllowedFactories ?? []) as ReadonlyArray<`0x${string}`>
+    // Pending settlements live in the stores: on Redis, a retried top-up that reaches another
+    // instance or worker collects the transaction the first one sent.
+    const facilitator = Layer.unwrap(Effect.gen(function*() {
+      const pendingSettlements = yield* PendingSettlements.PendingSettlements
+      return PaymentFacilitator.layer({
+        ...(x402.relayerKey !== undefined && evmRpcUrl !== undefined
+          ? {
+            local: {
+              chains: { [X402.BASE_MAINNET]: { rpcUrl: evmRpcUrl } },
+              relayerKey: Redacted.make(x402.relayerKey),
+              eip6492AllowedFactories: (x402.eip6492AllowedFactories ?? []) as ReadonlyArray<`0x${string}`>,
+              ...(x402.receiptTimeoutSeconds === undefined ? {} : { receiptTimeout: Duration.seconds(x402.receiptTimeoutSeconds) }),
+              pendingSettlements
+            }
           }
-        }
-        : {}),
-      ...(solana === undefined || feePayer === undefined
-        ? {}
-        : { svm: { networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } }, feePayerKey: Redacted.make(feePayer.bytes) } }),
-      ...(x402.facilitatorUrl === undefined ? {} : { http: { url: x402.facilitatorUrl } })
-    }).pipe(
+          : {}),
+        ...(solana === undefined || feePayer === undefined
+          ? {}
+          : { svm: { networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } }, feePayerKey: Redacted.make(feePayer.bytes) } }),
+        ...(x402.facilitatorUrl === undefined ? {} : { http: { url: x402.facilitatorUrl } })
+      })
+    })).pipe(
       Layer.catchTag("ServiceUnavailable", () =>
         Layer.effect(
           PaymentFacilitator.PaymentFacilitator,
@@ -344,7 +359,6 @@ export const layer = (config: ServerConfig) =>
         ))
     )
     const base = Layer.mergeAll(
-      stores(config),
       prices,
       RateLimits.layerOverridesMemory(rateLimits),
       models,
@@ -366,7 +380,7 @@ export const layer = (config: ServerConfig) =>
         ...(chat.scraping === true ? { scrape: WebSearch.scraper() } : {})
       }),
       DocumentExtractor.layer()
-    )
+    ).pipe(Layer.provideMerge(stores(config)))
     const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)
     const withStaking = staking === undefined ? withAuth : Layer.provideMerge(

@@ -1,0 +1,129 @@
+import { assert } from "@effect/vitest"
+import { PendingSettlements } from "@tollgate/core"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
+import { Context, Effect, Layer } from "effect"
+import * as Crypto from "node:crypto"
+import { afterAll } from "vitest"
+import * as PendingSettlementsRedis from "../src/PendingSettlementsRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
+
+const redis = await RedisServer.acquire()
+afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const cluster = await RedisCluster.acquire()
+afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+
+const Store = PendingSettlements.PendingSettlements
+
+/** A payment signature as the SDK keys it: 65 bytes of hex, or `bytes` for a contract wallet's. */
+const signature = (bytes = 65) => `0x${Crypto.randomBytes(bytes).toString("hex")}`
+const txHash = () => `0x${Crypto.randomBytes(32).toString("hex")}`
+const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
+
+Contract.contract(
+  "PendingSettlements contract: a payment's sent transaction is kept until it is deleted",
+  [
+    { name: "memory", layer: PendingSettlements.layerMemory },
+    RedisServer.backend(redis, (url) => PendingSettlementsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) => PendingSettlementsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+  ],
+  (it) => {
+    it.effect("a payment never sent has no pending transaction", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        assert.strictEqual(yield* promise(() => store.get(signature())), undefined)
+      }))
+
+    it.effect("a set transaction reads back; setting again replaces it", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = signature()
+        const [first, second] = [txHash(), txHash()]
+        yield* promise(() => store.set(key, first))
+        assert.strictEqual(yield* promise(() => store.get(key)), first)
+        yield* promise(() => store.set(key, second))
+        assert.strictEqual(yield* promise(() => store.get(key)), second)
+      }))
+
+    it.effect("delete forgets it; deleting a payment with no entry is no error", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = signature()
+        yield* promise(() => store.set(key, txHash()))
+        yield* promise(() => store.delete(key))
+        assert.strictEqual(yield* promise(() => store.get(key)), undefined)
+        yield* promise(() => store.delete(key))
+      }))
+
+    it.effect("each payment has its own entry, a 2 KB EIP-6492 signature as well as a 65-byte one", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const entries = [signature(), signature(2048), signature()].map((key) => [key, txHash()] as const)
+        yield* Effect.forEach(entries, ([key, hash]) => promise(() => store.set(key, hash)), { concurrency: "unbounded" })
+        for (const [key, hash] of entries) assert.strictEqual(yield* promise(() => store.get(key)), hash)
+        yield* promise(() => store.delete(entries[0]![0]))
+        assert.strictEqual(yield* promise(() => store.get(entries[1]![0])), entries[1]![1])
+      }))
+  }
+)
+
+/** A second instance: its own connection to the same Redis, as another process has. */
+class OtherInstance extends Context.Service<OtherInstance, PendingSettlements.PendingSettlements["Service"]>()("test/OtherInstance") {}
+
+const twoInstances = (target: RedisConnection.Target) =>
+  Layer.mergeAll(
+    PendingSettlementsRedis.layerRedis.pipe(Layer.provideMerge(RedisConnection.layer(target))),
+    Layer.effect(OtherInstance, PendingSettlementsRedis.make()).pipe(Layer.provide(RedisConnection.layer(target)))
+  )
+
+Contract.contract(
+  "PendingSettlements on Redis: every instance on the same Redis sees one entry, kept for the SDK's TTL",
+  [
+    RedisServer.backend(redis, (url) => twoInstances({ url })),
+    RedisCluster.backend(cluster, (seeds) => twoInstances({ cluster: seeds }))
+  ],
+  (it) => {
+    it.effect("set by one instance, read and deleted by another, gone for both", () =>
+      Effect.gen(function*() {
+        const [first, second] = [yield* Store, yield* OtherInstance]
+        const key = signature()
+        const hash = txHash()
+        yield* promise(() => first.set(key, hash))
+        assert.strictEqual(yield* promise(() => second.get(key)), hash)
+        yield* promise(() => second.delete(key))
+        assert.strictEqual(yield* promise(() => first.get(key)), undefined)
+      }))
+
+    it.effect("an entry expires PENDING_SETTLEMENT_TTL_MS (5 minutes) after its last set", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const { sendCommand } = yield* RedisConnection.RedisConnection
+        const key = signature()
+        yield* promise(() => store.set(key, txHash()))
+        const name = PendingSettlementsRedis.entryKey(PendingSettlementsRedis.defaultPrefix, key)
+        const ttl = Number(yield* promise(() => sendCommand(["PTTL", name], name)))
+        assert.isTrue(ttl > PendingSettlements.TTL_MS - 10_000 && ttl <= PendingSettlements.TTL_MS, `PTTL ${ttl}`)
+        assert.strictEqual(PendingSettlements.TTL_MS, 5 * 60_000)
+      }))
+  }
+)
+
+Contract.contract(
+  "PendingSettlements on Redis: an entry past its TTL is gone",
+  [
+    RedisServer.backend(redis, (url) =>
+      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: 100 })).pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) =>
+      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: 100 })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+  ],
+  (it) => {
+    it.effect("kept within ttlMs, undefined after", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const key = signature()
+        yield* promise(() => store.set(key, txHash()))
+        assert.isDefined(yield* promise(() => store.get(key)))
+        yield* promise(() => new Promise((resolve) => setTimeout(resolve, 250)))
+        assert.strictEqual(yield* promise(() => store.get(key)), undefined)
+      }))
+  }
+)
