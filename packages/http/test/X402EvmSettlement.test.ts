@@ -30,7 +30,7 @@ const serve = async (rpcUrl: string, redisUrl?: string) => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
   const pendingSettlements = redisUrl === undefined
     ? PendingSettlements.layerMemory
-    : PendingSettlementsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
+    : PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
   const facilitator = Layer.unwrap(Effect.gen(function*() {
     return PaymentFacilitator.layer({
       local: {

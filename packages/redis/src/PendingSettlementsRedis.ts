@@ -6,14 +6,16 @@
  * on a Redis Cluster, and a bounded key length.
  *
  * It sends through `RedisConnection`'s raw sender: the SDK calls the store with promises, which is
- * what that sender returns.
+ * what that sender returns. With `replicaAcknowledgment` (`TOLLGATE_REDIS_WAIT_REPLICAS`), an entry
+ * is answered as set once that many replicas have it, as a ledger credit is: losing it in a
+ * failover costs the same, a payment whose money moved and that is never credited.
  *
  * @since 0.1.0
  */
 import { PendingSettlements } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
-import { RedisConnection } from "./RedisConnection.ts"
+import { RedisConnection, type ReplicaAcknowledgment, waitForReplicas } from "./RedisConnection.ts"
 
 /** @category constants */
 export const defaultPrefix = "tollgate:pending"
@@ -25,24 +27,46 @@ export const defaultPrefix = "tollgate:pending"
  */
 export const entryKey = (prefix: string, key: string) => `${prefix}:{${createHash("sha256").update(key).digest("hex")}}`
 
+/** @category models */
+export interface Options {
+  readonly prefix?: string
+  readonly ttlMs?: number
+  readonly replicaAcknowledgment?: ReplicaAcknowledgment | undefined
+}
+
 /**
  * A store over `RedisConnection`, its keys under `prefix`, each kept `ttlMs` after it was last set.
  *
  * @category constructors
  */
-export const make = (options: { readonly prefix?: string; readonly ttlMs?: number } = {}) =>
+export const make = (options: Options = {}) =>
   Effect.gen(function*() {
-    const { sendCommand } = yield* RedisConnection
+    const connection = yield* RedisConnection
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
     const prefix = options.prefix ?? defaultPrefix
     const ttlMs = String(options.ttlMs ?? PendingSettlements.TTL_MS)
-    const send = (args: Array<string>) => sendCommand(args, args[1])
+    const acknowledgment = options.replicaAcknowledgment
+    const send = (args: Array<string>) => connection.sendCommand(args, args[1])
+    // Like a credit's, the entry stands on the master when the replicas do not confirm it in time:
+    // the wait is logged, never taken for a failed write.
+    const replicated = async (name: string) => {
+      if (acknowledgment === undefined) return
+      const acknowledged = await waitForReplicas(connection, name, acknowledgment).catch(() => 0)
+      if (acknowledged < acknowledgment.replicas) {
+        runFork(Effect.logWarning(
+          `a pending settlement is on the Redis master but on ${acknowledged} of ${acknowledgment.replicas} replicas after ${acknowledgment.timeoutMs} ms`
+        ))
+      }
+    }
     return PendingSettlements.PendingSettlements.of({
       get: async (key) => {
         const txHash = await send(["GET", entryKey(prefix, key)])
         return typeof txHash === "string" ? txHash : undefined
       },
       set: async (key, txHash) => {
-        await send(["SET", entryKey(prefix, key), txHash, "PX", ttlMs])
+        const name = entryKey(prefix, key)
+        await send(["SET", name, txHash, "PX", ttlMs])
+        await replicated(name)
       },
       delete: async (key) => {
         await send(["DEL", entryKey(prefix, key)])
@@ -55,7 +79,5 @@ export const make = (options: { readonly prefix?: string; readonly ttlMs?: numbe
  *
  * @category layers
  */
-export const layerRedis: Layer.Layer<PendingSettlements.PendingSettlements, never, RedisConnection> = Layer.effect(
-  PendingSettlements.PendingSettlements,
-  make()
-)
+export const layerRedis = (options: Options = {}): Layer.Layer<PendingSettlements.PendingSettlements, never, RedisConnection> =>
+  Layer.effect(PendingSettlements.PendingSettlements, make(options))

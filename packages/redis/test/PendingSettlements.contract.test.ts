@@ -1,9 +1,10 @@
 import { assert } from "@effect/vitest"
 import { PendingSettlements } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import * as Crypto from "node:crypto"
-import { afterAll } from "vitest"
+import { createClient } from "redis"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as PendingSettlementsRedis from "../src/PendingSettlementsRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
@@ -23,8 +24,8 @@ Contract.contract(
   "PendingSettlements contract: a payment's sent transaction is kept until it is deleted",
   [
     { name: "memory", layer: PendingSettlements.layerMemory },
-    RedisServer.backend(redis, (url) => PendingSettlementsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })))),
-    RedisCluster.backend(cluster, (seeds) => PendingSettlementsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+    RedisServer.backend(redis, (url) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))),
+    RedisCluster.backend(cluster, (seeds) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("a payment never sent has no pending transaction", () =>
@@ -71,7 +72,7 @@ class OtherInstance extends Context.Service<OtherInstance, PendingSettlements.Pe
 
 const twoInstances = (target: RedisConnection.Target) =>
   Layer.mergeAll(
-    PendingSettlementsRedis.layerRedis.pipe(Layer.provideMerge(RedisConnection.layer(target))),
+    PendingSettlementsRedis.layerRedis().pipe(Layer.provideMerge(RedisConnection.layer(target))),
     Layer.effect(OtherInstance, PendingSettlementsRedis.make()).pipe(Layer.provide(RedisConnection.layer(target)))
   )
 
@@ -127,3 +128,67 @@ Contract.contract(
       }))
   }
 )
+
+// A master and its replica started here (the test makes one server the replica of the other and
+// stalls it), as in CreditLedger.replicas.test.ts.
+const pair = await Promise.all([RedisServer.start(), RedisServer.start()]).catch((error: unknown) => {
+  if (process.env["CI"]) throw error
+  return { unavailable: String(error) }
+})
+afterAll(async () => {
+  if (Array.isArray(pair)) for (const server of pair) await server.stop()
+})
+
+const STALL_MS = 400
+
+describe.skipIf(!Array.isArray(pair))("With replicaAcknowledgment, a pending settlement is set once a replica has it (WAIT), as a credit is", () => {
+  const [primary, follower] = pair as [RedisServer.RedisServer, RedisServer.RedisServer]
+
+  beforeAll(async () => {
+    // The first sync starts at once instead of after the default 5 s diskless-sync delay.
+    const master = createClient({ url: primary.url })
+    await master.connect()
+    await master.sendCommand(["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
+    await master.close()
+    const client = createClient({ url: follower.url })
+    await client.connect()
+    await client.sendCommand(["REPLICAOF", "127.0.0.1", String(primary.port)])
+    for (let attempt = 0; attempt < 200; attempt++) {
+      if (String(await client.sendCommand(["INFO", "replication"])).includes("master_link_status:up")) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    await client.close()
+  })
+
+  it("a set waits for a stalled replica and the replica has the entry when it resolves", async () => {
+    const store = ManagedRuntime.make(
+      PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: { replicas: 1, timeoutMs: 5_000 } }).pipe(
+        Layer.provide(RedisConnection.layer({ url: primary.url }))
+      )
+    )
+    try {
+      const pending = await store.runPromise(Effect.gen(function*() {
+        return yield* Store
+      }))
+      await pending.set(signature(), txHash()) // connects before the measured set
+      const key = signature()
+      const hash = txHash()
+      const stalled = follower.stall(STALL_MS)
+      const started = performance.now()
+      await pending.set(key, hash)
+      const ms = performance.now() - started
+      await stalled
+      expect(ms).toBeGreaterThanOrEqual(STALL_MS * 0.6)
+      const replica = createClient({ url: follower.url })
+      await replica.connect()
+      try {
+        const name = PendingSettlementsRedis.entryKey(PendingSettlementsRedis.defaultPrefix, key)
+        expect(await replica.sendCommand(["GET", name])).toBe(hash)
+      } finally {
+        await replica.close()
+      }
+    } finally {
+      await store.dispose()
+    }
+  })
+})

@@ -259,7 +259,7 @@ const stores = (config: ServerConfig) =>
       IdempotencyStoreRedis.layerRedis,
       AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
       VideoJobsRedis.layerRedis,
-      PendingSettlementsRedis.layerRedis
+      PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config),
       RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
