@@ -24,6 +24,12 @@
  *   operators who prefer a hosted facilitator. Its `/supported` answer carries the Solana
  *   `feePayer` the 402 bodies must advertise.
  *
+ * Both local backends keep a transaction sent but not confirmed in time in a pending settlements
+ * store (`@x402/core`'s `PendingSettlementStore`, `@tollgate/core/PendingSettlements`): the top-up
+ * answers 503, and the retried payment, whose money has already moved, is accepted and collects
+ * that transaction. Several processes must share the store (Redis), or a retry reaching another
+ * one is refused while the payer has paid.
+ *
  * @since 0.1.0
  */
 import { Errors, Money, X402 } from "@tollgate/core"
@@ -187,6 +193,51 @@ export interface LocalEvmOptions {
 /** @category models */
 export type Backend = PaymentFacilitator["Service"]
 
+/**
+ * A pending settlements store as a backend uses it: the SDK scheme gets `store`, which remembers
+ * a sent transaction it failed to record (Redis unreachable). The SDK then answers as if the
+ * transfer had failed, though its money moves once it lands; `recordAgain`, after such a
+ * settlement, keeps trying to record it for a few seconds (a Redis restart or failover) and tells
+ * the backend to answer 503, so the retry collects it. It logs the transaction at error level if
+ * it never could.
+ */
+const pendingSettlementsOf = (pending: PendingSettlementStore) => {
+  const unrecorded = new Map<string, string>()
+  const store: PendingSettlementStore = {
+    get: (key) => pending.get(key),
+    set: (key, txHash) =>
+      pending.set(key, txHash).catch((error: unknown) => {
+        unrecorded.set(key, txHash)
+        throw error
+      }),
+    delete: (key) => pending.delete(key)
+  }
+  const isPending = (key: string) =>
+    Effect.tryPromise({
+      try: async () => (await pending.get(key)) !== undefined,
+      catch: () => unavailable("The store of pending settlements could not be reached")
+    })
+  const recordAgain = (key: string, payment: { readonly payer: string; readonly network: string }) =>
+    Effect.gen(function*() {
+      const sent = unrecorded.get(key)
+      if (sent === undefined) return false
+      unrecorded.delete(key)
+      yield* Effect.tryPromise(() => pending.set(key, sent)).pipe(
+        Effect.retry({ schedule: Schedule.spaced("500 millis"), times: 10 }),
+        Effect.catch(() =>
+          Effect.logError("A settlement was sent but could not be recorded for its retry; credit it by hand once it lands", {
+            ...payment,
+            transaction: sent
+          })
+        )
+      )
+      return true
+    })
+  return { store, isPending, recordAgain }
+}
+
+const stillPending = () => unavailable("The transfer was sent but is not confirmed yet; retry the same payment")
+
 // A failure to reach the node at all, as opposed to a call the chain answered (a revert).
 const isUnreachable = (error: unknown) =>
   error instanceof BaseError && error.walk((cause) => cause instanceof HttpRequestError || cause instanceof TimeoutError) !== null
@@ -220,21 +271,7 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
   }
   // A transaction the SDK sent whose receipt was late, by payment signature: the retried payment
   // collects that receipt instead of sending again. `verify` reads the very store the scheme writes.
-  const pending = options.pendingSettlements ?? new InMemoryPendingSettlementStore()
-  // A sent transaction the store failed to record (Redis unreachable): the SDK then answers as if
-  // the transfer had failed, though its money moves once it is mined. `settle` keeps trying to
-  // record it for a few seconds (a Redis restart or failover) and answers 503, so the retry
-  // collects it.
-  const unrecorded = new Map<string, string>()
-  const recording: PendingSettlementStore = {
-    get: (key) => pending.get(key),
-    set: (key, txHash) =>
-      pending.set(key, txHash).catch((error: unknown) => {
-        unrecorded.set(key, txHash)
-        throw error
-      }),
-    delete: (key) => pending.delete(key)
-  }
+  const pending = pendingSettlementsOf(options.pendingSettlements ?? new InMemoryPendingSettlementStore())
   const inFlight = new Set<string>()
   const facilitator = new x402Facilitator()
   for (const [network, { rpcUrl }] of Object.entries(options.chains)) {
@@ -270,7 +307,7 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
         // Settlement simulates again right before sending: an authorization used (or a payer
         // blacklisted) since `verify` is refused without the relayer paying for a revert.
         simulateInSettle: true,
-        pendingSettlementStore: recording
+        pendingSettlementStore: pending.store
       })
     )
   }
@@ -302,12 +339,6 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       ? reject(SETTLEMENT_REVERTED, "The transfer would fail on chain, as its simulation shows; nothing was sent and no gas was spent")
       : reject(reason ?? "invalid_payment", message ?? `The payment was refused (${reason ?? "no reason given"})`)
 
-  const isPending = (signature: string) =>
-    Effect.tryPromise({
-      try: async () => (await pending.get(signature)) !== undefined,
-      catch: () => unavailable("The store of pending settlements could not be reached")
-    })
-
   const alreadySettling = reject(NONCE_ALREADY_USED, "This authorization is already being settled")
 
   return PaymentFacilitator.of({
@@ -320,7 +351,7 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while checking the payment")
       // The retry a late receipt asked for: the nonce is used by the transaction sent for this very
       // payment (every check before the simulation passed), and `settle` collects its receipt.
-      if (answer.invalidReason === NONCE_ALREADY_USED && (yield* isPending(signature))) {
+      if (answer.invalidReason === NONCE_ALREADY_USED && (yield* pending.isPending(signature))) {
         return { payer }
       }
       return yield* refusal(answer.invalidReason, answer.invalidMessage)
@@ -336,23 +367,8 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       )
       const network = payment.requirements.network
       if (answer.success) return { payer, transaction: answer.transaction, network, reference, amount }
-      const sent = unrecorded.get(signature)
-      if (sent !== undefined) {
-        unrecorded.delete(signature)
-        yield* Effect.tryPromise(() => pending.set(signature, sent)).pipe(
-          Effect.retry({ schedule: Schedule.spaced("500 millis"), times: 10 }),
-          Effect.catch(() =>
-            Effect.logError("A settlement was sent but could not be recorded for its retry; credit it by hand once mined", {
-              payer,
-              reference,
-              transaction: sent
-            })
-          )
-        )
-      }
-      if (answer.errorReason === "settlement_pending" || sent !== undefined) {
-        return yield* unavailable("The transfer was sent but is not confirmed yet; retry the same payment")
-      }
+      const unrecorded = yield* pending.recordAgain(signature, { payer, network })
+      if (answer.errorReason === "settlement_pending" || unrecorded) return yield* stillPending()
       if (answer.errorReason === TRANSACTION_FAILED) {
         // Without a transaction nothing was mined: the send itself failed (the node, the relayer's
         // gas money, or a state change since the simulation). A retry gets a fresh verdict.
@@ -490,6 +506,8 @@ export const makeHttp = (options: HttpOptions): Backend => {
 export interface LocalSvmOptions {
   readonly networks: Readonly<Record<string, { readonly rpcUrl: string }>>
   readonly feePayerKey: Redacted.Redacted<Uint8Array>
+  /** As `LocalEvmOptions.pendingSettlements`, keyed by the transaction's message hash. */
+  readonly pendingSettlements?: PendingSettlementStore
 }
 
 /**
@@ -501,10 +519,14 @@ export interface LocalSvmOptions {
 export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(function*(options: LocalSvmOptions) {
   // Loaded only when Solana is settled here: the Solana stack adds about 200 ms to every start
   // (measured on the reference machine) that a server without it should not pay.
-  const [{ createKeyPairSignerFromBytes, createSolanaRpc, mainnet }, { x402Facilitator }, { toFacilitatorSvmSigner }, { ExactSvmScheme }] =
-    yield* Effect.promise(() =>
-      Promise.all([import("@solana/kit"), import("@x402/core/facilitator"), import("@x402/svm"), import("@x402/svm/exact/facilitator")])
-    )
+  const [
+    { createKeyPairSignerFromBytes, createSolanaRpc, mainnet },
+    { InMemoryPendingSettlementStore, x402Facilitator },
+    { decodeTransactionFromPayload, getTokenPayerFromTransaction, toFacilitatorSvmSigner, transactionMessageHash },
+    { ExactSvmScheme }
+  ] = yield* Effect.promise(() =>
+    Promise.all([import("@solana/kit"), import("@x402/core/facilitator"), import("@x402/svm"), import("@x402/svm/exact/facilitator")])
+  )
   const keyPair = yield* Effect.tryPromise({
     try: () => createKeyPairSignerFromBytes(Redacted.value(options.feePayerKey)),
     catch: () => unavailable("The Solana fee payer key is not a 64-byte ed25519 key pair")
@@ -512,27 +534,41 @@ export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(functio
   const rpcs = Object.fromEntries(
     Object.entries(options.networks).map(([network, { rpcUrl }]) => [network, createSolanaRpc(mainnet(rpcUrl))])
   )
+  // A transaction sent whose confirmation was late, by message hash (the SDK's key): the retried
+  // payment collects it instead of being refused (it already moved the payer's USDC).
+  const pending = pendingSettlementsOf(options.pendingSettlements ?? new InMemoryPendingSettlementStore())
   const facilitator = new x402Facilitator().register(
     Object.keys(options.networks) as Array<`${string}:${string}`>,
-    new ExactSvmScheme(toFacilitatorSvmSigner(keyPair, rpcs))
+    new ExactSvmScheme(toFacilitatorSvmSigner(keyPair, rpcs), undefined, { pendingSettlementStore: pending.store })
   )
   const call = <A>(what: string, f: () => Promise<A>) =>
     Effect.tryPromise({ try: f, catch: () => unavailable(`The Solana facilitator failed (${what})`) })
+  const transactionOf = (payment: X402.MatchedPayment) => {
+    try {
+      const transaction = decodeTransactionFromPayload(payment.payload.payload as { transaction: string })
+      return { key: transactionMessageHash(transaction), payer: getTokenPayerFromTransaction(transaction) }
+    } catch {
+      return undefined
+    }
+  }
 
   return PaymentFacilitator.of({
     verify: Effect.fn("PaymentFacilitator.svm.verify")(function*(payment: X402.MatchedPayment) {
       const answer = yield* call("verify", () => facilitator.verify(...toSdk(payment)))
-      if (!answer.isValid) {
-        return yield* reject(answer.invalidReason ?? "invalid_payment", answer.invalidMessage ?? "The Solana payment is not valid")
-      }
-      return { payer: answer.payer ?? "" }
+      if (answer.isValid) return { payer: answer.payer ?? "" }
+      // The retry a late confirmation asked for: the transaction already moved the payer's USDC, so
+      // its simulation may fail now, and `settle` collects the one sent.
+      const transaction = transactionOf(payment)
+      if (transaction !== undefined && (yield* pending.isPending(transaction.key))) return { payer: transaction.payer }
+      return yield* reject(answer.invalidReason ?? "invalid_payment", answer.invalidMessage ?? "The Solana payment is not valid")
     }),
     settle: Effect.fn("PaymentFacilitator.svm.settle")(function*(payment: X402.MatchedPayment) {
       const amount = yield* amountOf(payment.requirements)
       const answer = yield* call("settle", () => facilitator.settle(...toSdk(payment)))
-      if (answer.errorReason === "settlement_pending") {
-        return yield* unavailable("The Solana transaction was sent but is not confirmed yet; retry the same payment")
-      }
+      const transaction = transactionOf(payment)
+      const unrecorded = transaction !== undefined &&
+        (yield* pending.recordAgain(transaction.key, { payer: transaction.payer, network: payment.requirements.network }))
+      if (answer.errorReason === "settlement_pending" || unrecorded) return yield* stillPending()
       if (!answer.success || answer.transaction === "" || answer.payer === undefined || answer.payer === "") {
         return yield* reject(answer.errorReason ?? "settlement_failed", answer.errorMessage ?? "The Solana payment could not be settled")
       }

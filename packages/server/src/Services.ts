@@ -330,8 +330,8 @@ export const layer = (config: ServerConfig) =>
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
     }))
-    // Pending settlements live in the stores: on Redis, a retried top-up that reaches another
-    // instance or worker collects the transaction the first one sent.
+    // Pending settlements (EVM and Solana) live in the stores: on Redis, a retried top-up that
+    // reaches another instance or worker collects the transaction the first one sent.
     const facilitator = Layer.unwrap(Effect.gen(function*() {
       const pendingSettlements = yield* PendingSettlements.PendingSettlements
       return PaymentFacilitator.layer({
@@ -348,7 +348,9 @@ export const layer = (config: ServerConfig) =>
           : {}),
         ...(solana === undefined || feePayer === undefined
           ? {}
-          : { svm: { networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } }, feePayerKey: Redacted.make(feePayer.bytes) } }),
+          : {
+            svm: { networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } }, feePayerKey: Redacted.make(feePayer.bytes), pendingSettlements }
+          }),
         ...(x402.facilitatorUrl === undefined ? {} : { http: { url: x402.facilitatorUrl } })
       })
     })).pipe(

@@ -8,7 +8,8 @@
  * `createSolanaRpc` works against it unchanged.
  *
  * A transaction is final as soon as `sendTransaction` returns; blockhashes stay valid until
- * `expireBlockhash`. `createMint` and `fund` write SPL accounts directly, which is how a test
+ * `expireBlockhash`. `lagStatuses(true)` makes `getSignatureStatuses` fail, as a node that is behind
+ * does, so a sent transaction's confirmation is late. `createMint` and `fund` write SPL accounts directly, which is how a test
  * places USDC at its mainnet mint address so the official client treats it as USDC.
  *
  * @since 0.1.0
@@ -41,6 +42,8 @@ export interface SolanaRpc {
   readonly airdrop: (to: string, lamports: bigint) => void
   /** Every blockhash issued so far stops being valid. */
   readonly expireBlockhash: () => void
+  /** While `true`, `getSignatureStatuses` answers an RPC error: no confirmation can be read. */
+  readonly lagStatuses: (lagging: boolean) => void
   readonly stop: () => Promise<void>
 }
 
@@ -89,6 +92,10 @@ export const start = async (): Promise<SolanaRpc> => {
   const decoder = getTransactionDecoder()
   const signatureText = getBase58Decoder()
   const statuses = new Map<string, { readonly slot: number; readonly err: unknown }>()
+  let lagging = false
+  const lag = (): never => {
+    throw new RpcError(-32004, "Block not available for slot: the node is behind")
+  }
 
   const context = () => ({ apiVersion: "2.2.0", slot: Number(svm.getClock().slot) })
   const decodeTransaction = (params: ReadonlyArray<unknown>): Transaction => {
@@ -177,7 +184,7 @@ export const start = async (): Promise<SolanaRpc> => {
       svm.warpToSlot(svm.getClock().slot + 1n)
       return signature
     },
-    getSignatureStatuses: ([signatures]) => ({
+    getSignatureStatuses: ([signatures]) => lagging ? lag() : ({
       context: context(),
       value: (signatures as ReadonlyArray<string>).map((signature) => {
         const status = statuses.get(signature)
@@ -259,6 +266,9 @@ export const start = async (): Promise<SolanaRpc> => {
       svm.airdrop(toAddress(to), lamports(amount))
     },
     expireBlockhash: () => svm.expireBlockhash(),
+    lagStatuses: (value) => {
+      lagging = value
+    },
     stop: () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
 }
