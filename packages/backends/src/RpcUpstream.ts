@@ -10,13 +10,19 @@
  * only an item whose code is rewritten is encoded again. An upstream that cannot be reached is a
  * 502, one that does not answer in time a 504.
  *
+ * The upstreams are reached through undici's dispatcher API (one keep-alive `Agent`, a handler that
+ * collects the reply's bytes) rather than `node:http`'s client or undici's `request` with its body
+ * stream: measured on the reference server (`eth_blockNumber` through the RPC route, memory stores,
+ * 50 connections, 10 s, three runs each alternated on one machine), server CPU per request went
+ * from 348 us (node:http) to 277 us (undici `request`) to 229 us (undici `dispatch`), and
+ * throughput from about 31,900 to 46,900 answers per 10 s.
+ *
  * @since 0.1.0
  */
 import { Errors, JsonRpc } from "@tollgate/core"
 import * as JsonText from "@tollgate/core/JsonText"
 import { Context, Effect, Layer, Schema } from "effect"
-import * as Http from "node:http"
-import * as Https from "node:https"
+import * as Undici from "undici"
 
 /**
  * The `rpc` section of the config file.
@@ -81,52 +87,119 @@ interface Reply {
   readonly body: Buffer
 }
 
-const httpAgent = new Http.Agent({ keepAlive: true, maxSockets: 256 })
-const httpsAgent = new Https.Agent({ keepAlive: true, maxSockets: 256 })
+/**
+ * One undici `Agent` for every upstream: a keep-alive pool of HTTP/1.1 connections per origin.
+ *
+ * - `headersTimeout`/`bodyTimeout` are off: the per-attempt timer of `post` is the only deadline, so
+ *   a configured `timeoutMs` above undici's 300 s defaults still holds.
+ * - `allowH2: false` keeps https upstreams on HTTP/1.1 as before (undici 8 would otherwise offer h2
+ *   by ALPN, whose GOAWAY handling requeues streams).
+ * - No retry of a POST by undici: retries only come from `RetryAgent` or the `retry` interceptor,
+ *   neither used here. A request's `idempotent` flag defaults to true only for GET/HEAD/QUERY
+ *   (undici `lib/core/request.js`), so a POST is never pipelined behind another request
+ *   (`client-h1.js` `busy`). When a keep-alive socket closes, only the request that was written
+ *   is failed (`onHttpSocketClose`: "Fail head of pipeline"); requests still queued were never
+ *   written and go out on the next connection. Checked in undici 8.12.
+ */
+const agent = new Undici.Agent({
+  connections: 256,
+  allowH2: false,
+  headersTimeout: 0,
+  bodyTimeout: 0
+})
 
-const REFUSED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"])
+/**
+ * Error codes meaning the request never left: the connection was refused, the name did not
+ * resolve, the host or network was unreachable, or the connection was not made within undici's
+ * connect timeout (10 s; a shorter `timeoutMs` fires first and is a timeout).
+ */
+const REFUSED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"])
+
+/** Where one upstream URL is sent: its origin and path, and the basic credentials of its userinfo. */
+interface Target {
+  readonly origin: string
+  readonly path: string
+  readonly authorization: string | undefined
+}
+
+const toTarget = (url: URL): Target => ({
+  origin: url.origin,
+  path: url.pathname + url.search,
+  // As node:http did for `http://user:pass@host/`: undici ignores userinfo in an origin.
+  authorization: url.username === "" && url.password === "" ? undefined : `Basic ${
+    Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString("base64")
+  }`
+})
+
+const describeError = (error: unknown): { readonly code: string | undefined; readonly detail: string } => {
+  const { code, message } = error as { readonly code?: unknown; readonly message?: unknown }
+  const text = typeof message === "string" ? message : String(error)
+  if (typeof code !== "string") return { code: undefined, detail: text }
+  // undici's own codes say little ("UND_ERR_SOCKET"); its message says what happened ("other side closed").
+  return { code, detail: code.startsWith("UND_ERR_") ? text : code }
+}
+
+/** The reason given to undici when a call is abandoned (timeout or interruption); never surfaced. */
+const ABANDONED = new Error("abandoned by tollgate")
 
 /**
  * One POST: the reply, or why there is none. Succeeds with the failure rather than failing, since a
  * failed attempt is an input to the retry decision, not an error yet. Interruption (the client went
- * away) destroys the request.
+ * away) and the timeout abort the request (before it is written, if it is still queued for a
+ * connection); undici then closes the connection, so a half-read reply never goes back to the pool.
  */
-const post = (url: URL, body: Uint8Array, timeoutMs: number) =>
+const post = (target: Target, body: Uint8Array, timeoutMs: number) =>
   Effect.callback<Reply | Failure>((resume) => {
-    const secure = url.protocol === "https:"
-    const request = (secure ? Https : Http).request(url, {
-      method: "POST",
-      agent: secure ? httpsAgent : httpAgent,
-      headers: { "content-type": "application/json", "content-length": body.byteLength, accept: "application/json" }
-    })
-    let connected = false
+    let settled = false
+    let started: Undici.Dispatcher.DispatchController | undefined
+    let status = 0
+    const chunks: Array<Buffer> = []
     const done = (outcome: Reply | Failure) => {
+      if (settled) return
+      settled = true
       clearTimeout(timer)
       resume(Effect.succeed(outcome))
     }
+    const abandon = () => {
+      settled = true
+      clearTimeout(timer)
+      started?.abort(ABANDONED)
+    }
     const timer = setTimeout(() => {
       done({ _tag: "timeout" })
-      request.destroy()
+      abandon()
     }, timeoutMs)
-    request.once("socket", (socket) => {
-      if (!socket.connecting) connected = true
-      else socket.once("connect", () => (connected = true))
+    agent.dispatch({
+      origin: target.origin,
+      path: target.path,
+      method: "POST",
+      headers: target.authorization === undefined
+        ? { "content-type": "application/json", "content-length": String(body.byteLength), accept: "application/json" }
+        : {
+          "content-type": "application/json",
+          "content-length": String(body.byteLength),
+          accept: "application/json",
+          authorization: target.authorization
+        },
+      body
+    }, {
+      onRequestStart: (controller) => {
+        if (settled) controller.abort(ABANDONED)
+        else started = controller
+      },
+      onResponseStart: (_controller, statusCode) => {
+        status = statusCode
+      },
+      onResponseData: (_controller, chunk) => {
+        chunks.push(chunk)
+      },
+      onResponseEnd: () => done({ status, body: Buffer.concat(chunks) }),
+      onResponseError: (_controller, error) => {
+        const { code, detail } = describeError(error)
+        done({ _tag: code !== undefined && REFUSED.has(code) ? "refused" : "broken", detail })
+      }
     })
-    request.once("error", (error: NodeJS.ErrnoException) => {
-      const refused = !connected && (error.code === undefined || REFUSED.has(error.code))
-      done({ _tag: refused ? "refused" : "broken", detail: error.code ?? error.message })
-    })
-    request.once("response", (response) => {
-      const chunks: Array<Buffer> = []
-      response.on("data", (chunk: Buffer) => chunks.push(chunk))
-      response.once("error", (error) => done({ _tag: "broken", detail: error.message }))
-      response.once("end", () => done({ status: response.statusCode ?? 0, body: Buffer.concat(chunks) }))
-    })
-    request.end(body)
-    return Effect.sync(() => {
-      clearTimeout(timer)
-      request.destroy()
-    })
+    return Effect.sync(abandon)
   })
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
@@ -243,7 +316,7 @@ const describeFailure = (failure: Failure): string => {
  */
 export const make = (config: Config) => {
   const timeoutMs = config.timeoutMs ?? 30_000
-  const upstreams = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [slug, urls.map((url) => new URL(url))]))
+  const upstreams = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [slug, urls.map((url) => toTarget(new URL(url)))]))
   return RpcUpstream.of({
     serves: (network) => (upstreams.get(network)?.length ?? 0) > 0,
     // Untraced: the metered pipeline's `tollgate.backend` span already covers the call, and
@@ -257,8 +330,7 @@ export const make = (config: Config) => {
       const attempts = config.attempts ?? Math.max(urls.length, 2)
       let last: Failure = { _tag: "refused", detail: "no attempt" }
       for (let attempt = 0; attempt < attempts; attempt++) {
-        const url = urls[attempt % urls.length] as URL
-        const sent = yield* post(url, body, timeoutMs)
+        const sent = yield* post(urls[attempt % urls.length]!, body, timeoutMs)
         const outcome = "_tag" in sent ? sent : interpret(request, sent)
         if (!("_tag" in outcome)) return outcome
         last = outcome

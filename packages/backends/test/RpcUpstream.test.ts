@@ -1,6 +1,6 @@
 import { JsonRpc, Networks } from "@tollgate/core"
 import { FreePort } from "@tollgate/testkit"
-import { Effect, Result } from "effect"
+import { Effect, Fiber, Result } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -191,5 +191,52 @@ describe("RpcUpstream: the node's bytes reach the caller unchanged, apart from o
     const body = `[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]`
     const whole = `{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"batch too large"}}`
     expect(await replying(() => whole, body)).toBe(whole)
+  })
+})
+
+describe("RpcUpstream: a call whose caller went away is abandoned upstream too", () => {
+  it("interrupting the call closes the upstream request that has not been answered", async () => {
+    let arrived: () => void = () => {}
+    const arrival = new Promise<void>((resolve) => (arrived = resolve))
+    let closed: () => void = () => {}
+    const closing = new Promise<void>((resolve) => (closed = resolve))
+    const silent = Http.createServer((req) => {
+      req.resume()
+      req.socket.once("close", closed)
+      arrived()
+    })
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve))
+    try {
+      const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`
+      const { bytes, checked } = request({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+      const fiber = Effect.runFork(RpcUpstream.make({ upstreams: { "ethereum-mainnet": [url] } }).forward("ethereum-mainnet", checked, bytes))
+      await arrival
+      await Effect.runPromise(Fiber.interrupt(fiber))
+      await closing
+    } finally {
+      silent.closeAllConnections()
+      await new Promise((resolve) => silent.close(resolve))
+    }
+  })
+})
+
+describe("RpcUpstream: credentials in an upstream URL are sent as HTTP basic authorization", () => {
+  it("http://user:p%40ss@host/ sends Authorization: Basic of user:p@ss, and the URL's path and query", async () => {
+    const seen: Array<{ readonly authorization: string | undefined; readonly url: string | undefined }> = []
+    const node = Http.createServer((req, res) => {
+      seen.push({ authorization: req.headers.authorization, url: req.url })
+      req.resume()
+      req.on("end", () => res.end(`{"jsonrpc":"2.0","id":1,"result":"0x1"}`))
+    })
+    await new Promise<void>((resolve) => node.listen(0, "127.0.0.1", resolve))
+    try {
+      const url = `http://user:p%40ss@127.0.0.1:${(node.address() as AddressInfo).port}/rpc/v2?key=k`
+      const result = await forward({ upstreams: { "ethereum-mainnet": [url] } }, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+      expect(Result.isSuccess(result)).toBe(true)
+      expect(seen).toEqual([{ authorization: `Basic ${Buffer.from("user:p@ss").toString("base64")}`, url: "/rpc/v2?key=k" }])
+    } finally {
+      node.closeAllConnections()
+      await new Promise((resolve) => node.close(resolve))
+    }
   })
 })
