@@ -60,7 +60,9 @@ export const countsAsFailure = (status: number): boolean => status >= 400 && sta
  * @category callers
  */
 export const principalCaller = (principal: Principal): string =>
-  principal._tag === "ApiKey" ? `key:${principal.keyId}` : `wallet:${principal.accountId}`
+  // The account in braces is a Redis hash tag: a store keeps a principal's records in its
+  // account's slot, where the admission script of a paid call can read its block.
+  principal._tag === "ApiKey" ? `key:{${principal.accountId}}:${principal.keyId}` : `wallet:{${principal.accountId}}`
 
 /**
  * The guard's name for a client address, for requests without valid credentials.
@@ -86,6 +88,12 @@ export class AbuseGuard extends Context.Service<AbuseGuard, {
    * out.
    */
   readonly isKnownClear?: (caller: string) => boolean
+  /**
+   * The store key of a caller's block, for a store step that reads it together with its own checks
+   * (the Redis admission script of a paid call, `Admission.AdmitInput.abuseBlockKey`). Only a store
+   * whose blocks another store can read (Redis) has it.
+   */
+  readonly blockKey?: (caller: string) => string
 }>()("@tollgate/core/AbuseGuard") {}
 
 /**
@@ -95,6 +103,8 @@ export class AbuseGuard extends Context.Service<AbuseGuard, {
  */
 export interface CallerScope {
   readonly identify: (principal: Principal) => Effect.Effect<void, RateLimited>
+  /** `identify` for a principal whose block was read already (`blockedMs`, 0 when not blocked). */
+  readonly identifyRead: (principal: Principal, blockedMs: number) => Effect.Effect<void, RateLimited>
 }
 
 /**
@@ -114,6 +124,17 @@ export const CurrentCaller = Context.Reference<Option.Option<CallerScope>>("@tol
  */
 export const identify = (principal: Principal): Effect.Effect<void, RateLimited> =>
   Effect.flatMap(CurrentCaller, (caller) => Option.isSome(caller) ? caller.value.identify(principal) : Effect.void)
+
+/**
+ * `identify` for a principal whose block a store step has read already (the admission script of a
+ * paid call, through `blockKey`): names the principal and refuses when `blockedMs` is above 0,
+ * without asking the store again.
+ *
+ * @category tracking
+ */
+export const identifyRead = (principal: Principal, blockedMs: number): Effect.Effect<void, RateLimited> =>
+  Effect.flatMap(CurrentCaller, (caller) =>
+    Option.isSome(caller) ? caller.value.identifyRead(principal, blockedMs) : blockedMs > 0 ? Effect.fail(blocked(blockedMs)) : Effect.void)
 
 /**
  * The guard's refusal for a block with `ms` left.
@@ -181,6 +202,12 @@ export const track = (service: AbuseGuard["Service"], address: string, hasCreden
       identify: (principal) => {
         state.caller = principalCaller(principal)
         return isKnownClear(service, state.caller) ? Effect.void : refuseIfBlocked(service, state)
+      },
+      identifyRead: (principal, blockedMs) => {
+        state.caller = principalCaller(principal)
+        if (blockedMs === 0) return Effect.void
+        state.refused = true
+        return Effect.fail(blocked(blockedMs))
       }
     }),
     settle: (status) =>

@@ -10,8 +10,9 @@
  * what a key's standing means (`Auth`), how a hold splits between allowance and USD and what a
  * capture appends (the `CreditLedger` store's primitives, in memory and in the ledger's Lua). What
  * this module adds is the order of the checks: a key that does not stand refuses before anything
- * else; a hold the balance cannot cover refuses before a rate limit (a payment is what a client can
- * act on); whatever refuses, nothing is written.
+ * else, then a key the abuse guard has blocked (when the store can read the guard's blocks); a hold
+ * the balance cannot cover refuses before a rate limit (a payment is what a client can act on);
+ * whatever refuses, nothing is written.
  *
  * @since 0.1.0
  */
@@ -28,6 +29,11 @@ export interface AdmitInput {
   readonly accountId: string
   /** An API key whose standing (its account exists, it is not revoked) is checked first. */
   readonly keyId?: string | undefined
+  /**
+   * The abuse guard's block of that key (`AbuseGuard.blockKey`), read right after its standing by a
+   * store that `readsAbuseBlocks`: a blocked key is refused before anything is taken.
+   */
+  readonly abuseBlockKey?: string | undefined
   /** The counters of `RateLimiter.plan`, taken all or nothing. */
   readonly counters: ReadonlyArray<RateLimiter.Counter>
   readonly hold: Omit<CreditLedger.HoldInput, "accountId">
@@ -41,6 +47,7 @@ export interface AdmitInput {
 export type AdmitReply =
   | { readonly _tag: "Admitted"; readonly states: ReadonlyArray<RateLimiter.CounterState>; readonly hold: CreditLedger.Hold }
   | { readonly _tag: "KeyRefused"; readonly status: AuthStore.KeyStatus }
+  | { readonly _tag: "Blocked"; readonly ms: number }
   | { readonly _tag: "HoldRefused"; readonly error: CreditLedger.LedgerError }
   | { readonly _tag: "RateLimited"; readonly states: ReadonlyArray<RateLimiter.CounterState> }
 
@@ -68,6 +75,8 @@ export interface GiveBackInput {
 
 /** @category services */
 export class AdmissionStore extends Context.Service<AdmissionStore, {
+  /** Whether `admit` reads the abuse guard's block (`AdmitInput.abuseBlockKey`) in its step. */
+  readonly readsAbuseBlocks: boolean
   readonly admit: (input: AdmitInput) => Effect.Effect<AdmitReply, ServiceUnavailable>
   readonly settle: (input: SettleInput) => Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable>
   /** Releases the hold (a closed one stays closed), gives back the reservations, frees the key. */
@@ -127,6 +136,8 @@ export const layerMemory: Layer.Layer<
     }
 
     return AdmissionStore.of({
+      // The memory guard answers without I/O (`AbuseGuard.isKnownClear`): nothing to fold in.
+      readsAbuseBlocks: false,
       admit: (input) => Effect.sync(() => admit(input)),
       settle: ({ adjustments, capture, completion, now }) =>
         Effect.suspend((): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable> => {

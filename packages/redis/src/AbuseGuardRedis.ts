@@ -4,7 +4,9 @@
  * counts at once, on the Redis server's clock: a blocked caller's failure is not counted and the
  * block's time left is returned; otherwise it trims the window, adds the failure and starts the
  * block when the count passes the limit. Every instance counts the same failures against the same
- * window, and concurrent failures cannot slip past the limit between a count and a block.
+ * window, and concurrent failures cannot slip past the limit between a count and a block. A paid
+ * call's admission script reads its key's block in the same step (`blockKey`), so the block costs
+ * the paid path no round trip of its own.
  *
  * @since 0.1.0
  */
@@ -12,8 +14,18 @@ import { AbuseGuard, Errors } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
 
-const failuresKey = (caller: string) => `tollgate:abuse:{${caller}}:failures`
-const blockKey = (caller: string) => `tollgate:abuse:{${caller}}:block`
+// A principal's caller name carries its account as a hash tag (`AbuseGuard.principalCaller`), so
+// its records sit in the account's slot; an address is a hash tag of its own.
+const tagged = (caller: string) => caller.includes("{") ? caller : `{${caller}}`
+const failuresKey = (caller: string) => `tollgate:abuse:${tagged(caller)}:failures`
+
+/**
+ * The key of a caller's block, which expires by itself; the admission script of a paid call reads
+ * it (`AdmissionStoreRedis`).
+ *
+ * @category keys
+ */
+export const blockKey = (caller: string) => `tollgate:abuse:${tagged(caller)}:block`
 
 const recordScript = Redis.script(
   (failures: string, block: string, windowMs: number, maxFailures: number, blockMs: number) => [
@@ -55,6 +67,7 @@ export const layerRedis: Layer.Layer<AbuseGuard.AbuseGuard, never, Redis.Redis> 
     const redis = yield* Redis.Redis
     const record = redis.eval(recordScript)
     return AbuseGuard.AbuseGuard.of({
+      blockKey,
       blockedFor: (caller) =>
         redis.send<number>("PTTL", blockKey(caller)).pipe(
           Effect.map((ms) => Math.max(0, ms)),

@@ -6,7 +6,8 @@
  * an admission is seen by the ledger, the limiter and Auth exactly as if they had made it.
  *
  * Every key of an account carries the account id as its hash tag (`tg:cl:{id}:*`, `rl:{id}:*`,
- * `tollgate:auth:{id}:*`, `tollgate:idem:{id}:*`), so on a Redis Cluster one call touches one slot.
+ * `tollgate:auth:{id}:*`, `tollgate:idem:{id}:*`, the abuse guard's `tollgate:abuse:key:{id}:*`),
+ * so on a Redis Cluster one call touches one slot.
  * A configured `global` rate limit is the exception: its counters are tagged `{global}`, so with a
  * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
  *
@@ -26,9 +27,10 @@ import * as Scripts from "./Scripts.ts"
 // KEYS 1-6: the account's ledger keys; 7 and 8: per operation (below); then the counters.
 // ARGV 1: the operation, 2: now.
 //
-// admit:    KEYS 7 the account's record, 8 the key's revocation marker. ARGV 3 whether the key's
-//           standing is checked ("1"), 4-7 the hold (reference, amount, price version, ttl), 8 on
-//           one take of `takeAll`. The hold is checked (a dry run) before the take, so a refused
+// admit:    KEYS 7 the account's record, 8 the key's revocation marker, 9 the abuse guard's block
+//           of the key. ARGV 3 whether the key's standing is checked ("1"), and its block too
+//           ("2"), 4-7 the hold (reference, amount, price version, ttl), 8 on one take of `takeAll`
+//           (its keys from 10 on). The hold is checked (a dry run) before the take, so a refused
 //           payment wins over a rate limit and a refusal writes nothing.
 // settle:   KEYS 7 the idempotency record. ARGV 3-5 the capture (reference, amount, usage
 //           details), 6-8 the record's response (status, headers, body; status "" for none), 9 on
@@ -46,15 +48,19 @@ ${IdempotencyStoreRedis.recordLibrary}
 sweep()
 
 if op == 'admit' then
-  if ARGV[3] == '1' then
+  if ARGV[3] ~= '0' then
     local exists = redis.call('EXISTS', KEYS[7])
     local revoked = redis.call('EXISTS', KEYS[8])
     if exists == 0 or revoked == 1 then return { 'key', exists, revoked } end
+    if ARGV[3] == '2' then
+      local blocked = redis.call('PTTL', KEYS[9])
+      if blocked > 0 then return { 'blocked', blocked } end
+    end
   end
   local ref, amount, version, ttl = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
   local check = ledgerHold(ref, amount, version, ttl, true)
   if check[1] == 'err' then return check end
-  local taken = takeAll(KEYS, ARGV, 8, 8, #ARGV)
+  local taken = takeAll(KEYS, ARGV, 9, 8, #ARGV)
   if taken[1] == 0 then return { 'limited', taken } end
   local held = ledgerHold(ref, amount, version, ttl, false)
   return { 'ok', held[2], held[3], taken }
@@ -122,12 +128,14 @@ export const make = (options: Options = {}) =>
       const keys: Array<string> = [
         ...CreditLedgerRedis.accountKeys(ledgerPrefix, accountId),
         AuthStoreRedis.accountKey(accountId),
-        AuthStoreRedis.revokedKey(accountId, input.keyId ?? "")
+        AuthStoreRedis.revokedKey(accountId, input.keyId ?? ""),
+        // Unread without a block to check, but in the account's slot like every key here.
+        input.abuseBlockKey ?? AuthStoreRedis.accountKey(accountId)
       ]
       const args = [
         "admit",
         String(now),
-        input.keyId === undefined ? "0" : "1",
+        input.keyId === undefined ? "0" : input.abuseBlockKey === undefined ? "1" : "2",
         hold.reference,
         String(hold.amount),
         hold.priceVersion,
@@ -160,6 +168,8 @@ export const make = (options: Options = {}) =>
           }
           case "key":
             return Effect.succeed({ _tag: "KeyRefused", status: { accountExists: reply[1] === 1, revoked: reply[2] === 1 } })
+          case "blocked":
+            return Effect.succeed({ _tag: "Blocked", ms: reply[1] as number })
           case "limited":
             return Effect.succeed({ _tag: "RateLimited", states: statesOf(reply[1]) })
           default:
@@ -209,7 +219,7 @@ export const make = (options: Options = {}) =>
       return call(keys, args, () => Effect.void)
     }
 
-    return Admission.AdmissionStore.of({ admit, settle, giveBack })
+    return Admission.AdmissionStore.of({ readsAbuseBlocks: true, admit, settle, giveBack })
   })
 
 /**

@@ -35,8 +35,22 @@ const image = (server: ShippedServer.ShippedServer, key: string) =>
     body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
   }).then(status)
 
-/** The rules every store must keep, on one server or spread over several sharing one store. */
-const guardRules = (servers: () => ReadonlyArray<ShippedServer.ShippedServer>) => {
+/** A paid RPC call (`eth_chainId`) to the network the server proxies. */
+const rpc = (server: ShippedServer.ShippedServer, key: string) =>
+  fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+    method: "POST",
+    headers: { ...bearer(key), "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] })
+  }).then(status)
+
+/**
+ * The rules every store must keep, on one server or spread over several sharing one store;
+ * `paidCall` is a metered call the servers serve.
+ */
+const guardRules = (
+  servers: () => ReadonlyArray<ShippedServer.ShippedServer>,
+  paidCall: (server: ShippedServer.ShippedServer, key: string) => Promise<number>
+) => {
   const pick = (i: number) => servers()[i % servers().length]!
 
   it("21 garbage keys from 127.0.0.2 are refused with 401; then a valid key from 127.0.0.2 gets 200, another garbage key 429", async () => {
@@ -50,12 +64,14 @@ const guardRules = (servers: () => ReadonlyArray<ShippedServer.ShippedServer>) =
     }
   })
 
-  it("21 failures of key A block key A, and key B of the same account still gets 200", async () => {
+  it("21 failures of key A block key A, paid calls included (refused 429 before they are admitted), and key B of the same account still gets 200", async () => {
     const { adminKey, inferenceKey } = servers()[0]!.credentials!
     for (let i = 0; i < 21; i++) expect(await status(await listKeys(pick(i), inferenceKey))).toBe(403)
     for (let i = 0; i < servers().length; i++) {
       expect(await status(await listKeys(pick(i), inferenceKey))).toBe(429)
+      expect(await paidCall(pick(i), inferenceKey)).toBe(429)
       expect(await status(await listKeys(pick(i), adminKey))).toBe(200)
+      expect(await paidCall(pick(i), adminKey)).toBe(200)
     }
   })
 }
@@ -119,7 +135,7 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     expect(await replay.json()).toMatchObject({ jsonrpc: "2.0", id: 1 })
   }, 60_000)
 
-  guardRules(() => [server])
+  guardRules(() => [server], rpc)
 
   it("behind a trusted proxy the client is the X-Forwarded-For address: one client's 21 garbage keys block it, not the proxy's other clients", async () => {
     const garbage = (client: string) =>
@@ -260,7 +276,7 @@ describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two serv
     expect(await status(await fetch(`${servers[0]!.api}/api_keys/rate_limits`, { headers: bearer(hundredKey) }))).toBe(200)
   }, 180_000)
 
-  guardRules(() => servers)
+  guardRules(() => servers, image)
 
   it("100 concurrent garbage keys from one address: exactly 21 get their 401, every other one 429", async () => {
     const agent = new Agent({ localAddress: "127.0.0.3" })
