@@ -10,21 +10,12 @@ import { CreditLedger, Money } from "@tollgate/core"
 import { CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { createClient } from "redis"
 import { table } from "./Harness.ts"
 
 const WRITES = 4_000
 const CONCURRENT = 50
 
-const master = await RedisServer.start()
-const replica = await RedisServer.start()
-const follower = createClient({ url: replica.url })
-await follower.connect()
-await follower.sendCommand(["REPLICAOF", "127.0.0.1", String(master.port)])
-while (!String(await follower.sendCommand(["INFO", "replication"])).includes("master_link_status:up")) {
-  await new Promise((resolve) => setTimeout(resolve, 50))
-}
-await follower.close()
+const { primary: master, replica } = await RedisServer.startReplicated()
 
 const ledgerWith = async (acknowledgment: RedisConnection.ReplicaAcknowledgment | undefined) => {
   const runtime = ManagedRuntime.make(

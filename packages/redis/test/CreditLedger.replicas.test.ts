@@ -2,19 +2,19 @@ import { CreditLedger, Money } from "@tollgate/core"
 import { RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { createClient } from "redis"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
 // A master and its replica started here (never an external REDIS_URL: the test makes one server
 // the replica of the other and stalls it), and a Redis Cluster.
-const pair = await Promise.all([RedisServer.start(), RedisServer.start()]).catch((error: unknown) => {
+const pair = await RedisServer.startReplicated().catch((error: unknown) => {
   if (process.env["CI"]) throw error
   return { unavailable: String(error) }
 })
 const cluster = await RedisCluster.acquire()
 afterAll(async () => {
-  if (Array.isArray(pair)) for (const server of pair) await server.stop()
+  if ("primary" in pair) for (const server of [pair.primary, pair.replica]) await server.stop()
   if ("stop" in cluster) await cluster.stop()
 })
 
@@ -47,19 +47,9 @@ const usdOn = async (url: string, accountId: string, readonly = false) => {
   }
 }
 
-describe.skipIf(!Array.isArray(pair))("With replicaAcknowledgment, a credit is answered once a replica has it (WAIT), or when the wait times out", () => {
-  const [primary, follower] = pair as [RedisServer.RedisServer, RedisServer.RedisServer]
+describe.skipIf(!("primary" in pair))("With replicaAcknowledgment, a credit is answered once a replica has it (WAIT), or when the wait times out", () => {
+  const { primary, replica: follower } = pair as { readonly primary: RedisServer.RedisServer; readonly replica: RedisServer.RedisServer }
 
-  beforeAll(async () => {
-    const client = createClient({ url: follower.url })
-    await client.connect()
-    await client.sendCommand(["REPLICAOF", "127.0.0.1", String(primary.port)])
-    for (let attempt = 0; attempt < 200; attempt++) {
-      if (String(await client.sendCommand(["INFO", "replication"])).includes("master_link_status:up")) break
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-    await client.close()
-  })
 
   it("a grant waits for a stalled replica and is on it when answered; without the option it is answered at once", async () => {
     const waiting = ledgerOn({ url: primary.url }, { replicas: 1, timeoutMs: 5_000 })

@@ -4,7 +4,7 @@ import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import * as Crypto from "node:crypto"
 import { createClient } from "redis"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import * as PendingSettlementsRedis from "../src/PendingSettlementsRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
@@ -131,34 +131,19 @@ Contract.contract(
 
 // A master and its replica started here (the test makes one server the replica of the other and
 // stalls it), as in CreditLedger.replicas.test.ts.
-const pair = await Promise.all([RedisServer.start(), RedisServer.start()]).catch((error: unknown) => {
+const pair = await RedisServer.startReplicated().catch((error: unknown) => {
   if (process.env["CI"]) throw error
   return { unavailable: String(error) }
 })
 afterAll(async () => {
-  if (Array.isArray(pair)) for (const server of pair) await server.stop()
+  if ("primary" in pair) for (const server of [pair.primary, pair.replica]) await server.stop()
 })
 
 const STALL_MS = 400
 
-describe.skipIf(!Array.isArray(pair))("With replicaAcknowledgment, a pending settlement is set once a replica has it (WAIT), as a credit is", () => {
-  const [primary, follower] = pair as [RedisServer.RedisServer, RedisServer.RedisServer]
+describe.skipIf(!("primary" in pair))("With replicaAcknowledgment, a pending settlement is set once a replica has it (WAIT), as a credit is", () => {
+  const { primary, replica: follower } = pair as { readonly primary: RedisServer.RedisServer; readonly replica: RedisServer.RedisServer }
 
-  beforeAll(async () => {
-    // The first sync starts at once instead of after the default 5 s diskless-sync delay.
-    const master = createClient({ url: primary.url })
-    await master.connect()
-    await master.sendCommand(["CONFIG", "SET", "repl-diskless-sync-delay", "0"])
-    await master.close()
-    const client = createClient({ url: follower.url })
-    await client.connect()
-    await client.sendCommand(["REPLICAOF", "127.0.0.1", String(primary.port)])
-    for (let attempt = 0; attempt < 200; attempt++) {
-      if (String(await client.sendCommand(["INFO", "replication"])).includes("master_link_status:up")) break
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-    await client.close()
-  })
 
   it("a set waits for a stalled replica and the replica has the entry when it resolves", async () => {
     const store = ManagedRuntime.make(

@@ -123,6 +123,24 @@ export const start = async (options: Options = {}): Promise<RedisServer> => {
 }
 
 /**
+ * Two fresh servers, the second a replica of the first, resolved once the replica has finished its
+ * first sync (started at once, without the default diskless-sync delay).
+ *
+ * @category constructors
+ */
+export const startReplicated = async (): Promise<{ readonly primary: RedisServer; readonly replica: RedisServer }> => {
+  const [primary, replica] = await Promise.all([start(), start()])
+  const command = (port: number, ...args: ReadonlyArray<string>) =>
+    new Promise<string>((resolve, reject) =>
+      ChildProcess.execFile("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], (error, stdout) =>
+        error === null ? resolve(stdout) : reject(error)))
+  await command(primary.port, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+  await command(replica.port, "REPLICAOF", "127.0.0.1", String(primary.port))
+  await waitUntil(async () => (await command(replica.port, "INFO", "replication")).includes("master_link_status:up"), 10_000, "the replica's first sync")
+  return { primary, replica }
+}
+
+/**
  * What a test file gets: a server it may use, or the reason there is none. Under `CI` a missing
  * Redis throws instead, failing the file.
  *
