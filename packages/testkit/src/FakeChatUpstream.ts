@@ -27,7 +27,10 @@ export interface Script {
   readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number }
   /** Stream the pieces, then send nothing more and keep the connection open. */
   readonly stall?: boolean
-  /** Milliseconds between stream chunks. */
+  /**
+   * Milliseconds between stream chunks; a completion that is not streamed is answered after as long
+   * as its stream would take (this many milliseconds per piece), so a slow upstream is slow either way.
+   */
   readonly delayMs?: number
 }
 
@@ -179,6 +182,8 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     const fullUsage = { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
     const id = `chatcmpl-fake-${received.length}`
     if (body["stream"] !== true) {
+      if (reply.delayMs !== undefined) await new Promise((resolve) => setTimeout(resolve, reply.delayMs! * reply.pieces.length))
+      if (response.destroyed) return
       finished = true
       response.writeHead(200, { "content-type": "application/json", ...reply.headers }).end(JSON.stringify({
         id,
