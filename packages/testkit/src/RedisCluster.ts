@@ -74,23 +74,25 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
   process.once("exit", onExit)
   const nodes: Array<Node> = []
   for (let i = 0; i < MASTERS * 2; i++) {
-    const port = await freePort()
-    const busPort = await freePort()
-    const child = ChildProcess.spawn("redis-server", [
-      "--port", String(port),
-      "--cluster-port", String(busPort),
-      "--bind", "127.0.0.1",
-      "--cluster-enabled", "yes",
-      "--cluster-config-file", Path.join(dir, `nodes-${port}.conf`),
-      "--cluster-node-timeout", String(options.nodeTimeoutMs ?? 1000),
-      "--dir", dir,
-      "--save", "",
-      "--appendonly", "no",
-      // A replica that never finished its first sync refuses to fail over: sync at once.
-      "--repl-diskless-sync-delay", "0",
-      "--daemonize", "no",
-      "--logfile", Path.join(dir, `log-${port}.txt`)
-    ], { stdio: "ignore" })
+    const { child, port } = await RedisServer.launchOnFreePort(async (port) =>
+      ChildProcess.spawn("redis-server", [
+        "--port", String(port),
+        "--cluster-port", String(await freePort()),
+        "--bind", "127.0.0.1",
+        "--cluster-enabled", "yes",
+        "--cluster-config-file", Path.join(dir, `nodes-${port}.conf`),
+        "--cluster-node-timeout", String(options.nodeTimeoutMs ?? 1000),
+        "--dir", dir,
+        "--save", "",
+        "--appendonly", "no",
+        // A replica that never finished its first sync refuses to fail over: sync at once.
+        "--repl-diskless-sync-delay", "0",
+        "--daemonize", "no",
+        "--logfile", Path.join(dir, `log-${port}.txt`)
+      ], { stdio: "ignore" })).catch((error) => {
+      onExit()
+      throw error
+    })
     children.set(port, child)
     nodes.push({ port, url: `redis://127.0.0.1:${port}` })
   }
@@ -134,7 +136,6 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
     }, timeoutMs, "the Redis Cluster to serve every slot from a live master")
   }
   try {
-    for (const node of nodes) await waitFor(async () => (await cli(node.port, "ping")).trim() === "PONG", 10_000, `redis-server on ${node.port}`)
     await run("redis-cli", [
       "--cluster", "create",
       ...nodes.map((node) => `127.0.0.1:${node.port}`),

@@ -81,14 +81,40 @@ export const stall = async (child: ChildProcess.ChildProcess, ms: number): Promi
 }
 
 /**
+ * Spawns a server on a free port and resolves once it answers `PING`. A port found free can be
+ * taken before the server binds it (by another test file's server, or as the local port of an
+ * outgoing connection: free ports come from the ephemeral range), and then the server exits at
+ * once; it is started again on another port, up to three times.
+ *
+ * @category internals
+ */
+export const launchOnFreePort = async (
+  spawn: (port: number) => Promise<ChildProcess.ChildProcess>
+): Promise<{ readonly child: ChildProcess.ChildProcess; readonly port: number }> => {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort()
+    const child = await spawn(port)
+    const exited = new Promise<boolean>((resolve) => {
+      child.once("exit", () => resolve(false))
+      child.once("error", () => resolve(false))
+    })
+    const answered = waitUntil(() => child.exitCode === null ? ping(port) : Promise.resolve(true), 10_000, `redis-server on port ${port}`)
+      .then(() => child.exitCode === null)
+    if (await Promise.race([answered, exited])) return { child, port }
+    if (attempt === 3) throw new Error(`redis-server exited at start three times (last port ${port})`)
+  }
+}
+
+/**
  * Starts a fresh redis-server on a free port.
  *
  * @category constructors
  */
 export const start = async (options: Options = {}): Promise<RedisServer> => {
-  const port = await freePort()
   const dir = options.appendOnly === true ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-redis-")) : undefined
-  let child = spawnServer(port, dir)
+  const first = await launchOnFreePort(async (port) => spawnServer(port, dir))
+  const port = first.port
+  let child = first.child
   const onExit = () => child.kill("SIGKILL")
   process.once("exit", onExit)
   const launched = async () => {
@@ -97,7 +123,6 @@ export const start = async (options: Options = {}): Promise<RedisServer> => {
       waitUntil(() => ping(port), 10_000, `redis-server on port ${port}`).then(resolve, reject)
     })
   }
-  await launched()
   const kill = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return
     const exited = new Promise((resolve) => child.once("exit", resolve))
