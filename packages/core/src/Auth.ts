@@ -199,41 +199,51 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   const now = Clock.currentTimeMillis
 
-  const verified = new Map<string, Jwt.Claims>()
-
-  /**
-   * The claims of a token, its signature checked once: an Ed25519 verification costs far more
-   * than the rest of a request, so tokens that verified are kept (bounded, oldest out first). The
-   * expiry is checked on every use, the same way `Jwt.verify` checks it; revocation and the account
-   * are the store's, checked by the caller every time.
-   */
-  const verifyToken = (token: string, at: number) => {
-    const known = verified.get(token)
-    if (known !== undefined) {
-      if (known.expiresAt === undefined || at < known.expiresAt.getTime()) return Effect.succeed(known)
-      verified.delete(token)
-    }
-    return Jwt.verify(options.signingKey, token, new Date(at)).pipe(Effect.tap((claims) =>
-      Effect.sync(() => {
-        if (verified.size >= VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
-        verified.set(token, claims)
-      })
-    ))
-  }
-
-  // Untraced: authentication runs on every paid request inside the metered pipeline's
-  // `tollgate.auth` span, and `Effect.fn` captures a call-site stack per call.
-  const verifyKey = Effect.fnUntraced(function*(authorization: string) {
-    const match = BEARER.exec(authorization.trim())
-    if (match === null) return yield* badAuthorization
-    return yield* verifyToken(match[1]!, yield* now).pipe(
-      Effect.tapError((error) => Effect.logDebug("API key refused", error.reason)),
-      Effect.mapError(() => invalidKey)
-    )
-  })
-
   const standing = (principal: ApiKeyPrincipal) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
     !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
+
+  /**
+   * What a verified key authenticates as. It depends on the key's claims alone, so it is made
+   * once per key and shared by every request that presents it.
+   */
+  const unconfirmedKey = (claims: Jwt.Claims): Effect.Effect<Option.Option<Unconfirmed>> => {
+    const { accountId, keyId, tier, type } = claims
+    const principal = new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier })
+    const verdict = standing(principal)
+    return Effect.succeed(Option.some<Unconfirmed>({
+      principal,
+      confirm: Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), verdict)),
+      pending: { accountId, keyId, standing: verdict }
+    }))
+  }
+
+  interface VerifiedKey {
+    readonly expiresAt: number | undefined
+    readonly unconfirmed: Effect.Effect<Option.Option<Unconfirmed>>
+  }
+
+  /**
+   * Keys whose signature verified, by the `Authorization` header that carried them: an Ed25519
+   * verification costs far more than the rest of a request, so a key is verified once and the
+   * header's next requests find what it authenticates as (bounded, oldest out first). The expiry
+   * is checked on every use, the same way `Jwt.verify` checks it; revocation and the account are
+   * the store's, checked by the caller every time.
+   */
+  const verified = new Map<string, VerifiedKey>()
+
+  const verifyKey = (authorization: string, at: number): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated> => {
+    const match = BEARER.exec(authorization.trim())
+    if (match === null) return Effect.fail(badAuthorization)
+    return Effect.matchEffect(Jwt.verify(options.signingKey, match[1]!, new Date(at)), {
+      onFailure: (error) => Effect.andThen(Effect.logDebug("API key refused", error.reason), Effect.fail(invalidKey)),
+      onSuccess: (claims) => {
+        const unconfirmed = unconfirmedKey(claims)
+        if (verified.size >= VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
+        verified.set(authorization, { expiresAt: claims.expiresAt?.getTime(), unconfirmed })
+        return unconfirmed
+      }
+    })
+  }
 
   const authenticateWallet = Effect.fn("Auth.authenticateWallet")(function*(header: string) {
     const at = yield* now
@@ -263,24 +273,26 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     return new WalletPrincipal({ accountId, address, family: credential.family, chainId: credential.fields.chainId })
   })
 
-  const authenticateUnconfirmed = Effect.fnUntraced(function*(headers: Headers) {
+  const noCredentials = Effect.succeed(Option.none<Unconfirmed>())
+
+  // No generator and, for a key seen before, no allocation: this runs on every paid request.
+  const authenticateUnconfirmed = (headers: Headers): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated | ServiceUnavailable | RateLimited> => {
     const authorization = headers["authorization"]
-    const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
-    if (!hasCredentials(headers)) return Option.none<Unconfirmed>()
     if (authorization !== undefined) {
-      const { accountId, keyId, tier, type } = yield* verifyKey(authorization)
-      const principal = new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier })
-      const verdict = standing(principal)
-      return Option.some<Unconfirmed>({
-        principal,
-        confirm: Effect.flatMap(store.keyStatus(accountId, keyId), verdict),
-        pending: { accountId, keyId, standing: verdict }
+      return Effect.clockWith((clock) => {
+        const at = clock.currentTimeMillisUnsafe()
+        const known = verified.get(authorization)
+        if (known === undefined) return verifyKey(authorization, at)
+        if (known.expiresAt === undefined || at < known.expiresAt) return known.unconfirmed
+        verified.delete(authorization)
+        return verifyKey(authorization, at)
       })
     }
-    const principal = yield* authenticateWallet(siwx!)
-    yield* AbuseGuard.identify(principal)
-    return Option.some<Unconfirmed>({ principal, confirm: undefined, pending: undefined })
-  })
+    const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
+    if (siwx === undefined) return noCredentials
+    return Effect.flatMap(authenticateWallet(siwx), (principal) =>
+      Effect.as(AbuseGuard.identify(principal), Option.some<Unconfirmed>({ principal, confirm: undefined, pending: undefined })))
+  }
 
   const authenticate = (headers: Headers) =>
     Effect.flatMap(authenticateUnconfirmed(headers), (found) => {

@@ -24,7 +24,7 @@ import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Observability from "./Observability.ts"
-import { CurrentRequest } from "./RequestContext.ts"
+import * as RequestContext from "./RequestContext.ts"
 
 /** @category models */
 export type Kind = RateLimits.Kind
@@ -214,36 +214,36 @@ const toStored = (response: HttpServerResponse.HttpServerResponse): IdempotencyS
   return { status: response.status, headers, body: Buffer.from(bytes).toString("base64") }
 }
 
-const balanceHeaders = (before: CreditLedger.Balance): Record<string, string> => ({
-  "x-service-balance-usd": Money.formatUsd(before.availableUsd),
-  "x-service-balance-token": Money.formatUsd(before.availableAllowance)
-})
-
 type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
 
 const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) =>
   Observability.countUnsafe(Observability.admissions, { outcome }, context)
 
-type Service = "auth" | "admission" | "idempotency"
+/**
+ * The step a call is in, for the metrics of a failure: a store step that fails counts a store error
+ * under its service, a failed backend an upstream error.
+ */
+type Step = "auth" | "admission" | "idempotency" | "backend" | "other"
+
+const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
 
 /**
- * Counts what a failed step says about the stores: every store the pipeline calls refuses the call
- * when it is unreachable (the policy is fail-closed), and authentication's refusals include the
- * abuse guard's. Counted from the failure itself, so the steps that succeed pay nothing for it.
+ * Counts what a failure says: every store the pipeline calls refuses the call when it is
+ * unreachable (the policy is fail-closed), authentication's refusals include the abuse guard's, and
+ * a backend's failure is an upstream error of its sku. Counted once, from the failure that ends the
+ * call and the step it came from, so the steps that succeed pay nothing for it.
  */
-const countFailure = (error: { readonly _tag: string }, service: Service, context: Context.Context<never>) => {
-  if (error._tag === "ServiceUnavailable") {
-    Observability.countUnsafe(Observability.redisErrors, { service, policy: "fail-closed" }, context)
-  } else if (service === "auth" && error._tag === "RateLimited") {
+const countFailure = (error: { readonly _tag: string }, step: Step, sku: string, context: Context.Context<never>) => {
+  if (step === "backend") {
+    if (upstreamFailures.has(error._tag)) Observability.countUnsafe(Observability.upstreamErrors, { sku }, context)
+  } else if (step === "other") {
+    return
+  } else if (error._tag === "ServiceUnavailable") {
+    Observability.countUnsafe(Observability.redisErrors, { service: step, policy: "fail-closed" }, context)
+  } else if (step === "auth" && error._tag === "RateLimited") {
     countAdmission("abuse_guard", context)
   }
 }
-
-/** `self`, with its failure counted by `countFailure`. */
-const counted = <A, E extends { readonly _tag: string }, R>(self: Effect.Effect<A, E, R>, service: Service, context: Context.Context<never>) =>
-  Effect.tapError(self, (error) => Effect.sync(() => countFailure(error, service, context)))
-
-const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
 
 /** What an admitted call took: the credit hold and the rate-limit admission. */
 interface Admitted {
@@ -253,16 +253,25 @@ interface Admitted {
 
 const keyStands: AuthStore.KeyStatus = { accountExists: true, revoked: false }
 
+/** The rate-limit headers of an admission with the balance before the call. */
+const callHeaders = ({ admission, hold }: Admitted): Record<string, string> => {
+  const headers: Record<string, string> = Object.assign({}, admission.headers)
+  headers["x-service-balance-usd"] = Money.formatUsd(hold.before.availableUsd)
+  headers["x-service-balance-token"] = Money.formatUsd(hold.before.availableAllowance)
+  return headers
+}
+
 /**
  * The pipeline over the services it coordinates.
  *
- * Every paid request runs it, so the common case is a short direct sequence: authenticate, one
- * admission (`Admission.AdmissionStore.admit`: the key's standing, every rate limit and the credit
- * hold in one store step), the route's work, one settlement (capture with its usage entry, the
- * rate-limit settlement and the idempotency record in one store step). Metrics are updated in place
- * from the request's context and store failures are counted from the failures themselves. Effect
- * supplies the rest: the errors, and the finalizer that gives back the hold, the reservations and
- * the idempotency key of an admitted call that fails or is interrupted.
+ * Every paid request runs it, so the common case is a short direct sequence of Effect steps, with
+ * no generator and no wrapper per step: authenticate, one admission
+ * (`Admission.AdmissionStore.admit`: the key's standing, every rate limit and the credit hold in
+ * one store step), the route's work, one settlement (capture with its usage entry, the rate-limit
+ * settlement and the idempotency record in one store step). Metrics are updated in place from the
+ * request's context, and a failure is counted once, by the step it came from. Effect supplies the
+ * rest: the errors, and the finalizer that gives back the hold, the reservations and the
+ * idempotency key of an admitted call that fails or is interrupted.
  *
  * @category layers
  */
@@ -305,133 +314,225 @@ export const layer = (options: Options = {}): Layer.Layer<
       )
     }
 
-    // What follows a key's standing found good: the abuse guard names the principal and may refuse
-    // it, without asking its store again when the admission read the block.
-    const afterStanding = (pending: NonNullable<Auth.Unconfirmed["pending"]>, principal: Principal.Principal, blockRead: boolean) =>
-      blockRead ? AbuseGuard.identifyRead(principal, 0) : pending.standing(keyStands)
+    /**
+     * One paid call: what its steps share, and the steps as methods. A class rather than closures
+     * over `run`'s locals: every paid request makes one, and methods on a prototype are not
+     * allocated per call (the generator this replaced allocated about 6 KB per call; see
+     * docs/benchmarks.md).
+     */
+    class Call {
+      step: Step = "auth"
+      principal!: Principal.Principal
+      pending: Auth.Unconfirmed["pending"]
+      blockRead = false
+      reference = ""
+      readonly call: MeteredCall
+      readonly context: Context.Context<HttpServerRequest.HttpServerRequest>
+      readonly request: HttpServerRequest.HttpServerRequest
+      readonly current: RequestContext.RequestContext
+      readonly clock: Clock.Clock
+      readonly idem: MeteredCall["idempotency"]
 
-    // A refusal after the key's standing was found good: what follows the standing runs before the
-    // refusal is answered, since the guard's refusal comes first.
-    const stood = (
-      pending: Auth.Unconfirmed["pending"],
-      principal: Principal.Principal,
-      blockRead: boolean,
-      context: Context.Context<never>,
-      refusal: Effect.Effect<never, Errors.ApiError>
-    ) => pending === undefined ? refusal : Effect.andThen(counted(afterStanding(pending, principal, blockRead), "auth", context), refusal)
-
-    // One store step decides the admission; what it refused decides the answer (the key's standing
-    // first, then a refused payment, the one a client can act on, then the rate limit), and a
-    // refusal wrote nothing, so nothing is given back.
-    const admit = (
-      principal: Principal.Principal,
-      call: MeteredCall,
-      reference: string,
-      pending: Auth.Unconfirmed["pending"],
-      blockRead: boolean,
-      clock: Clock.Clock,
-      context: Context.Context<never>
-    ): Effect.Effect<Admitted, Errors.ApiError> => {
-      const now = clock.currentTimeMillisUnsafe()
-      const plan = limiter.plan(policy.limitsFor(principal, call), now)
-      const admitted = store.admit({
-        now,
-        accountId: principal.accountId,
-        keyId: pending?.keyId,
-        abuseBlockKey: blockRead ? blockKeyOf!(AbuseGuard.principalCaller(principal)) : undefined,
-        counters: plan.counters,
-        hold: { amount: call.quote.amount, reference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? ttlMs }
-      })
-      return traced("tollgate.admission", Effect.flatMap(counted(admitted, "admission", context), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
-        switch (reply._tag) {
-          case "Admitted":
-            countAdmission("admitted", context)
-            return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
-          case "KeyRefused":
-            return counted(pending!.standing(reply.status), "auth", context) as Effect.Effect<never, Errors.ApiError>
-          case "Blocked":
-            return counted(AbuseGuard.identifyRead(principal, reply.ms), "auth", context) as Effect.Effect<never, Errors.ApiError>
-          case "HoldRefused":
-            countAdmission("balance", context)
-            return stood(pending, principal, blockRead, context, holdRefusal(principal, call, reply.error))
-          case "RateLimited":
-            countAdmission("rate_limit", context)
-            return stood(pending, principal, blockRead, context, plan.rejected(reply.states))
-        }
-      }))
-    }
-
-    const run = Effect.fnUntraced(function*(call: MeteredCall) {
-      const context = yield* Effect.context<HttpServerRequest.HttpServerRequest>()
-      const request = Context.get(context, HttpServerRequest.HttpServerRequest)
-      const current = Context.get(context, CurrentRequest)
-      const requestId = current.requestId
-      const found = yield* traced("tollgate.auth", counted(auth.authenticateUnconfirmed(request.headers), "auth", context))
-      if (Option.isNone(found)) {
-        return yield* Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(request.url) }), Effect.fail)
+      constructor(call: MeteredCall, context: Context.Context<HttpServerRequest.HttpServerRequest>) {
+        this.call = call
+        this.context = context
+        this.request = Context.get(context, HttpServerRequest.HttpServerRequest)
+        this.current = Context.get(context, RequestContext.CurrentRequest)
+        this.clock = Context.get(context, Clock.Clock)
+        this.idem = call.idempotency
       }
-      const principal = found.value.principal
-      let pending = found.value.pending
-      current.principalId = Principal.describe(principal)
-      // A wallet's staked tokens set today's allowance, so they are current before the hold.
-      if (principal._tag === "Wallet") yield* staking.refresh(principal)
-      const idem = call.idempotency
-      if (idem !== undefined) {
+
+      readonly counted = (error: { readonly _tag: string }) =>
+        Effect.sync(() => countFailure(error, this.step, this.call.sku, this.context))
+
+      /** `effect`, counted as `step` from when it starts. */
+      at<A, E>(step: Step, effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+        return Effect.suspend(() => {
+          this.step = step
+          return effect
+        })
+      }
+
+      start(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+        return Effect.flatMap(traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers)), (found) => {
+          this.step = "other"
+          if (Option.isNone(found)) {
+            return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(this.request.url) }), Effect.fail)
+          }
+          const principal = found.value.principal
+          this.principal = principal
+          this.pending = found.value.pending
+          this.current.principalId = Principal.describe(principal)
+          // A wallet's staked tokens set today's allowance, so they are current before the hold.
+          if (principal._tag === "Wallet") return Effect.flatMap(staking.refresh(principal), () => this.claim(found.value))
+          return this.claim(found.value)
+        })
+      }
+
+      /** Claims the `Idempotency-Key`, when there is one, then admits. */
+      claim(found: Auth.Unconfirmed): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+        const idem = this.idem
+        if (idem === undefined) return this.admitAndUse()
         // A key is claimed only for a confirmed caller, so a revoked key burns no key.
-        if (found.value.confirm !== undefined) yield* counted(found.value.confirm, "auth", context)
-        pending = undefined
-        const claim = yield* counted(idempotency.claim(principal.accountId, idem.key, idem.fingerprint), "idempotency", context)
-        switch (claim._tag) {
-          case "Replay":
-            return replayed(claim.response)
-          case "InFlight":
-            countAdmission("idempotency_conflict", context)
-            return yield* new Errors.Conflict({ message: "A request with this Idempotency-Key is still in progress" })
-          case "Mismatch":
-            countAdmission("idempotency_conflict", context)
-            return yield* new Errors.InvalidRequest({ message: "Idempotency-Key was already used with a different request body" })
-        }
+        this.pending = undefined
+        const claimed = Effect.flatMap(this.at("idempotency", idempotency.claim(this.principal.accountId, idem.key, idem.fingerprint)), (claim) => {
+          switch (claim._tag) {
+            case "Replay":
+              return Effect.succeed(replayed(claim.response))
+            case "InFlight":
+              countAdmission("idempotency_conflict", this.context)
+              return Effect.fail(new Errors.Conflict({ message: "A request with this Idempotency-Key is still in progress" }))
+            case "Mismatch":
+              countAdmission("idempotency_conflict", this.context)
+              return Effect.fail(new Errors.InvalidRequest({ message: "Idempotency-Key was already used with a different request body" }))
+            case "Claimed":
+              return this.admitAndUse()
+          }
+        })
+        return found.confirm === undefined ? claimed : Effect.andThen(this.at("auth", found.confirm), claimed)
       }
-      const accountId = principal.accountId
-      const blockRead = pending !== undefined && blockKeyOf !== undefined
-      const abandon = idem === undefined ? Effect.void : Effect.ignore(idempotency.abandon(accountId, idem.key))
-      const reference = `${requestId}:${crypto.randomUUID()}`
-      const clock = Context.get(context, Clock.Clock)
 
-      // A failed or interrupted call after admission: the hold is released, the rate-limit
-      // reservations go back to what was used (nothing) and the idempotency key is freed.
-      const giveBack = ({ admission }: Admitted, freeKey: boolean) =>
-        store.giveBack({
-          now: clock.currentTimeMillisUnsafe(),
-          accountId,
-          reference,
-          adjustments: admission.settlement({ tokens: 0, credits: 0 }),
-          abandon: freeKey && idem !== undefined ? { scope: accountId, key: idem.key } : undefined
-        }).pipe(
-          Effect.tapError((error) => Effect.sync(() => countFailure(error, "admission", context))),
-          Effect.ignore
+      admitAndUse(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+        this.blockRead = this.pending !== undefined && blockKeyOf !== undefined
+        this.reference = `${this.current.requestId}:${crypto.randomUUID()}`
+        const idem = this.idem
+        const admitted = this.admit()
+        return Effect.acquireUseRelease(
+          idem === undefined
+            ? admitted
+            : Effect.onError(admitted, () => Effect.ignore(idempotency.abandon(this.principal.accountId, idem.key))),
+          (admitted) => this.use(admitted),
+          (admitted, exit) => exit._tag === "Success" ? Effect.void : this.giveBack(admitted, true)
         )
+      }
 
-      const settle = (
+      // What follows a key's standing found good: the abuse guard names the principal and may
+      // refuse it, without asking its store again when the admission read the block.
+      afterStanding(pending: NonNullable<Auth.Unconfirmed["pending"]>): Effect.Effect<void, Errors.ApiError> {
+        return this.at("auth", this.blockRead ? AbuseGuard.identifyRead(this.principal, 0) : pending.standing(keyStands))
+      }
+
+      // A refusal after the key's standing was found good: what follows the standing runs before
+      // the refusal is answered, since the guard's refusal comes first.
+      stood(refusal: Effect.Effect<never, Errors.ApiError>): Effect.Effect<never, Errors.ApiError> {
+        return this.pending === undefined ? refusal : Effect.andThen(this.afterStanding(this.pending), this.at("other", refusal))
+      }
+
+      // One store step decides the admission; what it refused decides the answer (the key's
+      // standing first, then a refused payment, the one a client can act on, then the rate limit),
+      // and a refusal wrote nothing, so nothing is given back.
+      admit(): Effect.Effect<Admitted, Errors.ApiError> {
+        const { call, context, pending, principal } = this
+        const now = this.clock.currentTimeMillisUnsafe()
+        const plan = limiter.plan(policy.limitsFor(principal, call), now)
+        const admitted = store.admit({
+          now,
+          accountId: principal.accountId,
+          keyId: pending?.keyId,
+          abuseBlockKey: this.blockRead ? blockKeyOf!(AbuseGuard.principalCaller(principal)) : undefined,
+          counters: plan.counters,
+          hold: { amount: call.quote.amount, reference: this.reference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? ttlMs }
+        })
+        return traced("tollgate.admission", Effect.flatMap(this.at("admission", admitted), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
+          this.step = "other"
+          switch (reply._tag) {
+            case "Admitted":
+              countAdmission("admitted", context)
+              return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
+            case "KeyRefused":
+              this.step = "auth"
+              return pending!.standing(reply.status) as Effect.Effect<never, Errors.ApiError>
+            case "Blocked":
+              this.step = "auth"
+              return AbuseGuard.identifyRead(principal, reply.ms) as Effect.Effect<never, Errors.ApiError>
+            case "HoldRefused":
+              countAdmission("balance", context)
+              // A wallet's 402 reads its balance: a store failure there is the admission's.
+              return this.stood(this.at("admission", holdRefusal(principal, call, reply.error)))
+            case "RateLimited":
+              countAdmission("rate_limit", context)
+              return this.stood(plan.rejected(reply.states))
+          }
+        }))
+      }
+
+      use(admitted: Admitted): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+        // The key's standing was found good in the admission's step; what follows it (the abuse
+        // guard's check of the principal) runs now, and a refusal gives the admission back.
+        const executed = Effect.suspend(() => {
+          this.step = "backend"
+          const startedAt = this.clock.currentTimeMillisUnsafe()
+          const outcome = this.call.execute({ principal: this.principal, requestId: this.current.requestId, holdReference: this.reference })
+          return Effect.flatMap(traced("tollgate.backend", outcome, { sku: this.call.sku }), (outcome) => this.respond(admitted, outcome, startedAt))
+        })
+        return this.pending === undefined ? executed : Effect.andThen(this.afterStanding(this.pending), executed)
+      }
+
+      respond(
+        admitted: Admitted,
+        outcome: Outcome | StreamingOutcome | DeferredOutcome,
+        startedAt: number
+      ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+        const { idem, principal } = this
+        const accountId = principal.accountId
+        const headers = callHeaders(admitted)
+        if ("_tag" in outcome) {
+          if (outcome._tag === "Deferred") {
+            const response = HttpServerResponse.setHeaders(outcome.response, headers)
+            const settled = Effect.as(admitted.admission.settle({}), response)
+            if (idem === undefined) return settled
+            return Effect.andThen(settled, this.at("idempotency", Effect.as(idempotency.complete(accountId, idem.key, toStored(response)), response)))
+          }
+          const stream = outcome.stream.pipe(Stream.onExit(() =>
+            outcome.produced.pipe(
+              Effect.flatMap((produced) => Effect.tapError(this.settle(admitted, produced, startedAt, undefined), this.counted)),
+              Effect.catchCause((cause) =>
+                Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(this.giveBack(admitted, false)))
+              )
+            )
+          ))
+          return Effect.succeed(HttpServerResponse.stream(stream, {
+            status: outcome.status,
+            headers: { ...outcome.headers, ...headers },
+            contentType: outcome.contentType
+          }))
+        }
+        if (principal._tag === "Wallet") {
+          // A wallet's response names the balance after the capture, so its idempotency record is
+          // completed after the settlement.
+          return Effect.flatMap(this.settle(admitted, outcome, startedAt, undefined), (settlement) => {
+            headers["x-balance-remaining"] = Money.formatUsd(settlement.balance.availableUsd)
+            const response = HttpServerResponse.setHeaders(outcome.response, headers)
+            if (idem === undefined) return Effect.succeed(response)
+            return this.at("idempotency", Effect.as(idempotency.complete(accountId, idem.key, toStored(response)), response))
+          })
+        }
+        const response = HttpServerResponse.setHeaders(outcome.response, headers)
+        const completion = idem === undefined ? undefined : { scope: accountId, key: idem.key, response: toStored(response) }
+        return Effect.as(this.settle(admitted, outcome, startedAt, completion), response)
+      }
+
+      settle(
         { admission }: Admitted,
         produced: Produced,
         startedAt: number,
         completion: Admission.SettleInput["completion"]
-      ) => {
+      ): Effect.Effect<CreditLedger.Settlement, Errors.ApiError> {
+        const { call, context } = this
         const amount = Money.min(produced.charge, call.quote.amount)
-        const now = clock.currentTimeMillisUnsafe()
+        const now = this.clock.currentTimeMillisUnsafe()
         const settled = store.settle({
           now,
           capture: {
-            accountId,
-            reference,
+            accountId: this.principal.accountId,
+            reference: this.reference,
             amount,
             usage: {
               sku: call.sku,
               units: produced.usage.units,
               pricePerUnit: produced.usage.pricePerUnit,
               notes: produced.usage.notes,
-              requestId,
+              requestId: this.current.requestId,
               executionMs: now - startedAt,
               promptTokens: produced.usage.promptTokens,
               completionTokens: produced.usage.completionTokens
@@ -440,70 +541,39 @@ export const layer = (options: Options = {}): Layer.Layer<
           adjustments: admission.settlement({ tokens: produced.actualTokens, credits: produced.actualCredits }),
           completion
         })
-        return traced("tollgate.capture", Effect.map(counted(settled, "admission", context), (settlement) => {
-          Observability.countUnsafe(Observability.creditsCaptured, {}, context, amount)
-          return settlement
-        }).pipe(Effect.catchTag("LedgerError", Effect.die)))
+        return traced("tollgate.capture", Effect.matchEffect(this.at("admission", settled), {
+          onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
+          onSuccess: (settlement) => {
+            Observability.countUnsafe(Observability.creditsCaptured, {}, context, amount)
+            return Effect.succeed(settlement)
+          }
+        }))
       }
 
-      const use = Effect.fnUntraced(function*(admitted: Admitted) {
-        // The key's standing was found good in the admission's step; what follows it (the abuse
-        // guard's check of the principal) runs now, and a refusal gives the admission back.
-        if (pending !== undefined) yield* counted(afterStanding(pending, principal, blockRead), "auth", context)
-        const startedAt = clock.currentTimeMillisUnsafe()
-        const outcome = yield* traced(
-          "tollgate.backend",
-          Effect.tapError(call.execute({ principal, requestId, holdReference: reference }), (error) =>
-            Effect.sync(() => {
-              if (upstreamFailures.has(error._tag)) Observability.countUnsafe(Observability.upstreamErrors, { sku: call.sku }, context)
-            })),
-          { sku: call.sku }
+      // A failed or interrupted call after admission: the hold is released, the rate-limit
+      // reservations go back to what was used (nothing) and the idempotency key is freed.
+      giveBack({ admission }: Admitted, freeKey: boolean): Effect.Effect<void> {
+        const idem = this.idem
+        const accountId = this.principal.accountId
+        return store.giveBack({
+          now: this.clock.currentTimeMillisUnsafe(),
+          accountId,
+          reference: this.reference,
+          adjustments: admission.settlement({ tokens: 0, credits: 0 }),
+          abandon: freeKey && idem !== undefined ? { scope: accountId, key: idem.key } : undefined
+        }).pipe(
+          Effect.tapError((error) => Effect.sync(() => countFailure(error, "admission", this.call.sku, this.context))),
+          Effect.ignore
         )
-        const headers = { ...admitted.admission.headers, ...balanceHeaders(admitted.hold.before) }
-        if ("_tag" in outcome && outcome._tag === "Deferred") {
-          yield* admitted.admission.settle({})
-          const response = HttpServerResponse.setHeaders(outcome.response, headers)
-          if (idem !== undefined) yield* counted(idempotency.complete(accountId, idem.key, toStored(response)), "idempotency", context)
-          return response
-        }
-        if ("_tag" in outcome) {
-          const stream = outcome.stream.pipe(Stream.onExit(() =>
-            outcome.produced.pipe(
-              Effect.flatMap((produced) => settle(admitted, produced, startedAt, undefined)),
-              Effect.catchCause((cause) =>
-                Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(giveBack(admitted, false)))
-              )
-            )
-          ))
-          return HttpServerResponse.stream(stream, {
-            status: outcome.status,
-            headers: { ...outcome.headers, ...headers },
-            contentType: outcome.contentType
-          })
-        }
-        if (principal._tag === "Wallet") {
-          // A wallet's response names the balance after the capture, so its idempotency record is
-          // completed after the settlement.
-          const settlement = yield* settle(admitted, outcome, startedAt, undefined)
-          const response = HttpServerResponse.setHeaders(outcome.response, {
-            ...headers,
-            "x-balance-remaining": Money.formatUsd(settlement.balance.availableUsd)
-          })
-          if (idem !== undefined) yield* counted(idempotency.complete(accountId, idem.key, toStored(response)), "idempotency", context)
-          return response
-        }
-        const response = HttpServerResponse.setHeaders(outcome.response, headers)
-        yield* settle(admitted, outcome, startedAt, idem === undefined ? undefined : { scope: accountId, key: idem.key, response: toStored(response) })
-        return response
-      })
+      }
+    }
 
-      const admitted = admit(principal, call, reference, pending, blockRead, clock, context)
-      return yield* Effect.acquireUseRelease(
-        idem === undefined ? admitted : Effect.onError(admitted, () => abandon),
-        use,
-        (admitted, exit) => exit._tag === "Success" ? Effect.void : giveBack(admitted, true)
-      )
-    }, (effect) => traced("Metered.run", effect))
+    const run = (call: MeteredCall): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest> =>
+      traced("Metered.run", Effect.withFiber((fiber) => {
+        const context = fiber.context as Context.Context<HttpServerRequest.HttpServerRequest>
+        const state = new Call(call, context)
+        return Effect.tapError(state.start(), state.counted)
+      }))
 
     const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (Auth.hasCredentials(request.headers)) return Effect.void

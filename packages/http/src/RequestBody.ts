@@ -10,7 +10,7 @@
  */
 import { Errors } from "@tollgate/core"
 import { type ByteSize, Effect, Schema, type Scope } from "effect"
-import { HttpIncomingMessage, HttpServerRequest } from "effect/http"
+import { HttpIncomingMessage, type HttpServerError, HttpServerRequest } from "effect/http"
 import { UploadBudget } from "./UploadBudget.ts"
 
 /**
@@ -51,18 +51,18 @@ export const bytes = (
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const body = maxBytes === undefined
-      ? request.arrayBuffer
-      : Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes)
-    const held = maxBytes === undefined ? Effect.void : Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes)))
-    return Effect.andThen(held, Effect.mapBoth(body, {
-      onSuccess: (buffer) => new Uint8Array(buffer),
-      onFailure: (error) =>
-        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-          ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-          : new Errors.InvalidRequest({ message: "Request body could not be read" })
-    }))
+    if (maxBytes === undefined) return Effect.mapBoth(request.arrayBuffer, bytesRead)
+    const body = Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead)
+    return Effect.andThen(Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes))), body)
   })
+
+const bytesRead = {
+  onSuccess: (buffer: ArrayBuffer) => new Uint8Array(buffer),
+  onFailure: (error: HttpServerError.HttpServerError) =>
+    error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+      ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+      : new Errors.InvalidRequest({ message: "Request body could not be read" })
+}
 
 /**
  * Decodes untrusted input (a body, a query) with `schema`, every problem reported at once as a

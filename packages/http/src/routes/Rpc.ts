@@ -11,13 +11,13 @@
  */
 import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
 import { Errors, IdempotencyStore, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
-import { Effect, Result, Schema } from "effect"
+import { Context, Effect, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
-import { Metered } from "../Metered.ts"
+import { Metered, type Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
+import { CurrentRequest } from "../RequestContext.ts"
 import * as Route from "../Route.ts"
-
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
@@ -25,13 +25,6 @@ const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequ
   } catch {
     return Result.fail(new Errors.InvalidRequest({ message: "Invalid JSON-RPC request: the body is not JSON" }))
   }
-}
-
-const credits = (tables: PricingEngine.Tables, slug: string, items: ReadonlyArray<PricingEngine.RpcItem>) => {
-  const priced = PricingEngine.rpcCredits(tables, slug, items)
-  return typeof priced === "number"
-    ? Effect.succeed(priced)
-    : Effect.fail(new Errors.InvalidRequest({ message: priced.message }))
 }
 
 const JsonRpcItem = Schema.Struct({
@@ -50,54 +43,62 @@ export const route = Route.make(
     const upstream = yield* RpcUpstream
     const tables = yield* PricingEngine.PricingEngine
 
-    return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const slug = (yield* Route.params)["network"] ?? ""
+    /** The call's work: forward the checked request and price what the upstream answered. */
+    const forward = (slug: string, rpc: JsonRpc.Request, body: Uint8Array) =>
+      Effect.flatMap(upstream.forward(slug, rpc, body), (answer): Effect.Effect<Outcome, Errors.InvalidRequest> => {
+        const actual = PricingEngine.rpcCredits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
+        if (typeof actual !== "number") return Effect.fail(new Errors.InvalidRequest({ message: actual.message }))
+        const price = PricingEngine.rpcFromCredits(tables, slug, actual)
+        const headers = {
+          "x-service-rpc-credits": String(actual),
+          "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
+        }
+        return Effect.succeed({
+          response: answer.body === undefined
+            ? HttpServerResponse.empty({ status: 204, headers })
+            : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json", headers }),
+          charge: price.amount,
+          usage: {
+            units: actual,
+            pricePerUnit: price.pricePerUnit,
+            notes: `${rpc.items.length} JSON-RPC call${rpc.items.length === 1 ? "" : "s"} on ${slug}`
+          },
+          actualCredits: actual
+        })
+      })
+
+    // A short chain of steps rather than a generator: every paid RPC call runs it.
+    return Effect.withFiber((fiber) => {
+      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+      const slug = Context.get(fiber.context, CurrentRequest).params["network"] ?? ""
       const network = Networks.findNetwork(slug)
       if (network === undefined) {
-        return yield* new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` })
+        return Effect.fail(new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` }))
       }
       const key = request.headers["idempotency-key"]
       if (key !== undefined && !IdempotencyStore.KEY_PATTERN.test(key)) {
-        return yield* new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
+        return Effect.fail(new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" }))
       }
-      const body = yield* RequestBody.bytes()
-      const rpc = yield* Effect.fromResult(Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json)))
-      if (!upstream.serves(slug)) {
-        return yield* new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}` })
-      }
-      const worst = yield* credits(tables, slug, rpc.items.map((item) => item.tier))
-      return yield* metered.run({
-        sku: `rpc:${slug}`,
-        kind: "rpc",
-        reserveCredits: worst,
-        quote: PricingEngine.rpcFromCredits(tables, slug, worst),
-        idempotency: key === undefined ? undefined : {
-          key,
-          fingerprint: Crypto.createHash("sha256").update(slug).update("\n").update(body).digest("base64url")
-        },
-        execute: () =>
-          Effect.gen(function*() {
-            const answer = yield* upstream.forward(slug, rpc, body)
-            const actual = yield* credits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
-            const price = PricingEngine.rpcFromCredits(tables, slug, actual)
-            const headers = {
-              "x-service-rpc-credits": String(actual),
-              "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
-            }
-            return {
-              response: answer.body === undefined
-                ? HttpServerResponse.empty({ status: 204, headers })
-                : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json", headers }),
-              charge: price.amount,
-              usage: {
-                units: actual,
-                pricePerUnit: price.pricePerUnit,
-                notes: `${rpc.items.length} JSON-RPC call${rpc.items.length === 1 ? "" : "s"} on ${slug}`
-              },
-              actualCredits: actual
-            }
-          })
+      return Effect.flatMap(RequestBody.bytes(), (body) => {
+        const rpc = Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json))
+        if (Result.isFailure(rpc)) return Effect.fail(rpc.failure)
+        if (!upstream.serves(slug)) {
+          return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}` }))
+        }
+        const checked = rpc.success
+        const worst = PricingEngine.rpcCredits(tables, slug, checked.items.map((item) => item.tier))
+        if (typeof worst !== "number") return Effect.fail(new Errors.InvalidRequest({ message: worst.message }))
+        return metered.run({
+          sku: `rpc:${slug}`,
+          kind: "rpc",
+          reserveCredits: worst,
+          quote: PricingEngine.rpcFromCredits(tables, slug, worst),
+          idempotency: key === undefined ? undefined : {
+            key,
+            fingerprint: Crypto.createHash("sha256").update(slug).update("\n").update(body).digest("base64url")
+          },
+          execute: () => forward(slug, checked, body)
+        })
       })
     })
   }),
