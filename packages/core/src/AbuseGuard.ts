@@ -172,20 +172,52 @@ export interface Tracking {
   readonly settle: (status: number) => Effect.Effect<Option.Option<RateLimited>> | undefined
 }
 
-interface CallerState {
-  caller: string
-  refused: boolean
-}
-
 const isKnownClear = (service: AbuseGuard["Service"], caller: string) =>
   service.isKnownClear !== undefined && service.isKnownClear(caller)
 
-const refuseIfBlocked = (service: AbuseGuard["Service"], state: CallerState): Effect.Effect<void, RateLimited> =>
-  Effect.flatMap(failOpen(service.blockedFor(state.caller), 0), (ms) => {
-    if (ms === 0) return Effect.void
-    state.refused = true
-    return Effect.fail(blocked(ms))
-  })
+/**
+ * One request's caller and what the guard decided of it: the `Tracking` of `track` and its
+ * `CallerScope` in one object, since every request of the service makes one.
+ */
+class Tracked implements Tracking, CallerScope {
+  readonly service: AbuseGuard["Service"]
+  caller: Option.Option<CallerScope>
+  admit: Effect.Effect<void, RateLimited> | undefined
+  name: string
+  refused = false
+
+  constructor(service: AbuseGuard["Service"], address: string, hasCredentials: boolean) {
+    this.service = service
+    this.name = addressCaller(address)
+    this.caller = Option.some(this)
+    this.admit = hasCredentials || isKnownClear(service, this.name) ? undefined : this.refuseIfBlocked()
+  }
+
+  refuseIfBlocked(): Effect.Effect<void, RateLimited> {
+    return Effect.flatMap(failOpen(this.service.blockedFor(this.name), 0), (ms) => {
+      if (ms === 0) return Effect.void
+      this.refused = true
+      return Effect.fail(blocked(ms))
+    })
+  }
+
+  identify(principal: Principal): Effect.Effect<void, RateLimited> {
+    this.name = principalCaller(principal)
+    return isKnownClear(this.service, this.name) ? Effect.void : this.refuseIfBlocked()
+  }
+
+  identifyRead(principal: Principal, blockedMs: number): Effect.Effect<void, RateLimited> {
+    this.name = principalCaller(principal)
+    if (blockedMs === 0) return Effect.void
+    this.refused = true
+    return Effect.fail(blocked(blockedMs))
+  }
+
+  settle(status: number): Effect.Effect<Option.Option<RateLimited>> | undefined {
+    if (this.refused || !countsAsFailure(status)) return undefined
+    return Effect.map(failOpen(this.service.recordFailure(this.name), 0), (ms) => ms === 0 ? Option.none() : Option.some(blocked(ms)))
+  }
+}
 
 /**
  * Starts tracking one request from the client `address`; `hasCredentials` says whether it carries
@@ -193,29 +225,8 @@ const refuseIfBlocked = (service: AbuseGuard["Service"], state: CallerState): Ef
  *
  * @category tracking
  */
-export const track = (service: AbuseGuard["Service"], address: string, hasCredentials: boolean): Tracking => {
-  // One state object and two closures: this runs on every request of the service.
-  const state: CallerState = { caller: addressCaller(address), refused: false }
-  return {
-    admit: hasCredentials || isKnownClear(service, state.caller) ? undefined : refuseIfBlocked(service, state),
-    caller: Option.some({
-      identify: (principal) => {
-        state.caller = principalCaller(principal)
-        return isKnownClear(service, state.caller) ? Effect.void : refuseIfBlocked(service, state)
-      },
-      identifyRead: (principal, blockedMs) => {
-        state.caller = principalCaller(principal)
-        if (blockedMs === 0) return Effect.void
-        state.refused = true
-        return Effect.fail(blocked(blockedMs))
-      }
-    }),
-    settle: (status) =>
-      state.refused || !countsAsFailure(status)
-        ? undefined
-        : Effect.map(failOpen(service.recordFailure(state.caller), 0), (ms) => ms === 0 ? Option.none() : Option.some(blocked(ms)))
-  }
-}
+export const track = (service: AbuseGuard["Service"], address: string, hasCredentials: boolean): Tracking =>
+  new Tracked(service, address, hasCredentials)
 
 /** How many callers the memory guard follows before it sweeps out the stale ones. */
 const SWEEP_AT = 10_000

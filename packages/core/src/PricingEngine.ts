@@ -181,7 +181,7 @@ export type RpcItem = RpcTier | "error"
  * @category pricing
  */
 export const baseCredits = (tables: Tables, network: string): number | undefined =>
-  tables.rpc.baseCredits[network] ?? Networks.networks.find((n) => n.slug === network)?.baseCredits
+  tables.rpc.baseCredits[network] ?? Networks.findNetwork(network)?.baseCredits
 
 /**
  * Credits of an RPC call (single or batch): baseCredits x tier multiplier per item, 5 per error item.

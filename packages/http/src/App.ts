@@ -18,7 +18,7 @@
  */
 import { AbuseGuard, Errors } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
-import { ByteSize, Cause, Context, Effect, Layer, Option, type Schema, type Scope, Tracer } from "effect"
+import { ByteSize, Cause, Context, Effect, Exit, Layer, Option, type Schema, type Scope, Tracer } from "effect"
 import {
   HttpEffect,
   HttpIncomingMessage,
@@ -132,8 +132,12 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ? Effect.andThen(metered.requireCredentials, built)
         : built
       // Interruptible as a route under `HttpRouter` was: a client that goes away stops its route.
+      // A constant answer (an exit, such as the network list's) has nothing to interrupt or recover.
+      const constant = Exit.isExit(handler) && Exit.isSuccess(handler)
+        ? Effect.succeed(handler.value as HttpServerResponse.HttpServerResponse)
+        : undefined
       entries.push([route.method, route.path, {
-        handler: Effect.catchCause(Effect.interruptible(handler), recover),
+        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), recover),
         readsBody: !bodiless.has(route.method)
       }])
     }

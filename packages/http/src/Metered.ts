@@ -216,8 +216,15 @@ const toStored = (response: HttpServerResponse.HttpServerResponse): IdempotencyS
 
 type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
 
-const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) =>
-  Observability.countUnsafe(Observability.admissions, { outcome }, context)
+const admissionCounters = Object.fromEntries(
+  (["admitted", "rate_limit", "balance", "idempotency_conflict", "abuse_guard"] as const).map((outcome) =>
+    [outcome, Observability.counterOf(Observability.admissions, { outcome })]
+  )
+) as Record<AdmissionOutcome, (context: Context.Context<never>) => void>
+
+const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) => admissionCounters[outcome](context)
+
+const countCaptured = Observability.counterOf(Observability.creditsCaptured, {})
 
 /**
  * The step a call is in, for the metrics of a failure: a store step that fails counts a store error
@@ -544,7 +551,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         return traced("tollgate.capture", Effect.matchEffect(this.at("admission", settled), {
           onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
           onSuccess: (settlement) => {
-            Observability.countUnsafe(Observability.creditsCaptured, {}, context, amount)
+            countCaptured(context, amount)
             return Effect.succeed(settlement)
           }
         }))

@@ -177,6 +177,20 @@ export const countUnsafe = (
   by = 1
 ): void => labelled(metric, attributes).updateUnsafe(by, context)
 
+/**
+ * A counter's series for fixed labels, resolved once: counting through it builds neither the
+ * labels nor their key, for counts on the per-request path whose labels are known in advance.
+ *
+ * @category recording
+ */
+export const counterOf = (
+  metric: Metric.Counter<number>,
+  attributes: Readonly<Record<string, string>>
+): (context: Context.Context<never>, by?: number) => void => {
+  const resolved = labelled(metric, attributes)
+  return (context, by = 1) => resolved.updateUnsafe(by, context)
+}
+
 const series = new WeakMap<object, Map<string, Metric.Metric<any, any>>>()
 
 /**

@@ -81,9 +81,10 @@ export const layerJson = (options: { readonly errorsOnly?: boolean } = {}): Laye
         record: (entry) => {
           if (options.errorsOnly === true && entry.status < 500) return
           const line = `${format(entry, Timestamp.now())}\n`
-          const bytes = Buffer.byteLength(line)
-          if (used + bytes > CHUNK_BYTES) flush()
-          if (bytes > CHUNK_BYTES) process.stdout.write(line)
+          // Three bytes per UTF-16 unit bound the line's UTF-8 length without a pass to count it.
+          const most = line.length * 3
+          if (used + most > CHUNK_BYTES) flush()
+          if (most > CHUNK_BYTES) process.stdout.write(line)
           else used += chunk.write(line, used)
         }
       })

@@ -67,9 +67,8 @@ const decode = (segment: string): string | undefined => {
   }
 }
 
-/** The parameters of `path` under a pattern's segments, or `undefined` when it does not match. */
-const matchSegments = (segments: ReadonlyArray<string>, path: string): Record<string, string> | undefined => {
-  const actual = path.split("/")
+/** The parameters of a path split at `/` under a pattern's segments, or `undefined` when it does not match. */
+const matchSegments = (segments: ReadonlyArray<string>, actual: ReadonlyArray<string>): Record<string, string> | undefined => {
   if (actual.length !== segments.length) return undefined
   let params: Record<string, string> | undefined
   for (let i = 0; i < segments.length; i++) {
@@ -121,8 +120,9 @@ export const make = <A>(routes: Iterable<readonly [method: string, pattern: stri
       if (value !== undefined) return { _tag: "Found", value, pattern: fixed.pattern, params: noParams }
     }
     let allow: Array<string> | undefined = fixed === undefined ? undefined : [...fixed.byMethod.keys()]
+    const actual = path.split("/")
     for (const entry of dynamics) {
-      const params = matchSegments(entry.segments, path)
+      const params = matchSegments(entry.segments, actual)
       if (params === undefined) continue
       const value = methodOf(entry, method)
       if (value !== undefined) return { _tag: "Found", value, pattern: entry.pattern, params }
