@@ -61,6 +61,11 @@ export interface Produced {
  */
 export interface Outcome extends Produced {
   readonly response: HttpServerResponse.HttpServerResponse
+  /**
+   * Headers of the answer that are added with the pipeline's own: the same as setting them on
+   * `response`, with one copy of the response's headers fewer.
+   */
+  readonly headers?: Readonly<Record<string, string>> | undefined
 }
 
 /**
@@ -260,9 +265,9 @@ interface Admitted {
 
 const keyStands: AuthStore.KeyStatus = { accountExists: true, revoked: false }
 
-/** The rate-limit headers of an admission with the balance before the call. */
-const callHeaders = ({ admission, hold }: Admitted): Record<string, string> => {
-  const headers: Record<string, string> = Object.assign({}, admission.headers)
+/** The answer's own headers, then the rate-limit headers of the admission and the balance before the call. */
+const callHeaders = ({ admission, hold }: Admitted, own: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+  const headers: Record<string, string> = Object.assign({}, own, admission.headers)
   headers["x-service-balance-usd"] = Money.formatUsd(hold.before.availableUsd)
   headers["x-service-balance-token"] = Money.formatUsd(hold.before.availableAllowance)
   return headers
@@ -482,7 +487,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
         const { idem, principal } = this
         const accountId = principal.accountId
-        const headers = callHeaders(admitted)
+        const headers = callHeaders(admitted, "_tag" in outcome ? undefined : outcome.headers)
         if ("_tag" in outcome) {
           if (outcome._tag === "Deferred") {
             const response = HttpServerResponse.setHeaders(outcome.response, headers)

@@ -49,14 +49,14 @@ export const route = Route.make(
         const actual = PricingEngine.rpcCredits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
         if (typeof actual !== "number") return Effect.fail(new Errors.InvalidRequest({ message: actual.message }))
         const price = PricingEngine.rpcFromCredits(tables, slug, actual)
-        const headers = {
-          "x-service-rpc-credits": String(actual),
-          "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
-        }
         return Effect.succeed({
           response: answer.body === undefined
-            ? HttpServerResponse.empty({ status: 204, headers })
-            : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json", headers }),
+            ? HttpServerResponse.empty({ status: 204 })
+            : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json" }),
+          headers: {
+            "x-service-rpc-credits": String(actual),
+            "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
+          },
           charge: price.amount,
           usage: {
             units: actual,
