@@ -482,9 +482,30 @@ export const make = (options: Options = {}) =>
       }
     }
 
+    /**
+     * The counters of limits that are found again (`RateLimits.policy` keeps a key's limits), kept
+     * while their fixed windows are the same ones: a counter's key names its window.
+     */
+    const kept = new WeakMap<ReadonlyArray<Limit>, { readonly windows: ReadonlyArray<number>; readonly counters: Array<Counter>; readonly planned: Array<Planned> }>()
+    const windowsOf = (counters: ReadonlyArray<Counter>, now: number) =>
+      counters.map((counter) => counter.rolling ? 0 : Math.floor(now / counter.windowMs))
+    const sameWindows = (counters: ReadonlyArray<Counter>, windows: ReadonlyArray<number>, now: number) => {
+      for (let i = 0; i < counters.length; i++) {
+        const counter = counters[i]!
+        if (!counter.rolling && Math.floor(now / counter.windowMs) !== windows[i]) return false
+      }
+      return true
+    }
+
     const planOf = (limits: ReadonlyArray<Limit>, now: number): Plan => {
-      const counters: Array<Counter> = []
-      const planned = plan(limits, now, false, counters)
+      let found = kept.get(limits)
+      if (found === undefined || !sameWindows(found.counters, found.windows, now)) {
+        const counters: Array<Counter> = []
+        const planned = plan(limits, now, false, counters)
+        found = { windows: windowsOf(counters, now), counters, planned }
+        kept.set(limits, found)
+      }
+      const { counters, planned } = found
       return {
         now,
         counters,
@@ -560,6 +581,17 @@ export class StoreMemory extends Context.Service<StoreMemory, {
 export const makeStoreMemory = (): StoreMemory["Service"] => {
   // Keyed by a counter's key followed by its field.
   const entries = new Map<string, Entry>()
+  // The key and field of a counter, as one string made once per counter: the limiter keeps its
+  // counters (`plan`), and a string seen before has its hash already.
+  const ids = new WeakMap<Counter, string>()
+  const idOf = (counter: Counter) => {
+    let id = ids.get(counter)
+    if (id === undefined) {
+      id = counter.key + counter.field
+      ids.set(counter, id)
+    }
+    return id
+  }
   let operations = 0
   const sweep = (now: number) => {
     if (++operations % sweepEvery !== 0) return
@@ -572,7 +604,7 @@ export const makeStoreMemory = (): StoreMemory["Service"] => {
     return undefined
   }
   const read = (counter: Counter, now: number): CounterState & { readonly oldest?: number } => {
-    const entry = live(counter.key + counter.field, now)
+    const entry = live(idOf(counter), now)
     if (!counter.rolling) {
       const used = entry?.value ?? 0
       const resetMs = (Math.floor(now / counter.windowMs) + 1) * counter.windowMs - now
@@ -580,13 +612,23 @@ export const makeStoreMemory = (): StoreMemory["Service"] => {
     }
     const span = Math.floor(counter.windowMs / counter.bucketMs)
     const oldest = Math.floor(now / counter.bucketMs) - span + 1
-    const buckets = [...(entry?.buckets ?? new Map<number, number>())].filter(([b]) => b >= oldest).sort(([a], [b]) => a - b)
-    const used = buckets.reduce((sum, [, v]) => sum + v, 0)
     const leaves = (bucket: number) => (bucket + span) * counter.bucketMs - now
-    const resetMs = buckets.length === 0 ? 0 : leaves(buckets[0]![0])
+    // One pass over the window's buckets for what is used and the oldest; they are sorted only
+    // when a refusal must say when enough of them leave.
+    let used = 0
+    let first = Number.POSITIVE_INFINITY
+    if (entry?.buckets !== undefined) {
+      for (const [bucket, value] of entry.buckets) {
+        if (bucket < oldest) continue
+        used += value
+        if (bucket < first) first = bucket
+      }
+    }
+    const resetMs = first === Number.POSITIVE_INFINITY ? 0 : leaves(first)
     const need = used + counter.amount - counter.limit
     let retryMs = 0
     if (counter.amount > 0 && need > 0) {
+      const buckets = [...(entry?.buckets ?? [])].filter(([b]) => b >= oldest).sort(([a], [b]) => a - b)
       retryMs = counter.windowMs
       let freed = 0
       for (const [bucket, value] of buckets) {
@@ -600,17 +642,17 @@ export const makeStoreMemory = (): StoreMemory["Service"] => {
     return { used, resetMs, retryMs }
   }
   const add = (counter: Counter, now: number, amount: number, bucket: number) => {
-    const entry = live(counter.key + counter.field, now)
+    const entry = live(idOf(counter), now)
     if (!counter.rolling) {
       const expiresAt = (Math.floor(now / counter.windowMs) + 1) * counter.windowMs
-      entries.set(counter.key + counter.field, { expiresAt, value: (entry?.value ?? 0) + amount })
+      entries.set(idOf(counter), { expiresAt, value: (entry?.value ?? 0) + amount })
       return
     }
     const buckets = entry?.buckets ?? new Map<number, number>()
     const oldest = Math.floor(now / counter.bucketMs) - Math.floor(counter.windowMs / counter.bucketMs) + 1
     for (const b of buckets.keys()) if (b < oldest) buckets.delete(b)
     buckets.set(bucket, (buckets.get(bucket) ?? 0) + amount)
-    entries.set(counter.key + counter.field, { expiresAt: now + counter.windowMs, value: 0, buckets })
+    entries.set(idOf(counter), { expiresAt: now + counter.windowMs, value: 0, buckets })
   }
   return StoreMemory.of({
     take: (now, counters, dryRun) => {

@@ -310,15 +310,44 @@ export const limitsFor = (principal: Principal, call: Call, overrides: CallerOve
   return limits
 }
 
+const sameOverrides = (a: CallerOverrides, b: CallerOverrides) =>
+  a.tier === b.tier && a.account === b.account && a.key === b.key && a.global === b.global
+
+/** How many call shapes one key's limits are remembered for. */
+const SHAPES_PER_KEY = 64
+
 /**
  * The limits of a call with the caller's current overrides.
  *
+ * An API key's principal is one object for all its requests (`Auth` remembers it), so the limits
+ * of a key and a call's shape are built once and found again, while the overrides that bear on
+ * them are the same objects (an override that changes is a new object). The limiter then finds
+ * the same limits and keeps their counters (`RateLimiter.plan`), so a paid call builds neither.
+ *
  * @category constructors
  */
-export const policy = Effect.map(Overrides, (overrides) => ({
-  limitsFor: (principal: Principal, call: Call): ReadonlyArray<Limit> =>
-    limitsFor(principal, call, overrides.forCaller(principal))
-}))
+export const policy = Effect.map(Overrides, (overrides) => {
+  const remembered = new WeakMap<Principal, Map<string, { readonly overrides: CallerOverrides; readonly limits: ReadonlyArray<Limit> }>>()
+  return {
+    limitsFor: (principal: Principal, call: Call): ReadonlyArray<Limit> => {
+      const current = overrides.forCaller(principal)
+      // A wallet's principal is made per request: nothing to find again.
+      if (principal._tag !== "ApiKey") return limitsFor(principal, call, current)
+      let byShape = remembered.get(principal)
+      if (byShape === undefined) {
+        byShape = new Map()
+        remembered.set(principal, byShape)
+      }
+      const shape = `${call.kind}|${call.modelTier}|${call.sku}|${call.reserveTokens}|${call.reserveCredits}`
+      const found = byShape.get(shape)
+      if (found !== undefined && sameOverrides(found.overrides, current)) return found.limits
+      const limits = limitsFor(principal, call, current)
+      if (byShape.size >= SHAPES_PER_KEY) byShape.clear()
+      byShape.set(shape, { overrides: current, limits })
+      return limits
+    }
+  }
+})
 
 /**
  * Where one limit of a caller stands: requests with the Unix second their window resets, tokens
