@@ -28,6 +28,9 @@
  * Options: --rounds 2 --duration 8 --warmup 3 --connections 50 --json <file> --workers <n,n,...>
  * --baseline name=<checkout>, repeatable (another tollgate checkout, e.g. a git worktree of an older
  * commit, run as two more targets in the same rounds: before and after in one run).
+ * --pin: every measured server (and each process it forks) on the last CPU, the harness, the
+ * upstream and Redis on the others, so a server's CPU per request is not mixed with the load
+ * generator's on the same core (Linux, `taskset`).
  */
 import autocannon from "autocannon"
 import * as ChildProcess from "node:child_process"
@@ -38,7 +41,7 @@ import * as Jose from "jose"
 import { ShippedServer } from "@tollgate/testkit"
 import { dir, freePort } from "./Harness.ts"
 
-const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "", workers: "1,2" }
+const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "", workers: "1,2", pin: false }
 const baselines: Array<readonly [string, string]> = []
 {
   const argv = process.argv.slice(2)
@@ -49,11 +52,16 @@ const baselines: Array<readonly [string, string]> = []
       baselines.push([value.slice(0, value.indexOf("=")), value.slice(value.indexOf("=") + 1)])
       continue
     }
+    if (flag === "pin") {
+      options.pin = true
+      i--
+      continue
+    }
     if (!(flag in options) || value === undefined) {
-      console.error(`usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--workers 1,2] [--baseline name=dir]...`)
+      console.error(`usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--workers 1,2] [--pin] [--baseline name=dir]...`)
       process.exit(2)
     }
-    ;(options as Record<string, string | number>)[flag] = typeof options[flag as keyof typeof options] === "number" ? Number(value) : value
+    ;(options as unknown as Record<string, string | number>)[flag] = typeof options[flag as keyof typeof options] === "number" ? Number(value) : value
   }
 }
 
@@ -216,23 +224,38 @@ const statFields = (pid: number | string): Array<string> | undefined => {
  * is its supervisor and the workers it forked.
  */
 const cpuSeconds = (pid: number): number => {
+  let seconds = 0
+  for (const each of processTree(pid)) {
+    const fields = statFields(each)
+    if (fields !== undefined) seconds += (Number(fields[11]) + Number(fields[12])) / clockTicks
+  }
+  return seconds
+}
+
+/** The pids of a process and of every process it started. */
+const processTree = (pid: number): Array<number> => {
   const children = new Map<number, Array<number>>()
   for (const entry of Fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue
     const fields = statFields(entry)
-    if (fields === undefined) continue
-    const parent = Number(fields[1])
-    children.set(parent, [...(children.get(parent) ?? []), Number(entry)])
+    if (fields !== undefined) children.set(Number(fields[1]), [...(children.get(Number(fields[1])) ?? []), Number(entry)])
   }
-  let seconds = 0
+  const tree: Array<number> = []
   const pending = [pid]
   while (pending.length > 0) {
     const next = pending.pop()!
-    const fields = statFields(next)
-    if (fields !== undefined) seconds += (Number(fields[11]) + Number(fields[12])) / clockTicks
+    tree.push(next)
     pending.push(...(children.get(next) ?? []))
   }
-  return seconds
+  return tree
+}
+
+const serverCpu = Os.cpus().length - 1
+
+/** With `--pin`, a server's processes and all their threads on the last CPU. */
+const pin = (pid: number) => {
+  if (!options.pin) return
+  for (const each of processTree(pid)) ChildProcess.execFileSync("taskset", ["-a", "-cp", String(serverCpu), String(each)], { stdio: "ignore" })
 }
 
 /** The GC totals of every process of a server: the probe writes one file per process. */
@@ -406,12 +429,18 @@ const rounds = async (targets: ReadonlyArray<Target>, connections: number, secon
 
 // ---------- the run ----------
 
+if (options.pin) {
+  // The harness (and the upstream and Redis it starts) off the servers' CPU.
+  const others = serverCpu === 0 ? "0" : `0-${serverCpu - 1}`
+  ChildProcess.execFileSync("taskset", ["-a", "-cp", others, String(process.pid)], { stdio: "ignore" })
+}
 const idle = await idleShare(1000)
 console.log(`node ${process.version}, ${Os.cpus().length} cpus; machine idle before start: ${fixed(idle * 100, 0)}%`)
 if (idle < 0.85) console.log("!! something else is using the CPUs: read CPU per request side by side, not req/s")
 
 const upstream = await startPeer("upstream", "peers/upstream.ts", [])
 const raw = await startPeer("raw-proxy", "peers/raw-proxy.ts", [upstream.url])
+pin(raw.pid)
 const peerRedis = await startRedis()
 const keys = await Jose.generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true })
 const token = await new Jose.SignJWT({}).setProtectedHeader({ alg: "EdDSA" }).setSubject("bench-user").setIssuedAt()
@@ -420,7 +449,9 @@ const peer = await startPeer("peer-gateway", "peers/peer-gateway.ts", [upstream.
   REDIS_URL: peerRedis.url,
   JWT_PUBLIC_KEY: await Jose.exportSPKI(keys.publicKey)
 })
+pin(peer.pid)
 const networksBaseline = await startPeer("node-http-networks", "servers/raw-networks.ts", [])
+pin(networksBaseline.pid)
 
 const checkouts: Array<readonly [string, string]> = [["tollgate", root], ...baselines.map(([name, checkout]) => [name, Path.resolve(checkout)] as const)]
 const rpcTargets: Array<Target> = [
@@ -432,8 +463,10 @@ const networksTargets: Array<Target> = [
 ]
 for (const [label, checkout] of checkouts) {
   const memory = await startTollgate(`${label}-memory`, checkout, upstream.url)
+  pin(memory.pid)
   const redis = await startRedis()
   const withRedis = await startTollgate(`${label}-redis`, checkout, upstream.url, redis.url)
+  pin(withRedis.pid)
   rpcTargets.push(
     { name: `${label} memory`, url: `${memory.base}/crypto/rpc/ethereum-mainnet`, method: "POST", headers: { authorization: `Bearer ${memory.key}` }, server: memory },
     { name: `${label} Redis`, url: `${withRedis.base}/crypto/rpc/ethereum-mainnet`, method: "POST", headers: { authorization: `Bearer ${withRedis.key}` }, server: withRedis, redis }
@@ -444,6 +477,7 @@ const workerCounts = options.workers === "" ? [] : options.workers.split(",").ma
 for (const workers of workerCounts) {
   const redis = await startRedis()
   const production = await startProduction(`production-${workers}`, upstream.url, redis.url, workers)
+  pin(production.pid)
   rpcTargets.push({
     name: `tollgate Redis, ${workers} worker${workers === 1 ? "" : "s"}`,
     url: `${production.base}/crypto/rpc/ethereum-mainnet`,

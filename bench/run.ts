@@ -1,7 +1,8 @@
 /**
  * `pnpm bench`: runs every benchmark of `bench/` (or those named on the command line), one after
  * the other so they do not compete for the two cores, each printing its own table. Every
- * benchmark measures tollgate and its baseline in the same run and reports the ratio.
+ * benchmark measures tollgate and its baseline in the same run and reports the ratio. Flags after
+ * the names go to each selected benchmark (`pnpm bench peers --pin --baseline before=../old`).
  */
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
@@ -22,13 +23,17 @@ const benches = [
   "rpc.ts"
 ]
 
-const only = process.argv.slice(2)
+// Names first, then the flags handed to every selected benchmark: `pnpm bench peers --rounds 3`.
+const args = process.argv.slice(2)
+const firstFlag = args.findIndex((arg) => arg.startsWith("--"))
+const only = firstFlag === -1 ? args : args.slice(0, firstFlag)
+const flags = firstFlag === -1 ? [] : args.slice(firstFlag)
 const selected = only.length === 0 ? benches : benches.filter((name) => only.some((o) => name.includes(o)))
 const dir = Path.dirname(new URL(import.meta.url).pathname)
 
 for (const bench of selected) {
   console.log(`\n## ${bench}\n`)
-  const result = ChildProcess.spawnSync(process.execPath, [Path.join(dir, bench)], { stdio: "inherit" })
+  const result = ChildProcess.spawnSync(process.execPath, [Path.join(dir, bench), ...flags], { stdio: "inherit" })
   if (result.status !== 0) {
     console.error(`${bench} failed with status ${result.status}`)
     process.exitCode = 1
