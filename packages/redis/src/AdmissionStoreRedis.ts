@@ -80,7 +80,7 @@ local function giveBack()
   return { 'ok' }
 end
 
-sweep()
+sweep(false)
 local reply
 if op == 'admit' then reply = admit() elseif op == 'settle' then reply = settle() else reply = giveBack() end
 saveAccount()

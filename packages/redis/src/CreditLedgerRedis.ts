@@ -9,12 +9,19 @@
  * its cost does not grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
  *
  * The balances hash also counts the account's open holds (`open`), so `holdStats` reads the open
- * holds and the held amounts of every account from the store. A script reads the balances hash
- * once and writes it once, the same fields as earlier releases (a rolling deploy runs both).
- * `sweepExpired` and `holdStats` find the accounts with `SCAN` over the key pattern (incremental,
- * never blocking Redis; on a Redis Cluster `RedisConnection` walks every master), and
- * `sweepExpired` runs the ledger script on each account whose earliest deadline has passed, which
- * releases its expired holds.
+ * holds and the held amounts of every account from the store, and keeps `sweepAt`, a time at or
+ * before the earliest deadline, so a script looks at the deadlines only when one may have passed.
+ * A script reads the balances hash once and writes it once. A closed hold's record carries the time
+ * it is forgotten (`f`) and reads as unknown from then on; the records themselves are deleted in
+ * batches, the holds closed within the same minute at once. `sweepExpired` and `holdStats` find
+ * the accounts with `SCAN` over the key pattern (incremental, never blocking Redis; on a Redis
+ * Cluster `RedisConnection` walks every master), and `sweepExpired` runs the ledger script's sweep
+ * on each account whose earliest deadline has passed, which releases its expired holds.
+ *
+ * What earlier releases wrote reads the same (a rolling deploy runs both): `sweepAt` holds only
+ * for the journal position it was written at (`sweptId`), and a script of an earlier release
+ * appends to the journal whenever it changes the deadlines, so after one the next script sweeps; a
+ * closed hold without `f` is deleted at its deadline, as it was then.
  *
  * Amounts are integer strings in Redis (Lua numbers are doubles, exact below 2^53 like `Money`).
  *
@@ -38,6 +45,8 @@ export const ledgerLibrary = (retentionMs: number) => `
 local DAY = 86400000
 local RETAIN_MS = ${retentionMs}
 local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}
+local FORGET_STEP = 60000
+local NEVER = 9007199254740992
 local NANO = 1000000000
 
 -- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
@@ -50,7 +59,7 @@ local AU, AH = 'au:' .. today, 'ah:' .. today
 -- The balances hash A is read in one HMGET, at the first field a script asks for, and the fields
 -- it changed are written back in one HSET by saveAccount(): a command per change would cost as
 -- much again, and the script runs atomically, so nobody sees the difference.
-local ACCOUNT_FIELDS = { 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', AU, AH }
+local ACCOUNT_FIELDS = { 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', 'sweptId', AU, AH }
 local stored, values, changed = nil, {}, {}
 local function field(name)
   local v = values[name]
@@ -72,13 +81,15 @@ local function setField(name, v)
 end
 local function addField(name, delta) setField(name, field(name) + delta) end
 
+local lastId
 local function nextId()
   local lastMs, seq = field('lastMs'), field('seq')
   if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
   setField('lastMs', lastMs)
   setField('seq', seq)
   local ms = s(lastMs)
-  return ms .. '-' .. s(seq), ms
+  lastId = ms .. '-' .. s(seq)
+  return lastId, ms
 end
 
 -- Entries older than the retention leave both streams as they grow: XADD trims up to the stream id
@@ -106,25 +117,50 @@ local function balance()
   return { usd, held, usd - held, stake, allowance }
 end
 
+-- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
+-- forgotten once its retention has passed. sweepAt in A is at or before the earliest of them, so
+-- a script sweeps only when something may be due. It holds while the journal's last id is sweptId:
+-- a script of an earlier release, which changes X without knowing of sweepAt, appends to the
+-- journal whenever it does.
+local function schedule(ref, at, atText)
+  redis.call('ZADD', X, atText, ref)
+  if at < field('sweepAt') then setField('sweepAt', at) end
+end
+
 local function saveAccount()
   local args = {}
   for name in pairs(changed) do
     args[#args + 1] = name
     args[#args + 1] = s(values[name])
   end
+  local id = lastId or (stored.lastMs and stored.lastMs .. '-' .. stored.seq)
+  if (lastId or changed.sweepAt) and id then
+    args[#args + 1] = 'sweptId'
+    args[#args + 1] = id
+  end
   if #args > 0 then redis.call('HSET', A, unpack(args)) end
 end
 
+-- A hold's record; none once it has been closed for FORGET_MS, whether or not the sweep has
+-- deleted it yet (f, its forgetting time, is missing from records closed by earlier releases,
+-- which the sweep deletes on time).
 local function holdRecord(ref)
   local raw = redis.call('HGET', H, ref)
-  return raw and cjson.decode(raw)
+  if not raw then return nil end
+  local rec = cjson.decode(raw)
+  if rec.f and tonumber(rec.f) <= now then return nil end
+  return rec
 end
 
 local function closeHold(ref, rec, state, fa, fu)
   rec.s = state
   rec.cfa = s(fa)
   rec.cfu = s(fu)
-  redis.call('ZADD', X, s(now + FORGET_MS), ref)
+  rec.f = s(now + FORGET_MS)
+  -- Deleted in batches: the holds closed within one FORGET_STEP are due together, and one sweep
+  -- deletes them all.
+  local forgetAt = math.ceil((now + FORGET_MS) / FORGET_STEP) * FORGET_STEP
+  schedule(ref, forgetAt, s(forgetAt))
   redis.call('HSET', H, ref, cjson.encode(rec))
   local ha, hu = tonumber(rec.fa), tonumber(rec.fu)
   if ha > 0 or fa > 0 then
@@ -142,19 +178,33 @@ local function closeHold(ref, rec, state, fa, fu)
   return entries
 end
 
--- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
--- forgotten once its retention has passed. At most 100 a run.
-local function sweep()
+-- Releases the expired open holds and deletes the forgotten closed ones, at most 100 a run; with
+-- force, even when sweepAt says nothing is due (the background sweep, which found something due).
+local function sweep(force)
+  local at = field('sweepAt')
+  local journalAt = stored.lastMs and stored.lastMs .. '-' .. stored.seq
+  if not force and now < at and stored.sweptId == journalAt then return end
   local due = redis.call('ZRANGEBYSCORE', X, '-inf', s(now), 'LIMIT', '0', '100')
-  for _, ref in ipairs(due) do
-    local rec = holdRecord(ref)
-    if rec and rec.s == 'open' then
-      closeHold(ref, rec, 'released', 0, 0)
-    else
-      redis.call('HDEL', H, ref)
-      redis.call('ZREM', X, ref)
+  if #due > 0 then
+    local records = redis.call('HMGET', H, unpack(due))
+    local forgotten = {}
+    for i, ref in ipairs(due) do
+      -- Only an open hold's record holds "s":"open" (a quote inside a value is escaped), so a
+      -- closed one is deleted without decoding it.
+      local raw = records[i]
+      if raw and string.find(raw, '"s":"open"', 1, true) then
+        closeHold(ref, cjson.decode(raw), 'released', 0, 0)
+      else
+        forgotten[#forgotten + 1] = ref
+      end
+    end
+    if #forgotten > 0 then
+      redis.call('HDEL', H, unpack(forgotten))
+      redis.call('ZREM', X, unpack(forgotten))
     end
   end
+  local first = redis.call('ZRANGE', X, '0', '0', 'WITHSCORES')
+  setField('sweepAt', tonumber(first[2]) or NEVER)
 end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
@@ -181,7 +231,7 @@ local function holdPlace(ref, amount, version, ttl, plan)
   local fa, fu = plan.fa, plan.fu
   local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = today, x = s(now + ttl), v = version }
   redis.call('HSET', H, ref, cjson.encode(rec))
-  redis.call('ZADD', X, rec.x, ref)
+  schedule(ref, now + ttl, rec.x)
   addField('held', fu)
   addField('open', 1)
   if fa > 0 then
@@ -234,7 +284,7 @@ local now = tonumber(ARGV[2])
 ${ledgerLibrary(retentionMs)}
 
 local function run()
-  sweep()
+  sweep(op == 'sweep')
   if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
     local ref, amount = ARGV[3], ARGV[4]
     local prev = redis.call('HGET', R, ref)
@@ -475,7 +525,7 @@ export const layerRedis = (
         for (let round = 0; round < 1_000; round++) {
           const due = yield* send<ReadonlyArray<string>>("ZRANGEBYSCORE", key, "-inf", String(now), "LIMIT", "0", "1")
           if (due.length === 0) break
-          yield* call(accountOfKey(key), "balance").pipe(Effect.catchTag("LedgerError", Effect.die))
+          yield* call(accountOfKey(key), "sweep").pipe(Effect.catchTag("LedgerError", Effect.die))
           if (round === 0) swept++
         }
       }
