@@ -56,21 +56,25 @@ local function s(n) return string.format('%d', n) end
 local today = s(math.floor(now / DAY))
 local AU, AH = 'au:' .. today, 'ah:' .. today
 
--- The balances hash A is read in one HMGET, at the first field a script asks for, and the fields
--- it changed are written back in one HSET by saveAccount(): a command per change would cost as
--- much again, and the script runs atomically, so nobody sees the difference.
-local ACCOUNT_FIELDS = { 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', 'sweptId', AU, AH }
-local stored, values, changed = nil, {}, {}
+-- The balances hash A is read in one HMGET when the script starts (sweep calls loadAccount), and
+-- the fields it changed are written back in one HSET by saveAccount(): a command per change would
+-- cost as much again, and the script runs atomically, so nobody sees the difference.
+local values, changed, stored = nil, {}, nil
+local function loadAccount()
+  local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', AU, AH, 'sweptId')
+  values = {
+    usd = tonumber(v[1]) or 0, held = tonumber(v[2]) or 0, stake = tonumber(v[3]) or 0, open = tonumber(v[4]) or 0,
+    lastMs = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, sweepAt = tonumber(v[7]) or 0,
+    [AU] = tonumber(v[8]) or 0, [AH] = tonumber(v[9]) or 0
+  }
+  -- The journal position as stored, and the one sweepAt was written at (see sweep).
+  stored = { lastMs = v[5], seq = v[6], sweptId = v[10] }
+end
 local function field(name)
   local v = values[name]
   if v == nil then
-    if not stored then
-      stored = {}
-      local got = redis.call('HMGET', A, unpack(ACCOUNT_FIELDS))
-      for i, f in ipairs(ACCOUNT_FIELDS) do stored[f] = got[i] end
-    end
-    if stored[name] == nil then stored[name] = redis.call('HGET', A, name) end
-    v = tonumber(stored[name]) or 0
+    -- Another day's allowance counters, for a hold placed on that day.
+    v = tonumber(redis.call('HGET', A, name)) or 0
     values[name] = v
   end
   return v
@@ -181,6 +185,7 @@ end
 -- Releases the expired open holds and deletes the forgotten closed ones, at most 100 a run; with
 -- force, even when sweepAt says nothing is due (the background sweep, which found something due).
 local function sweep(force)
+  loadAccount()
   local at = field('sweepAt')
   local journalAt = stored.lastMs and stored.lastMs .. '-' .. stored.seq
   if not force and now < at and stored.sweptId == journalAt then return end
