@@ -9,8 +9,9 @@
  * later subject in the same heap would pay for an earlier one's garbage), twice, alternating.
  *
  * `PIPELINE_STORE=redis` runs both on the Redis layers against a throwaway `redis-server` and also
- * reports the Redis commands per paid call (from `INFO commandstats`), which are the round trips a
- * call waits on, and the share of the process's wall time spent in GC pauses.
+ * reports the Redis commands per paid call (from `INFO commandstats`, which counts the commands
+ * scripts run too), the Redis server's CPU per paid call (`INFO cpu`: user and system time of its
+ * process, as `/proc` has it) and the share of the process's wall time spent in GC pauses.
  */
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
@@ -82,15 +83,17 @@ const straightLine = Effect.gen(function*() {
 
 const redisUrl = process.env["PIPELINE_REDIS_URL"]
 
-/** Commands Redis has run so far (every one a round trip: a script call is one). */
-const commandsRun = async (url: string) => {
+/** Commands Redis has run so far (a script call and each command it runs), and its CPU time in us. */
+const redisUsage = async (url: string) => {
   const client = createClient({ url })
   await client.connect()
   const stats = await client.info("commandstats")
+  const cpu = await client.info("cpu")
   await client.quit()
-  let total = 0
-  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gmu)) if (match[1] !== "info") total += Number(match[2])
-  return total
+  let commands = 0
+  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gmu)) if (match[1] !== "info") commands += Number(match[2])
+  const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, "mu").exec(cpu)?.[1] ?? 0)
+  return { commands, cpuUs: (seconds("used_cpu_user") + seconds("used_cpu_sys")) * 1e6 }
 }
 
 interface Measured {
@@ -168,15 +171,22 @@ if (child !== undefined) {
 } else {
   const redis = process.env["PIPELINE_STORE"] === "redis" ? await RedisServer.start() : undefined
   const env = redis === undefined ? process.env : { ...process.env, PIPELINE_REDIS_URL: redis.url }
-  const runs = new Map<Subject, Array<Measured & { readonly commandsPerCall: number }>>(subjects.map((subject) => [subject, []]))
+  const runs = new Map<Subject, Array<Measured & { readonly commandsPerCall: number; readonly redisUsPerCall: number }>>(
+    subjects.map((subject) => [subject, []])
+  )
+  const calls = (ROUNDS + 1) * CONCURRENCY * CALLS_PER_WORKER
   for (let pass = 0; pass < 2; pass++) {
     for (const subject of subjects) {
-      const before = redis === undefined ? 0 : await commandsRun(redis.url)
+      const before = redis === undefined ? undefined : await redisUsage(redis.url)
       const output = ChildProcess.execFileSync(process.execPath, [new URL(import.meta.url).pathname, subject], { encoding: "utf8", env })
-      const commands = redis === undefined ? 0 : await commandsRun(redis.url) - before
+      const after = redis === undefined ? undefined : await redisUsage(redis.url)
       const measured = JSON.parse(output.trim().split("\n").at(-1)!) as Measured
       // Seeding the account takes a few commands; the rounds take the rest.
-      runs.get(subject)!.push({ ...measured, commandsPerCall: commands / ((ROUNDS + 1) * CONCURRENCY * CALLS_PER_WORKER) })
+      runs.get(subject)!.push({
+        ...measured,
+        commandsPerCall: before === undefined || after === undefined ? 0 : (after.commands - before.commands) / calls,
+        redisUsPerCall: before === undefined || after === undefined ? 0 : (after.cpuUs - before.cpuUs) / calls
+      })
     }
   }
   await redis?.stop()
@@ -189,7 +199,8 @@ if (child !== undefined) {
     "x straight line": (best(subject) / baseline).toFixed(2),
     "GC pauses, share of wall time": runs.get(subject)!.map((run) => `${(run.gcShare * 100).toFixed(0)} %`).join(" / "),
     ...(redis === undefined ? {} : {
-      "Redis commands per call": runs.get(subject)!.map((run) => run.commandsPerCall.toFixed(2)).join(" / ")
+      "Redis commands per call": runs.get(subject)!.map((run) => run.commandsPerCall.toFixed(2)).join(" / "),
+      "Redis CPU us per call": runs.get(subject)!.map((run) => run.redisUsPerCall.toFixed(1)).join(" / ")
     })
   })))
 }

@@ -27,11 +27,12 @@ import * as Scripts from "./Scripts.ts"
 // KEYS 1-6: the account's ledger keys; 7 and 8: per operation (below); then the counters.
 // ARGV 1: the operation, 2: now.
 //
-// admit:    KEYS 7 the account's record, 8 the key's revocation marker, 9 the abuse guard's block
-//           of the key. ARGV 3 whether the key's standing is checked ("1"), and its block too
-//           ("2"), 4-7 the hold (reference, amount, price version, ttl), 8 on one take of `takeAll`
-//           (its keys from 10 on). The hold is checked (a dry run) before the take, so a refused
-//           payment wins over a rate limit and a refusal writes nothing.
+// admit:    KEYS 7 the account's record, 8 the key's revocation marker (both strings, read in one
+//           MGET), 9 the abuse guard's block of the key. ARGV 3 whether the key's standing is
+//           checked ("1"), and its block too ("2"), 4-7 the hold (reference, amount, price version,
+//           ttl), 8 on one take of `takeAll` (its keys from 10 on). The hold is checked before the
+//           take and placed after it, so a refused payment wins over a rate limit and a refusal
+//           writes nothing.
 // settle:   KEYS 7 the idempotency record. ARGV 3-5 the capture (reference, amount, usage
 //           details), 6-8 the record's response (status, headers, body; status "" for none), 9 on
 //           the adjustments of `adjustAll`.
@@ -45,28 +46,26 @@ ${CreditLedgerRedis.ledgerLibrary(retentionMs)}
 ${RateLimiterRedis.takeLibrary}
 ${RateLimiterRedis.adjustLibrary}
 ${IdempotencyStoreRedis.recordLibrary}
-sweep()
 
-if op == 'admit' then
+local function admit()
   if ARGV[3] ~= '0' then
-    local exists = redis.call('EXISTS', KEYS[7])
-    local revoked = redis.call('EXISTS', KEYS[8])
-    if exists == 0 or revoked == 1 then return { 'key', exists, revoked } end
+    local standing = redis.call('MGET', KEYS[7], KEYS[8])
+    if not standing[1] or standing[2] then return { 'key', standing[1] and 1 or 0, standing[2] and 1 or 0 } end
     if ARGV[3] == '2' then
       local blocked = redis.call('PTTL', KEYS[9])
       if blocked > 0 then return { 'blocked', blocked } end
     end
   end
   local ref, amount, version, ttl = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
-  local check = ledgerHold(ref, amount, version, ttl, true)
-  if check[1] == 'err' then return check end
+  local answer, plan = holdCheck(ref, amount)
+  if answer and answer[1] == 'err' then return answer end
   local taken = takeAll(KEYS, ARGV, 9, 8, #ARGV)
   if taken[1] == 0 then return { 'limited', taken } end
-  local held = ledgerHold(ref, amount, version, ttl, false)
+  local held = answer or holdPlace(ref, amount, version, ttl, plan)
   return { 'ok', held[2], held[3], taken }
 end
 
-if op == 'settle' then
+local function settle()
   local captured = ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5])
   if captured[1] == 'err' then return captured end
   adjustAll(KEYS, ARGV, 7, 9, #KEYS - 7)
@@ -74,10 +73,18 @@ if op == 'settle' then
   return captured
 end
 
-ledgerRelease(ARGV[3])
-adjustAll(KEYS, ARGV, 7, 5, #KEYS - 7)
-if ARGV[4] == '1' then abandonRecord(KEYS[7]) end
-return { 'ok' }
+local function giveBack()
+  ledgerRelease(ARGV[3])
+  adjustAll(KEYS, ARGV, 7, 5, #KEYS - 7)
+  if ARGV[4] == '1' then abandonRecord(KEYS[7]) end
+  return { 'ok' }
+end
+
+sweep(false)
+local reply
+if op == 'admit' then reply = admit() elseif op == 'settle' then reply = settle() else reply = giveBack() end
+saveAccount()
+return reply
 `)
 
 type Reply = readonly [tag: string, ...rest: ReadonlyArray<unknown>]
@@ -162,7 +169,7 @@ export const make = (options: Options = {}) =>
                 fromUsd: Money.unsafeNano(Number(detail[2])),
                 priceVersion: detail[3]!,
                 expiresAt: Number(detail[4]),
-                before: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<string>)
+                before: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<number>)
               }
             })
           }
@@ -204,7 +211,7 @@ export const make = (options: Options = {}) =>
         return Effect.succeed({
           fromAllowance: Money.unsafeNano(Number(detail[0])),
           fromUsd: Money.unsafeNano(Number(detail[1])),
-          balance: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<string>)
+          balance: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<number>)
         })
       })
     }

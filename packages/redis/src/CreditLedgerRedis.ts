@@ -9,12 +9,21 @@
  * its cost does not grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
  *
  * The balances hash also counts the account's open holds (`open`), so `holdStats` reads the open
- * holds and the held amounts of every account from the store. `sweepExpired` and `holdStats` find
+ * holds and the held amounts of every account from the store, and keeps `sweepAt`, a time at or
+ * before the earliest deadline, so a script looks at the deadlines only when one may have passed.
+ * A script reads the balances hash once and writes it once. A closed hold's record carries the time
+ * it is forgotten (`f`) and reads as unknown from then on; the records themselves are deleted in
+ * batches, the holds closed within the same minute at once. `sweepExpired` and `holdStats` find
  * the accounts with `SCAN` over the key pattern (incremental, never blocking Redis; on a Redis
- * Cluster `RedisConnection` walks every master), and `sweepExpired` runs the ledger script
+ * Cluster `RedisConnection` walks every master), and `sweepExpired` runs the ledger script's sweep
  * on each account whose earliest deadline has passed, which releases its expired holds.
  *
- * Amounts are integer strings everywhere (Lua numbers are doubles, exact below 2^53 like `Money`).
+ * What earlier releases wrote reads the same (a rolling deploy runs both): `sweepAt` holds only
+ * for the journal position it was written at (`sweptId`), and a script of an earlier release
+ * appends to the journal whenever it changes the deadlines, so after one the next script sweeps; a
+ * closed hold without `f` is deleted at its deadline, as it was then.
+ *
+ * Amounts are integer strings in Redis (Lua numbers are doubles, exact below 2^53 like `Money`).
  *
  * @since 0.1.0
  */
@@ -24,10 +33,11 @@ import { Redis } from "effect/persistence"
 import * as RedisConnection from "./RedisConnection.ts"
 
 /**
- * The ledger's Lua functions over the account's keys: `ledgerHold`, `ledgerCapture`,
- * `ledgerRelease`, `sweep` and `balance`, keeping journal and usage entries for `retentionMs`. A
- * script that includes it declares the locals `A, H, X, R, J, U` (the keys of `accountKeys`, in
- * that order) and `now` first.
+ * The ledger's Lua functions over the account's keys: `ledgerHold` (or `holdCheck` then
+ * `holdPlace`), `ledgerCapture`, `ledgerRelease`, `sweep` and `balance`, keeping journal and usage
+ * entries for `retentionMs`. A script that includes it declares the locals `A, H, X, R, J, U` (the
+ * keys of `accountKeys`, in that order) and `now` first, runs `sweep` before anything else and
+ * calls `saveAccount()` before it returns.
  *
  * @category internals
  */
@@ -35,58 +45,135 @@ export const ledgerLibrary = (retentionMs: number) => `
 local DAY = 86400000
 local RETAIN_MS = ${retentionMs}
 local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}
+local FORGET_STEP = 60000
+local NEVER = 9007199254740992
 local NANO = 1000000000
 
-local function s(n)
-  if n == 0 then return '0' end
-  return string.format('%.0f', n)
-end
-local function num(v) return tonumber(v) or 0 end
+-- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
+-- redis.call is formatted with %.17g, which costs as much as the command.
+local function s(n) return string.format('%d', n) end
 
+local today = s(math.floor(now / DAY))
+local AU, AH = 'au:' .. today, 'ah:' .. today
+
+-- The balances hash A is read in one HMGET when the script starts (sweep calls loadAccount), and
+-- the fields it changed are written back in one HSET by saveAccount(): a command per change would
+-- cost as much again, and the script runs atomically, so nobody sees the difference.
+local values, changed, stored = nil, {}, nil
+local function loadAccount()
+  local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', AU, AH, 'sweptId')
+  values = {
+    usd = tonumber(v[1]) or 0, held = tonumber(v[2]) or 0, stake = tonumber(v[3]) or 0, open = tonumber(v[4]) or 0,
+    lastMs = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, sweepAt = tonumber(v[7]) or 0,
+    [AU] = tonumber(v[8]) or 0, [AH] = tonumber(v[9]) or 0
+  }
+  -- The journal position as stored, and the one sweepAt was written at (see sweep).
+  stored = { lastMs = v[5], seq = v[6], sweptId = v[10] }
+end
+local function field(name)
+  local v = values[name]
+  if v == nil then
+    -- Another day's allowance counters, for a hold placed on that day.
+    v = tonumber(redis.call('HGET', A, name)) or 0
+    values[name] = v
+  end
+  return v
+end
+local function setField(name, v)
+  values[name] = v
+  changed[name] = true
+end
+local function addField(name, delta) setField(name, field(name) + delta) end
+
+local lastId
 local function nextId()
-  local last = redis.call('HMGET', A, 'lastMs', 'seq')
-  local lastMs, seq = num(last[1]), num(last[2])
+  local lastMs, seq = field('lastMs'), field('seq')
   if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
-  redis.call('HSET', A, 'lastMs', s(lastMs), 'seq', s(seq))
-  return s(lastMs) .. '-' .. s(seq), s(lastMs)
+  setField('lastMs', lastMs)
+  setField('seq', seq)
+  local ms = s(lastMs)
+  lastId = ms .. '-' .. s(seq)
+  return lastId, ms
 end
 
 -- Entries older than the retention leave both streams as they grow: XADD trims up to the stream id
 -- of the cutoff, approximately (whole nodes of the stream), which costs next to nothing.
+local cutoffId
 local function cutoff()
-  if now <= RETAIN_MS then return '0' end
-  return s(now - RETAIN_MS)
+  if not cutoffId then
+    if now <= RETAIN_MS then cutoffId = '0' else cutoffId = s(now - RETAIN_MS) end
+  end
+  return cutoffId
 end
 
 local function append(kind, ref, currency, delta, held)
   local id, ts = nextId()
-  redis.call('XADD', J, 'MINID', '~', cutoff(), id, 'k', kind, 'r', ref, 'c', currency, 'd', s(delta), 'h', s(held))
-  return { id, ts, kind, ref, currency, s(delta), s(held) }
+  local d, h = s(delta), s(held)
+  redis.call('XADD', J, 'MINID', '~', cutoff(), id, 'k', kind, 'r', ref, 'c', currency, 'd', d, 'h', h)
+  return { id, ts, kind, ref, currency, d, h }
 end
 
+-- Numbers, which Redis answers as integers: usd, held, available, staked tokens, allowance left.
 local function balance()
-  local day = s(math.floor(now / DAY))
-  local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'au:' .. day, 'ah:' .. day)
-  local usd, held, stake = num(v[1]), num(v[2]), num(v[3])
-  local allowance = stake * NANO - num(v[4]) - num(v[5])
+  local usd, held, stake = field('usd'), field('held'), field('stake')
+  local allowance = stake * NANO - field(AU) - field(AH)
   if allowance < 0 then allowance = 0 end
-  return { s(usd), s(held), s(usd - held), s(stake), s(allowance) }
+  return { usd, held, usd - held, stake, allowance }
+end
+
+-- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
+-- forgotten once its retention has passed. sweepAt in A is at or before the earliest of them, so
+-- a script sweeps only when something may be due. It holds while the journal's last id is sweptId:
+-- a script of an earlier release, which changes X without knowing of sweepAt, appends to the
+-- journal whenever it does.
+local function schedule(ref, at, atText)
+  redis.call('ZADD', X, atText, ref)
+  if at < field('sweepAt') then setField('sweepAt', at) end
+end
+
+local function saveAccount()
+  local args = {}
+  for name in pairs(changed) do
+    args[#args + 1] = name
+    args[#args + 1] = s(values[name])
+  end
+  local id = lastId or (stored.lastMs and stored.lastMs .. '-' .. stored.seq)
+  if (lastId or changed.sweepAt) and id then
+    args[#args + 1] = 'sweptId'
+    args[#args + 1] = id
+  end
+  if #args > 0 then redis.call('HSET', A, unpack(args)) end
+end
+
+-- A hold's record; none once it has been closed for FORGET_MS, whether or not the sweep has
+-- deleted it yet (f, its forgetting time, is missing from records closed by earlier releases,
+-- which the sweep deletes on time).
+local function holdRecord(ref)
+  local raw = redis.call('HGET', H, ref)
+  if not raw then return nil end
+  local rec = cjson.decode(raw)
+  if rec.f and tonumber(rec.f) <= now then return nil end
+  return rec
 end
 
 local function closeHold(ref, rec, state, fa, fu)
   rec.s = state
   rec.cfa = s(fa)
   rec.cfu = s(fu)
-  redis.call('ZADD', X, s(now + FORGET_MS), ref)
+  rec.f = s(now + FORGET_MS)
+  -- Deleted in batches: the holds closed within one FORGET_STEP are due together, and one sweep
+  -- deletes them all.
+  local forgetAt = math.ceil((now + FORGET_MS) / FORGET_STEP) * FORGET_STEP
+  schedule(ref, forgetAt, s(forgetAt))
   redis.call('HSET', H, ref, cjson.encode(rec))
   local ha, hu = tonumber(rec.fa), tonumber(rec.fu)
   if ha > 0 or fa > 0 then
-    redis.call('HINCRBY', A, 'ah:' .. rec.d, s(-ha))
-    redis.call('HINCRBY', A, 'au:' .. rec.d, s(fa))
+    addField('ah:' .. rec.d, -ha)
+    addField('au:' .. rec.d, fa)
   end
-  redis.call('HINCRBY', A, 'held', s(-hu))
-  redis.call('HINCRBY', A, 'usd', s(-fu))
-  redis.call('HINCRBY', A, 'open', -1)
+  addField('held', -hu)
+  addField('usd', -fu)
+  addField('open', -1)
   local kind = 'release'
   if state == 'captured' then kind = 'capture' end
   local entries = {}
@@ -95,55 +182,80 @@ local function closeHold(ref, rec, state, fa, fu)
   return entries
 end
 
--- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
--- forgotten once its retention has passed.
-local function sweep()
-  local due = redis.call('ZRANGEBYSCORE', X, '-inf', now, 'LIMIT', 0, 100)
-  for _, ref in ipairs(due) do
-    local raw = redis.call('HGET', H, ref)
-    local rec = raw and cjson.decode(raw)
-    if rec and rec.s == 'open' then
-      closeHold(ref, rec, 'released', 0, 0)
-    else
-      redis.call('HDEL', H, ref)
-      redis.call('ZREM', X, ref)
+-- Releases the expired open holds and deletes the forgotten closed ones, at most 100 a run; with
+-- force, even when sweepAt says nothing is due (the background sweep, which found something due).
+local function sweep(force)
+  loadAccount()
+  local at = field('sweepAt')
+  local journalAt = stored.lastMs and stored.lastMs .. '-' .. stored.seq
+  if not force and now < at and stored.sweptId == journalAt then return end
+  local due = redis.call('ZRANGEBYSCORE', X, '-inf', s(now), 'LIMIT', '0', '100')
+  if #due > 0 then
+    local records = redis.call('HMGET', H, unpack(due))
+    local forgotten = {}
+    for i, ref in ipairs(due) do
+      -- Only an open hold's record holds "s":"open" (a quote inside a value is escaped), so a
+      -- closed one is deleted without decoding it.
+      local raw = records[i]
+      if raw and string.find(raw, '"s":"open"', 1, true) then
+        closeHold(ref, cjson.decode(raw), 'released', 0, 0)
+      else
+        forgotten[#forgotten + 1] = ref
+      end
+    end
+    if #forgotten > 0 then
+      redis.call('HDEL', H, unpack(forgotten))
+      redis.call('ZREM', X, unpack(forgotten))
     end
   end
+  local first = redis.call('ZRANGE', X, '0', '0', 'WITHSCORES')
+  setField('sweepAt', tonumber(first[2]) or NEVER)
 end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
-local function ledgerHold(ref, amount, version, ttl, dry)
-  local existing = redis.call('HGET', H, ref)
-  if existing then
-    local rec = cjson.decode(existing)
+
+-- Whether a hold of amount can be placed under ref: nil and the plan (from allowance, from USD,
+-- the balance before) when it can; otherwise the answer, a refusal or the hold already placed
+-- under ref. Nothing is written, so a refusal met after it (a rate limit) leaves no trace.
+local function holdCheck(ref, amount)
+  local rec = holdRecord(ref)
+  if rec then
     if rec.a ~= amount then return { 'err', 'ReferenceConflict' } end
     return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
   end
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
   local b = balance()
   local total = tonumber(amount)
-  local fa = math.min(total, tonumber(b[5]))
+  local fa = math.min(total, b[5])
   local fu = total - fa
-  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
-  if dry then return { 'ok' } end
-  local day = s(math.floor(now / DAY))
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = day, x = s(now + ttl), v = version }
+  if fu > b[3] then return { 'err', 'InsufficientFunds' } end
+  return nil, { fa = fa, fu = fu, before = b }
+end
+
+local function holdPlace(ref, amount, version, ttl, plan)
+  local fa, fu = plan.fa, plan.fu
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = today, x = s(now + ttl), v = version }
   redis.call('HSET', H, ref, cjson.encode(rec))
-  redis.call('ZADD', X, s(now + ttl), ref)
-  redis.call('HINCRBY', A, 'held', s(fu))
-  redis.call('HINCRBY', A, 'open', 1)
+  schedule(ref, now + ttl, rec.x)
+  addField('held', fu)
+  addField('open', 1)
   if fa > 0 then
-    redis.call('HINCRBY', A, 'ah:' .. day, s(fa))
+    addField(AH, fa)
     append('hold', ref, 'DIEM', 0, fa)
   end
   if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu) end
-  return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, b }
+  return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, plan.before }
+end
+
+local function ledgerHold(ref, amount, version, ttl)
+  local answer, plan = holdCheck(ref, amount)
+  if answer then return answer end
+  return holdPlace(ref, amount, version, ttl, plan)
 end
 
 local function ledgerCapture(ref, amount, details)
-  local raw = redis.call('HGET', H, ref)
-  if not raw then return { 'err', 'UnknownHold' } end
-  local rec = cjson.decode(raw)
+  local rec = holdRecord(ref)
+  if not rec then return { 'err', 'UnknownHold' } end
   if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
   if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
@@ -158,13 +270,12 @@ local function ledgerCapture(ref, amount, details)
   for _, e in ipairs(charged) do
     redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
   end
-  return { 'ok', { s(fa), s(fu) }, balance() }
+  return { 'ok', { rec.cfa, rec.cfu }, balance() }
 end
 
 local function ledgerRelease(ref)
-  local raw = redis.call('HGET', H, ref)
-  if not raw then return { 'err', 'UnknownHold' } end
-  local rec = cjson.decode(raw)
+  local rec = holdRecord(ref)
+  if not rec then return { 'err', 'UnknownHold' } end
   if rec.s == 'open' then closeHold(ref, rec, 'released', 0, 0) end
   return { 'ok', {}, balance() }
 end
@@ -176,36 +287,40 @@ local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
 ${ledgerLibrary(retentionMs)}
-sweep()
 
-if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
-  local ref, amount = ARGV[3], ARGV[4]
-  local prev = redis.call('HGET', R, ref)
-  if prev then
-    local p = cjson.decode(prev)
-    if p.k ~= op or p.a ~= amount then return { 'err', 'ReferenceConflict' } end
-    return { 'ok', p.e, balance() }
+local function run()
+  sweep(op == 'sweep')
+  if op == 'topup' or op == 'grant' or op == 'refund' or op == 'stake' then
+    local ref, amount = ARGV[3], ARGV[4]
+    local prev = redis.call('HGET', R, ref)
+    if prev then
+      local p = cjson.decode(prev)
+      if p.k ~= op or p.a ~= amount then return { 'err', 'ReferenceConflict' } end
+      return { 'ok', p.e, balance() }
+    end
+    local e
+    if op == 'stake' then
+      setField('stake', tonumber(amount))
+      e = append(op, ref, 'DIEM', 0, 0)
+    else
+      addField('usd', tonumber(amount))
+      e = append(op, ref, 'USD', tonumber(amount), 0)
+    end
+    redis.call('HSET', R, ref, cjson.encode({ k = op, a = amount, e = e }))
+    return { 'ok', e, balance() }
   end
-  local e
-  if op == 'stake' then
-    redis.call('HSET', A, 'stake', amount)
-    e = append(op, ref, 'DIEM', 0, 0)
-  else
-    redis.call('HINCRBY', A, 'usd', amount)
-    e = append(op, ref, 'USD', tonumber(amount), 0)
-  end
-  redis.call('HSET', R, ref, cjson.encode({ k = op, a = amount, e = e }))
-  return { 'ok', e, balance() }
+  if op == 'hold' then return ledgerHold(ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
+  if op == 'capture' then return ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5]) end
+  if op == 'release' then return ledgerRelease(ARGV[3]) end
+  return { 'ok', {}, balance() }
 end
 
-if op == 'hold' then return ledgerHold(ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), false) end
-if op == 'capture' then return ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5]) end
-if op == 'release' then return ledgerRelease(ARGV[3]) end
-
-return { 'ok', {}, balance() }
+local reply = run()
+saveAccount()
+return reply
 `
 
-type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<string>]
+type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<number>]
 
 const ledgerScript = (retentionMs: number) =>
   Redis.script(
@@ -251,7 +366,7 @@ const messages: Record<CreditLedger.LedgerError["reason"], string> = {
  *
  * @category internals
  */
-export const toBalance = (b: ReadonlyArray<string>): CreditLedger.Balance => ({
+export const toBalance = (b: ReadonlyArray<string | number>): CreditLedger.Balance => ({
   usd: Money.unsafeNano(Number(b[0])),
   heldUsd: Money.unsafeNano(Number(b[1])),
   availableUsd: Money.unsafeNano(Number(b[2])),
@@ -415,7 +530,7 @@ export const layerRedis = (
         for (let round = 0; round < 1_000; round++) {
           const due = yield* send<ReadonlyArray<string>>("ZRANGEBYSCORE", key, "-inf", String(now), "LIMIT", "0", "1")
           if (due.length === 0) break
-          yield* call(accountOfKey(key), "balance").pipe(Effect.catchTag("LedgerError", Effect.die))
+          yield* call(accountOfKey(key), "sweep").pipe(Effect.catchTag("LedgerError", Effect.die))
           if (round === 0) swept++
         }
       }

@@ -44,7 +44,9 @@ return {'Claimed'}
  */
 export const recordLibrary = `
 local function completeRecord(key, status, headers, body)
-  if redis.call('EXISTS', key) == 1 and redis.call('HEXISTS', key, 'status') == 0 then
+  -- Every record holds its claim's fingerprint: one without a status is claimed and not completed.
+  local record = redis.call('HMGET', key, 'fingerprint', 'status')
+  if record[1] and not record[2] then
     redis.call('HSET', key, 'status', status, 'headers', headers, 'body', body)
   end
 end

@@ -6,8 +6,9 @@
  * nothing: under load, the per-command costs of node-redis and Redis are paid once per turn
  * instead of once per admission. A fixed window of a limit is one hash naming its window (requests
  * and tokens are two fields of it) that expires when the window ends; a rolling window is a hash of
- * buckets expiring a window after its last use. The keys of one account share the hash tag
- * `{accountId}`, so on a Redis Cluster (with `batch: false`) one admission touches one slot.
+ * buckets expiring a window after its newest bucket's first use, when every bucket in it has left
+ * the window. The keys of one account share the hash tag `{accountId}`, so on a Redis Cluster (with
+ * `batch: false`) one admission touches one slot.
  *
  * The time is the caller's clock (Effect's `Clock`), passed into the script rather than read with
  * `TIME` in it: both layers then pass the same contract suite under `TestClock`, and the script
@@ -42,8 +43,9 @@ import * as Scripts from "./Scripts.ts"
 // A fixed counter is added to first and checked after (HINCRBY answers the sum), and every addition
 // of a take is taken back when any of its counters refuses (a field the take created is deleted, so
 // a refusal leaves no key behind): the script is atomic, so nobody sees the difference, and the
-// admitted path (the common one) costs one HINCRBY per counter plus a PEXPIRE when the window is
-// new. A take sees the takes before it in the same call, as if they had been separate calls.
+// admitted path (the common one) costs one HINCRBY per counter plus a PEXPIRE when the window (of
+// a rolling window, its newest bucket) is new. A take sees the takes before it in the same call, as
+// if they had been separate calls.
 // Amounts go to Redis as the strings they arrived as: a Lua number passed to `redis.call` is
 // formatted with `sprintf`, which costs as much as the command.
 export const takeLibrary = `
@@ -170,9 +172,10 @@ while a <= n do
         local amount = A[b + 4]
         if admitted and amount ~= "0" then
           local bucket = tonumber(A[b + 5])
-          redis.call("HINCRBY", key, math.floor(tonumber(A[b + 1]) / bucket), amount)
+          local sum = redis.call("HINCRBY", key, string.format("%d", math.floor(tonumber(A[b + 1]) / bucket)), amount)
           if #stale[g] > 0 then redis.call("HDEL", key, unpack(stale[g])) end
-          redis.call("PEXPIRE", key, A[b + 2])
+          -- A window after its newest bucket's first use, every bucket in the key has left the window.
+          if sum == tonumber(amount) then redis.call("PEXPIRE", key, A[b + 2]) end
         end
         q = q + 3
         b = b + 6

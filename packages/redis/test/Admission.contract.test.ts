@@ -2,6 +2,7 @@ import { assert } from "@effect/vitest"
 import { AbuseGuard, Admission, AuthStore, CreditLedger, IdempotencyStore, Money, Principal, RateLimiter } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
 import { afterAll } from "vitest"
 import * as AbuseGuardRedis from "../src/AbuseGuardRedis.ts"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
@@ -65,7 +66,14 @@ const account = (funds: number) =>
 
 const admit = (
   accountId: string,
-  options: { readonly reference: string; readonly amount: number; readonly requests: number; readonly keyId?: string; readonly abuseBlockKey?: string }
+  options: {
+    readonly reference: string
+    readonly amount: number
+    readonly requests: number
+    readonly keyId?: string
+    readonly abuseBlockKey?: string
+    readonly ttlMs?: number
+  }
 ) =>
   Effect.gen(function*() {
     const limiter = yield* RateLimiter.RateLimiter
@@ -78,7 +86,12 @@ const admit = (
       keyId: options.keyId ?? "key_1",
       abuseBlockKey: options.abuseBlockKey,
       counters: plan.counters,
-      hold: { reference: options.reference, amount: nano(options.amount), priceVersion: "v1" }
+      hold: {
+        reference: options.reference,
+        amount: nano(options.amount),
+        priceVersion: "v1",
+        ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs })
+      }
     })
     return { reply, plan }
   })
@@ -90,6 +103,9 @@ const used = (accountId: string) =>
     const [status] = yield* limiter.inspect([limit(accountId, 1_000)])
     return status?.requests?.used ?? -1
   })
+
+const reason = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+  Effect.map(Effect.flip(effect), (error) => "reason" in error ? String(error.reason) : error._tag)
 
 const journalKinds = (accountId: string) =>
   Effect.gen(function*() {
@@ -202,6 +218,51 @@ Contract.contract(
         assert.deepStrictEqual([balance.usd, balance.heldUsd], [10_000, 0])
         assert.strictEqual(yield* used(accountId), 0)
         assert.strictEqual((yield* records.claim(accountId, "idem-1", "body"))._tag, "Claimed")
+      }))
+
+    it.effect("a hold not settled before its expiry is released by the account's next admission, and settling it then finds it closed", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const first = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10, ttlMs: 1_000 })
+        if (first.reply._tag !== "Admitted") return assert.fail(first.reply._tag)
+        yield* admit(accountId, { reference: "r2", amount: 625, requests: 10 })
+        yield* TestClock.adjust("2 seconds")
+        const { reply } = yield* admit(accountId, { reference: "r3", amount: 625, requests: 10 })
+        if (reply._tag !== "Admitted") return assert.fail(reply._tag)
+        assert.deepStrictEqual([reply.hold.before.heldUsd, reply.hold.before.availableUsd], [625, 9_375])
+        const store = yield* Admission.AdmissionStore
+        const late = store.settle({
+          now: yield* Clock.currentTimeMillis,
+          capture: { accountId, reference: "r1", amount: nano(625), usage: usage("req-1") },
+          adjustments: first.plan.admitted(first.reply.states).settlement({})
+        })
+        assert.strictEqual(yield* reason(late), "HoldClosed")
+        assert.deepStrictEqual(yield* journalKinds(accountId), ["grant", "hold", "hold", "release", "hold"])
+      }))
+
+    it.effect("a settlement repeated within CLOSED_HOLD_RETENTION_MS of the first answers the same; after it the hold is unknown", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        // Off the minute: Redis deletes closed holds a minute's worth at a time, and still forgets each on time.
+        yield* TestClock.adjust(12_345)
+        const { reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
+        if (reply._tag !== "Admitted") return assert.fail(reply._tag)
+        const store = yield* Admission.AdmissionStore
+        const settle = Effect.gen(function*() {
+          return yield* store.settle({
+            now: yield* Clock.currentTimeMillis,
+            capture: { accountId, reference: "r1", amount: nano(500), usage: usage("req-1") },
+            adjustments: []
+          })
+        })
+        const first = yield* settle
+        yield* TestClock.adjust(CreditLedger.CLOSED_HOLD_RETENTION_MS - 1)
+        const again = yield* settle
+        assert.deepStrictEqual([again.fromUsd, again.balance.usd], [first.fromUsd, 9_500])
+        yield* TestClock.adjust(1)
+        assert.strictEqual(yield* reason(settle), "UnknownHold")
+        const ledger = yield* CreditLedger.CreditLedger
+        assert.strictEqual((yield* ledger.usage(accountId, { order: "asc", limit: 10 })).entries.length, 1)
       }))
 
     it.effect("1,000 concurrent admissions against a balance that affords exactly 250: 250 admitted, the rest take no request, all settle to 0", () =>

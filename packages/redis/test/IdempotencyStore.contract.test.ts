@@ -88,6 +88,21 @@ Contract.contract(
         assert.deepStrictEqual(yield* store.claim("acct_1", key, "fp"), { _tag: "Replay", response })
       }))
 
+    it.effect("a completion of a key no request holds (never claimed, or abandoned) stores nothing: the next request claims it", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const unclaimed = fresh()
+        yield* store.complete("acct_1", unclaimed, response)
+        assert.deepStrictEqual(yield* store.claim("acct_1", unclaimed, "fp"), { _tag: "Claimed" })
+        assert.deepStrictEqual(yield* store.claim("acct_1", unclaimed, "fp"), { _tag: "InFlight" })
+        const abandoned = fresh()
+        yield* store.claim("acct_1", abandoned, "fp")
+        yield* store.abandon("acct_1", abandoned)
+        yield* store.complete("acct_1", abandoned, response)
+        assert.deepStrictEqual(yield* store.claim("acct_1", abandoned, "other"), { _tag: "Claimed" })
+        assert.deepStrictEqual(yield* store.claim("acct_1", abandoned, "other"), { _tag: "InFlight" })
+      }))
+
     it.effect("100 concurrent claims of one key: exactly one is Claimed", () =>
       Effect.gen(function*() {
         const store = yield* Store

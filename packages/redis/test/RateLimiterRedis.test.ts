@@ -89,6 +89,31 @@ describe.skipIf("unavailable" in redis)("Admissions that start together share on
   })
 })
 
+describe.skipIf("unavailable" in redis)("A rolling window's key expires a window after its newest bucket's first use, when every bucket in it has left the window", () => {
+  it("a second use in the same bucket counts and leaves the expiry where the first use set it", async () => {
+    const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
+    const client = createClient({ url })
+    await client.connect()
+    try {
+      const key = `rolling-${Date.now()}`
+      // Buckets of DECADE / 144 (25 days): both uses fall in one bucket.
+      const l: RateLimiter.Limit = { type: "user", key, hashTag: key, credits: { limit: 1_000, windowMs: DECADE, reserve: 10 } }
+      const limiter = await runtime.runPromise(Effect.service(RateLimiter.RateLimiter))
+      await runtime.runPromise(limiter.admit([l]))
+      const first = await client.pTTL(RateLimiter.rollingKey(l))
+      expect(first).toBeGreaterThan(DECADE - 5_000)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      await runtime.runPromise(limiter.admit([l]))
+      expect(await client.pTTL(RateLimiter.rollingKey(l))).toBeLessThanOrEqual(first - 250)
+      const [status] = await runtime.runPromise(limiter.inspect([l]))
+      expect(status?.credits?.used).toBe(20)
+    } finally {
+      await client.close()
+      await runtime.dispose()
+    }
+  })
+})
+
 describe.skipIf("unavailable" in redis)("More admissions than one call carries are split over calls, in order", () => {
   it("600 concurrent admissions against a limit of 100 admit exactly the first 100", async () => {
     const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
