@@ -111,19 +111,48 @@ export const make = <A>(routes: Iterable<readonly [method: string, pattern: stri
     if (entry.segments === undefined) statics.set(entry.pattern, entry)
     else dynamics.push(entry as PathEntry<A> & { readonly segments: ReadonlyArray<string> })
   }
+  // What a static path's lookup answers, made once per path and method.
+  const staticFound = new Map<PathEntry<A>, Map<string, Match<A>>>()
+  for (const entry of statics.values()) {
+    staticFound.set(entry, new Map([...entry.byMethod].map(([method, value]) => [method, { _tag: "Found", value, pattern: entry.pattern, params: noParams }])))
+  }
+  const foundStatic = (entry: PathEntry<A>, method: string): Match<A> | undefined => {
+    const found = staticFound.get(entry)!
+    return found.get(method) ?? (method === "HEAD" ? found.get("GET") : undefined)
+  }
+  // A pattern whose only parameter is its last segment (`/api/v1/crypto/rpc/:network`, the paid RPC
+  // route) is matched by its prefix, without splitting the path.
+  const trailing = dynamics.map((entry) => {
+    const params = entry.segments.filter((segment) => segment.startsWith(":"))
+    const last = entry.segments[entry.segments.length - 1]!
+    return params.length === 1 && last.startsWith(":")
+      ? { prefix: entry.segments.slice(0, -1).join("/") + "/", name: last.slice(1) }
+      : undefined
+  })
 
   const lookup = (method: string, url: string): Match<A> => {
     const path = pathOf(url)
     const fixed = statics.get(path)
     if (fixed !== undefined) {
-      const value = methodOf(fixed, method)
-      if (value !== undefined) return { _tag: "Found", value, pattern: fixed.pattern, params: noParams }
+      const found = foundStatic(fixed, method)
+      if (found !== undefined) return found
     }
     let allow: Array<string> | undefined = fixed === undefined ? undefined : [...fixed.byMethod.keys()]
-    const actual = path.split("/")
-    for (const entry of dynamics) {
-      const params = matchSegments(entry.segments, actual)
-      if (params === undefined) continue
+    let actual: Array<string> | undefined
+    for (let i = 0; i < dynamics.length; i++) {
+      const entry = dynamics[i]!
+      const byPrefix = trailing[i]
+      let params: Record<string, string> | undefined
+      if (byPrefix !== undefined) {
+        if (!path.startsWith(byPrefix.prefix) || path.length === byPrefix.prefix.length || path.indexOf("/", byPrefix.prefix.length) !== -1) continue
+        const value = decode(path.slice(byPrefix.prefix.length))
+        if (value === undefined) continue
+        params = { [byPrefix.name]: value }
+      } else {
+        actual ??= path.split("/")
+        params = matchSegments(entry.segments, actual)
+        if (params === undefined) continue
+      }
       const value = methodOf(entry, method)
       if (value !== undefined) return { _tag: "Found", value, pattern: entry.pattern, params }
       allow ??= []
