@@ -111,14 +111,15 @@ export const make = <A>(routes: Iterable<readonly [method: string, pattern: stri
     if (entry.segments === undefined) statics.set(entry.pattern, entry)
     else dynamics.push(entry as PathEntry<A> & { readonly segments: ReadonlyArray<string> })
   }
-  // What a static path's lookup answers, made once per path and method.
+  // What a static path's lookup answers, made once per path and method (HEAD included).
   const staticFound = new Map<PathEntry<A>, Map<string, Match<A>>>()
   for (const entry of statics.values()) {
-    staticFound.set(entry, new Map([...entry.byMethod].map(([method, value]) => [method, { _tag: "Found", value, pattern: entry.pattern, params: noParams }])))
-  }
-  const foundStatic = (entry: PathEntry<A>, method: string): Match<A> | undefined => {
-    const found = staticFound.get(entry)!
-    return found.get(method) ?? (method === "HEAD" ? found.get("GET") : undefined)
+    const found = new Map<string, Match<A>>()
+    for (const method of [...entry.byMethod.keys(), "HEAD"]) {
+      const value = methodOf(entry, method)
+      if (value !== undefined) found.set(method, { _tag: "Found", value, pattern: entry.pattern, params: noParams })
+    }
+    staticFound.set(entry, found)
   }
   // A pattern whose only parameter is its last segment (`/api/v1/crypto/rpc/:network`, the paid RPC
   // route) is matched by its prefix, without splitting the path.
@@ -134,7 +135,7 @@ export const make = <A>(routes: Iterable<readonly [method: string, pattern: stri
     const path = pathOf(url)
     const fixed = statics.get(path)
     if (fixed !== undefined) {
-      const found = foundStatic(fixed, method)
+      const found = staticFound.get(fixed)!.get(method)
       if (found !== undefined) return found
     }
     let allow: Array<string> | undefined = fixed === undefined ? undefined : [...fixed.byMethod.keys()]
