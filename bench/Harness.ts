@@ -4,6 +4,7 @@
  */
 import autocannon from "autocannon"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
 
@@ -21,6 +22,7 @@ export const freePort = (): Promise<number> =>
 
 export interface ChildServer {
   readonly url: string
+  readonly pid: number
   readonly stop: () => Promise<void>
 }
 
@@ -55,6 +57,7 @@ export const startServer = async (script: string, env: Record<string, string> = 
   await untilListening(child, script)
   return {
     url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
     stop: async () => {
       const exited = new Promise((resolve) => child.once("exit", resolve))
       child.kill("SIGKILL")
@@ -63,8 +66,53 @@ export const startServer = async (script: string, env: Record<string, string> = 
   }
 }
 
+const clockTicks = Number(ChildProcess.execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100
+
+/** The fields of `/proc/<pid>/stat` after the command name: [0] state, [1] ppid, [11] utime, [12] stime. */
+const statFields = (pid: number | string): Array<string> | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  } catch {
+    return undefined // the process has ended
+  }
+}
+
+/**
+ * utime + stime of a process and of every process it started, in seconds: a server with workers
+ * is its supervisor and the workers it forked.
+ */
+export const cpuSeconds = (pid: number): number => {
+  let seconds = 0
+  for (const each of processTree(pid)) {
+    const fields = statFields(each)
+    if (fields !== undefined) seconds += (Number(fields[11]) + Number(fields[12])) / clockTicks
+  }
+  return seconds
+}
+
+/** The pids of a process and of every process it started. */
+export const processTree = (pid: number): Array<number> => {
+  const children = new Map<number, Array<number>>()
+  for (const entry of Fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    const fields = statFields(entry)
+    if (fields !== undefined) children.set(Number(fields[1]), [...(children.get(Number(fields[1])) ?? []), Number(entry)])
+  }
+  const tree: Array<number> = []
+  const pending = [pid]
+  while (pending.length > 0) {
+    const next = pending.pop()!
+    tree.push(next)
+    pending.push(...(children.get(next) ?? []))
+  }
+  return tree
+}
+
 export interface LoadResult {
   readonly requestsPerSecond: number
+  /** Requests answered with a 2xx status. */
+  readonly ok: number
   readonly p50Ms: number
   readonly p99Ms: number
   readonly errors: number
@@ -75,6 +123,7 @@ export const load = async (options: autocannon.Options): Promise<LoadResult> => 
   const result = await autocannon({ connections: 50, duration: 8, ...options })
   return {
     requestsPerSecond: result.requests.average,
+    ok: result["2xx"],
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
     errors: result.errors,

@@ -39,7 +39,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Jose from "jose"
 import { ShippedServer } from "@tollgate/testkit"
-import { dir, freePort } from "./Harness.ts"
+import { cpuSeconds, dir, freePort, processTree } from "./Harness.ts"
 
 const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "", workers: "1,2", pin: false }
 const baselines: Array<readonly [string, string]> = []
@@ -74,10 +74,22 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 // ---------- processes ----------
 
 const children: Array<ChildProcess.ChildProcess> = []
+/** The production-mode servers, stopped with their workers before the run's directory goes. */
+const shipped: Array<ShippedServer.ShippedServer> = []
 const stopAll = () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
 }
 process.on("exit", stopAll)
+/** Every process this run started, ended, so none writes into the run's directory as it is removed. */
+const stopAllAndWait = async () => {
+  // SIGTERM: the supervisor stops its workers and waits for them before it exits.
+  await Promise.all(shipped.map((server) => server.stop()))
+  const exits = children
+    .filter((child) => child.exitCode === null && child.signalCode === null)
+    .map((child) => new Promise((resolve) => child.once("exit", resolve)))
+  stopAll()
+  await Promise.all(exits)
+}
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
 // The whole run is bounded: a hung server cannot keep it going.
 setTimeout(() => {
@@ -200,55 +212,13 @@ const startProduction = async (name: string, upstream: string, redis: string, wo
       GC_PROBE_FILE: gcFile
     }
   })
-  process.on("exit", () => void server.kill())
+  shipped.push(server)
   await server.cli(["credits", "grant", "--account", accountId, "--usd", "1000000.00", "--reference", "bench"])
   return { pid: server.pid, gcFile, base: server.api, key: server.credentials!.inferenceKey }
 }
 
 // ---------- measuring ----------
 
-const clockTicks = Number(ChildProcess.execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100
-
-/** The fields of `/proc/<pid>/stat` after the command name: [0] state, [1] ppid, [11] utime, [12] stime. */
-const statFields = (pid: number | string): Array<string> | undefined => {
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  } catch {
-    return undefined // the process has ended
-  }
-}
-
-/**
- * utime + stime of a process and of every process it started, in seconds: a server with workers
- * is its supervisor and the workers it forked.
- */
-const cpuSeconds = (pid: number): number => {
-  let seconds = 0
-  for (const each of processTree(pid)) {
-    const fields = statFields(each)
-    if (fields !== undefined) seconds += (Number(fields[11]) + Number(fields[12])) / clockTicks
-  }
-  return seconds
-}
-
-/** The pids of a process and of every process it started. */
-const processTree = (pid: number): Array<number> => {
-  const children = new Map<number, Array<number>>()
-  for (const entry of Fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    const fields = statFields(entry)
-    if (fields !== undefined) children.set(Number(fields[1]), [...(children.get(Number(fields[1])) ?? []), Number(entry)])
-  }
-  const tree: Array<number> = []
-  const pending = [pid]
-  while (pending.length > 0) {
-    const next = pending.pop()!
-    tree.push(next)
-    pending.push(...(children.get(next) ?? []))
-  }
-  return tree
-}
 
 const serverCpu = Os.cpus().length - 1
 
@@ -588,6 +558,6 @@ if (options.json !== "") {
   const dump = (runs: Map<Target, Array<Run>>) => [...runs].map(([target, list]) => ({ name: target.name, runs: list }))
   Fs.writeFileSync(options.json, JSON.stringify({ node: process.version, cpus: Os.cpus().length, idle, options, rpc: dump(rpcRuns), networks: dump(networksRuns), latency: dump(latencyRuns) }, null, 2))
 }
-stopAll()
+await stopAllAndWait()
 Fs.rmSync(work, { recursive: true, force: true })
 process.exit(0)
