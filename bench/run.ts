@@ -8,6 +8,7 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 
 const benches = [
+  "admission.ts",
   "auth.ts",
   "chat.ts",
   "dispatch.ts",

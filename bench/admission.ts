@@ -1,0 +1,178 @@
+/**
+ * The paid call's two Redis scripts (`AdmissionStoreRedis`) alone: the Redis server's CPU per
+ * admission and per settlement, and how the script's time splits between the Redis commands it
+ * runs and its own Lua (argument tables, the rules, the calls in and out of Redis). The baseline,
+ * same run and same server, is a bare script that runs the same commands with constant arguments
+ * and none of the rules: what the atomic step would cost if it were free to write. The call shape
+ * is the RPC route's: an API key's standing and abuse block, a fixed per-minute request counter, a
+ * rolling daily credit counter, a hold, then its capture with the usage entry.
+ */
+import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
+import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
+import { RedisServer } from "@tollgate/testkit"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { createClient } from "redis"
+import { table } from "./Harness.ts"
+
+const CALLS = Number(process.env["ADMISSION_CALLS"] ?? 20_000)
+const CONCURRENCY = 50
+const ROUNDS = 3
+const accountId = "acct_bench"
+const keyId = "key_bench"
+const price = Money.unsafeNano(12_500)
+
+const server = await RedisServer.start()
+const client = createClient({ url: server.url })
+await client.connect()
+const runtime = ManagedRuntime.make(
+  Layer.mergeAll(AdmissionStoreRedis.layerRedis(), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
+    .pipe(Layer.provideMerge(RedisConnection.layer({ url: server.url })))
+)
+const { admission, ledger, auth } = await runtime.runPromise(Effect.gen(function*() {
+  return {
+    admission: yield* Admission.AdmissionStore,
+    ledger: yield* CreditLedger.CreditLedger,
+    auth: yield* AuthStore.AuthStore
+  }
+}))
+await runtime.runPromise(auth.insertAccount({ id: accountId, createdAt: new Date() }))
+await runtime.runPromise(ledger.topUp({ accountId, amount: Money.usd(1_000_000), reference: "fund" }))
+
+const counters = (now: number): ReadonlyArray<RateLimiter.Counter> => [
+  { key: `rl:{${accountId}}:${accountId}:rpc:minute:${Math.floor(now / 60_000)}`, field: "r", rolling: false, limit: 1e9, amount: 1, windowMs: 60_000, bucketMs: 60_000 },
+  { key: `rl:{${accountId}}:${accountId}:rpc:day:c`, field: "c", rolling: true, limit: 1e12, amount: 20, windowMs: 86_400_000, bucketMs: 600_000 }
+]
+const admit = (reference: string) => {
+  const now = Date.now()
+  return runtime.runPromise(admission.admit({
+    now,
+    accountId,
+    keyId,
+    abuseBlockKey: AbuseGuardRedis.blockKey(`key:{${accountId}}:${keyId}`),
+    counters: counters(now),
+    hold: { amount: price, reference, priceVersion: "2026-11-01" }
+  }))
+}
+const settle = (reference: string) =>
+  runtime.runPromise(admission.settle({
+    now: Date.now(),
+    capture: {
+      accountId,
+      reference,
+      amount: price,
+      usage: { sku: "rpc:ethereum-mainnet", units: 20, pricePerUnit: Money.unsafeNano(625), notes: "1 JSON-RPC call on ethereum-mainnet", requestId: reference, executionMs: 12 }
+    },
+    adjustments: []
+  }))
+
+// The same commands as an admission and a settlement, in the same slot, with nothing decided.
+const tag = `{${accountId}-bare}`
+const bareAdmit = `
+local now = ARGV[1]
+redis.call('HMGET', KEYS[1], 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', 'au:1', 'ah:1', 'sweptId')
+redis.call('MGET', KEYS[2], KEYS[3])
+redis.call('PTTL', KEYS[4])
+redis.call('HGET', KEYS[5], ARGV[2])
+redis.call('HEXISTS', KEYS[6], ARGV[2])
+redis.call('HINCRBY', KEYS[7], 'r', '1')
+redis.call('HGETALL', KEYS[8])
+redis.call('HINCRBY', KEYS[8], '2994', '20')
+redis.call('HSET', KEYS[5], ARGV[2], '{"s":"open","a":"12500","fa":"0","fu":"12500","d":"20419","x":"' .. now .. '","v":"2026-11-01"}')
+redis.call('ZADD', KEYS[9], now, ARGV[2])
+redis.call('XADD', KEYS[10], 'MINID', '~', '0', '*', 'k', 'hold', 'r', ARGV[2], 'c', 'USD', 'd', '0', 'h', '12500')
+redis.call('HSET', KEYS[1], 'held', now, 'open', '1', 'lastMs', now, 'seq', '1', 'sweptId', now)
+return 1`
+const bareSettle = `
+local now = ARGV[1]
+redis.call('HMGET', KEYS[1], 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', 'au:1', 'ah:1', 'sweptId')
+redis.call('HGET', KEYS[5], ARGV[2])
+redis.call('HSET', KEYS[5], ARGV[2], '{"s":"captured","a":"12500","fa":"0","fu":"12500","d":"20419","x":"' .. now .. '","v":"2026-11-01","cfa":"0","cfu":"12500","f":"1"}')
+redis.call('ZADD', KEYS[9], now, ARGV[2])
+redis.call('XADD', KEYS[10], 'MINID', '~', '0', '*', 'k', 'capture', 'r', ARGV[2], 'c', 'USD', 'd', '-12500', 'h', '-12500')
+redis.call('XADD', KEYS[11], 'MINID', '~', '0', '*', 'c', 'USD', 'a', '12500', 't', now, 'v', ARGV[3])
+redis.call('HSET', KEYS[1], 'held', now, 'usd', now, 'open', '0', 'lastMs', now, 'seq', '2', 'sweptId', now)
+return 1`
+const bareKeys = ["a", "auth", "revoked", "block", "h", "r", "minute", "day", "x", "j", "u"].map((name) => `${tag}:${name}`)
+const bareSha = {
+  admit: String(await client.sendCommand(["SCRIPT", "LOAD", bareAdmit])),
+  settle: String(await client.sendCommand(["SCRIPT", "LOAD", bareSettle]))
+}
+const usageJson = JSON.stringify({ sku: "rpc:ethereum-mainnet", units: 20, pricePerUnit: 625, notes: "1 JSON-RPC call on ethereum-mainnet", requestId: "x", executionMs: 12 })
+const bare = (script: "admit" | "settle") => (reference: string) =>
+  client.sendCommand(["EVALSHA", bareSha[script], String(bareKeys.length), ...bareKeys, String(Date.now()), reference, usageJson])
+
+const pool = async (references: ReadonlyArray<string>, task: (reference: string) => Promise<unknown>) => {
+  let next = 0
+  const worker = async () => {
+    while (next < references.length) await task(references[next++]!)
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+}
+
+const info = async () => {
+  const text = String(await client.sendCommand(["INFO", "everything"]))
+  const number = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0)
+  let commandsUs = 0
+  for (const match of text.matchAll(/cmdstat_([a-z|]+):calls=\d+,usec=(\d+)/g)) {
+    if (!["evalsha", "eval", "info", "config|resetstat", "script|load"].includes(match[1]!)) commandsUs += Number(match[2])
+  }
+  return {
+    cpuUs: (number(/used_cpu_user:([\d.]+)/) + number(/used_cpu_sys:([\d.]+)/)) * 1e6,
+    scriptUs: number(/cmdstat_evalsha:calls=\d+,usec=(\d+)/),
+    commandsUs
+  }
+}
+
+interface Sample {
+  readonly cpuUs: number
+  readonly scriptUs: number
+  readonly commandsUs: number
+}
+
+/** Redis's CPU, script time and command time per call over one batch of calls. */
+const measure = async (references: ReadonlyArray<string>, task: (reference: string) => Promise<unknown>): Promise<Sample> => {
+  await client.sendCommand(["CONFIG", "RESETSTAT"])
+  const before = await info()
+  await pool(references, task)
+  const after = await info()
+  const per = (value: number) => value / references.length
+  return { cpuUs: per(after.cpuUs - before.cpuUs), scriptUs: per(after.scriptUs), commandsUs: per(after.commandsUs) }
+}
+
+const samples = new Map<string, Array<Sample>>()
+const record = (name: string, sample: Sample) => samples.set(name, [...(samples.get(name) ?? []), sample])
+// Alternated round by round, so a slow spell of the machine lands on both.
+for (let round = 0; round < ROUNDS; round++) {
+  const references = Array.from({ length: CALLS }, (_, i) => `bench-${round}-${i}`)
+  record("tollgate admission", await measure(references, admit))
+  record("bare admission commands", await measure(references, bare("admit")))
+  record("tollgate settlement", await measure(references, settle))
+  record("bare settlement commands", await measure(references, bare("settle")))
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+const row = (name: string) => {
+  const list = samples.get(name)!
+  return {
+    cpuUs: median(list.map((sample) => sample.cpuUs)),
+    scriptUs: median(list.map((sample) => sample.scriptUs)),
+    commandsUs: median(list.map((sample) => sample.commandsUs))
+  }
+}
+const rows = ["tollgate admission", "bare admission commands", "tollgate settlement", "bare settlement commands"].map((name) => ({ name, ...row(name) }))
+table(rows.map((each, i) => ({
+  script: each.name,
+  "Redis CPU us/call": each.cpuUs.toFixed(1),
+  "script us/call": each.scriptUs.toFixed(1),
+  "of which commands": each.commandsUs.toFixed(1),
+  "of which Lua": (each.scriptUs - each.commandsUs).toFixed(1),
+  "CPU vs bare": i % 2 === 0 ? `${(each.cpuUs / rows[i + 1]!.cpuUs).toFixed(2)}x` : "1.00x"
+})))
+console.log(`\n${CALLS} calls per row and round, ${CONCURRENCY} at once from one client, median of ${ROUNDS} rounds.`)
+
+await client.quit()
+await runtime.dispose()
+await server.stop()
