@@ -51,7 +51,10 @@ const admit = (reference: string) => {
     abuseBlockKey: AbuseGuardRedis.blockKey(`key:{${accountId}}:${keyId}`),
     counters: counters(now),
     hold: { amount: price, reference, priceVersion: "2026-11-01" }
-  }))
+  })).then((reply) => {
+    // A refusal writes nothing and would be measured as a cheap admission.
+    if (reply._tag !== "Admitted") throw new Error(`admission refused: ${reply._tag}`)
+  })
 }
 const settle = (reference: string) =>
   runtime.runPromise(admission.settle({

@@ -219,7 +219,6 @@ const startProduction = async (name: string, upstream: string, redis: string, wo
 
 // ---------- measuring ----------
 
-
 const serverCpu = Os.cpus().length - 1
 
 /** With `--pin`, a server's processes and all their threads on the last CPU. */
