@@ -90,12 +90,25 @@ export interface Config {
   /** Absent when no Solana facilitator is configured; the top-up then offers Base only. */
   readonly solana?: SolanaOption
   readonly minimumTopUp: Money.Nano
+  /**
+   * The cheapest call a 402 offers to be paid on its own: a call priced lower is not worth its
+   * settlement's gas, so its 402 offers only the top-up (then SIWX).
+   */
+  readonly minimumPerCall: Money.Nano
   readonly maxTimeoutSeconds: number
   /** Where an API key is obtained; defaults to `<publicOrigin>/api-keys`. */
   readonly getKeyUrl?: string
   /** Wallet documentation; defaults to `<publicOrigin>/docs/wallets`. */
   readonly docsUrl?: string
 }
+
+/**
+ * The default `minimumPerCall`, 0.001 USD: a Base settlement costs the relayer a few hundredths of
+ * a cent of gas, so calls below a tenth of a cent (RPC) are paid from credit only.
+ *
+ * @category constants
+ */
+export const DEFAULT_MINIMUM_PER_CALL: Money.Nano = Money.unsafeNano(Money.NANO_PER_USD / 1000)
 
 /**
  * Base and Solana mainnet USDC with a 5 USD minimum and the official server's 300 s timeout.
@@ -111,6 +124,7 @@ export const makeConfig = (options: {
   readonly evm?: Partial<EvmOption>
   readonly solana?: Partial<Omit<SolanaOption, "payTo" | "feePayer">>
   readonly minimumTopUp?: Money.Nano
+  readonly minimumPerCall?: Money.Nano
   readonly maxTimeoutSeconds?: number
   readonly getKeyUrl?: string
   readonly docsUrl?: string
@@ -137,6 +151,7 @@ export const makeConfig = (options: {
     }
     : {}),
   minimumTopUp: options.minimumTopUp ?? Money.usd(5),
+  minimumPerCall: options.minimumPerCall ?? DEFAULT_MINIMUM_PER_CALL,
   maxTimeoutSeconds: options.maxTimeoutSeconds ?? 300,
   ...(options.getKeyUrl !== undefined ? { getKeyUrl: options.getKeyUrl } : {}),
   ...(options.docsUrl !== undefined ? { docsUrl: options.docsUrl } : {})
@@ -317,6 +332,29 @@ export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<
 }
 
 /**
+ * What a metered endpoint accepts: the call paid on its own at `price` (its worst-case quote; what
+ * the call does not use stays as credit), unless that is below `minimumPerCall`, then the minimum
+ * top-up, which a payment sent to the endpoint credits too. Per-call entries come first because the
+ * official client pays the first entry it can.
+ *
+ * @category constructors
+ */
+export const endpointRequirements = (config: Config, price: Money.Nano | undefined): ReadonlyArray<PaymentRequirements> => {
+  const topUp = requirements(config, config.minimumTopUp)
+  if (!perCallOffered(config, price)) return topUp
+  const perCall = requirements(config, price)
+  return [...perCall, ...topUp.filter((entry) => !perCall.some((own) => own.network === entry.network && own.amount === entry.amount))]
+}
+
+/**
+ * Whether a call of `price` may be paid on its own (it is at least `minimumPerCall`).
+ *
+ * @category predicates
+ */
+export const perCallOffered = (config: Config, price: Money.Nano | undefined): price is Money.Nano =>
+  price !== undefined && price > 0 && price >= config.minimumPerCall
+
+/**
  * Standard base64 (with padding) of the UTF-8 JSON, the encoding of every x402 header, as
  * `@x402/core` writes it.
  *
@@ -360,9 +398,20 @@ export const resourceUrl = (url: string): string => {
   return end < 0 ? url : url.slice(0, end)
 }
 
+const endpointDescription = (config: Config, price: Money.Nano | undefined): string => {
+  if (perCallOffered(config, price)) {
+    return `Pay this call (at most ${Money.formatUsd(price)} USD; what it does not use stays as credit for SIWX), ` +
+      "or sign in with a wallet holding prepaid credit"
+  }
+  if (price === undefined) return "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana"
+  return `This call (${Money.formatUsd(price)} USD) is below the ${Money.formatUsd(config.minimumPerCall)} USD paid per call: ` +
+    "top up USDC credit (a payment sent here is credited too), then sign in with SIWX"
+}
+
 /**
  * Form 2, the discovery body: a 402 for `resource` (named without its query, see `resourceUrl`)
- * with the top-up requirements of `amount` (the minimum top-up unless given), a fresh SIWX
+ * with the top-up requirements of `amount`, or else the requirements of a metered endpoint whose
+ * call costs at most `price` (`endpointRequirements`), a fresh SIWX
  * challenge and both authentication options.
  *
  * @category constructors
@@ -371,17 +420,18 @@ export const discoveryBody = (config: Config, input: {
   readonly resource: { readonly url: string; readonly description?: string; readonly mimeType?: string }
   readonly challenge: SiwxChallenge
   readonly amount?: Money.Nano
+  /** The call's worst-case price, on a metered endpoint: see `endpointRequirements`. */
+  readonly price?: Money.Nano
   readonly error?: string
 }): DiscoveryBody => ({
   x402Version: VERSION,
   error: input.error ?? "Payment required",
   resource: {
     url: resourceUrl(input.resource.url),
-    description: input.resource.description ??
-      "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana",
+    description: input.resource.description ?? endpointDescription(config, input.price),
     mimeType: input.resource.mimeType ?? "application/json"
   },
-  accepts: requirements(config, input.amount ?? config.minimumTopUp),
+  accepts: input.amount !== undefined ? requirements(config, input.amount) : endpointRequirements(config, input.price),
   extensions: { "sign-in-with-x": input.challenge },
   authOptions: {
     apiKey: {
@@ -417,7 +467,10 @@ export const discovery = (config: Config, input: Parameters<typeof discoveryBody
 
 /**
  * Form 3 as an error: `balance` does not cover `required`. The suggested top-up covers the
- * shortfall, rounded up to a whole dollar and never below the minimum top-up.
+ * shortfall, rounded up to a whole dollar and never below the minimum top-up. On a metered
+ * endpoint (`resource`), `PAYMENT-REQUIRED` offers that endpoint's requirements too, so a client
+ * that signed in first (the official payment wrapper around the SIWX one) pays the call when the
+ * credit runs out.
  *
  * @category constructors
  */
@@ -425,6 +478,7 @@ export const insufficientBalance = (config: Config, input: {
   readonly balance: Money.Nano
   readonly required: Money.Nano
   readonly challenge: SiwxChallenge
+  readonly resource?: { readonly url: string }
 }): Errors.PaymentRequired => {
   const shortfall = Math.max(0, input.required - input.balance)
   const suggested = Math.max(
@@ -460,7 +514,23 @@ export const insufficientBalance = (config: Config, input: {
     }),
     siwxChallenge: input.challenge
   }
-  return new Errors.PaymentRequired({ body, headers: { "cache-control": "no-store" } })
+  if (input.resource === undefined || !paymentsEnabled(config)) {
+    return new Errors.PaymentRequired({ body, headers: { "cache-control": "no-store" } })
+  }
+  const required: PaymentRequired = {
+    x402Version: VERSION,
+    error: "insufficient_balance",
+    resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required), mimeType: "application/json" },
+    accepts: endpointRequirements(config, input.required),
+    extensions: { "sign-in-with-x": input.challenge }
+  }
+  return new Errors.PaymentRequired({
+    body,
+    headers: {
+      [headers.paymentRequired]: encodePaymentRequiredHeader(required as unknown as Parameters<typeof encodePaymentRequiredHeader>[0]),
+      "cache-control": "no-store"
+    }
+  })
 }
 
 const LEGACY_NETWORKS: Readonly<Record<string, string>> = {

@@ -24,6 +24,7 @@ import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Observability from "./Observability.ts"
+import * as PerCallPayment from "./PerCallPayment.ts"
 import * as RequestContext from "./RequestContext.ts"
 
 /** @category models */
@@ -128,11 +129,13 @@ export interface MeteredCall {
  * @category services
  */
 export class PaymentRequiredBodies extends Context.Service<PaymentRequiredBodies, {
-  readonly discovery: (input: { readonly url: string }) => Effect.Effect<Errors.PaymentRequired>
+  /** `price`: the call's worst-case price, which the 402 may offer to be paid on its own. */
+  readonly discovery: (input: { readonly url: string; readonly price?: Money.Nano | undefined }) => Effect.Effect<Errors.PaymentRequired>
   readonly insufficientBalance: (input: {
     readonly principal: Principal.WalletPrincipal
     readonly balance: CreditLedger.Balance
     readonly call: MeteredCall
+    readonly url?: string | undefined
   }) => Effect.Effect<Errors.PaymentRequired>
 }>()("@tollgate/http/Metered/PaymentRequiredBodies") {}
 
@@ -313,15 +316,16 @@ export const layer = (options: Options = {}): Layer.Layer<
     // block is read there: one round trip fewer per paid call than asking the guard afterwards.
     const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
     const blockKeyOf = store.readsAbuseBlocks ? guard?.blockKey : undefined
+    const perCall = Option.getOrUndefined(yield* Effect.serviceOption(PerCallPayment.PerCallPayment))
 
     /** Why a hold was refused, as the caller sees it: a 402 whose body depends on who is paying. */
-    const holdRefusal = (principal: Principal.Principal, call: MeteredCall, error: CreditLedger.LedgerError): Effect.Effect<never, Errors.ApiError> => {
+    const holdRefusal = (principal: Principal.Principal, call: MeteredCall, error: CreditLedger.LedgerError, url: string): Effect.Effect<never, Errors.ApiError> => {
       if (error.reason !== "InsufficientFunds") return Effect.die(error)
       if (principal._tag === "ApiKey") {
         return Effect.fail(new Errors.InsufficientBalance({ message: "Insufficient balance to pay for this request" }))
       }
       return ledger.balance(principal.accountId).pipe(
-        Effect.flatMap((balance) => bodies.insufficientBalance({ principal, balance, call })),
+        Effect.flatMap((balance) => bodies.insufficientBalance({ principal, balance, call, url: X402.resourceUrl(url) })),
         Effect.flatMap(Effect.fail)
       )
     }
@@ -366,19 +370,31 @@ export const layer = (options: Options = {}): Layer.Layer<
       }
 
       start(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
-        return Effect.flatMap(traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers)), (found) => {
+        // A payment sent with the call pays for it: settled and credited first, then the call runs
+        // as the paying wallet (see `PerCallPayment`).
+        if (perCall !== undefined && perCall.carries(this.request.headers)) {
           this.step = "other"
-          if (Option.isNone(found)) {
-            return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(this.request.url) }), Effect.fail)
-          }
-          const principal = found.value.principal
-          this.principal = principal
-          this.pending = found.value.pending
-          this.current.principalId = Principal.describe(principal)
-          // A wallet's staked tokens set today's allowance, so they are current before the hold.
-          if (principal._tag === "Wallet") return Effect.flatMap(staking.refresh(principal), () => this.claim(found.value))
-          return this.claim(found.value)
-        })
+          return perCall.pay({
+            request: this.request,
+            price: this.call.quote.amount,
+            serve: (principal) => Effect.tapError(this.authenticated(Option.some({ principal, confirm: undefined, pending: undefined })), this.counted)
+          })
+        }
+        return Effect.flatMap(traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers)), (found) => this.authenticated(found))
+      }
+
+      authenticated(found: Option.Option<Auth.Unconfirmed>): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+        this.step = "other"
+        if (Option.isNone(found)) {
+          return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(this.request.url), price: this.call.quote.amount }), Effect.fail)
+        }
+        const principal = found.value.principal
+        this.principal = principal
+        this.pending = found.value.pending
+        this.current.principalId = Principal.describe(principal)
+        // A wallet's staked tokens set today's allowance, so they are current before the hold.
+        if (principal._tag === "Wallet") return Effect.flatMap(staking.refresh(principal), () => this.claim(found.value))
+        return this.claim(found.value)
       }
 
       /** Claims the `Idempotency-Key`, when there is one, then admits. */
@@ -460,7 +476,7 @@ export const layer = (options: Options = {}): Layer.Layer<
             case "HoldRefused":
               countAdmission("balance", context)
               // A wallet's 402 reads its balance: a store failure there is the admission's.
-              return this.stood(this.at("admission", holdRefusal(principal, call, reply.error)))
+              return this.stood(this.at("admission", holdRefusal(principal, call, reply.error, this.request.url)))
             case "RateLimited":
               countAdmission("rate_limit", context)
               return this.stood(plan.rejected(reply.states))
@@ -588,12 +604,14 @@ export const layer = (options: Options = {}): Layer.Layer<
       }))
 
     const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (Auth.hasCredentials(request.headers)) return Effect.void
-      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<never, Errors.ApiError> => {
+      if (Auth.hasCredentials(request.headers) || perCall?.carries(request.headers) === true) return Effect.void
+      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {
         const declared = Number(request.headers["content-length"] ?? 0)
         if (cap !== undefined && declared > Number(cap)) {
           return Effect.fail(new Errors.PayloadTooLarge({ message: "Request body is too large" }))
         }
+        // A small body is read and priced, so the 402 can offer the call at its price.
+        if (perCall?.pricesAnonymous(request.headers) === true) return Effect.void
         return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(request.url) }), Effect.fail)
       })
     })

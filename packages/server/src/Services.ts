@@ -22,6 +22,7 @@ import {
   IdempotencyStore,
   Jwt,
   Models,
+  Money,
   PendingSettlements,
   PricingEngine,
   RateLimiter,
@@ -35,6 +36,7 @@ import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
 import { HoldSweeper, Metered } from "@tollgate/http"
+import * as PerCallPayment from "@tollgate/http/PerCallPayment"
 import * as X402Route from "@tollgate/http/routes/X402"
 import {
   AbuseGuardRedis,
@@ -81,6 +83,13 @@ export const X402Section = Schema.Struct({
    * same payment again and collects the transaction); default 120.
    */
   receiptTimeoutSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 600 }))),
+  /**
+   * The cheapest call a 402 offers to be paid on its own, in USD (a decimal string); default
+   * 0.001. Cheaper calls (RPC) are paid from credit: top up, then SIWX.
+   */
+  minimumPerCallUsd: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d+(\.\d{1,9})?$/u, {
+    message: "must be a decimal amount of USD such as \"0.001\""
+  }))),
   /** Factories trusted to deploy EIP-6492 counterfactual wallets before their top-up settles. */
   eip6492AllowedFactories: Schema.optionalKey(Schema.Array(
     Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" }))
@@ -324,10 +333,14 @@ export const layer = (config: ServerConfig) =>
     }
     const solanaNetwork = solana?.network ?? X402.SOLANA_MAINNET
     const solanaFeePayerAddress = feePayer?.address ?? x402.solanaFeePayer
+    const minimumPerCall = x402.minimumPerCallUsd === undefined ? undefined : yield* Effect.fromResult(Money.parseUsd(x402.minimumPerCallUsd)).pipe(
+      Effect.mapError(() => new ConfigError({ message: "TOLLGATE_CONFIG.x402.minimumPerCallUsd: is out of range" }))
+    )
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
       payTo: x402.payTo,
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
+      ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
     }))
     // Pending settlements (EVM and Solana) live in the stores: on Redis, a retried top-up that
@@ -392,7 +405,7 @@ export const layer = (config: ServerConfig) =>
       }),
       withAuth
     )
-    const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies).pipe(
+    const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies, PerCallPayment.layer).pipe(
       Layer.provideMerge(withStaking)
     )
     return Layer.merge(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer()).pipe(Layer.provideMerge(policies))

@@ -153,7 +153,8 @@ export const routes = [topUp, balance] as const
 
 /**
  * The wallet 402s of the metered pipeline, built by `X402` with a fresh SIWX challenge each: the
- * discovery body advertises a minimum top-up; the insufficient-balance body what the call needs.
+ * discovery body offers the call at its price (above `minimumPerCall`) and the minimum top-up; the
+ * insufficient-balance body says what the call needs, and its `PAYMENT-REQUIRED` offers the same.
  *
  * @category layers
  */
@@ -162,16 +163,23 @@ export const layerPaymentRequiredBodies: Layer.Layer<PaymentRequiredBodies, neve
   Effect.gen(function*() {
     const config = yield* X402.X402Config
     const auth = yield* Auth
+    const absolute = (url: string) => url.startsWith("/") ? `${config.publicOrigin}${url}` : url
     return PaymentRequiredBodies.of({
-      discovery: ({ url }) =>
+      discovery: ({ price, url }) =>
         Effect.map(auth.siwxChallenge, (challenge) =>
           X402.discovery(config, {
-            resource: { url: url.startsWith("/") ? `${config.publicOrigin}${url}` : url },
-            challenge
+            resource: { url: absolute(url) },
+            challenge,
+            ...(price === undefined ? {} : { price })
           })),
-      insufficientBalance: ({ balance, call }) =>
+      insufficientBalance: ({ balance, call, url }) =>
         Effect.map(auth.siwxChallenge, (challenge) =>
-          X402.insufficientBalance(config, { balance: balance.availableUsd, required: call.quote.amount, challenge }))
+          X402.insufficientBalance(config, {
+            balance: balance.availableUsd,
+            required: call.quote.amount,
+            challenge,
+            ...(url === undefined ? {} : { resource: { url: absolute(url) } })
+          }))
     })
   })
 )

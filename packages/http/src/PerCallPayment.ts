@@ -1,0 +1,135 @@
+/**
+ * A payment sent with a metered call pays for that call, the way x402 clients expect (the official
+ * `wrapFetchWithPayment` re-sends the request with `PAYMENT-SIGNATURE` for an entry of its 402).
+ * The metered pipeline hands such a request here before it authenticates, so every paid route, and
+ * every endpoint declared on top of `Metered.run`, honours it.
+ *
+ * The payment is matched against the endpoint's requirements (the call at its worst-case price, and
+ * the minimum top-up, see `X402.endpointRequirements`), verified and settled by the
+ * `PaymentFacilitator` like a top-up, and credited to the paying wallet under the payment's own
+ * reference. Only then does the call run, as that wallet signed in: its hold and capture take the
+ * credit like any SIWX call, and what the call does not use stays on the wallet. Settling first
+ * means no base unit can go missing: every unit that moved is on the ledger before anything is
+ * served, a replay is refused by the facilitator (a used authorization, a landed transaction) and
+ * credits nothing twice, and a call that fails or is cut off leaves the whole payment as credit.
+ * Every answer to a settled payment carries `PAYMENT-RESPONSE` and `X-Payment-Credited-Usd`; a
+ * failed call's error answer says in `X-Payment-Credit` that the payment stayed as credit.
+ *
+ * @since 0.1.0
+ */
+import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
+import { Auth } from "@tollgate/core/Auth"
+import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
+import { Context, Effect, Layer, Option } from "effect"
+import type { HttpServerRequest } from "effect/http"
+import { HttpServerResponse } from "effect/http"
+import * as ErrorResponse from "./ErrorResponse.ts"
+
+/**
+ * The largest body a caller without credentials may send to be priced: the 402 of a call whose
+ * price depends on its body (a chat's model and `max_tokens`) can then offer the call itself.
+ * Larger bodies get the discovery 402 before they are read, with the top-up only.
+ *
+ * @category constants
+ */
+export const PRICED_BODY_MAX_BYTES = 64 * 1024
+
+/**
+ * Answer headers of a settled payment: the USD credited by it, and, on an answer whose call failed,
+ * that the payment stayed as credit (`kept`).
+ *
+ * @category constants
+ */
+export const headers = {
+  credited: "x-payment-credited-usd",
+  credit: "x-payment-credit"
+} as const
+
+/** @category models */
+export interface PayInput {
+  readonly request: HttpServerRequest.HttpServerRequest
+  /** The call's worst-case price: the amount of its per-call entries. */
+  readonly price: Money.Nano
+  /** Runs the call as the paying wallet, signed in. */
+  readonly serve: (principal: Principal.WalletPrincipal) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
+}
+
+/** @category services */
+export class PerCallPayment extends Context.Service<PerCallPayment, {
+  /** Whether the request carries a payment this server can take. */
+  readonly carries: (headers: Readonly<Record<string, string | undefined>>) => boolean
+  /** Whether a request without credentials is small enough to be read and priced for its 402. */
+  readonly pricesAnonymous: (headers: Readonly<Record<string, string | undefined>>) => boolean
+  /**
+   * Settles and credits the payment, then serves the call. A refused payment is the endpoint's
+   * 402 with the reason in `error`, nothing settled or credited.
+   */
+  readonly pay: (input: PayInput) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
+}>()("@tollgate/http/PerCallPayment") {}
+
+/**
+ * Per-call payments over the configured facilitator and ledger; a server without `payTo` takes
+ * none (the payment header is then ignored, as before).
+ *
+ * @category layers
+ */
+export const layer: Layer.Layer<PerCallPayment, never, X402.X402Config | PaymentFacilitator | CreditLedger.CreditLedger | Auth> = Layer.effect(
+  PerCallPayment,
+  Effect.gen(function*() {
+    const config = yield* X402.X402Config
+    const facilitator = yield* PaymentFacilitator
+    const ledger = yield* CreditLedger.CreditLedger
+    const auth = yield* Auth
+    const enabled = X402.paymentsEnabled(config)
+
+    const pay = ({ price, request, serve }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+      const resource = { url: `${config.publicOrigin}${new URL(request.url, config.publicOrigin).pathname}` }
+      const refuse = (error: string) =>
+        Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, price, error })))
+      const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
+      return X402.decodePayment(header, X402.endpointRequirements(config, price)).pipe(
+        Effect.tap((payment) => facilitator.verify(payment)),
+        Effect.flatMap((payment) => facilitator.settle(payment)),
+        Effect.catchTag("PaymentRejected", (rejected) =>
+          Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason)))),
+        Effect.flatMap((settled) => {
+          const family = X402.familyOf(settled.network)
+          const accountId = Principal.walletAccountId(family, settled.payer)
+          const credited = ledger.topUp({ accountId, amount: settled.amount, reference: settled.reference }).pipe(
+            Effect.catchTag("LedgerError", (error) =>
+              Effect.logError("x402 per-call payment settled but not credited", settled.reference, error.message).pipe(
+                Effect.andThen(Effect.fail(new Errors.ServiceUnavailable({ message: "The payment settled but could not be credited yet" })))
+              ))
+          )
+          const paid: Record<string, string> = {
+            [X402.headers.paymentResponse]: X402.encodePaymentResponse({
+              success: true,
+              transaction: settled.transaction,
+              network: settled.network,
+              payer: settled.payer
+            }),
+            [headers.credited]: Money.formatUsd(settled.amount)
+          }
+          const principal = new Principal.WalletPrincipal({ accountId, address: settled.payer, family, chainId: settled.network })
+          return Effect.andThen(
+            credited,
+            serve(principal).pipe(
+              Effect.map((response) => HttpServerResponse.setHeaders(response, paid)),
+              // The payment is on the wallet's credit whatever the call did: the answer says so.
+              Effect.catch((error) =>
+                Effect.succeed(HttpServerResponse.setHeaders(ErrorResponse.render(error), { ...paid, [headers.credit]: "kept" })))
+            )
+          )
+        })
+      )
+    }
+
+    return PerCallPayment.of({
+      carries: (requestHeaders) => enabled && Option.isSome(X402.paymentHeader(requestHeaders)),
+      pricesAnonymous: (requestHeaders) =>
+        enabled && requestHeaders["transfer-encoding"] === undefined &&
+        Number(requestHeaders["content-length"] ?? 0) <= PRICED_BODY_MAX_BYTES,
+      pay
+    })
+  })
+)

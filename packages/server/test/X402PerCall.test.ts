@@ -1,0 +1,198 @@
+/**
+ * x402 the way agents use it, through the shipped server on anvil (FiatTokenV2_2 at Base's USDC
+ * address): the official client pays the metered endpoint it calls, with no top-up and no sign-in.
+ */
+import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
+import { registerExactEvmScheme } from "@x402/evm/exact/client"
+import { wrapFetchWithSIWx } from "@x402/extensions/sign-in-with-x"
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as X402Chain from "../../http/test/support/X402Chain.ts"
+
+/** Anvil's third dev key: the relayer, so its nonces never race the test's own transactions. */
+const RELAYER_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+const payTo = privateKeyToAccount(generatePrivateKey()).address
+
+/** 1 nano-USD per input token and 2 per output token: a completion's charge is exact in USDC units. */
+const PRICES = { inputPerMillionUsd: "1000", outputPerMillionUsd: "2000" }
+/** The fake upstream's usage for every completion. */
+const USAGE = { prompt_tokens: 10, completion_tokens: 2 }
+/** 10 x 0.001 + 2 x 0.002 USD. */
+const CHAT_CHARGE_UNITS = 14_000n
+
+let chain: X402Chain.Chain
+let upstream: FakeChatUpstream.FakeChatUpstream
+let server: ShippedServer.ShippedServer
+
+beforeAll(async () => {
+  chain = await X402Chain.start()
+  upstream = await FakeChatUpstream.start(() => ({ pieces: ["Hello", " there"], usage: USAGE }))
+  server = await ShippedServer.start({
+    config: {
+      models: [{ id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+      prices: { chat: { "test-model": PRICES } },
+      rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
+      x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url }
+    }
+  })
+}, 120_000)
+
+afterAll(async () => {
+  await server?.stop()
+  await upstream?.close()
+  await chain?.stop()
+})
+
+/** A fetch that remembers the last payment it sent, to replay it. */
+const recordingFetch = (inner: typeof fetch = fetch) => {
+  const sent = { payment: undefined as string | undefined }
+  const recording: typeof fetch = (input, init) => {
+    const request = new Request(input, init)
+    sent.payment = request.headers.get("payment-signature") ?? sent.payment
+    return inner(request)
+  }
+  return { sent, fetch: recording }
+}
+
+const fundedWallet = async () => {
+  const wallet = privateKeyToAccount(generatePrivateKey())
+  await chain.mint(wallet.address, 10_000_000n)
+  return wallet
+}
+
+const plainClient = (wallet: ReturnType<typeof privateKeyToAccount>) => {
+  const client = new x402Client()
+  registerExactEvmScheme(client, { signer: wallet })
+  return client
+}
+
+/** The wallet's credit in USDC units, as `/x402/balance` reports it. */
+const creditUnits = async (address: string) => {
+  const { balanceUsd } = (await (await fetch(`${server.api}/x402/balance/${address}`)).json()) as { balanceUsd: string }
+  return BigInt(Math.round(Number(balanceUsd) * 1_000_000))
+}
+
+const document = () => {
+  const form = new FormData()
+  form.append("file", new Blob(["Quarterly figures: revenue rose."], { type: "text/plain" }), "notes.txt")
+  return form
+}
+
+const chatBody = JSON.stringify({ model: "test-model", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+const chatInit = (): RequestInit => ({ method: "POST", headers: { "content-type": "application/json" }, body: chatBody })
+
+const signedAmount = (payment: string) => BigInt(decodePaymentSignatureHeader(payment).accepted.amount)
+
+describe("A payment sent with a metered call is honoured: the plain official client gets 200, the leftover is credit, a replay is refused", () => {
+  it("POST /augment/text-parser: 0.01 USDC leaves the payer, exactly the signed entry, and the flat charge leaves no credit", async () => {
+    const wallet = await fundedWallet()
+    const recording = recordingFetch()
+    const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      body: document()
+    })
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ text: expect.stringContaining("revenue rose") })
+    expect(decodePaymentResponseHeader(response.headers.get("payment-response")!)).toMatchObject({ success: true, payer: wallet.address })
+    const signed = signedAmount(recording.sent.payment!)
+    expect(signed).toBe(10_000n)
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+    expect(await chain.balanceOf(payTo)).toBeGreaterThanOrEqual(signed)
+    expect(await creditUnits(wallet.address)).toBe(signed - 10_000n)
+
+    const replay = await fetch(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      headers: { "payment-signature": recording.sent.payment! },
+      body: document()
+    })
+    expect(replay.status).toBe(402)
+    expect(decodePaymentRequiredHeader(replay.headers.get("payment-required")!).error).toBe("invalid_exact_evm_nonce_already_used")
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+    expect(await creditUnits(wallet.address)).toBe(0n)
+  }, 60_000)
+
+  it("POST /chat/completions: the worst-case quote is paid, the actual charge taken, the rest is the wallet's credit to the unit", async () => {
+    const wallet = await fundedWallet()
+    const recording = recordingFetch()
+    const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, chatInit())
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).toBe("Hello there")
+    const signed = signedAmount(recording.sent.payment!)
+    expect(signed).toBeGreaterThan(CHAT_CHARGE_UNITS)
+    expect(response.headers.get("x-payment-credited-usd")).toBe(String(Number(signed) / 1_000_000))
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+    expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
+
+    const replay = await fetch(`${server.api}/chat/completions`, {
+      ...chatInit(),
+      headers: { "content-type": "application/json", "payment-signature": recording.sent.payment! }
+    })
+    expect(replay.status).toBe(402)
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+    expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
+  }, 60_000)
+})
+
+describe("The discovery 402 of a metered call offers the call at its price, then the minimum top-up; below the floor, the top-up only", () => {
+  it("text-parser: exact 0.01 USDC first, 5 USDC second; an RPC call (below 0.001 USD) offers 5 USDC and says to top up and sign in", async () => {
+    const parser = await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+    expect(parser.status).toBe(402)
+    const offered = decodePaymentRequiredHeader(parser.headers.get("payment-required")!)
+    expect(offered.accepts.map((entry) => [entry.scheme, entry.amount, entry.payTo])).toEqual([["exact", "10000", payTo], ["exact", "5000000", payTo]])
+
+    const rpc = await fetch(`${server.api}/crypto/rpc/base-mainnet`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+    })
+    expect(rpc.status).toBe(402)
+    const cheap = decodePaymentRequiredHeader(rpc.headers.get("payment-required")!)
+    expect(cheap.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
+    expect(cheap.resource.description).toMatch(/below the 0\.001 USD paid per call: top up .* then sign in with SIWX/)
+  })
+})
+
+describe("A failed call after its payment settled leaves the whole payment as credit, and the answer says so", () => {
+  it("the upstream fails: 502 with PAYMENT-RESPONSE and X-Payment-Credit: kept; the payment is the wallet's credit", async () => {
+    const wallet = await fundedWallet()
+    const recording = recordingFetch()
+    upstream.script = () => ({ pieces: [], status: 500 })
+    try {
+      const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, chatInit())
+      expect(response.status).toBeGreaterThanOrEqual(500)
+      expect(response.headers.get("x-payment-credit")).toBe("kept")
+      expect(decodePaymentResponseHeader(response.headers.get("payment-response")!)).toMatchObject({ success: true })
+    } finally {
+      upstream.script = () => ({ pieces: ["Hello", " there"], usage: USAGE })
+    }
+    const signed = signedAmount(recording.sent.payment!)
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+    expect(await creditUnits(wallet.address)).toBe(signed)
+  }, 60_000)
+})
+
+describe("Credit first: a wallet that signs in with credit is never asked to pay", () => {
+  it("wrapFetchWithPayment around wrapFetchWithSIWx: the first call pays, the next calls spend the leftover credit with no payment", async () => {
+    const wallet = await fundedWallet()
+    const client = plainClient(wallet)
+    const agent = wrapFetchWithPayment(wrapFetchWithSIWx(fetch, wallet), client)
+    // SIWX binds to the server's public origin, which names the host localhost.
+    const api = server.api.replace("127.0.0.1", "localhost")
+    const first = await agent(`${api}/chat/completions`, chatInit())
+    expect(first.status).toBe(200)
+    expect(first.headers.get("payment-response")).not.toBeNull()
+    const paid = 10_000_000n - (await chain.balanceOf(wallet.address))
+    const credit = await creditUnits(wallet.address)
+    expect(credit).toBe(paid - CHAT_CHARGE_UNITS)
+
+    for (let call = 1; call <= 3; call++) {
+      const next = await agent(`${api}/augment/text-parser`, { method: "POST", body: document() })
+      expect(next.status).toBe(200)
+      expect(next.headers.get("payment-response")).toBeNull()
+      expect(await creditUnits(wallet.address)).toBe(credit - BigInt(call) * 10_000n)
+    }
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(paid)
+  }, 60_000)
+})
