@@ -1,7 +1,7 @@
 import { X402 } from "@tollgate/core"
 import { ShippedServer, SolanaRpc } from "@tollgate/testkit"
 import { createKeyPairSignerFromBytes, generateKeyPairSigner, type KeyPairSigner } from "@solana/kit"
-import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from "@x402/core/http"
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { ExactSvmScheme } from "@x402/svm/exact/client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -84,6 +84,41 @@ describe("The shipped server settles Solana USDC top-ups itself: x402.solana wit
     expect(decodePaymentRequiredHeader(refused.headers.get("payment-required")!).error).toBe("invalid_exact_svm_payload_recipient_mismatch")
     expect(await balanceUsd(payer.address)).toBe("5")
     expect(await rpc.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(45_000_000n)
+  })
+})
+
+describe("A Solana payment sent with a metered call pays for it (exact, @x402/svm on litesvm)", () => {
+  it("the plain client pays the text parser 0.01 USDC from Solana: 200, the USDC that moved is the signed amount, no credit is left; a replay is refused", async () => {
+    const payer = await wallet(1_000_000n)
+    const client = new x402Client()
+    client.register("solana:*", new ExactSvmScheme(payer, { rpcUrl: rpc.url }))
+    const sent = { payment: "" }
+    const recording: typeof fetch = (input, init) => {
+      const request = new Request(input, init)
+      sent.payment = request.headers.get("payment-signature") ?? sent.payment
+      return fetch(request)
+    }
+    const form = () => {
+      const data = new FormData()
+      data.append("file", new Blob(["Solana pays per call."], { type: "text/plain" }), "note.txt")
+      return data
+    }
+    const parser = `${server.origin}/api/v1/augment/text-parser`
+    const treasuryBefore = await rpc.tokenBalance(X402.SOLANA_USDC, treasury)
+    const response = await wrapFetchWithPayment(recording, client)(parser, { method: "POST", body: form() })
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ text: expect.stringContaining("pays per call") })
+    const signed = decodePaymentSignatureHeader(sent.payment)
+    expect(signed.accepted).toMatchObject({ scheme: "exact", network: X402.SOLANA_MAINNET, amount: "10000" })
+    expect(await rpc.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(1_000_000n - 10_000n)
+    expect(await rpc.tokenBalance(X402.SOLANA_USDC, treasury)).toBe(treasuryBefore + 10_000n)
+    expect(await balanceUsd(payer.address)).toBe("0")
+
+    const replay = await fetch(parser, { method: "POST", headers: { "PAYMENT-SIGNATURE": sent.payment }, body: form() })
+    expect(replay.status).toBe(402)
+    expect(decodePaymentRequiredHeader(replay.headers.get("payment-required")!).error).toBe("duplicate_settlement")
+    expect(await rpc.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(1_000_000n - 10_000n)
+    expect(await balanceUsd(payer.address)).toBe("0")
   })
 })
 
