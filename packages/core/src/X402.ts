@@ -239,6 +239,37 @@ export interface SettleResponse {
 }
 
 /**
+ * The `payment-identifier` extension (`@x402/extensions`): a client may name its payment with an
+ * id of 16 to 128 letters, digits, `_` and `-`, and a retry carrying the same id is answered from
+ * the first attempt. Declared as optional on every metered endpoint's 402.
+ *
+ * @category constants
+ */
+export const PAYMENT_IDENTIFIER = "payment-identifier"
+
+/** The declaration, as `declarePaymentIdentifierExtension(false)` writes it. */
+const paymentIdentifierDeclaration = {
+  info: { required: false },
+  schema: {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties: { required: { type: "boolean" }, id: { type: "string", minLength: 16, maxLength: 128, pattern: "^[a-zA-Z0-9_-]+$" } },
+    required: ["required"]
+  }
+} as const
+
+/**
+ * The id a payment names itself with (`extensions["payment-identifier"].info.id`), when valid.
+ *
+ * @category accessors
+ */
+export const paymentIdentifier = (payload: PaymentPayload): Option.Option<string> => {
+  const extension = payload.extensions?.[PAYMENT_IDENTIFIER] as { readonly info?: { readonly id?: unknown } } | undefined
+  const id = extension?.info?.id
+  return typeof id === "string" && /^[a-zA-Z0-9_-]{16,128}$/.test(id) ? Option.some(id) : Option.none()
+}
+
+/**
  * `PaymentRequirements` as the PaymentRequired object of form 2 carries them.
  *
  * @category models
@@ -248,7 +279,10 @@ export interface PaymentRequired {
   readonly error: string
   readonly resource: { readonly url: string; readonly description: string; readonly mimeType: string }
   readonly accepts: ReadonlyArray<PaymentRequirements>
-  readonly extensions: { readonly "sign-in-with-x": SiwxChallenge }
+  readonly extensions: {
+    readonly "sign-in-with-x": SiwxChallenge
+    readonly "payment-identifier"?: typeof paymentIdentifierDeclaration
+  }
 }
 
 /**
@@ -432,7 +466,9 @@ export const discoveryBody = (config: Config, input: {
     mimeType: input.resource.mimeType ?? "application/json"
   },
   accepts: input.amount !== undefined ? requirements(config, input.amount) : endpointRequirements(config, input.price),
-  extensions: { "sign-in-with-x": input.challenge },
+  extensions: input.price === undefined
+    ? { "sign-in-with-x": input.challenge }
+    : { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration },
   authOptions: {
     apiKey: {
       header: "Authorization",
@@ -522,7 +558,7 @@ export const insufficientBalance = (config: Config, input: {
     error: "insufficient_balance",
     resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required), mimeType: "application/json" },
     accepts: endpointRequirements(config, input.required),
-    extensions: { "sign-in-with-x": input.challenge }
+    extensions: { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }
   }
   return new Errors.PaymentRequired({
     body,

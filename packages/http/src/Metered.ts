@@ -26,6 +26,7 @@ import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effe
 import * as Observability from "./Observability.ts"
 import * as PerCallPayment from "./PerCallPayment.ts"
 import * as RequestContext from "./RequestContext.ts"
+import { replayed, toStored } from "./StoredResponse.ts"
 
 /** @category models */
 export type Kind = RateLimits.Kind
@@ -207,20 +208,6 @@ export class Metered extends Context.Service<Metered, {
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}
-
-const replayed = (stored: IdempotencyStore.StoredResponse) =>
-  HttpServerResponse.uint8Array(Buffer.from(stored.body, "base64"), {
-    status: stored.status,
-    headers: { ...stored.headers, "idempotent-replayed": "true" }
-  })
-
-const toStored = (response: HttpServerResponse.HttpServerResponse): IdempotencyStore.StoredResponse => {
-  const headers: Record<string, string> = {}
-  for (const [name, value] of Object.entries(response.headers)) headers[name] = value
-  if (response.body._tag === "Uint8Array") headers["content-type"] ??= response.body.contentType
-  const bytes = response.body._tag === "Uint8Array" ? response.body.body : new Uint8Array()
-  return { status: response.status, headers, body: Buffer.from(bytes).toString("base64") }
-}
 
 type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
 

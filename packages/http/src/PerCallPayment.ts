@@ -13,17 +13,21 @@
  * served, a replay is refused by the facilitator (a used authorization, a landed transaction) and
  * credits nothing twice, and a call that fails or is cut off leaves the whole payment as credit.
  * Every answer to a settled payment carries `PAYMENT-RESPONSE` and `X-Payment-Credited-Usd`; a
- * failed call's error answer says in `X-Payment-Credit` that the payment stayed as credit.
+ * failed call's error answer says in `X-Payment-Credit` that the payment stayed as credit. A
+ * payment that names itself with the `payment-identifier` extension is answered once: a retry
+ * with the same id gets the kept answer.
  *
  * @since 0.1.0
  */
 import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
+import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
 import { Context, Effect, Layer, Option } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "./ErrorResponse.ts"
+import * as StoredResponse from "./StoredResponse.ts"
 
 /**
  * The largest body a caller without credentials may send to be priced: the 402 of a call whose
@@ -73,25 +77,26 @@ export class PerCallPayment extends Context.Service<PerCallPayment, {
  *
  * @category layers
  */
-export const layer: Layer.Layer<PerCallPayment, never, X402.X402Config | PaymentFacilitator | CreditLedger.CreditLedger | Auth> = Layer.effect(
+export const layer: Layer.Layer<
+  PerCallPayment,
+  never,
+  X402.X402Config | PaymentFacilitator | CreditLedger.CreditLedger | Auth | IdempotencyStore.IdempotencyStore
+> = Layer.effect(
   PerCallPayment,
   Effect.gen(function*() {
     const config = yield* X402.X402Config
     const facilitator = yield* PaymentFacilitator
     const ledger = yield* CreditLedger.CreditLedger
     const auth = yield* Auth
+    const idempotency = yield* IdempotencyStore.IdempotencyStore
     const enabled = X402.paymentsEnabled(config)
 
-    const pay = ({ price, request, serve }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
-      const resource = { url: `${config.publicOrigin}${new URL(request.url, config.publicOrigin).pathname}` }
-      const refuse = (error: string) =>
-        Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, price, error })))
-      const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
-      return X402.decodePayment(header, X402.endpointRequirements(config, price)).pipe(
-        Effect.tap((payment) => facilitator.verify(payment)),
-        Effect.flatMap((payment) => facilitator.settle(payment)),
-        Effect.catchTag("PaymentRejected", (rejected) =>
-          Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason)))),
+    /** Settles and credits the payment, then serves the call as the payer. */
+    const settleAndServe = (
+      payment: X402.MatchedPayment,
+      serve: PayInput["serve"]
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
+      facilitator.settle(payment).pipe(
         Effect.flatMap((settled) => {
           const family = X402.familyOf(settled.network)
           const accountId = Principal.walletAccountId(family, settled.payer)
@@ -121,6 +126,53 @@ export const layer: Layer.Layer<PerCallPayment, never, X402.X402Config | Payment
             )
           )
         })
+      )
+
+    /**
+     * A payment naming itself (`payment-identifier`) is claimed under the payer's account before it
+     * is settled: a retry with the same id, even signed anew, gets the first attempt's answer and
+     * moves nothing. A streamed answer cannot be kept, so its id stays claimed until the lease ends.
+     */
+    const once = (
+      payment: X402.MatchedPayment,
+      payer: string,
+      path: string,
+      serve: PayInput["serve"]
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> => {
+      const id = X402.paymentIdentifier(payment.payload)
+      if (Option.isNone(id)) return settleAndServe(payment, serve)
+      const scope = Principal.walletAccountId(X402.familyOf(payment.requirements.network), payer)
+      const key = `${X402.PAYMENT_IDENTIFIER}:${id.value}`
+      const { amount, network, scheme } = payment.requirements
+      return Effect.flatMap(idempotency.claim(scope, key, `${path} ${scheme} ${network} ${amount}`), (claim) => {
+        switch (claim._tag) {
+          case "Replay":
+            return Effect.succeed(StoredResponse.replayed(claim.response))
+          case "InFlight":
+            return Effect.fail(new Errors.Conflict({ message: "A payment with this payment-identifier is still being processed" }))
+          case "Mismatch":
+            return Effect.fail(new Errors.InvalidRequest({ message: "This payment-identifier was already used for another payment" }))
+          case "Claimed":
+            return settleAndServe(payment, serve).pipe(
+              Effect.onError(() => Effect.ignore(idempotency.abandon(scope, key))),
+              Effect.tap((response) =>
+                response.body._tag === "Uint8Array" ? idempotency.complete(scope, key, StoredResponse.toStored(response)) : Effect.void
+              )
+            )
+        }
+      })
+    }
+
+    const pay = ({ price, request, serve }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+      const path = new URL(request.url, config.publicOrigin).pathname
+      const resource = { url: `${config.publicOrigin}${path}` }
+      const refuse = (error: string) =>
+        Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, price, error })))
+      const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
+      return X402.decodePayment(header, X402.endpointRequirements(config, price)).pipe(
+        Effect.flatMap((payment) => Effect.flatMap(facilitator.verify(payment), ({ payer }) => once(payment, payer, path, serve))),
+        Effect.catchTag("PaymentRejected", (rejected) =>
+          Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
       )
     }
 

@@ -5,6 +5,7 @@
 import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier"
 import { wrapFetchWithSIWx } from "@x402/extensions/sign-in-with-x"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -194,5 +195,33 @@ describe("Credit first: a wallet that signs in with credit is never asked to pay
       expect(await creditUnits(wallet.address)).toBe(credit - BigInt(call) * 10_000n)
     }
     expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(paid)
+  }, 60_000)
+})
+
+describe("payment-identifier: a client's retry with the same identifier is answered from the first attempt, never paid or served twice", () => {
+  it("the first answer is lost on the way back; the retry, signed anew with the same id, gets the kept 200 and no USDC moves again", async () => {
+    const wallet = await fundedWallet()
+    const client = plainClient(wallet)
+    const id = generatePaymentId()
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
+    })
+    const lost = { answers: 0 }
+    const losing: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init)
+      if (response.status === 200 && lost.answers++ === 0) throw new TypeError("fetch failed: the connection was reset")
+      return response
+    }
+    const agent = wrapFetchWithPayment(losing, client)
+    const call = () => agent(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+    await expect(call()).rejects.toThrow("connection was reset")
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
+
+    const retried = await call()
+    expect(retried.status).toBe(200)
+    expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    expect(await retried.json()).toMatchObject({ text: expect.stringContaining("revenue rose") })
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
+    expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
 })
