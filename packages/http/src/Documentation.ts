@@ -8,7 +8,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import { PricingEngine, X402 } from "@tollgate/core"
+import { Effect, Option, Schema } from "effect"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
 import * as Url from "node:url"
@@ -72,8 +73,12 @@ export const routes = <R>(
   const openApi: Route.Route<ServiceInfo> = Route.make(
     "GET",
     openApiPath,
-    Effect.map(ServiceInfo, (info) => {
-      const document = OpenApi.make([...documented, ...all], { ...options, version: info.version, publicOrigin: info.publicOrigin })
+    Effect.gen(function*() {
+      const info = yield* ServiceInfo
+      const config = yield* Effect.serviceOption(X402.X402Config)
+      const tables = yield* Effect.serviceOption(PricingEngine.PricingEngine)
+      const x402 = Option.isSome(config) && Option.isSome(tables) ? { config: config.value, tables: tables.value } : undefined
+      const document = OpenApi.make([...documented, ...all], { ...options, version: info.version, publicOrigin: info.publicOrigin, x402 })
       const body = new TextEncoder().encode(JSON.stringify(document))
       return Effect.sync(() => HttpServerResponse.uint8Array(body, { contentType: "application/json" }))
     }),

@@ -15,7 +15,7 @@ export const description = "A paid inference API: text parser, image generation,
  *
  * @since 0.1.0
  */
-import { Errors } from "@tollgate/core"
+import { Errors, Money, type PricingEngine, X402 } from "@tollgate/core"
 import { Schema } from "effect"
 import type * as Route from "./Route.ts"
 
@@ -37,6 +37,29 @@ export interface Options {
   readonly publicOrigin: string
   /** The bodies of the 402 forms for metered routes (discovery and authenticated wallet). */
   readonly paymentRequiredSchemas?: ReadonlyArray<Schema.Top>
+  /** Where wallets pay and the prices: each metered operation then states its x402 payment (`x-x402`). */
+  readonly x402?: { readonly config: X402.Config; readonly tables: PricingEngine.Tables } | undefined
+}
+
+/**
+ * A metered operation's x402 payment, for agents and directories that read the document: the
+ * call's price and the `accepts` its 402 offers when the price is the same for every call, else
+ * how the price is quoted. Calls below `minimumPerCall` are paid from credit (top-up, then SIWX).
+ */
+const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs) => {
+  const price = docs.x402Price?.(x402.tables)
+  const perCall = X402.perCallOffered(x402.config, price)
+  return {
+    x402Version: X402.VERSION,
+    scheme: "exact",
+    minimumPerCallUsd: Money.formatUsd(x402.config.minimumPerCall),
+    ...(price === undefined
+      ? { price: "quoted per request: its worst case is paid, and what the call does not use stays as the wallet's credit" }
+      : { priceUsd: Money.formatUsd(price) }),
+    ...(perCall || price === undefined ? {} : { paidPerCall: false }),
+    ...(price === undefined ? {} : { accepts: X402.endpointRequirements(x402.config, price) }),
+    topUp: X402.topUpUrl(x402.config)
+  }
 }
 
 const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, "{$1}")
@@ -185,6 +208,9 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
     }
     if (docs?.description !== undefined) operation["description"] = docs.description
     if (docs?.deprecated === true) operation["deprecated"] = true
+    if (docs?.security === "metered" && options.x402 !== undefined && X402.paymentsEnabled(options.x402.config)) {
+      operation["x-x402"] = x402Payment(options.x402, docs)
+    }
     if (docs?.request !== undefined) {
       operation["requestBody"] = {
         required: true,

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import type { Errors } from "@tollgate/core"
+import type { Errors, Money, PricingEngine } from "@tollgate/core"
 import { Effect, type Schema, type Scope } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentRequest } from "./RequestContext.ts"
@@ -56,6 +56,11 @@ export interface Docs {
   readonly headers?: ReadonlyArray<{ readonly name: string; readonly description: string; readonly required?: boolean }>
   readonly responses: Readonly<Record<number, ResponseDoc>>
   readonly deprecated?: boolean
+  /**
+   * A metered route's price when it is the same for every call (the text parser): the OpenAPI
+   * document offers it as the operation's x402 payment. Without it the price is quoted per request.
+   */
+  readonly x402Price?: (tables: PricingEngine.Tables) => Money.Nano
 }
 
 /** @category models */

@@ -225,3 +225,18 @@ describe("payment-identifier: a client's retry with the same identifier is answe
     expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
 })
+
+describe("The OpenAPI document states each metered operation's x402 payment", () => {
+  it("the text parser: exact 0.01 USD with the entries its 402 offers; chat: quoted per request; both name the floor and the top-up", async () => {
+    const document = (await (await fetch(`${server.api}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { "x-x402"?: Record<string, unknown> }>>
+    }
+    const parser = document.paths["/api/v1/augment/text-parser"]!["post"]!["x-x402"]!
+    expect(parser).toMatchObject({ x402Version: 2, scheme: "exact", priceUsd: "0.01", minimumPerCallUsd: "0.001" })
+    expect((parser["accepts"] as Array<{ amount: string }>).map((entry) => entry.amount)).toEqual(["10000", "5000000"])
+    const chat = document.paths["/api/v1/chat/completions"]!["post"]!["x-x402"]!
+    expect(chat["price"]).toMatch(/^quoted per request/)
+    expect(chat["topUp"]).toMatch(/\/api\/v1\/x402\/top-up$/)
+    expect(document.paths["/api/v1/x402/balance/{walletAddress}"]!["get"]!["x-x402"]).toBeUndefined()
+  })
+})

@@ -111,6 +111,7 @@ export const route = Route.make(
       "text/plain. Processed in memory with zero retention. A flat 0.01 USD per request.",
     tags: ["Augment"],
     security: "metered",
+    x402Price: (tables) => PricingEngine.textParser(tables).amount,
     request: { contentType: "multipart/form-data", schema: UploadForm },
     responses: {
       200: { description: "The extracted text (`response_format=json`, the default; `text` answers text/plain)", schema: ParsedDocument }
