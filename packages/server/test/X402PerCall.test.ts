@@ -3,7 +3,7 @@
  * address): the official client pays the metered endpoint it calls, with no top-up and no sign-in.
  */
 import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
-import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier"
 import { wrapFetchWithSIWx } from "@x402/extensions/sign-in-with-x"
@@ -153,6 +153,40 @@ describe("The discovery 402 of a metered call offers the call at its price, then
     expect(cheap.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
     expect(cheap.resource.description).toMatch(/below the 0\.001 USD paid per call: top up .* then sign in with SIWX/)
   })
+})
+
+describe("A call below the per-call floor takes the top-up entry's payment: the 5 USD are credited and the call is charged to them", () => {
+  it("an RPC call paid with the 5 USDC entry of its 402: 200 with the block number, 5 USDC moved, 4.9999875 USD of credit left", async () => {
+    const wallet = await fundedWallet()
+    const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$10" })
+    registerExactEvmScheme(client, { signer: wallet })
+    const response = await wrapFetchWithPayment(fetch, client)(`${server.api}/crypto/rpc/base-mainnet`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+    })
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ jsonrpc: "2.0", id: 1, result: expect.stringMatching(/^0x/) })
+    expect(response.headers.get("x-payment-credited-usd")).toBe("5")
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(5_000_000n)
+    const { balanceUsd } = (await (await fetch(`${server.api}/x402/balance/${wallet.address}`)).json()) as { balanceUsd: string }
+    expect(balanceUsd).toBe("4.9999875")
+  }, 60_000)
+})
+
+describe("The legacy X-PAYMENT header pays a metered call as PAYMENT-SIGNATURE does", () => {
+  it("a payment built from the 402 and sent as X-PAYMENT: 200 with PAYMENT-RESPONSE, 0.01 USDC moved", async () => {
+    const wallet = await fundedWallet()
+    const client = plainClient(wallet)
+    const required = decodePaymentRequiredHeader(
+      (await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: document() })).headers.get("payment-required")!
+    )
+    const payment = encodePaymentSignatureHeader(await client.createPaymentPayload(required))
+    const response = await fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: { "x-payment": payment }, body: document() })
+    expect(response.status).toBe(200)
+    expect(decodePaymentResponseHeader(response.headers.get("payment-response")!)).toMatchObject({ success: true, payer: wallet.address })
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
+  }, 60_000)
 })
 
 describe("A failed call after its payment settled leaves the whole payment as credit, and the answer says so", () => {
