@@ -12,7 +12,9 @@
  * Which 402 a caller gets depends on who it is: an API key with too little balance gets the
  * StandardError `INSUFFICIENT_BALANCE`; a wallet gets the authenticated-wallet body and a caller
  * with no credentials the x402 discovery body, both built by the `PaymentRequiredBodies` service
- * so the x402 module owns their shape.
+ * so the x402 module owns their shape. A call that carries an x402 payment is paid by it: when
+ * `PerCallPayment` is provided, the payment is settled and credited to the paying wallet at the
+ * start of the call, which then runs as that wallet.
  *
  * @since 0.1.0
  */
@@ -203,8 +205,10 @@ export class Metered extends Context.Service<Metered, {
    * What a metered route's request must pass before the route reads its body: one without any
    * credentials gets the discovery 402 at once, or a 413 when its declared body is over the app's
    * default cap (that cap applies first; a route's higher cap is for callers with credentials).
-   * So an anonymous caller cannot make the service parse or token-count a large body. `App` runs it
-   * ahead of every route documented as `metered`.
+   * So an anonymous caller cannot make the service parse or token-count a large body. With
+   * `PerCallPayment`, an x402 payment header counts as credentials, and an anonymous body of at
+   * most `PerCallPayment.PRICED_BODY_MAX_BYTES` is read and priced, so its 402 offers the call.
+   * `App` runs it ahead of every route documented as `metered`.
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}
