@@ -16,6 +16,7 @@ export const description = "A paid inference API: text parser, image generation,
  * @since 0.1.0
  */
 import { Errors, Money, type PricingEngine, X402 } from "@tollgate/core"
+import { declareDiscoveryExtension } from "@x402/extensions/bazaar"
 import { Schema } from "effect"
 import type * as Route from "./Route.ts"
 
@@ -41,12 +42,17 @@ export interface Options {
   readonly x402?: { readonly config: X402.Config; readonly tables: PricingEngine.Tables } | undefined
 }
 
+const bodyTypeOf = (contentType: string): "json" | "form-data" | "text" =>
+  contentType === "application/json" ? "json" : contentType === "multipart/form-data" ? "form-data" : "text"
+
 /**
  * A metered operation's x402 payment, for agents and directories that read the document: the
  * call's price and the `accepts` its 402 offers when the price is the same for every call, else
  * how the price is quoted. Calls below `minimumPerCall` are paid from credit (top-up, then SIWX).
+ * `extensions.bazaar` is the SDK's discovery info (`declareDiscoveryExtension`) of the request,
+ * whose schema references this document's components.
  */
-const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs) => {
+const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs, requestSchema: unknown) => {
   const price = docs.x402Price?.(x402.tables)
   const perCall = X402.perCallOffered(x402.config, price)
   return {
@@ -58,7 +64,13 @@ const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs) => {
       : { priceUsd: Money.formatUsd(price) }),
     ...(perCall || price === undefined ? {} : { paidPerCall: false }),
     ...(price === undefined ? {} : { accepts: X402.endpointRequirements(x402.config, price) }),
-    topUp: X402.topUpUrl(x402.config)
+    topUp: X402.topUpUrl(x402.config),
+    ...(docs.request === undefined ? {} : {
+      extensions: declareDiscoveryExtension({
+        bodyType: bodyTypeOf(docs.request.contentType),
+        inputSchema: requestSchema as Record<string, unknown>
+      })
+    })
   }
 }
 
@@ -208,14 +220,12 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
     }
     if (docs?.description !== undefined) operation["description"] = docs.description
     if (docs?.deprecated === true) operation["deprecated"] = true
-    if (docs?.security === "metered" && options.x402 !== undefined && X402.paymentsEnabled(options.x402.config)) {
-      operation["x-x402"] = x402Payment(options.x402, docs)
-    }
+    const requestSchema = docs?.request === undefined ? undefined : register(schemas, docs.request.schema)
     if (docs?.request !== undefined) {
-      operation["requestBody"] = {
-        required: true,
-        content: { [docs.request.contentType]: { schema: register(schemas, docs.request.schema) } }
-      }
+      operation["requestBody"] = { required: true, content: { [docs.request.contentType]: { schema: requestSchema } } }
+    }
+    if (docs?.security === "metered" && options.x402 !== undefined && X402.paymentsEnabled(options.x402.config)) {
+      operation["x-x402"] = x402Payment(options.x402, docs, requestSchema)
     }
     const path = toOpenApiPath(route.path)
     paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation }

@@ -261,7 +261,7 @@ describe("payment-identifier: a client's retry with the same identifier is answe
 })
 
 describe("The OpenAPI document states each metered operation's x402 payment", () => {
-  it("the text parser: exact 0.01 USD with the entries its 402 offers; chat: quoted per request; both name the floor and the top-up", async () => {
+  it("the text parser: exact 0.01 USD with the entries its 402 offers; chat: quoted per request; both name the floor, the top-up and their bazaar discovery info", async () => {
     const document = (await (await fetch(`${server.api}/openapi.json`)).json()) as {
       paths: Record<string, Record<string, { "x-x402"?: Record<string, unknown> }>>
     }
@@ -271,6 +271,9 @@ describe("The OpenAPI document states each metered operation's x402 payment", ()
     const chat = document.paths["/api/v1/chat/completions"]!["post"]!["x-x402"]!
     expect(chat["price"]).toMatch(/^quoted per request/)
     expect(chat["topUp"]).toMatch(/\/api\/v1\/x402\/top-up$/)
+    // The SDK's bazaar discovery info: a JSON body whose schema is the operation's request schema.
+    expect(chat["extensions"]).toMatchObject({ bazaar: { info: { input: { type: "http", bodyType: "json" } } } })
+    expect(parser["extensions"]).toMatchObject({ bazaar: { info: { input: { type: "http", bodyType: "form-data" } } } })
     expect(document.paths["/api/v1/x402/balance/{walletAddress}"]!["get"]!["x-x402"]).toBeUndefined()
   })
 })
