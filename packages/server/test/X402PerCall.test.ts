@@ -153,6 +153,15 @@ describe("The discovery 402 of a metered call offers the call at its price, then
     expect(cheap.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
     expect(cheap.resource.description).toMatch(/below the 0\.001 USD paid per call: top up .* then sign in with SIWX/)
   })
+
+  it("an anonymous body over 64 KiB is not read to be priced: its 402 offers the minimum top-up only", async () => {
+    const large = JSON.stringify({ model: "test-model", max_tokens: 100, messages: [{ role: "user", content: "x".repeat(70 * 1024) }] })
+    const response = await fetch(`${server.api}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: large })
+    expect(response.status).toBe(402)
+    const offered = decodePaymentRequiredHeader(response.headers.get("payment-required")!)
+    expect(offered.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
+    expect(offered.resource.description).toBe("Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana")
+  })
 })
 
 describe("A call below the per-call floor takes the top-up entry's payment: the 5 USD are credited and the call is charged to them", () => {
