@@ -91,12 +91,13 @@ export const layer: Layer.Layer<
     const idempotency = yield* IdempotencyStore.IdempotencyStore
     const enabled = X402.paymentsEnabled(config)
 
-    /** Settles and credits the payment, then serves the call as the payer. */
+    /** Verifies, settles and credits the payment, then serves the call as the payer. */
     const settleAndServe = (
       payment: X402.MatchedPayment,
       serve: PayInput["serve"]
     ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
-      facilitator.settle(payment).pipe(
+      facilitator.verify(payment).pipe(
+        Effect.andThen(facilitator.settle(payment)),
         Effect.flatMap((settled) => {
           const family = X402.familyOf(settled.network)
           const accountId = Principal.walletAccountId(family, settled.payer)
@@ -129,22 +130,21 @@ export const layer: Layer.Layer<
       )
 
     /**
-     * A payment naming itself (`payment-identifier`) is claimed under the payer's account before it
-     * is settled: a retry with the same id, even signed anew, gets the first attempt's answer and
-     * moves nothing. A streamed answer cannot be kept, so its id stays claimed until the lease ends.
+     * A payment naming itself (`payment-identifier`) is claimed by its id before it is verified:
+     * a retry with the same id, the same payment re-sent (whose authorization is spent by then) or
+     * one signed anew, gets the first attempt's answer and moves nothing. The id is the client's
+     * random secret inside its signed payment, so only the holder of that payment gets the answer.
+     * A streamed answer cannot be kept, so its id stays claimed until the lease ends.
      */
     const once = (
       payment: X402.MatchedPayment,
-      payer: string,
       path: string,
       serve: PayInput["serve"]
     ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> => {
       const id = X402.paymentIdentifier(payment.payload)
       if (Option.isNone(id)) return settleAndServe(payment, serve)
-      const scope = Principal.walletAccountId(X402.familyOf(payment.requirements.network), payer)
-      const key = `${X402.PAYMENT_IDENTIFIER}:${id.value}`
-      const { amount, network, scheme } = payment.requirements
-      return Effect.flatMap(idempotency.claim(scope, key, `${path} ${scheme} ${network} ${amount}`), (claim) => {
+      const { amount, network, payTo, scheme } = payment.requirements
+      return Effect.flatMap(idempotency.claim(X402.PAYMENT_IDENTIFIER, id.value, `${path} ${scheme} ${network} ${amount} ${payTo}`), (claim) => {
         switch (claim._tag) {
           case "Replay":
             return Effect.succeed(StoredResponse.replayed(claim.response))
@@ -154,9 +154,11 @@ export const layer: Layer.Layer<
             return Effect.fail(new Errors.InvalidRequest({ message: "This payment-identifier was already used for another payment" }))
           case "Claimed":
             return settleAndServe(payment, serve).pipe(
-              Effect.onError(() => Effect.ignore(idempotency.abandon(scope, key))),
+              Effect.onError(() => Effect.ignore(idempotency.abandon(X402.PAYMENT_IDENTIFIER, id.value))),
               Effect.tap((response) =>
-                response.body._tag === "Uint8Array" ? idempotency.complete(scope, key, StoredResponse.toStored(response)) : Effect.void
+                response.body._tag === "Uint8Array"
+                  ? idempotency.complete(X402.PAYMENT_IDENTIFIER, id.value, StoredResponse.toStored(response))
+                  : Effect.void
               )
             )
         }
@@ -170,7 +172,7 @@ export const layer: Layer.Layer<
         Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, price, error })))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
       return X402.decodePayment(header, X402.endpointRequirements(config, price)).pipe(
-        Effect.flatMap((payment) => Effect.flatMap(facilitator.verify(payment), ({ payer }) => once(payment, payer, path, serve))),
+        Effect.flatMap((payment) => once(payment, path, serve)),
         Effect.catchTag("PaymentRejected", (rejected) =>
           Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
       )

@@ -267,6 +267,26 @@ describe("payment-identifier: a client's retry with the same identifier is answe
     expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
     expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
+
+  it("the same payment re-sent as it was (its authorization already spent) gets the kept 200, not a refusal", async () => {
+    const wallet = await fundedWallet()
+    const client = plainClient(wallet)
+    const id = generatePaymentId()
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
+    })
+    const recording = recordingFetch()
+    expect((await wrapFetchWithPayment(recording.fetch, client)(`${server.api}/augment/text-parser`, { method: "POST", body: document() })).status)
+      .toBe(200)
+    const resent = await fetch(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      headers: { "payment-signature": recording.sent.payment! },
+      body: document()
+    })
+    expect(resent.status).toBe(200)
+    expect(resent.headers.get("idempotent-replayed")).toBe("true")
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
+  }, 60_000)
 })
 
 describe("The OpenAPI document states each metered operation's x402 payment", () => {
