@@ -136,6 +136,32 @@ describe("A payment sent with a metered call is honoured: the plain official cli
   }, 60_000)
 })
 
+describe("A streamed chat completion paid with the call: the stream is served, and its charge is taken when it ends", () => {
+  it("stream: true with the plain client: the events arrive, PAYMENT-RESPONSE is on the answer, the credit is the payment minus the charge", async () => {
+    const wallet = await fundedWallet()
+    const recording = recordingFetch()
+    const body = JSON.stringify({ model: "test-model", max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hi" }] })
+    const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body
+    })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("payment-response")).not.toBeNull()
+    const events = await response.text()
+    expect(events).toContain("Hello")
+    expect(events).toContain("data: [DONE]")
+    const signed = signedAmount(recording.sent.payment!)
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+    // The charge is captured as the stream ends, which may be just after the last bytes reach us.
+    const deadline = Date.now() + 5_000
+    while (await creditUnits(wallet.address) !== signed - CHAT_CHARGE_UNITS && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
+  }, 60_000)
+})
+
 describe("The discovery 402 of a metered call offers the call at its price, then the minimum top-up; below the floor, the top-up only", () => {
   it("text-parser: exact 0.01 USDC first, 5 USDC second; an RPC call (below 0.001 USD) offers 5 USDC and says to top up and sign in", async () => {
     const parser = await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
