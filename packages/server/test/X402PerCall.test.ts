@@ -6,7 +6,7 @@ import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier"
-import { wrapFetchWithSIWx } from "@x402/extensions/sign-in-with-x"
+import { createSIWxClientExtension, wrapFetchWithSIWx } from "@x402/extensions/sign-in-with-x"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -263,6 +263,39 @@ describe("Credit first: a wallet that signs in with credit is never asked to pay
       expect(next.headers.get("payment-response")).toBeNull()
       expect(await creditUnits(wallet.address)).toBe(credit - BigInt(call) * 10_000n)
     }
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(paid)
+  }, 60_000)
+})
+
+describe("The other nesting, wrapFetchWithSIWx outside wrapFetchWithPayment, pays every call: the payment wrapper meets each 402 first", () => {
+  it("two text-parser calls: two payments of 0.01 USDC, no credit used", async () => {
+    const wallet = await fundedWallet()
+    const agent = wrapFetchWithSIWx(wrapFetchWithPayment(fetch, plainClient(wallet)), wallet)
+    const api = server.api.replace("127.0.0.1", "localhost")
+    for (let call = 1; call <= 2; call++) {
+      const response = await agent(`${api}/augment/text-parser`, { method: "POST", body: document() })
+      expect(response.status).toBe(200)
+      expect(response.headers.get("payment-response")).not.toBeNull()
+    }
+    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(20_000n)
+  }, 60_000)
+})
+
+describe("Credit first with the SIWX client extension registered on the payment client instead of the SIWX wrapper", () => {
+  it("createSIWxClientExtension: the first call pays, the next one is served from the leftover credit", async () => {
+    const wallet = await fundedWallet()
+    const client = plainClient(wallet)
+    client.registerExtension(createSIWxClientExtension({ signers: [wallet] }))
+    const agent = wrapFetchWithPayment(fetch, client)
+    const api = server.api.replace("127.0.0.1", "localhost")
+    const first = await agent(`${api}/chat/completions`, chatInit())
+    expect(first.status).toBe(200)
+    expect(first.headers.get("payment-response")).not.toBeNull()
+    const paid = 10_000_000n - (await chain.balanceOf(wallet.address))
+    const next = await agent(`${api}/augment/text-parser`, { method: "POST", body: document() })
+    expect(next.status).toBe(200)
+    expect(next.headers.get("payment-response")).toBeNull()
+    expect(await creditUnits(wallet.address)).toBe(paid - CHAT_CHARGE_UNITS - 10_000n)
     expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(paid)
   }, 60_000)
 })
