@@ -34,7 +34,7 @@ import {
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
-import { HoldSweeper, Metered } from "@tollgate/http"
+import { HoldSweeper, Metered, PortalSession } from "@tollgate/http"
 import * as X402Route from "@tollgate/http/routes/X402"
 import {
   AbuseGuardRedis,
@@ -381,7 +381,8 @@ export const layer = (config: ServerConfig) =>
         ...(chat.searxngUrl === undefined ? {} : { web: WebSearch.searxng(chat.searxngUrl) }),
         ...(chat.scraping === true ? { scrape: WebSearch.scraper() } : {})
       }),
-      DocumentExtractor.layer()
+      DocumentExtractor.layer(),
+      PortalSession.layerFromSigningKey(key)
     ).pipe(Layer.provideMerge(stores(config)))
     const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)

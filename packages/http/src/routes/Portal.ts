@@ -1,0 +1,521 @@
+/**
+ * The self-service portal: `GET /api-keys`, the page every 402 links to as `getKey`, where a
+ * customer signs in with a wallet (sign-in-with-x: an injected EIP-1193 wallet on Base, a Solana
+ * Wallet Standard wallet) or an ADMIN key, sees the balance, the staked-token allowance and the
+ * top-ups, tops up through x402 from the browser, makes and revokes INFERENCE keys and watches the
+ * spend of the last 30 days.
+ *
+ * The page is hand-written HTML, CSS and JavaScript in `src/portal/`, served as they are (no build
+ * step, nothing from another host) under a Content-Security-Policy that allows only this server's
+ * own scripts and styles. It reads and changes the account through the `/api/v1/portal/*` routes
+ * here, behind the session cookie of `PortalSession`; every state change also needs the session's
+ * CSRF token. They call the same services as the key and billing endpoints (`Auth`, the
+ * `CreditLedger` journal and usage entries); the top-up itself is the x402 endpoint's.
+ *
+ * @since 0.1.0
+ */
+import { type Auth as AuthModels, CreditLedger, Errors, Money, Principal, Siwx, Staking, Usage, X402 } from "@tollgate/core"
+import { Auth } from "@tollgate/core/Auth"
+import { AuthStore } from "@tollgate/core/AuthStore"
+import { Clock, Effect, Option, Schema } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Fs from "node:fs"
+import * as Pages from "../Pages.ts"
+import * as PortalSession from "../PortalSession.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as RequestQuery from "../RequestQuery.ts"
+import * as Route from "../Route.ts"
+import { ServiceInfo } from "../ServiceInfo.ts"
+
+const API = "/api/v1/portal"
+
+/** How far back the usage chart and the transactions reach. @category constants */
+export const WINDOW_DAYS = 30
+
+/** Calls listed in the usage table, newest first. @category constants */
+export const RECENT_CALLS = 50
+
+/** Top-ups, grants and stakes listed, newest first. @category constants */
+export const RECENT_TRANSACTIONS = 20
+
+/** The most entries read for one answer: the ledger's default memory cap per account. */
+const MAX_ENTRIES = CreditLedger.DEFAULT_MAX_ENTRIES
+
+const PAGE = 500
+
+/**
+ * What the page and its assets may do: scripts and styles of this server only, requests to it
+ * only, no frames, no plugins, no inline anything.
+ *
+ * @category constants
+ */
+export const contentSecurityPolicy = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'"
+].join("; ")
+
+const pageHeaders = {
+  "content-security-policy": contentSecurityPolicy,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-cache"
+}
+
+const noStore = { "cache-control": "no-store, private" }
+
+/** The assets, from `src/portal/` (shipped in the package beside `dist/`, so both find it). */
+const asset = (name: string) => Fs.readFileSync(new URL(`../../src/portal/${name}`, import.meta.url), "utf8")
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
+
+const unauthenticated = new Errors.Unauthenticated({ message: "Sign in to the portal first (the session may have ended)" })
+
+const staticRoute = (path: `/${string}`, contentType: string, body: string) =>
+  Route.make("GET", path, Effect.succeed(Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))), {
+    summary: `Portal asset ${path.slice(path.lastIndexOf("/") + 1)}`,
+    tags: ["portal"],
+    security: "public",
+    responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
+  })
+
+/**
+ * `GET /api-keys`: the portal page, with this server's origin in its terminal example.
+ *
+ * @category routes
+ */
+export const page = Route.make(
+  "GET",
+  Pages.apiKeysPath,
+  Effect.map(ServiceInfo, (info) => {
+    const html = asset("index.html").replaceAll("{{origin}}", escapeHtml(info.publicOrigin))
+    return Effect.sync(() => HttpServerResponse.html(html).pipe(HttpServerResponse.setHeaders(pageHeaders)))
+  }),
+  {
+    summary: "Get an API key: the self-service portal",
+    description: "Sign in with a wallet or an ADMIN key; see the balance, top up, make keys, watch usage.",
+    tags: ["portal"],
+    security: "public",
+    responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
+  }
+)
+
+/** @category routes */
+export const script = staticRoute("/portal/portal.js", "text/javascript; charset=utf-8", asset("portal.js"))
+
+/** @category routes */
+export const stylesheet = staticRoute("/portal/portal.css", "text/css; charset=utf-8", asset("portal.css"))
+
+/**
+ * The session of the request, checked: sealed by this server, not ended, and for an ADMIN key, the
+ * key still standing. A state change must also carry the session's CSRF token.
+ */
+const requireSession = (store: AuthStore["Service"], key: Uint8Array, change: boolean) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const now = yield* Clock.currentTimeMillis
+    const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
+    const session = cookie === undefined ? undefined : PortalSession.open(key, cookie, now)
+    if (session === undefined) return yield* unauthenticated
+    if (session.keyId !== undefined) {
+      const status = yield* store.keyStatus(session.accountId, session.keyId)
+      if (!status.accountExists || status.revoked) return yield* unauthenticated
+    }
+    if (change && !PortalSession.csrfMatches(session, request.headers[PortalSession.csrfHeader])) {
+      return yield* new Errors.Forbidden({ message: `A change needs the session's CSRF token in ${PortalSession.csrfHeader}` })
+    }
+    return session
+  })
+
+const sessionView = (session: PortalSession.Session) => ({
+  accountId: session.accountId,
+  via: session.via,
+  wallet: session.wallet ?? null,
+  csrfToken: session.csrfToken,
+  expiresAt: new Date(session.expiresAt).toISOString()
+})
+
+/** @category schemas */
+export const ChallengeQuery = Schema.Struct({
+  family: Schema.Literals(["evm", "solana"]),
+  address: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
+})
+
+/**
+ * `GET /api/v1/portal/challenge`: the sign-in message for a wallet to sign, formatted here from a
+ * fresh challenge so the page needs no EIP-55 or SIWS formatting of its own.
+ *
+ * @category routes
+ */
+export const challenge = Route.make(
+  "GET",
+  `${API}/challenge`,
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    return Effect.gen(function*() {
+      const query = yield* RequestQuery.schema(ChallengeQuery)
+      const wallet = X402.parseWalletAddress(query.address)
+      if (Option.isNone(wallet) || wallet.value.family !== query.family) {
+        return yield* new Errors.InvalidRequest({ message: `address is not ${query.family === "evm" ? "an EVM" : "a Solana"} address` })
+      }
+      const fresh = yield* auth.siwxChallenge
+      const chain = fresh.supportedChains.find((candidate) => X402.familyOf(candidate.chainId) === query.family)
+      if (chain === undefined) return yield* new Errors.InvalidRequest({ message: `This server accepts no ${query.family} sign-in` })
+      const message = yield* Effect.fromResult(Siwx.format(query.family, { ...fresh.info, address: wallet.value.address, chainId: chain.chainId })).pipe(
+        Effect.mapError((error) => new Errors.InvalidRequest({ message: error.reason }))
+      )
+      return HttpServerResponse.jsonUnsafe({ message, chainId: chain.chainId, expiresAt: fresh.info.expirationTime }, { headers: noStore })
+    })
+  }),
+  {
+    summary: "A sign-in message for a wallet",
+    description: "The SIWX text (EIP-4361 for EVM, SIWS for Solana) the wallet signs to open a portal session.",
+    tags: ["portal"],
+    security: "public",
+    query: ChallengeQuery,
+    responses: {
+      200: { description: "`message` to sign, its `chainId` and when it expires" },
+      400: { description: "Not an address of the family", schema: Errors.DetailedError }
+    }
+  }
+)
+
+/** @category schemas */
+export const SignInRequest = Schema.Union([
+  Schema.Struct({
+    wallet: Schema.Struct({
+      address: Schema.String.check(Schema.isMaxLength(64)),
+      message: Schema.String.check(Schema.isMaxLength(4096)),
+      signature: Schema.String.check(Schema.isMaxLength(4096)),
+      chainId: Schema.String.check(Schema.isMaxLength(128))
+    })
+  }),
+  Schema.Struct({ apiKey: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096)) })
+])
+
+/**
+ * `POST /api/v1/portal/session`: signs in with a signed message or an ADMIN key, through `Auth`
+ * as a paid call would (a wallet's nonce is spent), and sets the session cookie.
+ *
+ * @category routes
+ */
+export const signIn = Route.make(
+  "POST",
+  `${API}/session`,
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const info = yield* ServiceInfo
+    const secure = info.publicOrigin.startsWith("https:")
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const body = yield* RequestBody.schema(SignInRequest)
+      const headers = "wallet" in body
+        ? {
+          "sign-in-with-x": Buffer.from(JSON.stringify({
+            ...body.wallet,
+            type: X402.familyOf(body.wallet.chainId) === "solana" ? "ed25519" : "eip191"
+          })).toString("base64")
+        }
+        : { authorization: `Bearer ${body.apiKey}` }
+      const principal = yield* auth.authenticate(headers)
+      if (Option.isNone(principal)) return yield* unauthenticated
+      if (principal.value._tag === "ApiKey") yield* auth.requireAdmin(principal.value)
+      const now = yield* Clock.currentTimeMillis
+      const session = PortalSession.start(principal.value, now)
+      return HttpServerResponse.jsonUnsafe(sessionView(session), {
+        headers: {
+          ...noStore,
+          "set-cookie": PortalSession.setCookie({ value: PortalSession.seal(key, session), secure, now, expiresAt: session.expiresAt })
+        }
+      })
+    })
+  }),
+  {
+    summary: "Sign in to the portal",
+    description: "`{wallet: {address, message, signature, chainId}}` (the message of /portal/challenge, signed) or " +
+      "`{apiKey}` (an ADMIN key). Sets the session cookie; the answer carries the CSRF token for changes.",
+    tags: ["portal"],
+    security: "public",
+    request: { contentType: "application/json", schema: SignInRequest },
+    responses: {
+      200: { description: "The session: account, how it signed in, `csrfToken`, `expiresAt`", headers: ["set-cookie"] },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      401: { description: "The signature or key is not valid", schema: Errors.StandardError },
+      403: { description: "Not an ADMIN key", schema: Errors.StandardError }
+    }
+  }
+)
+
+const sessionDocs = (summary: string, description: string, responses: Route.Docs["responses"]): Route.Docs => ({
+  summary,
+  description: `Portal session cookie${description}`,
+  tags: ["portal"],
+  security: "public",
+  responses: { ...responses, 401: { description: "No portal session, or it ended", schema: Errors.StandardError } }
+})
+
+const CHANGE = ` and the session's CSRF token in \`${PortalSession.csrfHeader}\`.`
+
+/** @category routes */
+export const session = Route.make(
+  "GET",
+  `${API}/session`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const current = yield* requireSession(store, key, false)
+      return HttpServerResponse.jsonUnsafe(sessionView(current), { headers: noStore })
+    })
+  }),
+  sessionDocs("The portal session", ".", { 200: { description: "The session, as sign-in answered it" } })
+)
+
+/** @category routes */
+export const signOut = Route.make(
+  "DELETE",
+  `${API}/session`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const info = yield* ServiceInfo
+    const secure = info.publicOrigin.startsWith("https:")
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      yield* requireSession(store, key, true)
+      const now = yield* Clock.currentTimeMillis
+      return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
+        headers: { ...noStore, "set-cookie": PortalSession.setCookie({ value: undefined, secure, now }) }
+      })
+    })
+  }),
+  sessionDocs("Sign out of the portal", CHANGE, { 200: { description: "The cookie is cleared" } })
+)
+
+const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", "grant", "refund", "stake"])
+
+/**
+ * The journal entries of the window, oldest first, at most `MAX_ENTRIES`. Journal ids start with
+ * their millisecond, so the window starts at an id.
+ */
+const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, since: number) =>
+  Effect.gen(function*() {
+    const entries: Array<CreditLedger.JournalEntry> = []
+    let after = `${since}-0`
+    while (entries.length < MAX_ENTRIES) {
+      const page = yield* ledger.journal(accountId, { after, limit: PAGE })
+      entries.push(...page)
+      if (page.length < PAGE) break
+      after = page.at(-1)!.id
+    }
+    return entries
+  })
+
+/**
+ * `GET /api/v1/portal/account`: the balance, today's staked-token allowance (read from chain first
+ * for a wallet, as a paid call would) and the credits of the last 30 days.
+ *
+ * @category routes
+ */
+export const account = Route.make(
+  "GET",
+  `${API}/account`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const ledger = yield* CreditLedger.CreditLedger
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const current = yield* requireSession(store, key, false)
+      if (current.wallet !== undefined) {
+        const staking = yield* Staking.Staking
+        yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
+      }
+      const now = yield* Clock.currentTimeMillis
+      const balance = yield* ledger.balance(current.accountId)
+      const journal = yield* journalSince(ledger, current.accountId, now - WINDOW_DAYS * CreditLedger.DAY_MS)
+      const transactions = journal.filter((entry) => transactionKinds.has(entry.kind)).slice(-RECENT_TRANSACTIONS).reverse()
+      return HttpServerResponse.jsonUnsafe({
+        accountId: current.accountId,
+        balanceUsd: Money.formatUsd(balance.usd),
+        availableUsd: Money.formatUsd(balance.availableUsd),
+        stakedTokens: balance.stakedTokens,
+        allowanceUsd: Money.formatUsd(balance.availableAllowance),
+        transactions: transactions.map((entry) => ({
+          id: entry.id,
+          timestamp: new Date(entry.timestamp).toISOString(),
+          kind: entry.kind,
+          amountUsd: Money.formatUsd(entry.delta),
+          currency: entry.currency,
+          reference: entry.reference
+        }))
+      }, { headers: noStore })
+    })
+  }),
+  sessionDocs("The account's balance and credits", ".", { 200: { description: "Balance, allowance and the last credits" } })
+)
+
+const keyView = (record: AuthModels.ApiKeyRecord) => ({
+  id: record.id,
+  apiKeyType: record.type,
+  description: record.description,
+  createdAt: record.createdAt.toISOString(),
+  expiresAt: record.expiresAt?.toISOString() ?? null,
+  revokedAt: record.revokedAt?.toISOString() ?? null
+})
+
+/** @category routes */
+export const listKeys = Route.make(
+  "GET",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const auth = yield* Auth
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const current = yield* requireSession(store, key, false)
+      const keys = yield* auth.listKeys(current.accountId)
+      return HttpServerResponse.jsonUnsafe({ data: keys.map(keyView) }, { headers: noStore })
+    })
+  }),
+  sessionDocs("The account's API keys", ".", { 200: { description: "Metadata of every key of the account" } })
+)
+
+/** @category schemas */
+export const CreateKeyRequest = Schema.Struct({
+  description: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(256))
+})
+
+/**
+ * `POST /api/v1/portal/keys`: an INFERENCE key for the session's account, shown once.
+ *
+ * @category routes
+ */
+export const createKey = Route.make(
+  "POST",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const auth = yield* Auth
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const current = yield* requireSession(store, key, true)
+      const body = yield* RequestBody.schema(CreateKeyRequest)
+      const created = yield* auth.createKey({ accountId: current.accountId, type: "INFERENCE", description: body.description })
+      return HttpServerResponse.jsonUnsafe({ ...keyView(created.record), apiKey: created.key }, { status: 201, headers: noStore })
+    })
+  }),
+  {
+    ...sessionDocs("Create an INFERENCE key", CHANGE, {
+      201: { description: "The new key (`apiKey`), shown this once, and its metadata" },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      403: { description: "No CSRF token", schema: Errors.StandardError }
+    }),
+    request: { contentType: "application/json", schema: CreateKeyRequest }
+  }
+)
+
+/** @category routes */
+export const revokeKey = Route.make(
+  "DELETE",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const auth = yield* Auth
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const current = yield* requireSession(store, key, true)
+      const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
+      yield* auth.revokeKey(current.accountId, query.id)
+      return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
+    })
+  }),
+  sessionDocs("Revoke a key of the account", CHANGE, {
+    200: { description: "The key is revoked" },
+    403: { description: "No CSRF token", schema: Errors.StandardError },
+    404: { description: "No key with this id in the account", schema: Errors.StandardError }
+  })
+)
+
+/**
+ * The usage of the window, newest first, at most `MAX_ENTRIES`: the entries the billing reports
+ * page through.
+ */
+const usageSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, from: number) =>
+  Effect.gen(function*() {
+    const entries: Array<CreditLedger.UsageEntry> = []
+    let after: string | undefined
+    while (entries.length < MAX_ENTRIES) {
+      const page = yield* ledger.usage(accountId, { from, order: "desc", limit: PAGE, after })
+      entries.push(...page.entries)
+      if (page.next === undefined) break
+      after = page.next
+    }
+    return entries
+  })
+
+const dateOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+
+/**
+ * Spend by UTC day and sku over the window, every day present (an empty one has no skus).
+ *
+ * @category aggregation
+ */
+export const spendByDay = (entries: ReadonlyArray<CreditLedger.UsageEntry>, now: number) => {
+  const firstDay = CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)
+  const days = Array.from({ length: WINDOW_DAYS }, () => new Map<string, number>())
+  const totals = new Map<string, number>()
+  for (const entry of entries) {
+    const day = days[CreditLedger.dayOf(entry.timestamp) - firstDay]
+    if (day === undefined) continue
+    day.set(entry.sku, (day.get(entry.sku) ?? 0) + entry.amount)
+    totals.set(entry.sku, (totals.get(entry.sku) ?? 0) + entry.amount)
+  }
+  return {
+    skus: [...totals].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([sku, amount]) => ({
+      sku,
+      amountUsd: Money.formatUsd(Money.unsafeNano(amount))
+    })),
+    days: days.map((skus, index) => ({
+      date: dateOf((firstDay + index) * CreditLedger.DAY_MS),
+      amountUsd: Money.formatUsd(Money.unsafeNano([...skus.values()].reduce((sum, amount) => sum + amount, 0))),
+      skus: [...skus].map(([sku, amount]) => ({ sku, amountUsd: Money.formatUsd(Money.unsafeNano(amount)) }))
+    }))
+  }
+}
+
+/**
+ * `GET /api/v1/portal/usage`: spend by day and sku over 30 days, and the latest calls as the
+ * billing reports show them.
+ *
+ * @category routes
+ */
+export const usage = Route.make(
+  "GET",
+  `${API}/usage`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const ledger = yield* CreditLedger.CreditLedger
+    return Effect.gen(function*() {
+      const key = yield* PortalSession.SessionKey
+      const current = yield* requireSession(store, key, false)
+      const now = yield* Clock.currentTimeMillis
+      const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
+      const entries = yield* usageSince(ledger, current.accountId, from)
+      return HttpServerResponse.jsonUnsafe({
+        ...spendByDay(entries, now),
+        recent: entries.slice(0, RECENT_CALLS).map(Usage.toWire)
+      }, { headers: noStore })
+    })
+  }),
+  sessionDocs("Spend by day and sku, and the latest calls", ".", {
+    200: { description: "`days` (30, oldest first), `skus` by total, `recent` usage entries" }
+  })
+)
+
+/** @category routes */
+export const routes = [page, script, stylesheet, challenge, signIn, session, signOut, account, listKeys, createKey, revokeKey, usage] as const
