@@ -59,15 +59,19 @@ const svgElement = (tag, attributes = {}) => {
   return node
 }
 
+/** A decimal USD string of the server's, exactly, with at least cents: "4.99" -> "$4.99", "0.000123" -> "$0.000123". */
 const usd = (text) => {
-  const value = Number(text)
-  return value.toLocaleString("en-US", {
-    style: "currency",
-    currency: "USD",
-    minimumFractionDigits: 2,
-    maximumFractionDigits: Math.abs(value) < 1 && value !== 0 ? 6 : 2
-  })
+  const negative = text.startsWith("-")
+  const [whole, fraction = ""] = (negative ? text.slice(1) : text).split(".")
+  return `${negative ? "-" : ""}$${Number(whole).toLocaleString("en-US")}.${fraction.padEnd(2, "0")}`
 }
+
+/** A number of USD from a usage entry, exactly to the nano (never in exponent notation). */
+const usdOfNumber = (value) => usd(value.toFixed(9).replace(/\.?0+$/, ""))
+
+/** A computed amount, rounded for a chart label. */
+const usdRounded = (value) =>
+  value.toLocaleString("en-US", { style: "currency", currency: "USD", maximumFractionDigits: value > 0 && value < 0.01 ? 6 : 2 })
 
 const when = (iso) => `${iso.slice(0, 10)} ${iso.slice(11, 16)}`
 
@@ -218,7 +222,7 @@ const loadKeys = async () => {
         "tr",
         key.revokedAt === null ? {} : { class: "revoked" },
         element("td", {}, key.description),
-        element("td", {}, key.apiKeyType),
+        element("td", { class: "hide-narrow" }, key.apiKeyType),
         element("td", {}, when(key.createdAt)),
         element("td", {}, key.revokedAt === null ? "active" : `revoked ${when(key.revokedAt)}`),
         element("td", {}, ...(key.revokedAt === null ? [revoke] : []))
@@ -230,9 +234,10 @@ const PALETTE = ["#1f4fd1", "#b3480b", "#1b6e3a", "#7a2ea8", "#a3261b", "#0b6e79
 
 /** Stacked bars: one per day, one segment per sku, in inline SVG. */
 const drawChart = (usage) => {
-  const width = 640
-  const height = 220
-  const left = 48
+  // As wide as the chart is shown, so that its labels keep their size on a phone.
+  const width = Math.max(300, $("usage-chart").clientWidth || 640)
+  const height = 200
+  const left = 76
   const bottom = 24
   const top = 8
   const colour = new Map(usage.skus.map(({ sku }, index) => [sku, PALETTE[index % PALETTE.length]]))
@@ -241,13 +246,13 @@ const drawChart = (usage) => {
   const step = (width - left) / usage.days.length
   const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": "usage-chart-title" })
   const title = svgElement("title", { id: "usage-chart-title" })
-  title.textContent = `Spend by day over the last ${usage.days.length} days, ${usd(usage.days.reduce((sum, day) => sum + Number(day.amountUsd), 0))} in all`
+  title.textContent = `Spend by day over the last ${usage.days.length} days, ${usdRounded(usage.days.reduce((sum, day) => sum + Number(day.amountUsd), 0))} in all`
   svg.append(title)
   for (const fraction of [0, 0.5, 1]) {
     const y = height - bottom - fraction * (height - top - bottom)
     svg.append(svgElement("line", { x1: left, x2: width, y1: y, y2: y, class: "grid" }))
     const label = svgElement("text", { x: left - 6, y: y + 4, "text-anchor": "end", class: "axis" })
-    label.textContent = usd(max * fraction)
+    label.textContent = usdRounded(max * fraction)
     svg.append(label)
   }
   usage.days.forEach((day, index) => {
@@ -270,8 +275,9 @@ const drawChart = (usage) => {
       bar.append(tip)
       svg.append(bar)
     }
-    if (index % 7 === 0 || index === usage.days.length - 1) {
-      const label = svgElement("text", { x: x + step * 0.35, y: height - 6, "text-anchor": "middle", class: "axis" })
+    if ((usage.days.length - 1 - index) % 7 === 0) {
+      const last = index === usage.days.length - 1
+      const label = svgElement("text", { x: last ? width : x + step * 0.35, y: height - 6, "text-anchor": last ? "end" : "middle", class: "axis" })
       label.textContent = day.date.slice(5)
       svg.append(label)
     }
@@ -285,8 +291,16 @@ const drawChart = (usage) => {
   $("usage-total").textContent = usage.skus.length === 0 ? "No paid calls in this period." : ""
 }
 
+let shownUsage
+let redraw = 0
+window.addEventListener("resize", () => {
+  cancelAnimationFrame(redraw)
+  redraw = requestAnimationFrame(() => shownUsage !== undefined && drawChart(shownUsage))
+})
+
 const loadUsage = async () => {
   const usage = await api("GET", "api/v1/portal/usage")
+  shownUsage = usage
   drawChart(usage)
   const body = $("usage-table").tBodies[0]
   body.replaceChildren(...(usage.recent.length === 0
@@ -297,8 +311,8 @@ const loadUsage = async () => {
         {},
         element("td", {}, when(entry.timestamp)),
         element("td", {}, entry.sku),
-        element("td", { class: "num" }, String(entry.unit)),
-        element("td", { class: "num" }, entry.currency === "USD" ? usd(entry.amount) : `${entry.amount} ${entry.currency}`),
+        element("td", { class: "num hide-narrow" }, String(entry.unit)),
+        element("td", { class: "num" }, entry.currency === "USD" ? usdOfNumber(entry.amount) : `${entry.amount} ${entry.currency}`),
         element("td", { class: "mono" }, entry.inferenceDetails.requestId)
       ))))
 }
