@@ -6,6 +6,7 @@
  * the test, the way MetaMask's come from the user's key. Screenshots go to `test/output/Portal/`.
  */
 import { ShippedServer } from "@tollgate/testkit"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -225,5 +226,161 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
   it("the page asked nothing of another host", () => {
     expect(requested.length).toBeGreaterThan(0)
     expect(requested.filter((url) => !url.startsWith(`${origin}/`))).toEqual([])
+  })
+})
+
+/** A portal session over plain HTTP: the cookie the server set, sent back, and the CSRF token. */
+interface HttpSession {
+  readonly cookie: string
+  readonly csrfToken: string
+  readonly body: Record<string, unknown>
+}
+
+const portal = (path: string, init: RequestInit = {}) => fetch(`${origin}/api/v1/portal${path}`, init)
+
+const json = { "content-type": "application/json" }
+
+const signInWith = async (body: unknown): Promise<Response> => portal("/session", { method: "POST", headers: json, body: JSON.stringify(body) })
+
+const sessionOf = async (response: Response): Promise<HttpSession> => {
+  expect(response.status).toBe(200)
+  const setCookie = response.headers.get("set-cookie") ?? ""
+  const body = await response.json() as Record<string, unknown>
+  return { cookie: setCookie.slice(0, setCookie.indexOf(";")), csrfToken: String(body["csrfToken"]), body }
+}
+
+const walletMessage = async (account = privateKeyToAccount(generatePrivateKey())) => {
+  const challenge = await (await portal(`/challenge?family=evm&address=${account.address.toLowerCase()}`)).json() as { message: string; chainId: string }
+  const signature = await account.signMessage({ message: challenge.message })
+  return { wallet: { address: account.address, message: challenge.message, signature, chainId: challenge.chainId } }
+}
+
+describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INFERENCE key, a bad signature or a replay does not", () => {
+  it("the challenge is the server's EIP-4361 message for the checksummed address on Base", async () => {
+    const account = privateKeyToAccount(generatePrivateKey())
+    const response = await portal(`/challenge?family=evm&address=${account.address.toLowerCase()}`)
+    expect(response.status).toBe(200)
+    const challenge = await response.json() as { message: string; chainId: string }
+    expect(challenge.chainId).toBe("eip155:8453")
+    expect(challenge.message.split("\n").slice(0, 2)).toEqual([`localhost:${server.port} wants you to sign in with your Ethereum account:`, account.address])
+    const bad = await portal("/challenge?family=evm&address=not-an-address")
+    expect(bad.status).toBe(400)
+    expect(await bad.json()).toEqual({ error: "address is not an EVM address" })
+  })
+
+  it("a signed message opens a wallet session once; the same message again is a 401", async () => {
+    const body = await walletMessage()
+    const session = await sessionOf(await signInWith(body))
+    expect(session.body).toMatchObject({ via: "wallet", wallet: { address: body.wallet.address, family: "evm", chainId: "eip155:8453" } })
+    const replay = await signInWith(body)
+    expect(replay.status).toBe(401)
+    expect(replay.headers.get("set-cookie")).toBeNull()
+  })
+
+  it("a signature by another key is a 401", async () => {
+    const body = await walletMessage()
+    const forged = await privateKeyToAccount(generatePrivateKey()).signMessage({ message: body.wallet.message })
+    const response = await signInWith({ wallet: { ...body.wallet, signature: forged } })
+    expect(response.status).toBe(401)
+    expect(await response.json()).toEqual({ error: "Invalid or expired sign-in-with-x credentials" })
+  })
+
+  it("the ADMIN key signs in to its account; the INFERENCE key is a 403, a made-up key a 401, an empty body a 400", async () => {
+    const credentials = server.credentials!
+    const session = await sessionOf(await signInWith({ apiKey: credentials.adminKey }))
+    expect(session.body).toMatchObject({ accountId: credentials.accountId, via: "key", wallet: null })
+    const inference = await signInWith({ apiKey: credentials.inferenceKey })
+    expect(inference.status).toBe(403)
+    expect(await inference.json()).toEqual({ error: "This operation requires an ADMIN API key" })
+    expect((await signInWith({ apiKey: "not.a.key" })).status).toBe(401)
+    expect((await signInWith({})).status).toBe(400)
+  })
+})
+
+describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict cookie; every change needs its CSRF token", () => {
+  it("the cookie's attributes and lifetime", async () => {
+    const response = await signInWith({ apiKey: server.credentials!.adminKey })
+    const setCookie = response.headers.get("set-cookie") ?? ""
+    expect(setCookie).toMatch(/^tollgate_portal=[\w-]+\.[\w-]+; Path=\/; HttpOnly; SameSite=Strict; Max-Age=1800$/)
+    const { expiresAt } = await response.json() as { expiresAt: string }
+    expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(29 * 60_000)
+  })
+
+  it("without a cookie, or with an altered one, every portal read is a 401", async () => {
+    const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
+    const [value, mac] = session.cookie.split(".") as [string, string]
+    const altered = `${value.slice(0, -2)}AA.${mac}`
+    for (const path of ["/session", "/account", "/keys", "/usage"]) {
+      expect((await portal(path)).status, path).toBe(401)
+      expect((await portal(path, { headers: { cookie: altered } })).status, path).toBe(401)
+      expect((await portal(path, { headers: { cookie: session.cookie } })).status, path).toBe(200)
+    }
+  })
+
+  it("a key created without the CSRF token is a 403 and no key is made; with it, a 201", async () => {
+    const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
+    const keys = async () => ((await (await portal("/keys", { headers: { cookie: session.cookie } })).json()) as { data: Array<unknown> }).data.length
+    const before = await keys()
+    const body = JSON.stringify({ description: "ci" })
+    const refused = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie }, body })
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toEqual({ error: "A change needs the session's CSRF token in x-csrf-token" })
+    const wrong = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie, "x-csrf-token": "x".repeat(32) }, body })
+    expect(wrong.status).toBe(403)
+    expect(await keys()).toBe(before)
+    const made = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie, "x-csrf-token": session.csrfToken }, body })
+    expect(made.status).toBe(201)
+    expect(await made.json()).toMatchObject({ apiKeyType: "INFERENCE", description: "ci", apiKey: expect.any(String) })
+    expect(await keys()).toBe(before + 1)
+  })
+
+  it("revoking the ADMIN key that signed in ends its session", async () => {
+    const admin = await fetch(`${server.api}/api_keys`, {
+      method: "POST",
+      headers: { ...json, authorization: `Bearer ${server.credentials!.adminKey}` },
+      body: JSON.stringify({ apiKeyType: "ADMIN", description: "short-lived" })
+    })
+    const { apiKey, id } = await admin.json() as { apiKey: string; id: string }
+    const session = await sessionOf(await signInWith({ apiKey }))
+    const revoke = await portal(`/keys?id=${id}`, { method: "DELETE", headers: { cookie: session.cookie, "x-csrf-token": session.csrfToken } })
+    expect(revoke.status).toBe(200)
+    expect((await portal("/account", { headers: { cookie: session.cookie } })).status).toBe(401)
+  })
+
+  it("sign-out needs the token and clears the cookie", async () => {
+    const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
+    expect((await portal("/session", { method: "DELETE", headers: { cookie: session.cookie } })).status).toBe(403)
+    const out = await portal("/session", { method: "DELETE", headers: { cookie: session.cookie, "x-csrf-token": session.csrfToken } })
+    expect(out.status).toBe(200)
+    expect(out.headers.get("set-cookie")).toBe("tollgate_portal=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+  })
+})
+
+describe("/api-keys, the 402's getKey link, is the portal and its terminal example works as printed", () => {
+  it("the 402 links to /api-keys, which serves the portal with its assets under the same policy", async () => {
+    const paid = await fetch(`${server.api}/crypto/rpc/base-mainnet`, { method: "POST", headers: json, body: "{}" })
+    const { authOptions } = await paid.json() as { authOptions: { apiKey: { getKey: string } } }
+    expect(authOptions.apiKey.getKey).toBe(`${origin}/api-keys`)
+    for (const path of ["/api-keys", "/portal/portal.js", "/portal/portal.css"]) {
+      const response = await fetch(`${origin}${path}`)
+      expect(response.status, path).toBe(200)
+      expect(response.headers.get("content-security-policy"), path).toBe(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; " +
+          "form-action 'self'; frame-ancestors 'none'"
+      )
+      expect(response.headers.get("x-content-type-options"), path).toBe("nosniff")
+    }
+  })
+
+  it("the curl on the page names this server and expands $ADMIN_KEY: run by a shell, it mints a key", async () => {
+    const html = await (await fetch(`${origin}/api-keys`)).text()
+    const printed = /<pre><code>(curl [\s\S]*?)<\/code><\/pre>/.exec(html)![1]!
+      .replaceAll("&lt;", "<").replaceAll("&gt;", ">").replaceAll("&quot;", "\"").replaceAll("&#39;", "'").replaceAll("&amp;", "&")
+    expect(printed).toContain(`curl -X POST ${origin}/api/v1/api_keys`)
+    const answer = await new Promise<string>((resolve, reject) =>
+      ChildProcess.execFile("bash", ["-c", `${printed} --silent --show-error`], { env: { PATH: process.env["PATH"] ?? "", ADMIN_KEY: server.credentials!.adminKey } }, (error, stdout) =>
+        error === null ? resolve(stdout) : reject(error))
+    )
+    expect(JSON.parse(answer)).toMatchObject({ apiKeyType: "INFERENCE", description: "my app", apiKey: expect.any(String) })
   })
 })
