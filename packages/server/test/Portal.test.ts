@@ -5,7 +5,8 @@
  * browser's wallet is an injected EIP-1193 provider whose signatures come from a viem account in
  * the test, the way MetaMask's come from the user's key. Screenshots go to `test/output/Portal/`.
  */
-import { ShippedServer } from "@tollgate/testkit"
+import { X402 } from "@tollgate/core"
+import { ShippedServer, StakeToken } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -33,6 +34,7 @@ const CHROMIUM_ARGS = [
 ]
 
 let chain: X402Chain.Chain
+let stakeToken: StakeToken.StakeToken
 let server: ShippedServer.ShippedServer
 let origin = ""
 let profile = ""
@@ -80,10 +82,16 @@ beforeAll(async () => {
   Fs.mkdirSync(output, { recursive: true })
   chain = await X402Chain.start()
   await chain.mint(wallet.address, 20_000_000n)
+  stakeToken = await StakeToken.deploy(chain.anvil.url, 8453)
   server = await ShippedServer.start({
     config: {
       rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
-      x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url }
+      x402: {
+        payTo: { evm: payTo },
+        relayerKey: RELAYER_KEY,
+        evmRpcUrl: chain.anvil.url,
+        staking: { chain: X402.BASE_MAINNET, token: stakeToken.address, rpcUrl: chain.anvil.url }
+      }
     }
   })
   // SIWX binds to the public origin, `http://localhost:<port>` by default: the browser uses that name.
@@ -138,7 +146,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await page.locator("#dashboard").waitFor({ state: "visible" })
     expect(walletCalls).toContain("personal_sign")
     expect(await text("#who")).toBe(wallet.address)
-    expect(await text("#balance-usd")).toBe("$0.00")
+    await expect.poll(() => text("#balance-usd")).toBe("$0.00")
     const [cookie] = await context.cookies(origin)
     expect(cookie).toMatchObject({ name: "tollgate_portal", httpOnly: true, sameSite: "Strict", secure: false })
     expect(await page.evaluate(() => document.cookie)).toBe("")
@@ -153,7 +161,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     expect(walletCalls).toContain("eth_signTypedData_v4")
     expect(await chain.balanceOf(payTo)).toBe(5_000_000n)
     expect(await chain.balanceOf(wallet.address)).toBe(before - 5_000_000n)
-    expect(await text("#balance-usd")).toBe("$5.00")
+    await expect.poll(() => text("#balance-usd")).toBe("$5.00")
     expect(await text("#transactions tbody")).toMatch(/topup\s+\$5\.00/)
     const balance = await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json()
     expect(balance).toMatchObject({ balanceUsd: "5" })
@@ -193,7 +201,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     expect(await text("#usage-legend")).toMatch(/rpc/)
     const { balanceUsd } = await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json() as { balanceUsd: string }
     expect(Number(balanceUsd)).toBeLessThan(5)
-    expect(await text("#balance-usd")).toBe(`$${balanceUsd}`)
+    await expect.poll(() => text("#balance-usd")).toBe(`$${balanceUsd}`)
     await shot("5-usage")
     // The signed-in page as docs/portal.md shows it.
     await page.screenshot({ path: Path.join(output, "portal-1280.png") })
@@ -294,6 +302,24 @@ describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INF
     expect(await inference.json()).toEqual({ error: "This operation requires an ADMIN API key" })
     expect((await signInWith({ apiKey: "not.a.key" })).status).toBe(401)
     expect((await signInWith({})).status).toBe(400)
+  })
+})
+
+describe("The account shows the balance and today's staked-token allowance read from chain (1 token = 1 USD a day)", () => {
+  it("a wallet holding 3 tokens sees 3 staked tokens and 3 USD of allowance, and no USD", async () => {
+    const holder = privateKeyToAccount(generatePrivateKey())
+    await stakeToken.mint(holder.address, 3n)
+    const session = await sessionOf(await signInWith(await walletMessage(holder)))
+    const account = await portal("/account", { headers: { cookie: session.cookie } })
+    expect(account.status).toBe(200)
+    expect(await account.json()).toEqual({
+      accountId: `wallet:evm:${holder.address.toLowerCase()}`,
+      balanceUsd: "0",
+      availableUsd: "0",
+      stakedTokens: 3,
+      allowanceUsd: "3",
+      transactions: []
+    })
   })
 })
 

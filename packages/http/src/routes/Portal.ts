@@ -35,7 +35,7 @@ export const WINDOW_DAYS = 30
 /** Calls listed in the usage table, newest first. @category constants */
 export const RECENT_CALLS = 50
 
-/** Top-ups, grants and stakes listed, newest first. @category constants */
+/** Top-ups, grants and refunds listed, newest first. @category constants */
 export const RECENT_TRANSACTIONS = 20
 
 /** The most entries read for one answer: the ledger's default memory cap per account. */
@@ -212,8 +212,8 @@ export const signIn = Route.make(
     const auth = yield* Auth
     const info = yield* ServiceInfo
     const secure = info.publicOrigin.startsWith("https:")
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const body = yield* RequestBody.schema(SignInRequest)
       const headers = "wallet" in body
         ? {
@@ -268,8 +268,8 @@ export const session = Route.make(
   `${API}/session`,
   Effect.gen(function*() {
     const store = yield* AuthStore
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const current = yield* requireSession(store, key, false)
       return HttpServerResponse.jsonUnsafe(sessionView(current), { headers: noStore })
     })
@@ -285,8 +285,8 @@ export const signOut = Route.make(
     const store = yield* AuthStore
     const info = yield* ServiceInfo
     const secure = info.publicOrigin.startsWith("https:")
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       yield* requireSession(store, key, true)
       const now = yield* Clock.currentTimeMillis
       return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
@@ -297,7 +297,8 @@ export const signOut = Route.make(
   sessionDocs("Sign out of the portal", CHANGE, { 200: { description: "The cookie is cleared" } })
 )
 
-const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", "grant", "refund", "stake"])
+/** The credits; a stake is shown as the allowance it gives, not as a line. */
+const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", "grant", "refund"])
 
 /**
  * The journal entries of the window, oldest first, at most `MAX_ENTRIES`. Journal ids start with
@@ -328,11 +329,11 @@ export const account = Route.make(
   Effect.gen(function*() {
     const store = yield* AuthStore
     const ledger = yield* CreditLedger.CreditLedger
+    const staking = yield* Staking.Staking
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const current = yield* requireSession(store, key, false)
       if (current.wallet !== undefined) {
-        const staking = yield* Staking.Staking
         yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
       }
       const now = yield* Clock.currentTimeMillis
@@ -375,8 +376,8 @@ export const listKeys = Route.make(
   Effect.gen(function*() {
     const store = yield* AuthStore
     const auth = yield* Auth
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const current = yield* requireSession(store, key, false)
       const keys = yield* auth.listKeys(current.accountId)
       return HttpServerResponse.jsonUnsafe({ data: keys.map(keyView) }, { headers: noStore })
@@ -401,8 +402,8 @@ export const createKey = Route.make(
   Effect.gen(function*() {
     const store = yield* AuthStore
     const auth = yield* Auth
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const current = yield* requireSession(store, key, true)
       const body = yield* RequestBody.schema(CreateKeyRequest)
       const created = yield* auth.createKey({ accountId: current.accountId, type: "INFERENCE", description: body.description })
@@ -426,8 +427,8 @@ export const revokeKey = Route.make(
   Effect.gen(function*() {
     const store = yield* AuthStore
     const auth = yield* Auth
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const current = yield* requireSession(store, key, true)
       const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
       yield* auth.revokeKey(current.accountId, query.id)
@@ -500,8 +501,8 @@ export const usage = Route.make(
   Effect.gen(function*() {
     const store = yield* AuthStore
     const ledger = yield* CreditLedger.CreditLedger
+    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const key = yield* PortalSession.SessionKey
       const current = yield* requireSession(store, key, false)
       const now = yield* Clock.currentTimeMillis
       const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
