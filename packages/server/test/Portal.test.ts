@@ -7,7 +7,9 @@
  */
 import { X402 } from "@tollgate/core"
 import { ShippedServer, StakeToken } from "@tollgate/testkit"
+import bs58 from "bs58"
 import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -21,6 +23,9 @@ import * as X402Chain from "../../http/test/support/X402Chain.ts"
 const RELAYER_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
 const payTo = privateKeyToAccount(generatePrivateKey()).address
 const wallet = privateKeyToAccount(generatePrivateKey())
+/** The Solana wallet the page finds through the Wallet Standard: an ed25519 key pair of the test's. */
+const solanaKeys = Crypto.generateKeyPairSync("ed25519")
+const solanaAddress = bs58.encode(solanaKeys.publicKey.export({ format: "der", type: "spki" }).subarray(-32))
 
 const output = Path.join(import.meta.dirname, "output", "Portal")
 const CHROMIUM_ARGS = [
@@ -115,6 +120,31 @@ beforeAll(async () => {
       }
     })
   })
+  await context.exposeFunction("tollgateSolanaSign", (bytes: ReadonlyArray<number>) => {
+    walletCalls.push("solana:signMessage")
+    return Array.from(Crypto.sign(null, Uint8Array.from(bytes), solanaKeys.privateKey))
+  })
+  // A Wallet Standard wallet answers the page's `wallet-standard:app-ready` by registering itself.
+  await context.addInitScript((address: string) => {
+    const sign = (window as unknown as { tollgateSolanaSign: (bytes: ReadonlyArray<number>) => Promise<ReadonlyArray<number>> }).tollgateSolanaSign
+    const account = { address, publicKey: new Uint8Array(32), chains: ["solana:mainnet"], features: ["solana:signMessage"] }
+    const solanaWallet = {
+      version: "1.0.0",
+      name: "Test Solana wallet",
+      icon: "data:image/svg+xml;base64,PHN2Zy8+",
+      chains: ["solana:mainnet"],
+      accounts: [],
+      features: {
+        "standard:connect": { version: "1.0.0", connect: async () => ({ accounts: [account] }) },
+        "solana:signMessage": {
+          version: "1.0.0",
+          signMessage: async ({ message }: { message: Uint8Array }) => [{ signedMessage: message, signature: Uint8Array.from(await sign(Array.from(message))) }]
+        }
+      }
+    }
+    window.addEventListener("wallet-standard:app-ready", (event) =>
+      (event as CustomEvent<{ register: (wallet: unknown) => unknown }>).detail.register(solanaWallet))
+  }, solanaAddress)
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin })
   page = context.pages()[0] ?? await context.newPage()
 }, 150_000)
@@ -162,7 +192,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     expect(await chain.balanceOf(payTo)).toBe(5_000_000n)
     expect(await chain.balanceOf(wallet.address)).toBe(before - 5_000_000n)
     await expect.poll(() => text("#balance-usd")).toBe("$5.00")
-    expect(await text("#transactions tbody")).toMatch(/topup\s+\$5\.00/)
+    expect(await text("#transactions tbody")).toMatch(/Top-up\s+\$5\.00/)
     const balance = await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json()
     expect(balance).toMatchObject({ balanceUsd: "5" })
     await shot("3-topped-up")
@@ -202,9 +232,8 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     const { balanceUsd } = await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json() as { balanceUsd: string }
     expect(Number(balanceUsd)).toBeLessThan(5)
     await expect.poll(() => text("#balance-usd")).toBe(`$${balanceUsd}`)
-    await shot("5-usage")
-    // The signed-in page as docs/portal.md shows it.
-    await page.screenshot({ path: Path.join(output, "portal-1280.png") })
+    // The signed-in page as docs/portal.md shows it (docs/portal-1280.png).
+    await shot("portal-1280")
   })
 
   it("at 390 px wide nothing overflows sideways and every control stays reachable", async () => {
@@ -219,8 +248,8 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
       expect(box, name).not.toBeNull()
       expect(box!.x + box!.width, name).toBeLessThanOrEqual(390)
     }
-    await shot("6-phone", phone)
-    await phone.screenshot({ path: Path.join(output, "portal-390.png") })
+    // docs/portal-390.png
+    await shot("portal-390", phone)
     await phone.close()
   })
 
@@ -262,6 +291,23 @@ const walletMessage = async (account = privateKeyToAccount(generatePrivateKey())
   const signature = await account.signMessage({ message: challenge.message })
   return { wallet: { address: account.address, message: challenge.message, signature, chainId: challenge.chainId } }
 }
+
+describe("A Solana wallet found through the Wallet Standard signs in with the SIWS message", () => {
+  it("after signing out the Ethereum wallet, the page offers it, the wallet signs the server's text, the session is its account", async () => {
+    const solana = await context.newPage()
+    await solana.goto(`${origin}/api-keys`)
+    await solana.getByRole("button", { name: "Sign out" }).click()
+    await solana.locator("#signin").waitFor({ state: "visible" })
+    expect(await context.cookies(origin)).toEqual([])
+    await solana.getByRole("button", { name: "Sign in with a Solana wallet" }).click()
+    await solana.locator("#dashboard").waitFor({ state: "visible" })
+    expect(walletCalls).toContain("solana:signMessage")
+    expect(await solana.locator("#who").innerText()).toBe(solanaAddress)
+    // A top-up credits the paying wallet; this page pays on Base only, so a Solana session is offered none.
+    expect(await solana.locator("#topup-section").isHidden()).toBe(true)
+    await solana.close()
+  })
+})
 
 describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INFERENCE key, a bad signature or a replay does not", () => {
   it("the challenge is the server's EIP-4361 message for the checksummed address on Base", async () => {

@@ -186,6 +186,8 @@ const refresh = () => Promise.all([loadAccount(), loadKeys(), loadUsage()])
 
 const emptyRow = (columns, text) => element("tr", {}, element("td", { colspan: String(columns), class: "empty" }, text))
 
+const KINDS = { topup: "Top-up", grant: "Credit grant", refund: "Refund" }
+
 const loadAccount = async () => {
   const account = await api("GET", "api/v1/portal/account")
   $("balance-usd").textContent = usd(account.availableUsd)
@@ -199,9 +201,9 @@ const loadAccount = async () => {
         "tr",
         {},
         element("td", {}, when(entry.timestamp)),
-        element("td", {}, entry.kind),
+        element("td", {}, KINDS[entry.kind] ?? entry.kind),
         element("td", { class: "num" }, entry.currency === "USD" ? usd(entry.amountUsd) : entry.amountUsd),
-        element("td", { class: "mono" }, entry.reference)
+        element("td", { class: "mono reference hide-narrow", title: entry.reference }, entry.reference)
       ))))
 }
 
