@@ -349,6 +349,17 @@ describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INF
     expect((await signInWith({ apiKey: "not.a.key" })).status).toBe(401)
     expect((await signInWith({})).status).toBe(400)
   })
+
+  it("a body that is not sent as application/json (what a cross-site form can post) is a 400 and sets no cookie", async () => {
+    const response = await portal("/session", {
+      method: "POST",
+      headers: { "content-type": "text/plain" },
+      body: JSON.stringify({ apiKey: server.credentials!.adminKey })
+    })
+    expect(response.status).toBe(400)
+    expect(await response.json()).toEqual({ error: "Sign-in takes a JSON body (content-type: application/json)" })
+    expect(response.headers.get("set-cookie")).toBeNull()
+  })
 })
 
 describe("The account shows the balance and today's staked-token allowance read from chain (1 token = 1 USD a day)", () => {

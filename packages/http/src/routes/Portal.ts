@@ -214,6 +214,12 @@ export const signIn = Route.make(
     const secure = info.publicOrigin.startsWith("https:")
     const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
+      // A cross-site form can post a JSON-looking body as text/plain but never as application/json
+      // (that needs a CORS preflight, which nothing here answers): no signing in from another site.
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (!/^application\/json\s*(;|$)/iu.test(request.headers["content-type"] ?? "")) {
+        return yield* new Errors.InvalidRequest({ message: "Sign-in takes a JSON body (content-type: application/json)" })
+      }
       const body = yield* RequestBody.schema(SignInRequest)
       const headers = "wallet" in body
         ? {
