@@ -171,8 +171,13 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await shot("1-sign-in")
   })
 
-  it("signs in with personal_sign of the server's SIWX message: an httpOnly, SameSite=Strict session", async () => {
-    await page.getByRole("button", { name: "Sign in with an Ethereum wallet (Base)" }).click()
+  it("signs in from the keyboard with personal_sign of the server's SIWX message: an httpOnly, SameSite=Strict session", async () => {
+    // Tab from the top of the page to the wallet button, then Enter: no mouse needed.
+    for (let tabs = 0; tabs < 10 && await page.evaluate(() => document.activeElement?.id) !== "signin-evm"; tabs++) {
+      await page.keyboard.press("Tab")
+    }
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("signin-evm")
+    await page.keyboard.press("Enter")
     await page.locator("#dashboard").waitFor({ state: "visible" })
     expect(walletCalls).toContain("personal_sign")
     expect(await text("#who")).toBe(wallet.address)
@@ -200,7 +205,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
 
   it("creates an INFERENCE key, shown once with a copy button, listed as active", async () => {
     await page.getByLabel("Description").fill("my <b>app</b>")
-    await page.getByRole("button", { name: "Create an INFERENCE key" }).click()
+    await page.getByLabel("Description").press("Enter")
     await page.locator("#new-key").waitFor({ state: "visible" })
     apiKey = await text("#new-key-value")
     expect(apiKey).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/)
@@ -254,9 +259,14 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
   })
 
   it("revokes the key: the next call with it is a 401", async () => {
-    page.once("dialog", (dialog) => void dialog.accept())
+    const asked: Array<string> = []
+    page.once("dialog", (dialog) => {
+      asked.push(dialog.message())
+      void dialog.accept()
+    })
     await page.getByRole("button", { name: "Revoke the key my <b>app</b>" }).click()
     await expect.poll(() => text("#keys tbody tr")).toMatch(/revoked/)
+    expect(asked).toEqual(["Revoke the key “my <b>app</b>”? Calls with it stop at once."])
     expect((await rpcCall(apiKey)).status).toBe(401)
   })
 

@@ -214,12 +214,14 @@ const loadKeys = async () => {
     ? [emptyRow(5, "No keys yet.")]
     : data.map((key) => {
       const revoke = element("button", { type: "button", class: "danger", "aria-label": `Revoke the key ${key.description}` }, "Revoke")
-      revoke.addEventListener("click", () =>
-        busy(revoke, async () => {
+      revoke.addEventListener("click", () => {
+        if (!window.confirm(`Revoke the key “${key.description}”? Calls with it stop at once.`)) return
+        return busy(revoke, async () => {
           await api("DELETE", `api/v1/portal/keys?id=${encodeURIComponent(key.id)}`)
           say(`Revoked the key “${key.description}”.`, "ok")
           await loadKeys()
-        }))
+        })
+      })
       return element(
         "tr",
         key.revokedAt === null ? {} : { class: "revoked" },
