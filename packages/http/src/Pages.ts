@@ -20,7 +20,12 @@ export const authenticationPath = "/docs/authentication" as const
 /** @category constants */
 export const walletsPath = "/docs/wallets" as const
 
-const escape = (text: string) => text.replace(/[&<>"]/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
+/**
+ * Text as HTML text or a quoted attribute value.
+ *
+ * @category rendering
+ */
+export const escape = (text: string): string => text.replace(/[&<>"]/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
 
 /**
  * A page: the title, then paragraphs of trusted HTML (ours), with the links every page shares.

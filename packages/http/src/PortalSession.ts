@@ -142,17 +142,18 @@ export const csrfMatches = (session: Session, header: string | undefined): boole
 }
 
 /**
- * `Set-Cookie` for a session (or, without one, the header that ends it). Secure when the public
- * origin is https: a browser on plain-http localhost would otherwise never send it back.
+ * `Set-Cookie` for a sealed session, living as long as the session (or, without one, the header
+ * that ends it). Secure when the public origin is https: a browser on plain-http localhost would
+ * otherwise never send it back.
  *
  * @category encoding
  */
-export const setCookie = (options: { readonly value: string | undefined; readonly secure: boolean; readonly now: number; readonly expiresAt?: number }): string =>
+export const setCookie = (sealed: string | undefined, options: { readonly secure: boolean }): string =>
   [
-    `${cookieName}=${options.value ?? ""}`,
+    `${cookieName}=${sealed ?? ""}`,
     "Path=/",
     "HttpOnly",
     "SameSite=Strict",
-    `Max-Age=${options.value === undefined ? 0 : Math.max(0, Math.floor(((options.expiresAt ?? options.now) - options.now) / 1000))}`,
+    `Max-Age=${sealed === undefined ? 0 : LIFETIME_MS / 1000}`,
     ...(options.secure ? ["Secure"] : [])
   ].join("; ")

@@ -72,14 +72,14 @@ const noStore = { "cache-control": "no-store, private" }
 /** The assets, from `src/portal/` (shipped in the package beside `dist/`, so both find it). */
 const asset = (name: string) => Fs.readFileSync(new URL(`../../src/portal/${name}`, import.meta.url), "utf8")
 
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
-
 const unauthenticated = new Errors.Unauthenticated({ message: "Sign in to the portal first (the session may have ended)" })
 
-const staticRoute = (path: `/${string}`, contentType: string, body: string) =>
-  Route.make("GET", path, Effect.succeed(Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))), {
-    summary: `Portal asset ${path.slice(path.lastIndexOf("/") + 1)}`,
+const assetRoute = (name: string, contentType: string) =>
+  Route.make("GET", `/portal/${name}`, Effect.sync(() => {
+    const body = asset(name)
+    return Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))
+  }), {
+    summary: `Portal asset ${name}`,
     tags: ["portal"],
     security: "public",
     responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
@@ -94,7 +94,7 @@ export const page = Route.make(
   "GET",
   Pages.apiKeysPath,
   Effect.map(ServiceInfo, (info) => {
-    const html = asset("index.html").replaceAll("{{origin}}", escapeHtml(info.publicOrigin))
+    const html = asset("index.html").replaceAll("{{origin}}", Pages.escape(info.publicOrigin))
     return Effect.sync(() => HttpServerResponse.html(html).pipe(HttpServerResponse.setHeaders(pageHeaders)))
   }),
   {
@@ -107,10 +107,10 @@ export const page = Route.make(
 )
 
 /** @category routes */
-export const script = staticRoute("/portal/portal.js", "text/javascript; charset=utf-8", asset("portal.js"))
+export const script = assetRoute("portal.js", "text/javascript; charset=utf-8")
 
 /** @category routes */
-export const stylesheet = staticRoute("/portal/portal.css", "text/css; charset=utf-8", asset("portal.css"))
+export const stylesheet = assetRoute("portal.css", "text/css; charset=utf-8")
 
 /**
  * The session of the request, checked: sealed by this server, not ended, and for an ADMIN key, the
@@ -237,7 +237,7 @@ export const signIn = Route.make(
       return HttpServerResponse.jsonUnsafe(sessionView(session), {
         headers: {
           ...noStore,
-          "set-cookie": PortalSession.setCookie({ value: PortalSession.seal(key, session), secure, now, expiresAt: session.expiresAt })
+          "set-cookie": PortalSession.setCookie(PortalSession.seal(key, session), { secure })
         }
       })
     })
@@ -294,9 +294,8 @@ export const signOut = Route.make(
     const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
       yield* requireSession(store, key, true)
-      const now = yield* Clock.currentTimeMillis
       return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
-        headers: { ...noStore, "set-cookie": PortalSession.setCookie({ value: undefined, secure, now }) }
+        headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
       })
     })
   }),
