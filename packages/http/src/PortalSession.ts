@@ -13,7 +13,7 @@
  * @since 0.1.0
  */
 import type { Jwt, Principal } from "@tollgate/core"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
 
 /** @category constants */
@@ -113,7 +113,7 @@ export const open = (key: Uint8Array, value: string, now: number): Session | und
   const given = Buffer.from(value.slice(dot + 1))
   if (given.length !== expected.length || !Crypto.timingSafeEqual(given, expected)) return undefined
   const session = decodeSession(Buffer.from(payload, "base64url").toString("utf8"))
-  return session._tag === "Some" && session.value.expiresAt > now ? session.value : undefined
+  return Option.isSome(session) && session.value.expiresAt > now ? session.value : undefined
 }
 
 /**
