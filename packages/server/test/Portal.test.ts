@@ -399,11 +399,14 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
     expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(29 * 60_000)
   })
 
-  it("without a cookie, or with an altered one, every portal read is a 401", async () => {
+  it("without a cookie, or with an altered one, every portal read is a 401, and the session a 204", async () => {
     const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
     const [value, mac] = session.cookie.split(".") as [string, string]
     const altered = `${value.slice(0, -2)}AA.${mac}`
-    for (const path of ["/session", "/account", "/keys", "/usage"]) {
+    expect((await portal("/session")).status).toBe(204)
+    expect((await portal("/session", { headers: { cookie: altered } })).status).toBe(204)
+    expect((await portal("/session", { headers: { cookie: session.cookie } })).status).toBe(200)
+    for (const path of ["/account", "/keys", "/usage"]) {
       expect((await portal(path)).status, path).toBe(401)
       expect((await portal(path, { headers: { cookie: altered } })).status, path).toBe(401)
       expect((await portal(path, { headers: { cookie: session.cookie } })).status, path).toBe(200)

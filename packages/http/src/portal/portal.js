@@ -39,6 +39,7 @@ const api = async (method, path, body) => {
     credentials: "same-origin",
     ...(body === undefined ? {} : { body: JSON.stringify(body) })
   })
+  if (response.status === 204) return undefined
   const data = await response.json().catch(() => ({}))
   if (!response.ok) throw new PortalError(typeof data.error === "string" ? data.error : `HTTP ${response.status}`, response.status)
   return data
@@ -448,6 +449,7 @@ $("copy-key").addEventListener("click", (event) => {
   )
 })
 
-api("GET", "api/v1/portal/session").then(showDashboard, () => showSignIn()).catch((error) => {
+api("GET", "api/v1/portal/session").then((session) => session === undefined ? showSignIn() : showDashboard(session)).catch((error) => {
+  showSignIn()
   say(error instanceof Error ? error.message : String(error), "error")
 })

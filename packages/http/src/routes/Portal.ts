@@ -268,19 +268,33 @@ const sessionDocs = (summary: string, description: string, responses: Route.Docs
 
 const CHANGE = ` and the session's CSRF token in \`${PortalSession.csrfHeader}\`.`
 
-/** @category routes */
+/**
+ * `GET /api/v1/portal/session`: the session, or 204 when there is none. Every visit of a signed-out
+ * browser asks this, so it is no failed attempt for the abuse guard (a 401 would be one).
+ *
+ * @category routes
+ */
 export const session = Route.make(
   "GET",
   `${API}/session`,
   Effect.gen(function*() {
     const store = yield* AuthStore
     const key = yield* PortalSession.SessionKey
-    return Effect.gen(function*() {
-      const current = yield* requireSession(store, key, false)
-      return HttpServerResponse.jsonUnsafe(sessionView(current), { headers: noStore })
-    })
+    return requireSession(store, key, false).pipe(
+      Effect.map((current) => HttpServerResponse.jsonUnsafe(sessionView(current), { headers: noStore })),
+      Effect.catchTag("Unauthenticated", () => Effect.succeed(HttpServerResponse.empty({ status: 204, headers: noStore })))
+    )
   }),
-  sessionDocs("The portal session", ".", { 200: { description: "The session, as sign-in answered it" } })
+  {
+    summary: "The portal session",
+    description: "Portal session cookie, when there is one.",
+    tags: ["portal"],
+    security: "public",
+    responses: {
+      200: { description: "The session, as sign-in answered it" },
+      204: { description: "No session: never signed in, signed out, or ended" }
+    }
+  }
 )
 
 /** @category routes */
