@@ -319,6 +319,24 @@ describe("A Solana wallet found through the Wallet Standard signs in with the SI
   })
 })
 
+describe("An ADMIN key signs in from the page to its own account, which tops up nothing here", () => {
+  it("the key field is a password field, emptied after sign-in; the account's keys are listed", async () => {
+    const admin = await context.newPage()
+    await admin.goto(`${origin}/api-keys`)
+    if (await admin.locator("#dashboard").isVisible()) await admin.getByRole("button", { name: "Sign out" }).click()
+    const field = admin.getByLabel("ADMIN key", { exact: true })
+    expect(await field.getAttribute("type")).toBe("password")
+    await field.fill(server.credentials!.adminKey)
+    await field.press("Enter")
+    await admin.locator("#dashboard").waitFor({ state: "visible" })
+    expect(await admin.locator("#who").innerText()).toBe(server.credentials!.accountId)
+    expect(await field.inputValue()).toBe("")
+    expect(await admin.locator("#topup-section").isHidden()).toBe(true)
+    await expect.poll(() => admin.locator("#keys tbody").innerText()).toMatch(/ADMIN[\s\S]*active/)
+    await admin.close()
+  })
+})
+
 describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INFERENCE key, a bad signature or a replay does not", () => {
   it("the challenge is the server's EIP-4361 message for the checksummed address on Base", async () => {
     const account = privateKeyToAccount(generatePrivateKey())
