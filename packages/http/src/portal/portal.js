@@ -82,12 +82,15 @@ const base64 = (bytes) => btoa(Array.from(bytes, (b) => String.fromCharCode(b)).
 
 const randomHex32 = () => `0x${Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("")}`
 
+/** What went wrong, in words: wallets reject with plain `{code, message}` objects, not Errors. */
+const describeError = (error) => typeof error?.message === "string" ? error.message : String(error)
+
 const busy = async (button, run) => {
   button.disabled = true
   try {
     await run()
   } catch (error) {
-    say(error instanceof Error ? error.message : String(error), "error")
+    say(describeError(error), "error")
     if (error instanceof PortalError && error.statusCode === 401 && signedIn !== undefined) showSignIn()
   } finally {
     button.disabled = false
@@ -451,5 +454,5 @@ $("copy-key").addEventListener("click", (event) => {
 
 api("GET", "api/v1/portal/session").then((session) => session === undefined ? showSignIn() : showDashboard(session)).catch((error) => {
   showSignIn()
-  say(error instanceof Error ? error.message : String(error), "error")
+  say(describeError(error), "error")
 })
