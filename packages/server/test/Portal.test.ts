@@ -203,6 +203,18 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await shot("3-topped-up")
   })
 
+  it("tops up any amount of at least 5 USD: 7.25 more; under 5 the form does not submit", async () => {
+    await page.getByLabel("Amount in USD (at least 5)").fill("4.99")
+    await page.getByRole("button", { name: "Pay with USDC on Base" }).click()
+    expect(await page.locator("#topup-amount").evaluate((input: HTMLInputElement) => input.validity.rangeUnderflow)).toBe(true)
+    expect(await chain.balanceOf(payTo)).toBe(5_000_000n)
+    await page.getByLabel("Amount in USD (at least 5)").fill("7.25")
+    await page.getByRole("button", { name: "Pay with USDC on Base" }).click()
+    await expect.poll(() => text("#status"), { timeout: 30_000 }).toBe("Credited $7.25. Balance: $12.25.")
+    expect(await chain.balanceOf(payTo)).toBe(12_250_000n)
+    await expect.poll(() => page.locator("#transactions tbody tr").count()).toBe(2)
+  })
+
   it("creates an INFERENCE key, shown once with a copy button, listed as active", async () => {
     await page.getByLabel("Description").fill("my <b>app</b>")
     await page.getByLabel("Description").press("Enter")
@@ -235,7 +247,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     expect(Number(await bar.getAttribute("height"))).toBeGreaterThan(0)
     expect(await text("#usage-legend")).toMatch(/rpc/)
     const { balanceUsd } = await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json() as { balanceUsd: string }
-    expect(Number(balanceUsd)).toBeLessThan(5)
+    expect(Number(balanceUsd)).toBeLessThan(12.25)
     await expect.poll(() => text("#balance-usd")).toBe(`$${balanceUsd}`)
     // The signed-in page as docs/portal.md shows it (docs/portal-1280.png).
     await shot("portal-1280")
