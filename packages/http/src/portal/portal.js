@@ -72,7 +72,11 @@ const usdOfNumber = (value) => usd(value.toFixed(9).replace(/\.?0+$/, ""))
 
 /** A computed amount, rounded for a chart label. */
 const usdRounded = (value) =>
-  value.toLocaleString("en-US", { style: "currency", currency: "USD", maximumFractionDigits: value > 0 && value < 0.01 ? 6 : 2 })
+  value.toLocaleString("en-US", {
+    style: "currency",
+    currency: "USD",
+    ...(value > 0 && value < 0.01 ? { maximumSignificantDigits: 2 } : { minimumFractionDigits: 2, maximumFractionDigits: 2 })
+  })
 
 const when = (iso) => `${iso.slice(0, 10)} ${iso.slice(11, 16)}`
 
@@ -245,7 +249,7 @@ const drawChart = (usage) => {
   // As wide as the chart is shown, so that its labels keep their size on a phone.
   const width = Math.max(300, $("usage-chart").clientWidth || 640)
   const height = 200
-  const left = 76
+  const left = 84
   const bottom = 24
   const top = 8
   const colour = new Map(usage.skus.map(({ sku }, index) => [sku, PALETTE[index % PALETTE.length]]))
