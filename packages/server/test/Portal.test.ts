@@ -47,6 +47,8 @@ let context: BrowserContext
 let page: Page
 /** Every URL the browser asked for, to check none left the server. */
 const requested: Array<string> = []
+/** Errors the pages logged or threw: a CSP violation would be one. */
+const pageErrors: Array<string> = []
 /** What the injected wallet was asked to do, in order. */
 const walletCalls: Array<string> = []
 
@@ -109,6 +111,10 @@ beforeAll(async () => {
     viewport: { width: 1280, height: 900 }
   })
   context.on("request", (request) => requested.push(request.url()))
+  context.on("console", (message) => {
+    if (message.type() === "error") pageErrors.push(message.text())
+  })
+  context.on("weberror", (error) => pageErrors.push(String(error.error())))
   await context.exposeFunction("tollgateWallet", answerWallet)
   await context.addInitScript(() => {
     const bridge = (window as unknown as { tollgateWallet: (method: string, params: ReadonlyArray<unknown>) => Promise<unknown> }).tollgateWallet
@@ -282,9 +288,11 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     expect((await rpcCall(apiKey)).status).toBe(401)
   })
 
-  it("the page asked nothing of another host", () => {
+  it("the page asked nothing of another host and logged no error (no Content-Security-Policy violation)", () => {
     expect(requested.length).toBeGreaterThan(0)
     expect(requested.filter((url) => !url.startsWith(`${origin}/`))).toEqual([])
+    // The browser logs the 402 that opens each top-up's x402 flow (two top-ups); nothing else.
+    expect(pageErrors).toEqual(Array(2).fill("Failed to load resource: the server responded with a status of 402 (Payment Required)"))
   })
 })
 
