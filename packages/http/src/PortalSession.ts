@@ -41,6 +41,8 @@ export const Session = Schema.Struct({
   })),
   /** The ADMIN key that signed in (`via: "key"`): its revocation ends the session. */
   keyId: Schema.optionalKey(Schema.String),
+  /** That key's tier, which the keys made in the session get, as `POST /api_keys` gives them. */
+  tier: Schema.optionalKey(Schema.Literals(["default", "partner"])),
   csrfToken: Schema.String,
   expiresAt: Schema.Finite
 })
@@ -85,7 +87,7 @@ export const start = (principal: Principal.Principal, now: number): Session => (
   accountId: principal.accountId,
   ...(principal._tag === "Wallet"
     ? { via: "wallet" as const, wallet: { address: principal.address, family: principal.family, chainId: principal.chainId } }
-    : { via: "key" as const, keyId: principal.keyId }),
+    : { via: "key" as const, keyId: principal.keyId, tier: principal.tier }),
   csrfToken: Crypto.randomBytes(24).toString("base64url"),
   expiresAt: now + LIFETIME_MS
 })

@@ -464,7 +464,7 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
     expect(await keys()).toBe(before)
     const made = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie, "x-csrf-token": session.csrfToken }, body })
     expect(made.status).toBe(201)
-    expect(await made.json()).toMatchObject({ apiKeyType: "INFERENCE", description: "ci", apiKey: expect.any(String) })
+    expect(await made.json()).toMatchObject({ apiKeyType: "INFERENCE", tier: "default", description: "ci", apiKey: expect.any(String) })
     expect(await keys()).toBe(before + 1)
   })
 

@@ -382,6 +382,7 @@ export const account = Route.make(
 const keyView = (record: AuthModels.ApiKeyRecord) => ({
   id: record.id,
   apiKeyType: record.type,
+  tier: record.tier,
   description: record.description,
   createdAt: record.createdAt.toISOString(),
   expiresAt: record.expiresAt?.toISOString() ?? null,
@@ -425,7 +426,12 @@ export const createKey = Route.make(
     return Effect.gen(function*() {
       const current = yield* requireSession(store, key, true)
       const body = yield* RequestBody.schema(CreateKeyRequest)
-      const created = yield* auth.createKey({ accountId: current.accountId, type: "INFERENCE", description: body.description })
+      const created = yield* auth.createKey({
+        accountId: current.accountId,
+        type: "INFERENCE",
+        tier: current.tier ?? "default",
+        description: body.description
+      })
       return HttpServerResponse.jsonUnsafe({ ...keyView(created.record), apiKey: created.key }, { status: 201, headers: noStore })
     })
   }),
