@@ -1,5 +1,9 @@
-import { type CreditLedger, Money } from "@tollgate/core"
+import { CreditLedger, Jwt, Money } from "@tollgate/core"
+import * as Auth from "@tollgate/core/Auth"
+import * as AuthStore from "@tollgate/core/AuthStore"
+import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
+import { App, Handlers, ServiceInfo } from "../src/index.ts"
 import * as Portal from "../src/routes/Portal.ts"
 
 const DAY = 86_400_000
@@ -44,5 +48,42 @@ describe("The usage chart sums spend by UTC day and sku over the 30 days ending 
 
   it("the skus by their total over the window, largest first", () => {
     expect(spend.skus).toEqual([{ sku: "chat:qwen3-4b", amountUsd: "3" }, { sku: "rpc:base-mainnet", amountUsd: "0.75" }])
+  })
+})
+
+describe("The account lists its 20 latest credits, newest first", () => {
+  it("of 25 grants today, the last 20 in reverse order with their amounts", async () => {
+    const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+    const services = Layer.mergeAll(
+      Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
+      CreditLedger.layerMemory,
+      ServiceInfo.layer({ publicOrigin: "http://localhost" })
+    )
+    const seeded = await Effect.runPromise(Effect.gen(function*() {
+      const auth = yield* Auth.Auth
+      const ledger = yield* CreditLedger.CreditLedger
+      const account = yield* auth.createAccount({ id: "acct_busy" })
+      for (let grant = 1; grant <= 25; grant++) {
+        yield* ledger.grant({ accountId: account.id, amount: Money.usd(grant), reference: `grant-${grant}` })
+      }
+      const admin = yield* auth.createKey({ accountId: account.id, type: "ADMIN", description: "admin" })
+      return { admin: admin.key, services: yield* Effect.context<Auth.Auth | AuthStore.AuthStore | CreditLedger.CreditLedger | ServiceInfo.ServiceInfo>() }
+    }).pipe(Effect.provide(services)))
+    const app = Handlers.toWebHandler(App.layer(Portal.routes).pipe(Layer.provide(Layer.succeedContext(seeded.services))))
+    try {
+      const signIn = await app.handler(new Request("http://localhost/api/v1/portal/session", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ apiKey: seeded.admin })
+      }))
+      const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!
+      const account = await app.handler(new Request("http://localhost/api/v1/portal/account", { headers: { cookie } }))
+      const { transactions, balanceUsd } = await account.json() as { transactions: Array<{ kind: string; amountUsd: string }>; balanceUsd: string }
+      expect(balanceUsd).toBe("325")
+      expect(transactions.map((entry) => entry.amountUsd)).toEqual(Array.from({ length: 20 }, (_, index) => String(25 - index)))
+      expect(new Set(transactions.map((entry) => entry.kind))).toEqual(new Set(["grant"]))
+    } finally {
+      await app.dispose()
+    }
   })
 })

@@ -320,8 +320,8 @@ export const signOut = Route.make(
 const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", "grant", "refund"])
 
 /**
- * The journal entries of the window, oldest first, at most `MAX_ENTRIES`. Journal ids start with
- * their millisecond, so the window starts at an id.
+ * The journal entries since `since`, oldest first, at most `MAX_ENTRIES`. Journal ids start with
+ * their millisecond, so a window starts at an id.
  */
 const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, since: number) =>
   Effect.gen(function*() {
@@ -334,6 +334,24 @@ const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: s
       after = page.at(-1)!.id
     }
     return entries
+  })
+
+/**
+ * The latest credits of the window, newest first. The journal reads forward only and mostly holds
+ * the holds and captures of calls, so the last day is read first: a busy account whose 30 days
+ * exceed what one read takes still sees today's top-ups; the whole window is read only when the
+ * day has too few.
+ */
+const recentCredits = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, now: number) =>
+  Effect.gen(function*() {
+    const credits = new Map<string, CreditLedger.JournalEntry>()
+    for (const days of [1, WINDOW_DAYS]) {
+      for (const entry of yield* journalSince(ledger, accountId, now - days * CreditLedger.DAY_MS)) {
+        if (transactionKinds.has(entry.kind)) credits.set(entry.id, entry)
+      }
+      if (credits.size >= RECENT_TRANSACTIONS) break
+    }
+    return [...credits.values()].sort((a, b) => CreditLedger.compareIds(b.id, a.id)).slice(0, RECENT_TRANSACTIONS)
   })
 
 /**
@@ -357,8 +375,7 @@ export const account = Route.make(
       }
       const now = yield* Clock.currentTimeMillis
       const balance = yield* ledger.balance(current.accountId)
-      const journal = yield* journalSince(ledger, current.accountId, now - WINDOW_DAYS * CreditLedger.DAY_MS)
-      const transactions = journal.filter((entry) => transactionKinds.has(entry.kind)).slice(-RECENT_TRANSACTIONS).reverse()
+      const transactions = yield* recentCredits(ledger, current.accountId, now)
       return HttpServerResponse.jsonUnsafe({
         accountId: current.accountId,
         balanceUsd: Money.formatUsd(balance.usd),
@@ -544,4 +561,17 @@ export const usage = Route.make(
 )
 
 /** @category routes */
-export const routes = [page, script, stylesheet, challenge, signIn, session, signOut, account, listKeys, createKey, revokeKey, usage] as const
+export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | ServiceInfo>> = [
+  page,
+  script,
+  stylesheet,
+  challenge,
+  signIn,
+  session,
+  signOut,
+  account,
+  listKeys,
+  createKey,
+  revokeKey,
+  usage
+]
