@@ -342,8 +342,11 @@ describe("A Solana wallet found through the Wallet Standard signs in with the SI
 describe("An ADMIN key signs in from the page to its own account, which tops up nothing here", () => {
   it("the key field is a password field, emptied after sign-in; the account's keys are listed", async () => {
     const admin = await context.newPage()
+    // The page first asks whether the browser is signed in (the Solana wallet may still be): wait for the answer.
+    const checked = admin.waitForResponse((response) => response.url() === `${origin}/api/v1/portal/session`)
     await admin.goto(`${origin}/api-keys`)
-    if (await admin.locator("#dashboard").isVisible()) await admin.getByRole("button", { name: "Sign out" }).click()
+    if ((await checked).status() === 200) await admin.getByRole("button", { name: "Sign out" }).click()
+    await admin.locator("#signin").waitFor({ state: "visible" })
     const field = admin.getByLabel("ADMIN key", { exact: true })
     expect(await field.getAttribute("type")).toBe("password")
     await field.fill(server.credentials!.adminKey)
