@@ -43,4 +43,17 @@ describe.each([
     expect(balanceOf(first.response)).toBe(25)
     expect(balanceOf(second.response)).toBeLessThan(25)
   })
+
+  it("the portal (/api-keys) and what it loads, addressed relative to the page, answer through the host", async () => {
+    const page = `${host.url}${host.prefix}/api-keys`
+    const response = await fetch(page)
+    expect(response.status).toBe(200)
+    const html = await response.text()
+    const assets = [...html.matchAll(/(?:src|href)="(portal\/[^"]+)"/g)].map((match) => new URL(match[1]!, page).href)
+    expect(assets).toEqual([`${host.url}${host.prefix}/portal/portal.css`, `${host.url}${host.prefix}/portal/portal.js`])
+    for (const asset of assets) expect((await fetch(asset)).status, asset).toBe(200)
+    const account = await fetch(new URL("api/v1/portal/account", page))
+    expect(account.status).toBe(401)
+    expect(await account.json()).toEqual({ error: expect.any(String) })
+  })
 })

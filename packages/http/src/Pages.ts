@@ -1,8 +1,9 @@
 /**
- * The pages the 402 bodies link to: `GET /api-keys` (how a caller gets an API key),
- * `GET /docs/authentication` (API keys and wallet sign-in) and `GET /docs/wallets` (paying with a
- * wallet over x402). Short, self-contained HTML with no request outside the server, so a client
- * that follows a link from a 402 lands on something that explains the next step.
+ * The pages the 402 bodies link to: `GET /docs/authentication` (API keys and wallet sign-in) and
+ * `GET /docs/wallets` (paying with a wallet over x402); `GET /api-keys`, where a caller gets a key,
+ * is the portal (`routes/Portal.ts`). Short, self-contained HTML with no request outside the
+ * server, so a client that follows a link from a 402 lands on something that explains the next
+ * step.
  *
  * @since 0.1.0
  */
@@ -19,7 +20,12 @@ export const authenticationPath = "/docs/authentication" as const
 /** @category constants */
 export const walletsPath = "/docs/wallets" as const
 
-const escape = (text: string) => text.replace(/[&<>"]/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
+/**
+ * Text as HTML text or a quoted attribute value.
+ *
+ * @category rendering
+ */
+export const escape = (text: string): string => text.replace(/[&<>"]/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
 
 /**
  * A page: the title, then paragraphs of trusted HTML (ours), with the links every page shares.
@@ -46,14 +52,6 @@ export const render = (title: string, body: ReadonlyArray<string>): string => `<
   </body>
 </html>
 `
-
-const apiKeys = render("Getting an API key", [
-  "<p>API keys are issued by the operator of this service. Ask them for an <code>INFERENCE</code> key (it calls the API) or an <code>ADMIN</code> key (it also manages the account's keys and reads its billing).</p>",
-  "<p>With an ADMIN key you mint more keys for your account yourself:</p>",
-  "<pre>curl -X POST /api/v1/api_keys -H 'Authorization: Bearer $ADMIN_KEY' \\\n  -H 'content-type: application/json' -d '{\"apiKeyType\":\"INFERENCE\",\"description\":\"my app\"}'</pre>",
-  "<p>The key is shown once, in that response. Send it on every call as <code>Authorization: Bearer &lt;key&gt;</code>.</p>",
-  `<p>No key? A crypto wallet works too: see <a href="${walletsPath}">wallets</a>.</p>`
-])
 
 const authentication = render("Authentication", [
   "<p>Every paid call needs one of two credentials:</p>",
@@ -83,12 +81,11 @@ const page = (path: `/${string}`, summary: string, html: string): Route.Route<ne
   })
 
 /**
- * The three pages as routes.
+ * The two pages as routes.
  *
  * @category routes
  */
 export const routes: ReadonlyArray<Route.Route<never>> = [
-  page(apiKeysPath, "How to get an API key", apiKeys),
   page(authenticationPath, "How to authenticate: API keys and wallet sign-in", authentication),
   page(walletsPath, "How to pay with a wallet (x402)", wallets)
 ]

@@ -35,7 +35,7 @@ import {
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
-import { HoldSweeper, Metered } from "@tollgate/http"
+import { HoldSweeper, Metered, PortalSession } from "@tollgate/http"
 import * as PerCallPayment from "@tollgate/http/PerCallPayment"
 import * as X402Route from "@tollgate/http/routes/X402"
 import {
@@ -394,7 +394,8 @@ export const layer = (config: ServerConfig) =>
         ...(chat.searxngUrl === undefined ? {} : { web: WebSearch.searxng(chat.searxngUrl) }),
         ...(chat.scraping === true ? { scrape: WebSearch.scraper() } : {})
       }),
-      DocumentExtractor.layer()
+      DocumentExtractor.layer(),
+      PortalSession.layerFromSigningKey(key)
     ).pipe(Layer.provideMerge(stores(config)))
     const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)

@@ -104,3 +104,30 @@ describe.skipIf(redis === undefined)("A video job lives on Redis: queued on one 
     }
   }, 60_000)
 })
+
+describe.skipIf(redis === undefined)("A portal session opened on one instance is accepted by the other (its seal is derived from the shared signing key)", () => {
+  it("signed in with the ADMIN key on one, the account and keys read on both; a key made on the second is listed on the first", async () => {
+    const [first, second] = instances as [Instance, Instance]
+    const signIn = await fetch(`${first.origin}/api/v1/portal/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ apiKey: adminKey })
+    })
+    expect(signIn.status).toBe(200)
+    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!
+    const { csrfToken } = await signIn.json() as { csrfToken: string }
+    for (const instance of [first, second]) {
+      const account = await fetch(`${instance.origin}/api/v1/portal/account`, { headers: { cookie } })
+      expect(account.status).toBe(200)
+      expect(await account.json()).toMatchObject({ accountId: "acct_other" })
+    }
+    const made = await fetch(`${second.origin}/api/v1/portal/keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie, "x-csrf-token": csrfToken },
+      body: JSON.stringify({ description: "made on the second" })
+    })
+    expect(made.status).toBe(201)
+    const listed = await (await fetch(`${first.origin}/api/v1/portal/keys`, { headers: { cookie } })).json() as { data: Array<{ description: string }> }
+    expect(listed.data.map((key) => key.description)).toContain("made on the second")
+  })
+})

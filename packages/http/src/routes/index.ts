@@ -13,6 +13,7 @@ import * as Embeddings from "./Embeddings.ts"
 import * as Image from "./Image.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
+import * as Portal from "./Portal.ts"
 import * as RateLimits from "./RateLimits.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
@@ -35,7 +36,8 @@ const routes = [
   X402.balance,
   ...Billing.routes,
   ...ApiKeys.routes,
-  ...RateLimits.routes
+  ...RateLimits.routes,
+  ...Portal.routes
 ] as const
 
 /** What a route needs, so that `all` needs the union of every route's services. */

@@ -1,0 +1,577 @@
+/**
+ * The self-service portal: `GET /api-keys`, the page every 402 links to as `getKey`, where a
+ * customer signs in with a wallet (sign-in-with-x: an injected EIP-1193 wallet on Base, a Solana
+ * Wallet Standard wallet) or an ADMIN key, sees the balance, the staked-token allowance and the
+ * top-ups, tops up through x402 from the browser, makes and revokes INFERENCE keys and watches the
+ * spend of the last 30 days.
+ *
+ * The page is hand-written HTML, CSS and JavaScript in `src/portal/`, served as they are (no build
+ * step, nothing from another host) under a Content-Security-Policy that allows only this server's
+ * own scripts and styles. It reads and changes the account through the `/api/v1/portal/*` routes
+ * here, behind the session cookie of `PortalSession`; every state change also needs the session's
+ * CSRF token. They call the same services as the key and billing endpoints (`Auth`, the
+ * `CreditLedger` journal and usage entries); the top-up itself is the x402 endpoint's.
+ *
+ * @since 0.1.0
+ */
+import { type Auth as AuthModels, CreditLedger, Errors, Money, Principal, Siwx, Staking, Usage, X402 } from "@tollgate/core"
+import { Auth } from "@tollgate/core/Auth"
+import { AuthStore } from "@tollgate/core/AuthStore"
+import { Clock, Effect, Option, Schema } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Fs from "node:fs"
+import * as Pages from "../Pages.ts"
+import * as PortalSession from "../PortalSession.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as RequestQuery from "../RequestQuery.ts"
+import * as Route from "../Route.ts"
+import { ServiceInfo } from "../ServiceInfo.ts"
+
+const API = "/api/v1/portal"
+
+/** How far back the usage chart and the transactions reach. @category constants */
+export const WINDOW_DAYS = 30
+
+/** Calls listed in the usage table, newest first. @category constants */
+export const RECENT_CALLS = 50
+
+/** Top-ups, grants and refunds listed, newest first. @category constants */
+export const RECENT_TRANSACTIONS = 20
+
+/** The most entries read for one answer: the ledger's default memory cap per account. */
+const MAX_ENTRIES = CreditLedger.DEFAULT_MAX_ENTRIES
+
+const PAGE = 500
+
+/**
+ * What the page and its assets may do: scripts and styles of this server only, requests to it
+ * only, no frames, no plugins, no inline anything.
+ *
+ * @category constants
+ */
+export const contentSecurityPolicy = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'"
+].join("; ")
+
+const pageHeaders = {
+  "content-security-policy": contentSecurityPolicy,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-cache"
+}
+
+const noStore = { "cache-control": "no-store, private" }
+
+/** The assets, from `src/portal/` (shipped in the package beside `dist/`, so both find it). */
+const asset = (name: string) => Fs.readFileSync(new URL(`../../src/portal/${name}`, import.meta.url), "utf8")
+
+const unauthenticated = new Errors.Unauthenticated({ message: "Sign in to the portal first (the session may have ended)" })
+
+const assetRoute = (name: string, contentType: string) =>
+  Route.make("GET", `/portal/${name}`, Effect.sync(() => {
+    const body = asset(name)
+    return Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))
+  }), {
+    summary: `Portal asset ${name}`,
+    tags: ["portal"],
+    security: "public",
+    responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
+  })
+
+/**
+ * `GET /api-keys`: the portal page, with this server's origin in its terminal example.
+ *
+ * @category routes
+ */
+export const page = Route.make(
+  "GET",
+  Pages.apiKeysPath,
+  Effect.map(ServiceInfo, (info) => {
+    const html = asset("index.html").replaceAll("{{origin}}", Pages.escape(info.publicOrigin))
+    return Effect.sync(() => HttpServerResponse.html(html).pipe(HttpServerResponse.setHeaders(pageHeaders)))
+  }),
+  {
+    summary: "Get an API key: the self-service portal",
+    description: "Sign in with a wallet or an ADMIN key; see the balance, top up, make keys, watch usage.",
+    tags: ["portal"],
+    security: "public",
+    responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
+  }
+)
+
+/** @category routes */
+export const script = assetRoute("portal.js", "text/javascript; charset=utf-8")
+
+/** @category routes */
+export const stylesheet = assetRoute("portal.css", "text/css; charset=utf-8")
+
+/**
+ * The session of the request, checked: sealed by this server, not ended, and for an ADMIN key, the
+ * key still standing. A state change must also carry the session's CSRF token.
+ */
+const requireSession = (store: AuthStore["Service"], key: Uint8Array, change: boolean) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const now = yield* Clock.currentTimeMillis
+    const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
+    const session = cookie === undefined ? undefined : PortalSession.open(key, cookie, now)
+    if (session === undefined) return yield* unauthenticated
+    if (session.keyId !== undefined) {
+      const status = yield* store.keyStatus(session.accountId, session.keyId)
+      if (!status.accountExists || status.revoked) return yield* unauthenticated
+    }
+    if (change && !PortalSession.csrfMatches(session, request.headers[PortalSession.csrfHeader])) {
+      return yield* new Errors.Forbidden({ message: `A change needs the session's CSRF token in ${PortalSession.csrfHeader}` })
+    }
+    return session
+  })
+
+const sessionView = (session: PortalSession.Session) => ({
+  accountId: session.accountId,
+  via: session.via,
+  wallet: session.wallet ?? null,
+  csrfToken: session.csrfToken,
+  expiresAt: new Date(session.expiresAt).toISOString()
+})
+
+/** @category schemas */
+export const ChallengeQuery = Schema.Struct({
+  family: Schema.Literals(["evm", "solana"]),
+  address: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
+})
+
+/**
+ * `GET /api/v1/portal/challenge`: the sign-in message for a wallet to sign, formatted here from a
+ * fresh challenge so the page needs no EIP-55 or SIWS formatting of its own.
+ *
+ * @category routes
+ */
+export const challenge = Route.make(
+  "GET",
+  `${API}/challenge`,
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    return Effect.gen(function*() {
+      const query = yield* RequestQuery.schema(ChallengeQuery)
+      const wallet = X402.parseWalletAddress(query.address)
+      if (Option.isNone(wallet) || wallet.value.family !== query.family) {
+        return yield* new Errors.InvalidRequest({ message: `address is not ${query.family === "evm" ? "an EVM" : "a Solana"} address` })
+      }
+      const fresh = yield* auth.siwxChallenge
+      const chain = fresh.supportedChains.find((candidate) => X402.familyOf(candidate.chainId) === query.family)
+      if (chain === undefined) return yield* new Errors.InvalidRequest({ message: `This server accepts no ${query.family} sign-in` })
+      const message = yield* Effect.fromResult(Siwx.format(query.family, { ...fresh.info, address: wallet.value.address, chainId: chain.chainId })).pipe(
+        Effect.mapError((error) => new Errors.InvalidRequest({ message: error.reason }))
+      )
+      return HttpServerResponse.jsonUnsafe({ message, chainId: chain.chainId, expiresAt: fresh.info.expirationTime }, { headers: noStore })
+    })
+  }),
+  {
+    summary: "A sign-in message for a wallet",
+    description: "The SIWX text (EIP-4361 for EVM, SIWS for Solana) the wallet signs to open a portal session.",
+    tags: ["portal"],
+    security: "public",
+    query: ChallengeQuery,
+    responses: {
+      200: { description: "`message` to sign, its `chainId` and when it expires" },
+      400: { description: "Not an address of the family", schema: Errors.DetailedError }
+    }
+  }
+)
+
+/** @category schemas */
+export const SignInRequest = Schema.Union([
+  Schema.Struct({
+    wallet: Schema.Struct({
+      address: Schema.String.check(Schema.isMaxLength(64)),
+      message: Schema.String.check(Schema.isMaxLength(4096)),
+      signature: Schema.String.check(Schema.isMaxLength(4096)),
+      chainId: Schema.String.check(Schema.isMaxLength(128))
+    })
+  }),
+  Schema.Struct({ apiKey: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4096)) })
+])
+
+/**
+ * `POST /api/v1/portal/session`: signs in with a signed message or an ADMIN key, through `Auth`
+ * as a paid call would (a wallet's nonce is spent), and sets the session cookie.
+ *
+ * @category routes
+ */
+export const signIn = Route.make(
+  "POST",
+  `${API}/session`,
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const info = yield* ServiceInfo
+    const secure = info.publicOrigin.startsWith("https:")
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      // A cross-site form can post a JSON-looking body as text/plain but never as application/json
+      // (that needs a CORS preflight, which nothing here answers): no signing in from another site.
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (!/^application\/json\s*(;|$)/iu.test(request.headers["content-type"] ?? "")) {
+        return yield* new Errors.InvalidRequest({ message: "Sign-in takes a JSON body (content-type: application/json)" })
+      }
+      const body = yield* RequestBody.schema(SignInRequest)
+      const headers = "wallet" in body
+        ? {
+          "sign-in-with-x": Buffer.from(JSON.stringify({
+            ...body.wallet,
+            type: X402.familyOf(body.wallet.chainId) === "solana" ? "ed25519" : "eip191"
+          })).toString("base64")
+        }
+        : { authorization: `Bearer ${body.apiKey}` }
+      const principal = yield* auth.authenticate(headers)
+      if (Option.isNone(principal)) return yield* unauthenticated
+      if (principal.value._tag === "ApiKey") yield* auth.requireAdmin(principal.value)
+      const now = yield* Clock.currentTimeMillis
+      const session = PortalSession.start(principal.value, now)
+      return HttpServerResponse.jsonUnsafe(sessionView(session), {
+        headers: {
+          ...noStore,
+          "set-cookie": PortalSession.setCookie(PortalSession.seal(key, session), { secure })
+        }
+      })
+    })
+  }),
+  {
+    summary: "Sign in to the portal",
+    description: "`{wallet: {address, message, signature, chainId}}` (the message of /portal/challenge, signed) or " +
+      "`{apiKey}` (an ADMIN key). Sets the session cookie; the answer carries the CSRF token for changes.",
+    tags: ["portal"],
+    security: "public",
+    request: { contentType: "application/json", schema: SignInRequest },
+    responses: {
+      200: { description: "The session: account, how it signed in, `csrfToken`, `expiresAt`", headers: ["set-cookie"] },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      401: { description: "The signature or key is not valid", schema: Errors.StandardError },
+      403: { description: "Not an ADMIN key", schema: Errors.StandardError }
+    }
+  }
+)
+
+const sessionDocs = (summary: string, description: string, responses: Route.Docs["responses"]): Route.Docs => ({
+  summary,
+  description: `Portal session cookie${description}`,
+  tags: ["portal"],
+  security: "public",
+  responses: { ...responses, 401: { description: "No portal session, or it ended", schema: Errors.StandardError } }
+})
+
+const CHANGE = ` and the session's CSRF token in \`${PortalSession.csrfHeader}\`.`
+
+/**
+ * `GET /api/v1/portal/session`: the session, or 204 when there is none. Every visit of a signed-out
+ * browser asks this, so it is no failed attempt for the abuse guard (a 401 would be one).
+ *
+ * @category routes
+ */
+export const session = Route.make(
+  "GET",
+  `${API}/session`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const key = yield* PortalSession.SessionKey
+    return requireSession(store, key, false).pipe(
+      Effect.map((current) => HttpServerResponse.jsonUnsafe(sessionView(current), { headers: noStore })),
+      Effect.catchTag("Unauthenticated", () => Effect.succeed(HttpServerResponse.empty({ status: 204, headers: noStore })))
+    )
+  }),
+  {
+    summary: "The portal session",
+    description: "Portal session cookie, when there is one.",
+    tags: ["portal"],
+    security: "public",
+    responses: {
+      200: { description: "The session, as sign-in answered it" },
+      204: { description: "No session: never signed in, signed out, or ended" }
+    }
+  }
+)
+
+/** @category routes */
+export const signOut = Route.make(
+  "DELETE",
+  `${API}/session`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const info = yield* ServiceInfo
+    const secure = info.publicOrigin.startsWith("https:")
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      yield* requireSession(store, key, true)
+      return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
+        headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
+      })
+    })
+  }),
+  sessionDocs("Sign out of the portal", CHANGE, { 200: { description: "The cookie is cleared" } })
+)
+
+/** The credits; a stake is shown as the allowance it gives, not as a line. */
+const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", "grant", "refund"])
+
+/**
+ * The journal entries since `since`, oldest first, at most `MAX_ENTRIES`. Journal ids start with
+ * their millisecond, so a window starts at an id.
+ */
+const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, since: number) =>
+  Effect.gen(function*() {
+    const entries: Array<CreditLedger.JournalEntry> = []
+    let after = `${since}-0`
+    while (entries.length < MAX_ENTRIES) {
+      const page = yield* ledger.journal(accountId, { after, limit: PAGE })
+      entries.push(...page)
+      if (page.length < PAGE) break
+      after = page.at(-1)!.id
+    }
+    return entries
+  })
+
+/**
+ * The latest credits of the window, newest first. The journal reads forward only and mostly holds
+ * the holds and captures of calls, so the last day is read first: a busy account whose 30 days
+ * exceed what one read takes still sees today's top-ups; the whole window is read only when the
+ * day has too few.
+ */
+const recentCredits = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, now: number) =>
+  Effect.gen(function*() {
+    const credits = new Map<string, CreditLedger.JournalEntry>()
+    for (const days of [1, WINDOW_DAYS]) {
+      for (const entry of yield* journalSince(ledger, accountId, now - days * CreditLedger.DAY_MS)) {
+        if (transactionKinds.has(entry.kind)) credits.set(entry.id, entry)
+      }
+      if (credits.size >= RECENT_TRANSACTIONS) break
+    }
+    return [...credits.values()].sort((a, b) => CreditLedger.compareIds(b.id, a.id)).slice(0, RECENT_TRANSACTIONS)
+  })
+
+/**
+ * `GET /api/v1/portal/account`: the balance, today's staked-token allowance (read from chain first
+ * for a wallet, as a paid call would) and the credits of the last 30 days.
+ *
+ * @category routes
+ */
+export const account = Route.make(
+  "GET",
+  `${API}/account`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const ledger = yield* CreditLedger.CreditLedger
+    const staking = yield* Staking.Staking
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      const current = yield* requireSession(store, key, false)
+      if (current.wallet !== undefined) {
+        yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
+      }
+      const now = yield* Clock.currentTimeMillis
+      const balance = yield* ledger.balance(current.accountId)
+      const transactions = yield* recentCredits(ledger, current.accountId, now)
+      return HttpServerResponse.jsonUnsafe({
+        accountId: current.accountId,
+        balanceUsd: Money.formatUsd(balance.usd),
+        availableUsd: Money.formatUsd(balance.availableUsd),
+        stakedTokens: balance.stakedTokens,
+        allowanceUsd: Money.formatUsd(balance.availableAllowance),
+        transactions: transactions.map((entry) => ({
+          id: entry.id,
+          timestamp: new Date(entry.timestamp).toISOString(),
+          kind: entry.kind,
+          amountUsd: Money.formatUsd(entry.delta),
+          currency: entry.currency,
+          reference: entry.reference
+        }))
+      }, { headers: noStore })
+    })
+  }),
+  sessionDocs("The account's balance and credits", ".", { 200: { description: "Balance, allowance and the last credits" } })
+)
+
+const keyView = (record: AuthModels.ApiKeyRecord) => ({
+  id: record.id,
+  apiKeyType: record.type,
+  tier: record.tier,
+  description: record.description,
+  createdAt: record.createdAt.toISOString(),
+  expiresAt: record.expiresAt?.toISOString() ?? null,
+  revokedAt: record.revokedAt?.toISOString() ?? null
+})
+
+/** @category routes */
+export const listKeys = Route.make(
+  "GET",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const auth = yield* Auth
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      const current = yield* requireSession(store, key, false)
+      const keys = yield* auth.listKeys(current.accountId)
+      return HttpServerResponse.jsonUnsafe({ data: keys.map(keyView) }, { headers: noStore })
+    })
+  }),
+  sessionDocs("The account's API keys", ".", { 200: { description: "Metadata of every key of the account" } })
+)
+
+/** @category schemas */
+export const CreateKeyRequest = Schema.Struct({
+  description: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(256))
+})
+
+/**
+ * `POST /api/v1/portal/keys`: an INFERENCE key for the session's account, shown once.
+ *
+ * @category routes
+ */
+export const createKey = Route.make(
+  "POST",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const auth = yield* Auth
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      const current = yield* requireSession(store, key, true)
+      const body = yield* RequestBody.schema(CreateKeyRequest)
+      const created = yield* auth.createKey({
+        accountId: current.accountId,
+        type: "INFERENCE",
+        tier: current.tier ?? "default",
+        description: body.description
+      })
+      return HttpServerResponse.jsonUnsafe({ ...keyView(created.record), apiKey: created.key }, { status: 201, headers: noStore })
+    })
+  }),
+  {
+    ...sessionDocs("Create an INFERENCE key", CHANGE, {
+      201: { description: "The new key (`apiKey`), shown this once, and its metadata" },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      403: { description: "No CSRF token", schema: Errors.StandardError }
+    }),
+    request: { contentType: "application/json", schema: CreateKeyRequest }
+  }
+)
+
+/** @category routes */
+export const revokeKey = Route.make(
+  "DELETE",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const auth = yield* Auth
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      const current = yield* requireSession(store, key, true)
+      const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
+      yield* auth.revokeKey(current.accountId, query.id)
+      return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
+    })
+  }),
+  sessionDocs("Revoke a key of the account", CHANGE, {
+    200: { description: "The key is revoked" },
+    403: { description: "No CSRF token", schema: Errors.StandardError },
+    404: { description: "No key with this id in the account", schema: Errors.StandardError }
+  })
+)
+
+/**
+ * The usage of the window, newest first, at most `MAX_ENTRIES`: the entries the billing reports
+ * page through.
+ */
+const usageSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, from: number) =>
+  Effect.gen(function*() {
+    const entries: Array<CreditLedger.UsageEntry> = []
+    let after: string | undefined
+    while (entries.length < MAX_ENTRIES) {
+      const page = yield* ledger.usage(accountId, { from, order: "desc", limit: PAGE, after })
+      entries.push(...page.entries)
+      if (page.next === undefined) break
+      after = page.next
+    }
+    return entries
+  })
+
+const dateOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+
+/**
+ * Spend by UTC day and sku over the window, every day present (an empty one has no skus).
+ *
+ * @category aggregation
+ */
+export const spendByDay = (entries: ReadonlyArray<CreditLedger.UsageEntry>, now: number) => {
+  const firstDay = CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)
+  const days = Array.from({ length: WINDOW_DAYS }, () => new Map<string, number>())
+  const totals = new Map<string, number>()
+  for (const entry of entries) {
+    const day = days[CreditLedger.dayOf(entry.timestamp) - firstDay]
+    if (day === undefined) continue
+    day.set(entry.sku, (day.get(entry.sku) ?? 0) + entry.amount)
+    totals.set(entry.sku, (totals.get(entry.sku) ?? 0) + entry.amount)
+  }
+  return {
+    skus: [...totals].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([sku, amount]) => ({
+      sku,
+      amountUsd: Money.formatUsd(Money.unsafeNano(amount))
+    })),
+    days: days.map((skus, index) => ({
+      date: dateOf((firstDay + index) * CreditLedger.DAY_MS),
+      amountUsd: Money.formatUsd(Money.unsafeNano([...skus.values()].reduce((sum, amount) => sum + amount, 0))),
+      skus: [...skus].map(([sku, amount]) => ({ sku, amountUsd: Money.formatUsd(Money.unsafeNano(amount)) }))
+    }))
+  }
+}
+
+/**
+ * `GET /api/v1/portal/usage`: spend by day and sku over 30 days, and the latest calls as the
+ * billing reports show them.
+ *
+ * @category routes
+ */
+export const usage = Route.make(
+  "GET",
+  `${API}/usage`,
+  Effect.gen(function*() {
+    const store = yield* AuthStore
+    const ledger = yield* CreditLedger.CreditLedger
+    const key = yield* PortalSession.SessionKey
+    return Effect.gen(function*() {
+      const current = yield* requireSession(store, key, false)
+      const now = yield* Clock.currentTimeMillis
+      const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
+      const entries = yield* usageSince(ledger, current.accountId, from)
+      return HttpServerResponse.jsonUnsafe({
+        ...spendByDay(entries, now),
+        recent: entries.slice(0, RECENT_CALLS).map(Usage.toWire)
+      }, { headers: noStore })
+    })
+  }),
+  sessionDocs("Spend by day and sku, and the latest calls", ".", {
+    200: { description: "`days` (30, oldest first), `skus` by total, `recent` usage entries" }
+  })
+)
+
+/** @category routes */
+export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | ServiceInfo>> = [
+  page,
+  script,
+  stylesheet,
+  challenge,
+  signIn,
+  session,
+  signOut,
+  account,
+  listKeys,
+  createKey,
+  revokeKey,
+  usage
+]
