@@ -495,7 +495,7 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
 
 describe("/api-keys, the 402's getKey link, is the portal and its terminal example works as printed", () => {
   it("the 402 links to /api-keys, which serves the portal with its assets under the same policy", async () => {
-    const paid = await fetch(`${server.api}/crypto/rpc/base-mainnet`, { method: "POST", headers: json, body: "{}" })
+    const paid = await fetch(`${server.api}/crypto/rpc/base-mainnet`, { method: "POST", headers: json, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" }) })
     const { authOptions } = await paid.json() as { authOptions: { apiKey: { getKey: string } } }
     expect(authOptions.apiKey.getKey).toBe(`${origin}/api-keys`)
     for (const path of ["/api-keys", "/portal/portal.js", "/portal/portal.css"]) {
