@@ -6,6 +6,7 @@
  */
 import { Anvil, FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
 import * as Fs from "node:fs"
+import { createClient } from "redis"
 import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -268,11 +269,29 @@ describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two serv
 
   afterAll(() => Promise.all(servers.map((server) => server.stop())))
 
-  it("1,000 concurrent paid calls on a balance for 100: exactly 100 x 200 and 900 x 402, no 429", async () => {
-    const statuses = await Promise.all(Array.from({ length: 1_000 }, (_, i) => image(servers[i % 2]!, hundredKey)))
+  it("1,000 concurrent paid calls on a balance for 100: exactly 100 x 200 and 900 x 402 with the insufficient-balance body, no 429, the balance ends at 0", async () => {
+    const answers = await Promise.all(Array.from({ length: 1_000 }, (_, i) =>
+      fetch(`${servers[i % 2]!.api}/image/generate`, {
+        method: "POST",
+        headers: { ...bearer(hundredKey), "content-type": "application/json" },
+        body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
+      }).then(async (response) => ({ status: response.status, body: response.status === 402 ? await response.json() : await response.arrayBuffer() }))))
+    const statuses = answers.map((answer) => answer.status)
     const count = (wanted: number) => statuses.filter((s) => s === wanted).length
     expect({ ok: count(200), paymentRequired: count(402), other: statuses.filter((s) => s !== 200 && s !== 402) })
       .toEqual({ ok: 100, paymentRequired: 900, other: [] })
+    const refusals = new Set(answers.filter((answer) => answer.status === 402).map((answer) => JSON.stringify(answer.body)))
+    expect([...refusals].map((body) => JSON.parse(body))).toEqual([
+      { error: "Insufficient balance to pay for this request", code: "INSUFFICIENT_BALANCE" }
+    ])
+    // 100 images at 0.001 USD took the whole 0.10, and no hold is left open.
+    const client = createClient({ url: redisUrl! })
+    await client.connect()
+    try {
+      expect(await client.hmGet("tg:cl:{acct_hundred}:a", ["usd", "held", "open"])).toEqual(["0", "0", "0"])
+    } finally {
+      await client.quit()
+    }
     // The 900 honest 402s did not block the key.
     expect(await status(await fetch(`${servers[0]!.api}/api_keys/rate_limits`, { headers: bearer(hundredKey) }))).toBe(200)
   }, 180_000)
