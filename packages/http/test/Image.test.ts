@@ -189,8 +189,10 @@ describe("Bad image requests are a 400 DetailedError, with nothing held or charg
     expect((await generate("{not json")).status).toBe(400)
   })
 
-  it("a valid request without credentials is a 402 and one with a bad key a 401", async () => {
-    expect((await generate({ model: "local-renderer", prompt: "a" }, {})).status).toBe(402)
+  it("a valid request without credentials is the 402 discovery answer and one with a bad key a 401", async () => {
+    const anonymous = await generate({ model: "local-renderer", prompt: "a" }, {})
+    expect(anonymous.status).toBe(402)
+    expect(await anonymous.json()).toEqual(TestApp.discoveryBody("/api/v1/image/generate"))
     expect((await generate({ model: "local-renderer", prompt: "a" }, { authorization: "Bearer nope" })).status).toBe(401)
   })
 })

@@ -3,6 +3,7 @@ import { FreePort, RedisServer } from "@tollgate/testkit"
 import * as fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as RpcHarness from "./RpcHarness.ts"
+import * as TestApp from "./support/TestApp.ts"
 
 const call = (method: string, id: number | string = 1, params: ReadonlyArray<unknown> = []) => ({ jsonrpc: "2.0", id, method, params })
 
@@ -227,6 +228,7 @@ describe("RPC proxy: a malformed request is a 400 that reaches no upstream and c
     const before = upstream.requests()
     const response = await harness.fetch("ethereum-mainnet", call("eth_blockNumber"), { authorization: null })
     expect(response.status).toBe(402)
+    expect(await response.json()).toEqual(TestApp.discoveryBody("/api/v1/crypto/rpc/ethereum-mainnet"))
     expect(upstream.requests()).toBe(before)
   })
 })
