@@ -8,9 +8,9 @@ import * as IdempotencyStoreRedis from "../src/IdempotencyStoreRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
 const Store = IdempotencyStore.IdempotencyStore
 

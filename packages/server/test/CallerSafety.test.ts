@@ -239,15 +239,15 @@ describe("The bytes of uploads held at once are bounded by the upload budget", (
 })
 
 const redis = await RedisServer.acquire()
-const redisUrl = "url" in redis ? redis.url : undefined
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const redisUrl = redis.url
+afterAll(() => redis.stop())
 
 const localRenderer = {
   id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
   promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
 }
 
-describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two server processes sharing it: the 21st failure blocks at once", () => {
+describe("The abuse guard on Redis, over two server processes sharing it: the 21st failure blocks at once", () => {
   let servers: ReadonlyArray<ShippedServer.ShippedServer> = []
   let hundredKey = ""
 
@@ -257,8 +257,8 @@ describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two serv
       rateLimits: { accounts: { acct_hundred: { image: { requests: 5_000 } } } }
     }
     const signingKey = ShippedServer.generateSigningKey()
-    const first = await ShippedServer.start({ store: "redis", redisUrl: redisUrl!, signingKey, config })
-    const second = await ShippedServer.start({ store: "redis", redisUrl: redisUrl!, signingKey, config, provision: false })
+    const first = await ShippedServer.start({ store: "redis", redisUrl, signingKey, config })
+    const second = await ShippedServer.start({ store: "redis", redisUrl, signingKey, config, provision: false })
     servers = [first, { ...second, credentials: first.credentials }]
     // A balance that pays for exactly 100 images at 0.001 USD.
     await first.cli(["accounts", "create", "--id", "acct_hundred"])
@@ -285,7 +285,7 @@ describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two serv
       { error: "Insufficient balance to pay for this request", code: "INSUFFICIENT_BALANCE" }
     ])
     // 100 images at 0.001 USD took the whole 0.10, and no hold is left open.
-    const client = createClient({ url: redisUrl! })
+    const client = createClient({ url: redisUrl })
     await client.connect()
     try {
       expect(await client.hmGet("tg:cl:{acct_hundred}:a", ["usd", "held", "open"])).toEqual(["0", "0", "0"])

@@ -7,8 +7,7 @@ import * as Cli from "../src/Cli.ts"
 
 type Instance = ShippedServer.ShippedServer
 
-const acquired = await RedisServer.acquire()
-const redis = "unavailable" in acquired ? undefined : acquired
+const redis = await RedisServer.acquire()
 let instances: ReadonlyArray<Instance> = []
 let adminKey = ""
 let inferenceKey = ""
@@ -16,7 +15,6 @@ let revocableKey = ""
 let revocableKeyId = ""
 
 beforeAll(async () => {
-  if (redis === undefined) return
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
   const config = { store: "redis" as const, redisUrl: redis.url, publicOrigin: "http://localhost:8787", signingKey }
   const seeded = await Effect.runPromise(Effect.gen(function*() {
@@ -48,10 +46,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(instances.map((instance) => instance.stop()))
-  await redis?.stop()
+  await redis.stop()
 })
 
-describe.skipIf(redis === undefined)("Several instances on one Redis share every limit, balance and revocation", () => {
+describe("Several instances on one Redis share every limit, balance and revocation", () => {
   it("500 concurrent requests across two server processes against a limit of 100: exactly 100 admitted", async () => {
     const generate = (instance: Instance) =>
       fetch(`${instance.api}/image/generate`, {
@@ -82,7 +80,7 @@ describe.skipIf(redis === undefined)("Several instances on one Redis share every
   })
 })
 
-describe.skipIf(redis === undefined)("A video job lives on Redis: queued on one instance, polled on another, its hold settled once", () => {
+describe("A video job lives on Redis: queued on one instance, polled on another, its hold settled once", () => {
   it("the job queued through one instance is served by both; its price is taken once", async () => {
     const [first, second] = instances as [Instance, Instance]
     const post = (instance: Instance, path: string, body: unknown) =>

@@ -82,9 +82,7 @@ describe("TOLLGATE_WORKERS: several processes share the port; memory stores refu
     let server: ShippedServer.ShippedServer
 
     beforeAll(async () => {
-      const acquired = await RedisServer.acquire()
-      if ("unavailable" in acquired) throw new Error(acquired.unavailable)
-      redis = acquired
+      redis = await RedisServer.acquire()
       upstream = await startUpstream()
       server = await ShippedServer.start({
         store: "redis",
@@ -147,9 +145,7 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
   }
 
   beforeAll(async () => {
-    const acquired = await RedisCluster.acquire()
-    if ("unavailable" in acquired) throw new Error(acquired.unavailable)
-    cluster = acquired
+    cluster = await RedisCluster.start()
     upstream = await startUpstream()
     const options: ShippedServer.Options = {
       store: "redis",
