@@ -5,6 +5,7 @@
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
 import { Models, Money, PricingEngine } from "@tollgate/core"
+import { RateWindow } from "@tollgate/testkit"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
 import * as Http from "node:http"
@@ -201,6 +202,7 @@ describe("The image kind is limited to 20 requests per minute by default", () =>
   it("the 21st request in a minute is a 429 and is not charged", async () => {
     const bob = await newAccount()
     const body = { model: "local-renderer", prompt: "dot", width: 8, height: 8, format: "png" }
+    await RateWindow.fresh()
     for (let i = 0; i < 20; i++) {
       expect((await generate(body, { authorization: bob.authorization })).status).toBe(200)
     }

@@ -1,5 +1,6 @@
 import { Errors, Money, PricingEngine } from "@tollgate/core"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { RateWindow } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { Deferred, Duration, Effect, Layer, Option, Ref, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -191,6 +192,7 @@ describe("Metered: too little balance is a 402 and consumes nothing", () => {
 describe("Metered: a rate-limited call is a 429 and holds nothing", () => {
   it("the 21st image call in a minute is refused with Retry-After; the balance is untouched", async () => {
     await fund(Money.usd(1))
+    await RateWindow.fresh()
     for (let i = 0; i < 20; i++) expect((await post("/api/v1/test/metered", asKey())).status).toBe(200)
     const before = await balance()
     const refused = await post("/api/v1/test/metered", asKey())
