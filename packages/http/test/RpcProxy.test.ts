@@ -239,11 +239,12 @@ describe("RPC proxy: an upstream that cannot be reached is 502, one too slow is 
   let dead: string
 
   beforeAll(async () => {
-    slow = await RpcHarness.fakeUpstream(canned, { delayMs: 500 })
+    // The timeout leaves a loaded machine's answers time to arrive; the slow upstream is far past it.
+    slow = await RpcHarness.fakeUpstream(canned, { delayMs: 20_000 })
     dead = `http://127.0.0.1:${await FreePort.freePort()}`
     local = await RpcHarness.make({
       upstreams: { "ethereum-mainnet": [dead], "base-mainnet": [slow.url], "bsc-mainnet": [dead, upstream.url] },
-      timeoutMs: 100
+      timeoutMs: 2_000
     })
   })
   afterAll(async () => {

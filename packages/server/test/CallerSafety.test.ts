@@ -87,7 +87,7 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     anvil = await Anvil.start({ chainId: 1 })
     server = await ShippedServer.start({
       // The test's own connections (127.0.0.1) stand for a reverse proxy; 127.0.0.2 is a client.
-      env: { TOLLGATE_TRUSTED_PROXIES: "127.0.0.1" },
+      env: { TOLLGATE_TRUSTED_PROXIES: "127.0.0.1", TOLLGATE_METRICS: "open" },
       config: {
         models: [{ id: "slow-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
         prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
@@ -114,8 +114,15 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     // More than the guard's 20 must be abandoned for the rule to be tested; on a busy machine a few
     // may end another way within the 100 ms.
     expect(abandoned.filter((outcome) => outcome === "TimeoutError").length).toBeGreaterThan(20)
-    // The server notices each hang-up when it next writes; give the calls time to end there.
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    // The server notices each hang-up when it next writes: once their holds are all closed, every
+    // abandoned call has ended there, and whatever it counted is counted.
+    const holdsOpen = async () => {
+      const metrics = await (await fetch(`${server.origin}/metrics`)).text()
+      return Number(metrics.split("\n").find((line) => line.startsWith("tollgate_holds_open "))?.split(" ").at(-1) ?? Number.NaN)
+    }
+    const deadline = Date.now() + 30_000
+    while ((await holdsOpen()) !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(await holdsOpen()).toBe(0)
     const normal = await fetch(`${server.api}/api_keys/rate_limits`, { headers: bearer(inferenceKey) })
     expect(normal.status).toBe(200)
   }, 60_000)
