@@ -9,6 +9,8 @@
  * @since 0.1.0
  */
 import * as ChildProcess from "node:child_process"
+import type * as Net from "node:net"
+import type { Writable } from "node:stream"
 
 // "+ pid" registers a process, "- pid" forgets one that stopped (so a reused id is never killed),
 // "d path" a folder to remove. At end of input: kill, then remove.
@@ -26,17 +28,17 @@ done
 printf '%s\\n' "$dirs" | while IFS= read -r dir; do [ -n "$dir" ] && rm -rf -- "$dir"; done
 exit 0`
 
-let watchdog: ChildProcess.ChildProcessWithoutNullStreams | undefined
+let watchdog: ChildProcess.ChildProcessByStdio<Writable, null, null> | undefined
 
 const send = (line: string) => {
   if (watchdog === undefined) {
     // Its own process group, so a signal to the test's group does not take the watchdog with it.
-    watchdog = ChildProcess.spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore"], detached: true }) as unknown as ChildProcess.ChildProcessWithoutNullStreams
+    watchdog = ChildProcess.spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore"], detached: true })
     watchdog.on("error", () => {})
     watchdog.stdin.on("error", () => {})
-    // Neither the watchdog nor its pipe keeps the test process alive.
+    // Neither the watchdog nor its pipe keeps the test process alive (the pipe is a `net.Socket`).
     watchdog.unref()
-    ;(watchdog.stdin as unknown as { unref: () => void }).unref()
+    ;(watchdog.stdin as Net.Socket).unref()
   }
   if (watchdog.stdin.writable) watchdog.stdin.write(`${line}\n`)
 }
