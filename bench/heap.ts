@@ -11,8 +11,9 @@
  * memory, at most `CreditLedger.DEFAULT_MAX_ENTRIES` of each per account, so the heap stays flat
  * once an account has reached its cap. `HEAP_CALLS` sets the total (default 1,000,000).
  */
-import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
+import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter, X402 } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
+import * as X402Route from "@tollgate/http/routes/X402"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
 import { Effect, Layer, References, Scope } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -60,8 +61,7 @@ const measure = async (): Promise<ReadonlyArray<Round>> => {
   const services = Metered.layer().pipe(
     Layer.provide(Admission.layerMemory),
     Layer.provideMerge(Layer.mergeAll(
-      Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
-      Metered.layerPaymentRequiredMinimal,
+      X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
       Layer.succeed(Metered.LimitPolicy, { limitsFor })
     )),
     Layer.provideMerge(stores),

@@ -6,13 +6,14 @@
  * the same request.
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
-import { Admission, CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimits } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimits, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
+import * as X402Route from "@tollgate/http/routes/X402"
 import * as ImageRoute from "@tollgate/http/routes/Image"
 import { Effect, Exit, Layer, References, Scope } from "effect"
 import Sharp from "sharp"
@@ -90,11 +91,10 @@ const context = await Effect.runPromise(Layer.build(Layer.mergeAll(
   PromptEnhancer.layerLocal,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
+  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)))),
   RateLimiter.layerMemory(),
   CreditLedger.layerMemory,
   IdempotencyStore.layerMemory,
-  Metered.layerPaymentRequiredMinimal,
   unlimited
 )))).pipe(Scope.provide(scope)))
 const web = Handlers.toWebHandler(

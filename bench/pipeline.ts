@@ -13,8 +13,9 @@
  * scripts run too), the Redis server's CPU per paid call (`INFO cpu`: user and system time of its
  * process, as `/proc` has it) and the share of the process's wall time spent in GC pauses.
  */
-import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter } from "@tollgate/core"
+import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter, X402 } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
+import * as X402Route from "@tollgate/http/routes/X402"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
 import { Effect, Layer, Option, References, Scope } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -116,8 +117,7 @@ const measure = async (subject: Subject): Promise<Measured> => {
     ).pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
   const services = Metered.layer().pipe(
     Layer.provideMerge(Layer.mergeAll(
-      Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
-      Metered.layerPaymentRequiredMinimal,
+      X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
       Layer.succeed(Metered.LimitPolicy, { limitsFor })
     )),
     Layer.provideMerge(stores),

@@ -4,10 +4,11 @@
  * ceilings no benchmark reaches. Prints the API key, then "listening".
  */
 import { ChatBackend } from "@tollgate/backends"
-import { Admission, AuthStore, ChatOptions, CreditLedger, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider } from "@tollgate/core"
+import { Admission, AuthStore, ChatOptions, CreditLedger, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
+import * as X402Route from "@tollgate/http/routes/X402"
 import * as Chat from "@tollgate/http/routes/Chat"
 import { Effect, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
@@ -51,8 +52,7 @@ const services = Layer.mergeAll(
   SearchProvider.layerNone,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
-  Metered.layerPaymentRequiredMinimal,
+  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
   limits
 )), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)))
 

@@ -8,9 +8,10 @@
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter } from "@tollgate/core"
+import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter, X402 } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
+import * as X402Route from "@tollgate/http/routes/X402"
 import * as Rpc from "@tollgate/http/routes/Rpc"
 import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RedisConnection } from "@tollgate/redis"
 import * as Server from "@tollgate/server/Server"
@@ -60,8 +61,7 @@ const services = Layer.mergeAll(
   RpcUpstream.layer({ upstreams: { "ethereum-mainnet": [upstream] } }),
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  Auth.layer({ signingKey, publicOrigin: "http://localhost" }),
-  Metered.layerPaymentRequiredMinimal,
+  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
   limits
 )), Layer.provideMerge(stores))
 

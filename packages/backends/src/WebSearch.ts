@@ -28,7 +28,12 @@ import { Agent, fetch } from "undici"
 export interface ScrapeOptions {
   /** Allow hosts on loopback and private networks (never on a public server). */
   readonly allowPrivateHosts?: boolean
-  /** Which addresses may be connected to; default `isPublicAddress` (tests stand in a fake "public" address). */
+  /**
+   * Which addresses may be connected to; default `isPublicAddress`. No configuration reaches it
+   * (the server builds `scraper()` with no options and its config has no such field): it exists
+   * because a test cannot bind a public address, so the redirect test lets one loopback address
+   * stand for a public host and shows the hops to the others refused.
+   */
   readonly allowAddress?: (address: string) => boolean
   readonly timeoutMs?: number
   readonly maxBytes?: number

@@ -143,30 +143,6 @@ export class PaymentRequiredBodies extends Context.Service<PaymentRequiredBodies
 }>()("@tollgate/http/Metered/PaymentRequiredBodies") {}
 
 /**
- * Minimal bodies until the x402 builders are provided: the discovery 402 names the resource and
- * the ways to authenticate; the wallet 402 carries the spec's required scalar fields.
- *
- * @category layers
- */
-export const layerPaymentRequiredMinimal: Layer.Layer<PaymentRequiredBodies> = Layer.succeed(PaymentRequiredBodies, {
-  discovery: ({ url }) =>
-    Effect.succeed(new Errors.PaymentRequired({
-      body: { x402Version: 2, error: "Payment required", resource: { url, description: "Metered API call", mimeType: "application/json" }, accepts: [] }
-    })),
-  insufficientBalance: ({ balance, call }) =>
-    Effect.succeed(new Errors.PaymentRequired({
-      body: {
-        error: "Payment required",
-        code: "PAYMENT_REQUIRED",
-        reason: "insufficient_balance",
-        message: "Insufficient credit balance",
-        currentBalanceUsd: Money.toUsdNumber(balance.availableUsd),
-        minimumBalanceUsd: Money.toUsdNumber(call.quote.amount)
-      }
-    }))
-})
-
-/**
  * Which rate limits apply to a call: `layerLimits` (the configured tables and overrides) or
  * `layerLimitsDefault` (the spec's tables).
  *

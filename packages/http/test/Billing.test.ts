@@ -1,5 +1,6 @@
 import { Money } from "@tollgate/core"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { RateWindow } from "@tollgate/testkit"
 import { parse } from "csv-parse/sync"
 import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -110,6 +111,7 @@ describe("GET /billing/usage (deprecated): JSON pages with pagination and deprec
 
   it("5 requests per minute per user: the 6th is a 429", async () => {
     const caller = await account()
+    await RateWindow.fresh()
     for (let i = 0; i < 5; i++) expect((await get("/api/v1/billing/usage", caller.admin)).status).toBe(200)
     const refused = await get("/api/v1/billing/usage", caller.admin)
     expect(refused.status).toBe(429)

@@ -5,6 +5,7 @@
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
 import { Models, Money, PricingEngine } from "@tollgate/core"
+import { RateWindow } from "@tollgate/testkit"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
 import * as Http from "node:http"
@@ -189,8 +190,10 @@ describe("Bad image requests are a 400 DetailedError, with nothing held or charg
     expect((await generate("{not json")).status).toBe(400)
   })
 
-  it("a valid request without credentials is a 402 and one with a bad key a 401", async () => {
-    expect((await generate({ model: "local-renderer", prompt: "a" }, {})).status).toBe(402)
+  it("a valid request without credentials is the 402 discovery answer and one with a bad key a 401", async () => {
+    const anonymous = await generate({ model: "local-renderer", prompt: "a" }, {})
+    expect(anonymous.status).toBe(402)
+    expect(await anonymous.json()).toEqual(TestApp.discoveryBody("/api/v1/image/generate"))
     expect((await generate({ model: "local-renderer", prompt: "a" }, { authorization: "Bearer nope" })).status).toBe(401)
   })
 })
@@ -199,6 +202,7 @@ describe("The image kind is limited to 20 requests per minute by default", () =>
   it("the 21st request in a minute is a 429 and is not charged", async () => {
     const bob = await newAccount()
     const body = { model: "local-renderer", prompt: "dot", width: 8, height: 8, format: "png" }
+    await RateWindow.fresh()
     for (let i = 0; i < 20; i++) {
       expect((await generate(body, { authorization: bob.authorization })).status).toBe(200)
     }

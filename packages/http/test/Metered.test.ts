@@ -1,5 +1,7 @@
 import { Errors, Money, PricingEngine } from "@tollgate/core"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { RateWindow } from "@tollgate/testkit"
+import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { Deferred, Duration, Effect, Layer, Option, Ref, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { afterAll, beforeEach, describe, expect, it } from "vitest"
@@ -89,7 +91,10 @@ describe("Metered: no credentials get the x402 discovery 402, bad credentials a 
     const response = await post("/api/v1/test/metered")
     expect(response.status).toBe(402)
     expect(response.headers.get("cache-control")).toBe("no-store")
-    expect(await response.json()).toMatchObject({ x402Version: 2, error: expect.any(String) })
+    const body = await response.json()
+    expect(body).toEqual(TestApp.discoveryBody("/api/v1/test/metered"))
+    // The same body in PAYMENT-REQUIRED, which the official v2 client reads.
+    expect(decodePaymentRequiredHeader(response.headers.get("payment-required")!)).toEqual(body)
     expect(upstreamCalls).toBe(0)
   })
 
@@ -174,7 +179,7 @@ describe("Metered: too little balance is a 402 and consumes nothing", () => {
     await fund(quote.amount - 1)
     const refused = await post("/api/v1/test/metered", asKey())
     expect(refused.status).toBe(402)
-    expect(await refused.json()).toEqual({ error: expect.any(String), code: "INSUFFICIENT_BALANCE" })
+    expect(await refused.json()).toEqual({ error: "Insufficient balance to pay for this request", code: "INSUFFICIENT_BALANCE" })
     expect(upstreamCalls).toBe(0)
     const after = await balance()
     expect([after.usd, after.heldUsd]).toEqual([quote.amount - 1, 0])
@@ -187,6 +192,7 @@ describe("Metered: too little balance is a 402 and consumes nothing", () => {
 describe("Metered: a rate-limited call is a 429 and holds nothing", () => {
   it("the 21st image call in a minute is refused with Retry-After; the balance is untouched", async () => {
     await fund(Money.usd(1))
+    await RateWindow.fresh()
     for (let i = 0; i < 20; i++) expect((await post("/api/v1/test/metered", asKey())).status).toBe(200)
     const before = await balance()
     const refused = await post("/api/v1/test/metered", asKey())

@@ -30,7 +30,19 @@ describe("The security schemes are the spec's: bearer JWT and SIGN-IN-WITH-X", (
     expect(document.components.securitySchemes["siwx"]).toMatchObject({ type: "apiKey", in: "header", name: "SIGN-IN-WITH-X" })
   })
 
-  it("documents the error bodies StandardError and DetailedError", () => {
-    expect(document.components.schemas["StandardError"]).toBeDefined()
+  it("documents the error bodies StandardError and DetailedError, and a 400 refers to DetailedError", () => {
+    expect(document.components.schemas["StandardError"]).toMatchObject({
+      type: "object",
+      properties: { error: { type: "string" }, code: { type: "string" }, customMessage: { type: "string" } },
+      required: ["error"]
+    })
+    expect(document.components.schemas["DetailedError"]).toMatchObject({
+      type: "object",
+      properties: { error: { type: "string" }, details: { type: "object" } },
+      required: ["error"]
+    })
+    expect(document.paths["/api/v1/billing/credits"]?.["post"]).toMatchObject({
+      responses: { 400: { content: { "application/json": { schema: { $ref: "#/components/schemas/DetailedError" } } } } }
+    })
   })
 })

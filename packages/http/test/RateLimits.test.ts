@@ -1,6 +1,7 @@
 import { Money, PricingEngine, RateLimitLog, RateLimits } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
+import { RateWindow } from "@tollgate/testkit"
 import { Effect, Layer, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { afterAll, beforeEach, describe, expect, it } from "vitest"
@@ -60,6 +61,8 @@ beforeEach(async () => {
   key = created.key
   keyId = created.record.id
   await run(ledger.topUp({ accountId: account, amount: Money.usd(1), reference: `fund-${account}` }))
+  // Each test counts calls within one minute's window: it starts with enough of one left.
+  await RateWindow.fresh()
 })
 
 const get = (path: string, authorization: string | null = `Bearer ${key}`) =>

@@ -18,6 +18,7 @@ import type { AddressInfo } from "node:net"
 import { App, Handlers, ServiceInfo } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as Rpc from "../src/routes/Rpc.ts"
+import * as TestApp from "./support/TestApp.ts"
 
 export interface Account {
   readonly accountId: string
@@ -55,11 +56,10 @@ export const make = async (options: {
     RpcUpstream.layer({ upstreams: options.upstreams, ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }) }),
     ServiceInfo.layer({ version: "test", hostName: "test-host" })
   ).pipe(Layer.provideMerge(Layer.mergeAll(
-    Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
+    TestApp.layerPaymentRequiredBodies(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))),
     RateLimiter.layerMemory(),
     CreditLedger.layerMemory,
     options.idempotency ?? IdempotencyStore.layerMemory,
-    Metered.layerPaymentRequiredMinimal,
     Metered.layerLimitsDefault
   )))
   const scope = Effect.runSync(Scope.make())

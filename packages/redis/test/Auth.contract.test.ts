@@ -11,9 +11,9 @@ import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const origin = "http://localhost:8787"

@@ -10,9 +10,9 @@ import * as RedisConnection from "../src/RedisConnection.ts"
 import { previousLedger } from "./fixtures/previous-ledger.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
 const Ledger = CreditLedger.CreditLedger
 const nano = Money.unsafeNano

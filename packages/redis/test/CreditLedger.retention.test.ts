@@ -8,7 +8,7 @@ import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+afterAll(() => redis.stop())
 
 const Ledger = CreditLedger.CreditLedger
 const nano = Money.unsafeNano

@@ -9,9 +9,9 @@ import * as PendingSettlementsRedis from "../src/PendingSettlementsRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
 const Store = PendingSettlements.PendingSettlements
 
@@ -108,13 +108,16 @@ Contract.contract(
   }
 )
 
+/** Long enough to read the entry back on a loaded machine; its going is polled for. */
+const SHORT_TTL_MS = 1_000
+
 Contract.contract(
   "PendingSettlements on Redis: an entry past its TTL is gone",
   [
     RedisServer.backend(redis, (url) =>
-      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: 100 })).pipe(Layer.provide(RedisConnection.layer({ url })))),
+      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: SHORT_TTL_MS })).pipe(Layer.provide(RedisConnection.layer({ url })))),
     RedisCluster.backend(cluster, (seeds) =>
-      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: 100 })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: SHORT_TTL_MS })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
   ],
   (it) => {
     it.effect("kept within ttlMs, undefined after", () =>
@@ -123,7 +126,10 @@ Contract.contract(
         const key = signature()
         yield* promise(() => store.set(key, txHash()))
         assert.isDefined(yield* promise(() => store.get(key)))
-        yield* promise(() => new Promise((resolve) => setTimeout(resolve, 250)))
+        const deadline = Date.now() + 10 * SHORT_TTL_MS
+        while ((yield* promise(() => store.get(key))) !== undefined && Date.now() < deadline) {
+          yield* promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+        }
         assert.strictEqual(yield* promise(() => store.get(key)), undefined)
       }))
   }
@@ -131,17 +137,14 @@ Contract.contract(
 
 // A master and its replica started here (the test makes one server the replica of the other and
 // stalls it), as in CreditLedger.replicas.test.ts.
-const pair = await RedisServer.startReplicated().catch((error: unknown) => {
-  if (process.env["CI"]) throw error
-  return { unavailable: String(error) }
-})
+const pair = await RedisServer.startReplicated()
 afterAll(async () => {
-  if ("primary" in pair) for (const server of [pair.primary, pair.replica]) await server.stop()
+  for (const server of [pair.primary, pair.replica]) await server.stop()
 })
 
 const STALL_MS = 400
 
-describe.skipIf(!("primary" in pair))("With replicaAcknowledgment, a pending settlement is set once a replica has it (WAIT), as a credit is", () => {
+describe("With replicaAcknowledgment, a pending settlement is set once a replica has it (WAIT), as a credit is", () => {
   const { primary, replica: follower } = pair as { readonly primary: RedisServer.RedisServer; readonly replica: RedisServer.RedisServer }
 
 

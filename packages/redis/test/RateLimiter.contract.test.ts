@@ -10,9 +10,9 @@ import * as RedisConnection from "../src/RedisConnection.ts"
 import * as RateLimitLogRedis from "../src/RateLimitLogRedis.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
 const MINUTE = 60_000
 

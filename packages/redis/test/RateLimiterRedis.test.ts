@@ -9,10 +9,10 @@ import { afterAll, describe, expect, it } from "vitest"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
-const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const server = "url" in redis ? redis : undefined
-const url = server?.url ?? ""
+// Its own server, never a shared REDIS_URL: the tests count its script calls and kill it.
+const redis = await RedisServer.start()
+afterAll(() => redis.stop())
+const url = redis.url
 
 const worker = Path.join(Path.dirname(new URL(import.meta.url).pathname), "fixtures", "admit-worker.ts")
 
@@ -32,7 +32,7 @@ const spawnWorker = (key: string, attempts: number) => {
   return { child, next }
 }
 
-describe.skipIf("unavailable" in redis)("Two server processes on one Redis share every limit", () => {
+describe("Two server processes on one Redis share every limit", () => {
   it("500 concurrent admissions against a limit of 100 from two processes admit exactly 100", async () => {
     const key = `shared-${Date.now()}`
     const workers = [spawnWorker(key, 250), spawnWorker(key, 250)]
@@ -47,7 +47,7 @@ describe.skipIf("unavailable" in redis)("Two server processes on one Redis share
 // A ten-year window: a burst cannot straddle a window boundary under the real clock.
 const DECADE = 10 * 365 * 86_400_000
 
-describe.skipIf("unavailable" in redis)("Admissions that start together share one script call, each still all or nothing", () => {
+describe("Admissions that start together share one script call, each still all or nothing", () => {
   it("40 concurrent admissions against a limit of 5 admit exactly 5, in order, with exact headers; the refused consume nothing", async () => {
     const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
     const stats = createClient({ url })
@@ -70,8 +70,7 @@ describe.skipIf("unavailable" in redis)("Admissions that start together share on
         Array.from({ length: 40 }, (_, i) => i % 4 === 3 ? Effect.result(limiter.inspect([wide])) : Effect.result(limiter.admit([wide, narrow]))),
         { concurrency: "unbounded" }
       ))
-      // A shared server (REDIS_URL) counts other files' calls too.
-      if (!process.env["REDIS_URL"]) expect(await evalCalls()).toBe(before + 1)
+      expect(await evalCalls()).toBe(before + 1)
       const admitted = results.flatMap((r) => r._tag === "Success" && "headers" in r.success ? [r.success.headers] : [])
       expect(admitted.map((h) => h["x-ratelimit-remaining-requests"])).toEqual(["4", "3", "2", "1", "0"])
       expect(admitted.map((h) => h["x-ratelimit-remaining-tokens"])).toEqual(["999990", "999980", "999970", "999960", "999950"])
@@ -89,7 +88,7 @@ describe.skipIf("unavailable" in redis)("Admissions that start together share on
   })
 })
 
-describe.skipIf("unavailable" in redis)("A rolling window's key expires a window after its newest bucket's first use, when every bucket in it has left the window", () => {
+describe("A rolling window's key expires a window after its newest bucket's first use, when every bucket in it has left the window", () => {
   it("a second use in the same bucket counts and leaves the expiry where the first use set it", async () => {
     const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
     const client = createClient({ url })
@@ -114,7 +113,7 @@ describe.skipIf("unavailable" in redis)("A rolling window's key expires a window
   })
 })
 
-describe.skipIf("unavailable" in redis)("More admissions than one call carries are split over calls, in order", () => {
+describe("More admissions than one call carries are split over calls, in order", () => {
   it("600 concurrent admissions against a limit of 100 admit exactly the first 100", async () => {
     const runtime = ManagedRuntime.make(RateLimiterRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url }))))
     try {
@@ -162,7 +161,7 @@ const untilAdmitted = async (runtime: ReturnType<typeof limiterOver>, key: strin
   }
 }
 
-describe.skipIf("unavailable" in redis || process.env["REDIS_URL"])("Redis unreachable: the configured policy holds, never a crash, and service resumes", () => {
+describe("Redis unreachable: the configured policy holds, never a crash, and service resumes", () => {
   it("fail-closed (the default) answers 503 and fail-open admits, counted, while Redis is down; both resume once it is back", async () => {
     const closed = limiterOver("fail-closed")
     const open = limiterOver("fail-open")
@@ -172,7 +171,7 @@ describe.skipIf("unavailable" in redis || process.env["REDIS_URL"])("Redis unrea
       await untilAdmitted(open, key)
       const before = await open.runPromise(Metric.value(RateLimiter.failOpenCounter))
 
-      await server!.kill()
+      await redis.kill()
       const refused = await admit(closed, key)
       expect(refused._tag).toBe("Failure")
       expect(refused._tag === "Failure" && refused.failure).toBeInstanceOf(Errors.ServiceUnavailable)
@@ -181,7 +180,7 @@ describe.skipIf("unavailable" in redis || process.env["REDIS_URL"])("Redis unrea
       const after = await open.runPromise(Metric.value(RateLimiter.failOpenCounter))
       expect(after.count).toBe(before.count + 1)
 
-      await server!.restart()
+      await redis.restart()
       const resumed = await untilAdmitted(closed, key)
       expect(resumed.headers["x-ratelimit-remaining-requests"]).toBe("999")
       expect((await untilAdmitted(open, key)).headers["x-ratelimit-remaining-requests"]).toBe("998")

@@ -5,12 +5,10 @@ import * as Redis from "effect/persistence/Redis"
 import { afterAll, describe, expect, it } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.ts"
 
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
-const onCluster = "unavailable" in cluster
-  ? Layer.effectDiscard(Effect.die(cluster.unavailable)) as unknown as Layer.Layer<Redis.Redis | RedisConnection.RedisConnection>
-  : RedisConnection.layer({ cluster: cluster.seeds.split(",") }).pipe(Layer.orDie)
+const onCluster = RedisConnection.layer({ cluster: cluster.seeds.split(",") }).pipe(Layer.orDie)
 
 const setBoth = Redis.script((first: string, second: string) => [first, second, "1"], {
   lua: "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); return 1",

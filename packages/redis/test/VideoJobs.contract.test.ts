@@ -7,9 +7,9 @@ import * as RedisConnection from "../src/RedisConnection.ts"
 import * as VideoJobsRedis from "../src/VideoJobsRedis.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
-const cluster = await RedisCluster.acquire()
-afterAll(() => ("stop" in cluster ? cluster.stop() : undefined))
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
 
 let counter = 0
 const job = (overrides: Partial<VideoJobs.Job> = {}): VideoJobs.Job => {

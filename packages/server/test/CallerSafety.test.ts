@@ -6,6 +6,7 @@
  */
 import { Anvil, FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
 import * as Fs from "node:fs"
+import { createClient } from "redis"
 import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -86,7 +87,7 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     anvil = await Anvil.start({ chainId: 1 })
     server = await ShippedServer.start({
       // The test's own connections (127.0.0.1) stand for a reverse proxy; 127.0.0.2 is a client.
-      env: { TOLLGATE_TRUSTED_PROXIES: "127.0.0.1" },
+      env: { TOLLGATE_TRUSTED_PROXIES: "127.0.0.1", TOLLGATE_METRICS: "open" },
       config: {
         models: [{ id: "slow-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
         prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
@@ -113,8 +114,15 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     // More than the guard's 20 must be abandoned for the rule to be tested; on a busy machine a few
     // may end another way within the 100 ms.
     expect(abandoned.filter((outcome) => outcome === "TimeoutError").length).toBeGreaterThan(20)
-    // The server notices each hang-up when it next writes; give the calls time to end there.
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    // The server notices each hang-up when it next writes: once their holds are all closed, every
+    // abandoned call has ended there, and whatever it counted is counted.
+    const holdsOpen = async () => {
+      const metrics = await (await fetch(`${server.origin}/metrics`)).text()
+      return Number(metrics.split("\n").find((line) => line.startsWith("tollgate_holds_open "))?.split(" ").at(-1) ?? Number.NaN)
+    }
+    const deadline = Date.now() + 30_000
+    while ((await holdsOpen()) !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(await holdsOpen()).toBe(0)
     const normal = await fetch(`${server.api}/api_keys/rate_limits`, { headers: bearer(inferenceKey) })
     expect(normal.status).toBe(200)
   }, 60_000)
@@ -238,15 +246,15 @@ describe("The bytes of uploads held at once are bounded by the upload budget", (
 })
 
 const redis = await RedisServer.acquire()
-const redisUrl = "url" in redis ? redis.url : undefined
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+const redisUrl = redis.url
+afterAll(() => redis.stop())
 
 const localRenderer = {
   id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
   promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
 }
 
-describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two server processes sharing it: the 21st failure blocks at once", () => {
+describe("The abuse guard on Redis, over two server processes sharing it: the 21st failure blocks at once", () => {
   let servers: ReadonlyArray<ShippedServer.ShippedServer> = []
   let hundredKey = ""
 
@@ -256,8 +264,8 @@ describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two serv
       rateLimits: { accounts: { acct_hundred: { image: { requests: 5_000 } } } }
     }
     const signingKey = ShippedServer.generateSigningKey()
-    const first = await ShippedServer.start({ store: "redis", redisUrl: redisUrl!, signingKey, config })
-    const second = await ShippedServer.start({ store: "redis", redisUrl: redisUrl!, signingKey, config, provision: false })
+    const first = await ShippedServer.start({ store: "redis", redisUrl, signingKey, config })
+    const second = await ShippedServer.start({ store: "redis", redisUrl, signingKey, config, provision: false })
     servers = [first, { ...second, credentials: first.credentials }]
     // A balance that pays for exactly 100 images at 0.001 USD.
     await first.cli(["accounts", "create", "--id", "acct_hundred"])
@@ -268,11 +276,29 @@ describe.skipIf(redisUrl === undefined)("The abuse guard on Redis, over two serv
 
   afterAll(() => Promise.all(servers.map((server) => server.stop())))
 
-  it("1,000 concurrent paid calls on a balance for 100: exactly 100 x 200 and 900 x 402, no 429", async () => {
-    const statuses = await Promise.all(Array.from({ length: 1_000 }, (_, i) => image(servers[i % 2]!, hundredKey)))
+  it("1,000 concurrent paid calls on a balance for 100: exactly 100 x 200 and 900 x 402 with the insufficient-balance body, no 429, the balance ends at 0", async () => {
+    const answers = await Promise.all(Array.from({ length: 1_000 }, (_, i) =>
+      fetch(`${servers[i % 2]!.api}/image/generate`, {
+        method: "POST",
+        headers: { ...bearer(hundredKey), "content-type": "application/json" },
+        body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
+      }).then(async (response) => ({ status: response.status, body: response.status === 402 ? await response.json() : await response.arrayBuffer() }))))
+    const statuses = answers.map((answer) => answer.status)
     const count = (wanted: number) => statuses.filter((s) => s === wanted).length
     expect({ ok: count(200), paymentRequired: count(402), other: statuses.filter((s) => s !== 200 && s !== 402) })
       .toEqual({ ok: 100, paymentRequired: 900, other: [] })
+    const refusals = new Set(answers.filter((answer) => answer.status === 402).map((answer) => JSON.stringify(answer.body)))
+    expect([...refusals].map((body) => JSON.parse(body))).toEqual([
+      { error: "Insufficient balance to pay for this request", code: "INSUFFICIENT_BALANCE" }
+    ])
+    // 100 images at 0.001 USD took the whole 0.10, and no hold is left open.
+    const client = createClient({ url: redisUrl })
+    await client.connect()
+    try {
+      expect(await client.hmGet("tg:cl:{acct_hundred}:a", ["usd", "held", "open"])).toEqual(["0", "0", "0"])
+    } finally {
+      await client.quit()
+    }
     // The 900 honest 402s did not block the key.
     expect(await status(await fetch(`${servers[0]!.api}/api_keys/rate_limits`, { headers: bearer(hundredKey) }))).toBe(200)
   }, 180_000)

@@ -41,20 +41,20 @@ const gauge = async (name: string) => {
   return line === undefined ? undefined : Number(line.split(" ").at(-1))
 }
 
-/** The account's open holds and held nano-USD, read from Redis itself. */
+/** The account's open holds, held nano-USD and USD balance in nano-USD, read from Redis itself. */
 const ledgerOf = async (accountId: string) => {
   const client = createClient({ url: redis.url })
   await client.connect()
   try {
-    const [open, held] = await client.hmGet(`tg:cl:{${accountId}}:a`, ["open", "held"])
-    return { open: Number(open ?? 0), held: Number(held ?? 0) }
+    const [open, held, usd] = await client.hmGet(`tg:cl:{${accountId}}:a`, ["open", "held", "usd"])
+    return { open: Number(open ?? 0), held: Number(held ?? 0), usd: Number(usd ?? 0) }
   } finally {
     await client.quit()
   }
 }
 
 describe("Holds left open by a Redis outage are closed within their expiry, and the gauges come from the ledger", () => {
-  it("Redis killed during 10 paid calls and restarted with its AOF: every hold is closed, held amount and gauge read 0", async () => {
+  it("Redis killed during 10 paid calls and restarted with its AOF: every hold is released, the $25 balance is whole again, held amount and gauge read 0", async () => {
     const { accountId, inferenceKey } = server.credentials!
     const calls = Array.from({ length: 10 }, () =>
       fetch(`${server.api}/chat/completions`, {
@@ -76,6 +76,7 @@ describe("Holds left open by a Redis outage are closed within their expiry, and 
     const restored = await ledgerOf(accountId)
     expect(restored.open).toBe(10)
     expect(restored.held).toBeGreaterThan(0)
+    expect(restored.usd).toBe(25_000_000_000)
 
     // Nothing touches the account from here on: only the sweep can close the holds.
     const sweptBy = Date.now() + (HOLD_TTL_SECONDS + 25) * 1000
@@ -89,7 +90,8 @@ describe("Holds left open by a Redis outage are closed within their expiry, and 
       if (state.open === 0 && open === 0 && held === 0) break
       await new Promise((resolve) => setTimeout(resolve, 500))
     }
-    expect(state).toEqual({ open: 0, held: 0 })
+    // Released, not captured: none of the calls answered, so the provisioned $25 is all there.
+    expect(state).toEqual({ open: 0, held: 0, usd: 25_000_000_000 })
     expect({ open, held }).toEqual({ open: 0, held: 0 })
   }, 120_000)
 })

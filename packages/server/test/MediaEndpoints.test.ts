@@ -4,7 +4,7 @@
  * would: once in dev mode (every type served locally), once with every type configured on an
  * OpenAI-compatible upstream (a real HTTP server), and once against the spec's rate limits.
  */
-import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
+import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -148,12 +148,18 @@ describe("Dev mode serves every type locally, each a dev-* model, through the un
 })
 
 let upstream: FakeChatUpstream.FakeChatUpstream
+let redis: RedisServer.RedisServer
+/** Production on Redis, so the shipped CLI can make a second account (the video jobs are per account). */
 let configured: ShippedServer.ShippedServer
 
 beforeAll(async () => {
   upstream = await FakeChatUpstream.start()
+  redis = await RedisServer.start()
   const upstreams = [{ baseUrl: upstream.baseUrl, apiKey: "sk-upstream", model: "upstream-name" }]
   configured = await ShippedServer.start({
+    store: "redis",
+    redisUrl: redis.url,
+    signingKey: true,
     config: {
       models: [
         { id: "text-embedding-3-small", type: "embedding", upstreams, dimensions: 8, supportsDimensions: true },
@@ -174,6 +180,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await configured?.stop()
   await upstream?.close()
+  await redis?.stop()
 })
 
 describe("With a configured OpenAI-compatible upstream, the SDK's calls reach it and are billed at the configured prices", () => {
@@ -262,10 +269,10 @@ describe("With a configured OpenAI-compatible upstream, the SDK's calls reach it
 })
 
 describe("A video job holds its worst-case price: captured when the job completes, released when it fails", () => {
-  const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}, key = configured.credentials!.inferenceKey) =>
     fetch(`${configured.api}${path}`, {
       method: "POST",
-      headers: { authorization: `Bearer ${configured.credentials!.inferenceKey}`, "content-type": "application/json", ...headers },
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
       body: JSON.stringify(body)
     })
 
@@ -316,18 +323,38 @@ describe("A video job holds its worst-case price: captured when the job complete
   })
 
   it("another account's queue_id, or an unknown one, is a 404", async () => {
+    await configured.cli(["accounts", "create", "--id", "acct_other"])
+    const otherKey = String((await configured.cli(["keys", "mint", "--account", "acct_other", "--type", "INFERENCE"]))["apiKey"])
+    await configured.cli(["credits", "grant", "--account", "acct_other", "--usd", "5.00", "--reference", "other-seed"])
+    upstream.videoOutcome = "in_progress"
+    const queued = await post("/video/queue", { model: "sora-2", prompt: "someone else's", duration: 4 }, {}, otherKey)
+    expect(queued.status).toBe(200)
+    const { queue_id } = await queued.json() as { queue_id: string }
+    // The job is real: its own account reads it.
+    const own = await post("/video/retrieve", { queue_id }, {}, otherKey)
+    expect(own.status).toBe(200)
+    expect(await own.json()).toMatchObject({ queue_id, status: "queued" })
+    const foreign = await post("/video/retrieve", { queue_id })
+    expect(foreign.status).toBe(404)
+    expect(await foreign.json()).toEqual({ error: `No video job ${queue_id}` })
     const missing = await post("/video/retrieve", { queue_id: "vid_unknown" })
     expect(missing.status).toBe(404)
-    expect(await missing.json()).toEqual({ error: expect.any(String) })
+    expect(await missing.json()).toEqual({ error: "No video job vid_unknown" })
   })
 
   it("a queue retried with the same Idempotency-Key gets the same job and one hold", async () => {
     upstream.videoOutcome = "in_progress"
     const first = await post("/video/queue", { model: "sora-2", prompt: "twice", duration: 4 }, { "idempotency-key": "video-once" })
+    const before = balanceOf(first)
     const second = await post("/video/queue", { model: "sora-2", prompt: "twice", duration: 4 }, { "idempotency-key": "video-once" })
     expect(second.headers.get("idempotent-replayed")).toBe("true")
-    expect((await second.json() as { queue_id: string }).queue_id).toBe((await first.json() as { queue_id: string }).queue_id)
+    const { queue_id } = await first.json() as { queue_id: string }
+    expect((await second.json() as { queue_id: string }).queue_id).toBe(queue_id)
     expect(upstream.received.filter((received) => received.path === "/videos" && received.body["prompt"] === "twice")).toHaveLength(1)
+    // One hold of 4 s at 0.10 USD: the balance a later call starts from is 0.40 lower, not 0.80.
+    const running = await post("/video/retrieve", { queue_id })
+    expect(await running.json()).toMatchObject({ queue_id, status: "queued" })
+    expect(balanceOf(running)).toBeCloseTo(before - 0.4, 9)
   })
 })
 

@@ -1,14 +1,13 @@
 import { CreditLedger, Jwt, Models, Money } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
-import { RedisServer, ShippedServer } from "@tollgate/testkit"
+import { RateWindow, RedisServer, ShippedServer } from "@tollgate/testkit"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Cli from "../src/Cli.ts"
 
 type Instance = ShippedServer.ShippedServer
 
-const acquired = await RedisServer.acquire()
-const redis = "unavailable" in acquired ? undefined : acquired
+const redis = await RedisServer.acquire()
 let instances: ReadonlyArray<Instance> = []
 let adminKey = ""
 let inferenceKey = ""
@@ -16,7 +15,6 @@ let revocableKey = ""
 let revocableKeyId = ""
 
 beforeAll(async () => {
-  if (redis === undefined) return
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
   const config = { store: "redis" as const, redisUrl: redis.url, publicOrigin: "http://localhost:8787", signingKey }
   const seeded = await Effect.runPromise(Effect.gen(function*() {
@@ -48,10 +46,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(instances.map((instance) => instance.stop()))
-  await redis?.stop()
+  await redis.stop()
 })
 
-describe.skipIf(redis === undefined)("Several instances on one Redis share every limit, balance and revocation", () => {
+describe("Several instances on one Redis share every limit, balance and revocation", () => {
   it("500 concurrent requests across two server processes against a limit of 100: exactly 100 admitted", async () => {
     const generate = (instance: Instance) =>
       fetch(`${instance.api}/image/generate`, {
@@ -62,6 +60,8 @@ describe.skipIf(redis === undefined)("Several instances on one Redis share every
         await response.arrayBuffer()
         return response.status
       })
+    // 500 renders on a loaded machine take seconds: all in one minute's window.
+    await RateWindow.fresh(45_000)
     const statuses = await Promise.all(Array.from({ length: 500 }, (_, i) => generate(instances[i % 2]!)))
     expect(statuses.filter((status) => status === 200)).toHaveLength(100)
     expect(statuses.filter((status) => status !== 200 && status !== 429)).toEqual([])
@@ -82,7 +82,7 @@ describe.skipIf(redis === undefined)("Several instances on one Redis share every
   })
 })
 
-describe.skipIf(redis === undefined)("A video job lives on Redis: queued on one instance, polled on another, its hold settled once", () => {
+describe("A video job lives on Redis: queued on one instance, polled on another, its hold settled once", () => {
   it("the job queued through one instance is served by both; its price is taken once", async () => {
     const [first, second] = instances as [Instance, Instance]
     const post = (instance: Instance, path: string, body: unknown) =>

@@ -332,16 +332,17 @@ describe("The extraction pool reports its waiting documents and the workers it r
   }, 60_000)
 })
 
-const redis = await RedisServer.acquire()
-
-describe.skipIf("unavailable" in redis || process.env["REDIS_URL"])("Redis unreachable: the metered pipeline refuses with a 503 (fail-closed) and counts the error", () => {
+describe("Redis unreachable: the metered pipeline refuses with a 503 (fail-closed) and counts the error", () => {
+  // Its own server, never a shared REDIS_URL: the test kills it.
+  let redis: RedisServer.RedisServer
   let instance: Instance
   beforeAll(async () => {
-    instance = await start(Logger.layer([]), { TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: "url" in redis ? redis.url : "" })
+    redis = await RedisServer.start()
+    instance = await start(Logger.layer([]), { TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: redis.url })
   }, 60_000)
   afterAll(async () => {
-    await instance.web.dispose()
-    if ("stop" in redis) await redis.stop()
+    await instance?.web.dispose()
+    await redis?.stop()
   })
 
   it("a call while Redis is down is a 503, each failed store call counted under its service and policy", async () => {

@@ -2,7 +2,9 @@
  * What a user outside this repository gets: every library package packed with `pnpm pack`, the
  * tarballs installed with npm into a fresh project in the system's temp directory, and there an
  * Express 5 app that mounts tollgate under a prefix and makes a paid call, and the `tollgate` bin
- * serving in dev mode. Needs the npm registry for the third-party dependencies.
+ * serving in dev mode. Needs the npm registry for the third-party dependencies. The build writes
+ * each package's `dist/` in the repository (what `pnpm pack` packs); the ones this file created
+ * are removed after it.
  */
 import { FreePort } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
@@ -24,6 +26,9 @@ const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-package-"))
 const tarballs = Path.join(work, "tarballs")
 const project = Path.join(work, "project")
 let manifest: { dependencies: Record<string, string> } = { dependencies: {} }
+const dist = (name: string) => Path.join(root, "packages", name, "dist")
+/** The packages without a build before this file ran: theirs is removed after it. */
+const unbuilt = packages.filter((name) => !Fs.existsSync(dist(name)))
 
 beforeAll(async () => {
   const started = Date.now()
@@ -48,7 +53,10 @@ beforeAll(async () => {
   console.log(`package.json of the project: ${JSON.stringify(manifest, null, 2)}`)
 }, 300_000)
 
-afterAll(() => Fs.promises.rm(work, { recursive: true, force: true }), 120_000)
+afterAll(async () => {
+  await Fs.promises.rm(work, { recursive: true, force: true })
+  await Promise.all(unbuilt.map((name) => Fs.promises.rm(dist(name), { recursive: true, force: true })))
+}, 120_000)
 
 describe("Every package packs to a tarball of built JavaScript, types and source maps, without tests", () => {
   it("the six tarballs exist with dist/ and a README, none holds a test, and the installed exports point at dist/", async () => {

@@ -82,9 +82,7 @@ describe("TOLLGATE_WORKERS: several processes share the port; memory stores refu
     let server: ShippedServer.ShippedServer
 
     beforeAll(async () => {
-      const acquired = await RedisServer.acquire()
-      if ("unavailable" in acquired) throw new Error(acquired.unavailable)
-      redis = acquired
+      redis = await RedisServer.acquire()
       upstream = await startUpstream()
       server = await ShippedServer.start({
         store: "redis",
@@ -147,9 +145,7 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
   }
 
   beforeAll(async () => {
-    const acquired = await RedisCluster.acquire()
-    if ("unavailable" in acquired) throw new Error(acquired.unavailable)
-    cluster = acquired
+    cluster = await RedisCluster.start()
     upstream = await startUpstream()
     const options: ShippedServer.Options = {
       store: "redis",
@@ -203,6 +199,8 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
     const statuses: Array<number | undefined> = []
     const retryAfter = new Set<string | null>()
     let charged = 0
+    /** nano-USD served by calls that started once a replica had taken over: never lost. */
+    let chargedAfterRecovery = 0
     let stop = false
     let killedAt = 0
     let recoveredAt = 0
@@ -213,6 +211,7 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
         statuses.push(response?.status)
         if (response?.status === 200) {
           charged += CALL
+          if (recoveredAt > 0 && startedAt > recoveredAt) chargedAfterRecovery += CALL
           // Only a call that started after the kill shows recovery: one in flight may end with 200.
           if (killedAt > 0 && startedAt > killedAt && recoveredAt === 0) recoveredAt = Date.now()
         }
@@ -231,6 +230,9 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
     const during = count(statuses.slice(seenBefore))
     console.log(`failover: ${recoveredAt - killedAt} ms to the first 200; statuses after the kill ${JSON.stringify(during)}`)
     expect(Object.keys(during).filter((status) => status !== "200" && status !== "503")).toEqual([])
+    // The account's slot had no master for a while: some calls saw it, each with a Retry-After.
+    expect(during["503"]).toBeGreaterThan(0)
+    expect(retryAfter.size).toBeGreaterThan(0)
     expect([...retryAfter].every((value) => value !== null && Number(value) >= 1)).toBe(true)
     // Replication is asynchronous: writes acknowledged by the old master just before it died can be
     // lost. What the ledger settled never charges more than was served; holds the dead master
@@ -238,7 +240,10 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
     const after = await balance()
     const settled = start.usd - after.usd
     console.log(`failover ledger: ${charged} nano-USD served, ${settled} settled, ${after.heldUsd} still held`)
+    expect(chargedAfterRecovery).toBeGreaterThan(0)
     expect(settled).toBeLessThanOrEqual(charged)
+    // What the new master settled cannot have been lost: at least every call served after it took over.
+    expect(settled).toBeGreaterThanOrEqual(chargedAfterRecovery)
     expect(settled % CALL).toBe(0)
   }, 120_000)
 })

@@ -1,7 +1,6 @@
 /**
  * Contract tests: one suite, written once, run against every layer of a service (memory and
- * Redis). A backend that cannot be had locally is skipped with its reason; under `CI` the Redis
- * helper fails instead (see `RedisServer`).
+ * Redis). No backend is ever skipped: one that cannot be had fails its file (see `RedisServer`).
  *
  * @since 0.1.0
  */
@@ -13,8 +12,6 @@ import type { Layer } from "effect"
 export interface Backend<ROut, E = never> {
   readonly name: string
   readonly layer: Layer.Layer<ROut, E>
-  /** When set, the backend is skipped and this says why. */
-  readonly skip?: string | undefined
 }
 
 /**
@@ -31,10 +28,6 @@ export const contract = <ROut, E>(
 ) => {
   describe(name, () => {
     for (const backend of backends) {
-      if (backend.skip !== undefined) {
-        describe.skip(`${backend.name} (${backend.skip})`, () => {})
-        continue
-      }
       layer(backend.layer, { timeout: options.timeout ?? 30_000 })(backend.name, (it) => suite(it, backend.name))
     }
   })

@@ -6,12 +6,14 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer } from "effect"
+import type { Layer } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import type * as Contract from "./Contract.ts"
 import { freePort } from "./FreePort.ts"
+import * as Reaper from "./Reaper.ts"
 import * as RedisServer from "./RedisServer.ts"
 
 /** @category models */
@@ -68,10 +70,21 @@ const waitFor = async (check: () => Promise<boolean>, timeoutMs: number, what: s
  * @category constructors
  */
 export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): Promise<RedisCluster> => {
+  RedisServer.requireRedisServer()
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-cluster-"))
+  Reaper.removeAtExit(dir)
   const children = new Map<number, ChildProcess.ChildProcess>()
-  const onExit = () => children.forEach((child) => child.kill("SIGKILL"))
-  process.once("exit", onExit)
+  const stop = async () => {
+    await Promise.all([...children.values()].map((child) =>
+      child.exitCode !== null || child.signalCode !== null
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+          child.once("exit", resolve)
+          child.kill("SIGKILL")
+        })
+    ))
+    Fs.rmSync(dir, { recursive: true, force: true })
+  }
   const nodes: Array<Node> = []
   for (let i = 0; i < MASTERS * 2; i++) {
     const { child, port } = await RedisServer.launchOnFreePort(async (port) =>
@@ -89,24 +102,12 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
         "--repl-diskless-sync-delay", "0",
         "--daemonize", "no",
         "--logfile", Path.join(dir, `log-${port}.txt`)
-      ], { stdio: "ignore" })).catch((error) => {
-      onExit()
+      ], { stdio: "ignore" })).catch(async (error) => {
+      await stop()
       throw error
     })
     children.set(port, child)
     nodes.push({ port, url: `redis://127.0.0.1:${port}` })
-  }
-  const stop = async () => {
-    process.removeListener("exit", onExit)
-    await Promise.all([...children.values()].map((child) =>
-      child.exitCode !== null || child.signalCode !== null
-        ? Promise.resolve()
-        : new Promise((resolve) => {
-          child.once("exit", resolve)
-          child.kill("SIGKILL")
-        })
-    ))
-    Fs.rmSync(dir, { recursive: true, force: true })
   }
   const isAlive = (port: number) => children.get(port)?.exitCode === null && children.get(port)?.signalCode === null
   const alive = () => nodes.filter((node) => isAlive(node.port))
@@ -187,30 +188,11 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
 }
 
 /**
- * What a test file gets: a cluster it may use, or the reason there is none. Under `CI` a missing
- * cluster throws instead, failing the file (as `RedisServer.acquire` does).
- *
- * @category constructors
- */
-export const acquire = async (): Promise<RedisCluster | { readonly unavailable: string }> => {
-  try {
-    return await start()
-  } catch (error) {
-    if (process.env["CI"]) throw new Error(`CI is set and no Redis Cluster could be started: ${String(error)}`)
-    return { unavailable: String(error) }
-  }
-}
-
-/**
- * A contract-test backend over a layer built from the cluster's seed nodes: skipped with the reason
- * when there is none (never under CI, where `acquire` throws).
+ * A contract-test backend over a layer built from the cluster's seed nodes.
  *
  * @category constructors
  */
 export const backend = <ROut, E>(
-  acquired: RedisCluster | { readonly unavailable: string },
+  cluster: RedisCluster,
   makeLayer: (seeds: ReadonlyArray<string>) => Layer.Layer<ROut, E>
-) =>
-  "unavailable" in acquired
-    ? { name: "redis cluster", layer: Layer.effectDiscard(Effect.die(acquired.unavailable)) as unknown as Layer.Layer<ROut, E>, skip: acquired.unavailable }
-    : { name: "redis cluster", layer: makeLayer(acquired.seeds.split(",")) }
+): Contract.Backend<ROut, E> => ({ name: "redis cluster", layer: makeLayer(cluster.seeds.split(",")) })

@@ -1,19 +1,23 @@
 /**
- * A throwaway `redis-server` for one test file: started on a free port with no persistence (or,
- * with `appendOnly`, an append-only file fsynced on every write in a throwaway directory, so a
- * killed server restarts with its data), stopped after the file. `REDIS_URL` points the tests at an existing server instead. When no
- * Redis can be had, tests skip locally but FAIL under `CI`, so CI can never go green without
- * having exercised the Redis layers.
+ * A throwaway `redis-server` for one test file: started on a free port in a throwaway directory
+ * (its `--dir`, so nothing it writes, a replica's first sync included, lands in the repository),
+ * with no persistence (or, with `appendOnly`, an append-only file fsynced on every write, so a
+ * killed server restarts with its data), stopped after the file and killed with the test process
+ * whatever happens (`Reaper`). `REDIS_URL` points `acquire` at an existing server instead. Without
+ * `redis-server` on the PATH the tests fail, naming it: a suite that skipped half its tests would
+ * be green without having exercised the Redis layers.
  *
  * @since 0.1.0
  */
-import { Effect, Layer } from "effect"
+import type { Layer } from "effect"
 import * as ChildProcess from "node:child_process"
+import type * as Contract from "./Contract.ts"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { freePort } from "./FreePort.ts"
+import * as Reaper from "./Reaper.ts"
 
 /** @category models */
 export interface RedisServer {
@@ -59,12 +63,32 @@ export interface Options {
   readonly appendOnly?: boolean
 }
 
-const spawnServer = (port: number, dir: string | undefined) =>
+/**
+ * The one line a test run fails with when `binary` (`redis-server` or `redis-cli`) cannot be run.
+ *
+ * @category constants
+ */
+export const missing = (binary: string) =>
+  `${binary} was not found on the PATH: the tests start their own Redis servers; install Redis 7 or later (redis-server and redis-cli)`
+
+/**
+ * Throws `missing` unless `redis-server` and `redis-cli` run.
+ *
+ * @category constructors
+ */
+export const requireRedisServer = (): void => {
+  for (const binary of ["redis-server", "redis-cli"]) {
+    const result = ChildProcess.spawnSync(binary, ["--version"], { stdio: "ignore" })
+    if (result.error !== undefined || result.status !== 0) throw new Error(missing(binary))
+  }
+}
+
+const spawnServer = (port: number, dir: string, appendOnly: boolean) =>
   ChildProcess.spawn(
     "redis-server",
     [
-      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no",
-      ...(dir === undefined ? ["--appendonly", "no"] : ["--appendonly", "yes", "--appendfsync", "always", "--dir", dir])
+      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no", "--dir", dir,
+      ...(appendOnly ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"])
     ],
     { stdio: "ignore" }
   )
@@ -94,6 +118,7 @@ export const launchOnFreePort = async (
   for (let attempt = 1; ; attempt++) {
     const port = await freePort()
     const child = await spawn(port)
+    Reaper.reap(child)
     const exited = new Promise<boolean>((resolve) => {
       child.once("exit", () => resolve(false))
       child.once("error", () => resolve(false))
@@ -111,12 +136,16 @@ export const launchOnFreePort = async (
  * @category constructors
  */
 export const start = async (options: Options = {}): Promise<RedisServer> => {
-  const dir = options.appendOnly === true ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-redis-")) : undefined
-  const first = await launchOnFreePort(async (port) => spawnServer(port, dir))
+  requireRedisServer()
+  const appendOnly = options.appendOnly === true
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-redis-"))
+  Reaper.removeAtExit(dir)
+  const first = await launchOnFreePort(async (port) => spawnServer(port, dir, appendOnly)).catch((error) => {
+    Fs.rmSync(dir, { recursive: true, force: true })
+    throw error
+  })
   const port = first.port
   let child = first.child
-  const onExit = () => child.kill("SIGKILL")
-  process.once("exit", onExit)
   const launched = async () => {
     await new Promise<void>((resolve, reject) => {
       child.once("error", reject)
@@ -135,14 +164,14 @@ export const start = async (options: Options = {}): Promise<RedisServer> => {
     kill,
     restart: async () => {
       await kill()
-      child = spawnServer(port, dir)
+      child = spawnServer(port, dir, appendOnly)
+      Reaper.reap(child)
       await launched()
     },
     stall: (ms) => stall(child, ms),
     stop: async () => {
-      process.removeListener("exit", onExit)
       await kill()
-      if (dir !== undefined) Fs.rmSync(dir, { recursive: true, force: true })
+      Fs.rmSync(dir, { recursive: true, force: true })
     }
   }
 }
@@ -166,38 +195,28 @@ export const startReplicated = async (): Promise<{ readonly primary: RedisServer
 }
 
 /**
- * What a test file gets: a server it may use, or the reason there is none. Under `CI` a missing
- * Redis throws instead, failing the file.
+ * What a test file gets: the server `REDIS_URL` names, else a fresh one (`start`), which fails
+ * with `missing` when `redis-server` cannot be run. A test that kills, restarts or stalls its
+ * server, or counts its commands, uses `start`: it must never touch a shared one.
  *
  * @category constructors
  */
-export const acquire = async (): Promise<RedisServer | { readonly unavailable: string }> => {
+export const acquire = async (): Promise<RedisServer> => {
   const external = process.env["REDIS_URL"]
   if (external !== undefined && external !== "") {
     const port = Number(new URL(external).port || 6379)
     const unsupported = () => Promise.reject(new Error("cannot restart or stall an external Redis"))
     return { url: external, port, kill: unsupported, restart: unsupported, stall: unsupported, stop: () => Promise.resolve() }
   }
-  try {
-    return await start()
-  } catch (error) {
-    if (process.env["CI"]) {
-      throw new Error(`CI is set and no redis-server could be started: ${String(error)}`)
-    }
-    return { unavailable: String(error) }
-  }
+  return start()
 }
 
 /**
- * A contract-test backend over a Redis layer built from the acquired server: skipped with the
- * reason when there is none (never under CI, where `acquire` throws).
+ * A contract-test backend over a Redis layer built from the acquired server.
  *
  * @category constructors
  */
-export const backend = <ROut, E>(
-  acquired: RedisServer | { readonly unavailable: string },
-  makeLayer: (url: string) => Layer.Layer<ROut, E>
-) =>
-  "unavailable" in acquired
-    ? { name: "redis", layer: Layer.effectDiscard(Effect.die(acquired.unavailable)) as unknown as Layer.Layer<ROut, E>, skip: acquired.unavailable }
-    : { name: "redis", layer: makeLayer(acquired.url) }
+export const backend = <ROut, E>(acquired: RedisServer, makeLayer: (url: string) => Layer.Layer<ROut, E>): Contract.Backend<ROut, E> => ({
+  name: "redis",
+  layer: makeLayer(acquired.url)
+})

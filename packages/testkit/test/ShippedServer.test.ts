@@ -1,9 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest"
 import { RedisServer, ShippedServer } from "../src/index.ts"
 
-const acquired = await RedisServer.acquire()
-const redis = "unavailable" in acquired ? undefined : acquired
-afterAll(() => redis?.stop())
+const redis = await RedisServer.acquire()
+afterAll(() => redis.stop())
 
 describe("ShippedServer: the pnpm start entry point on a free port, answering before start resolves", () => {
   it("dev mode: answers at once and hands over the demo credentials", { timeout: 90_000 }, async () => {
@@ -19,14 +18,14 @@ describe("ShippedServer: the pnpm start entry point on a free port, answering be
     }
   })
 
-  it.skipIf(redis === undefined)("production on Redis: keys provisioned with the shipped CLI are accepted", { timeout: 150_000 }, async () => {
+  it("production on Redis: keys provisioned with the shipped CLI are accepted", { timeout: 150_000 }, async () => {
     // Production lists its models; the local renderer needs no upstream.
     const localRenderer = {
       id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
       promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
     }
     const config = { models: [localRenderer] }
-    const server = await ShippedServer.start({ store: "redis", redisUrl: redis!.url, signingKey: true, config })
+    const server = await ShippedServer.start({ store: "redis", redisUrl: redis.url, signingKey: true, config })
     try {
       const response = await fetch(`${server.api}/api_keys`, {
         headers: { authorization: `Bearer ${server.credentials!.adminKey}` }

@@ -6,7 +6,7 @@ import { afterAll } from "vitest"
 import { Anvil, Contract, RedisServer } from "../src/index.ts"
 
 const redis = await RedisServer.acquire()
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+afterAll(() => redis.stop())
 
 Contract.contract(
   "Contract: one suite runs against every backend",

@@ -1,17 +1,19 @@
 /**
  * The app as the HTTP tests build it: the metered pipeline's dependencies in memory (Auth over a
- * memory store with a fresh signing key, RateLimiter, CreditLedger, IdempotencyStore, the minimal
- * 402 bodies and the spec's limit tables) and accounts seeded with a key and credit, so a test file
- * states only the routes and backends it is about.
+ * memory store with a fresh signing key, RateLimiter, CreditLedger, IdempotencyStore, the server's
+ * own 402 bodies from the x402 module and the spec's limit tables) and accounts seeded with a key
+ * and credit, so a test file states only the routes and backends it is about.
  */
-import { Admission, CreditLedger, IdempotencyStore, type Money } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, type Money, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { Context, Effect, Layer, Scope } from "effect"
+import { expect } from "vitest"
 import { ServiceInfo } from "../../src/index.ts"
 import * as Metered from "../../src/Metered.ts"
+import * as X402Route from "../../src/routes/X402.ts"
 
 /** Runs an effect that needs nothing. */
 export const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
@@ -38,10 +40,53 @@ export const authMemory = () => buildWithContext(Auth.Auth, layerAuthMemory)
 /** The credit ledger in memory. */
 export const ledgerMemory = () => buildWithContext(CreditLedger.CreditLedger, CreditLedger.layerMemory)
 
+/** Where the test apps take USDC on Base: the discovery 402 advertises it. */
+export const payTo = "0x00000000000000000000000000000000000000A1"
+
+/** The x402 configuration of the test apps: the spec's minimum top-up, paid to `payTo` on Base. */
+export const x402Config = X402.makeConfig({ publicOrigin: "http://localhost", payTo: { evm: payTo } })
+
+/** The 402 bodies the server answers with (`X402Route.layerPaymentRequiredBodies`), over `auth`. */
+export const layerPaymentRequiredBodies = <E>(auth: Layer.Layer<Auth.Auth | AuthStore.Memory, E>) =>
+  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(x402Config)), Layer.provideMerge(auth))
+
+/**
+ * The discovery 402 body the test apps answer a caller without credentials at `path`: the spec's
+ * $5 minimum top-up in USDC on Base, a fresh sign-in challenge, and the two ways to authenticate.
+ */
+export const discoveryBody = (path: string) => ({
+  x402Version: 2,
+  error: "Payment required",
+  resource: {
+    url: `http://localhost${path}`,
+    description: "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana",
+    mimeType: "application/json"
+  },
+  accepts: [{
+    scheme: "exact",
+    network: X402.BASE_MAINNET,
+    asset: X402.BASE_USDC,
+    amount: "5000000",
+    payTo,
+    maxTimeoutSeconds: 300,
+    extra: { name: "USD Coin", version: "2" }
+  }],
+  extensions: { "sign-in-with-x": expect.objectContaining({ info: expect.objectContaining({ nonce: expect.any(String) }) }) },
+  authOptions: {
+    apiKey: { header: "Authorization", getKey: "http://localhost/api-keys", docs: "http://localhost/docs/authentication" },
+    x402Wallet: {
+      header: "SIGN-IN-WITH-X",
+      legacyHeader: "X-Sign-In-With-X",
+      topUp: "http://localhost/api/v1/x402/top-up",
+      docs: "http://localhost/docs/wallets"
+    }
+  }
+})
+
 const layerAround = <E>(
   auth: Layer.Layer<Auth.Auth | AuthStore.Memory, E>,
   ledger: Layer.Layer<CreditLedger.CreditLedger | CreditLedger.Memory>
-) => Layer.mergeAll(auth, ledger, IdempotencyStore.layerMemory, Metered.layerPaymentRequiredMinimal)
+) => Layer.mergeAll(layerPaymentRequiredBodies(auth), ledger, IdempotencyStore.layerMemory)
 
 /**
  * The metered pipeline with its admissions in memory (`Admission.layerMemory`), over the memory

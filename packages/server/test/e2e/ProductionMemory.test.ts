@@ -72,8 +72,21 @@ describe("Production mode on memory: public endpoints answer, credentials are re
     expect(await response.json()).toEqual({ error: expect.any(String) })
   })
 
-  it("POST /x402/top-up without a payment answers 402; GET /x402/balance answers 0 for a new wallet", async () => {
-    expect((await fetch(`${server.api}/x402/top-up`, { method: "POST" })).status).toBe(402)
+  it("POST /x402/top-up without a payment answers 402 for the $5 minimum in USDC on Base; GET /x402/balance answers 0 for a new wallet", async () => {
+    const topUp = await fetch(`${server.api}/x402/top-up`, { method: "POST" })
+    expect(topUp.status).toBe(402)
+    const required = await topUp.json() as { x402Version: number; resource: { url: string; description: string }; accepts: Array<unknown> }
+    expect(required.x402Version).toBe(2)
+    expect(required.resource).toMatchObject({ url: expect.stringMatching(/\/api\/v1\/x402\/top-up$/), description: "Top up 5 USD of wallet credit" })
+    expect(required.accepts).toEqual([{
+      scheme: "exact",
+      network: "eip155:8453",
+      asset: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+      amount: "5000000",
+      payTo: "0x1111111111111111111111111111111111111111",
+      maxTimeoutSeconds: 300,
+      extra: { name: "USD Coin", version: "2" }
+    }])
     const balance = await fetch(`${server.api}/x402/balance/0x000000000000000000000000000000000000dEaD`)
     expect(balance.status).toBe(200)
     expect(await balance.json()).toMatchObject({ balanceUsd: "0" })

@@ -1,6 +1,6 @@
 import { Models } from "@tollgate/core"
 import { Anvil, FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
-import { afterAll, beforeAll } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Endpoints from "./support/Endpoints.ts"
 
 const redis = await RedisServer.start()
@@ -36,3 +36,16 @@ afterAll(async () => {
 })
 
 Endpoints.suite("Production mode on Redis", () => ({ server, chatModel: "house-model", chatReply: /Hello from upstream/, network: "base-mainnet" }))
+
+describe("The operator's CLI grants credit on Redis once per reference", () => {
+  it("a retried grant answers the same balance and credits nothing more; another amount under the reference is refused", async () => {
+    const grant = (usd: string) => server.cli(["credits", "grant", "--account", "acct_e2e", "--usd", usd, "--reference", "cli-once"])
+    const first = await grant("2.00")
+    expect(first).toMatchObject({ accountId: "acct_e2e", amountUsd: "2", reference: "cli-once" })
+    expect(await grant("2.00")).toEqual(first)
+    const refused = await grant("3.00").then(() => "granted", (error: Error) => error.message.split("--reference cli-once: ")[1])
+    expect(refused).toMatch(/^tollgate-cli: The reference was used/)
+    const limits = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })
+    expect((await limits.json() as { balances: { usd: string } }).balances.usd).toBe(first["balanceUsd"])
+  })
+})

@@ -103,11 +103,27 @@ export const suite = (name: string, target: () => Target) =>
       expect(await response.json()).toEqual({ text: "Hello from a text file.\n", tokens: expect.any(Number) })
     })
 
-    it("GET /billing/usage-history lists the calls just made; the deprecated /billing/usage is 410 for a new account", async () => {
+    it("GET /billing/usage-history lists the call just made, with its amount; the deprecated /billing/usage is 410 for a new account", async () => {
+      const image = async () => {
+        const response = await post(
+          "/image/generate",
+          { model: "local-renderer", prompt: "a ledger entry", width: 64, height: 64, format: "png" },
+          keys().inferenceKey
+        )
+        expect(response.status).toBe(200)
+        await response.arrayBuffer()
+        return response
+      }
+      const call = await image()
+      // The balance a second call starts from says what the first one cost.
+      const charged = Number(call.headers.get("x-service-balance-usd")) - Number((await image()).headers.get("x-service-balance-usd"))
+      expect(charged).toBeGreaterThan(0)
       const history = await get("/billing/usage-history?limit=50", keys().adminKey)
       expect(history.status).toBe(200)
-      const { data } = await history.json() as { data: Array<{ sku: string }> }
-      expect(data.length).toBeGreaterThan(0)
+      const { data } = await history.json() as { data: Array<{ sku: string; amount: number; currency: string; inferenceDetails: { requestId: string } }> }
+      const entry = data.find((row) => row.inferenceDetails.requestId === call.headers.get("x-request-id"))
+      expect(entry).toMatchObject({ currency: "USD", sku: expect.stringContaining("local-renderer") })
+      expect(entry!.amount).toBeCloseTo(charged, 9)
       const deprecated = await get("/billing/usage", keys().adminKey)
       expect(deprecated.status).toBe(410)
       expect(await deprecated.json()).toEqual({ error: expect.any(String) })
@@ -117,8 +133,18 @@ export const suite = (name: string, target: () => Target) =>
       const grant = { accountId: keys().accountId, amountUsd: "1.50", reference: `e2e-${Date.now()}` }
       const first = await post("/billing/credits", grant, keys().adminKey)
       expect(first.status).toBe(200)
-      expect(await first.json()).toMatchObject({ accountId: keys().accountId, amountUsd: "1.5" })
-      expect((await post("/billing/credits", grant, keys().adminKey)).status).toBe(200)
+      const granted = await first.json() as { balanceUsd: string; entryId: string }
+      expect(granted).toMatchObject({ accountId: keys().accountId, amountUsd: "1.5", reference: grant.reference, entryId: expect.any(String) })
+      // The retry answers the same grant: same entry, and the balance did not grow a second time.
+      const retry = await post("/billing/credits", grant, keys().adminKey)
+      expect(retry.status).toBe(200)
+      expect(await retry.json()).toEqual(granted)
+      const limits = await (await get("/api_keys/rate_limits", keys().adminKey)).json() as { balances: { usd: string } }
+      expect(limits.balances.usd).toBe(granted.balanceUsd)
+      // The reference is spent: another amount under it is refused.
+      const conflict = await post("/billing/credits", { ...grant, amountUsd: "2.00" }, keys().adminKey)
+      expect(conflict.status).toBe(409)
+      expect(await conflict.json()).toEqual({ error: "This reference was already used for another grant" })
     })
 
     it("POST, GET and DELETE /api_keys: a minted key works until it is revoked", async () => {
@@ -139,6 +165,8 @@ export const suite = (name: string, target: () => Target) =>
       expect(await limits.json()).toMatchObject({ accountId: keys().accountId })
       const logs = await get("/api_keys/rate_limit_logs", keys().inferenceKey)
       expect(logs.status).toBe(200)
+      // No call of this suite hits a limit: the log is there, and empty.
+      expect(await logs.json()).toEqual({ data: [] })
     })
 
     it("POST /x402/top-up without a payment answers 402 with the USDC options", async () => {
