@@ -361,6 +361,17 @@ export const resourceUrl = (url: string): string => {
 }
 
 /**
+ * What the discovery 402 asks for: the ways to pay this server offers, and no top-up when wallet
+ * payments are not configured (its `accepts` is empty then).
+ */
+const defaultDescription = (config: Config): string => {
+  const chains = [...(config.evm === undefined ? [] : ["Base"]), ...(config.solana === undefined ? [] : ["Solana"])]
+  return chains.length === 0
+    ? "Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server"
+    : `Sign in with a wallet holding prepaid credit, or top up USDC credit on ${chains.join(" or ")}`
+}
+
+/**
  * Form 2, the discovery body: a 402 for `resource` (named without its query, see `resourceUrl`)
  * with the top-up requirements of `amount` (the minimum top-up unless given), a fresh SIWX
  * challenge and both authentication options.
@@ -377,8 +388,7 @@ export const discoveryBody = (config: Config, input: {
   error: input.error ?? "Payment required",
   resource: {
     url: resourceUrl(input.resource.url),
-    description: input.resource.description ??
-      "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana",
+    description: input.resource.description ?? defaultDescription(config),
     mimeType: input.resource.mimeType ?? "application/json"
   },
   accepts: requirements(config, input.amount ?? config.minimumTopUp),

@@ -21,8 +21,9 @@ const startupFailure = (cause: Cause.Cause<unknown>): string => {
   return `cannot start: ${message.split("\n")[0]}`
 }
 
+/** The supervisor's lines, in the one shape of every line: `message` a string, the fields as annotations. */
 const log = (message: string, fields: Record<string, unknown>) =>
-  Effect.logInfo(message, fields).pipe(Effect.provide(Logger.layer([Logger.consoleJson])))
+  Effect.logInfo(message).pipe(Effect.annotateLogs(fields), Effect.provide(Logger.layer([Logger.consoleJson])))
 
 const main = Effect.gen(function*() {
   const config = yield* Config.load()
