@@ -5,8 +5,11 @@
  * limit, the setting to configure), read with the clients users use (the `openai` SDK, fetch,
  * headless Chromium). Production's refusals are in ProductionStart.test.ts.
  */
-import { ShippedServer } from "@tollgate/testkit"
+import { FreePort, ShippedServer } from "@tollgate/testkit"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import OpenAI from "openai"
 import { chromium } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -151,4 +154,45 @@ describe("A refusal caused by the configuration names the setting to change", ()
     })
     expect(await balance()).toBe(before)
   })
+})
+
+// `script` runs the server on a pseudo-terminal, as `pnpm start` in a terminal does.
+const scriptPath = "/usr/bin/script"
+
+describe("Dev mode on a terminal shows the keys as a short block with a curl to paste; the JSON line stays", () => {
+  it.skipIf(!Fs.existsSync(scriptPath))("the block names the account and both keys, and its curl makes a chat call", async () => {
+    const port = await FreePort.freePort()
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-tty-"))
+    const file = Path.join(dir, "credentials.json")
+    const child = ChildProcess.spawn(scriptPath, ["-qfec", `"${process.execPath}" "${ShippedServer.mainPath}"`, "/dev/null"], {
+      env: { PATH: process.env["PATH"] ?? "", PORT: String(port), TOLLGATE_DEV_CREDENTIALS_FILE: file },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString().replaceAll("\r", "")))
+    try {
+      const deadline = Date.now() + 60_000
+      while (!output.includes("tollgate listening")) {
+        if (Date.now() > deadline) throw new Error(`no listening line: ${output}`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      const credentials = JSON.parse(Fs.readFileSync(file, "utf8")) as { accountId: string; adminKey: string; inferenceKey: string }
+      expect(output).toContain("  tollgate dev mode: account acct_demo with 25 USD of credit\n")
+      expect(output).toContain(`\n  ADMIN key      ${credentials.adminKey}\n  INFERENCE key  ${credentials.inferenceKey}\n`)
+      expect(output).toMatch(/^\{"message":"dev mode: no TOLLGATE_SIGNING_KEY/mu)
+      const lines = output.split("\n")
+      const from = lines.indexOf("  Try it:") + 1
+      const curl = lines.slice(from, lines.indexOf("", from)).join("\n")
+      expect(curl).toContain(`http://localhost:${port}/api/v1/chat/completions`)
+      const answer = ChildProcess.execSync(curl, { shell: "/bin/sh", encoding: "utf8" })
+      expect((JSON.parse(answer) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).toContain("hello")
+    } finally {
+      // The server runs in the terminal's own session: ending `script` closes the terminal, and the
+      // server gets SIGHUP.
+      const exited = new Promise((resolve) => child.once("exit", resolve))
+      child.kill("SIGKILL")
+      await exited
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
 })
