@@ -41,6 +41,20 @@ describe("A Node older than engines.node is refused with one line naming the ver
     }
   })
 
+  // pnpm runs on the Node first on the PATH; engine-strict (.npmrc) makes it refuse the project's engines.
+  const pnpm = (process.env["PATH"] ?? "").split(":").map((dir) => Path.join(dir, "pnpm")).find((file) => Fs.existsSync(file))
+  it.skipIf(!old || pnpm === undefined)("pnpm start on an old Node exits 1 naming the version needed, before starting anything", () => {
+    const result = ChildProcess.spawnSync(pnpm!, ["start"], {
+      cwd: Path.join(import.meta.dirname, "..", "..", ".."),
+      // PORT 0 is refused by the configuration: nothing could listen even if pnpm ran the script.
+      env: { PATH: `${Path.dirname(systemNode)}:${process.env["PATH"] ?? ""}`, PORT: "0" },
+      encoding: "utf8"
+    })
+    expect(result.status).toBe(1)
+    expect(`${result.stdout}${result.stderr}`).toContain("Expected version: >=22.19")
+    expect(`${result.stdout}${result.stderr}`).not.toContain("listening")
+  })
+
   it.skipIf(!old)("an old Node importing the library entry fails with that line as the error", () => {
     const result = ChildProcess.spawnSync(systemNode, ["--input-type=module", "-e", `
       try { await import(${JSON.stringify(Path.join(bin, "require-node.mjs"))}) } catch (error) { console.log(error.message) }
