@@ -40,8 +40,9 @@ export const json = (
   })
 
 /**
- * Where a body that is not JSON broke, in the parser's words (`Unexpected token '}', ... at
- * position 14 (line 1 column 15)`): a client fixing it needs the place, not only the verdict.
+ * Where a body that is not JSON broke, in the parser's words (`Unexpected token '}',
+ * ..."ssages": [}" is not valid JSON`, or `... at position 14 (line 1 column 15)`): a client
+ * fixing it needs the place, not only the verdict.
  */
 const unparsable = (cause: unknown): string =>
   cause instanceof SyntaxError ? `The body is not valid JSON: ${cause.message}` : "The body must be a JSON object"
