@@ -17,10 +17,8 @@ export const demoCredit = Money.usd(25)
  * The keys as a person reads them on a terminal: the account, both keys and a call to paste. The
  * JSON line stays the record for logs and scripts; this block is printed only when stdout is a
  * terminal.
- *
- * @category formatting
  */
-export const terminalBlock = (credentials: DevCredentials.DevCredentials, publicOrigin: string): string =>
+const terminalBlock = (credentials: DevCredentials.DevCredentials, publicOrigin: string): string =>
   [
     "",
     `  tollgate dev mode: account ${credentials.accountId} with ${Money.formatUsd(demoCredit)} USD of credit`,
