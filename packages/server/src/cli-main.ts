@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+// First: run directly (not through bin/), an older Node still gets the line naming the version.
+import "../bin/require-node.mjs"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { CliError } from "effect/cli"
