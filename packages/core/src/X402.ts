@@ -366,7 +366,7 @@ export const resourceUrl = (url: string): string => {
  */
 const defaultDescription = (config: Config): string => {
   const chains = [...(config.evm === undefined ? [] : ["Base"]), ...(config.solana === undefined ? [] : ["Solana"])]
-  return chains.length === 0
+  return !paymentsEnabled(config)
     ? "Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server"
     : `Sign in with a wallet holding prepaid credit, or top up USDC credit on ${chains.join(" or ")}`
 }
@@ -451,7 +451,9 @@ export const insufficientBalance = (config: Config, input: {
     } USD required`,
     currentBalanceUsd: Money.toUsdNumber(input.balance),
     minimumBalanceUsd: Money.toUsdNumber(input.required),
-    description: "Top up USDC credit for this wallet, then retry the request signed in with the same wallet",
+    description: paymentsEnabled(config)
+      ? "Top up USDC credit for this wallet, then retry the request signed in with the same wallet"
+      : "This server takes no wallet top-ups: the wallet's credit comes from its operator, or use an API key",
     suggestedTopUpUsd: suggested,
     minimumTopUpUsd,
     supportedTokens: ["USDC"],
