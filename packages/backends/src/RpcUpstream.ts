@@ -324,7 +324,7 @@ export const make = (config: Config) => {
     forward: (network: string, request: JsonRpc.Request, body: Uint8Array) => {
       const urls = upstreams.get(network) ?? []
       if (urls.length === 0) {
-        return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}` }))
+        return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}: add its node URLs under rpc.upstreams.${network} in the TOLLGATE_CONFIG file` }))
       }
       const readOnly = request.items.every((item) => !WRITES.has(item.method))
       const attempts = config.attempts ?? Math.max(urls.length, 2)

@@ -432,12 +432,24 @@ export const resourceUrl = (url: string): string => {
   return end < 0 ? url : url.slice(0, end)
 }
 
+/**
+ * What the discovery 402 asks for: the ways to pay this server offers, and no top-up when wallet
+ * payments are not configured (its `accepts` is empty then).
+ */
+const defaultDescription = (config: Config): string => {
+  const chains = [...(config.evm === undefined ? [] : ["Base"]), ...(config.solana === undefined ? [] : ["Solana"])]
+  return !paymentsEnabled(config)
+    ? "Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server"
+    : `Sign in with a wallet holding prepaid credit, or top up USDC credit on ${chains.join(" or ")}`
+}
+
 const endpointDescription = (config: Config, price: Money.Nano | undefined): string => {
+  if (!paymentsEnabled(config)) return defaultDescription(config)
   if (perCallOffered(config, price)) {
     return `Pay this call (at most ${Money.formatUsd(price)} USD; what it does not use stays as credit for SIWX), ` +
       "or sign in with a wallet holding prepaid credit"
   }
-  if (price === undefined) return "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana"
+  if (price === undefined) return defaultDescription(config)
   return `This call (${Money.formatUsd(price)} USD) is below the ${Money.formatUsd(config.minimumPerCall)} USD paid per call: ` +
     "top up USDC credit (a payment sent here is credited too), then sign in with SIWX"
 }
@@ -531,7 +543,9 @@ export const insufficientBalance = (config: Config, input: {
     } USD required`,
     currentBalanceUsd: Money.toUsdNumber(input.balance),
     minimumBalanceUsd: Money.toUsdNumber(input.required),
-    description: "Top up USDC credit for this wallet, then retry the request signed in with the same wallet",
+    description: paymentsEnabled(config)
+      ? "Top up USDC credit for this wallet, then retry the request signed in with the same wallet"
+      : "This server takes no wallet top-ups: the wallet's credit comes from its operator, or use an API key",
     suggestedTopUpUsd: suggested,
     minimumTopUpUsd,
     supportedTokens: ["USDC"],

@@ -1,10 +1,10 @@
 /**
  * The routes that document the API: `GET /api/v1/openapi.json` (the generated OpenAPI 3.1
  * document of every route, itself included), `GET /docs` (a browsable reference page, Scalar as
- * bundled by `effect/http-api`, reading that document) and the pages the 402 bodies link to
- * (`Pages`). Nothing they serve loads anything from outside the server: Scalar's default fonts (a
- * CDN) are turned off, and the introduction is also in the page itself for a browser without
- * JavaScript.
+ * bundled by `effect/http-api`, with that document inline), `GET /` (links to both) and the pages
+ * the 402 bodies link to (`Pages`). Nothing they serve loads anything from outside the server:
+ * Scalar's fonts (a CDN) are replaced by the system's, the favicon is an empty inline one, and
+ * the introduction is also in the page itself for a browser without JavaScript.
  *
  * @since 0.1.0
  */
@@ -23,17 +23,41 @@ import { ServiceInfo } from "./ServiceInfo.ts"
 export const openApiPath = "/api/v1/openapi.json"
 
 /**
- * Scalar's configuration: the document of this server, its fonts off (they come from a CDN; the
- * page falls back to the system's), no proxy, no telemetry.
+ * `GET /`: a client (or a person) that tries the server's root learns where the reference and the
+ * API are, instead of a bare 404.
  */
-const scalarConfiguration = { url: openApiPath, withDefaultFonts: false, telemetry: false }
+const rootBody = {
+  service: "tollgate",
+  docs: "/docs",
+  openapi: openApiPath,
+  api: "/api/v1"
+}
 
-const page = (javascript: string) => `<!doctype html>
+/**
+ * Scalar's configuration: the document of this server inline (no second request before the page
+ * shows anything), its fonts off (they come from a CDN), no proxy, no telemetry.
+ */
+const scalarConfiguration = (document: OpenApi.Document) => ({ content: document, withDefaultFonts: false, telemetry: false })
+
+/** JSON inside a `<script>`: `<` escaped so no string in the document can close the element. */
+const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</gu, "\\u003c")
+
+/**
+ * The reference page. Scalar's theme still asks for its fonts from a CDN with the default fonts
+ * off, so the page sets the font variables itself (unlayered, they win over the theme's layer).
+ * The mount point is not `#api-reference`: the bundle mounts a second, empty reference there of
+ * its own accord, whose loading placeholders filled the first screen.
+ */
+const page = (javascript: string, document: OpenApi.Document) => `<!doctype html>
 <html>
   <head>
     <meta charset="utf-8" />
     <title>tollgate API reference</title>
     <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <link rel="icon" href="data:," />
+    <style>
+      body, body * { --scalar-font: system-ui, sans-serif; --scalar-font-code: ui-monospace, monospace; }
+    </style>
   </head>
   <body>
     <noscript>
@@ -42,10 +66,10 @@ const page = (javascript: string) => `<!doctype html>
       <p><a href="${openApiPath}">The OpenAPI document</a> · <a href="${Pages.apiKeysPath}">API keys</a> ·
         <a href="${Pages.authenticationPath}">Authentication</a> · <a href="${Pages.walletsPath}">Wallets</a></p>
     </noscript>
-    <div id="api-reference"></div>
+    <div id="reference"></div>
     <script>${javascript}</script>
     <script>
-      window.Scalar.createApiReference(document.getElementById("api-reference"), ${JSON.stringify(scalarConfiguration)})
+      window.Scalar.createApiReference(document.getElementById("reference"), ${scriptJson(scalarConfiguration(document))})
     </script>
   </body>
 </html>`
@@ -70,15 +94,17 @@ export const routes = <R>(
   documented: ReadonlyArray<Route.Route<R>>,
   options: { readonly paymentRequiredSchemas?: ReadonlyArray<Schema.Top> } = {}
 ): ReadonlyArray<Route.Route<R | ServiceInfo>> => {
+  const openApiDocument = Effect.gen(function*() {
+    const info = yield* ServiceInfo
+    const config = yield* Effect.serviceOption(X402.X402Config)
+    const tables = yield* Effect.serviceOption(PricingEngine.PricingEngine)
+    const x402 = Option.isSome(config) && Option.isSome(tables) ? { config: config.value, tables: tables.value } : undefined
+    return OpenApi.make([...documented, ...all], { ...options, version: info.version, publicOrigin: info.publicOrigin, x402 })
+  })
   const openApi: Route.Route<ServiceInfo> = Route.make(
     "GET",
     openApiPath,
-    Effect.gen(function*() {
-      const info = yield* ServiceInfo
-      const config = yield* Effect.serviceOption(X402.X402Config)
-      const tables = yield* Effect.serviceOption(PricingEngine.PricingEngine)
-      const x402 = Option.isSome(config) && Option.isSome(tables) ? { config: config.value, tables: tables.value } : undefined
-      const document = OpenApi.make([...documented, ...all], { ...options, version: info.version, publicOrigin: info.publicOrigin, x402 })
+    Effect.map(openApiDocument, (document) => {
       const body = new TextEncoder().encode(JSON.stringify(document))
       return Effect.sync(() => HttpServerResponse.uint8Array(body, { contentType: "application/json" }))
     }),
@@ -89,12 +115,12 @@ export const routes = <R>(
       responses: { 200: { description: "OpenAPI document", schema: Schema.Record(Schema.String, Schema.Unknown) } }
     }
   )
-  const reference: Route.Route<never> = Route.make(
+  const reference: Route.Route<ServiceInfo> = Route.make(
     "GET",
     "/docs",
-    Effect.promise(loadScalar).pipe(
-      Effect.map((javascript) => {
-        const html = page(javascript)
+    Effect.all([Effect.promise(loadScalar), openApiDocument]).pipe(
+      Effect.map(([javascript, document]) => {
+        const html = page(javascript, document)
         return Effect.sync(() => HttpServerResponse.html(html))
       })
     ),
@@ -105,6 +131,17 @@ export const routes = <R>(
       responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
     }
   )
-  const all = [openApi, reference, ...Pages.routes]
+  const root: Route.Route<never> = Route.make(
+    "GET",
+    "/",
+    Effect.succeed(Effect.sync(() => HttpServerResponse.jsonUnsafe(rootBody))),
+    {
+      summary: "Where to start: the API reference, the OpenAPI document and the API root",
+      tags: ["documentation"],
+      security: "public",
+      responses: { 200: { description: "Links", schema: Schema.Struct({ service: Schema.String, docs: Schema.String, openapi: Schema.String, api: Schema.String }) } }
+    }
+  )
+  const all = [openApi, reference, root, ...Pages.routes]
   return all
 }

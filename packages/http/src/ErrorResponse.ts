@@ -7,11 +7,44 @@
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
-import { Cause, Effect } from "effect"
-import { HttpServerError, HttpServerResponse } from "effect/http"
+import { type ByteSize, Cause, Effect } from "effect"
+import { HttpIncomingMessage, HttpServerError, HttpServerResponse } from "effect/http"
 
 const json = (status: number, body: unknown, headers?: Readonly<Record<string, string>>) =>
   HttpServerResponse.jsonUnsafe(body, headers === undefined ? { status } : { status, headers })
+
+/** Every problem of DetailedError details, depth first, with the path of its field. */
+const problems = (
+  details: Errors.FieldErrors,
+  path: ReadonlyArray<string> = []
+): Array<{ readonly path: ReadonlyArray<string>; readonly message: string }> => [
+  ...details._errors.map((message) => ({ path, message })),
+  ...Object.entries(details).flatMap(([key, child]) => Array.isArray(child) ? [] : problems(child, [...path, key]))
+]
+
+/**
+ * The `error` text of a DetailedError: the message and its first problem as `field: problem`,
+ * since clients such as the `openai` SDK show `error` and never `details` (`Invalid request
+ * parameters: model: Unknown text model: gpt-4o`). The others are counted; `details` keeps them
+ * all. A message that already states its problem is left as it is.
+ */
+const detailedMessage = (message: string, details: Errors.FieldErrors): string => {
+  const [first, ...others] = problems(details)
+  if (first === undefined || message.includes(first.message)) return message
+  const problem = first.path.length === 0 ? first.message : `${first.path.join(".")}: ${first.message}`
+  return others.length === 0 ? `${message}: ${problem}` : `${message}: ${problem} (and ${others.length} more in details)`
+}
+
+/**
+ * The 413 of a body over `limit` bytes: the message states the limit, so a client knows what to
+ * send instead.
+ *
+ * @category constructors
+ */
+export const bodyTooLarge = (limit: ByteSize.ByteSize | number | undefined): Errors.PayloadTooLarge =>
+  new Errors.PayloadTooLarge({
+    message: limit === undefined ? "Request body is too large" : `Request body is too large: the limit is ${Number(limit)} bytes`
+  })
 
 /**
  * The response of a tagged error.
@@ -23,7 +56,7 @@ export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerRes
   switch (error._tag) {
     case "InvalidRequest":
       return json(status, error.details === undefined ? { error: error.message } : {
-        error: error.message,
+        error: detailedMessage(error.message, error.details),
         details: error.details
       })
     case "InsufficientBalance":
@@ -60,11 +93,9 @@ export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerRes
 export const fromServerError = (error: HttpServerError.HttpServerError): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   switch (error.reason._tag) {
     case "RequestParseError":
-      return Effect.succeed(render(
-        error.reason.reason === "BodyTooLarge"
-          ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-          : new Errors.InvalidRequest({ message: "Request body could not be read" })
-      ))
+      return error.reason.reason === "BodyTooLarge"
+        ? Effect.map(HttpIncomingMessage.MaxBodySize, (limit) => render(bodyTooLarge(limit)))
+        : Effect.succeed(render(new Errors.InvalidRequest({ message: "Request body could not be read" })))
     case "RouteNotFound":
       return Effect.succeed(render(new Errors.NotFound({ message: "Not found" })))
     default:

@@ -25,6 +25,7 @@ import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as ErrorResponse from "./ErrorResponse.ts"
 import * as Observability from "./Observability.ts"
 import * as PerCallPayment from "./PerCallPayment.ts"
 import * as RequestContext from "./RequestContext.ts"
@@ -575,7 +576,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {
         const declared = Number(request.headers["content-length"] ?? 0)
         if (cap !== undefined && declared > Number(cap)) {
-          return Effect.fail(new Errors.PayloadTooLarge({ message: "Request body is too large" }))
+          return Effect.fail(ErrorResponse.bodyTooLarge(cap))
         }
         // A small body is read and priced, so the 402 can offer the call at its price.
         if (perCall?.pricesAnonymous(request.headers) === true) return Effect.void

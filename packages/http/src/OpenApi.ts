@@ -84,6 +84,17 @@ const pathParameters = (path: string) =>
     schema: { type: "string" }
   }))
 
+const isEmptyObject = (value: unknown) => typeof value === "object" && value !== null && Object.keys(value).length === 0
+
+/**
+ * An object schema that says nothing of its keys. Reference pages invent an example for it
+ * (`"propertyName*": "anything"`), so it gets `{}` as its example; inside `allOf` it constrains
+ * nothing and is dropped.
+ */
+const isOpenObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && (value as Record<string, unknown>)["type"] === "object" &&
+  Object.entries(value).every(([key, inner]) => key === "type" || (key === "additionalProperties" && isEmptyObject(inner)))
+
 /**
  * Converts a schema to a JSON Schema whose references point into `components.schemas`, adding
  * the named definitions it uses there.
@@ -95,11 +106,14 @@ const register = (schemas: Record<string, unknown>, schema: Schema.Top): unknown
   const rewrite = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(rewrite)
     if (typeof value !== "object" || value === null) return value
-    return Object.fromEntries(Object.entries(value).map(([key, inner]) =>
-      key === "$ref" && typeof inner === "string"
-        ? [key, inner.replace("#/$defs/", "#/components/schemas/")]
-        : [key, rewrite(inner)]
-    ))
+    const rewritten = Object.fromEntries(Object.entries(value).flatMap(([key, inner]): Array<[string, unknown]> => {
+      if (key === "$ref" && typeof inner === "string") return [[key, inner.replace("#/$defs/", "#/components/schemas/")]]
+      // `{}` allows any extra key, which JSON Schema does anyway.
+      if (key === "additionalProperties" && isEmptyObject(inner)) return []
+      if (key === "allOf" && Array.isArray(inner)) return [[key, inner.filter((part) => !isOpenObject(part)).map(rewrite)]]
+      return [[key, rewrite(inner)]]
+    }))
+    return isOpenObject(rewritten) && !("examples" in rewritten) ? { ...rewritten, examples: [{}] } : rewritten
   }
   for (const [name, definition] of Object.entries(document.definitions ?? {})) {
     schemas[name] = rewrite(definition)
@@ -194,7 +208,7 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
     const docs = route.docs
     const operation: Record<string, unknown> = {
       operationId: `${route.method.toLowerCase()}${toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
-      summary: docs?.summary ?? `${route.method} ${route.path}`,
+      summary: docs?.summary ?? `${route.method} ${toOpenApiPath(route.path)}`,
       tags: docs?.tags ?? [],
       security: securityOf(docs?.security ?? "public"),
       parameters: [

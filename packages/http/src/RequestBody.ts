@@ -11,6 +11,7 @@
 import { Errors } from "@tollgate/core"
 import { type ByteSize, Effect, Schema, type Scope } from "effect"
 import { HttpIncomingMessage, type HttpServerError, HttpServerRequest } from "effect/http"
+import * as ErrorResponse from "./ErrorResponse.ts"
 import { UploadBudget } from "./UploadBudget.ts"
 
 /**
@@ -28,14 +29,23 @@ export const json = (
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (maxBytes !== undefined) yield* (yield* UploadBudget).hold(Number(maxBytes))
+    const limit = maxBytes ?? (yield* HttpIncomingMessage.MaxBodySize)
     const body = maxBytes === undefined
       ? request.json
       : Effect.provideService(request.json, HttpIncomingMessage.MaxBodySize, maxBytes)
     return yield* Effect.mapError(body, (error) =>
       error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-        ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-        : new Errors.InvalidRequest({ message: "The body must be a JSON object" }))
+        ? ErrorResponse.bodyTooLarge(limit)
+        : new Errors.InvalidRequest({ message: unparsable(error.reason.cause) }))
   })
+
+/**
+ * Where a body that is not JSON broke, in the parser's words (`Unexpected token '}',
+ * ..."ssages": [}" is not valid JSON`, or `... at position 14 (line 1 column 15)`): a client
+ * fixing it needs the place, not only the verdict.
+ */
+const unparsable = (cause: unknown): string =>
+  cause instanceof SyntaxError ? `The body is not valid JSON: ${cause.message}` : "The body must be a JSON object"
 
 /**
  * The raw body, read under `maxBytes` when given, else under the app's cap: for routes that
@@ -51,18 +61,20 @@ export const bytes = (
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    if (maxBytes === undefined) return Effect.mapBoth(request.arrayBuffer, bytesRead)
-    const body = Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead)
+    if (maxBytes === undefined) {
+      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap) => Effect.mapBoth(request.arrayBuffer, bytesRead(cap)))
+    }
+    const body = Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead(maxBytes))
     return Effect.andThen(Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes))), body)
   })
 
-const bytesRead = {
+const bytesRead = (limit: ByteSize.ByteSize | undefined) => ({
   onSuccess: (buffer: ArrayBuffer) => new Uint8Array(buffer),
   onFailure: (error: HttpServerError.HttpServerError) =>
     error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-      ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
+      ? ErrorResponse.bodyTooLarge(limit)
       : new Errors.InvalidRequest({ message: "Request body could not be read" })
-}
+})
 
 /**
  * Decodes untrusted input (a body, a query) with `schema`, every problem reported at once as a

@@ -46,3 +46,51 @@ describe("The security schemes are the spec's: bearer JWT and SIGN-IN-WITH-X", (
     })
   })
 })
+
+describe("The reference reads as the API's: every operation tagged and summarised, paths in {braces}, RPC in one group, no invented examples", () => {
+  const operations = Object.entries(document.paths).flatMap(([path, methods]) =>
+    Object.entries(methods).map(([method, operation]) => ({ path, method, operation: operation as { tags: Array<string>; summary: string } }))
+  )
+
+  it("every operation has a tag and a summary that is not its method and path", () => {
+    for (const { path, method, operation } of operations) {
+      expect([path, operation.tags.length]).not.toEqual([path, 0])
+      expect(operation.summary).not.toBe(`${method.toUpperCase()} ${path}`)
+    }
+  })
+
+  it("the x402 operations are under one tag with their summaries; the balance path has {walletAddress}", () => {
+    expect(document.paths["/api/v1/x402/top-up"]?.["post"]).toMatchObject({
+      tags: ["Wallets (x402)"],
+      summary: "Buy prepaid USDC credit for a wallet"
+    })
+    expect(document.paths["/api/v1/x402/balance/{walletAddress}"]?.["get"]).toMatchObject({
+      tags: ["Wallets (x402)"],
+      summary: "Read a wallet's prepaid credit",
+      parameters: [expect.objectContaining({ name: "walletAddress", in: "path", required: true })]
+    })
+    expect(Object.keys(document.paths).filter((path) => path.includes(":"))).toEqual([])
+  })
+
+  it("the RPC network list and the RPC proxy are one group", () => {
+    expect(document.paths["/api/v1/crypto/rpc/networks"]?.["get"]).toMatchObject({ tags: ["Crypto RPC"] })
+    expect(document.paths["/api/v1/crypto/rpc/{network}"]?.["post"]).toMatchObject({ tags: ["Crypto RPC"] })
+  })
+
+  // A reference page invents `"propertyName*": "anything"` for an object that says nothing of its keys.
+  it("no object schema is left without properties or an example", () => {
+    const open: Array<string> = []
+    const walk = (value: unknown, at: string): void => {
+      if (Array.isArray(value)) return value.forEach((inner, index) => walk(inner, `${at}/${index}`))
+      if (typeof value !== "object" || value === null) return
+      const schema = value as Record<string, unknown>
+      if (schema["type"] === "object" && !("properties" in schema) && !("examples" in schema)) {
+        const extra = schema["additionalProperties"]
+        if (extra === undefined || extra === true || (typeof extra === "object" && extra !== null && Object.keys(extra).length === 0)) open.push(at)
+      }
+      for (const [key, inner] of Object.entries(schema)) walk(inner, `${at}/${key}`)
+    }
+    walk(document, "")
+    expect(open).toEqual([])
+  })
+})

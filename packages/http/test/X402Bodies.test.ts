@@ -139,3 +139,26 @@ describe("A payment matches only requirements rebuilt for the same request", () 
     expect(Option.isNone(X402.decodeHeader("e30-"))).toBe(true)
   })
 })
+
+describe("Without wallet payments configured, the 402s promise no top-up", () => {
+  const off = X402.makeConfig({ publicOrigin: "https://api.example.com" })
+
+  it("discovery: an empty accepts, and a description that asks for an API key and names no chain", () => {
+    const body = X402.discovery(off, { resource: { url: "https://api.example.com/api/v1/image/generate" }, challenge }).body as X402.DiscoveryBody
+    expect(body.accepts).toEqual([])
+    expect(body.resource.description).toBe("Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server")
+  })
+
+  it("with Base only, the discovery description names Base and not Solana", () => {
+    const baseOnly = X402.makeConfig({ publicOrigin: "https://api.example.com", payTo: { evm: "0x1111111111111111111111111111111111111111" } })
+    const body = X402.discovery(baseOnly, { resource: { url: "https://api.example.com/api/v1/image/generate" }, challenge }).body as X402.DiscoveryBody
+    expect(body.resource.description).toBe("Sign in with a wallet holding prepaid credit, or top up USDC credit on Base")
+  })
+
+  it("insufficient balance: no chains, no instructions, and a description that offers no top-up", () => {
+    const body = X402.insufficientBalance(off, { balance: Money.usd(0), required: Money.usd(1), challenge }).body as X402.InsufficientBalanceBody
+    expect(body.supportedChains).toEqual([])
+    expect("topUpInstructions" in body).toBe(false)
+    expect(body.description).toBe("This server takes no wallet top-ups: the wallet's credit comes from its operator, or use an API key")
+  })
+})

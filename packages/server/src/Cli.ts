@@ -152,6 +152,21 @@ export const run = <E>(argv: ReadonlyArray<string>, services: Layer.Layer<Servic
   Command.runWith(make(services), { version, renderErrors: false })(argv)
 
 /**
+ * Refuses to run a store command on a store the operator did not choose. The server's default is
+ * memory, which here would be a store that dies with the command: the account it printed would
+ * already be gone. `TOLLGATE_STORE=memory` asks for it on purpose (to try the commands out).
+ *
+ * @category layers
+ */
+export const requireChosenStore = (env: Readonly<Record<string, string | undefined>>) =>
+  env["TOLLGATE_STORE"] !== undefined ? Effect.void : Effect.fail(
+    new CliError.UserError({
+      cause: "no store",
+      userMessage: "TOLLGATE_STORE is not set: set TOLLGATE_STORE=redis and TOLLGATE_REDIS_URL (the servers' store), or TOLLGATE_STORE=memory to try the commands on a store that is gone when the command exits"
+    })
+  )
+
+/**
  * The services the CLI needs, from the server configuration: Auth with the configured signing key
  * and the ledger, over Redis (or memory, which is only useful for trying the commands out: it is
  * gone when the process exits). Fails without a signing key, since keys minted with a throwaway
@@ -170,7 +185,10 @@ export const layer = (
 ) =>
   Layer.unwrap(Effect.gen(function*() {
     if (config.signingKey === undefined) {
-      return yield* new CliError.UserError({ cause: "no signing key", userMessage: "TOLLGATE_SIGNING_KEY must be set to mint keys" })
+      return yield* new CliError.UserError({
+        cause: "no signing key",
+        userMessage: "TOLLGATE_SIGNING_KEY must be set: accounts, keys and credits are managed with the servers' signing key (tollgate-cli signing-key makes one)"
+      })
     }
     const signingKey = yield* Jwt.importSigningKey(config.signingKey).pipe(
       Effect.mapError((error) => new CliError.UserError({ cause: error, userMessage: error.message }))

@@ -13,6 +13,27 @@ import * as DevCredentials from "./DevCredentials.ts"
 /** Credit the demo account starts with. @category constants */
 export const demoCredit = Money.usd(25)
 
+/**
+ * The keys as a person reads them on a terminal: the account, both keys and a call to paste. The
+ * JSON line stays the record for logs and scripts; this block is printed only when stdout is a
+ * terminal.
+ */
+const terminalBlock = (credentials: DevCredentials.DevCredentials, publicOrigin: string): string =>
+  [
+    "",
+    `  tollgate dev mode: account ${credentials.accountId} with ${Money.formatUsd(demoCredit)} USD of credit`,
+    "  (the keys die with this process; TOLLGATE_DEV_CREDENTIALS_FILE=<file> also writes them to a file)",
+    "",
+    `  ADMIN key      ${credentials.adminKey}`,
+    `  INFERENCE key  ${credentials.inferenceKey}`,
+    "",
+    "  Try it:",
+    `  curl -s ${publicOrigin}/api/v1/chat/completions -H "Authorization: Bearer ${credentials.inferenceKey}" \\`,
+    `    -H 'content-type: application/json' -d '{"model":"llama-3.3-70b","messages":[{"role":"user","content":"hello"}]}'`,
+    "",
+    ""
+  ].join("\n")
+
 /** @category options */
 export interface Options {
   /** Log the credentials once (the server does; tests need not). */
@@ -23,12 +44,13 @@ export interface Options {
 
 /**
  * Creates the demo credentials and credit when the layer is built; logs them (one line, the keys
- * as annotations) when `announce` is set (the server does, embedded apps and tests need not).
+ * as annotations) when `announce` is set (the server does, embedded apps and tests need not),
+ * followed on a terminal by `terminalBlock`.
  *
  * @category layers
  */
 export const layer = (
-  config: Pick<ServerConfig, "devCredentialsFile">,
+  config: Pick<ServerConfig, "devCredentialsFile" | "publicOrigin">,
   options: Options,
   notice: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = identity
 ) =>
@@ -43,5 +65,6 @@ export const layer = (
         adminKey: credentials.adminKey,
         inferenceKey: credentials.inferenceKey
       }), notice)
+      if (process.stdout.isTTY) process.stdout.write(terminalBlock(credentials, config.publicOrigin))
     }
   }))

@@ -11,6 +11,8 @@
  *
  * @since 0.1.0
  */
+// First: on an older Node this throws one line naming the version needed, before a dependency fails.
+import "../bin/require-node.mjs"
 import { Handlers } from "@tollgate/http"
 import { Effect, Layer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"

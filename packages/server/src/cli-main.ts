@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+// First: run directly (not through bin/), an older Node still gets the line naming the version.
+import "../bin/require-node.mjs"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { CliError } from "effect/cli"
@@ -13,9 +15,9 @@ import * as Config from "./Config.ts"
 
 /**
  * The configuration is read only when a command needs the store: `signing-key` and `--help` work
- * without one.
+ * without one. A store command needs a store chosen on purpose (`Cli.requireChosenStore`).
  */
-const services = Layer.unwrap(Effect.map(Config.load(), Cli.layer))
+const services = Layer.unwrap(Cli.requireChosenStore(process.env).pipe(Effect.andThen(Config.load()), Effect.map(Cli.layer)))
 
 const main = Cli.run(process.argv.slice(2), services).pipe(Effect.provide(NodeServices.layer))
 

@@ -6,6 +6,8 @@
  *
  * @since 0.1.0
  */
+// First: run directly (not through bin/), an older Node still gets the line naming the version.
+import "../bin/require-node.mjs"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger, Runtime } from "effect"
 import * as Config from "./Config.ts"
@@ -21,8 +23,9 @@ const startupFailure = (cause: Cause.Cause<unknown>): string => {
   return `cannot start: ${message.split("\n")[0]}`
 }
 
+/** The supervisor's lines, in the one shape of every line: `message` a string, the fields as annotations. */
 const log = (message: string, fields: Record<string, unknown>) =>
-  Effect.logInfo(message, fields).pipe(Effect.provide(Logger.layer([Logger.consoleJson])))
+  Effect.logInfo(message).pipe(Effect.annotateLogs(fields), Effect.provide(Logger.layer([Logger.consoleJson])))
 
 const main = Effect.gen(function*() {
   const config = yield* Config.load()

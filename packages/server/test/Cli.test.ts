@@ -63,7 +63,7 @@ describe("Dev mode: a demo account with one ADMIN and one INFERENCE key, written
     }).pipe(Effect.provide(services)))
 })
 
-const cliMain = Path.join(import.meta.dirname, "..", "src", "cli-main.ts")
+const cliMain = Path.join(import.meta.dirname, "..", "bin", "tollgate-cli.mjs")
 
 const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
@@ -109,8 +109,33 @@ describe("The CLI as documented: every command described in --help, signing-key 
   })
 
   it("a command that needs the signing key, run without one, prints one line and exits 1", async () => {
-    const { code, stderr } = await runCli(["accounts", "create"])
+    const { code, stdout, stderr } = await runCli(["accounts", "create"], { TOLLGATE_STORE: "memory" })
     expect(code).toBe(1)
-    expect(stderr.trim().split("\n")).toEqual(["tollgate-cli: TOLLGATE_SIGNING_KEY must be set to mint keys"])
+    expect(stdout).toBe("")
+    expect(stderr.trim().split("\n")).toEqual([
+      "tollgate-cli: TOLLGATE_SIGNING_KEY must be set: accounts, keys and credits are managed with the servers' signing key (tollgate-cli signing-key makes one)"
+    ])
+  })
+})
+
+describe("A store command refuses a store nobody chose: the memory default would lose the account as the command exits", () => {
+  it("accounts create with no TOLLGATE_STORE prints one line naming TOLLGATE_STORE and TOLLGATE_REDIS_URL, exits 1 and creates nothing", async () => {
+    const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
+    const { code, stdout, stderr } = await runCli(["accounts", "create", "--id", "acct_lost"], { TOLLGATE_SIGNING_KEY: signingKey })
+    expect(code).toBe(1)
+    expect(stdout).toBe("")
+    expect(stderr.trim().split("\n")).toEqual([
+      "tollgate-cli: TOLLGATE_STORE is not set: set TOLLGATE_STORE=redis and TOLLGATE_REDIS_URL (the servers' store), or TOLLGATE_STORE=memory to try the commands on a store that is gone when the command exits"
+    ])
+  })
+
+  it("TOLLGATE_STORE=memory asks for the memory store on purpose: the account is created", async () => {
+    const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
+    const { code, stdout } = await runCli(["accounts", "create", "--id", "acct_try"], {
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_STORE: "memory"
+    })
+    expect(code).toBe(0)
+    expect(JSON.parse(stdout)).toMatchObject({ accountId: "acct_try" })
   })
 })

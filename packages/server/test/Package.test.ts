@@ -1,10 +1,9 @@
 /**
- * What a user outside this repository gets: every library package packed with `pnpm pack`, the
- * tarballs installed with npm into a fresh project in the system's temp directory, and there an
- * Express 5 app that mounts tollgate under a prefix and makes a paid call, and the `tollgate` bin
- * serving in dev mode. Needs the npm registry for the third-party dependencies. The build writes
- * each package's `dist/` in the repository (what `pnpm pack` packs); the ones this file created
- * are removed after it.
+ * What a user outside this repository gets, the way docs/embedding.md says: `pnpm pack:all` writes
+ * the six tarballs, one `npm install` of all six puts them in a fresh ES module project in the
+ * system's temp directory, and there an Express 5 app mounts tollgate under a prefix and makes a
+ * paid call, and the `tollgate` bin serves in dev mode. Needs the npm registry for the third-party
+ * dependencies.
  */
 import { FreePort } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
@@ -12,6 +11,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as NodeVersion from "../bin/node-version.mjs"
 
 const root = Path.join(import.meta.dirname, "..", "..", "..")
 const packages = ["core", "redis", "documents", "backends", "http", "server"] as const
@@ -23,39 +23,30 @@ const run = (command: string, args: ReadonlyArray<string>, cwd: string) =>
   })
 
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-package-"))
-const tarballs = Path.join(work, "tarballs")
+const tarballs = Path.join(root, "tarballs")
 const project = Path.join(work, "project")
-let manifest: { dependencies: Record<string, string> } = { dependencies: {} }
 const dist = (name: string) => Path.join(root, "packages", name, "dist")
-/** The packages without a build before this file ran: theirs is removed after it. */
+/** The packages without a build before this file ran, and the tarballs folder: removed after it. */
 const unbuilt = packages.filter((name) => !Fs.existsSync(dist(name)))
+const tarballsExisted = Fs.existsSync(tarballs)
 
 beforeAll(async () => {
   const started = Date.now()
   const lap = (step: string) => console.log(`${step}: ${((Date.now() - started) / 1000).toFixed(1)} s`)
-  await run("pnpm", ["-s", "build"], root)
-  lap("build")
-  Fs.mkdirSync(tarballs)
-  await Promise.all(packages.map((name) => run("pnpm", ["pack", "--pack-destination", tarballs], Path.join(root, "packages", name))))
-  lap("pack")
+  await run("pnpm", ["-s", "pack:all"], root)
+  lap("pnpm pack:all")
   Fs.mkdirSync(project)
-  const dependencies = Object.fromEntries(packages.map((name) => [`@tollgate/${name}`, `file:${Path.join(tarballs, `tollgate-${name}-0.1.0.tgz`)}`]))
-  manifest = {
-    ...{ name: "tollgate-install-check", private: true, type: "module" },
-    dependencies: { ...dependencies, express: "^5.1.0" },
-    // The packages name each other by version; the overrides point those names at the tarballs.
-    ...{ overrides: Object.fromEntries(packages.map((name) => [`@tollgate/${name}`, `$@tollgate/${name}`])) }
-  }
-  Fs.writeFileSync(Path.join(project, "package.json"), JSON.stringify(manifest, null, 2))
-  await run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], project)
+  Fs.writeFileSync(Path.join(project, "package.json"), JSON.stringify({ name: "tollgate-install-check", private: true, type: "module" }))
+  const files = Fs.readdirSync(tarballs).map((file) => Path.join(tarballs, file))
+  await run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...files, "express@^5.1.0"], project)
   lap("npm install")
   console.log(`tarballs: ${Fs.readdirSync(tarballs).join(", ")}`)
-  console.log(`package.json of the project: ${JSON.stringify(manifest, null, 2)}`)
 }, 300_000)
 
 afterAll(async () => {
   await Fs.promises.rm(work, { recursive: true, force: true })
   await Promise.all(unbuilt.map((name) => Fs.promises.rm(dist(name), { recursive: true, force: true })))
+  if (!tarballsExisted) await Fs.promises.rm(tarballs, { recursive: true, force: true })
 }, 120_000)
 
 describe("Every package packs to a tarball of built JavaScript, types and source maps, without tests", () => {
@@ -111,6 +102,22 @@ const server = app.listen(0, "127.0.0.1", async () => {
     expect(result.body.choices[0]?.message.content).toBe("You said: hello")
     expect(Number(result.balanceAfter)).toBeLessThan(Number(result.balanceBefore))
   }, 60_000)
+
+  // The system's own Node, when it is older than engines.node: what a fresh machine has.
+  const oldNode = "/usr/bin/node"
+  const oldVersion = Fs.existsSync(oldNode) ? ChildProcess.execFileSync(oldNode, ["-p", "process.versions.node"]).toString().trim() : "none"
+  const tooOld = NodeVersion.refusal(oldVersion) !== undefined
+  it.skipIf(!tooOld)(`on an older Node (${oldVersion} at /usr/bin/node) the bin and the import each refuse with one line`, async () => {
+    const line = NodeVersion.refusal(oldVersion)!
+    const bin = ChildProcess.spawnSync(oldNode, [Path.join(project, "node_modules", ".bin", "tollgate")], { cwd: project, encoding: "utf8" })
+    expect([bin.status, bin.stdout, bin.stderr]).toEqual([1, "", `${line}\n`])
+    const imported = ChildProcess.spawnSync(oldNode, [
+      "--input-type=module",
+      "-e",
+      "import('@tollgate/server').then(() => console.log('loaded'), (error) => console.log(error.message))"
+    ], { cwd: project, encoding: "utf8" })
+    expect(imported.stdout).toBe(`${line}\n`)
+  })
 
   it("the tollgate bin starts in dev mode, serves, and stops on SIGTERM", async () => {
     const port = await FreePort.freePort()

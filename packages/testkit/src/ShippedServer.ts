@@ -1,6 +1,6 @@
 /**
  * The shipped server as users run it, for end-to-end tests: the `pnpm start` entry point
- * (`packages/server/src/main.ts`) spawned as a child process of the test's own Node (not through
+ * (`packages/server/bin/tollgate.mjs`, which runs `src/main.ts`) spawned as a child process of the test's own Node (not through
  * pnpm, so the process tree is one process that signals reach directly), on a free port, with a
  * throwaway directory for its config file and dev credentials. Tests drive it over HTTP only.
  *
@@ -8,7 +8,7 @@
  * - dev mode (no signing key): the server's own demo account, read from
  *   `TOLLGATE_DEV_CREDENTIALS_FILE` once it answers.
  * - production on Redis: an account provisioned the operator's way, with the shipped CLI
- *   (`packages/server/src/cli-main.ts`) against the same Redis and signing key while the server
+ *   (`packages/server/bin/tollgate-cli.mjs`) against the same Redis and signing key while the server
  *   starts: one account (`acct_e2e` unless told), an ADMIN and an INFERENCE key, and $25 of
  *   credit (`provision: false` skips it). `cli` runs any other command the same way; a test that
  *   needs many accounts may instead seed the store in-process through the server's `Cli.layer`
@@ -29,10 +29,10 @@ import { freePort } from "./FreePort.ts"
 const serverSource = Path.join(import.meta.dirname, "..", "..", "server", "src")
 
 /** The `pnpm start` entry point. @category constants */
-export const mainPath = Path.join(serverSource, "main.ts")
+export const mainPath = Path.join(serverSource, "..", "bin", "tollgate.mjs")
 
-/** The `pnpm cli` entry point. @category constants */
-export const cliPath = Path.join(serverSource, "cli-main.ts")
+/** The `tollgate-cli` bin. @category constants */
+export const cliPath = Path.join(serverSource, "..", "bin", "tollgate-cli.mjs")
 
 /** @category models */
 export interface Options {

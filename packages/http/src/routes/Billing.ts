@@ -254,7 +254,9 @@ export const grantCredits = Route.make(
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireAdmin(auth)
       if (!options.operatorAccountIds.includes(principal.accountId)) {
-        return yield* new Errors.Forbidden({ message: "Only operator accounts may grant credits" })
+        return yield* new Errors.Forbidden({
+          message: "Only operator accounts may grant credits: the server lists them in TOLLGATE_OPERATOR_ACCOUNTS"
+        })
       }
       const body = yield* RequestBody.schema(GrantRequest)
       const amount = Result.getOrThrow(Money.parseUsd(body.amountUsd))

@@ -25,7 +25,7 @@ export const route = Route.make(
   {
     summary: "List the supported RPC networks",
     description: "Alphabetically sorted network slugs accepted by POST /crypto/rpc/{network}. No authentication.",
-    tags: ["crypto"],
+    tags: ["Crypto RPC"],
     security: "public",
     responses: { 200: { description: "The network slugs", schema: NetworkList } }
   }

@@ -83,7 +83,7 @@ export const route = Route.make(
         const rpc = Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json))
         if (Result.isFailure(rpc)) return Effect.fail(rpc.failure)
         if (!upstream.serves(slug)) {
-          return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}` }))
+          return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}: add its node URLs under rpc.upstreams.${slug} in the TOLLGATE_CONFIG file` }))
         }
         const checked = rpc.success
         const worst = PricingEngine.rpcCredits(tables, slug, checked.items.map((item) => item.tier))

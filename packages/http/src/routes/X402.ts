@@ -16,12 +16,15 @@
 import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
-import { Effect, Layer, Option, Result } from "effect"
+import { Effect, Layer, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { PaymentRequiredBodies } from "../Metered.ts"
 import * as Route from "../Route.ts"
 
 const invalid = (message: string) => new Errors.InvalidRequest({ message })
+
+/** The group of both operations in the OpenAPI document. */
+const tag = "Wallets (x402)"
 
 const parseAmount = (config: X402.Config, raw: unknown): Result.Result<Money.Nano, Errors.InvalidRequest> => {
   if (raw === undefined) return Result.succeed(config.minimumTopUp)
@@ -118,7 +121,33 @@ export const topUp = Route.make(
         }
       })
     })
-  })
+  }),
+  {
+    summary: "Buy prepaid USDC credit for a wallet",
+    description: "Without a payment header: a 402 whose `accepts` lists what to pay for `amountUsd` (5 USD when " +
+      "absent), on Base and on Solana when offered. Sent again with the payment signed for one entry in " +
+      "`PAYMENT-SIGNATURE`: settled, then credited to the paying wallet once per payment, with the settlement in " +
+      "`PAYMENT-RESPONSE`. With no wallet payments configured it answers 503.",
+    tags: [tag],
+    security: "public",
+    query: Schema.Struct({ amountUsd: Schema.optionalKey(Schema.String) }),
+    headers: [{ name: "PAYMENT-SIGNATURE", description: "base64 JSON of the x402 payment for one entry of `accepts`" }],
+    responses: {
+      200: {
+        description: "Credited",
+        schema: Schema.Struct({
+          success: Schema.Boolean,
+          walletAddress: Schema.String,
+          network: Schema.String,
+          transaction: Schema.String,
+          creditedUsd: Schema.String,
+          balanceUsd: Schema.String
+        })
+      },
+      402: { description: "The payment requirements and a sign-in challenge; after a refused payment, `error` says why" },
+      503: { description: "Wallet payments are not configured on this server" }
+    }
+  }
 )
 
 /**
@@ -145,7 +174,24 @@ export const balance = Route.make(
         currency: "USD"
       }, { headers: { "cache-control": "no-store" } })
     })
-  })
+  }),
+  {
+    summary: "Read a wallet's prepaid credit",
+    tags: [tag],
+    security: "public",
+    responses: {
+      200: {
+        description: "The wallet's balance (0 for a wallet never seen)",
+        schema: Schema.Struct({
+          walletAddress: Schema.String,
+          chainFamily: Schema.Literals(["evm", "solana"]),
+          balanceUsd: Schema.String,
+          currency: Schema.Literal("USD")
+        })
+      },
+      400: { description: "walletAddress is neither an EVM nor a Solana address" }
+    }
+  }
 )
 
 /** @category routes */

@@ -1,0 +1,4 @@
+/** The minimum Node version, from `engines.node`: `22.19`. */
+export declare const minimum: string
+/** The one line that refuses `version` (a `process.versions.node` string), or undefined when it is recent enough. */
+export declare const refusal: (version: string) => string | undefined

@@ -1,0 +1,2 @@
+/** A side effect only: throws on a Node older than `engines.node`. */
+export {}

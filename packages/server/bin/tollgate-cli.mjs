@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+/**
+ * The `tollgate-cli` bin: refuses an older Node with one line, then runs the operator CLI
+ * (`src/cli-main.ts`; the compiled `dist/cli-main.js` in an installed copy, where Node does not
+ * strip types).
+ */
+import { refusal } from "./node-version.mjs"
+
+const refused = refusal(process.versions.node)
+if (refused !== undefined) {
+  console.error(refused)
+  process.exit(1)
+}
+await import(import.meta.url.includes("/node_modules/") ? "../dist/cli-main.js" : "../src/cli-main.ts")

@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+/**
+ * The `tollgate` bin and `pnpm start`: refuses an older Node with one line, then runs the server
+ * (`src/main.ts`). Node strips TypeScript types only outside node_modules, so an installed copy
+ * runs the compiled `dist/main.js` instead.
+ */
+import { refusal } from "./node-version.mjs"
+
+const refused = refusal(process.versions.node)
+if (refused !== undefined) {
+  console.error(refused)
+  process.exit(1)
+}
+await import(import.meta.url.includes("/node_modules/") ? "../dist/main.js" : "../src/main.ts")
