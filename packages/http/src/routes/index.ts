@@ -23,7 +23,7 @@ import type * as Route from "../Route.ts"
 const routes = [
   Networks.route,
   Rpc.route,
-  Models.route,
+  ...Models.routes,
   Image.route,
   Chat.route,
   Embeddings.route,
