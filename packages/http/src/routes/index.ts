@@ -11,6 +11,7 @@ import * as Billing from "./Billing.ts"
 import * as Chat from "./Chat.ts"
 import * as Embeddings from "./Embeddings.ts"
 import * as Image from "./Image.ts"
+import * as ImageGenerations from "./ImageGenerations.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as RateLimits from "./RateLimits.ts"
@@ -25,6 +26,7 @@ const routes = [
   Rpc.route,
   ...Models.routes,
   Image.route,
+  ImageGenerations.route,
   Chat.route,
   Embeddings.route,
   AudioSpeech.route,
