@@ -17,9 +17,16 @@ import type * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Errors, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { Effect, Option, Result } from "effect"
+import { ByteSize, Effect, Option, Result } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Metered from "./Metered.ts"
+
+/**
+ * Conversations with long contexts are large; the app's default cap would refuse them.
+ *
+ * @category constants
+ */
+export const MAX_BODY = ByteSize.megabytes(8)
 
 /** Tokens reserved for the search results put into the prompt, and the text cut to fit them. */
 const SEARCH_TOKENS = 4_096

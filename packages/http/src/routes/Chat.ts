@@ -18,15 +18,12 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Models, ThinkStripper } from "@tollgate/core"
 import type * as SearchProvider from "@tollgate/core/SearchProvider"
-import { ByteSize, Effect, Schema, Stream } from "effect"
+import { Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { type Found, isObject, type Json, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
+import { type Found, isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
 import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
-
-/** Conversations with long contexts are large; the app's default cap would refuse them. */
-const MAX_BODY = ByteSize.megabytes(8)
 
 const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => ({
   index: 0,

@@ -15,6 +15,7 @@ import * as ImageGenerations from "./ImageGenerations.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as RateLimits from "./RateLimits.ts"
+import * as Responses from "./Responses.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
@@ -28,6 +29,7 @@ const routes = [
   Image.route,
   ImageGenerations.route,
   Chat.route,
+  Responses.route,
   Embeddings.route,
   AudioSpeech.route,
   AudioTranscriptions.route,
