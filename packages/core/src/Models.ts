@@ -392,7 +392,7 @@ export const defaults: ReadonlyArray<Model> = [
     maxCompletionTokens: 1_024,
     supportsThinking: false
   }),
-  image("local-renderer", "Local Renderer", { sizing: "pixel" }),
+  image("local-renderer", "Local Renderer", { sizing: "pixel", traits: ["default_edit"] }),
   image("flux-dev", "FLUX.1 [dev]", {
     traits: ["default"],
     aliases: ["dall-e-3"],

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
+import { ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -371,6 +371,7 @@ export const layer = (config: ServerConfig) =>
       PromptEnhancer.layerLocal,
       Layer.mergeAll(
         ChatBackend.layer(),
+        ImageEditor.layer(),
         EmbeddingBackend.layer(),
         SpeechBackend.layer(),
         TranscriptionBackend.layer(),

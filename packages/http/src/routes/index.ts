@@ -12,6 +12,7 @@ import * as Chat from "./Chat.ts"
 import * as Embeddings from "./Embeddings.ts"
 import * as Image from "./Image.ts"
 import * as ImageGenerations from "./ImageGenerations.ts"
+import * as ImageOperations from "./ImageOperations.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as RateLimits from "./RateLimits.ts"
@@ -28,6 +29,7 @@ const routes = [
   ...Models.routes,
   Image.route,
   ImageGenerations.route,
+  ...ImageOperations.routes,
   Chat.route,
   Responses.route,
   Embeddings.route,

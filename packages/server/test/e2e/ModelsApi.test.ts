@@ -95,7 +95,7 @@ describe("GET /models/traits and /models/compatibility_mapping map names to mode
     expect(await (await get("/models/traits?type=image")).json()).toEqual({
       object: "list",
       type: "image",
-      data: { default: "flux-dev", highest_quality: "gpt-image-1" }
+      data: { default_edit: "local-renderer", default: "flux-dev", highest_quality: "gpt-image-1" }
     })
   })
 
