@@ -138,7 +138,17 @@ const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
  */
 export const ChatSection = Schema.Struct({
   systemPrompt: Schema.optionalKey(Schema.String),
-  characters: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ name: Schema.String, systemPrompt: Schema.String }))),
+  characters: Schema.optionalKey(Schema.Record(
+    Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9-]{0,199}$/u, { message: "must be a slug: lowercase letters, digits and dashes" })),
+    Schema.Struct({
+      name: Schema.String,
+      systemPrompt: Schema.String,
+      description: Schema.optionalKey(Schema.String),
+      tags: Schema.optionalKey(Schema.Array(Schema.String)),
+      modelId: Schema.optionalKey(Schema.String),
+      adult: Schema.optionalKey(Schema.Boolean)
+    })
+  )),
   searxngUrl: Schema.optionalKey(Schema.String),
   scraping: Schema.optionalKey(Schema.Boolean)
 })

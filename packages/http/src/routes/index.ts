@@ -8,6 +8,7 @@ import * as ApiKeys from "./ApiKeys.ts"
 import * as AudioSpeech from "./AudioSpeech.ts"
 import * as AudioTranscriptions from "./AudioTranscriptions.ts"
 import * as Billing from "./Billing.ts"
+import * as Characters from "./Characters.ts"
 import * as Chat from "./Chat.ts"
 import * as Embeddings from "./Embeddings.ts"
 import * as Image from "./Image.ts"
@@ -32,6 +33,7 @@ const routes = [
   ...ImageOperations.routes,
   Chat.route,
   Responses.route,
+  ...Characters.routes,
   Embeddings.route,
   AudioSpeech.route,
   AudioTranscriptions.route,
