@@ -7,6 +7,7 @@
 import * as ApiKeys from "./ApiKeys.ts"
 import * as AudioSpeech from "./AudioSpeech.ts"
 import * as AudioTranscriptions from "./AudioTranscriptions.ts"
+import * as Augment from "./Augment.ts"
 import * as Billing from "./Billing.ts"
 import * as Characters from "./Characters.ts"
 import * as Chat from "./Chat.ts"
@@ -39,6 +40,7 @@ const routes = [
   AudioTranscriptions.route,
   ...Video.routes,
   TextParser.route,
+  ...Augment.routes,
   X402.topUp,
   X402.balance,
   ...Billing.routes,
