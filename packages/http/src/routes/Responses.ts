@@ -126,7 +126,8 @@ export const chatBody = (body: typeof Request.Type): Json => ({
 
 /** An unsupported field is refused only when it asks for something: SDKs send some with their neutral value. */
 const asksFor = (value: unknown) =>
-  value !== undefined && value !== null && value !== false && value !== "auto" && !(Array.isArray(value) && value.length === 0)
+  value !== undefined && value !== null && value !== false && value !== "auto" && value !== "none" &&
+  !(Array.isArray(value) && value.length === 0)
 
 const decodeRequest = Effect.fnUntraced(function*(raw: unknown) {
   const body = yield* RequestBody.decode(Request, raw)
