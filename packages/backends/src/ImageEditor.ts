@@ -118,6 +118,9 @@ export const upscale = (image: Uint8Array, scale: number): Effect.Effect<Produce
 /** How far (RGB distance) a pixel may be from the background color and still count as background. */
 const BACKGROUND_DISTANCE = 48
 
+/** Pixels masked between two yields to the event loop: a 4096x4096 image would otherwise block it for a second. */
+const PIXELS_PER_SLICE = 1 << 20
+
 /**
  * The alpha mask of the background: the mean color of the border pixels is the background, and
  * every pixel within `BACKGROUND_DISTANCE` of it becomes transparent. PNG out.
@@ -129,21 +132,21 @@ export const removeBackground = (image: Uint8Array): Effect.Effect<Produced, Err
     try: async () => {
       const { data, info } = await sharpOf(image).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
       const { channels, height, width } = info
-      const at = (x: number, y: number) => (y * width + x) * channels
-      const sum = [0, 0, 0]
-      let border = 0
-      for (let y = 0; y < height; y++) {
-        for (let x = 0; x < width; x++) {
-          if (x !== 0 && y !== 0 && x !== width - 1 && y !== height - 1) continue
-          const i = at(x, y)
-          for (let c = 0; c < 3; c++) sum[c]! += data[i + c]!
-          border++
+      const border: Array<number> = []
+      for (let x = 0; x < width; x++) border.push(x, (height - 1) * width + x)
+      for (let y = 1; y < height - 1; y++) border.push(y * width, y * width + width - 1)
+      const background = [0, 1, 2].map((c) => border.reduce((sum, pixel) => sum + data[pixel * channels + c]!, 0) / border.length)
+      const [r, g, b] = background as [number, number, number]
+      const limit = BACKGROUND_DISTANCE * BACKGROUND_DISTANCE
+      for (let start = 0; start < data.length; start += PIXELS_PER_SLICE * channels) {
+        const end = Math.min(data.length, start + PIXELS_PER_SLICE * channels)
+        for (let i = start; i < end; i += channels) {
+          const dr = data[i]! - r
+          const dg = data[i + 1]! - g
+          const db = data[i + 2]! - b
+          if (dr * dr + dg * dg + db * db <= limit) data[i + 3] = 0
         }
-      }
-      const background = sum.map((total) => total / border)
-      for (let i = 0; i < data.length; i += channels) {
-        const distance = Math.hypot(data[i]! - background[0]!, data[i + 1]! - background[1]!, data[i + 2]! - background[2]!)
-        if (distance <= BACKGROUND_DISTANCE) data[i + 3] = 0
+        if (end < data.length) await new Promise((resolve) => setImmediate(resolve))
       }
       const png = await Sharp(data, { raw: { width, height, channels } }).png().toBuffer()
       return { bytes: new Uint8Array(png), contentType: "image/png", width, height }
