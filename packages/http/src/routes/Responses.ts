@@ -16,7 +16,8 @@
  * with `usage` in input and output tokens. Streamed, it is the Responses event sequence:
  * `response.created`, `response.in_progress`, `response.output_item.added`,
  * `response.content_part.added`, `response.output_text.delta` per piece, then the `.done` events and
- * `response.completed` with the usage. A client that leaves mid-stream pays for what passed through.
+ * `response.completed` with the usage (reasoning a model streams apart is billed but not sent as
+ * events). A client that leaves mid-stream pays for what passed through.
  *
  * @since 0.1.0
  */
