@@ -141,6 +141,22 @@ describe("POST /image/upscale returns the image at scale 2 or 4 as a decodable P
     expect(await Usage.latest(server)).toEqual(before)
   })
 
+  it("the result may have at most 16,777,216 pixels: a scale of 4 is lowered to fit, an image too large to double is a 400", async () => {
+    const plain = (size: number) => Sharp({ create: { width: size, height: size, channels: 3, background: "#336699" } }).png().toBuffer()
+    const lowered = await postForm("/image/upscale", form(await plain(2048), { scale: "4" }))
+    expect(lowered.status).toBe(200)
+    expect(await Sharp(Buffer.from(await lowered.arrayBuffer())).metadata()).toMatchObject({ width: 4096, height: 4096 })
+    expect((await Usage.latest(server))[0]).toMatchObject({ sku: "image-upscale-4", notes: "2048x2048 to 4096x4096" })
+    const before = await Usage.latest(server)
+    const tooLarge = await postForm("/image/upscale", form(await plain(3000), { scale: "2" }))
+    expect(tooLarge.status).toBe(400)
+    expect(await tooLarge.json()).toMatchObject({ details: { image: { _errors: [expect.stringContaining("Too large to upscale")] } } })
+    const overPixels = await postForm("/image/background-remove", form(await plain(4097), {}))
+    expect(overPixels.status).toBe(400)
+    expect(await overPixels.json()).toMatchObject({ details: { image: { _errors: ["The image has more than 16777216 pixels"] } } })
+    expect(await Usage.latest(server)).toEqual(before)
+  })
+
   it("an image over 25 MB is a 413", async () => {
     const response = await postJson("/image/upscale", { image: Buffer.alloc(26 * 1024 * 1024).toString("base64") })
     expect(response.status).toBe(413)
