@@ -149,11 +149,61 @@ describe("A client that hangs up mid-stream is charged for the deltas it was sen
   })
 })
 
+const weather = {
+  type: "function" as const,
+  name: "get_weather",
+  description: "The weather in a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  strict: false
+}
+
+describe("POST /responses with function tools: the model's calls come back as function_call items, their outputs go back as tool messages", () => {
+  it("a call, not streamed: the upstream got chat tools; the output is the call; the next turn sends its output", async () => {
+    upstream.script = () => ({ pieces: [], toolCalls: [{ id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" }] })
+    const response = await client.responses.create({ model: "fake-chat", input: "Weather in Paris?", tools: [weather], tool_choice: "auto" })
+    expect(upstream.received.at(-1)!.body).toMatchObject({
+      tools: [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: weather.parameters, strict: false } }],
+      tool_choice: "auto"
+    })
+    expect(response.output).toMatchObject([{ type: "function_call", call_id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}", status: "completed" }])
+    upstream.script = () => ({ pieces: ["Sunny", " in Paris"] })
+    const next = await client.responses.create({
+      model: "fake-chat",
+      tools: [weather],
+      input: [
+        { role: "user", content: "Weather in Paris?" },
+        { type: "function_call", call_id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" },
+        { type: "function_call_output", call_id: "call_1", output: "sunny, 21 C" }
+      ]
+    })
+    expect(next.output_text).toBe("Sunny in Paris")
+    expect(upstream.received.at(-1)!.body["messages"]).toEqual([
+      { role: "user", content: "Weather in Paris?" },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }] },
+      { role: "tool", tool_call_id: "call_1", content: "sunny, 21 C" }
+    ])
+  })
+
+  it("a call, streamed: output_item.added, the argument deltas, their done event, and the call in response.completed", async () => {
+    upstream.script = () => ({ pieces: [], toolCalls: [{ id: "call_2", name: "get_weather", arguments: "{\"city\":\"Oslo\"}" }] })
+    const stream = await client.responses.create({ model: "fake-chat", input: "Weather in Oslo?", tools: [weather], stream: true })
+    const events = []
+    for await (const event of stream) events.push(event)
+    const added = events.find((event) => event.type === "response.output_item.added" && event.item.type === "function_call")
+    expect(added).toMatchObject({ output_index: 1, item: { type: "function_call", call_id: "call_2", name: "get_weather", status: "in_progress" } })
+    const deltas = events.flatMap((event) => event.type === "response.function_call_arguments.delta" ? [event.delta] : [])
+    expect(deltas.join("")).toBe("{\"city\":\"Oslo\"}")
+    expect(events.find((event) => event.type === "response.function_call_arguments.done")).toMatchObject({ arguments: "{\"city\":\"Oslo\"}" })
+    const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent
+    expect(completed.response.output[1]).toMatchObject({ type: "function_call", call_id: "call_2", arguments: "{\"city\":\"Oslo\"}" })
+  })
+})
+
 describe("POST /responses refuses what a stateless translation cannot honor, with a 400 naming the field and no charge", () => {
   it.each([
     ["previous_response_id", { previous_response_id: "resp_123" }],
-    ["tools", { tools: [{ type: "function", name: "f", parameters: {} }] }],
-    ["input", { input: [{ type: "function_call_output", call_id: "c", output: "x" }] }]
+    ["tools", { tools: [{ type: "web_search_preview" }] }],
+    ["input", { input: [{ type: "reasoning", id: "rs_1", summary: [] }] }]
   ])("%s", async (field, extra) => {
     const before = await Usage.latest(server)
     const response = await fetch(`${server.api}/responses`, {
