@@ -6,6 +6,7 @@
  */
 export * as ChatBackend from "./ChatBackend.ts"
 export * as ImageBackend from "./ImageBackend.ts"
+export * as ImageEditor from "./ImageEditor.ts"
 export * as OpenAiCompatible from "./OpenAiCompatible.ts"
 export * as PaymentFacilitator from "./PaymentFacilitator.ts"
 export * as PromptEnhancer from "./PromptEnhancer.ts"

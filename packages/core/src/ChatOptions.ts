@@ -241,6 +241,12 @@ const invalidFields = (issue: SchemaIssue.Issue) =>
 export interface Character {
   readonly name: string
   readonly systemPrompt: string
+  /** What `GET /characters` shows of it; the system prompt is never listed. */
+  readonly description?: string | undefined
+  readonly tags?: ReadonlyArray<string> | undefined
+  /** The model the character is written for. */
+  readonly modelId?: string | undefined
+  readonly adult?: boolean | undefined
 }
 
 /**

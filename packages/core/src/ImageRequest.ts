@@ -21,6 +21,27 @@ export type Format = typeof Format.Type
 
 /** @category constants */
 export const MAX_PROMPT = 7500
+
+/**
+ * The style presets `GET /image/styles` lists, for `style_preset`.
+ *
+ * @category constants
+ */
+export const stylePresets: ReadonlyArray<string> = [
+  "3D Model",
+  "Analog Film",
+  "Anime",
+  "Cinematic",
+  "Comic Book",
+  "Digital Art",
+  "Fantasy Art",
+  "Line Art",
+  "Neon Punk",
+  "Origami",
+  "Photographic",
+  "Pixel Art",
+  "Watercolor"
+]
 /** @category constants */
 export const MAX_DIMENSION = 1280
 /** @category constants */

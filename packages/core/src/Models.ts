@@ -91,7 +91,17 @@ const common = {
   name: Schema.String,
   /** Which backend serves the model, sent as `x-service-model-router`. */
   router: Schema.String,
-  deprecation: Schema.optionalKey(Deprecation)
+  deprecation: Schema.optionalKey(Deprecation),
+  /**
+   * What the model is the service's pick for (`default`, `fastest`, `code`...), listed by
+   * `GET /models/traits`; a trait names one model per type.
+   */
+  traits: Schema.optionalKey(Schema.Array(Schema.String.check(Schema.isMinLength(1)))),
+  /**
+   * Other providers' model names (OpenAI's `gpt-4o`) that resolve to this model in requests, listed
+   * by `GET /models/compatibility_mapping`, so a client written for them works unchanged.
+   */
+  aliases: Schema.optionalKey(Schema.Array(Schema.String.check(Schema.isMinLength(1))))
 }
 
 /**
@@ -243,10 +253,27 @@ export type Model = typeof Model.Type
  *
  * @category schemas
  */
-export const Config = Schema.Array(Model).check(Schema.makeFilter(
-  (models) => new Set(models.map((model) => model.id)).size === models.length,
-  { message: "model ids must be unique" }
-))
+export const Config = Schema.Array(Model).check(
+  Schema.makeFilter(
+    (models) => new Set(models.map((model) => model.id)).size === models.length,
+    { message: "model ids must be unique" }
+  ),
+  Schema.makeFilter(
+    (models) => {
+      const names = models.flatMap((model) => model.aliases ?? [])
+      const ids = new Set(models.map((model) => model.id))
+      return new Set(names).size === names.length && names.every((name) => !ids.has(name))
+    },
+    { message: "model aliases must be unique and differ from every model id" }
+  ),
+  Schema.makeFilter(
+    (models) => {
+      const traits = models.flatMap((model) => (model.traits ?? []).map((trait) => `${model.type}\u0000${trait}`))
+      return new Set(traits).size === traits.length
+    },
+    { message: "a trait names one model per type" }
+  )
+)
 
 /**
  * Which rate limit a model's calls count against: its kind, and for text models its tier. Speech
@@ -344,12 +371,16 @@ const dev = {
  */
 export const defaults: ReadonlyArray<Model> = [
   text("llama-3.3-70b", "Llama 3.3 70B", {
+    traits: ["default", "function_calling_default"],
+    aliases: ["gpt-4o", "gpt-4.1"],
     tier: "M",
     contextTokens: 131_072,
     maxCompletionTokens: 8_192,
     supportsThinking: false
   }),
   text("qwen3-4b", "Qwen 3 4B", {
+    traits: ["fastest", "default_reasoning"],
+    aliases: ["gpt-4o-mini", "o4-mini"],
     tier: "XS",
     contextTokens: 32_768,
     maxCompletionTokens: 4_096,
@@ -361,13 +392,16 @@ export const defaults: ReadonlyArray<Model> = [
     maxCompletionTokens: 1_024,
     supportsThinking: false
   }),
-  image("local-renderer", "Local Renderer", { sizing: "pixel" }),
+  image("local-renderer", "Local Renderer", { sizing: "pixel", traits: ["default_edit"] }),
   image("flux-dev", "FLUX.1 [dev]", {
+    traits: ["default"],
+    aliases: ["dall-e-3"],
     sizing: "pixel",
     promptCharacterLimit: 2048,
     maxStyleReferences: 0
   }),
   image("gpt-image-1", "GPT Image 1", {
+    traits: ["highest_quality"],
     sizing: "aspect-ratio",
     aspectRatios: ["1:1", "3:2", "2:3"],
     promptCharacterLimit: 4000,
@@ -427,6 +461,7 @@ export const defaults: ReadonlyArray<Model> = [
  */
 export class ModelList extends Context.Service<ModelList, {
   readonly all: ReadonlyArray<Model>
+  /** The model of that id or alias. */
   readonly get: (id: string) => Option.Option<Model>
   /** The image model of that id, or a 400 naming `model`. */
   readonly image: (id: string) => Effect.Effect<ImageModel, Errors.InvalidRequest>
@@ -443,12 +478,17 @@ const unknownModel = (id: string, type: ModelType) =>
   })
 
 /**
- * A model list from decoded config (the dev defaults when none is given).
+ * A model list from decoded config (the dev defaults when none is given). Lookups take a model's
+ * id or one of its aliases.
  *
  * @category constructors
  */
 export const make = (models: ReadonlyArray<Model> = defaults): ModelList["Service"] => {
-  const byId = new Map(models.map((model) => [model.id, model]))
+  // an alias resolves like the id it names; the config check keeps aliases and ids apart
+  const byId = new Map([
+    ...models.flatMap((model) => (model.aliases ?? []).map((alias) => [alias, model] as const)),
+    ...models.map((model) => [model.id, model] as const)
+  ])
   const ofType = <T extends ModelType>(type: T, id: string) => {
     const model = byId.get(id)
     return model !== undefined && model.type === type

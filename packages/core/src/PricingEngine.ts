@@ -3,7 +3,8 @@
  * price carries the version of the tables it came from, so a credit hold pins the price it was
  * quoted at even if the tables change while the request runs. The tables come from config; the
  * defaults are the spec's values (text parser $0.01 flat, RPC credits at 6.25e-7 USD each) plus
- * image, chat, embedding, speech, transcription and video prices an operator is expected to
+ * image, chat, embedding, speech, transcription and video prices and the flat prices of image
+ * upscaling, background removal, web search and scraping, which an operator is expected to
  * override.
  *
  * Amounts are integer nano-USD. Token prices are per million tokens and round up to the nano, so
@@ -95,7 +96,29 @@ export interface Tables {
     readonly xSearch: Money.Nano
   }
   readonly media: MediaPrices
+  readonly operations: OperationPrices
 }
+
+/**
+ * Flat prices of the operations that take no model: image upscaling (by scale) and background
+ * removal, and the web search and scraping of `/augment`.
+ *
+ * @category models
+ */
+export interface OperationPrices {
+  readonly imageUpscale: { readonly 2: Money.Nano; readonly 4: Money.Nano }
+  readonly imageBackgroundRemove: Money.Nano
+  readonly augmentSearch: Money.Nano
+  /** Per URL scraped. */
+  readonly augmentScrape: Money.Nano
+}
+
+/**
+ * The operations `operation` prices.
+ *
+ * @category models
+ */
+export type Operation = "image-upscale-2" | "image-upscale-4" | "image-background-remove" | "augment-search" | "augment-scrape"
 
 const usd = (text: string): Money.Nano => Result.getOrThrow(Money.parseUsd(text))
 
@@ -143,6 +166,12 @@ export const defaults: Tables = {
     speech: { "dev-tts": { perMillionCharacters: usd("15") } },
     transcription: { "dev-asr": { perSecond: usd("0.0001") } },
     video: { "dev-video": { perSecond: usd("0.05") } }
+  },
+  operations: {
+    imageUpscale: { 2: usd("0.02"), 4: usd("0.08") },
+    imageBackgroundRemove: usd("0.01"),
+    augmentSearch: usd("0.01"),
+    augmentScrape: usd("0.01")
   }
 }
 
@@ -345,6 +374,32 @@ export const media = (tables: Tables, kind: MediaKind, model: string, units: num
   }
 }
 
+const operationPrice = (prices: OperationPrices, operation: Operation): Money.Nano => {
+  switch (operation) {
+    case "image-upscale-2":
+      return prices.imageUpscale[2]
+    case "image-upscale-4":
+      return prices.imageUpscale[4]
+    case "image-background-remove":
+      return prices.imageBackgroundRemove
+    case "augment-search":
+      return prices.augmentSearch
+    case "augment-scrape":
+      return prices.augmentScrape
+  }
+}
+
+/**
+ * The price of `units` of a flat-priced operation (one image, one search, URLs scraped); the sku
+ * is the operation's name.
+ *
+ * @category pricing
+ */
+export const operation = (tables: Tables, name: Operation, units = 1): Quote => {
+  const price = operationPrice(tables.operations, name)
+  return { amount: Money.unsafeNano(price * units), version: tables.version, sku: name, units, pricePerUnit: price }
+}
+
 /** @category guards */
 export const isUnpriced = (u: Quote | Unpriced | number): u is Unpriced =>
   typeof u === "object" && "_tag" in u && u._tag === "Unpriced"
@@ -364,6 +419,7 @@ export interface Overrides {
   readonly image?: Partial<Tables["image"]>
   readonly chat?: Partial<Tables["chat"]>
   readonly media?: Partial<MediaPrices>
+  readonly operations?: Partial<OperationPrices>
 }
 
 /**
@@ -377,7 +433,8 @@ export const make = (overrides: Overrides = {}): Tables => ({
   rpc: { ...defaults.rpc, ...overrides.rpc },
   image: { ...defaults.image, ...overrides.image },
   chat: { ...defaults.chat, ...overrides.chat },
-  media: { ...defaults.media, ...overrides.media }
+  media: { ...defaults.media, ...overrides.media },
+  operations: { ...defaults.operations, ...overrides.operations }
 })
 
 /**
@@ -415,8 +472,26 @@ export const PricesConfig = Schema.Struct({
   embedding: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionTokensUsd: Usd }))),
   speech: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionCharactersUsd: Usd }))),
   transcription: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perSecondUsd: Usd }))),
-  video: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perSecondUsd: Usd })))
+  video: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perSecondUsd: Usd }))),
+  operations: Schema.optionalKey(Schema.Struct({
+    imageUpscale2xUsd: Schema.optionalKey(Usd),
+    imageUpscale4xUsd: Schema.optionalKey(Usd),
+    imageBackgroundRemoveUsd: Schema.optionalKey(Usd),
+    augmentSearchUsd: Schema.optionalKey(Usd),
+    augmentScrapePerUrlUsd: Schema.optionalKey(Usd)
+  }))
 })
+
+const operationsOf = (given: typeof PricesConfig.Type["operations"]): OperationPrices => {
+  const { operations } = defaults
+  const or = (text: string | undefined, fallback: Money.Nano) => text === undefined ? fallback : usd(text)
+  return {
+    imageUpscale: { 2: or(given?.imageUpscale2xUsd, operations.imageUpscale[2]), 4: or(given?.imageUpscale4xUsd, operations.imageUpscale[4]) },
+    imageBackgroundRemove: or(given?.imageBackgroundRemoveUsd, operations.imageBackgroundRemove),
+    augmentSearch: or(given?.augmentSearchUsd, operations.augmentSearch),
+    augmentScrape: or(given?.augmentScrapePerUrlUsd, operations.augmentScrape)
+  }
+}
 
 const priced = <P, A>(defaults: Readonly<Record<string, A>>, given: Readonly<Record<string, P>> | undefined, f: (price: P) => A) => ({
   ...defaults,
@@ -465,7 +540,8 @@ export const decodeConfig = (input: unknown): Effect.Effect<Tables, Schema.Schem
           speech: priced(defaults.media.speech, prices.speech, (price) => ({ perMillionCharacters: usd(price.perMillionCharactersUsd) })),
           transcription: priced(defaults.media.transcription, prices.transcription, (price) => ({ perSecond: usd(price.perSecondUsd) })),
           video: priced(defaults.media.video, prices.video, (price) => ({ perSecond: usd(price.perSecondUsd) }))
-        }
+        },
+        operations: operationsOf(prices.operations)
       })
   )
 

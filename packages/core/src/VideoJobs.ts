@@ -73,7 +73,19 @@ export class VideoJobs extends Context.Service<VideoJobs, {
     id: string,
     end: { readonly state: Exclude<State, "queued">; readonly finishedAt: number; readonly error?: string | undefined }
   ) => Effect.Effect<Option.Option<Finished>, ServiceUnavailable>
+  /**
+   * Removes a job that has ended (the caller is done with it); a queued job is kept, its hold still
+   * open. Ended is final, so reading the state and then deleting cannot remove a running job.
+   */
+  readonly remove: (accountId: string, id: string) => Effect.Effect<Removal, ServiceUnavailable>
 }>()("@tollgate/core/VideoJobs") {}
+
+/**
+ * What `remove` did: removed the ended job, kept a running one, or found none.
+ *
+ * @category models
+ */
+export type Removal = "removed" | "running" | "unknown"
 
 /**
  * Jobs in process memory; a job is dropped on the first access after its retention.
@@ -103,6 +115,15 @@ export const makeMemory = Effect.sync(() => {
         const ended: Job = { ...job, state: end.state, finishedAt: end.finishedAt, ...(end.error === undefined ? {} : { error: end.error }) }
         jobs.set(key, ended)
         return Option.some({ job: ended, ended: true })
+      }),
+    remove: (accountId, id) =>
+      Effect.map(Clock.currentTimeMillis, (now): Removal => {
+        const key = name(accountId, id)
+        const job = live(key, now)
+        if (job === undefined) return "unknown"
+        if (job.state === "queued") return "running"
+        jobs.delete(key)
+        return "removed"
       })
   })
 })

@@ -34,6 +34,28 @@ describe("Model list: the config is validated at start, every bad field reported
   })
 })
 
+describe("Model list: an alias resolves like the id it names; aliases and traits are unique", () => {
+  it("get, text and image take an alias and answer the model under its own id", () => {
+    const list = Models.make()
+    expect(Option.map(list.get("gpt-4o"), (model) => model.id)).toEqual(Option.some("llama-3.3-70b"))
+    expect(Effect.runSync(list.text("gpt-4o-mini")).id).toBe("qwen3-4b")
+    expect(Effect.runSync(list.image("dall-e-3")).id).toBe("flux-dev")
+  })
+
+  it("refuses an alias used twice, an alias that is another model's id, and a trait two models of one type claim", () => {
+    const text = (id: string, fields: Record<string, unknown>) => ({ id, type: "text", upstreams: [], ...fields })
+    for (const models of [
+      [text("a", { aliases: ["x"] }), text("b", { aliases: ["x"] })],
+      [text("a", { aliases: ["b"] }), text("b", {})],
+      [text("a", { traits: ["default"] }), text("b", { traits: ["default"] })]
+    ]) {
+      expect(Exit.isFailure(Effect.runSyncExit(Models.decodeConfig(models))), JSON.stringify(models)).toBe(true)
+    }
+    const image = Models.defaults.find((model) => model.id === "flux-dev")!
+    expect(Exit.isSuccess(Effect.runSyncExit(Models.decodeConfig([text("a", { traits: ["default"] }), image])))).toBe(true)
+  })
+})
+
 describe("Model list: every default model has a price in the default price tables", () => {
   it.each(Models.defaults.map((m) => [m.id, m] as const))("%s", (_, model) => {
     const tables = PricingEngine.defaults

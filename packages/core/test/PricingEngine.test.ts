@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import * as Money from "../src/Money.ts"
 import * as PricingEngine from "../src/PricingEngine.ts"
@@ -90,5 +90,28 @@ describe("Pricing: embeddings per million input tokens, speech per million chara
     expect(engine.media.embedding["e"]).toEqual({ perMillionTokens: Money.unsafeNano(130_000_000) })
     expect(engine.media.video["v"]).toEqual({ perSecond: Money.unsafeNano(500_000_000) })
     expect(engine.media.video["dev-video"]).toBeDefined()
+  })
+})
+
+describe("Pricing: image upscaling, background removal, web search and scraping are flat prices of their own", () => {
+  it("quotes each under the operation's sku, scraping per URL", () => {
+    expect(PricingEngine.operation(tables, "image-upscale-2")).toEqual({
+      amount: 20_000_000, version: tables.version, sku: "image-upscale-2", units: 1, pricePerUnit: 20_000_000
+    })
+    expect(PricingEngine.operation(tables, "image-upscale-4").amount).toBe(80_000_000)
+    expect(PricingEngine.operation(tables, "image-background-remove").amount).toBe(10_000_000)
+    expect(PricingEngine.operation(tables, "augment-search").amount).toBe(10_000_000)
+    expect(PricingEngine.operation(tables, "augment-scrape", 3)).toMatchObject({ amount: 30_000_000, units: 3, pricePerUnit: 10_000_000 })
+  })
+
+  it("prices.operations overrides the ones it names and keeps the others; a misspelt key is refused", async () => {
+    const decoded = await Effect.runPromise(PricingEngine.decodeConfig({ operations: { imageUpscale4xUsd: "0.5", augmentSearchUsd: "0.002" } }))
+    expect(decoded.operations).toEqual({
+      imageUpscale: { 2: 20_000_000, 4: 500_000_000 },
+      imageBackgroundRemove: 10_000_000,
+      augmentSearch: 2_000_000,
+      augmentScrape: 10_000_000
+    })
+    expect(Exit.isFailure(await Effect.runPromiseExit(PricingEngine.decodeConfig({ operations: { upscaleUsd: "1" } })))).toBe(true)
   })
 })

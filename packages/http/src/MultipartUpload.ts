@@ -59,14 +59,20 @@ const fromMultipart = (maxBytes: number) => (error: Multipart.MultipartError): E
  *
  * @category decoding
  */
-export const read = (options: { readonly maxBytes: number; readonly fields: ReadonlyArray<string> }) =>
+export const read = (options: {
+  readonly maxBytes: number
+  readonly fields: ReadonlyArray<string>
+  /** The name of the file part; `file` unless told (the image routes take `image`, as OpenAI's do). */
+  readonly fileField?: string
+}) =>
   Effect.gen(function*() {
     const { maxBytes } = options
+    const fileField = options.fileField ?? "file"
     const request = yield* HttpServerRequest.HttpServerRequest
     if (!(request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")) {
       return yield* new Errors.InvalidRequest({
         message: "Invalid request parameters",
-        details: Errors.fieldErrors([{ path: ["file"], message: "Expected a multipart/form-data upload with a file" }])
+        details: Errors.fieldErrors([{ path: [fileField], message: "Expected a multipart/form-data upload with a file" }])
       })
     }
     yield* (yield* UploadBudget).hold(maxBytes + FRAMING_BYTES)
@@ -81,10 +87,10 @@ export const read = (options: { readonly maxBytes: number; readonly fields: Read
     yield* Stream.runForEach(request.multipartStream, (part): Effect.Effect<void, Errors.ApiError | Multipart.MultipartError> => {
       if (part._tag === "Field") {
         if (wanted.has(part.key)) fields[part.key] = part.value
-        if (part.key === "file") fileAsField = true
+        if (part.key === fileField) fileAsField = true
         return Effect.void
       }
-      if (part.key !== "file" || files++ > 0) return Stream.runDrain(part.content)
+      if (part.key !== fileField || files++ > 0) return Stream.runDrain(part.content)
       filename = part.name
       contentType = part.contentType
       return Stream.runForEach(part.content, (chunk) => {
@@ -103,9 +109,9 @@ export const read = (options: { readonly maxBytes: number; readonly fields: Read
       Effect.provideService(Multipart.MaxParts, 16)
     )
     const problems: Array<Problem> = []
-    if (files === 0) problems.push({ path: ["file"], message: fileAsField ? "Expected a file upload" : "Required" })
-    else if (files > 1) problems.push({ path: ["file"], message: "Expected exactly one file" })
-    else if (size === 0) problems.push({ path: ["file"], message: "The file is empty" })
+    if (files === 0) problems.push({ path: [fileField], message: fileAsField ? "Expected a file upload" : "Required" })
+    else if (files > 1) problems.push({ path: [fileField], message: "Expected exactly one file" })
+    else if (size === 0) problems.push({ path: [fileField], message: "The file is empty" })
     const file = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
     chunks.length = 0
     return { file, filename, contentType, fields, problems } satisfies Upload

@@ -43,7 +43,7 @@ let alice: Awaited<ReturnType<typeof newAccount>>
 beforeAll(async () => {
   defaultContext = await buildContext()
   web = Handlers.toWebHandler(
-    App.layer([ImageRoute.route, ModelsRoute.route]).pipe(Layer.provide(Layer.succeedContext(defaultContext)))
+    App.layer([ImageRoute.route, ModelsRoute.list]).pipe(Layer.provide(Layer.succeedContext(defaultContext)))
   )
   alice = await newAccount()
 })

@@ -76,7 +76,20 @@ export const make = (options: { readonly prefix?: string } = {}) =>
               })
           ),
           Effect.mapError(unavailable)
+        ),
+      remove: (accountId, id) => {
+        const key = name(accountId, id)
+        return redis.send<string | null>("HGET", key, "state").pipe(
+          Effect.flatMap((state): Effect.Effect<VideoJobs.Removal, Redis.RedisError> =>
+            state === null || state === undefined
+              ? Effect.succeed("unknown")
+              : state === "queued"
+              ? Effect.succeed("running")
+              : Effect.as(redis.send("DEL", key), "removed")
+          ),
+          Effect.mapError(unavailable)
         )
+      }
     })
   })
 

@@ -61,6 +61,20 @@ Contract.contract(
         assert.deepStrictEqual(yield* jobs.finish(created.accountId, "vid_unknown", { state: "expired", finishedAt: 7 }), Option.none())
       }))
 
+    it.effect("remove: an ended job is removed, a running one kept, an unknown or another account's one not found", () =>
+      Effect.gen(function*() {
+        const jobs = yield* VideoJobs.VideoJobs
+        const created = job()
+        yield* jobs.create(created)
+        assert.strictEqual(yield* jobs.remove(created.accountId, created.id), "running")
+        assert.isTrue(Option.isSome(yield* jobs.get(created.accountId, created.id)))
+        yield* jobs.finish(created.accountId, created.id, { state: "completed", finishedAt: 5 })
+        assert.strictEqual(yield* jobs.remove("acct_other", created.id), "unknown")
+        assert.strictEqual(yield* jobs.remove(created.accountId, created.id), "removed")
+        assert.deepStrictEqual(yield* jobs.get(created.accountId, created.id), Option.none())
+        assert.strictEqual(yield* jobs.remove(created.accountId, created.id), "unknown")
+      }))
+
     it.effect("of concurrent finishes exactly one ends the job", () =>
       Effect.gen(function*() {
         const jobs = yield* VideoJobs.VideoJobs

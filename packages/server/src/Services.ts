@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ImageBackend, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
+import { ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -147,7 +147,17 @@ const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
  */
 export const ChatSection = Schema.Struct({
   systemPrompt: Schema.optionalKey(Schema.String),
-  characters: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ name: Schema.String, systemPrompt: Schema.String }))),
+  characters: Schema.optionalKey(Schema.Record(
+    Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9-]{0,199}$/u, { message: "must be a slug: lowercase letters, digits and dashes" })),
+    Schema.Struct({
+      name: Schema.String,
+      systemPrompt: Schema.String,
+      description: Schema.optionalKey(Schema.String),
+      tags: Schema.optionalKey(Schema.Array(Schema.String)),
+      modelId: Schema.optionalKey(Schema.String),
+      adult: Schema.optionalKey(Schema.Boolean)
+    })
+  )),
   searxngUrl: Schema.optionalKey(Schema.String),
   scraping: Schema.optionalKey(Schema.Boolean)
 })
@@ -384,6 +394,7 @@ export const layer = (config: ServerConfig) =>
       PromptEnhancer.layerLocal,
       Layer.mergeAll(
         ChatBackend.layer(),
+        ImageEditor.layer(),
         EmbeddingBackend.layer(),
         SpeechBackend.layer(),
         TranscriptionBackend.layer(),

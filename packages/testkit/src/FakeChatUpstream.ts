@@ -1,8 +1,8 @@
 /**
  * A fake OpenAI-compatible upstream: a real `node:http` server answering
  * `POST <base>/chat/completions` with a JSON completion or a Server-Sent Events stream, the way
- * vLLM or a hosted API does. Tests script each reply (content pieces, status, usage, a stream that
- * stalls after its pieces) and read back every request it received and whether the caller hung
+ * vLLM or a hosted API does. Tests script each reply (content pieces, function calls, status, usage,
+ * a stream that stalls after its pieces) and read back every request it received and whether the caller hung
  * up, so a test can see what tollgate forwarded and that a client's disconnect reached the upstream.
  *
  * It speaks the rest of the OpenAI API the same way: `POST /embeddings` (a vector per input,
@@ -25,6 +25,11 @@ export interface Script {
   readonly headers?: Readonly<Record<string, string>>
   /** Usage to report; by default prompt 10 and one completion token per piece. */
   readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number }
+  /**
+   * Function calls the model makes after its pieces (`tool_calls`, finish reason `tool_calls`);
+   * streamed as the name first, then the arguments in two halves.
+   */
+  readonly toolCalls?: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
   /** Stream the pieces, then send nothing more and keep the connection open. */
   readonly stall?: boolean
   /**
@@ -190,7 +195,17 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
         object: "chat.completion",
         created: 1,
         model: body["model"],
-        choices: [{ index: 0, message: { role: "assistant", content: reply.pieces.join("") }, finish_reason: "stop" }],
+        choices: [{
+          index: 0,
+          message: {
+            role: "assistant",
+            content: reply.pieces.join(""),
+            ...(reply.toolCalls === undefined ? {} : {
+              tool_calls: reply.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }))
+            })
+          },
+          finish_reason: reply.toolCalls === undefined ? "stop" : "tool_calls"
+        }],
         usage: fullUsage
       }))
       return
@@ -204,8 +219,15 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
       if (response.destroyed) return
       response.write(chunk(id, body["model"], { content: piece }, null))
     }
+    for (const [index, call] of (reply.toolCalls ?? []).entries()) {
+      const half = Math.ceil(call.arguments.length / 2)
+      response.write(chunk(id, body["model"], { tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }, null))
+      for (const part of [call.arguments.slice(0, half), call.arguments.slice(half)]) {
+        response.write(chunk(id, body["model"], { tool_calls: [{ index, function: { arguments: part } }] }, null))
+      }
+    }
     if (reply.stall === true) return
-    response.write(chunk(id, body["model"], {}, "stop"))
+    response.write(chunk(id, body["model"], {}, reply.toolCalls === undefined ? "stop" : "tool_calls"))
     const streamOptions = body["stream_options"] as { include_usage?: boolean } | undefined
     if (streamOptions?.include_usage === true) {
       response.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model: body["model"], choices: [], usage: fullUsage })}\n\n`)

@@ -3,8 +3,8 @@
  * limited by tokens through the metered pipeline.
  *
  * Before anything is held, the body, the options (object and model suffix), the model, the
- * character and the search capability are checked; a bad one is a 400 that leaves nothing behind.
- * Admission reserves the prompt's tokens (o200k_base, plus room for search results) and the capped
+ * character and the search capability are checked; a bad one is a 400 that leaves nothing behind
+ * (`ChatCall`, shared with `POST /responses`). Admission reserves the prompt's tokens (o200k_base, plus room for search results) and the capped
  * completion (`max_tokens`, at most the model's limit, times `n`) against the token limit, and holds
  * their worst-case price. The upstream is asked for usage; its counts settle the call. A streamed
  * call settles when its stream ends or the client hangs up: a client that leaves mid-stream pays
@@ -16,120 +16,14 @@
  * @since 0.1.0
  */
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
-import { ChatOptions, Errors, Models, Money, PricingEngine, ThinkStripper } from "@tollgate/core"
-import * as SearchProvider from "@tollgate/core/SearchProvider"
-import * as Tokens from "@tollgate/documents/Tokens"
-import { ByteSize, Effect, Option, Result, Schema, Stream } from "effect"
+import { ChatOptions, Models, ThinkStripper } from "@tollgate/core"
+import type * as SearchProvider from "@tollgate/core/SearchProvider"
+import { Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
-import * as Metered from "../Metered.ts"
+import { type Found, isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
+import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
-
-/** Conversations with long contexts are large; the app's default cap would refuse them. */
-const MAX_BODY = ByteSize.megabytes(8)
-
-/** Tokens reserved for the search results put into the prompt, and the text cut to fit them. */
-const SEARCH_TOKENS = 4_096
-const SCRAPE_TOKENS_PER_URL = 2_048
-const CHARS_PER_RESERVED_TOKEN = 3
-
-type Json = Record<string, unknown>
-
-const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
-
-const lastUserText = (messages: ReadonlyArray<ChatOptions.Message>): string =>
-  Tokens.contentText([...messages].reverse().find((message) => message.role === "user")?.content)
-
-const upstreamFailure = (error: ChatBackend.UpstreamError): Errors.ApiError => {
-  if (error.status === 429) {
-    const headers: Record<string, string> = {}
-    for (const [name, value] of Object.entries(error.headers ?? {})) {
-      if (name.startsWith("x-ratelimit-") || name === "retry-after") headers[name] = value
-    }
-    const retryAfter = Number(headers["retry-after"])
-    return new Errors.RateLimited({
-      message: "The model's upstream is rate limited; retry with exponential backoff",
-      retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : 1,
-      headers
-    })
-  }
-  if (error.status !== undefined && [400, 404, 413, 422].includes(error.status)) {
-    return new Errors.InvalidRequest({ message: `The model refused the request: ${error.message}` })
-  }
-  if (error.kind === "transport" || error.kind === "timeout" || (error.status !== undefined && error.status >= 502)) {
-    return new Errors.ServiceUnavailable({
-      message: "The model is temporarily unavailable; retry with exponential backoff",
-      retryAfterSeconds: 2
-    })
-  }
-  return new Errors.InferenceFailed({ message: "Inference failed" })
-}
-
-interface Search {
-  readonly mode: "scrape" | "x" | "web" | "none"
-  readonly urls: ReadonlyArray<string>
-  readonly reserveTokens: number
-}
-
-interface Found {
-  readonly results: ReadonlyArray<SearchProvider.SearchResult>
-  readonly scrapedUrls: number
-  readonly performed: boolean
-  /** The system message that hands the results to the model. */
-  readonly message: ChatOptions.Message | undefined
-}
-
-const nothingFound: Found = { results: [], scrapedUrls: 0, performed: false, message: undefined }
-
-const cut = (text: string, tokens: number) => text.slice(0, tokens * CHARS_PER_RESERVED_TOKEN)
-
-/** Runs the search a request asked for. A failed search leaves the reply without results and unbilled. */
-const runSearch = (
-  provider: SearchProvider.SearchProvider["Service"],
-  search: Search,
-  query: string,
-  citations: boolean
-): Effect.Effect<Found> => {
-  if (search.mode === "scrape") {
-    const scrape = Option.getOrThrow(provider.scrape)
-    return Effect.forEach(search.urls, (url) => Effect.result(scrape(url)), { concurrency: 5 }).pipe(
-      Effect.map((results) => {
-        const pages = results.filter(Result.isSuccess).map((result) => result.success)
-        return {
-          results: pages.map((page) => ({ title: page.url, url: page.url, content: cut(page.text, SCRAPE_TOKENS_PER_URL) })),
-          scrapedUrls: pages.length,
-          performed: false,
-          message: pages.length === 0 ? undefined : {
-            role: "system",
-            content: pages.map((page) => `Content of ${page.url}:\n${cut(page.text, SCRAPE_TOKENS_PER_URL)}`).join("\n\n")
-          }
-        }
-      })
-    )
-  }
-  const run = search.mode === "x" ? provider.x : provider.web
-  if (search.mode === "none" || Option.isNone(run)) return Effect.succeed(nothingFound)
-  return run.value(query.slice(0, 400)).pipe(
-    Effect.map((results): Found => {
-      const budget = Math.floor(SEARCH_TOKENS / Math.max(1, results.length))
-      const kept = results.map((result) => ({ ...result, content: cut(result.content, budget) }))
-      return {
-        results: kept,
-        scrapedUrls: 0,
-        performed: true,
-        message: {
-          role: "system",
-          content: [
-            "Web search results for the user's last message:",
-            ...kept.map((result, i) => `[${i}] ${result.title} (${result.url})\n${result.content}`),
-            ...(citations ? ["Cite the results you use as [REF]<index>[/REF], e.g. [REF]0[/REF]."] : [])
-          ].join("\n\n")
-        }
-      }
-    }),
-    Effect.orElseSucceed(() => nothingFound)
-  )
-}
 
 const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => ({
   index: 0,
@@ -144,29 +38,6 @@ const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" 
 /** The chunks of one upstream read as one write: a per-chunk write would cost a syscall each. */
 const sseBatch = (chunks: ReadonlyArray<unknown>) =>
   encoder.encode(chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join(""))
-
-/**
- * What a call used, as it goes: the upstream's usage once it arrives; until then the text of every
- * piece produced, counted only if the usage never comes (a client that hung up), so a stream that
- * ends normally never pays for tokenizing.
- */
-interface Tally {
-  usage: { readonly prompt: number; readonly completion: number } | undefined
-  readonly pieces: Array<string>
-}
-
-const newTally = (): Tally => ({ usage: undefined, pieces: [] })
-
-/** Completion tokens of the pieces, each tokenized on its own, as it was sent. */
-const countPieces = (pieces: ReadonlyArray<string>) => pieces.reduce((sum, piece) => sum + Tokens.count(piece), 0)
-
-const recordUsage = (tally: Tally, usage: unknown) => {
-  if (isObject(usage) && typeof usage["prompt_tokens"] === "number" && typeof usage["completion_tokens"] === "number") {
-    tally.usage = { prompt: usage["prompt_tokens"], completion: usage["completion_tokens"] }
-  }
-}
-
-const REASONING_FIELDS = ["reasoning_content", "reasoning"] as const
 
 /** The request as documented: the fields tollgate reads, the options, and room for any other. */
 const RequestDoc = Schema.StructWithRest(
@@ -194,108 +65,13 @@ export const route = Route.make(
   "POST",
   "/api/v1/chat/completions",
   Effect.gen(function*() {
-    const metered = yield* Metered.Metered
-    const models = yield* Models.ModelList
-    const tables = yield* PricingEngine.PricingEngine
+    const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
-    const prompts = yield* ChatOptions.ChatPrompts
-    const provider = yield* SearchProvider.SearchProvider
     return Effect.gen(function*() {
       const request = yield* Effect.fromResult(ChatOptions.parseRequest(yield* RequestBody.json(MAX_BODY)))
-      const model = yield* models.text(request.model)
+      const prepared = yield* prepare(request)
+      const { headers, model, price, strips, upstreamBody } = prepared
       const { options } = request
-      const added = yield* Effect.fromResult(ChatOptions.serviceMessages(prompts, options))
-      const mode = ChatOptions.searchMode(options)
-      if (mode === "x" && !model.supportsXSearch) {
-        return yield* new Errors.InvalidRequest({
-          message: `X search is not supported by ${model.id}`,
-          details: Errors.fieldErrors([{ path: ["service_parameters", "enable_x_search"], message: `Not supported by ${model.id}` }])
-        })
-      }
-      if (mode !== "none" && !SearchProvider.offers(provider, mode)) return yield* SearchProvider.notConfigured(mode)
-      const query = lastUserText(request.messages)
-      const urls = mode === "scrape" ? SearchProvider.urlsIn(query) : []
-      const search: Search = {
-        mode,
-        urls,
-        reserveTokens: mode === "scrape" ? urls.length * SCRAPE_TOKENS_PER_URL : mode === "none" ? 0 : SEARCH_TOKENS
-      }
-      const messages = [...added, ...request.messages]
-      const prompt = Tokens.conversation(messages)
-      const promptReserve = prompt + search.reserveTokens + (search.reserveTokens > 0 ? Tokens.TOKENS_PER_MESSAGE : 0)
-      if (prompt >= model.contextTokens) {
-        return yield* new Errors.InvalidRequest({
-          message: `The prompt (${prompt} tokens) does not fit the context of ${model.id} (${model.contextTokens} tokens)`,
-          details: Errors.fieldErrors([{ path: ["messages"], message: "Prompt too long for the model" }])
-        })
-      }
-      // upstreams refuse a max_tokens that does not fit beside the prompt in the context
-      const maxTokens = Math.min(request.maxTokens ?? model.maxCompletionTokens, model.maxCompletionTokens, model.contextTokens - prompt)
-      const completionReserve = maxTokens * request.choices
-      const quote = PricingEngine.chat(tables, {
-        model: model.id,
-        inputTokens: promptReserve,
-        outputTokens: completionReserve,
-        webSearch: mode === "web",
-        scrapedUrls: urls.length,
-        xSearch: mode === "x"
-      })
-      if (PricingEngine.isUnpriced(quote)) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: [quote.field], message: quote.message }])
-        })
-      }
-      const strips = ChatOptions.stripsThinking(options)
-      const headers = Models.headersOf(model)
-
-      const price = (found: Found, tally: Tally): Metered.Produced => {
-        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? prompt : Tokens.conversation([found.message, ...messages]))
-        const completionUsed = tally.usage?.completion ?? countPieces(tally.pieces)
-        const extras = found.performed || found.scrapedUrls > 0
-        if (tally.usage === undefined && completionUsed === 0 && !extras) {
-          return { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit, promptTokens: 0, completionTokens: 0 }, actualTokens: 0 }
-        }
-        const actual = PricingEngine.chat(tables, {
-          model: model.id,
-          inputTokens: promptUsed,
-          outputTokens: completionUsed,
-          webSearch: found.performed && mode === "web",
-          scrapedUrls: found.scrapedUrls,
-          xSearch: found.performed && mode === "x"
-        })
-        const charge = PricingEngine.isUnpriced(actual) ? quote.amount : actual.amount
-        return {
-          charge,
-          usage: {
-            units: promptUsed + completionUsed,
-            pricePerUnit: PricingEngine.isUnpriced(actual) ? quote.pricePerUnit : actual.pricePerUnit,
-            promptTokens: promptUsed,
-            completionTokens: completionUsed,
-            notes: [
-              ...(found.performed ? [`${mode} search`] : []),
-              ...(found.scrapedUrls > 0 ? [`${found.scrapedUrls} URLs scraped`] : [])
-            ].join(", ") || undefined
-          },
-          actualTokens: promptUsed + completionUsed
-        }
-      }
-
-      const upstreamBody = (found: Found): Json => {
-        const conversation = found.message === undefined
-          ? messages
-          : [...messages.slice(0, -1), found.message, ...messages.slice(-1)]
-        const body: Json = { ...request.passthrough, messages: conversation }
-        if (request.passthrough["max_completion_tokens"] !== undefined) body["max_completion_tokens"] = maxTokens
-        if (request.passthrough["max_completion_tokens"] === undefined || request.passthrough["max_tokens"] !== undefined) {
-          body["max_tokens"] = maxTokens
-        }
-        if (options.disable_thinking && model.supportsThinking) {
-          const kwargs = isObject(body["chat_template_kwargs"]) ? body["chat_template_kwargs"] : {}
-          body["chat_template_kwargs"] = { ...kwargs, enable_thinking: false }
-        }
-        return body
-      }
 
       const complete = (found: Found) =>
         Effect.gen(function*() {
@@ -401,18 +177,7 @@ export const route = Route.make(
           } satisfies Metered.StreamingOutcome
         })
 
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "text",
-        modelTier: model.tier,
-        reserveTokens: promptReserve + completionReserve,
-        quote,
-        execute: () =>
-          Effect.gen(function*() {
-            const found = mode === "none" ? nothingFound : yield* runSearch(provider, search, query, options.enable_web_citations)
-            return request.stream ? yield* stream(found) : yield* complete(found)
-          })
-      })
+      return yield* prepared.run((found) => request.stream ? stream(found) : complete(found))
     })
   }),
   {

@@ -61,7 +61,12 @@ export const GenerateResponse = Schema.Struct({
   request: Schema.optionalKey(Schema.Unknown)
 }).annotate({ identifier: "ImageGenerateResponse" })
 
-const responseHeaders = [
+/**
+ * The headers of a generation's answer, for the routes' documentation.
+ *
+ * @category constants
+ */
+export const responseHeaders = [
   ...Models.headerNames,
   "x-service-is-blurred",
   "x-service-is-content-violation",
@@ -70,20 +75,37 @@ const responseHeaders = [
   "x-service-enhanced-prompt"
 ]
 
-/** @category routes */
-export const route = Route.make(
-  "POST",
-  "/api/v1/image/generate",
-  Effect.gen(function*() {
-    const metered = yield* Metered
-    const models = yield* Models.ModelList
-    const tables = yield* PricingEngine.PricingEngine
-    const backend = yield* ImageBackend.ImageBackend
-    const enhancer = yield* PromptEnhancer
-    return Effect.gen(function*() {
-      const started = yield* Clock.currentTimeMillis
-      const body = yield* RequestBody.json(MAX_BODY)
-      const request = yield* ImageRequest.decode(models, body)
+/**
+ * What a generation answers, from the finished images: `/image/generate`'s body or binary,
+ * `/images/generations`'s OpenAI body.
+ *
+ * @category models
+ */
+export type Respond = (
+  generation: ImageBackend.Generation,
+  context: {
+    readonly requestId: string
+    /** The model, safety and enhanced-prompt headers every generation answer carries. */
+    readonly headers: Record<string, string>
+    readonly timing: typeof GenerateResponse.Type["timing"]
+  }
+) => HttpServerResponse.HttpServerResponse
+
+/**
+ * The metered generation both image routes run: the price of the resolved request (model,
+ * quality, variants, prompt enhancement, web search), the call under the image kind's limits, the
+ * prompt enhanced when asked, the images drawn by the `ImageBackend`, and the answer `respond`
+ * builds. `started` is when the route began reading the request, for the timing.
+ *
+ * @category constructors
+ */
+export const generator = Effect.gen(function*() {
+  const metered = yield* Metered
+  const tables = yield* PricingEngine.PricingEngine
+  const backend = yield* ImageBackend.ImageBackend
+  const enhancer = yield* PromptEnhancer
+  return (request: ImageRequest.ImageRequest, started: number, respond: Respond) =>
+    Effect.gen(function*() {
       const quote = PricingEngine.image(tables, {
         model: request.model.id,
         quality: request.quality,
@@ -109,27 +131,16 @@ export const route = Route.make(
             const prepared = yield* Clock.currentTimeMillis
             const generation = yield* backend.generate(request, enhancedPrompt ?? request.prompt)
             const finished = yield* Clock.currentTimeMillis
-            const headers = headersOf(request, generation, enhancedPrompt)
-            const response = request.returnBinary
-              ? HttpServerResponse.uint8Array(generation.images[0] ?? new Uint8Array(), {
-                contentType: generation.contentType,
-                headers: {
-                  ...headers,
-                  "content-encoding": "identity",
-                  "content-disposition": `inline; filename="${requestId}.${request.format}"`
-                }
-              })
-              : HttpServerResponse.jsonUnsafe({
-                id: requestId,
-                images: generation.images.map((image) => Buffer.from(image).toString("base64")),
-                timing: {
-                  inferenceQueueTime: queued - admitted,
-                  inferencePreprocessingTime: prepared - queued,
-                  inferenceDuration: finished - prepared,
-                  total: finished - started
-                },
-                request: body
-              }, { headers })
+            const response = respond(generation, {
+              requestId,
+              headers: headersOf(request, generation, enhancedPrompt),
+              timing: {
+                inferenceQueueTime: queued - admitted,
+                inferencePreprocessingTime: prepared - queued,
+                inferenceDuration: finished - prepared,
+                total: finished - started
+              }
+            })
             return {
               response,
               charge: quote.amount,
@@ -146,6 +157,36 @@ export const route = Route.make(
             }
           })
       })
+    })
+})
+
+/** @category routes */
+export const route = Route.make(
+  "POST",
+  "/api/v1/image/generate",
+  Effect.gen(function*() {
+    const models = yield* Models.ModelList
+    const generate = yield* generator
+    return Effect.gen(function*() {
+      const started = yield* Clock.currentTimeMillis
+      const body = yield* RequestBody.json(MAX_BODY)
+      const request = yield* ImageRequest.decode(models, body)
+      return yield* generate(request, started, (generation, { headers, requestId, timing }) =>
+        request.returnBinary
+          ? HttpServerResponse.uint8Array(generation.images[0] ?? new Uint8Array(), {
+            contentType: generation.contentType,
+            headers: {
+              ...headers,
+              "content-encoding": "identity",
+              "content-disposition": `inline; filename="${requestId}.${request.format}"`
+            }
+          })
+          : HttpServerResponse.jsonUnsafe({
+            id: requestId,
+            images: generation.images.map((image) => Buffer.from(image).toString("base64")),
+            timing,
+            request: body
+          }, { headers }))
     })
   }),
   {

@@ -7,6 +7,10 @@
  * and every poll after that gets the video itself; the poll that sees it fail, or finds it past its
  * expiry, releases the hold. A job nobody polls again is released when its hold expires.
  *
+ * `POST /video/quote` answers the price a queue request would hold, without queueing. `POST
+ * /video/complete` releases a job that has ended once the caller has its video: the job is
+ * removed, and a later retrieval is a 404 (an upstream keeps its own copy for its own retention).
+ *
  * The queue takes an `Idempotency-Key` (a retried queue request gets the same job, not a second
  * hold). Jobs are per account: another account's `queue_id` is a 404.
  *
@@ -37,6 +41,13 @@ export const QueueRequest = Schema.Struct({
   ])),
   size: Schema.optionalKey(Schema.String)
 }).annotate({ identifier: "VideoQueueRequest" })
+
+/**
+ * The quote request: the queue request's priced fields.
+ *
+ * @category schemas
+ */
+export const QuoteRequest = QueueRequest.mapFields(({ prompt: _, ...fields }) => fields).annotate({ identifier: "VideoQuoteRequest" })
 
 /** @category schemas */
 export const QueueResponse = Schema.Struct({
@@ -79,14 +90,33 @@ const stateOf = (job: VideoJobs.Job, extra: { readonly progress?: number | undef
     expires_at: unix(job.expiresAt)
   })
 
+/**
+ * The job a request describes, checked against its model (duration and size), and its price: what
+ * the queue holds and the quote answers.
+ */
+const pricer = Effect.gen(function*() {
+  const models = yield* Models.ModelList
+  const tables = yield* PricingEngine.PricingEngine
+  return (body: typeof QuoteRequest.Type) =>
+    Effect.gen(function*() {
+      const model = yield* models.ofType("video", body.model)
+      const seconds = body.duration === undefined ? model.durations[0]! : secondsOf(body.duration)
+      const size = body.size ?? model.sizes[0]!
+      if (!model.durations.includes(seconds)) return yield* invalid("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
+      if (!model.sizes.includes(size)) return yield* invalid("size", `Expected one of ${model.sizes.join(", ")}`)
+      const quote = PricingEngine.media(tables, "video", model.id, seconds)
+      if (PricingEngine.isUnpriced(quote)) return yield* invalid(quote.field, quote.message)
+      return { model, seconds, size, quote }
+    })
+})
+
 /** @category routes */
 export const queue = Route.make(
   "POST",
   "/api/v1/video/queue",
   Effect.gen(function*() {
     const metered = yield* Metered
-    const models = yield* Models.ModelList
-    const tables = yield* PricingEngine.PricingEngine
+    const price = yield* pricer
     const backend = yield* VideoBackend.VideoBackend
     const jobs = yield* VideoJobs.VideoJobs
     return Effect.gen(function*() {
@@ -97,16 +127,10 @@ export const queue = Route.make(
       }
       const raw = yield* RequestBody.json()
       const body = yield* RequestBody.decode(QueueRequest, raw)
-      const model = yield* models.ofType("video", body.model)
-      const seconds = body.duration === undefined ? model.durations[0]! : secondsOf(body.duration)
-      const size = body.size ?? model.sizes[0]!
-      if (!model.durations.includes(seconds)) return yield* invalid("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
-      if (!model.sizes.includes(size)) return yield* invalid("size", `Expected one of ${model.sizes.join(", ")}`)
+      const { model, quote, seconds, size } = yield* price(body)
       if (body.prompt.length > model.promptCharacterLimit) {
         return yield* invalid("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
       }
-      const quote = PricingEngine.media(tables, "video", model.id, seconds)
-      if (PricingEngine.isUnpriced(quote)) return yield* invalid(quote.field, quote.message)
       const ttlMs = model.jobTtlSeconds * 1000
       return yield* metered.run({
         sku: quote.sku,
@@ -251,5 +275,84 @@ export const retrieve = Route.make(
   }
 )
 
+/** @category schemas */
+export const CompleteRequest = Schema.Struct({
+  queue_id: Schema.String.check(Schema.isMinLength(1)),
+  model: Schema.optionalKey(Schema.String)
+}).annotate({ identifier: "VideoCompleteRequest" })
+
 /** @category routes */
-export const routes = [queue, retrieve] as const
+export const quote = Route.make(
+  "POST",
+  "/api/v1/video/quote",
+  Effect.gen(function*() {
+    const price = yield* pricer
+    return Effect.gen(function*() {
+      const { quote } = yield* price(yield* RequestBody.schema(QuoteRequest))
+      return HttpServerResponse.jsonUnsafe({ quote: Money.toUsdNumber(quote.amount) })
+    })
+  }),
+  {
+    summary: "Quote a video",
+    description: "The price in USD of the video a queue request with these fields would render (duration x the model's " +
+      "price per second): what the queue holds and a completed job is charged. Public, like the model list.",
+    tags: ["Video"],
+    security: "public",
+    request: { contentType: "application/json", schema: QuoteRequest },
+    responses: {
+      200: { description: "The price", schema: Schema.Struct({ quote: Schema.Finite }).annotate({ identifier: "VideoQuoteResponse" }) }
+    }
+  }
+)
+
+/** @category routes */
+export const complete = Route.make(
+  "POST",
+  "/api/v1/video/complete",
+  Effect.gen(function*() {
+    const metered = yield* Metered
+    const tables = yield* PricingEngine.PricingEngine
+    const jobs = yield* VideoJobs.VideoJobs
+    return Effect.gen(function*() {
+      const body = yield* RequestBody.schema(CompleteRequest)
+      const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: "video_complete", units: 0, pricePerUnit: Money.zero }
+      return yield* metered.run({
+        sku: quote.sku,
+        kind: "video_retrieve",
+        quote,
+        execute: ({ principal }) =>
+          Effect.gen(function*() {
+            const found = yield* jobs.get(principal.accountId, body.queue_id)
+            if (Option.isNone(found) || (body.model !== undefined && body.model !== found.value.model)) {
+              return yield* new Errors.NotFound({ message: `No video job ${body.queue_id}` })
+            }
+            const removal = yield* jobs.remove(principal.accountId, body.queue_id)
+            if (removal === "running") {
+              return yield* invalid("queue_id", "The job is still running: retrieve it until it completes, fails or expires")
+            }
+            if (removal === "unknown") return yield* new Errors.NotFound({ message: `No video job ${body.queue_id}` })
+            return {
+              response: HttpServerResponse.jsonUnsafe({ success: true }),
+              charge: Money.zero,
+              usage: { units: 0, pricePerUnit: Money.zero, notes: `video job ${body.queue_id} released` }
+            }
+          })
+      })
+    })
+  }),
+  {
+    summary: "Complete a video",
+    description: "Releases a job that has ended (completed, failed or expired) once its video was retrieved: the job and its " +
+      "record are removed, and retrieving it again is a 404. A job still running is a 400. Not charged.",
+    tags: ["Video"],
+    security: "metered",
+    request: { contentType: "application/json", schema: CompleteRequest },
+    responses: {
+      200: { description: "The job was released", schema: Schema.Struct({ success: Schema.Literal(true) }).annotate({ identifier: "VideoCompleteResponse" }) },
+      404: { description: "No such job for this account" }
+    }
+  }
+)
+
+/** @category routes */
+export const routes = [queue, retrieve, quote, complete] as const

@@ -7,14 +7,19 @@
 import * as ApiKeys from "./ApiKeys.ts"
 import * as AudioSpeech from "./AudioSpeech.ts"
 import * as AudioTranscriptions from "./AudioTranscriptions.ts"
+import * as Augment from "./Augment.ts"
 import * as Billing from "./Billing.ts"
+import * as Characters from "./Characters.ts"
 import * as Chat from "./Chat.ts"
 import * as Embeddings from "./Embeddings.ts"
 import * as Image from "./Image.ts"
+import * as ImageGenerations from "./ImageGenerations.ts"
+import * as ImageOperations from "./ImageOperations.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as Portal from "./Portal.ts"
 import * as RateLimits from "./RateLimits.ts"
+import * as Responses from "./Responses.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
@@ -24,14 +29,19 @@ import type * as Route from "../Route.ts"
 const routes = [
   Networks.route,
   Rpc.route,
-  Models.route,
+  ...Models.routes,
   Image.route,
+  ImageGenerations.route,
+  ...ImageOperations.routes,
   Chat.route,
+  Responses.route,
+  ...Characters.routes,
   Embeddings.route,
   AudioSpeech.route,
   AudioTranscriptions.route,
   ...Video.routes,
   TextParser.route,
+  ...Augment.routes,
   X402.topUp,
   X402.balance,
   ...Billing.routes,

@@ -6,6 +6,7 @@
  */
 import type { ShippedServer } from "@tollgate/testkit"
 import OpenAI from "openai"
+import Sharp from "sharp"
 import { createPublicClient, http } from "viem"
 import { describe, expect, it } from "vitest"
 
@@ -93,6 +94,65 @@ export const suite = (name: string, target: () => Target) =>
       let text = ""
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ""
       expect(text).toMatch(target().chatReply)
+    })
+
+    it("GET /models/{id}, /models/traits and /models/compatibility_mapping: the openai SDK retrieves the chat model", async () => {
+      const openai = new OpenAI({ apiKey: keys().inferenceKey, baseURL: server().api, maxRetries: 0 })
+      expect(await openai.models.retrieve(target().chatModel)).toMatchObject({ id: target().chatModel, object: "model", type: "text" })
+      for (const path of ["/models/traits", "/models/compatibility_mapping"]) {
+        const response = await get(path)
+        expect(response.status).toBe(200)
+        expect(await response.json()).toMatchObject({ object: "list", type: "text", data: expect.any(Object) })
+      }
+    })
+
+    it("POST /images/generations: the openai SDK gets a decodable image", async () => {
+      const openai = new OpenAI({ apiKey: keys().inferenceKey, baseURL: server().api, maxRetries: 0 })
+      const { data } = await openai.images.generate({ model: "local-renderer", prompt: "a lighthouse", size: "256x256", response_format: "b64_json" })
+      expect(await Sharp(Buffer.from(data![0]!.b64_json!, "base64")).metadata()).toMatchObject({ format: "png", width: 256, height: 256 })
+    })
+
+    it("POST /responses: the openai SDK gets output_text and usage, and a stream of Responses events", async () => {
+      const openai = new OpenAI({ apiKey: keys().inferenceKey, baseURL: server().api, maxRetries: 0 })
+      const response = await openai.responses.create({ model: target().chatModel, input: "Say hello" })
+      expect(response.output_text).toMatch(target().chatReply)
+      expect(response.usage!.output_tokens).toBeGreaterThan(0)
+      const stream = await openai.responses.create({ model: target().chatModel, input: "Say hello", stream: true })
+      let text = ""
+      let completed = false
+      for await (const event of stream) {
+        if (event.type === "response.output_text.delta") text += event.delta
+        if (event.type === "response.completed") completed = event.response.usage !== null
+      }
+      expect(text).toMatch(target().chatReply)
+      expect(completed).toBe(true)
+    })
+
+    it("POST /image/upscale, /image/edit, /image/background-remove and GET /image/styles", async () => {
+      const png = await Sharp({ create: { width: 64, height: 64, channels: 3, background: "#ffffff" } }).png().toBuffer()
+      const upload = (fields: Record<string, string>) => {
+        const form = new FormData()
+        form.append("image", new Blob([new Uint8Array(png)], { type: "image/png" }), "white.png")
+        for (const [name, value] of Object.entries(fields)) form.append(name, value)
+        return form
+      }
+      for (const [path, fields, size] of [
+        ["/image/upscale", { scale: "2" }, 128],
+        ["/image/edit", { prompt: "black and white", model: "local-renderer" }, 64],
+        ["/image/background-remove", {}, 64]
+      ] as const) {
+        const response = await fetch(`${server().api}${path}`, { method: "POST", headers: bearer(keys().inferenceKey), body: upload(fields) })
+        expect(response.status, path).toBe(200)
+        expect(await Sharp(Buffer.from(await response.arrayBuffer())).metadata(), path).toMatchObject({ width: size, height: size })
+      }
+      expect(await (await get("/image/styles")).json()).toMatchObject({ object: "list", data: expect.arrayContaining(["Anime"]) })
+    })
+
+    it("GET /characters lists the configured characters (none here); /augment/search without a provider is a 400 saying so", async () => {
+      expect(await (await get("/characters")).json()).toEqual({ object: "list", data: [] })
+      const search = await post("/augment/search", { query: "lighthouses" }, keys().inferenceKey)
+      expect(search.status).toBe(400)
+      expect(await search.json()).toEqual({ error: "Web search is not configured on this server" })
     })
 
     it("POST /augment/text-parser: a FormData upload of a text file comes back as its text", async () => {

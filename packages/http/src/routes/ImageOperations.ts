@@ -1,0 +1,290 @@
+/**
+ * The image operations beyond generation, as the published reference has them, and OpenAI's edit
+ * endpoint:
+ *
+ * - `GET /image/styles`: the style presets, public.
+ * - `POST /image/upscale`: the image at `scale` 2 or 4 as PNG. The result may have at most
+ *   `ImageEditor.MAX_PIXELS`; a scale that would exceed it is lowered to the largest that fits
+ *   (as the reference does), and an image too large to double is a 400. Priced per scale asked.
+ * - `POST /image/edit`: the image changed by `prompt`, by an image model (`model`, default the
+ *   image model with the `default_edit` trait, else `default`), priced as one image of that model.
+ * - `POST /image/background-remove`: the image with a transparent background, as PNG.
+ * - `POST /images/edits`: OpenAI's shape of the edit (`client.images.edit`), answering
+ *   `{created, data: [{b64_json}]}`.
+ *
+ * Each takes the image as a multipart upload or base64 in JSON (`ImageInput`), at most 25 MB and
+ * `ImageEditor.MAX_PIXELS` pixels; the image is read and checked before anything is held, and the
+ * call runs through the metered pipeline under the image kind's limits. The `/image/*` answers are
+ * the image's bytes under its Content-Type.
+ *
+ * @since 0.1.0
+ */
+import * as ImageEditor from "@tollgate/backends/ImageEditor"
+import { Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
+import { Effect, Option, Schema } from "effect"
+import { HttpServerResponse } from "effect/http"
+import * as ImageInput from "../ImageInput.ts"
+import { Metered } from "../Metered.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as Route from "../Route.ts"
+
+/** Form fields arrive as text: a number field takes the number or its decimal string. */
+const NumberField = Schema.Union([Schema.Finite, Schema.NumberFromString])
+const BooleanField = Schema.Union([Schema.Boolean, Schema.Literals(["true", "false"])])
+
+/** @category schemas */
+export const UpscaleFields = Schema.Struct({
+  scale: Schema.optionalKey(NumberField.check(Schema.makeFilter((scale: number) => scale === 2 || scale === 4 ? true : "must be 2 or 4"))),
+  /** Accepted for compatibility: the resampling adds no detail. */
+  creativity: Schema.optionalKey(NumberField)
+})
+
+const EditPrompt = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1500))
+
+const OutputFormat = Schema.Literals(["png", "jpeg", "jpg", "webp"])
+
+/** @category schemas */
+export const EditFields = Schema.Struct({
+  prompt: EditPrompt,
+  model: Schema.optionalKey(Schema.String),
+  output_format: Schema.optionalKey(OutputFormat),
+  /** Accepted for compatibility with the reference; the local edit draws nothing to blur. */
+  safe_mode: Schema.optionalKey(BooleanField)
+})
+
+/** @category schemas */
+export const OpenAiEditFields = Schema.Struct({
+  prompt: EditPrompt,
+  model: Schema.optionalKey(Schema.String),
+  n: Schema.optionalKey(NumberField.check(Schema.makeFilter((n: number) => n === 1 ? true : "must be 1"))),
+  response_format: Schema.optionalKey(Schema.Literals(["b64_json", "url"])),
+  output_format: Schema.optionalKey(OutputFormat),
+  size: Schema.optionalKey(Schema.String),
+  quality: Schema.optionalKey(Schema.String),
+  background: Schema.optionalKey(Schema.String),
+  user: Schema.optionalKey(Schema.String)
+})
+
+/** The request bodies as documented: the JSON form; multipart carries the same fields, `image` as a file. */
+const jsonDoc = <F extends Schema.Struct.Fields>(fields: F, identifier: string) =>
+  Schema.Struct({ image: Schema.String.annotate({ description: "The image, base64 or a data URL (a file part in multipart)" }), ...fields })
+    .annotate({ identifier })
+
+const imageResponse = (description: string) => ({
+  description,
+  contentType: "image/png",
+  headers: ["x-service-image-width", "x-service-image-height"]
+})
+
+const binary = (produced: ImageEditor.Produced, headers: Record<string, string> = {}) =>
+  HttpServerResponse.uint8Array(produced.bytes, {
+    contentType: produced.contentType,
+    headers: {
+      ...headers,
+      "content-encoding": "identity",
+      "x-service-image-width": String(produced.width),
+      "x-service-image-height": String(produced.height)
+    }
+  })
+
+const invalid = (field: string, message: string) =>
+  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: [field], message }]) })
+
+/** @category routes */
+export const styles = Route.make(
+  "GET",
+  "/api/v1/image/styles",
+  Effect.succeed(Effect.succeed(HttpServerResponse.jsonUnsafe({ object: "list", data: ImageRequest.stylePresets }))),
+  {
+    summary: "List image styles",
+    description: "The style presets style_preset of POST /image/generate names.",
+    tags: ["Image"],
+    security: "public",
+    responses: {
+      200: {
+        description: "The styles",
+        schema: Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(Schema.String) }).annotate({ identifier: "ImageStyles" })
+      }
+    }
+  }
+)
+
+/** @category routes */
+export const upscale = Route.make(
+  "POST",
+  "/api/v1/image/upscale",
+  Effect.gen(function*() {
+    const metered = yield* Metered
+    const tables = yield* PricingEngine.PricingEngine
+    const editor = yield* ImageEditor.ImageEditor
+    return Effect.gen(function*() {
+      const input = yield* ImageInput.read(["scale", "creativity"])
+      const fields = yield* RequestBody.decode(UpscaleFields, input.fields)
+      const { height, width } = yield* ImageEditor.inspect(input.image)
+      const asked = fields.scale ?? 2
+      const scale = Math.min(asked, Math.sqrt(ImageEditor.MAX_PIXELS / (width * height)))
+      if (scale < 2) return yield* invalid("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
+      const quote = PricingEngine.operation(tables, asked === 4 ? "image-upscale-4" : "image-upscale-2")
+      return yield* metered.run({
+        sku: quote.sku,
+        kind: "image",
+        quote,
+        execute: () =>
+          Effect.map(editor.upscale(input.image, scale), (produced) => ({
+            response: binary(produced),
+            charge: quote.amount,
+            usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `${width}x${height} to ${produced.width}x${produced.height}` }
+          }))
+      })
+    })
+  }),
+  {
+    summary: "Upscale an image",
+    description: "The image at scale 2 or 4 (default 2), as PNG. Multipart (image file) or JSON (image as base64), at most " +
+      `25 MB and ${ImageEditor.MAX_PIXELS} pixels, and the result at most as many; a scale of 4 that would exceed it is ` +
+      "lowered to the largest that fits. Priced per scale asked.",
+    tags: ["Image"],
+    security: "metered",
+    request: { contentType: "application/json", schema: jsonDoc(UpscaleFields.fields, "ImageUpscaleRequest") },
+    responses: { 200: imageResponse("The upscaled image (image/png)") }
+  }
+)
+
+/** The model an edit names (id or alias), or the default edit model; one that is not an image model is a 400. */
+const editModel = (models: Models.ModelList["Service"], name: string | undefined) => {
+  if (name !== undefined) return models.image(Option.match(models.get(name), { onNone: () => name, onSome: (model) => model.id }))
+  const images = models.all.filter((model): model is Models.ImageModel => model.type === "image")
+  const chosen = images.find((model) => (model.traits ?? []).includes("default_edit"))
+    ?? images.find((model) => (model.traits ?? []).includes("default")) ?? images[0]
+  return chosen === undefined ? Effect.fail(invalid("model", "No image model is configured")) : Effect.succeed(chosen)
+}
+
+const formatOf = (format: typeof OutputFormat.Type | undefined): ImageRequest.Format => format === "jpg" ? "jpeg" : format ?? "png"
+
+/**
+ * The metered edit both edit routes run, answering as `respond` says.
+ */
+const editor = Effect.gen(function*() {
+  const metered = yield* Metered
+  const models = yield* Models.ModelList
+  const tables = yield* PricingEngine.PricingEngine
+  const imageEditor = yield* ImageEditor.ImageEditor
+  return <S extends typeof EditFields | typeof OpenAiEditFields>(
+    schema: S,
+    respond: (produced: ImageEditor.Produced, headers: Record<string, string>, fields: S["Type"]) => HttpServerResponse.HttpServerResponse
+  ) =>
+    Effect.gen(function*() {
+      const input = yield* ImageInput.read(Object.keys(schema.fields))
+      const fields = (yield* RequestBody.decode(schema, input.fields)) as S["Type"]
+      yield* ImageEditor.inspect(input.image)
+      const model = yield* editModel(models, fields.model)
+      const quote = PricingEngine.image(tables, { model: model.id })
+      if (PricingEngine.isUnpriced(quote)) return yield* invalid(quote.field, quote.message)
+      const format = formatOf(fields.output_format)
+      return yield* metered.run({
+        sku: quote.sku,
+        kind: "image",
+        quote,
+        execute: () =>
+          Effect.map(imageEditor.edit({ model, image: input.image, prompt: fields.prompt, format }), (produced) => ({
+            response: respond(produced, Models.headersOf(model), fields),
+            charge: quote.amount,
+            usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `edit, ${produced.width}x${produced.height} ${format}` }
+          }))
+      })
+    })
+})
+
+/** @category routes */
+export const edit = Route.make(
+  "POST",
+  "/api/v1/image/edit",
+  Effect.gen(function*() {
+    const run = yield* editor
+    return run(EditFields, (produced, headers) => binary(produced, headers))
+  }),
+  {
+    summary: "Edit an image",
+    description: "The image changed as prompt says, by an image model (model, default the one with the default_edit trait), " +
+      "in output_format (png by default). Multipart (image file) or JSON (image as base64), at most 25 MB and " +
+      `${ImageEditor.MAX_PIXELS} pixels. Priced as one image of the model.`,
+    tags: ["Image"],
+    security: "metered",
+    request: { contentType: "application/json", schema: jsonDoc(EditFields.fields, "ImageEditRequest") },
+    responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
+  }
+)
+
+/** @category routes */
+export const openAiEdit = Route.make(
+  "POST",
+  "/api/v1/images/edits",
+  Effect.gen(function*() {
+    const run = yield* editor
+    return run(OpenAiEditFields, (produced, headers, fields) => {
+      const base64 = Buffer.from(produced.bytes).toString("base64")
+      return HttpServerResponse.jsonUnsafe({
+        created: Math.floor(Date.now() / 1000),
+        data: [fields.response_format === "url" ? { url: `data:${produced.contentType};base64,${base64}` } : { b64_json: base64 }]
+      }, { headers })
+    })
+  }),
+  {
+    summary: "Edit an image (OpenAI-compatible)",
+    description: "OpenAI's image edit (client.images.edit): multipart with one image and a prompt, n 1. Runs and is priced as " +
+      "POST /image/edit; answers the OpenAI images body (response_format url: a data URL). size, quality, background and " +
+      "user have no effect.",
+    tags: ["Image"],
+    security: "metered",
+    request: { contentType: "application/json", schema: jsonDoc(OpenAiEditFields.fields, "ImagesEditsRequest") },
+    responses: {
+      200: {
+        description: "The edited image",
+        schema: Schema.Struct({
+          created: Schema.Int,
+          data: Schema.Array(Schema.Union([Schema.Struct({ b64_json: Schema.String }), Schema.Struct({ url: Schema.String })]))
+        }).annotate({ identifier: "ImagesEditsResponse" }),
+        headers: Models.headerNames
+      }
+    }
+  }
+)
+
+/** @category routes */
+export const backgroundRemove = Route.make(
+  "POST",
+  "/api/v1/image/background-remove",
+  Effect.gen(function*() {
+    const metered = yield* Metered
+    const tables = yield* PricingEngine.PricingEngine
+    const imageEditor = yield* ImageEditor.ImageEditor
+    return Effect.gen(function*() {
+      const input = yield* ImageInput.read([])
+      const { height, width } = yield* ImageEditor.inspect(input.image)
+      const quote = PricingEngine.operation(tables, "image-background-remove")
+      return yield* metered.run({
+        sku: quote.sku,
+        kind: "image",
+        quote,
+        execute: () =>
+          Effect.map(imageEditor.removeBackground(input.image), (produced) => ({
+            response: binary(produced),
+            charge: quote.amount,
+            usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `${width}x${height}` }
+          }))
+      })
+    })
+  }),
+  {
+    summary: "Remove an image's background",
+    description: "The image with its background transparent, as PNG. Multipart (image file) or JSON (image as base64), at most " +
+      `25 MB and ${ImageEditor.MAX_PIXELS} pixels; image_url is not supported.`,
+    tags: ["Image"],
+    security: "metered",
+    request: { contentType: "application/json", schema: jsonDoc({}, "ImageBackgroundRemoveRequest") },
+    responses: { 200: imageResponse("The image with a transparent background (image/png)") }
+  }
+)
+
+/** @category routes */
+export const routes = [styles, upscale, edit, backgroundRemove, openAiEdit] as const
