@@ -74,7 +74,7 @@ describe("POST /augment/scrape keeps the scraper's SSRF rules: private targets a
     const response = await post("/augment/scrape", { url: url() })
     expect(response.status).toBe(400)
     expect(await response.json()).toEqual({
-      error: "Invalid request parameters",
+      error: expect.stringMatching(/^Invalid request parameters: url: .*is not a public host/),
       details: { _errors: [], url: { _errors: [expect.stringContaining("is not a public host")] } }
     })
     expect(hits).toEqual([])

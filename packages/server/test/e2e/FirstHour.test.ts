@@ -87,11 +87,11 @@ describe("A 400 says what is wrong in `error`, which the openai SDK shows; `deta
   it("an unknown chat model: the SDK's error message names the model, and nothing is charged", async () => {
     const client = new OpenAI({ apiKey: server.credentials!.inferenceKey, baseURL: server.api, maxRetries: 0 })
     const before = await balance()
-    const error = await client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }] })
+    const error = await client.chat.completions.create({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] })
       .catch((caught: unknown) => caught)
     expect(error).toBeInstanceOf(OpenAI.BadRequestError)
     expect((error as InstanceType<typeof OpenAI.BadRequestError>).message).toBe(
-      "400 \"Invalid request parameters: model: Unknown text model: gpt-4o\""
+      "400 \"Invalid request parameters: model: Unknown text model: no-such-model\""
     )
     expect(await balance()).toBe(before)
   })
@@ -100,12 +100,12 @@ describe("A 400 says what is wrong in `error`, which the openai SDK shows; `deta
     const response = await fetch(`${server.api}/chat/completions`, {
       method: "POST",
       headers: { ...key(), ...json },
-      body: JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }] })
+      body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] })
     })
     expect(response.status).toBe(400)
     expect(await response.json()).toEqual({
-      error: "Invalid request parameters: model: Unknown text model: gpt-4o",
-      details: { _errors: [], model: { _errors: ["Unknown text model: gpt-4o"] } }
+      error: "Invalid request parameters: model: Unknown text model: no-such-model",
+      details: { _errors: [], model: { _errors: ["Unknown text model: no-such-model"] } }
     })
   })
 
