@@ -437,10 +437,7 @@ export class ModelList extends Context.Service<ModelList, {
 }>()("@tollgate/core/ModelList") {}
 
 const unknownModel = (id: string, type: ModelType) =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: ["model"], message: `Unknown ${type} model: ${id}` }])
-  })
+  Errors.invalidParameters([{ path: ["model"], message: `Unknown ${type} model: ${id}` }])
 
 /**
  * A model list from decoded config (the dev defaults when none is given).

@@ -200,7 +200,7 @@ export class Metered extends Context.Service<Metered, {
    * credentials gets the discovery 402 at once, or a 413 when its declared body is over the app's
    * default cap (that cap applies first; a route's higher cap is for callers with credentials).
    * So an anonymous caller cannot make the service parse or token-count a large body. `App` runs it
-   * ahead of every route documented as `metered`.
+   * ahead of every route marked `metered` (`Route.Route.metered`).
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}

@@ -64,10 +64,7 @@ export const read = (options: { readonly maxBytes: number; readonly fields: Read
     const { maxBytes } = options
     const request = yield* HttpServerRequest.HttpServerRequest
     if (!(request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")) {
-      return yield* new Errors.InvalidRequest({
-        message: "Invalid request parameters",
-        details: Errors.fieldErrors([{ path: ["file"], message: "Expected a multipart/form-data upload with a file" }])
-      })
+      return yield* Errors.invalidParameters([{ path: ["file"], message: "Expected a multipart/form-data upload with a file" }])
     }
     yield* (yield* UploadBudget).hold(maxBytes + FRAMING_BYTES)
     const wanted = new Set(options.fields)
@@ -119,4 +116,4 @@ export const read = (options: { readonly maxBytes: number; readonly fields: Read
 export const check = (problems: ReadonlyArray<Problem>): Effect.Effect<void, Errors.InvalidRequest> =>
   problems.length === 0
     ? Effect.void
-    : Effect.fail(new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors(problems) }))
+    : Effect.fail(Errors.invalidParameters(problems))

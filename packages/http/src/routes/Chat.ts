@@ -241,10 +241,7 @@ export const route = Route.make(
         xSearch: mode === "x"
       })
       if (PricingEngine.isUnpriced(quote)) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: [quote.field], message: quote.message }])
-        })
+        return yield* Errors.invalidParameters([{ path: [quote.field], message: quote.message }])
       }
       const strips = ChatOptions.stripsThinking(options)
       const headers = Models.headersOf(model)

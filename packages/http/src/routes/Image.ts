@@ -39,10 +39,7 @@ const headersOf = (
 })
 
 const unpriced = (problem: PricingEngine.Unpriced) =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: [problem.field], message: problem.message }])
-  })
+  Errors.invalidParameters([{ path: [problem.field], message: problem.message }])
 
 /**
  * The 200 JSON body (without `return_binary`).

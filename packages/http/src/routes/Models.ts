@@ -8,7 +8,8 @@
  *
  * @since 0.1.0
  */
-import { Errors, Models, Money, PricingEngine } from "@tollgate/core"
+import { Errors, ImageRequest, Models, Money, PricingEngine } from "@tollgate/core"
+import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Effect, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as RequestQuery from "../RequestQuery.ts"
@@ -63,7 +64,7 @@ const specOf = (model: Models.Model) => {
     case "image":
       return {
         sizing: model.sizing,
-        ...(model.sizing === "pixel" ? { widthHeightMax: 1280, defaultWidth: 1024, defaultHeight: 1024 } : {}),
+        ...(model.sizing === "pixel" ? { widthHeightMax: ImageRequest.MAX_DIMENSION, defaultWidth: 1024, defaultHeight: 1024 } : {}),
         ...(model.sizing === "pixel" ? {} : { aspectRatios: model.aspectRatios }),
         ...(model.sizing === "resolution-tier" ? { resolutions: model.resolutions } : {}),
         constraints: {
@@ -90,7 +91,7 @@ const specOf = (model: Models.Model) => {
       }
     case "asr":
       return {
-        maxFileBytes: 25 * 1024 * 1024,
+        maxFileBytes: DocumentExtractor.MAX_BYTES,
         capabilities: { responseFormats: Models.TranscriptionFormat.literals }
       }
     case "video":
@@ -142,10 +143,7 @@ export const route = Route.make(
     return Effect.gen(function*() {
       const type = RequestQuery.params(yield* HttpServerRequest.HttpServerRequest)["type"] ?? "all"
       if (!isTypeFilter(type)) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: ["type"], message: `Expected one of ${TypeFilter.literals.join(", ")}` }])
-        })
+        return yield* Errors.invalidParameters([{ path: ["type"], message: `Expected one of ${TypeFilter.literals.join(", ")}` }])
       }
       return HttpServerResponse.jsonUnsafe({
         object: "list",

@@ -114,7 +114,7 @@ export const route = Route.make(
     security: "metered",
     request: {
       contentType: "application/json",
-      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(100))])
+      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(JsonRpc.MAX_BATCH))])
     },
     headers: [{
       name: "Idempotency-Key",

@@ -63,7 +63,7 @@ export const RetrieveResponse = Schema.Struct({
 }).annotate({ identifier: "VideoRetrieveResponse" })
 
 const invalid = (field: string, message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: [field], message }]) })
+  Errors.invalidParameters([{ path: [field], message }])
 
 const secondsOf = (duration: number | string) => typeof duration === "number" ? duration : Number(duration.replace(/s$/u, ""))
 

@@ -18,18 +18,19 @@ import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
 import * as X402 from "./X402.ts"
-import type * as Route from "../Route.ts"
+import * as Route from "../Route.ts"
 
 const routes = [
   Networks.route,
-  Rpc.route,
+  Route.metered(Rpc.route),
   Models.route,
-  Image.route,
-  Chat.route,
+  Route.metered(Image.route),
+  Route.metered(Chat.route),
   Embeddings.route,
   AudioSpeech.route,
   AudioTranscriptions.route,
-  ...Video.routes,
+  Route.metered(Video.queue),
+  Route.metered(Video.retrieve),
   TextParser.route,
   X402.topUp,
   X402.balance,
