@@ -138,46 +138,26 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
 }
 
 /**
- * What a streamed response has sent so far, for its charge.
- *
- * @category models
- */
-export interface Sent {
-  readonly bytes: number
-  /** The units the chunks sent were worth (`unitsOf`). */
-  readonly units: number
-}
-
-/**
- * A streamed answer charged for what was sent: `produced` reads how many bytes (and units) left
- * by the time the stream ended, failed or the client went away.
+ * A streamed answer charged for what was sent: `produced` reads how many bytes left by the time
+ * the stream ended, failed or the client went away (a chunk counts once the response has taken it).
  *
  * @category constructors
  */
-export const streaming = <A>(options: {
-  readonly stream: Stream.Stream<A, Errors.ApiError>
-  readonly bytesOf: (chunk: A) => Uint8Array
-  readonly unitsOf?: ((chunk: A) => number) | undefined
+export const streaming = (options: {
+  readonly stream: Stream.Stream<Uint8Array, Errors.ApiError>
   readonly contentType: string
   readonly status?: number | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
-  readonly produced: (sent: Sent) => Metered.Produced
+  readonly produced: (bytesSent: number) => Metered.Produced
 }): Metered.StreamingOutcome => {
   let bytes = 0
-  let units = 0
-  const { bytesOf, unitsOf } = options
   return {
     _tag: "Streaming",
-    stream: Stream.map(options.stream, (chunk) => {
-      const data = bytesOf(chunk)
-      bytes += data.length
-      if (unitsOf !== undefined) units += unitsOf(chunk)
-      return data
-    }),
+    stream: Stream.tap(options.stream, (chunk) => Effect.sync(() => void (bytes += chunk.length))),
     contentType: options.contentType,
     status: options.status,
     headers: options.headers,
-    produced: Effect.sync(() => options.produced({ bytes, units }))
+    produced: Effect.sync(() => options.produced(bytes))
   }
 }
 

@@ -9,7 +9,7 @@
  */
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
 import { Errors, Models, Money, PricingEngine } from "@tollgate/core"
-import { Effect, identity, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import * as Endpoint from "../Endpoint.ts"
 import * as RequestBody from "../RequestBody.ts"
 
@@ -68,11 +68,10 @@ export const route = Endpoint.make({
           (speech) =>
             Endpoint.streaming({
               stream: speech.audio,
-              bytesOf: identity,
               contentType: speech.contentType,
               headers: { ...Models.headersOf(model), "content-encoding": "identity" },
               // Charged once audio was sent, and not at all if the upstream broke off before any.
-              produced: ({ bytes }) =>
+              produced: (bytes) =>
                 bytes === 0
                   ? { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit, notes: format } }
                   : { charge: quote.amount, usage: { units: characters, pricePerUnit: quote.pricePerUnit, notes: `${format}, ${bytes} bytes` } }
