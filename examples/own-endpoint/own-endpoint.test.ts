@@ -18,7 +18,7 @@ const start = async (host: string): Promise<Host> => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-own-endpoint-"))
   const credentials = Path.join(dir, "credentials.json")
   const child = ChildProcess.spawn(process.execPath, [Path.join(import.meta.dirname, `${host}.ts`)], {
-    env: { PATH: process.env["PATH"] ?? "", PORT: String(port), TOLLGATE_DEV_CREDENTIALS_FILE: credentials, TOLLGATE_LOG_LEVEL: "warn" },
+    env: { PATH: process.env["PATH"] ?? "", PORT: String(port), TOLLGATE_DEV_CREDENTIALS_FILE: credentials, TOLLGATE_LOG_LEVEL: "warn", SUMMARIZE_RPM: String(SUMMARIZE_RPM) },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
@@ -54,6 +54,9 @@ const nano = (usd: string | number): number => {
 }
 
 const TOKEN_NANO = 10_000
+
+/** The summaries' own limit the hosts are started with. */
+const SUMMARIZE_RPM = 8
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
 
@@ -98,7 +101,7 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "the quick brown fox" }, bearer(host.inferenceKey)))
     expect(response.status).toBe(200)
     expect(await response.json()).toEqual({ summary: "the quick brown fox" })
-    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("50")
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe(String(SUMMARIZE_RPM))
     expect(response.headers.get("x-ratelimit-remaining-requests")).toMatch(/^\d+$/)
     expect(nano(response.headers.get("x-service-balance-usd")!)).toBe(before)
     expect(await balance()).toBe(before - 2_000_000)
@@ -172,5 +175,22 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     expect(sent).toBeLessThan(2000)
     expect(before - after).toBe(sent * TOKEN_NANO)
     expect(nano(entry!.amount)).toBe(sent * TOKEN_NANO)
+  })
+
+  it.runIf(name === "express")("summaries have their own limit from configuration: the call past SUMMARIZE_RPM is a 429 and charges nothing", async () => {
+    const before = await balance()
+    const call = () => fetch(`${host.origin}/v1/summarize`, json({ text: "again" }, bearer(host.inferenceKey)))
+    const first = await call()
+    const remaining = Number(first.headers.get("x-ratelimit-remaining-requests"))
+    for (let i = 0; i < remaining; i++) expect((await call()).status).toBe(200)
+    const refused = await call()
+    expect(refused.status).toBe(429)
+    expect(await refused.json()).toMatchObject({ error: expect.any(String) })
+    expect(await balance()).toBe(before - (remaining + 1) * 2_000_000)
+    // The built-in text limits are apart: generate still answers.
+    const generated = await fetch(`${host.origin}/v1/generate`, json({ prompt: "still", max_tokens: 2 }, bearer(host.inferenceKey)))
+    expect(generated.status).toBe(200)
+    expect(generated.headers.get("x-ratelimit-limit-requests")).toBe("50")
+    await generated.text()
   })
 })

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, IdempotencyStore, type Money, PricingEngine } from "@tollgate/core"
+import { Errors, IdempotencyStore, type Money, PricingEngine, type RateLimits } from "@tollgate/core"
 import { Effect, Stream } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as Crypto from "node:crypto"
@@ -64,7 +64,8 @@ export interface Serve<A> {
 export interface Declaration<A, R> {
   readonly method: Route.Method
   readonly path: `/${string}`
-  readonly kind: Metered.Kind
+  /** The rate limits the calls count against: a built-in kind, or an operator's own with its rates. */
+  readonly kind: Metered.Kind | RateLimits.CustomKind
   /** Opt in to `Idempotency-Key`: a repeated key replays the first response and charges once. */
   readonly idempotency?: boolean | undefined
   readonly serve: Effect.Effect<Serve<A>, never, R>
@@ -106,7 +107,11 @@ const fingerprintOf = (path: string, text: string) =>
  * @category constructors
  */
 export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Metered.Metered> => {
-  const { idempotency = false, kind, method, path } = declaration
+  const { idempotency = false, method, path } = declaration
+  // A custom kind's rates replace the table of the kind it is counted as.
+  const { custom, kind } = typeof declaration.kind === "string"
+    ? { custom: undefined, kind: declaration.kind }
+    : { custom: declaration.kind, kind: "text" as const }
   const docs: Route.Docs = {
     ...declaration.docs,
     security: "metered",
@@ -122,6 +127,7 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
       return metered.run({
         sku: quote.sku,
         kind,
+        custom,
         quote,
         ...serve.shape?.(input, quote),
         idempotency: key === undefined ? undefined : { key, fingerprint: fingerprintOf(path, fingerprint(input)) },

@@ -108,6 +108,8 @@ export interface MeteredCall {
   /** Usage sku: `text-parser`, `image:<model>`, `chat:<model>`, `rpc:<network>`. */
   readonly sku: string
   readonly kind: Kind
+  /** An operator's own kind (`OwnEndpoint`), whose rates limit the call instead of `kind`'s. */
+  readonly custom?: RateLimits.CustomKind | undefined
   readonly modelTier?: ModelTier | undefined
   /** Tokens reserved at admission (chat: prompt + capped max_tokens). */
   readonly reserveTokens?: number | undefined

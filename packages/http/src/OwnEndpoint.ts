@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, Money, type Principal, type PricingEngine } from "@tollgate/core"
+import { Errors, Money, type Principal, type PricingEngine, type RateLimits } from "@tollgate/core"
 import { Effect, Result, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "./Endpoint.ts"
@@ -126,8 +126,12 @@ export interface Options<Body> {
   readonly path: `/${string}`
   /** Names the usage entries, in `/billing/usage-history` and the CSV report. */
   readonly sku: string
-  /** The rate limits the calls count against; default `text` (tier `M`). */
-  readonly kind?: Metered.Kind | undefined
+  /**
+   * The rate limits the calls count against: a built-in kind (default `text`, tier `M`), or the
+   * endpoint's own, `{ name, rates: { default: { requests: 30 }, partner: { requests: 120 } } }`
+   * (requests and tokens per minute per tier).
+   */
+  readonly kind?: Metered.Kind | RateLimits.CustomKind | undefined
   readonly modelTier?: Metered.ModelTier | undefined
   readonly price: Price<Body>
   /** Checks the JSON body; every issue is named in one 400. Absent: any JSON value. */
