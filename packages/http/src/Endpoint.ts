@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Errors, IdempotencyStore, type Money, PricingEngine, type RateLimits } from "@tollgate/core"
-import { Effect, Stream } from "effect"
+import { Effect, Result, Stream } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as Crypto from "node:crypto"
 import * as Metered from "./Metered.ts"
@@ -83,13 +83,14 @@ export const unpriced = (problem: PricingEngine.Unpriced): Errors.InvalidRequest
 const keyRefused = new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
 
 /**
- * The request's `Idempotency-Key`, absent or well-formed; a malformed one is a 400.
+ * The request's `Idempotency-Key`, absent or well-formed; a malformed one is a 400. Synchronous,
+ * for routes that check it on a short chain of steps (the RPC proxy).
  *
  * @category decoding
  */
-export const idempotencyKey = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string | undefined, Errors.InvalidRequest> => {
+export const idempotencyKey = (request: HttpServerRequest.HttpServerRequest): Result.Result<string | undefined, Errors.InvalidRequest> => {
   const key = request.headers["idempotency-key"]
-  return key === undefined || IdempotencyStore.KEY_PATTERN.test(key) ? Effect.succeed(key) : Effect.fail(keyRefused)
+  return key === undefined || IdempotencyStore.KEY_PATTERN.test(key) ? Result.succeed(key) : Result.fail(keyRefused)
 }
 
 const idempotencyHeader = {
@@ -136,7 +137,7 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
     }
     const decoded = (key: string | undefined) => Effect.flatMap(serve.decode, (input) => call(input, key))
     const answer: Route.Handler = idempotency
-      ? Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => Effect.flatMap(idempotencyKey(request), decoded))
+      ? Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => Effect.flatMap(Effect.fromResult(idempotencyKey(request)), decoded))
       : decoded(undefined)
     return answer
   })

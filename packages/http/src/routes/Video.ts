@@ -13,11 +13,12 @@
  * @since 0.1.0
  */
 import * as VideoBackend from "@tollgate/backends/VideoBackend"
-import { Errors, IdempotencyStore, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
+import { Errors, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
 import * as CreditLedger from "@tollgate/core/CreditLedger"
 import { Clock, Effect, Option, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
+import * as Endpoint from "../Endpoint.ts"
 import { Metered, type Outcome, type StreamingOutcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
@@ -90,11 +91,7 @@ export const queue = Route.make(
     const backend = yield* VideoBackend.VideoBackend
     const jobs = yield* VideoJobs.VideoJobs
     return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const key = request.headers["idempotency-key"]
-      if (key !== undefined && !IdempotencyStore.KEY_PATTERN.test(key)) {
-        return yield* new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
-      }
+      const key = yield* Effect.fromResult(Endpoint.idempotencyKey(yield* HttpServerRequest.HttpServerRequest))
       const raw = yield* RequestBody.json()
       const body = yield* RequestBody.decode(QueueRequest, raw)
       const model = yield* models.ofType("video", body.model)
