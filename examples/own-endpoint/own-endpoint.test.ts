@@ -1,57 +1,7 @@
-import { FreePort } from "@tollgate/testkit"
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Host from "./support/Host.ts"
 
-/** A host started as the docs say: `PORT=... TOLLGATE_DEV_CREDENTIALS_FILE=... node examples/own-endpoint/<host>.ts`. */
-interface Host {
-  readonly origin: string
-  readonly adminKey: string
-  readonly inferenceKey: string
-  readonly stop: () => Promise<void>
-}
-
-const start = async (host: string): Promise<Host> => {
-  const port = await FreePort.freePort()
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-own-endpoint-"))
-  const credentials = Path.join(dir, "credentials.json")
-  const child = ChildProcess.spawn(process.execPath, [Path.join(import.meta.dirname, `${host}.ts`)], {
-    env: { PATH: process.env["PATH"] ?? "", PORT: String(port), TOLLGATE_DEV_CREDENTIALS_FILE: credentials, TOLLGATE_LOG_LEVEL: "warn", SUMMARIZE_RPM: String(SUMMARIZE_RPM) },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let output = ""
-  child.stdout.on("data", (chunk: Buffer) => void (output += chunk.toString()))
-  child.stderr.on("data", (chunk: Buffer) => void (output += chunk.toString()))
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
-  const origin = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${host} exited: ${output}`)
-    if (Date.now() > deadline) throw new Error(`${host} did not answer: ${output}`)
-    const answered = Fs.existsSync(credentials) && await fetch(`${origin}/api/v1/crypto/rpc/networks`).then((r) => r.ok, () => false)
-    if (answered) break
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-  const { adminKey, inferenceKey } = JSON.parse(Fs.readFileSync(credentials, "utf8")) as { adminKey: string; inferenceKey: string }
-  return {
-    origin,
-    adminKey,
-    inferenceKey,
-    stop: async () => {
-      child.kill("SIGKILL")
-      await exited
-      Fs.rmSync(dir, { recursive: true, force: true })
-    }
-  }
-}
-
-/** Decimal USD to integer nano-USD, exactly. */
-const nano = (usd: string | number): number => {
-  const [whole, fraction = ""] = String(usd).split(".")
-  return Number(whole) * 1_000_000_000 + Number(fraction.padEnd(9, "0"))
-}
+const { nano } = Host
 
 const TOKEN_NANO = 10_000
 
@@ -74,9 +24,9 @@ interface UsageEntry {
 }
 
 describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/own-endpoint/%s.ts: own paid endpoints beside tollgate's API, on one ledger", (name) => {
-  let host: Host
+  let host: Host.Host
   beforeAll(async () => {
-    host = await start(name)
+    host = await Host.start(name, { SUMMARIZE_RPM: String(SUMMARIZE_RPM) })
   }, 90_000)
   afterAll(() => host?.stop())
 
