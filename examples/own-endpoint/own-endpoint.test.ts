@@ -26,7 +26,7 @@ interface UsageEntry {
 describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/own-endpoint/%s.ts: own paid endpoints beside tollgate's API, on one ledger", (name) => {
   let host: Host.Host
   beforeAll(async () => {
-    host = await Host.start(name, { SUMMARIZE_RPM: String(SUMMARIZE_RPM) })
+    host = await Host.start(name, { SUMMARIZE_RPM: String(SUMMARIZE_RPM), TOLLGATE_LOG_LEVEL: "info", TOLLGATE_METRICS: "open" })
   }, 90_000)
   afterAll(() => host?.stop())
 
@@ -142,5 +142,24 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     expect(generated.status).toBe(200)
     expect(generated.headers.get("x-ratelimit-limit-requests")).toBe("50")
     await generated.text()
+  })
+
+  it("the request log names the endpoint's route, so do the metrics where the host serves /metrics, and the OpenAPI document lists it with its Idempotency-Key", async () => {
+    const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "logged" }, bearer(host.inferenceKey)))
+    const requestId = response.headers.get("x-request-id")!
+    // On Express the summaries' own limit was spent by the test before: then this is its 429.
+    const status = response.status
+    await response.text()
+    while (!host.output().includes(requestId)) await new Promise((resolve) => setTimeout(resolve, 20))
+    const line = host.output().split("\n").find((candidate) => candidate.includes(requestId))!
+    expect(JSON.parse(line)).toMatchObject({ message: "request", annotations: { method: "POST", route: "/v1/summarize", status } })
+    // The hosts that route only the paid paths and /api to tollgate do not serve its /metrics.
+    const metrics = await fetch(`${host.origin}/metrics`)
+    if (name === "node-http" || name === "fetch") expect(await metrics.text()).toMatch(/tollgate_http_requests_total\{[^}]*route="\/v1\/summarize"[^}]*\} \d+/u)
+    const openapi = await (await fetch(`${host.origin}/api/v1/openapi.json`)).json() as {
+      paths: Record<string, { post?: { parameters?: ReadonlyArray<{ name: string }>; responses: Record<string, unknown> } }>
+    }
+    expect(openapi.paths["/v1/summarize"]?.post?.parameters?.map((parameter) => parameter.name)).toContain("Idempotency-Key")
+    expect(Object.keys(openapi.paths["/v1/generate"]?.post?.responses ?? {})).toContain("402")
   })
 })

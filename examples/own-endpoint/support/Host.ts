@@ -14,6 +14,8 @@ export interface Host {
   readonly origin: string
   readonly adminKey: string
   readonly inferenceKey: string
+  /** Everything the process wrote to stdout and stderr so far. */
+  readonly output: () => string
   readonly stop: () => Promise<void>
 }
 
@@ -50,6 +52,7 @@ export const start = async (host: string, env: Record<string, string> | ((port: 
     origin,
     adminKey,
     inferenceKey,
+    output: () => output,
     stop: async () => {
       child.kill("SIGKILL")
       await exited
