@@ -15,10 +15,11 @@
  */
 import { Errors, Money, type Principal, type PricingEngine, type RateLimits } from "@tollgate/core"
 import { Effect, Result, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Endpoint from "./Endpoint.ts"
 import type * as Metered from "./Metered.ts"
 import * as RequestBody from "./RequestBody.ts"
+import * as RequestQuery from "./RequestQuery.ts"
 import type * as Route from "./Route.ts"
 
 /**
@@ -134,7 +135,10 @@ export interface Options<Body> {
   readonly kind?: Metered.Kind | RateLimits.CustomKind | undefined
   readonly modelTier?: Metered.ModelTier | undefined
   readonly price: Price<Body>
-  /** Checks the JSON body; every issue is named in one 400. Absent: any JSON value. */
+  /**
+   * Checks the JSON body (of a `GET` or `DELETE`: the query parameters, as an object of strings);
+   * every issue is named in one 400. Absent: any JSON value.
+   */
   readonly body?: StandardSchema<Body> | undefined
   /** Opt in to `Idempotency-Key`. */
   readonly idempotency?: boolean | undefined
@@ -216,7 +220,11 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
     }
   }
   const check = options.body
-  const decode = Effect.flatMap(RequestBody.json(), (json): Effect.Effect<Body, Errors.ApiError> => {
+  const method = options.method ?? "POST"
+  const input = method === "GET" || method === "DELETE"
+    ? Effect.map(HttpServerRequest.HttpServerRequest, RequestQuery.params)
+    : RequestBody.json()
+  const decode = Effect.flatMap(input, (json): Effect.Effect<Body, Errors.ApiError> => {
     if (check === undefined) return Effect.succeed(json as Body)
     return Effect.flatMap(Effect.promise(async () => check["~standard"].validate(json)), (result) =>
       result.issues === undefined
@@ -224,7 +232,7 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
         : Effect.fail(Errors.invalidParameters(result.issues.map((issue) => ({ path: pathOf(issue.path), message: issue.message })))))
   })
   return Endpoint.make({
-    method: options.method ?? "POST",
+    method,
     path: options.path,
     kind: options.kind ?? "text",
     idempotency: options.idempotency,
@@ -270,7 +278,7 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
       }
     }),
     docs: {
-      summary: options.summary ?? `${options.method ?? "POST"} ${options.path}`,
+      summary: options.summary ?? `${method} ${options.path}`,
       ...(options.description === undefined ? {} : { description: options.description }),
       tags: ["Own endpoints"],
       responses: { 200: { description: "The endpoint's answer" } }
