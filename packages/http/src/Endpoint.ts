@@ -80,7 +80,9 @@ export interface Declaration<A, R> {
 export const unpriced = (problem: PricingEngine.Unpriced): Errors.InvalidRequest =>
   Errors.invalidParameters([{ path: [problem.field], message: problem.message }])
 
-const keyRefused = new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
+// Made once: a request without a key (most) or with a malformed one allocates nothing for the check.
+const noKey: Result.Result<undefined, never> = Result.succeed(undefined)
+const keyRefused = Result.fail(new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" }))
 
 /**
  * The request's `Idempotency-Key`, absent or well-formed; a malformed one is a 400. Synchronous,
@@ -90,7 +92,8 @@ const keyRefused = new Errors.InvalidRequest({ message: "Idempotency-Key must ma
  */
 export const idempotencyKey = (request: HttpServerRequest.HttpServerRequest): Result.Result<string | undefined, Errors.InvalidRequest> => {
   const key = request.headers["idempotency-key"]
-  return key === undefined || IdempotencyStore.KEY_PATTERN.test(key) ? Result.succeed(key) : Result.fail(keyRefused)
+  if (key === undefined) return noKey
+  return IdempotencyStore.KEY_PATTERN.test(key) ? Result.succeed(key) : keyRefused
 }
 
 const idempotencyHeader = {
