@@ -185,19 +185,25 @@ const callerOf = (principal: Principal.Principal): Caller =>
  */
 export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metered.Metered> => {
   const { price, sku } = options
-  const quoteOf = (body: Body): PricingEngine.Quote => {
+  // A flat or per-unit price is read once, here: one that is not a USD amount throws at startup.
+  const quoteOf = ((): (body: Body) => PricingEngine.Quote => {
     if ("usd" in price) {
       const amount = usdOf(price.usd)
-      return { sku, amount, version: "operator", units: 1, pricePerUnit: amount }
+      const flat: PricingEngine.Quote = { sku, amount, version: "operator", units: 1, pricePerUnit: amount }
+      return () => flat
     }
     if ("usdPerUnit" in price) {
       const perUnit = usdOf(price.usdPerUnit)
-      const units = price.maxUnits(body)
-      return { sku, amount: Money.multiply(perUnit, units), version: "operator", units, pricePerUnit: perUnit }
+      return (body) => {
+        const units = price.maxUnits(body)
+        return { sku, amount: Money.multiply(perUnit, units), version: "operator", units, pricePerUnit: perUnit }
+      }
     }
-    const amount = usdOf(price.quote(body))
-    return { sku, amount, version: "operator", units: 1, pricePerUnit: amount }
-  }
+    return (body) => {
+      const amount = usdOf(price.quote(body))
+      return { sku, amount, version: "operator", units: 1, pricePerUnit: amount }
+    }
+  })()
   /** What `usage` costs, never more than the quote; nothing reported is the quote. */
   const produced = (quote: PricingEngine.Quote, usage: Usage | undefined): Metered.Produced => {
     const units = usage === undefined ? undefined : unitsOf(usage)
