@@ -62,9 +62,9 @@ export type Price<Body> =
   | { readonly quote: (body: Body) => string }
 
 /**
- * What a call used. Units are priced at `usdPerUnit`; prompt and completion tokens, when given,
- * are the units (their sum) and are recorded on the usage entry; `usd` is the amount of a
- * `quote`-priced call. Nothing reported: the call is charged its quote.
+ * What a call used. Units are priced at `usdPerUnit`, up to the quote's; prompt and completion
+ * tokens, when given, are the units (their sum) and are recorded on the usage entry; `usd` is the
+ * amount of a `quote`-priced call. Nothing reported: the call is charged its quote.
  *
  * @category models
  */
@@ -204,26 +204,20 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
       return { sku, amount, version: "operator", units: 1, pricePerUnit: amount }
     }
   })()
-  /** What `usage` costs, never more than the quote; nothing reported is the quote. */
+  /**
+   * What `usage` costs, never more than the quote (nothing reported: the quote), with a usage
+   * entry whose units times price per unit is the charge: a flat call is one unit at its price, a
+   * quote-priced one one unit at what it cost, a per-unit one its units up to the quote's.
+   */
   const produced = (quote: PricingEngine.Quote, usage: Usage | undefined): Metered.Produced => {
-    const units = usage === undefined ? undefined : unitsOf(usage)
-    const charge = usage === undefined
-      ? quote.amount
-      : "quote" in price
-      ? Money.min(quote.amount, usdOf(usage.usd ?? "0"))
-      : "usd" in price
-      ? quote.amount
-      : Endpoint.chargeOf(quote, units ?? 0)
-    return {
-      charge,
-      usage: {
-        units: units ?? quote.units,
-        pricePerUnit: quote.pricePerUnit,
-        notes: usage?.notes,
-        promptTokens: usage?.promptTokens,
-        completionTokens: usage?.completionTokens
-      }
+    const recorded = { notes: usage?.notes, promptTokens: usage?.promptTokens, completionTokens: usage?.completionTokens }
+    if ("usdPerUnit" in price) {
+      const reported = usage === undefined ? undefined : unitsOf(usage)
+      const units = Math.min(reported ?? quote.units, quote.units)
+      return { charge: Endpoint.chargeOf(quote, units), usage: { units, pricePerUnit: quote.pricePerUnit, ...recorded } }
     }
+    const charge = "quote" in price && usage !== undefined ? Money.min(quote.amount, usdOf(usage.usd ?? "0")) : quote.amount
+    return { charge, usage: { units: 1, pricePerUnit: charge, ...recorded } }
   }
   const check = options.body
   const method = options.method ?? "POST"
