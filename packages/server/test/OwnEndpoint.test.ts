@@ -39,6 +39,12 @@ const endpoints = [
     handle: async () => ({ json: {}, usage: { promptTokens: 30, completionTokens: 12 } })
   }),
   Tollgate.endpoint({
+    path: "/v1/overused",
+    sku: "overused",
+    price: { usdPerUnit: "0.000002", maxUnits: () => 100 },
+    handle: async () => ({ json: {}, usage: { units: 150 } })
+  }),
+  Tollgate.endpoint({
     path: "/v1/unreported",
     sku: "unreported",
     price: { usdPerUnit: "0.000002", maxUnits: () => 100 },
@@ -140,13 +146,16 @@ describe("OwnEndpoint: a quote-priced call is charged the usd it reports, never 
   })
 })
 
-describe("OwnEndpoint: per-unit usage in tokens is their sum, recorded on the usage entry; unreported usage is the quote", () => {
-  it("30 prompt + 12 completion tokens at 0.000002: 84,000 nano-USD; nothing reported: 100 units", async () => {
+describe("OwnEndpoint: per-unit usage in tokens is their sum, recorded on the usage entry; unreported usage is the quote; more than the quote is the quote", () => {
+  it("30 prompt + 12 completion tokens at 0.000002: 84,000 nano-USD; nothing reported, or 150 of at most 100 units: 100 units", async () => {
     const tokens = await charged(() => call("/v1/tokens", { body: "{}" }))
     expect(tokens.charge).toBe(42 * 2_000)
     expect(await entryOf(tokens.response)).toMatchObject({ sku: "tokens", unit: 42, inferenceDetails: { promptTokens: 30, completionTokens: 12 } })
     const unreported = await charged(() => call("/v1/unreported", { body: "{}" }))
     expect(unreported.charge).toBe(100 * 2_000)
+    const overused = await charged(() => call("/v1/overused", { body: "{}" }))
+    expect(overused.charge).toBe(100 * 2_000)
+    expect(await entryOf(overused.response)).toMatchObject({ sku: "overused", unit: 100, amount: 0.0002 })
   })
 })
 
