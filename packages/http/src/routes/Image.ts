@@ -68,7 +68,7 @@ const responseHeaders = [
 ]
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/image/generate",
   Effect.gen(function*() {
@@ -157,4 +157,4 @@ export const route = Route.make(
       200: { description: "The generated images", schema: GenerateResponse, headers: responseHeaders }
     }
   }
-)
+))

@@ -36,7 +36,7 @@ const JsonRpcItem = Schema.Struct({
 })
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/crypto/rpc/:network",
   Effect.gen(function*() {
@@ -135,4 +135,4 @@ export const route = Route.make(
       504: { description: "The upstream did not answer in time" }
     }
   }
-)
+))

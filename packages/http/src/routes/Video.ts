@@ -81,7 +81,7 @@ const stateOf = (job: VideoJobs.Job, extra: { readonly progress?: number | undef
   })
 
 /** @category routes */
-export const queue = Route.make(
+export const queue = Route.metered(Route.make(
   "POST",
   "/api/v1/video/queue",
   Effect.gen(function*() {
@@ -158,10 +158,10 @@ export const queue = Route.make(
       200: { description: "The job", schema: QueueResponse, headers: [...Models.headerNames, "x-service-video-hold-usd"] }
     }
   }
-)
+))
 
 /** @category routes */
-export const retrieve = Route.make(
+export const retrieve = Route.metered(Route.make(
   "POST",
   "/api/v1/video/retrieve",
   Effect.gen(function*() {
@@ -246,7 +246,7 @@ export const retrieve = Route.make(
       404: { description: "No such job for this account" }
     }
   }
-)
+))
 
 /** @category routes */
 export const routes = [queue, retrieve] as const

@@ -18,19 +18,18 @@ import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
 import * as X402 from "./X402.ts"
-import * as Route from "../Route.ts"
+import type * as Route from "../Route.ts"
 
 const routes = [
   Networks.route,
-  Route.metered(Rpc.route),
+  Rpc.route,
   Models.route,
-  Route.metered(Image.route),
-  Route.metered(Chat.route),
+  Image.route,
+  Chat.route,
   Embeddings.route,
   AudioSpeech.route,
   AudioTranscriptions.route,
-  Route.metered(Video.queue),
-  Route.metered(Video.retrieve),
+  ...Video.routes,
   TextParser.route,
   X402.topUp,
   X402.balance,
