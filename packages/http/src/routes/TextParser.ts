@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, PricingEngine } from "@tollgate/core"
+import { Errors, Money, PricingEngine } from "@tollgate/core"
 import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import type { DocumentRefused, DocumentTooLarge } from "@tollgate/documents/DocumentError"
 import { Effect, Schema } from "effect"
@@ -105,7 +105,8 @@ export const route = Endpoint.make({
     summary: "Extract the text of a document",
     description: `Experimental. A multipart upload of a PDF, DOCX, PPTX, XLSX or plain-text file (at most ${MAX_MB} MB; the ` +
       "format is detected from the content) returns its text, as JSON with an o200k_base token count or as " +
-      "text/plain. Processed in memory with zero retention. A flat 0.01 USD per request.",
+      `text/plain. Processed in memory with zero retention. A flat ${Money.formatUsd(PricingEngine.defaults.textParser.perRequest)} USD ` +
+      "per request by default.",
     tags: ["Augment"],
     request: { contentType: "multipart/form-data", schema: UploadForm },
     responses: {
