@@ -175,6 +175,13 @@ export const SpeechFormat = Schema.Literals(["mp3", "opus", "aac", "flac", "wav"
 /** @category models */
 export type SpeechFormat = typeof SpeechFormat.Type
 
+/**
+ * The speeds speech may be asked for (`POST /audio/speech`'s `speed`, the OpenAI API's range).
+ *
+ * @category constants
+ */
+export const SPEECH_SPEED = { minimum: 0.25, maximum: 4 } as const
+
 /** @category schemas */
 export const TranscriptionFormat = Schema.Literals(["json", "text", "srt", "vtt", "verbose_json"])
 /** @category models */

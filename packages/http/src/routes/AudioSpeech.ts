@@ -23,7 +23,7 @@ export const SpeechRequest = Schema.Struct({
   input: Schema.String.check(Schema.isMinLength(1)),
   voice: Schema.String,
   response_format: Schema.optionalKey(Models.SpeechFormat),
-  speed: Schema.optionalKey(Schema.Finite.check(Schema.isBetween({ minimum: 0.25, maximum: 4 }))),
+  speed: Schema.optionalKey(Schema.Finite.check(Schema.isBetween(Models.SPEECH_SPEED))),
   instructions: Schema.optionalKey(Schema.String)
 }).annotate({ identifier: "SpeechRequest" })
 
@@ -81,8 +81,9 @@ export const route = Endpoint.make({
   }),
   docs: {
     summary: "Text to speech (OpenAI-compatible)",
-    description: "Audio of the input text in the model's voice, streamed in response_format (mp3, opus, aac, flac, " +
-      "wav or pcm, as the model supports; see GET /models) at speed 0.25 to 4. Billed per input character.",
+    description: `Audio of the input text in the model's voice, streamed in response_format (${Models.SpeechFormat.literals.join(", ")}, ` +
+      `as the model supports; see GET /models) at speed ${Models.SPEECH_SPEED.minimum} to ${Models.SPEECH_SPEED.maximum}. ` +
+      "Billed per input character.",
     tags: ["Audio"],
     request: { contentType: "application/json", schema: SpeechRequest },
     responses: {

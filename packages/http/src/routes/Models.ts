@@ -87,7 +87,7 @@ const specOf = (model: Models.Model) => {
       return {
         voices: model.voices,
         maxInputCharacters: model.maxInputCharacters,
-        capabilities: { responseFormats: model.responseFormats, speed: { minimum: 0.25, maximum: 4 } }
+        capabilities: { responseFormats: model.responseFormats, speed: Models.SPEECH_SPEED }
       }
     case "asr":
       return {
