@@ -83,4 +83,12 @@ describe("examples/own-endpoint/express.ts: a wallet topped up by @x402/fetch on
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
   })
+
+  it("a wallet signed in with no credit gets the authenticated-wallet 402 from the host's own endpoint, and nothing is held", async () => {
+    const wallet = privateKeyToAccount(generatePrivateKey())
+    const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "no credit" }, await signIn(wallet, "/v1/summarize", { text: "x" })))
+    expect(response.status).toBe(402)
+    expect(await response.json()).toMatchObject({ code: "PAYMENT_REQUIRED", reason: "insufficient_balance", currentBalanceUsd: 0, minimumBalanceUsd: 0.002 })
+    expect(await balanceOf(wallet.address)).toBe(0)
+  })
 })
