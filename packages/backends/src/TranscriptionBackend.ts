@@ -59,10 +59,7 @@ export const localText = "This is the tollgate dev transcription model; it hears
 export const transcribeLocal = (call: Pick<Call, "file" | "language">): Effect.Effect<Transcript, Errors.InvalidRequest> => {
   const duration = Wav.duration(call.file)
   if (duration === undefined) {
-    return Effect.fail(new Errors.InvalidRequest({
-      message: "Invalid request parameters",
-      details: Errors.fieldErrors([{ path: ["file"], message: "The dev transcription model reads PCM WAV files only" }])
-    }))
+    return Effect.fail(Errors.invalidParameters([{ path: ["file"], message: "The dev transcription model reads PCM WAV files only" }]))
   }
   return Effect.succeed({
     text: localText,

@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Result, Schema, SchemaIssue } from "effect"
-import { InvalidRequest, fieldErrors, fieldErrorsFromIssue } from "./Errors.ts"
+import { InvalidRequest, fieldErrors, fieldErrorsFromIssue, invalidRequestFromIssue } from "./Errors.ts"
 
 /**
  * `service_parameters`: every field of the spec's table, with its default.
@@ -231,7 +231,7 @@ export const parseRequest = (body: unknown): Result.Result<ChatRequest, InvalidR
 }
 
 const invalidFields = (issue: SchemaIssue.Issue) =>
-  new InvalidRequest({ message: "Invalid request parameters", details: fieldErrorsFromIssue(issue) })
+  invalidRequestFromIssue(issue)
 
 /**
  * A character a caller may pick with `character_slug`.

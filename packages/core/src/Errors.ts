@@ -80,11 +80,26 @@ export class InvalidRequest extends Data.TaggedError("InvalidRequest")<{
 }> {}
 
 /**
+ * The message of every 400 DetailedError that names bad fields.
+ *
+ * @category constants
+ */
+export const INVALID_PARAMETERS = "Invalid request parameters"
+
+/**
+ * 400 DetailedError naming every bad field of `problems`.
+ *
+ * @category constructors
+ */
+export const invalidParameters = (problems: Iterable<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) =>
+  new InvalidRequest({ message: INVALID_PARAMETERS, details: fieldErrors(problems) })
+
+/**
  * 400 from a Schema decoding failure, with every field's messages.
  *
  * @category constructors
  */
-export const invalidRequestFromIssue = (issue: SchemaIssue.Issue, message = "Invalid request parameters") =>
+export const invalidRequestFromIssue = (issue: SchemaIssue.Issue, message = INVALID_PARAMETERS) =>
   new InvalidRequest({ message, details: fieldErrorsFromIssue(issue) })
 
 /** 401 @category errors */

@@ -294,10 +294,7 @@ export const decode = Effect.fn("ImageRequest.decode")(function*(models: Models.
   }
   issues.push(...crossFieldIssues(raw, model))
   if (issues.length > 0 || Result.isFailure(decoded) || model === undefined) {
-    return yield* new Errors.InvalidRequest({
-      message: "Invalid request parameters",
-      details: Errors.fieldErrors(issues)
-    })
+    return yield* Errors.invalidParameters(issues)
   }
   const seed = decoded.success.seed ?? (yield* Random.nextIntBetween(-MAX_SEED, MAX_SEED))
   return resolve(decoded.success, model, seed)

@@ -185,6 +185,13 @@ export const SpeechFormat = Schema.Literals(["mp3", "opus", "aac", "flac", "wav"
 /** @category models */
 export type SpeechFormat = typeof SpeechFormat.Type
 
+/**
+ * The speeds speech may be asked for (`POST /audio/speech`'s `speed`, the OpenAI API's range).
+ *
+ * @category constants
+ */
+export const SPEECH_SPEED = { minimum: 0.25, maximum: 4 } as const
+
 /** @category schemas */
 export const TranscriptionFormat = Schema.Literals(["json", "text", "srt", "vtt", "verbose_json"])
 /** @category models */
@@ -472,10 +479,7 @@ export class ModelList extends Context.Service<ModelList, {
 }>()("@tollgate/core/ModelList") {}
 
 const unknownModel = (id: string, type: ModelType) =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: ["model"], message: `Unknown ${type} model: ${id}` }])
-  })
+  Errors.invalidParameters([{ path: ["model"], message: `Unknown ${type} model: ${id}` }])
 
 /**
  * A model list from decoded config (the dev defaults when none is given). Lookups take a model's

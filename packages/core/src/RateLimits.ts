@@ -214,12 +214,26 @@ export const layerOverridesMemory = (config: Config = {}): Layer.Layer<Overrides
   })
 
 /**
+ * A kind of an operator's own endpoints (`OwnEndpoint`): its name, and its requests (and tokens)
+ * per minute for each tier, `default` for a tier it does not name. Its limit is the account's, under
+ * its own key, beside the built-in kinds'.
+ *
+ * @category models
+ */
+export interface CustomKind {
+  readonly name: string
+  readonly rates: { readonly default: Rates } & { readonly [T in Tier]?: Rates }
+}
+
+/**
  * What the limits need to know of a call (the metered pipeline's `MeteredCall` is one).
  *
  * @category models
  */
 export interface Call {
   readonly kind: Kind
+  /** An operator's own kind: its rates, not `kind`'s table, limit the call. */
+  readonly custom?: CustomKind | undefined
   readonly modelTier?: ModelTier | undefined
   readonly reserveTokens?: number | undefined
   readonly reserveCredits?: number | undefined
@@ -290,6 +304,7 @@ const build = (
  */
 export const limitsFor = (principal: Principal, call: Call, overrides: CallerOverrides = {}): Array<Limit> => {
   const tier = principal._tag === "ApiKey" ? principal.tier : "default"
+  if (call.custom !== undefined) return customLimits(principal, tier, call.custom, call)
   const category = categoryOf(call)
   const account = principal.accountId
   const model = modelOf(call.sku)
@@ -308,6 +323,16 @@ export const limitsFor = (principal: Principal, call: Call, overrides: CallerOve
   const global = overrides.global?.[category]
   if (global !== undefined) limits.push(...build("global", `global:${category}`, "global", global, call, subject))
   return limits
+}
+
+const customLimits = (principal: Principal, tier: Tier, custom: CustomKind, call: Call): Array<Limit> => {
+  const account = principal.accountId
+  const subject: RateLimitLog.Subject = {
+    accountId: account,
+    kind: custom.name,
+    ...(principal._tag === "ApiKey" ? { keyId: principal.keyId } : {})
+  }
+  return build("user", `${account}:custom:${custom.name}`, account, custom.rates[tier] ?? custom.rates.default, call, subject)
 }
 
 const sameOverrides = (a: CallerOverrides, b: CallerOverrides) =>
@@ -338,7 +363,7 @@ export const policy = Effect.map(Overrides, (overrides) => {
         byShape = new Map()
         remembered.set(principal, byShape)
       }
-      const shape = `${call.kind}|${call.modelTier}|${call.sku}|${call.reserveTokens}|${call.reserveCredits}`
+      const shape = `${call.kind}|${call.custom?.name}|${call.modelTier}|${call.sku}|${call.reserveTokens}|${call.reserveCredits}`
       const found = byShape.get(shape)
       if (found !== undefined && sameOverrides(found.overrides, current)) return found.limits
       const limits = limitsFor(principal, call, current)

@@ -128,7 +128,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     for (const route of all) {
       const built: Route.Handler = yield* route.handler
       // A metered route answers a caller without credentials before it reads or counts the body.
-      const handler = route.docs?.security === "metered" && metered !== undefined
+      const handler = route.metered === true && metered !== undefined
         ? Effect.andThen(metered.requireCredentials, built)
         : built
       // Interruptible as a route under `HttpRouter` was: a client that goes away stops its route.

@@ -113,6 +113,8 @@ export interface MeteredCall {
   /** Usage sku: `text-parser`, `image:<model>`, `chat:<model>`, `rpc:<network>`. */
   readonly sku: string
   readonly kind: Kind
+  /** An operator's own kind (`OwnEndpoint`), whose rates limit the call instead of `kind`'s. */
+  readonly custom?: RateLimits.CustomKind | undefined
   readonly modelTier?: ModelTier | undefined
   /** Tokens reserved at admission (chat: prompt + capped max_tokens). */
   readonly reserveTokens?: number | undefined
@@ -185,7 +187,7 @@ export class Metered extends Context.Service<Metered, {
    * So an anonymous caller cannot make the service parse or token-count a large body. With
    * `PerCallPayment`, an x402 payment header counts as credentials, and an anonymous body of at
    * most `PerCallPayment.PRICED_BODY_MAX_BYTES` is read and priced, so its 402 offers the call.
-   * `App` runs it ahead of every route documented as `metered`.
+   * `App` runs it ahead of every route marked `metered` (`Route.Route.metered`).
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}

@@ -70,10 +70,7 @@ export const read = (options: {
     const fileField = options.fileField ?? "file"
     const request = yield* HttpServerRequest.HttpServerRequest
     if (!(request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")) {
-      return yield* new Errors.InvalidRequest({
-        message: "Invalid request parameters",
-        details: Errors.fieldErrors([{ path: [fileField], message: "Expected a multipart/form-data upload with a file" }])
-      })
+      return yield* Errors.invalidParameters([{ path: [fileField], message: "Expected a multipart/form-data upload with a file" }])
     }
     yield* (yield* UploadBudget).hold(maxBytes + FRAMING_BYTES)
     const wanted = new Set(options.fields)
@@ -125,4 +122,4 @@ export const read = (options: {
 export const check = (problems: ReadonlyArray<Problem>): Effect.Effect<void, Errors.InvalidRequest> =>
   problems.length === 0
     ? Effect.void
-    : Effect.fail(new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors(problems) }))
+    : Effect.fail(Errors.invalidParameters(problems))

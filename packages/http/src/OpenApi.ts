@@ -146,14 +146,14 @@ const errorResponses = (
     case "admin":
       return {
         ...common,
-        "400": json(schemas, Errors.DetailedError, "Invalid request parameters"),
+        "400": json(schemas, Errors.DetailedError, Errors.INVALID_PARAMETERS),
         "401": standard("Missing, malformed, expired or revoked credentials"),
         "403": standard(security === "admin" ? "Not an ADMIN API key" : "The key lacks the right for this operation")
       }
     case "metered":
       return {
         ...common,
-        "400": json(schemas, Errors.DetailedError, "Invalid request parameters"),
+        "400": json(schemas, Errors.DetailedError, Errors.INVALID_PARAMETERS),
         "401": standard("Authentication failed"),
         "402": {
           description: "Payment or balance required: INSUFFICIENT_BALANCE for API keys, the x402 discovery body " +

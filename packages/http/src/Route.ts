@@ -70,6 +70,12 @@ export interface Route<R = never> {
   readonly path: `/${string}`
   readonly handler: Effect.Effect<Handler, never, R>
   readonly docs?: Docs
+  /**
+   * A paid route: `App` answers a caller without credentials (the discovery 402, or a 413 for a
+   * body over the default cap) before the handler reads the body. Set by `Endpoint.make`, or by
+   * `metered` for a route that calls `Metered.run` itself; never by what the docs say.
+   */
+  readonly metered?: boolean
 }
 
 /** @category constructors */
@@ -79,6 +85,14 @@ export const make = <R>(
   handler: Effect.Effect<Handler, never, R>,
   docs?: Docs
 ): Route<R> => docs === undefined ? { method, path, handler } : { method, path, handler, docs }
+
+/**
+ * The route marked as paid (see `Route.metered`), for a route that calls `Metered.run` itself
+ * rather than through `Endpoint.make`.
+ *
+ * @category constructors
+ */
+export const metered = <R>(route: Route<R>): Route<R> => ({ ...route, metered: true })
 
 /**
  * The path parameters of the request being served, by name (`network` for

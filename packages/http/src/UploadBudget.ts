@@ -13,6 +13,7 @@
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
+import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Context, Effect, Option, Semaphore } from "effect"
 import type { Scope } from "effect"
 import { HttpServerRequest } from "effect/http"
@@ -31,7 +32,7 @@ export interface Options {
  *
  * @category constants
  */
-export const DEFAULT_MAX_BYTES = 4 * 25 * 1024 * 1024
+export const DEFAULT_MAX_BYTES = 4 * DocumentExtractor.MAX_BYTES
 
 /** @category models */
 export interface Budget {

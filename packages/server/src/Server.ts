@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { App, RequestLog, ServiceInfo } from "@tollgate/http"
+import { App, type Metered, RequestLog, type Route, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
 import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
@@ -22,17 +22,19 @@ import * as Telemetry from "./Telemetry.ts"
 /**
  * The application layer (routes, middleware and services) for a configuration. `services` defaults
  * to `Services.layer(config)`; passing the same layer value elsewhere in one build shares its
- * instances (tests seed accounts through it).
+ * instances (tests seed accounts through it). `endpoints` are an embedder's own paid endpoints
+ * (`OwnEndpoint.make`), served beside tollgate's routes on the same services.
  *
  * @category layers
  */
 export const appLayer = (
   config: Config.ServerConfig,
   services: ReturnType<typeof Services.layer> = Services.layer(config),
-  options: DevMode.Options = { announce: false }
+  options: DevMode.Options = { announce: false },
+  endpoints: ReadonlyArray<Route.Route<Metered.Metered>> = []
 ) =>
   Layer.mergeAll(
-    App.layer([...Routes.all, ...Metrics.routes(config.metrics)], {
+    App.layer([...Routes.all, ...Metrics.routes(config.metrics), ...endpoints], {
       maxBodyBytes: config.maxBodyBytes,
       trustedProxies: config.trustedProxies,
       uploadMemoryBytes: config.uploadMemoryBytes

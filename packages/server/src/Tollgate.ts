@@ -2,7 +2,8 @@
  * The one entry a host needs to embed tollgate: `Tollgate.make()` builds the whole API from the
  * same configuration the reference server reads (`TOLLGATE_*` variables and the `TOLLGATE_CONFIG`
  * file, or a `ServerConfig` passed in) and returns a fetch-style handler, a node-style handler
- * and `dispose`. In dev mode the demo keys are returned (and logged, like the server does).
+ * and `dispose`. In dev mode the demo keys are returned (and logged, like the server does). The
+ * host's own paid endpoints (`endpoint`) are served by the same handlers, on the same ledger.
  *
  * ```ts
  * const tollgate = await Tollgate.make({ basePath: "/payments" })
@@ -13,7 +14,7 @@
  */
 // First: on an older Node this throws one line naming the version needed, before a dependency fails.
 import "../bin/require-node.mjs"
-import { Handlers } from "@tollgate/http"
+import { Handlers, type Metered, OwnEndpoint, type Route } from "@tollgate/http"
 import { Effect, Layer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import * as Config from "./Config.ts"
@@ -28,7 +29,16 @@ export interface Options extends Handlers.MountOptions {
   readonly config?: Config.ServerConfig
   /** Log the dev keys as the server does (default true). */
   readonly announce?: boolean
+  /** The host's own paid endpoints (`endpoint`), served beside tollgate's API. */
+  readonly endpoints?: ReadonlyArray<Route.Route<Metered.Metered>>
 }
+
+/**
+ * Declares a paid endpoint of the host's (see `OwnEndpoint.make`), for `make({ endpoints })`.
+ *
+ * @category constructors
+ */
+export const endpoint = OwnEndpoint.make
 
 /** @category models */
 export interface Tollgate {
@@ -55,7 +65,7 @@ export const make = async (options: Options = {}): Promise<Tollgate> => {
     onCredentials: (credentials) => {
       devCredentials = credentials
     }
-  }).pipe(Layer.provideMerge(Layer.mergeAll(Telemetry.layer(), Server.logging(config))))
+  }, options.endpoints).pipe(Layer.provideMerge(Layer.mergeAll(Telemetry.layer(), Server.logging(config))))
   const handlers = await Handlers.make(app, { basePath: options.basePath })
   return { ...handlers, config, devCredentials }
 }

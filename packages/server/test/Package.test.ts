@@ -119,6 +119,47 @@ const server = app.listen(0, "127.0.0.1", async () => {
     expect(imported.stdout).toBe(`${line}\n`)
   })
 
+  it("the same app declares a paid endpoint of its own with Tollgate.endpoint, without Effect, charged 0.002 USD a call", async () => {
+    Fs.writeFileSync(Path.join(project, "own.mjs"), `
+import express from "express"
+import { Tollgate } from "@tollgate/server"
+const summarize = Tollgate.endpoint({
+  path: "/v1/summarize",
+  sku: "summarize",
+  price: { usd: "0.002" },
+  handle: async ({ body }) => ({ json: { summary: String(body.text).slice(0, 5) } })
+})
+const tollgate = await Tollgate.make({ endpoints: [summarize], announce: false })
+const app = express()
+app.post("/v1/summarize", tollgate.nodeHandler)
+const server = app.listen(0, "127.0.0.1", async () => {
+  const call = () => fetch("http://127.0.0.1:" + server.address().port + "/v1/summarize", {
+    method: "POST",
+    headers: { authorization: "Bearer " + tollgate.devCredentials.inferenceKey, "content-type": "application/json" },
+    body: JSON.stringify({ text: "hello world" })
+  })
+  const first = await call()
+  const second = await call()
+  console.log(JSON.stringify({
+    status: first.status,
+    body: await first.json(),
+    balanceBefore: first.headers.get("x-service-balance-usd"),
+    balanceAfter: second.headers.get("x-service-balance-usd")
+  }))
+  server.close()
+  await tollgate.dispose()
+})
+`)
+    const output = await run(process.execPath, ["own.mjs"], project)
+    const result = JSON.parse(output.trim().split("\n").findLast((line) => line.startsWith("{\"status\"")) ?? "{}") as {
+      status: number
+      body: unknown
+      balanceBefore: string
+      balanceAfter: string
+    }
+    expect(result).toEqual({ status: 200, body: { summary: "hello" }, balanceBefore: "25", balanceAfter: "24.998" })
+  }, 60_000)
+
   it("the tollgate bin starts in dev mode, serves, and stops on SIGTERM", async () => {
     const port = await FreePort.freePort()
     const child = ChildProcess.spawn(Path.join(project, "node_modules", ".bin", "tollgate"), [], {

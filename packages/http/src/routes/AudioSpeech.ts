@@ -9,10 +9,9 @@
  */
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
 import { Errors, Models, Money, PricingEngine } from "@tollgate/core"
-import { Effect, Schema, Stream } from "effect"
-import { Metered } from "../Metered.ts"
+import { Effect, Schema } from "effect"
+import * as Endpoint from "../Endpoint.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 /**
  * The request body.
@@ -24,75 +23,71 @@ export const SpeechRequest = Schema.Struct({
   input: Schema.String.check(Schema.isMinLength(1)),
   voice: Schema.String,
   response_format: Schema.optionalKey(Models.SpeechFormat),
-  speed: Schema.optionalKey(Schema.Finite.check(Schema.isBetween({ minimum: 0.25, maximum: 4 }))),
+  speed: Schema.optionalKey(Schema.Finite.check(Schema.isBetween(Models.SPEECH_SPEED))),
   instructions: Schema.optionalKey(Schema.String)
 }).annotate({ identifier: "SpeechRequest" })
 
-const invalid = (field: string, message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: [field], message }]) })
+const invalid = (field: string, message: string) => Errors.invalidParameters([{ path: [field], message }])
+
+/** The body checked against its model, with the format it asks for and its length in characters. */
+interface Checked {
+  readonly body: typeof SpeechRequest.Type
+  readonly model: Models.SpeechModel
+  readonly format: Models.SpeechFormat
+  readonly characters: number
+}
 
 /** @category routes */
-export const route = Route.make(
-  "POST",
-  "/api/v1/audio/speech",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/audio/speech",
+  kind: "audio",
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* SpeechBackend.SpeechBackend
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(SpeechRequest)
-      const model = yield* models.ofType("tts", body.model)
-      const format = body.response_format ?? model.responseFormats[0]!
-      const characters = [...body.input].length
-      if (characters > model.maxInputCharacters) {
-        return yield* invalid("input", `${model.id} reads at most ${model.maxInputCharacters} characters`)
-      }
-      if (!model.voices.includes(body.voice)) return yield* invalid("voice", `Expected one of ${model.voices.join(", ")}`)
-      if (!model.responseFormats.includes(format)) {
-        return yield* invalid("response_format", `${model.id} answers ${model.responseFormats.join(", ")}`)
-      }
-      const quote = PricingEngine.media(tables, "speech", model.id, characters)
-      if (PricingEngine.isUnpriced(quote)) return yield* invalid(quote.field, quote.message)
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "audio",
-        quote,
-        execute: () =>
-          Effect.gen(function*() {
-            const speech = yield* backend.speak({
-              model,
-              input: body.input,
-              voice: body.voice,
-              format,
-              speed: body.speed ?? 1,
-              instructions: body.instructions
-            })
-            let sent = 0
-            return {
-              _tag: "Streaming" as const,
-              stream: speech.audio.pipe(Stream.tap((chunk) => Effect.sync(() => void (sent += chunk.length)))),
+    return {
+      decode: Effect.gen(function*() {
+        const body = yield* RequestBody.schema(SpeechRequest)
+        const model = yield* models.ofType("tts", body.model)
+        const format = body.response_format ?? model.responseFormats[0]!
+        const characters = [...body.input].length
+        if (characters > model.maxInputCharacters) {
+          return yield* invalid("input", `${model.id} reads at most ${model.maxInputCharacters} characters`)
+        }
+        if (!model.voices.includes(body.voice)) return yield* invalid("voice", `Expected one of ${model.voices.join(", ")}`)
+        if (!model.responseFormats.includes(format)) {
+          return yield* invalid("response_format", `${model.id} answers ${model.responseFormats.join(", ")}`)
+        }
+        return { body, model, format, characters } satisfies Checked
+      }),
+      quote: ({ characters, model }: Checked) => PricingEngine.media(tables, "speech", model.id, characters),
+      execute: ({ body, characters, format, model }: Checked, quote: PricingEngine.Quote) =>
+        Effect.map(
+          backend.speak({ model, input: body.input, voice: body.voice, format, speed: body.speed ?? 1, instructions: body.instructions }),
+          (speech) =>
+            Endpoint.streaming({
+              stream: speech.audio,
               contentType: speech.contentType,
               headers: { ...Models.headersOf(model), "content-encoding": "identity" },
-              produced: Effect.sync(() =>
-                sent === 0
+              // Charged once audio was sent, and not at all if the upstream broke off before any.
+              produced: (bytes) =>
+                bytes === 0
                   ? { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit, notes: format } }
-                  : { charge: quote.amount, usage: { units: characters, pricePerUnit: quote.pricePerUnit, notes: `${format}, ${sent} bytes` } }
-              )
-            }
-          })
-      })
-    })
+                  : { charge: quote.amount, usage: { units: characters, pricePerUnit: quote.pricePerUnit, notes: `${format}, ${bytes} bytes` } }
+            })
+        )
+    }
   }),
-  {
+  docs: {
     summary: "Text to speech (OpenAI-compatible)",
-    description: "Audio of the input text in the model's voice, streamed in response_format (mp3, opus, aac, flac, " +
-      "wav or pcm, as the model supports; see GET /models) at speed 0.25 to 4. Billed per input character.",
+    description: `Audio of the input text in the model's voice, streamed in response_format (${Models.SpeechFormat.literals.join(", ")}, ` +
+      `as the model supports; see GET /models) at speed ${Models.SPEECH_SPEED.minimum} to ${Models.SPEECH_SPEED.maximum}. ` +
+      "Billed per input character.",
     tags: ["Audio"],
-    security: "metered",
     request: { contentType: "application/json", schema: SpeechRequest },
     responses: {
       200: { description: "The audio, under the format's audio/* Content-Type", contentType: "audio/*", headers: Models.headerNames }
     }
   }
-)
+})

@@ -14,15 +14,15 @@
  */
 import * as TranscriptionBackend from "@tollgate/backends/TranscriptionBackend"
 import * as Wav from "@tollgate/backends/Wav"
-import { Errors, Models, PricingEngine } from "@tollgate/core"
+import { Models, PricingEngine } from "@tollgate/core"
+import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { Metered } from "../Metered.ts"
+import * as Endpoint from "../Endpoint.ts"
 import * as MultipartUpload from "../MultipartUpload.ts"
-import * as Route from "../Route.ts"
 
-/** @category constants */
-export const MAX_FILE_BYTES = 25 * 1024 * 1024
+/** The spec's upload cap, the text parser's. */
+const MAX_FILE_BYTES = DocumentExtractor.MAX_BYTES
 
 /** The lowest bitrate the hold assumes for audio whose duration cannot be read, in bytes a second. */
 const FLOOR_BYTES_PER_SECOND = 1000
@@ -33,7 +33,7 @@ const FLOOR_BYTES_PER_SECOND = 1000
  * @category schemas
  */
 export const TranscriptionForm = Schema.Struct({
-  file: Schema.String.annotate({ contentEncoding: "binary", description: "The audio; at most 25 MB" }),
+  file: Schema.String.annotate({ contentEncoding: "binary", description: `The audio; at most ${MAX_FILE_BYTES / 1024 / 1024} MB` }),
   model: Schema.String,
   response_format: Schema.optionalKey(Models.TranscriptionFormat),
   language: Schema.optionalKey(Schema.String),
@@ -88,77 +88,80 @@ export const render = (
   }
 }
 
+/** The form checked, with its model, format and the duration its hold assumes. */
+interface Checked {
+  readonly form: MultipartUpload.Upload
+  readonly model: Models.TranscriptionModel
+  readonly format: Models.TranscriptionFormat
+  readonly temperature: number | undefined
+  /** The WAV header's duration, when the file is a WAV. */
+  readonly wavSeconds: number | undefined
+  readonly heldSeconds: number
+}
+
 /** @category routes */
-export const route = Route.make(
-  "POST",
-  "/api/v1/audio/transcriptions",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/audio/transcriptions",
+  kind: "audio",
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* TranscriptionBackend.TranscriptionBackend
-    return Effect.gen(function*() {
-      const form = yield* MultipartUpload.read({
-        maxBytes: MAX_FILE_BYTES,
-        fields: ["model", "response_format", "language", "prompt", "temperature"]
-      })
-      const { fields } = form
-      const format = fields["response_format"] ?? "json"
-      const temperature = fields["temperature"] === undefined ? undefined : Number(fields["temperature"])
-      yield* MultipartUpload.check([
-        ...form.problems,
-        ...(fields["model"] === undefined ? [{ path: ["model"], message: "Required" }] : []),
-        ...(isFormat(format) ? [] : [{ path: ["response_format"], message: `Expected one of ${Models.TranscriptionFormat.literals.join(", ")}` }]),
-        ...(temperature === undefined || (temperature >= 0 && temperature <= 1)
-          ? []
-          : [{ path: ["temperature"], message: "Expected a number from 0 to 1" }])
-      ])
-      const model = yield* models.ofType("asr", fields["model"]!)
-      const wavSeconds = Wav.duration(form.file)
-      const heldSeconds = Math.max(1, Math.ceil(wavSeconds ?? form.file.length / FLOOR_BYTES_PER_SECOND))
-      const quote = PricingEngine.media(tables, "transcription", model.id, heldSeconds)
-      if (PricingEngine.isUnpriced(quote)) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: [quote.field], message: quote.message }])
+    return {
+      decode: Effect.gen(function*() {
+        const form = yield* MultipartUpload.read({
+          maxBytes: MAX_FILE_BYTES,
+          fields: ["model", "response_format", "language", "prompt", "temperature"]
         })
-      }
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "audio",
-        quote,
-        execute: () =>
-          Effect.gen(function*() {
-            const transcript = yield* backend.transcribe({
-              model,
-              file: form.file,
-              filename: form.filename,
-              contentType: form.contentType,
-              language: fields["language"],
-              prompt: fields["prompt"],
-              temperature
-            })
+        const { fields } = form
+        const format = fields["response_format"] ?? "json"
+        const temperature = fields["temperature"] === undefined ? undefined : Number(fields["temperature"])
+        yield* MultipartUpload.check([
+          ...form.problems,
+          ...(fields["model"] === undefined ? [{ path: ["model"], message: "Required" }] : []),
+          ...(isFormat(format) ? [] : [{ path: ["response_format"], message: `Expected one of ${Models.TranscriptionFormat.literals.join(", ")}` }]),
+          ...(temperature === undefined || (temperature >= 0 && temperature <= 1)
+            ? []
+            : [{ path: ["temperature"], message: "Expected a number from 0 to 1" }])
+        ])
+        const model = yield* models.ofType("asr", fields["model"]!)
+        const wavSeconds = Wav.duration(form.file)
+        const heldSeconds = Math.max(1, Math.ceil(wavSeconds ?? form.file.length / FLOOR_BYTES_PER_SECOND))
+        return { form, model, format: format as Models.TranscriptionFormat, temperature, wavSeconds, heldSeconds } satisfies Checked
+      }),
+      quote: ({ heldSeconds, model }: Checked) => PricingEngine.media(tables, "transcription", model.id, heldSeconds),
+      execute: ({ form, format, heldSeconds, model, temperature, wavSeconds }: Checked, quote: PricingEngine.Quote) =>
+        Effect.map(
+          backend.transcribe({
+            model,
+            file: form.file,
+            filename: form.filename,
+            contentType: form.contentType,
+            language: form.fields["language"],
+            prompt: form.fields["prompt"],
+            temperature
+          }),
+          (transcript) => {
             const seconds = Math.min(heldSeconds, Math.max(1, Math.ceil(transcript.duration ?? wavSeconds ?? heldSeconds)))
             const actual = PricingEngine.media(tables, "transcription", model.id, seconds)
-            const response = HttpServerResponse.setHeaders(render(transcript, format as Models.TranscriptionFormat, seconds), Models.headersOf(model))
             return {
-              response,
+              response: HttpServerResponse.setHeaders(render(transcript, format, seconds), Models.headersOf(model)),
               charge: PricingEngine.isUnpriced(actual) ? quote.amount : actual.amount,
               usage: { units: seconds, pricePerUnit: quote.pricePerUnit, notes: `${seconds} s of audio` }
             }
-          })
-      })
-    })
+          }
+        )
+    }
   }),
-  {
+  docs: {
     summary: "Transcribe audio (OpenAI-compatible)",
-    description: "The text of an audio file (at most 25 MB), as json, text, srt, vtt or verbose_json. Billed per " +
-      "second of audio, rounded up.",
+    description: `The text of an audio file (at most ${MAX_FILE_BYTES / 1024 / 1024} MB), as json, text, srt, vtt or verbose_json. ` +
+      "Billed per second of audio, rounded up.",
     tags: ["Audio"],
-    security: "metered",
     request: { contentType: "multipart/form-data", schema: TranscriptionForm },
     responses: {
       200: { description: "The transcript (JSON for json and verbose_json; text/plain, SRT or WebVTT otherwise)", headers: Models.headerNames }
     }
   }
-)
+})

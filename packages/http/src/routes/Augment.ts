@@ -57,7 +57,7 @@ const badUrl = (message: string) =>
   new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: ["url"], message }]) })
 
 /** @category routes */
-export const search = Route.make(
+export const search = Route.metered(Route.make(
   "POST",
   "/api/v1/augment/search",
   Effect.gen(function*() {
@@ -96,10 +96,10 @@ export const search = Route.make(
     request: { contentType: "application/json", schema: SearchRequest },
     responses: { 200: { description: "The results", schema: SearchResponse } }
   }
-)
+))
 
 /** @category routes */
-export const scrape = Route.make(
+export const scrape = Route.metered(Route.make(
   "POST",
   "/api/v1/augment/scrape",
   Effect.gen(function*() {
@@ -136,7 +136,7 @@ export const scrape = Route.make(
     request: { contentType: "application/json", schema: ScrapeRequest },
     responses: { 200: { description: "The page's text", schema: ScrapeResponse } }
   }
-)
+))
 
 /** @category routes */
 export const routes = [search, scrape] as const

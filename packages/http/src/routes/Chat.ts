@@ -61,7 +61,7 @@ const ResponseDoc = Schema.StructWithRest(
 ).annotate({ identifier: "ChatCompletion" })
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/chat/completions",
   Effect.gen(function*() {
@@ -198,4 +198,4 @@ export const route = Route.make(
       }
     }
   }
-)
+))

@@ -13,9 +13,8 @@ import { Errors, Models, PricingEngine } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { Metered } from "../Metered.ts"
+import * as Endpoint from "../Endpoint.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 /** The most inputs one request may embed (the OpenAI API's limit). */
 const MAX_INPUTS = 2048
@@ -67,81 +66,79 @@ const base64Of = (vector: ReadonlyArray<number>) => {
   return Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).toString("base64")
 }
 
-const invalid = (problems: ReadonlyArray<{ readonly path: ReadonlyArray<string | number>; readonly message: string }>) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors(problems) })
+/** The body, with its inputs and each one's tokens, checked against its model. */
+interface Checked {
+  readonly body: Body
+  readonly model: Models.EmbeddingModel
+  readonly inputs: ReadonlyArray<EmbeddingBackend.Input>
+  readonly tokens: number
+}
 
 /** @category routes */
-export const route = Route.make(
-  "POST",
-  "/api/v1/embeddings",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/embeddings",
+  kind: "embedding",
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* EmbeddingBackend.EmbeddingBackend
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(EmbeddingRequest)
-      const model = yield* models.ofType("embedding", body.model)
-      const inputs = inputsOf(body.input)
-      const counts = inputs.map(tokensOf)
-      const problems: Array<{ readonly path: ReadonlyArray<string | number>; readonly message: string }> = []
-      if (inputs.length === 0) problems.push({ path: ["input"], message: "Expected at least one input" })
-      if (inputs.length > MAX_INPUTS) problems.push({ path: ["input"], message: `Expected at most ${MAX_INPUTS} inputs` })
-      inputs.forEach((input, i) => {
-        const path = typeof body.input === "string" || typeof body.input[0] === "number" ? ["input"] : ["input", i]
-        if (input.length === 0) problems.push({ path, message: "An input must not be empty" })
-        else if (counts[i]! > model.maxInputTokens) {
-          problems.push({ path, message: `An input may have at most ${model.maxInputTokens} tokens; this one has ${counts[i]}` })
+    return {
+      decode: Effect.gen(function*() {
+        const body = yield* RequestBody.schema(EmbeddingRequest)
+        const model = yield* models.ofType("embedding", body.model)
+        const inputs = inputsOf(body.input)
+        const counts = inputs.map(tokensOf)
+        const problems: Array<{ readonly path: ReadonlyArray<string | number>; readonly message: string }> = []
+        if (inputs.length === 0) problems.push({ path: ["input"], message: "Expected at least one input" })
+        if (inputs.length > MAX_INPUTS) problems.push({ path: ["input"], message: `Expected at most ${MAX_INPUTS} inputs` })
+        inputs.forEach((input, i) => {
+          const path = typeof body.input === "string" || typeof body.input[0] === "number" ? ["input"] : ["input", i]
+          if (input.length === 0) problems.push({ path, message: "An input must not be empty" })
+          else if (counts[i]! > model.maxInputTokens) {
+            problems.push({ path, message: `An input may have at most ${model.maxInputTokens} tokens; this one has ${counts[i]}` })
+          }
+        })
+        if (body.dimensions !== undefined && !model.supportsDimensions) {
+          problems.push({ path: ["dimensions"], message: `${model.id} does not support dimensions` })
+        } else if (body.dimensions !== undefined && body.dimensions > model.dimensions) {
+          problems.push({ path: ["dimensions"], message: `${model.id} has at most ${model.dimensions} dimensions` })
         }
-      })
-      if (body.dimensions !== undefined && !model.supportsDimensions) {
-        problems.push({ path: ["dimensions"], message: `${model.id} does not support dimensions` })
-      } else if (body.dimensions !== undefined && body.dimensions > model.dimensions) {
-        problems.push({ path: ["dimensions"], message: `${model.id} has at most ${model.dimensions} dimensions` })
-      }
-      if (problems.length > 0) return yield* invalid(problems)
-      const tokens = counts.reduce((sum, count) => sum + count, 0)
-      const quote = PricingEngine.media(tables, "embedding", model.id, tokens)
-      if (PricingEngine.isUnpriced(quote)) return yield* invalid([{ path: [quote.field], message: quote.message }])
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "embedding",
-        quote,
-        execute: () =>
-          Effect.gen(function*() {
-            const embedded = yield* backend.embed({ model, inputs, dimensions: body.dimensions, user: body.user })
-            const billed = Math.min(embedded.promptTokens ?? tokens, tokens)
-            const actual = PricingEngine.media(tables, "embedding", model.id, billed)
-            const charge = PricingEngine.isUnpriced(actual) ? quote.amount : actual.amount
-            const base64 = body.encoding_format === "base64"
-            return {
-              response: HttpServerResponse.jsonUnsafe({
-                object: "list",
-                data: embedded.vectors.map((vector, index) => ({
-                  object: "embedding",
-                  index,
-                  embedding: base64 ? base64Of(vector) : vector
-                })),
-                model: model.id,
-                usage: { prompt_tokens: billed, total_tokens: billed }
-              }, { headers: Models.headersOf(model) }),
-              charge,
-              usage: { units: billed, pricePerUnit: quote.pricePerUnit, promptTokens: billed, notes: `${inputs.length} inputs` }
-            }
-          })
-      })
-    })
+        if (problems.length > 0) return yield* Errors.invalidParameters(problems)
+        return { body, model, inputs, tokens: counts.reduce((sum, count) => sum + count, 0) } satisfies Checked
+      }),
+      quote: ({ model, tokens }: Checked) => PricingEngine.media(tables, "embedding", model.id, tokens),
+      execute: ({ body, inputs, model, tokens }: Checked, quote: PricingEngine.Quote) =>
+        Effect.map(backend.embed({ model, inputs, dimensions: body.dimensions, user: body.user }), (embedded) => {
+          const billed = Math.min(embedded.promptTokens ?? tokens, tokens)
+          const actual = PricingEngine.media(tables, "embedding", model.id, billed)
+          const base64 = body.encoding_format === "base64"
+          return {
+            response: HttpServerResponse.jsonUnsafe({
+              object: "list",
+              data: embedded.vectors.map((vector, index) => ({
+                object: "embedding",
+                index,
+                embedding: base64 ? base64Of(vector) : vector
+              })),
+              model: model.id,
+              usage: { prompt_tokens: billed, total_tokens: billed }
+            }, { headers: Models.headersOf(model) }),
+            charge: PricingEngine.isUnpriced(actual) ? quote.amount : actual.amount,
+            usage: { units: billed, pricePerUnit: quote.pricePerUnit, promptTokens: billed, notes: `${inputs.length} inputs` }
+          }
+        })
+    }
   }),
-  {
+  docs: {
     summary: "Create embeddings (OpenAI-compatible)",
     description: "Vectors of one or more inputs (a string, an array of strings, an array of token ids or an array of " +
       "those). encoding_format base64 answers each vector as the base64 of its little-endian float32 bytes; " +
       "dimensions asks for shorter vectors on models that support it. Billed per input token.",
     tags: ["Embeddings"],
-    security: "metered",
     request: { contentType: "application/json", schema: EmbeddingRequest },
     responses: {
       200: { description: "The embeddings", schema: EmbeddingResponse, headers: Models.headerNames }
     }
   }
-)
+})

@@ -161,7 +161,7 @@ export const generator = Effect.gen(function*() {
 })
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/image/generate",
   Effect.gen(function*() {
@@ -201,4 +201,4 @@ export const route = Route.make(
       200: { description: "The generated images", schema: GenerateResponse, headers: responseHeaders }
     }
   }
-)
+))

@@ -96,7 +96,7 @@ export const translate = (model: Models.ImageModel, body: typeof Request.Type): 
 })
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/images/generations",
   Effect.gen(function*() {
@@ -137,4 +137,4 @@ export const route = Route.make(
       200: { description: "The generated images", schema: Response, headers: Image.responseHeaders }
     }
   }
-)
+))

@@ -110,7 +110,7 @@ export const styles = Route.make(
 )
 
 /** @category routes */
-export const upscale = Route.make(
+export const upscale = Route.metered(Route.make(
   "POST",
   "/api/v1/image/upscale",
   Effect.gen(function*() {
@@ -148,7 +148,7 @@ export const upscale = Route.make(
     request: { contentType: "application/json", schema: jsonDoc(UpscaleFields.fields, "ImageUpscaleRequest") },
     responses: { 200: imageResponse("The upscaled image (image/png)") }
   }
-)
+))
 
 /** The model an edit names (id or alias), or the default edit model; one that is not an image model is a 400. */
 const editModel = (models: Models.ModelList["Service"], name: string | undefined) => {
@@ -196,7 +196,7 @@ const editor = Effect.gen(function*() {
 })
 
 /** @category routes */
-export const edit = Route.make(
+export const edit = Route.metered(Route.make(
   "POST",
   "/api/v1/image/edit",
   Effect.gen(function*() {
@@ -213,10 +213,10 @@ export const edit = Route.make(
     request: { contentType: "application/json", schema: jsonDoc(EditFields.fields, "ImageEditRequest") },
     responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
   }
-)
+))
 
 /** @category routes */
-export const openAiEdit = Route.make(
+export const openAiEdit = Route.metered(Route.make(
   "POST",
   "/api/v1/images/edits",
   Effect.gen(function*() {
@@ -248,10 +248,10 @@ export const openAiEdit = Route.make(
       }
     }
   }
-)
+))
 
 /** @category routes */
-export const backgroundRemove = Route.make(
+export const backgroundRemove = Route.metered(Route.make(
   "POST",
   "/api/v1/image/background-remove",
   Effect.gen(function*() {
@@ -284,7 +284,7 @@ export const backgroundRemove = Route.make(
     request: { contentType: "application/json", schema: jsonDoc({}, "ImageBackgroundRemoveRequest") },
     responses: { 200: imageResponse("The image with a transparent background (image/png)") }
   }
-)
+))
 
 /** @category routes */
 export const routes = [styles, upscale, edit, backgroundRemove, openAiEdit] as const

@@ -16,7 +16,8 @@
  *
  * @since 0.1.0
  */
-import { Errors, Models, Money, PricingEngine } from "@tollgate/core"
+import { Errors, ImageRequest, Models, Money, PricingEngine } from "@tollgate/core"
+import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as RequestQuery from "../RequestQuery.ts"
@@ -71,7 +72,7 @@ const specOf = (model: Models.Model) => {
     case "image":
       return {
         sizing: model.sizing,
-        ...(model.sizing === "pixel" ? { widthHeightMax: 1280, defaultWidth: 1024, defaultHeight: 1024 } : {}),
+        ...(model.sizing === "pixel" ? { widthHeightMax: ImageRequest.MAX_DIMENSION, defaultWidth: 1024, defaultHeight: 1024 } : {}),
         ...(model.sizing === "pixel" ? {} : { aspectRatios: model.aspectRatios }),
         ...(model.sizing === "resolution-tier" ? { resolutions: model.resolutions } : {}),
         constraints: {
@@ -94,11 +95,11 @@ const specOf = (model: Models.Model) => {
       return {
         voices: model.voices,
         maxInputCharacters: model.maxInputCharacters,
-        capabilities: { responseFormats: model.responseFormats, speed: { minimum: 0.25, maximum: 4 } }
+        capabilities: { responseFormats: model.responseFormats, speed: Models.SPEECH_SPEED }
       }
     case "asr":
       return {
-        maxFileBytes: 25 * 1024 * 1024,
+        maxFileBytes: DocumentExtractor.MAX_BYTES,
         capabilities: { responseFormats: Models.TranscriptionFormat.literals }
       }
     case "video":
@@ -150,10 +151,7 @@ const matches = (filter: TypeFilter) => (model: Models.Model) =>
   filter === "all" || model.type === filter || (filter === "code" && model.type === "text" && (model.traits ?? []).includes("code"))
 
 const badType = (type: string) =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: ["type"], message: `Expected one of ${TypeFilter.literals.join(", ")}` }])
-  })
+  Errors.invalidParameters([{ path: ["type"], message: `Expected one of ${TypeFilter.literals.join(", ")}` }])
 
 /** The `type` of the query, or `fallback` when it has none; anything else is a 400 naming `type`. */
 const typeOf = (fallback: TypeFilter) =>

@@ -286,7 +286,7 @@ const sseEvents = (events: ReadonlyArray<Json>) =>
   encoder.encode(events.map((event) => `event: ${String(event["type"])}\ndata: ${JSON.stringify(event)}\n\n`).join(""))
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/responses",
   Effect.gen(function*() {
@@ -453,4 +453,4 @@ export const route = Route.make(
       }
     }
   }
-)
+))

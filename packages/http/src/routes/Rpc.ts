@@ -10,10 +10,11 @@
  * @since 0.1.0
  */
 import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
-import { Errors, IdempotencyStore, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
+import { Errors, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
 import { Context, Effect, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
+import * as Endpoint from "../Endpoint.ts"
 import { Metered, type Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { CurrentRequest } from "../RequestContext.ts"
@@ -35,7 +36,7 @@ const JsonRpcItem = Schema.Struct({
 })
 
 /** @category routes */
-export const route = Route.make(
+export const route = Route.metered(Route.make(
   "POST",
   "/api/v1/crypto/rpc/:network",
   Effect.gen(function*() {
@@ -75,10 +76,9 @@ export const route = Route.make(
       if (network === undefined) {
         return Effect.fail(new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` }))
       }
-      const key = request.headers["idempotency-key"]
-      if (key !== undefined && !IdempotencyStore.KEY_PATTERN.test(key)) {
-        return Effect.fail(new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" }))
-      }
+      const checkedKey = Endpoint.idempotencyKey(request)
+      if (Result.isFailure(checkedKey)) return Effect.fail(checkedKey.failure)
+      const key = checkedKey.success
       return Effect.flatMap(RequestBody.bytes(), (body) => {
         const rpc = Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json))
         if (Result.isFailure(rpc)) return Effect.fail(rpc.failure)
@@ -114,7 +114,7 @@ export const route = Route.make(
     security: "metered",
     request: {
       contentType: "application/json",
-      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(100))])
+      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(JsonRpc.MAX_BATCH))])
     },
     headers: [{
       name: "Idempotency-Key",
@@ -135,4 +135,4 @@ export const route = Route.make(
       504: { description: "The upstream did not answer in time" }
     }
   }
-)
+))

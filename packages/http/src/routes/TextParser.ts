@@ -9,14 +9,13 @@
  *
  * @since 0.1.0
  */
-import { Errors, PricingEngine } from "@tollgate/core"
+import { Errors, Money, PricingEngine } from "@tollgate/core"
 import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import type { DocumentRefused, DocumentTooLarge } from "@tollgate/documents/DocumentError"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { Metered } from "../Metered.ts"
+import * as Endpoint from "../Endpoint.ts"
 import * as MultipartUpload from "../MultipartUpload.ts"
-import * as Route from "../Route.ts"
 
 /** @category models */
 export type ResponseFormat = "json" | "text"
@@ -37,13 +36,15 @@ export const ParsedDocument = Schema.Struct({
   tokens: Schema.Int
 }).annotate({ identifier: "TextParserResponse" })
 
+const MAX_MB = DocumentExtractor.MAX_BYTES / 1024 / 1024
+
 /**
  * The multipart request, for the OpenAPI document.
  *
  * @category schemas
  */
 export const UploadForm = Schema.Struct({
-  file: Schema.String.annotate({ contentEncoding: "binary", description: "PDF, DOCX, PPTX, XLSX or plain text; at most 25 MB" }),
+  file: Schema.String.annotate({ contentEncoding: "binary", description: `PDF, DOCX, PPTX, XLSX or plain text; at most ${MAX_MB} MB` }),
   response_format: Schema.optionalKey(Schema.Literals(["json", "text"]))
 }).annotate({ identifier: "TextParserRequest" })
 
@@ -80,41 +81,37 @@ export const fromExtraction = (error: DocumentRefused | DocumentTooLarge): Error
     })
 
 /** @category routes */
-export const route = Route.make(
-  "POST",
-  "/api/v1/augment/text-parser",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/augment/text-parser",
+  kind: "text",
+  serve: Effect.gen(function*() {
     const extractor = yield* DocumentExtractor.DocumentExtractor
     const quote = PricingEngine.textParser(yield* PricingEngine.PricingEngine)
-    return Effect.gen(function*() {
-      const upload = yield* readUpload(extractor.maxBytes)
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "text",
-        quote,
-        execute: () =>
-          Effect.gen(function*() {
-            const { format, text, tokens } = yield* extractor.extract(upload.file).pipe(Effect.mapError(fromExtraction))
-            const response = upload.responseFormat === "text"
-              ? HttpServerResponse.text(text, { contentType: "text/plain; charset=utf-8" })
-              : HttpServerResponse.jsonUnsafe({ text, tokens })
-            return { response, charge: quote.amount, usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: format } }
-          })
-      })
-    })
+    return {
+      decode: readUpload(extractor.maxBytes),
+      quote: () => quote,
+      execute: (upload: Upload) =>
+        Effect.map(Effect.mapError(extractor.extract(upload.file), fromExtraction), ({ format, text, tokens }) => ({
+          response: upload.responseFormat === "text"
+            ? HttpServerResponse.text(text, { contentType: "text/plain; charset=utf-8" })
+            : HttpServerResponse.jsonUnsafe({ text, tokens }),
+          charge: quote.amount,
+          usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: format }
+        }))
+    }
   }),
-  {
+  docs: {
     summary: "Extract the text of a document",
-    description: "Experimental. A multipart upload of a PDF, DOCX, PPTX, XLSX or plain-text file (at most 25 MB; the " +
+    description: `Experimental. A multipart upload of a PDF, DOCX, PPTX, XLSX or plain-text file (at most ${MAX_MB} MB; the ` +
       "format is detected from the content) returns its text, as JSON with an o200k_base token count or as " +
-      "text/plain. Processed in memory with zero retention. A flat 0.01 USD per request.",
+      `text/plain. Processed in memory with zero retention. A flat ${Money.formatUsd(PricingEngine.defaults.textParser.perRequest)} USD ` +
+      "per request by default.",
     tags: ["Augment"],
-    security: "metered",
     x402Price: (tables) => PricingEngine.textParser(tables).amount,
     request: { contentType: "multipart/form-data", schema: UploadForm },
     responses: {
       200: { description: "The extracted text (`response_format=json`, the default; `text` answers text/plain)", schema: ParsedDocument }
     }
   }
-)
+})

@@ -17,11 +17,12 @@
  * @since 0.1.0
  */
 import * as VideoBackend from "@tollgate/backends/VideoBackend"
-import { Errors, IdempotencyStore, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
+import { Errors, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
 import * as CreditLedger from "@tollgate/core/CreditLedger"
 import { Clock, Effect, Option, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
+import * as Endpoint from "../Endpoint.ts"
 import { Metered, type Outcome, type StreamingOutcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
@@ -74,7 +75,7 @@ export const RetrieveResponse = Schema.Struct({
 }).annotate({ identifier: "VideoRetrieveResponse" })
 
 const invalid = (field: string, message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: [field], message }]) })
+  Errors.invalidParameters([{ path: [field], message }])
 
 const secondsOf = (duration: number | string) => typeof duration === "number" ? duration : Number(duration.replace(/s$/u, ""))
 
@@ -111,7 +112,7 @@ const pricer = Effect.gen(function*() {
 })
 
 /** @category routes */
-export const queue = Route.make(
+export const queue = Route.metered(Route.make(
   "POST",
   "/api/v1/video/queue",
   Effect.gen(function*() {
@@ -120,11 +121,7 @@ export const queue = Route.make(
     const backend = yield* VideoBackend.VideoBackend
     const jobs = yield* VideoJobs.VideoJobs
     return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const key = request.headers["idempotency-key"]
-      if (key !== undefined && !IdempotencyStore.KEY_PATTERN.test(key)) {
-        return yield* new Errors.InvalidRequest({ message: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
-      }
+      const key = yield* Effect.fromResult(Endpoint.idempotencyKey(yield* HttpServerRequest.HttpServerRequest))
       const raw = yield* RequestBody.json()
       const body = yield* RequestBody.decode(QueueRequest, raw)
       const { model, quote, seconds, size } = yield* price(body)
@@ -185,10 +182,10 @@ export const queue = Route.make(
       200: { description: "The job", schema: QueueResponse, headers: [...Models.headerNames, "x-service-video-hold-usd"] }
     }
   }
-)
+))
 
 /** @category routes */
-export const retrieve = Route.make(
+export const retrieve = Route.metered(Route.make(
   "POST",
   "/api/v1/video/retrieve",
   Effect.gen(function*() {
@@ -273,7 +270,7 @@ export const retrieve = Route.make(
       404: { description: "No such job for this account" }
     }
   }
-)
+))
 
 /** @category schemas */
 export const CompleteRequest = Schema.Struct({
@@ -306,7 +303,7 @@ export const quote = Route.make(
 )
 
 /** @category routes */
-export const complete = Route.make(
+export const complete = Route.metered(Route.make(
   "POST",
   "/api/v1/video/complete",
   Effect.gen(function*() {
@@ -352,7 +349,7 @@ export const complete = Route.make(
       404: { description: "No such job for this account" }
     }
   }
-)
+))
 
 /** @category routes */
 export const routes = [queue, retrieve, quote, complete] as const
