@@ -182,8 +182,17 @@ export class LedgerError extends Data.TaggedError("LedgerError")<{
     | "ExceedsHold"
     | "InvalidAmount"
     | "ReferenceConflict"
+    | "BalanceCeiling"
   readonly message: string
 }> {}
+
+/**
+ * Why a credit that would take an account's balance past `Money.MAX` is refused: every amount the
+ * ledger stores or answers must stay a safe integer, or the account's reads and paid calls fail.
+ *
+ * @category constants
+ */
+export const BALANCE_CEILING_MESSAGE = `The balance would exceed the maximum of ${Money.formatUsd(Money.MAX)} USD`
 
 /** @category constants */
 export const DEFAULT_HOLD_TTL_MS = 10 * 60_000
@@ -571,6 +580,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
         }
         return { entry: previous.entry, balance: balanceOf(account, now) }
       }
+      if (account.usd + input.amount > Money.MAX) return yield* fail("BalanceCeiling", BALANCE_CEILING_MESSAGE)
       account.usd += input.amount
       const entry = append(account, now, { kind, reference: input.reference, currency: "USD", delta: input.amount, held: Money.zero })
       account.references.set(input.reference, { kind, amount: input.amount, entry })
