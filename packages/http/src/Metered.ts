@@ -23,6 +23,7 @@ import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Authenticate from "./Authenticate.ts"
 import * as Observability from "./Observability.ts"
 import * as RequestContext from "./RequestContext.ts"
 
@@ -199,8 +200,9 @@ export class Metered extends Context.Service<Metered, {
    * What a metered route's request must pass before the route reads its body: one without any
    * credentials gets the discovery 402 at once, or a 413 when its declared body is over the app's
    * default cap (that cap applies first; a route's higher cap is for callers with credentials).
-   * So an anonymous caller cannot make the service parse or token-count a large body. `App` runs it
-   * ahead of every route documented as `metered`.
+   * So an anonymous caller cannot make the service parse or token-count a large body. Credentials
+   * are checked whole here (`Authenticate.upFront`), so bad ones cannot hold upload memory either.
+   * `App` runs it ahead of every route documented as `metered`.
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}
@@ -366,7 +368,12 @@ export const layer = (options: Options = {}): Layer.Layer<
       }
 
       start(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
-        return Effect.flatMap(traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers)), (found) => {
+        // Credentials checked before the body was read (`requireCredentials`) are not checked again.
+        const checked = this.current.credentials
+        const authenticated = checked === undefined
+          ? traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers))
+          : Effect.succeed(Option.some(checked))
+        return Effect.flatMap(authenticated, (found) => {
           this.step = "other"
           if (Option.isNone(found)) {
             return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(this.request.url) }), Effect.fail)
@@ -588,7 +595,7 @@ export const layer = (options: Options = {}): Layer.Layer<
       }))
 
     const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (Auth.hasCredentials(request.headers)) return Effect.void
+      if (Auth.hasCredentials(request.headers)) return Effect.asVoid(Authenticate.upFront(auth))
       return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<never, Errors.ApiError> => {
         const declared = Number(request.headers["content-length"] ?? 0)
         if (cap !== undefined && declared > Number(cap)) {

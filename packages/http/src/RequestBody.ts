@@ -4,13 +4,15 @@
  * a 413 and one that is not JSON a 400, and `schema` decodes it into a 400 DetailedError naming
  * every bad field. Routes never read `request.json` themselves, so the answer to a bad body does
  * not depend on which route received it. A body read under a raised cap first holds its size
- * against the process's `UploadBudget` for the rest of the request.
+ * against the process's `UploadBudget` for the rest of the request. Every body is read under the
+ * `BodyDeadline`: one that arrives too slowly is a 408.
  *
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
 import { type ByteSize, Effect, Schema, type Scope } from "effect"
 import { HttpIncomingMessage, type HttpServerError, HttpServerRequest } from "effect/http"
+import * as BodyDeadline from "./BodyDeadline.ts"
 import { UploadBudget } from "./UploadBudget.ts"
 
 /**
@@ -22,7 +24,7 @@ export const json = (
   maxBytes?: ByteSize.ByteSize
 ): Effect.Effect<
   unknown,
-  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.gen(function*() {
@@ -31,10 +33,10 @@ export const json = (
     const body = maxBytes === undefined
       ? request.json
       : Effect.provideService(request.json, HttpIncomingMessage.MaxBodySize, maxBytes)
-    return yield* Effect.mapError(body, (error) =>
+    return yield* BodyDeadline.read(Effect.mapError(body, (error) =>
       error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
         ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
-        : new Errors.InvalidRequest({ message: "The body must be a JSON object" }))
+        : new Errors.InvalidRequest({ message: "The body must be a JSON object" })))
   })
 
 /**
@@ -47,12 +49,12 @@ export const bytes = (
   maxBytes?: ByteSize.ByteSize
 ): Effect.Effect<
   Uint8Array,
-  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    if (maxBytes === undefined) return Effect.mapBoth(request.arrayBuffer, bytesRead)
-    const body = Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead)
+    if (maxBytes === undefined) return BodyDeadline.read(Effect.mapBoth(request.arrayBuffer, bytesRead))
+    const body = BodyDeadline.read(Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead))
     return Effect.andThen(Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes))), body)
   })
 
@@ -89,7 +91,7 @@ export const schema = <S extends Schema.Decoder<unknown>>(
   maxBytes?: ByteSize.ByteSize
 ): Effect.Effect<
   S["Type"],
-  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.flatMap(json(maxBytes), (body) => decode(schema, body))

@@ -4,6 +4,7 @@
  * findings, each reproduced the way the review found it.
  */
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
+import * as Net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** `Money.MAX`: the largest balance an account may reach. */
@@ -56,6 +57,127 @@ const image = (server: ShippedServer.ShippedServer, key: string) =>
     headers: { ...bearer(key), "content-type": "application/json" },
     body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
   })
+
+/** An upload whose body arrives `chunkBytes` at a time every `everyMs`, over a raw socket. */
+interface SlowUpload {
+  /** The status of the answer and how long after the headers it came; `undefined` when the connection closed without one. */
+  readonly answered: Promise<{ readonly status: number | undefined; readonly ms: number; readonly head: string }>
+  readonly close: () => void
+}
+
+const BOUNDARY = "hostile-boundary"
+
+const slowUpload = (server: ShippedServer.ShippedServer, options: {
+  readonly authorization: string
+  readonly declaredBytes: number
+  readonly chunkBytes: number
+  readonly everyMs: number
+  readonly localAddress?: string
+}): SlowUpload => {
+  const socket = Net.connect({ host: "127.0.0.1", port: server.port, localAddress: options.localAddress })
+  const started = Date.now()
+  let timer: ReturnType<typeof setInterval> | undefined
+  let sent = 0
+  const opening = `--${BOUNDARY}\r\ncontent-disposition: form-data; name="file"; filename="slow.txt"\r\ncontent-type: text/plain\r\n\r\n`
+  socket.on("connect", () => {
+    socket.write(
+      `POST /api/v1/augment/text-parser HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${options.authorization}\r\n` +
+        `content-type: multipart/form-data; boundary=${BOUNDARY}\r\ncontent-length: ${options.declaredBytes}\r\n\r\n${opening}`
+    )
+    sent = opening.length
+    timer = setInterval(() => {
+      if (sent + options.chunkBytes >= options.declaredBytes || socket.destroyed) return
+      socket.write(Buffer.alloc(options.chunkBytes, "a"), () => {})
+      sent += options.chunkBytes
+    }, options.everyMs)
+  })
+  socket.on("error", () => {})
+  let head = ""
+  const answered = new Promise<{ status: number | undefined; ms: number; head: string }>((resolve) => {
+    socket.on("data", (data: Buffer) => {
+      head += data.toString("latin1")
+      const status = /^HTTP\/1\.1 (\d{3})/u.exec(head)
+      if (status !== null && head.includes("\r\n\r\n")) resolve({ status: Number(status[1]), ms: Date.now() - started, head })
+    })
+    socket.on("close", () => {
+      clearInterval(timer)
+      resolve({ status: undefined, ms: Date.now() - started, head })
+    })
+  })
+  return {
+    answered,
+    close: () => {
+      clearInterval(timer)
+      socket.destroy()
+    }
+  }
+}
+
+const MiB = 1024 * 1024
+
+const textParser = (server: ShippedServer.ShippedServer, key: string) => {
+  const form = new FormData()
+  form.append("file", new Blob(["a short document"], { type: "text/plain" }), "short.txt")
+  return fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: bearer(key), body: form })
+}
+
+describe.each(stores)("Finding 2 (%s): nobody can hold the upload memory without valid credentials, sending slowly, or beyond its share", (store) => {
+  it("50 slow 25 MB uploads with a key that does not verify are refused at once (401, or 429 once the address is blocked), and hold nothing: a valid key's upload gets 200 meanwhile", async () => {
+    const server = serverOf(store)
+    const uploads = Array.from({ length: 50 }, () =>
+      slowUpload(server, { authorization: "Bearer not.a.key", declaredBytes: 25_000_000, chunkBytes: 1024, everyMs: 1000, localAddress: "127.0.0.5" }))
+    try {
+      const answers = await Promise.all(uploads.map((upload) => upload.answered))
+      for (const answer of answers) {
+        expect([401, 429]).toContain(answer.status)
+        expect(answer.ms).toBeLessThan(3_000)
+      }
+      const honest = await textParser(server, server.credentials!.inferenceKey)
+      expect(honest.status).toBe(200)
+      expect(await honest.json()).toMatchObject({ text: expect.stringContaining("a short document") })
+    } finally {
+      for (const upload of uploads) upload.close()
+    }
+  }, 30_000)
+
+  it("a valid key's upload sending 1 KB a second is cut off with a 408 within two 5 s windows, and the connection is closed", async () => {
+    const server = serverOf(store)
+    const upload = slowUpload(server, {
+      authorization: `Bearer ${server.credentials!.inferenceKey}`,
+      declaredBytes: 25_000_000,
+      chunkBytes: 1024,
+      everyMs: 1000
+    })
+    try {
+      const answer = await upload.answered
+      expect(answer.status).toBe(408)
+      expect(answer.ms).toBeLessThan(11_000)
+      expect(answer.head.toLowerCase()).toContain("connection: close")
+    } finally {
+      upload.close()
+    }
+  }, 30_000)
+
+  it("one key's uploads hold at most half the budget: its third 25 MiB upload waits and gets 503, another key's upload gets 200 meanwhile", async () => {
+    const server = serverOf(store)
+    const { adminKey, inferenceKey } = server.credentials!
+    // Fast enough for the body deadline (256 KiB/s), slow enough to last the test (about 100 s for 25 MiB).
+    const uploads = Array.from({ length: 2 }, () =>
+      slowUpload(server, { authorization: `Bearer ${inferenceKey}`, declaredBytes: 25 * MiB, chunkBytes: 64 * 1024, everyMs: 250 }))
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const started = Date.now()
+      const [third, other] = await Promise.all([textParser(server, inferenceKey), textParser(server, adminKey)])
+      expect(other.status).toBe(200)
+      expect(third.status).toBe(503)
+      expect(Number(third.headers.get("retry-after"))).toBeGreaterThan(0)
+      expect(await third.json()).toEqual({ error: "Your uploads in progress hold your share of the server's upload memory; retry when one ends" })
+      expect(Date.now() - started).toBeGreaterThanOrEqual(4_500)
+    } finally {
+      for (const upload of uploads) upload.close()
+    }
+  }, 30_000)
+})
 
 describe.each(stores)("Finding 5 (%s): a credit past the ledger's ceiling is refused before anything is written, and credits go only to accounts that can exist", (store) => {
   it("a grant reaching exactly the maximum is answered 200; one nano-USD more is a 400 naming the limit; the account still pays and reads its balance", async () => {
