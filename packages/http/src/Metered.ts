@@ -339,6 +339,8 @@ export const layer = (options: Options = {}): Layer.Layer<
       principal!: Principal.Principal
       pending: Auth.Unconfirmed["pending"]
       blockRead = false
+      /** The hold was captured or handed to a job: an interruption after that gives nothing back. */
+      settled = false
       reference = ""
       readonly call: MeteredCall
       readonly context: Context.Context<HttpServerRequest.HttpServerRequest>
@@ -421,7 +423,7 @@ export const layer = (options: Options = {}): Layer.Layer<
             ? admitted
             : Effect.onError(admitted, () => Effect.ignore(idempotency.abandon(this.principal.accountId, idem.key))),
           (admitted) => this.use(admitted),
-          (admitted, exit) => exit._tag === "Success" ? Effect.void : this.giveBack(admitted, true)
+          (admitted, exit) => exit._tag === "Success" || this.settled ? Effect.void : this.giveBack(admitted, true)
         )
       }
 
@@ -478,12 +480,15 @@ export const layer = (options: Options = {}): Layer.Layer<
       use(admitted: Admitted): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
         // The key's standing was found good in the admission's step; what follows it (the abuse
         // guard's check of the principal) runs now, and a refusal gives the admission back.
-        const executed = Effect.suspend(() => {
+        // Once the backend is called, a client that disconnects does not stop it: the upstream's
+        // work is a real cost, so the call runs to its end (bounded by the backend's own timeout)
+        // and is settled with what it used, and only the answer is lost (docs/operations.md).
+        const executed = Effect.uninterruptible(Effect.suspend(() => {
           this.step = "backend"
           const startedAt = this.clock.currentTimeMillisUnsafe()
           const outcome = this.call.execute({ principal: this.principal, requestId: this.current.requestId, holdReference: this.reference })
           return Effect.flatMap(traced("tollgate.backend", outcome, { sku: this.call.sku }), (outcome) => this.respond(admitted, outcome, startedAt))
-        })
+        }))
         return this.pending === undefined ? executed : Effect.andThen(this.afterStanding(this.pending), executed)
       }
 
@@ -497,6 +502,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         const headers = callHeaders(admitted, "_tag" in outcome ? undefined : outcome.headers)
         if ("_tag" in outcome) {
           if (outcome._tag === "Deferred") {
+            this.settled = true
             const response = HttpServerResponse.setHeaders(outcome.response, headers)
             const settled = Effect.as(admitted.admission.settle({}), response)
             if (idem === undefined) return settled
@@ -563,6 +569,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         return traced("tollgate.capture", Effect.matchEffect(this.at("admission", settled), {
           onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
           onSuccess: (settlement) => {
+            this.settled = true
             countCaptured(context, amount)
             return Effect.succeed(settlement)
           }

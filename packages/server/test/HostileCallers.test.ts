@@ -3,7 +3,8 @@
  * account at the ledger's ceiling, credit an account that cannot exist, and the rest of issue #33's
  * findings, each reproduced the way the review found it.
  */
-import { RedisServer, ShippedServer } from "@tollgate/testkit"
+import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
+import * as Http from "node:http"
 import * as Net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -30,16 +31,60 @@ afterAll(() => ("stop" in redis ? redis.stop() : undefined))
 type Store = "memory" | "redis"
 const stores: ReadonlyArray<Store> = redisUrl === undefined ? ["memory"] : ["memory", "redis"]
 
+/** What the slow upstreams take: a chat completion 2.5 s, an RPC call 3 s. */
+const CHAT_MS = 2_500
+const RPC_MS = 3_000
+
+/** The prompt and completion tokens the chat upstream reports for every completion. */
+const CHAT_USAGE = { prompt_tokens: 26_000, completion_tokens: 2 }
+
+/**
+ * A JSON-RPC node that answers `eth_blockNumber` after `RPC_MS` (anvil cannot be made slow), and
+ * counts the calls it answered in full.
+ */
+const startSlowRpc = async () => {
+  let answered = 0
+  const server = Http.createServer(async (request, response) => {
+    const parts: Array<Buffer> = []
+    for await (const part of request) parts.push(part as Buffer)
+    const call = JSON.parse(Buffer.concat(parts).toString("utf8")) as { id: number }
+    await new Promise((resolve) => setTimeout(resolve, RPC_MS))
+    answered++
+    response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: call.id, result: "0x10" }))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const { port } = server.address() as Net.AddressInfo
+  return { url: `http://127.0.0.1:${port}`, answered: () => answered, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
+}
+
+const localRenderer = {
+  id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
+  promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
+}
+
 /** One dev-mode server per store: its demo account is an operator's, so its ADMIN key grants credit. */
 const servers = new Map<Store, ShippedServer.ShippedServer>()
+let chatUpstream: FakeChatUpstream.FakeChatUpstream
+let slowRpc: Awaited<ReturnType<typeof startSlowRpc>>
 
 beforeAll(async () => {
+  chatUpstream = await FakeChatUpstream.start(() => ({ pieces: ["slow", " answer"], delayMs: CHAT_MS / 2, usage: CHAT_USAGE }))
+  slowRpc = await startSlowRpc()
+  const config = {
+    models: [localRenderer, { id: "slow-model", type: "text", upstreams: [{ baseUrl: chatUpstream.baseUrl }] }],
+    prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
+    rpc: { upstreams: { "ethereum-mainnet": [slowRpc.url] } }
+  }
   for (const store of stores) {
-    servers.set(store, await ShippedServer.start(store === "redis" ? { store, redisUrl: redisUrl! } : {}))
+    servers.set(store, await ShippedServer.start(store === "redis" ? { store, redisUrl: redisUrl!, config } : { config }))
   }
 }, 180_000)
 
-afterAll(() => Promise.all([...servers.values()].map((server) => server.stop())))
+afterAll(async () => {
+  await Promise.all([...servers.values()].map((server) => server.stop()))
+  await chatUpstream?.close()
+  await slowRpc?.close()
+})
 
 const serverOf = (store: Store) => servers.get(store)!
 
@@ -57,6 +102,62 @@ const image = (server: ShippedServer.ShippedServer, key: string) =>
     headers: { ...bearer(key), "content-type": "application/json" },
     body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
   })
+
+interface UsageEntry {
+  readonly timestamp: string
+  readonly sku: string
+  readonly unit: number
+  readonly amount: number
+  readonly inferenceDetails: { readonly promptTokens?: number; readonly completionTokens?: number }
+}
+
+/** The account's usage entries of `sku` recorded at or after `since`. */
+const usageSince = async (server: ShippedServer.ShippedServer, sku: string, since: number): Promise<Array<UsageEntry>> => {
+  const response = await fetch(`${server.api}/billing/usage-history?limit=50`, { headers: bearer(server.credentials!.adminKey) })
+  const { data } = await response.json() as { data: Array<UsageEntry> }
+  return data.filter((entry) => entry.sku === sku && Date.parse(entry.timestamp) >= since)
+}
+
+const hangUpAfter = (ms: number, request: Promise<Response>) =>
+  request.then((response) => `answered ${response.status}`, (error: Error) => error.name)
+
+describe.each(stores)("Finding 1 (%s): a call the client abandons once the backend was called runs to its end and is charged what it used", (store) => {
+  it("a non-streamed chat completion of a 20,000-word prompt dropped at 1 s on a 2.5 s upstream is charged its prompt and completion tokens", async () => {
+    const server = serverOf(store)
+    const since = Date.now() - 1
+    const prompt = Array.from({ length: 20_000 }, (_, i) => `word${i % 100}`).join(" ")
+    const outcome = await hangUpAfter(1_000, fetch(`${server.api}/chat/completions`, {
+      method: "POST",
+      headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+      body: JSON.stringify({ model: "slow-model", messages: [{ role: "user", content: prompt }] }),
+      signal: AbortSignal.timeout(1_000)
+    }))
+    expect(outcome).toBe("TimeoutError")
+    await new Promise((resolve) => setTimeout(resolve, CHAT_MS + 1_000))
+    const entries = await usageSince(server, "chat:slow-model", since)
+    // 26,000 prompt tokens at 0.5 USD and 2 completion tokens at 1.5 USD per million.
+    expect(entries).toMatchObject([{ amount: 0.013003, inferenceDetails: { promptTokens: 26_000, completionTokens: 2 } }])
+  }, 30_000)
+
+  it("an RPC call dropped at 1 s on a 3 s upstream is forwarded to its end and charged its credits", async () => {
+    const server = serverOf(store)
+    const since = Date.now() - 1
+    const before = slowRpc.answered()
+    const outcome = await hangUpAfter(1_000, fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+      method: "POST",
+      headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "eth_blockNumber", params: [] }),
+      signal: AbortSignal.timeout(1_000)
+    }))
+    expect(outcome).toBe("TimeoutError")
+    await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_000))
+    expect(slowRpc.answered()).toBe(before + 1)
+    const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
+    expect(entries).toHaveLength(1)
+    expect(entries[0]!.unit).toBeGreaterThan(0)
+    expect(entries[0]!.amount).toBeGreaterThan(0)
+  }, 30_000)
+})
 
 /** An upload whose body arrives `chunkBytes` at a time every `everyMs`, over a raw socket. */
 interface SlowUpload {
