@@ -6,6 +6,7 @@
 import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
 import * as Http from "node:http"
 import * as Net from "node:net"
+import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** `Money.MAX`: the largest balance an account may reach. */
@@ -156,6 +157,58 @@ describe.each(stores)("Finding 1 (%s): a call the client abandons once the backe
     expect(entries).toHaveLength(1)
     expect(entries[0]!.unit).toBeGreaterThan(0)
     expect(entries[0]!.amount).toBeGreaterThan(0)
+  }, 30_000)
+})
+
+const GUARD_MESSAGE = "Too many failed attempts (over 20). Please wait 30s."
+
+describe.each(stores)("Finding 3 (%s): a request with valid credentials counts against them whatever step fails, never against its address", (store) => {
+  it("21 failures of a valid key from one address (malformed JSON-RPC, an unknown method, a bad chat body, a 404) block the key, and every anonymous caller at that address is still served", async () => {
+    const server = serverOf(store)
+    const agent = new Agent({ localAddress: store === "memory" ? "127.0.0.6" : "127.0.0.7" })
+    try {
+      const minted = await fetch(`${server.api}/api_keys`, {
+        method: "POST",
+        headers: { ...bearer(server.credentials!.adminKey), "content-type": "application/json" },
+        body: JSON.stringify({ apiKeyType: "INFERENCE", description: "finding 3" })
+      })
+      expect(minted.status).toBe(201)
+      const { apiKey } = await minted.json() as { apiKey: string }
+      const send = (path: string, body?: string) =>
+        undiciFetch(`${server.api}${path}`, {
+          method: body === undefined ? "GET" : "POST",
+          headers: { ...bearer(apiKey), "content-type": "application/json" },
+          ...(body === undefined ? {} : { body }),
+          dispatcher: agent
+        })
+      const failures = [
+        () => send("/crypto/rpc/ethereum-mainnet", "{\"jsonrpc\": \"2.0\", \"id\": 1,"),
+        () => send("/crypto/rpc/ethereum-mainnet", JSON.stringify({ jsonrpc: "2.0", id: 1, method: "no_such_method", params: [] })),
+        () => send("/chat/completions", JSON.stringify({ model: "slow-model", messages: "not a list" })),
+        () => send("/no/such/route")
+      ]
+      for (let i = 0; i < 21; i++) {
+        const response = await failures[i % failures.length]!()
+        expect([400, 404]).toContain(response.status)
+        await response.arrayBuffer()
+      }
+      const blocked = await send("/crypto/rpc/ethereum-mainnet", JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }))
+      expect(blocked.status).toBe(429)
+      expect(await blocked.json()).toEqual({ error: GUARD_MESSAGE })
+      const networks = await undiciFetch(`${server.api}/crypto/rpc/networks`, { dispatcher: agent })
+      expect(networks.status).toBe(200)
+      await networks.arrayBuffer()
+      const discovery = await undiciFetch(`${server.api}/image/generate`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+        dispatcher: agent
+      })
+      expect(discovery.status).toBe(402)
+      expect(await discovery.json()).toMatchObject({ x402Version: 2 })
+    } finally {
+      await agent.close()
+    }
   }, 30_000)
 })
 
