@@ -481,6 +481,12 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     }
     return account
   }
+  /**
+   * The account for a read or an operation that may be refused: one that was never written is
+   * not stored, so a caller that only looks (a wallet that never held credit, a balance query for
+   * any address) leaves nothing behind.
+   */
+  const peek = (id: string) => accounts.get(id) ?? emptyAccount()
 
   const append = (
     account: MemoryAccount,
@@ -613,7 +619,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   const hold = (input: HoldInput, now: number, dryRun = false): Hold | LedgerError => {
     const invalid = checkAmount(input.amount, true)
     if (invalid !== undefined) return invalid
-    const account = accountOf(input.accountId)
+    const account = peek(input.accountId)
     sweep(account, now)
     const existing = account.holds.get(input.reference)
     if (existing !== undefined) {
@@ -630,6 +636,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     const fromUsd = input.amount - fromAllowance
     if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
     if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd), priceVersion: input.priceVersion, expiresAt: now, before }
+    accounts.set(input.accountId, account)
     const day = dayOf(now)
     const created: MemoryHold = {
       hold: {
@@ -660,7 +667,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   const capture = (input: CaptureInput, now: number): Settlement | LedgerError => {
     const invalid = checkAmount(input.amount, true)
     if (invalid !== undefined) return invalid
-    const account = accountOf(input.accountId)
+    const account = peek(input.accountId)
     sweep(account, now)
     const held = account.holds.get(input.reference)
     if (held === undefined) return fail("UnknownHold", `No hold ${input.reference}`)
@@ -685,7 +692,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   }
 
   const release = (accountId: string, reference: string, now: number): Balance | LedgerError => {
-    const account = accountOf(accountId)
+    const account = peek(accountId)
     sweep(account, now)
     const held = account.holds.get(reference)
     if (held === undefined) return fail("UnknownHold", `No hold ${reference}`)
@@ -697,7 +704,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   }
 
   const balance = (accountId: string, now: number): Balance => {
-    const account = accountOf(accountId)
+    const account = peek(accountId)
     sweep(account, now)
     return balanceOf(account, now)
   }
@@ -738,14 +745,14 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     balance: (accountId) => Clock.clockWith((clock) => Effect.succeed(balance(accountId, clock.currentTimeMillisUnsafe()))),
     journal: (accountId, options) =>
       Effect.sync(() => {
-        const journal = accountOf(accountId).journal
+        const journal = peek(accountId).journal
         const start = options.after === undefined ? 0 : upperBound(journal, options.after)
         return journal.slice(start, start + options.limit)
       }),
-    usage: (accountId, query) => Effect.sync(() => pageOf(accountOf(accountId).usage, query)),
+    usage: (accountId, query) => Effect.sync(() => pageOf(peek(accountId).usage, query)),
     usageOffset: (accountId, query) =>
       Effect.sync(() => {
-        const all = pageOf(accountOf(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
+        const all = pageOf(peek(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
         return { entries: all.slice(query.offset, query.offset + query.limit), total: all.length }
       })
   })

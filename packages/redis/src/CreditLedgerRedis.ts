@@ -211,7 +211,9 @@ local function sweep(force)
     end
   end
   local first = redis.call('ZRANGE', X, '0', '0', 'WITHSCORES')
-  setField('sweepAt', tonumber(first[2]) or NEVER)
+  -- An account that was never written (a wallet that only looked at its balance or was refused a
+  -- hold) stays unwritten: nothing is stored for it, so it leaves no key behind.
+  if first[2] or stored.lastMs then setField('sweepAt', tonumber(first[2]) or NEVER) end
 end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).

@@ -4,9 +4,13 @@
  * findings, each reproduced the way the review found it.
  */
 import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import { Agent, fetch as undiciFetch } from "undici"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 /** `Money.MAX`: the largest balance an account may reach. */
@@ -209,6 +213,75 @@ describe.each(stores)("Finding 3 (%s): a request with valid credentials counts a
     } finally {
       await agent.close()
     }
+  }, 30_000)
+})
+
+/** A `SIGN-IN-WITH-X` header of a fresh wallet for `server` (viem's SIWE message on Base). */
+const freshWalletHeader = async (server: ShippedServer.ShippedServer) => {
+  const account = privateKeyToAccount(generatePrivateKey())
+  const origin = new URL(`http://localhost:${server.port}`)
+  const message = createSiweMessage({
+    domain: origin.host,
+    address: account.address,
+    uri: `${origin.origin}/`,
+    version: "1",
+    chainId: 8453,
+    nonce: Crypto.randomBytes(8).toString("hex"),
+    issuedAt: new Date(),
+    expirationTime: new Date(Date.now() + 600_000),
+    statement: "Sign in to use your prepaid credits."
+  })
+  const header = Buffer.from(JSON.stringify({
+    address: account.address,
+    message,
+    signature: await account.signMessage({ message }),
+    timestamp: Date.now(),
+    chainId: 8453
+  })).toString("base64")
+  return { address: account.address, header }
+}
+
+/** The Redis keys naming a wallet account that never expire, read in one script. */
+const lastingWalletKeys = (): Array<string> =>
+  ChildProcess.execFileSync("redis-cli", [
+    "-u",
+    redisUrl!,
+    "eval",
+    "local lasting = {} for _, key in ipairs(redis.call('KEYS', ARGV[1])) do if redis.call('PTTL', key) == -1 then lasting[#lasting + 1] = key end end return lasting",
+    "0",
+    "*wallet:*"
+  ], { encoding: "utf8" }).split("\n").filter((key) => key.length > 0)
+
+describe.each(stores)("Finding 4 (%s): a wallet that never held credit leaves nothing that lasts", (store) => {
+  it("200 fresh wallets from one address each get the wallet 402; on Redis every key they left expires", async () => {
+    const server = serverOf(store)
+    const before = store === "redis" ? lastingWalletKeys() : []
+    for (let i = 0; i < 200; i++) {
+      const { header } = await freshWalletHeader(server)
+      const paid = await fetch(`${server.api}/image/generate`, {
+        method: "POST",
+        headers: { "sign-in-with-x": header, "content-type": "application/json" },
+        body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
+      })
+      expect(paid.status).toBe(402)
+      expect(await paid.json()).toMatchObject({ code: "PAYMENT_REQUIRED", reason: "insufficient_balance" })
+    }
+    if (store === "redis") expect(lastingWalletKeys().filter((key) => !before.includes(key))).toEqual([])
+  }, 60_000)
+
+  it("a wallet granted credit before it signed in can pay once it signs in, and its balance is what was granted less the call", async () => {
+    const server = serverOf(store)
+    const { address, header } = await freshWalletHeader(server)
+    const granted = await grant(server, `wallet:evm:${address.toLowerCase()}`, "1")
+    expect(granted.status).toBe(200)
+    const paid = await fetch(`${server.api}/image/generate`, {
+      method: "POST",
+      headers: { "sign-in-with-x": header, "content-type": "application/json" },
+      body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
+    })
+    expect(paid.status).toBe(200)
+    expect(paid.headers.get("x-balance-remaining")).toBe("0.999")
+    await paid.arrayBuffer()
   }, 30_000)
 })
 
