@@ -5,7 +5,8 @@
  * every bad field. Routes never read `request.json` themselves, so the answer to a bad body does
  * not depend on which route received it. A body read under a raised cap first holds its size
  * against the process's `UploadBudget` for the rest of the request. Every body is read under the
- * `BodyDeadline`: one that arrives too slowly is a 408.
+ * `BodyDeadline`: one that arrives too slowly is a 408. A JSON body nested deeper than
+ * `JsonDepth.MAX_DEPTH` is a 400.
  *
  * @since 0.1.0
  */
@@ -13,6 +14,7 @@ import { Errors } from "@tollgate/core"
 import { type ByteSize, Effect, Schema, type Scope } from "effect"
 import { HttpIncomingMessage, type HttpServerError, HttpServerRequest } from "effect/http"
 import * as BodyDeadline from "./BodyDeadline.ts"
+import * as JsonDepth from "./JsonDepth.ts"
 import { UploadBudget } from "./UploadBudget.ts"
 
 /**
@@ -33,10 +35,12 @@ export const json = (
     const body = maxBytes === undefined
       ? request.json
       : Effect.provideService(request.json, HttpIncomingMessage.MaxBodySize, maxBytes)
-    return yield* BodyDeadline.read(Effect.mapError(body, (error) =>
+    const parsed = yield* BodyDeadline.read(Effect.mapError(body, (error) =>
       error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
         ? new Errors.PayloadTooLarge({ message: "Request body is too large" })
         : new Errors.InvalidRequest({ message: "The body must be a JSON object" })))
+    if (JsonDepth.exceeds(parsed)) return yield* JsonDepth.tooDeep
+    return parsed
   })
 
 /**

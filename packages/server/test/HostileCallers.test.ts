@@ -285,6 +285,40 @@ describe.each(stores)("Finding 4 (%s): a wallet that never held credit leaves no
   }, 30_000)
 })
 
+/** JSON text of `levels` arrays nested in one another. */
+const nested = (levels: number) => `${"[".repeat(levels)}${"]".repeat(levels)}`
+
+const DEPTH_REFUSAL = { error: "The JSON body is nested deeper than 64 levels" }
+
+describe.each(stores)("Finding 6 (%s): a JSON body nested deeper than 64 levels is a 400 naming the limit, on every route", (store) => {
+  const post = (path: string, body: string) =>
+    fetch(`${serverOf(store).api}${path}`, {
+      method: "POST",
+      headers: { ...bearer(serverOf(store).credentials!.inferenceKey), "content-type": "application/json" },
+      body
+    })
+
+  it.each([
+    ["/image/generate", (extra: string) => `{"model":"local-renderer","prompt":"a lighthouse","width":32,"height":32,"format":"png","extra":${extra}}`],
+    ["/chat/completions", (extra: string) => `{"model":"slow-model","messages":[{"role":"user","content":"hi"}],"extra":${extra}}`],
+    ["/crypto/rpc/ethereum-mainnet", (extra: string) => `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":${extra}}`],
+    ["/embeddings", (extra: string) => `{"model":"slow-model","input":"hi","extra":${extra}}`]
+  ])("POST %s with 5,000 levels in a field: 400 naming the limit", async (path, body) => {
+    const response = await post(path, body(nested(5_000)))
+    expect(response.status).toBe(400)
+    expect(await response.json()).toEqual(DEPTH_REFUSAL)
+  })
+
+  it("an image request nested 60 levels deep in an unknown field is served", async () => {
+    const response = await post(
+      "/image/generate",
+      `{"model":"local-renderer","prompt":"a lighthouse","width":32,"height":32,"format":"png","extra":${nested(60)}}`
+    )
+    expect(response.status).toBe(200)
+    await response.arrayBuffer()
+  })
+})
+
 /** An upload whose body arrives `chunkBytes` at a time every `everyMs`, over a raw socket. */
 interface SlowUpload {
   /** The status of the answer and how long after the headers it came; `undefined` when the connection closed without one. */

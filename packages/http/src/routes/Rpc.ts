@@ -14,6 +14,7 @@ import { Errors, IdempotencyStore, JsonRpc, Money, Networks, PricingEngine } fro
 import { Context, Effect, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
+import * as JsonDepth from "../JsonDepth.ts"
 import { Metered, type Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { CurrentRequest } from "../RequestContext.ts"
@@ -21,7 +22,8 @@ import * as Route from "../Route.ts"
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
-    return Result.succeed(JsonRpc.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")))
+    const json = JsonRpc.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"))
+    return JsonDepth.exceeds(json) ? Result.fail(JsonDepth.tooDeep) : Result.succeed(json)
   } catch {
     return Result.fail(new Errors.InvalidRequest({ message: "Invalid JSON-RPC request: the body is not JSON" }))
   }
