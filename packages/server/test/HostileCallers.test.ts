@@ -78,7 +78,8 @@ beforeAll(async () => {
   const config = {
     models: [localRenderer, { id: "slow-model", type: "text", upstreams: [{ baseUrl: chatUpstream.baseUrl }] }],
     prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
-    rpc: { upstreams: { "ethereum-mainnet": [slowRpc.url] } }
+    // base-mainnet's node refuses connections (nothing listens on the discard port).
+    rpc: { upstreams: { "ethereum-mainnet": [slowRpc.url], "base-mainnet": ["http://127.0.0.1:9"] } }
   }
   for (const store of stores) {
     servers.set(store, await ShippedServer.start(store === "redis" ? { store, redisUrl: redisUrl!, config } : { config }))
@@ -316,6 +317,21 @@ describe.each(stores)("Finding 6 (%s): a JSON body nested deeper than 64 levels 
     )
     expect(response.status).toBe(200)
     await response.arrayBuffer()
+  })
+})
+
+describe.each(stores)("Finding 7 (%s): an upstream's failure reaches the caller as a stable message, and its cause only the log", (store) => {
+  it("an RPC node that refuses the connection: 502 with the same words every time, ECONNREFUSED in the log only", async () => {
+    const server = serverOf(store)
+    const response = await fetch(`${server.api}/crypto/rpc/base-mainnet`, {
+      method: "POST",
+      headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] })
+    })
+    expect(response.status).toBe(502)
+    expect(await response.json()).toEqual({ error: "The base-mainnet upstream could not be reached" })
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(server.output()).toContain("ECONNREFUSED")
   })
 })
 
