@@ -335,6 +335,35 @@ describe.each(stores)("Finding 7 (%s): an upstream's failure reaches the caller 
   })
 })
 
+describe.skipIf(redisUrl === undefined)("Finding 8 (redis, production): /metrics in admin mode answers only the ADMIN keys of operator accounts", () => {
+  let server: ShippedServer.ShippedServer
+  let operatorKey = ""
+
+  beforeAll(async () => {
+    // acct_e2e (provisioned with the CLI) is a customer; acct_operator runs the deployment.
+    server = await ShippedServer.start({
+      store: "redis",
+      redisUrl: redisUrl!,
+      signingKey: true,
+      config: { models: [localRenderer] },
+      env: { TOLLGATE_METRICS: "admin", TOLLGATE_OPERATOR_ACCOUNTS: "acct_operator" }
+    })
+    await server.cli(["accounts", "create", "--id", "acct_operator"])
+    operatorKey = String((await server.cli(["keys", "mint", "--account", "acct_operator", "--type", "ADMIN"]))["apiKey"])
+  }, 120_000)
+
+  afterAll(() => server?.stop())
+
+  it("a customer's ADMIN key gets 403 and no figures; the operator's ADMIN key gets the metrics", async () => {
+    const customer = await fetch(`${server.origin}/metrics`, { headers: bearer(server.credentials!.adminKey) })
+    expect(customer.status).toBe(403)
+    expect(await customer.json()).toEqual({ error: "Only operator accounts may read the metrics" })
+    const operator = await fetch(`${server.origin}/metrics`, { headers: bearer(operatorKey) })
+    expect(operator.status).toBe(200)
+    expect(await operator.text()).toContain("# TYPE tollgate_http_requests_total counter")
+  })
+})
+
 /** An upload whose body arrives `chunkBytes` at a time every `everyMs`, over a raw socket. */
 interface SlowUpload {
   /** The status of the answer and how long after the headers it came; `undefined` when the connection closed without one. */
