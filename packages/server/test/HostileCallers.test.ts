@@ -364,6 +364,30 @@ describe.skipIf(redisUrl === undefined)("Finding 8 (redis, production): /metrics
   })
 })
 
+describe.each(stores)("Query parameters (%s): numbers are decimal digits and dates are days that exist", (store) => {
+  const history = (query: string) =>
+    fetch(`${serverOf(store).api}/billing/usage-history?${query}`, { headers: bearer(serverOf(store).credentials!.adminKey) })
+
+  it.each([
+    ["limit=0x10", "limit"],
+    ["limit=1e1", "limit"],
+    ["limit=16.0", "limit"],
+    ["startDate=2026-02-30", "startDate"],
+    ["endDate=2026-13-01", "endDate"],
+    ["startDate=2025-02-29T10:00:00Z", "startDate"]
+  ])("%s is a 400 naming %s", async (query, field) => {
+    const response = await history(query)
+    expect(response.status).toBe(400)
+    expect(await response.json()).toMatchObject({ error: "Invalid query parameters", details: { [field]: { _errors: [expect.any(String)] } } })
+  })
+
+  it.each(["limit=16", "startDate=2028-02-29", "startDate=2026-02-28T10:00:00Z&endDate=2026-03-01"])("%s is served", async (query) => {
+    const response = await history(query)
+    expect(response.status).toBe(200)
+    await response.arrayBuffer()
+  })
+})
+
 /** An upload whose body arrives `chunkBytes` at a time every `everyMs`, over a raw socket. */
 interface SlowUpload {
   /** The status of the answer and how long after the headers it came; `undefined` when the connection closed without one. */

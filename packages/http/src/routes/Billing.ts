@@ -62,12 +62,9 @@ const INVALID_QUERY = "Invalid query parameters"
 
 const DEPRECATION_NOTICE = "GET /api/v1/billing/usage is deprecated and will be removed; use GET /api/v1/billing/usage-history"
 
-const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
-  /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text))
-    ? true
-    : "must be an ISO 8601 date"))
+const IsoDate = RequestQuery.IsoDate
 
-const PageSize = Schema.FiniteFromString.check(
+const PageSize = RequestQuery.DecimalInteger.check(
   Schema.isInt({ message: "must be an integer" }),
   Schema.isBetween({ minimum: 1, maximum: 500 }, { message: "must be between 1 and 500" })
 )
@@ -83,7 +80,7 @@ const Filters = {
 /** @category schemas */
 export const UsageQuery = Schema.Struct({
   ...Filters,
-  page: Schema.optionalKey(Schema.FiniteFromString.check(
+  page: Schema.optionalKey(RequestQuery.DecimalInteger.check(
     Schema.isInt({ message: "must be an integer" }),
     Schema.isGreaterThanOrEqualTo(1, { message: "must be at least 1" })
   ))
