@@ -221,6 +221,7 @@ describe.each(stores)("Finding 3 (%s): a request with valid credentials counts a
 const freshWalletHeader = async (server: ShippedServer.ShippedServer) => {
   const account = privateKeyToAccount(generatePrivateKey())
   const origin = new URL(`http://localhost:${server.port}`)
+  const now = Date.now()
   const message = createSiweMessage({
     domain: origin.host,
     address: account.address,
@@ -228,8 +229,9 @@ const freshWalletHeader = async (server: ShippedServer.ShippedServer) => {
     version: "1",
     chainId: 8453,
     nonce: Crypto.randomBytes(8).toString("hex"),
-    issuedAt: new Date(),
-    expirationTime: new Date(Date.now() + 600_000),
+    // One instant for both: a lifetime a millisecond over the server's 10 minutes is refused.
+    issuedAt: new Date(now),
+    expirationTime: new Date(now + 300_000),
     statement: "Sign in to use your prepaid credits."
   })
   const header = Buffer.from(JSON.stringify({
