@@ -602,7 +602,14 @@ export const layer = (options: Options = {}): Layer.Layer<
       }))
 
     const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (Auth.hasCredentials(request.headers)) return Effect.asVoid(Authenticate.upFront(auth))
+      if (Auth.hasCredentials(request.headers)) {
+        return Effect.withFiber((fiber) =>
+          traced("tollgate.auth", Authenticate.upFront(auth)).pipe(
+            Effect.tapError((error) => Effect.sync(() => countFailure(error, "auth", "", fiber.context))),
+            Effect.asVoid
+          )
+        )
+      }
       return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<never, Errors.ApiError> => {
         const declared = Number(request.headers["content-length"] ?? 0)
         if (cap !== undefined && declared > Number(cap)) {

@@ -360,8 +360,8 @@ describe.skipIf("unavailable" in redis || process.env["REDIS_URL"])("Redis unrea
     const after = await scrape(instance)
     const added = (labels: Record<string, string>) =>
       total(after, "tollgate_redis_errors_total", labels) - total(before, "tollgate_redis_errors_total", labels)
-    // The key's standing, the credit hold and the rate-limit take are one store operation: one failure.
-    expect(added({ service: "admission" })).toBe(1)
+    // The key's standing is checked before the body is read, and that check fails first: one failure.
+    expect(added({ service: "auth" })).toBe(1)
     expect(added({ policy: "fail-closed" })).toBe(1)
   }, 60_000)
 })
