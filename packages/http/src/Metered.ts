@@ -3,9 +3,10 @@
  * claims the `Idempotency-Key`, admits the call (rate limits and a credit hold for the worst-case
  * price, all or nothing), runs the route's work, captures the actual price and releases the rest
  * (appending the usage entry in the same ledger step), completes the idempotency record and adds
- * the rate-limit and balance headers. Once admitted, a failure or an interruption (a client that
- * disconnects) releases the hold in a finalizer; a streamed response captures what it produced
- * when the stream ends, fails or is cut. A call that starts a job (a video) hands its hold over to
+ * the rate-limit and balance headers. Once admitted, a failure, or an interruption (a client that
+ * disconnects) before the route's work starts, releases the hold in a finalizer; once the work has
+ * started it is not interrupted, and is captured for what it used; a streamed response captures
+ * what it produced when the stream ends, fails or is cut. A call that starts a job (a video) hands its hold over to
  * the job instead (`Deferred`): the job captures or releases it later by its reference. A hold
  * that nothing settles (a process crash, a job never polled) expires.
  *
