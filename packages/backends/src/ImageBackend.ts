@@ -138,8 +138,14 @@ const finishOne = (request: ImageRequest.ImageRequest, prompt: string, drawn: Dr
       }
       return new Uint8Array(await image.toBuffer())
     },
-    catch: (cause) => new Errors.InferenceFailed({ message: `Image could not be encoded: ${String(cause)}` })
-  })
+    catch: (cause) => cause
+  }).pipe(Effect.catch((cause) =>
+    // The encoder's own text names internals; the caller gets a stable message, the log the cause.
+    Effect.andThen(
+      Effect.logWarning("image encoding failed", { cause: String(cause) }),
+      Effect.fail(new Errors.InferenceFailed({ message: "The image could not be encoded" }))
+    )
+  ))
 
 /**
  * The step every backend shares: size, format, safety blur and EXIF.

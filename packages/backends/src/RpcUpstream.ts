@@ -297,6 +297,22 @@ export const interpret = (request: JsonRpc.Request, reply: Reply): Answer | Fail
   return { response: parsed, body: Buffer.from(`[${items.join(",")}]`) }
 }
 
+/**
+ * What a caller is told of a failure: the same words for the same kind of failure, never the
+ * driver's error code or text (`ECONNREFUSED`, undici's messages), which name internals and change
+ * with the runtime; `describeFailure` goes to the log.
+ */
+const callerMessage = (network: string, failure: Exclude<Failure, { readonly _tag: "timeout" }>): string => {
+  switch (failure._tag) {
+    case "refused":
+      return `The ${network} upstream could not be reached`
+    case "broken":
+      return `The ${network} upstream broke off its answer`
+    case "status":
+      return `The ${network} upstream answered HTTP ${failure.status}`
+  }
+}
+
 const describeFailure = (failure: Failure): string => {
   switch (failure._tag) {
     case "refused":
@@ -331,7 +347,10 @@ export const make = (config: Config) => {
       const failed = (last: Failure): Effect.Effect<never, Errors.BadGateway | Errors.GatewayTimeout> =>
         last._tag === "timeout"
           ? Effect.fail(new Errors.GatewayTimeout({ message: `The ${network} upstream did not answer within ${timeoutMs} ms` }))
-          : Effect.fail(new Errors.BadGateway({ message: `The ${network} upstream failed: ${describeFailure(last)}` }))
+          : Effect.andThen(
+            Effect.logWarning("RPC upstream failed", { network, cause: describeFailure(last) }),
+            Effect.fail(new Errors.BadGateway({ message: callerMessage(network, last) }))
+          )
       const attempt = (n: number): Effect.Effect<Answer, Errors.BadGateway | Errors.GatewayTimeout> =>
         Effect.flatMap(post(urls[n % urls.length]!, body, timeoutMs), (sent) => {
           const outcome = "_tag" in sent ? sent : interpret(request, sent)

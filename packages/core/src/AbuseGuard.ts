@@ -6,7 +6,8 @@
  * - What counts as a failed attempt (`countsAsFailure`): the caller's own mistakes and failed
  *   authentication, that is the 4xx a caller causes. An honest balance answer (402), a duplicate
  *   still in flight (409), a limit (429, the guard's own included), a request the client abandoned
- *   (499, 408) and every 5xx are not its fault and are not counted.
+ *   (499) and every 5xx are not its fault and are not counted. A body sent too slowly (408) is
+ *   counted: it held upload memory that others were waiting for.
  * - Who the caller is (`track`): a request with valid credentials is judged by its credential, the
  *   API key (`key:<id>`) or the wallet (`wallet:<account>`), never by its address, so one key's
  *   failures block that key and not its account's other keys (nor the ADMIN key that would revoke
@@ -40,11 +41,13 @@ export const message = "Too many failed attempts (over 20). Please wait 30s."
 
 /**
  * The statuses of the 4xx range that are not the caller's failure: 402 (a balance or payment
- * answer), 408 and 499 (the client gave up or was too slow: nothing it did was wrong), 409 (the
- * same `Idempotency-Key` still in flight; the client is told to retry) and 429 (a limit, the
- * guard's own included, so a blocked caller that keeps retrying is released on time).
+ * answer), 499 (the client gave up: nothing it did was wrong), 409 (the same `Idempotency-Key`
+ * still in flight; the client is told to retry) and 429 (a limit, the guard's own included, so a
+ * blocked caller that keeps retrying is released on time). A 408 is a body sent slower than the
+ * server's minimum rate while it held upload memory, which is how a slow-upload attack looks, so it
+ * counts.
  */
-const NOT_FAILURES: ReadonlySet<number> = new Set([402, 408, 409, 429, 499])
+const NOT_FAILURES: ReadonlySet<number> = new Set([402, 409, 429, 499])
 
 /**
  * Whether a response counts as a failed attempt of its caller: a 4xx other than those in

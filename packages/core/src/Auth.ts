@@ -269,7 +269,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       const fresh = yield* store.claimNonce(`${accountId}:${credential.fields.nonce}`, expiresAt - at + clockSkewMs)
       if (!fresh) return yield* invalidWallet
     }
-    yield* store.insertAccount({ id: accountId, createdAt: new Date(at) })
+    // A wallet's account is its address: nothing is stored for it at sign-in, so wallets that
+    // never hold credit (any number of them can be made for free) leave no record behind; its
+    // balance lives in the ledger once it is credited.
     return new WalletPrincipal({ accountId, address, family: credential.family, chainId: credential.fields.chainId })
   })
 

@@ -182,8 +182,17 @@ export class LedgerError extends Data.TaggedError("LedgerError")<{
     | "ExceedsHold"
     | "InvalidAmount"
     | "ReferenceConflict"
+    | "BalanceCeiling"
   readonly message: string
 }> {}
+
+/**
+ * Why a credit that would take an account's balance past `Money.MAX` is refused: every amount the
+ * ledger stores or answers must stay a safe integer, or the account's reads and paid calls fail.
+ *
+ * @category constants
+ */
+export const BALANCE_CEILING_MESSAGE = `The balance would exceed the maximum of ${Money.formatUsd(Money.MAX)} USD`
 
 /** @category constants */
 export const DEFAULT_HOLD_TTL_MS = 10 * 60_000
@@ -472,6 +481,12 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     }
     return account
   }
+  /**
+   * The account for a read or an operation that may be refused: one that was never written is
+   * not stored, so a caller that only looks (a wallet that never held credit, a balance query for
+   * any address) leaves nothing behind.
+   */
+  const peek = (id: string) => accounts.get(id) ?? emptyAccount()
 
   const append = (
     account: MemoryAccount,
@@ -571,6 +586,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
         }
         return { entry: previous.entry, balance: balanceOf(account, now) }
       }
+      if (account.usd + input.amount > Money.MAX) return yield* fail("BalanceCeiling", BALANCE_CEILING_MESSAGE)
       account.usd += input.amount
       const entry = append(account, now, { kind, reference: input.reference, currency: "USD", delta: input.amount, held: Money.zero })
       account.references.set(input.reference, { kind, amount: input.amount, entry })
@@ -603,7 +619,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   const hold = (input: HoldInput, now: number, dryRun = false): Hold | LedgerError => {
     const invalid = checkAmount(input.amount, true)
     if (invalid !== undefined) return invalid
-    const account = accountOf(input.accountId)
+    const account = peek(input.accountId)
     sweep(account, now)
     const existing = account.holds.get(input.reference)
     if (existing !== undefined) {
@@ -620,6 +636,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     const fromUsd = input.amount - fromAllowance
     if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
     if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd), priceVersion: input.priceVersion, expiresAt: now, before }
+    accounts.set(input.accountId, account)
     const day = dayOf(now)
     const created: MemoryHold = {
       hold: {
@@ -650,7 +667,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   const capture = (input: CaptureInput, now: number): Settlement | LedgerError => {
     const invalid = checkAmount(input.amount, true)
     if (invalid !== undefined) return invalid
-    const account = accountOf(input.accountId)
+    const account = peek(input.accountId)
     sweep(account, now)
     const held = account.holds.get(input.reference)
     if (held === undefined) return fail("UnknownHold", `No hold ${input.reference}`)
@@ -675,7 +692,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   }
 
   const release = (accountId: string, reference: string, now: number): Balance | LedgerError => {
-    const account = accountOf(accountId)
+    const account = peek(accountId)
     sweep(account, now)
     const held = account.holds.get(reference)
     if (held === undefined) return fail("UnknownHold", `No hold ${reference}`)
@@ -687,7 +704,7 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
   }
 
   const balance = (accountId: string, now: number): Balance => {
-    const account = accountOf(accountId)
+    const account = peek(accountId)
     sweep(account, now)
     return balanceOf(account, now)
   }
@@ -728,14 +745,14 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     balance: (accountId) => Clock.clockWith((clock) => Effect.succeed(balance(accountId, clock.currentTimeMillisUnsafe()))),
     journal: (accountId, options) =>
       Effect.sync(() => {
-        const journal = accountOf(accountId).journal
+        const journal = peek(accountId).journal
         const start = options.after === undefined ? 0 : upperBound(journal, options.after)
         return journal.slice(start, start + options.limit)
       }),
-    usage: (accountId, query) => Effect.sync(() => pageOf(accountOf(accountId).usage, query)),
+    usage: (accountId, query) => Effect.sync(() => pageOf(peek(accountId).usage, query)),
     usageOffset: (accountId, query) =>
       Effect.sync(() => {
-        const all = pageOf(accountOf(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
+        const all = pageOf(peek(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
         return { entries: all.slice(query.offset, query.offset + query.limit), total: all.length }
       })
   })

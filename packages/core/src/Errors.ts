@@ -134,6 +134,14 @@ export class MethodNotAllowed extends Data.TaggedError("MethodNotAllowed")<{
 /** 409 @category errors */
 export class Conflict extends Data.TaggedError("Conflict")<{ readonly message: string }> {}
 
+/**
+ * 408: the request's body arrived too slowly (see `@tollgate/http` `BodyDeadline`); the connection
+ * is closed with the answer.
+ *
+ * @category errors
+ */
+export class RequestTimeout extends Data.TaggedError("RequestTimeout")<{ readonly message: string }> {}
+
 /** 410 @category errors */
 export class Gone extends Data.TaggedError("Gone")<{ readonly message: string }> {}
 
@@ -192,6 +200,7 @@ export type ApiError =
   | NotFound
   | MethodNotAllowed
   | Conflict
+  | RequestTimeout
   | Gone
   | PayloadTooLarge
   | RateLimited
@@ -214,6 +223,7 @@ export const statusOf: { readonly [K in ApiError["_tag"]]: number } = {
   NotFound: 404,
   MethodNotAllowed: 405,
   Conflict: 409,
+  RequestTimeout: 408,
   Gone: 410,
   PayloadTooLarge: 413,
   RateLimited: 429,

@@ -118,6 +118,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
     const log = Option.getOrUndefined(yield* Effect.serviceOption(RequestLog.RequestLog))
     const metered = Option.getOrUndefined(yield* Effect.serviceOption(Metered.Metered))
+    const auth = Option.getOrUndefined(yield* Effect.serviceOption(Auth.Auth))
     const uploadBudget = options.uploadMemoryBytes === undefined
       ? yield* UploadBudget.UploadBudget
       : UploadBudget.make({ maxBytes: options.uploadMemoryBytes })
@@ -142,6 +143,21 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       }])
     }
     const table = RouteTable.make(entries)
+
+    /**
+     * The 404 or 405 of a request no route takes. One that carries credentials has them checked
+     * first, so the abuse guard counts the failure against the key or wallet when they are valid,
+     * not against the address every anonymous caller behind it shares.
+     */
+    const unmatchedAnswer = (request: HttpServerRequest.HttpServerRequest, allow: ReadonlyArray<string> | undefined): Handle => {
+      const refusal = Effect.succeed(ErrorResponse.render(
+        allow !== undefined
+          ? new Errors.MethodNotAllowed({ message: `Method ${request.method} is not allowed here`, allow })
+          : new Errors.NotFound({ message: `No route for ${request.method} ${pathOf(request.url)}` })
+      ))
+      if (auth === undefined || guard === undefined || !Auth.hasCredentials(request.headers)) return refusal
+      return Effect.andThen(Effect.ignore(auth.authenticate(request.headers)), refusal)
+    }
 
     /** What every response gets just before it is sent: the service headers, the log line, the metrics. */
     const finish = (
@@ -222,11 +238,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
 
       const answer: Handle = found !== undefined
         ? found.value.handler
-        : Effect.succeed(ErrorResponse.render(
-          match._tag === "MethodNotAllowed"
-            ? new Errors.MethodNotAllowed({ message: `Method ${request.method} is not allowed here`, allow: match.allow })
-            : new Errors.NotFound({ message: `No route for ${request.method} ${pathOf(request.url)}` })
-        ))
+        : unmatchedAnswer(request, match._tag === "MethodNotAllowed" ? match.allow : undefined)
       // The compression middleware reads `HttpPlatform` from the context set above.
       const run = compressed ? compress(answer) as Handle : answer
       if (tracking?.admit === undefined) return run

@@ -2,7 +2,8 @@
  * Bearer authentication for the routes outside the metered pipeline (key management, billing,
  * rate limits, metrics), written once: the request's credentials become an API-key principal, a
  * request without one is a 401, a key without the right is a 403, and the principal is named in
- * `CurrentRequest` for the logs, as `Metered.run` does for the paid routes.
+ * `CurrentRequest` for the logs, as `Metered.run` does for the paid routes. `upFront` is the check
+ * of a metered route's credentials before its body is read.
  *
  * @since 0.1.0
  */
@@ -58,3 +59,28 @@ export const requireAdmin: (
   if (principal._tag !== "ApiKey") return yield* new Errors.Forbidden({ message: "This operation requires an ADMIN API key" })
   return yield* identify(principal)
 })
+
+/**
+ * Checks the request's credentials whole (an API key's signature and standing, or a wallet's
+ * signature and single-use nonce) before anything of its body is read or any upload memory is
+ * held: a caller with bad credentials gets its 401 for the cost of its headers, and a valid one is
+ * named from here on, so the abuse guard counts whatever fails next against it, and the upload
+ * budget charges its share. The credentials are kept in `CurrentRequest` for `Metered.run`.
+ * `None` when the request carries none.
+ *
+ * @category authentication
+ */
+export const upFront = (
+  auth: Auth.Auth["Service"]
+): Effect.Effect<Option.Option<Principal.Principal>, Failure, HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    Effect.flatMap(auth.authenticateUnconfirmed(request.headers), (found) => {
+      if (Option.isNone(found)) return Effect.succeed(Option.none())
+      const { confirm, principal } = found.value
+      const named = Effect.map(CurrentRequest, (current) => {
+        current.principalId = Principal.describe(principal)
+        current.credentials = found.value
+        return Option.some(principal)
+      })
+      return confirm === undefined ? named : Effect.andThen(confirm, named)
+    }))

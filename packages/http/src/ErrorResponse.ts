@@ -79,6 +79,9 @@ export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerRes
         { error: error.message },
         error.retryAfterSeconds === undefined ? undefined : { "retry-after": String(error.retryAfterSeconds) }
       )
+    case "RequestTimeout":
+      // The rest of a body that came too slowly is not waited for: the connection ends here.
+      return json(status, { error: error.message }, { connection: "close" })
     default:
       return json(status, { error: error.message })
   }

@@ -3,9 +3,10 @@
  * claims the `Idempotency-Key`, admits the call (rate limits and a credit hold for the worst-case
  * price, all or nothing), runs the route's work, captures the actual price and releases the rest
  * (appending the usage entry in the same ledger step), completes the idempotency record and adds
- * the rate-limit and balance headers. Once admitted, a failure or an interruption (a client that
- * disconnects) releases the hold in a finalizer; a streamed response captures what it produced
- * when the stream ends, fails or is cut. A call that starts a job (a video) hands its hold over to
+ * the rate-limit and balance headers. Once admitted, a failure, or an interruption (a client that
+ * disconnects) before the route's work starts, releases the hold in a finalizer; once the work has
+ * started it is not interrupted, and is captured for what it used; a streamed response captures
+ * what it produced when the stream ends, fails or is cut. A call that starts a job (a video) hands its hold over to
  * the job instead (`Deferred`): the job captures or releases it later by its reference. A hold
  * that nothing settles (a process crash, a job never polled) expires.
  *
@@ -25,6 +26,7 @@ import * as RateLimiter from "@tollgate/core/RateLimiter"
 import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Authenticate from "./Authenticate.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as Observability from "./Observability.ts"
 import * as PerCallPayment from "./PerCallPayment.ts"
@@ -184,10 +186,12 @@ export class Metered extends Context.Service<Metered, {
    * What a metered route's request must pass before the route reads its body: one without any
    * credentials gets the discovery 402 at once, or a 413 when its declared body is over the app's
    * default cap (that cap applies first; a route's higher cap is for callers with credentials).
-   * So an anonymous caller cannot make the service parse or token-count a large body. With
-   * `PerCallPayment`, an x402 payment header counts as credentials, and an anonymous body of at
-   * most `PerCallPayment.PRICED_BODY_MAX_BYTES` is read and priced, so its 402 offers the call.
-   * `App` runs it ahead of every route marked `metered` (`Route.Route.metered`).
+   * So an anonymous caller cannot make the service parse or token-count a large body. Credentials
+   * are checked whole here (`Authenticate.upFront`), so bad ones cannot hold upload memory either.
+   * With `PerCallPayment`, an x402 payment header counts as credentials (it is verified when the
+   * call starts), and an anonymous body of at most `PerCallPayment.PRICED_BODY_MAX_BYTES` is read
+   * and priced, so its 402 offers the call. `App` runs it ahead of every route marked `metered`
+   * (`Route.Route.metered`).
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}
@@ -311,6 +315,8 @@ export const layer = (options: Options = {}): Layer.Layer<
       principal!: Principal.Principal
       pending: Auth.Unconfirmed["pending"]
       blockRead = false
+      /** The hold was captured or handed to a job: an interruption after that gives nothing back. */
+      settled = false
       reference = ""
       readonly call: MeteredCall
       readonly context: Context.Context<HttpServerRequest.HttpServerRequest>
@@ -350,7 +356,12 @@ export const layer = (options: Options = {}): Layer.Layer<
             serve: (principal) => Effect.tapError(this.authenticated(Option.some({ principal, confirm: undefined, pending: undefined })), this.counted)
           })
         }
-        return Effect.flatMap(traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers)), (found) => this.authenticated(found))
+        // Credentials checked before the body was read (`requireCredentials`) are not checked again.
+        const checked = this.current.credentials
+        const authenticated = checked === undefined
+          ? traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers))
+          : Effect.succeed(Option.some(checked))
+        return Effect.flatMap(authenticated, (found) => this.authenticated(found))
       }
 
       authenticated(found: Option.Option<Auth.Unconfirmed>): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
@@ -400,7 +411,7 @@ export const layer = (options: Options = {}): Layer.Layer<
             ? admitted
             : Effect.onError(admitted, () => Effect.ignore(idempotency.abandon(this.principal.accountId, idem.key))),
           (admitted) => this.use(admitted),
-          (admitted, exit) => exit._tag === "Success" ? Effect.void : this.giveBack(admitted, true)
+          (admitted, exit) => exit._tag === "Success" || this.settled ? Effect.void : this.giveBack(admitted, true)
         )
       }
 
@@ -457,12 +468,15 @@ export const layer = (options: Options = {}): Layer.Layer<
       use(admitted: Admitted): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
         // The key's standing was found good in the admission's step; what follows it (the abuse
         // guard's check of the principal) runs now, and a refusal gives the admission back.
-        const executed = Effect.suspend(() => {
+        // Once the backend is called, a client that disconnects does not stop it: the upstream's
+        // work is a real cost, so the call runs to its end (bounded by the backend's own timeout)
+        // and is settled with what it used, and only the answer is lost (docs/operations.md).
+        const executed = Effect.uninterruptible(Effect.suspend(() => {
           this.step = "backend"
           const startedAt = this.clock.currentTimeMillisUnsafe()
           const outcome = this.call.execute({ principal: this.principal, requestId: this.current.requestId, holdReference: this.reference })
           return Effect.flatMap(traced("tollgate.backend", outcome, { sku: this.call.sku }), (outcome) => this.respond(admitted, outcome, startedAt))
-        })
+        }))
         return this.pending === undefined ? executed : Effect.andThen(this.afterStanding(this.pending), executed)
       }
 
@@ -476,6 +490,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         const headers = callHeaders(admitted, "_tag" in outcome ? undefined : outcome.headers)
         if ("_tag" in outcome) {
           if (outcome._tag === "Deferred") {
+            this.settled = true
             const response = HttpServerResponse.setHeaders(outcome.response, headers)
             const settled = Effect.as(admitted.admission.settle({}), response)
             if (idem === undefined) return settled
@@ -542,6 +557,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         return traced("tollgate.capture", Effect.matchEffect(this.at("admission", settled), {
           onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
           onSuccess: (settlement) => {
+            this.settled = true
             countCaptured(context, amount)
             return Effect.succeed(settlement)
           }
@@ -574,7 +590,16 @@ export const layer = (options: Options = {}): Layer.Layer<
       }))
 
     const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (Auth.hasCredentials(request.headers) || perCall?.carries(request.headers) === true) return Effect.void
+      // A payment is verified when the call starts, and takes precedence over other credentials.
+      if (perCall?.carries(request.headers) === true) return Effect.void
+      if (Auth.hasCredentials(request.headers)) {
+        return Effect.withFiber((fiber) =>
+          traced("tollgate.auth", Authenticate.upFront(auth)).pipe(
+            Effect.tapError((error) => Effect.sync(() => countFailure(error, "auth", "", fiber.context))),
+            Effect.asVoid
+          )
+        )
+      }
       return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {
         const declared = Number(request.headers["content-length"] ?? 0)
         if (cap !== undefined && declared > Number(cap)) {

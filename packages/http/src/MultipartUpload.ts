@@ -13,6 +13,7 @@
 import { Errors } from "@tollgate/core"
 import { ByteSize, Effect, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, Multipart } from "effect/http"
+import * as BodyDeadline from "./BodyDeadline.ts"
 import { UploadBudget } from "./UploadBudget.ts"
 
 /** Room for the other parts and the multipart framing around a file at the cap. */
@@ -55,7 +56,8 @@ const fromMultipart = (maxBytes: number) => (error: Multipart.MultipartError): E
 
 /**
  * Reads the form: the `file` part into memory, stopping at `maxBytes`, and the text `fields`
- * named; fails with a 400 when the body is not multipart, a 413 when the file or the form is too large.
+ * named; fails with a 400 when the body is not multipart, a 413 when the file or the form is too large,
+ * a 408 when it arrives too slowly (`BodyDeadline`).
  *
  * @category decoding
  */
@@ -81,7 +83,7 @@ export const read = (options: {
     let fileAsField = false
     let filename = "file"
     let contentType = "application/octet-stream"
-    yield* Stream.runForEach(request.multipartStream, (part): Effect.Effect<void, Errors.ApiError | Multipart.MultipartError> => {
+    yield* BodyDeadline.read(Stream.runForEach(request.multipartStream, (part): Effect.Effect<void, Errors.ApiError | Multipart.MultipartError> => {
       if (part._tag === "Field") {
         if (wanted.has(part.key)) fields[part.key] = part.value
         if (part.key === fileField) fileAsField = true
@@ -104,7 +106,7 @@ export const read = (options: {
       Effect.provideService(Multipart.MaxFileSize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
       Effect.provideService(Multipart.MaxFieldSize, ByteSize.bytes(FRAMING_BYTES)),
       Effect.provideService(Multipart.MaxParts, 16)
-    )
+    ))
     const problems: Array<Problem> = []
     if (files === 0) problems.push({ path: [fileField], message: fileAsField ? "Expected a file upload" : "Required" })
     else if (files > 1) problems.push({ path: [fileField], message: "Expected exactly one file" })

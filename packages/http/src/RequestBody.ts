@@ -4,14 +4,18 @@
  * a 413 and one that is not JSON a 400, and `schema` decodes it into a 400 DetailedError naming
  * every bad field. Routes never read `request.json` themselves, so the answer to a bad body does
  * not depend on which route received it. A body read under a raised cap first holds its size
- * against the process's `UploadBudget` for the rest of the request.
+ * against the process's `UploadBudget` for the rest of the request. Every body is read under the
+ * `BodyDeadline`: one that arrives too slowly is a 408. A JSON body nested deeper than
+ * `JsonDepth.MAX_DEPTH` is a 400.
  *
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
 import { type ByteSize, Effect, Schema, type Scope } from "effect"
 import { HttpIncomingMessage, type HttpServerError, HttpServerRequest } from "effect/http"
+import * as BodyDeadline from "./BodyDeadline.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
+import * as JsonDepth from "./JsonDepth.ts"
 import { UploadBudget } from "./UploadBudget.ts"
 
 /**
@@ -23,7 +27,7 @@ export const json = (
   maxBytes?: ByteSize.ByteSize
 ): Effect.Effect<
   unknown,
-  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.gen(function*() {
@@ -33,10 +37,12 @@ export const json = (
     const body = maxBytes === undefined
       ? request.json
       : Effect.provideService(request.json, HttpIncomingMessage.MaxBodySize, maxBytes)
-    return yield* Effect.mapError(body, (error) =>
+    const parsed = yield* BodyDeadline.read(Effect.mapError(body, (error) =>
       error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
         ? ErrorResponse.bodyTooLarge(limit)
-        : new Errors.InvalidRequest({ message: unparsable(error.reason.cause) }))
+        : new Errors.InvalidRequest({ message: unparsable(error.reason.cause) })))
+    if (JsonDepth.exceeds(parsed)) return yield* JsonDepth.tooDeep
+    return parsed
   })
 
 /**
@@ -57,14 +63,14 @@ export const bytes = (
   maxBytes?: ByteSize.ByteSize
 ): Effect.Effect<
   Uint8Array,
-  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     if (maxBytes === undefined) {
-      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap) => Effect.mapBoth(request.arrayBuffer, bytesRead(cap)))
+      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap) => BodyDeadline.read(Effect.mapBoth(request.arrayBuffer, bytesRead(cap))))
     }
-    const body = Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead(maxBytes))
+    const body = BodyDeadline.read(Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead(maxBytes)))
     return Effect.andThen(Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes))), body)
   })
 
@@ -101,7 +107,7 @@ export const schema = <S extends Schema.Decoder<unknown>>(
   maxBytes?: ByteSize.ByteSize
 ): Effect.Effect<
   S["Type"],
-  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable,
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
   Effect.flatMap(json(maxBytes), (body) => decode(schema, body))

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import type { Auth } from "@tollgate/core"
 import { Context } from "effect"
 
 /** @category models */
@@ -21,6 +22,11 @@ export interface RequestContext {
   readonly params: Readonly<Record<string, string>>
   /** Set by the route once authentication succeeded; never a secret. */
   principalId: string | undefined
+  /**
+   * The credentials a metered route checked before it read the body (`Authenticate.upFront`), so
+   * the pipeline does not check them again: a wallet's sign-in message is accepted once.
+   */
+  credentials?: Auth.Unconfirmed | undefined
 }
 
 /**

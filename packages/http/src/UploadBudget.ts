@@ -7,6 +7,11 @@
  * 503 with `Retry-After` and nothing is read. A request larger than the whole budget holds all of
  * it, so it still runs, alone.
  *
+ * Each principal (an API key, a wallet) may hold at most its share of the budget
+ * (`DEFAULT_SHARE`, half of it by default) at once, so one caller's uploads, slow or not, always
+ * leave room for everyone else's; past its share a request waits the same way, then gets the 503.
+ * Metered routes authenticate the caller before they read a body, so the principal is known here.
+ *
  * The bytes are the permits of one Effect `Semaphore`, taken in the request's scope, so they come
  * back however the request ends (answered, failed, or its client gone).
  *
@@ -17,6 +22,7 @@ import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Context, Effect, Option, Semaphore } from "effect"
 import type { Scope } from "effect"
 import { HttpServerRequest } from "effect/http"
+import { CurrentRequest } from "./RequestContext.ts"
 
 /** @category models */
 export interface Options {
@@ -24,6 +30,8 @@ export interface Options {
   readonly maxBytes: number
   /** How long a request waits for room before its 503; default 5 seconds (a 25 MB document's extraction). */
   readonly waitMs?: number
+  /** Bytes one principal may hold at once; default `DEFAULT_SHARE` of `maxBytes`. */
+  readonly shareBytes?: number
 }
 
 /**
@@ -33,6 +41,14 @@ export interface Options {
  * @category constants
  */
 export const DEFAULT_MAX_BYTES = 4 * DocumentExtractor.MAX_BYTES
+
+/**
+ * The fraction of the budget one principal may hold: two uploads at the text parser's cap of the
+ * default budget, and the other half always left to other callers.
+ *
+ * @category constants
+ */
+export const DEFAULT_SHARE = 0.5
 
 /** @category models */
 export interface Budget {
@@ -51,11 +67,37 @@ export interface Budget {
  */
 export const make = (options: Options): Budget => {
   const semaphore = Semaphore.makeUnsafe(options.maxBytes)
+  const shareBytes = Math.max(1, Math.floor(options.shareBytes ?? options.maxBytes * DEFAULT_SHARE))
   const wait = options.waitMs ?? 5_000
-  const full = new Errors.ServiceUnavailable({
-    message: "The server is busy with other uploads; retry shortly",
-    retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000))
+  const retryAfterSeconds = Math.max(1, Math.ceil(wait / 1000))
+  const full = new Errors.ServiceUnavailable({ message: "The server is busy with other uploads; retry shortly", retryAfterSeconds })
+  const shareFull = new Errors.ServiceUnavailable({
+    message: "Your uploads in progress hold your share of the server's upload memory; retry when one ends",
+    retryAfterSeconds
   })
+  /** Each principal's share while it holds some of it, with how many requests hold it. */
+  const shares = new Map<string, { readonly semaphore: Semaphore.Semaphore; holders: number }>()
+
+  const take = (from: Semaphore.Semaphore, bytes: number, refusal: Errors.ServiceUnavailable) =>
+    Effect.flatMap(Effect.timeoutOption(from.takeScoped(bytes), wait), (taken) => Option.isSome(taken) ? Effect.void : Effect.fail(refusal))
+
+  const share = (principal: string) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        let held = shares.get(principal)
+        if (held === undefined) {
+          held = { semaphore: Semaphore.makeUnsafe(shareBytes), holders: 0 }
+          shares.set(principal, held)
+        }
+        held.holders++
+        return held
+      }),
+      (held) =>
+        Effect.sync(() => {
+          if (--held.holders === 0) shares.delete(principal)
+        })
+    )
+
   return {
     maxBytes: options.maxBytes,
     hold: (capBytes) =>
@@ -63,10 +105,12 @@ export const make = (options: Options): Budget => {
         const declared = Number(request.headers["content-length"])
         const bytes = Math.min(Number.isFinite(declared) && declared >= 0 ? declared : capBytes, capBytes, options.maxBytes)
         if (bytes === 0) return Effect.void
-        return Effect.flatMap(
-          Effect.timeoutOption(semaphore.takeScoped(bytes), wait),
-          (taken) => Option.isSome(taken) ? Effect.void : Effect.fail(full)
-        )
+        const global = take(semaphore, bytes, full)
+        return Effect.flatMap(CurrentRequest, (current) => {
+          const principal = current.principalId
+          if (principal === undefined) return global
+          return Effect.flatMap(share(principal), (held) => Effect.andThen(take(held.semaphore, Math.min(bytes, shareBytes), shareFull), global))
+        })
       })
   }
 }

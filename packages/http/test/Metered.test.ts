@@ -215,20 +215,25 @@ describe("Metered: a failure after admission releases the hold; nothing is charg
     expect(await usage()).toEqual([])
   })
 
-  it("a client that disconnects mid-call releases the hold", async () => {
+})
+
+describe("Metered: a client that disconnects once the backend was called does not stop it; the call is charged what it used", () => {
+  it("the backend runs to its end after the client is gone, and its usage is captured", async () => {
     await fund(Money.usd(1))
     const started = Deferred.makeUnsafe<void>()
-    behaviour = () => Deferred.succeed(started, undefined).pipe(Effect.andThen(Effect.never))
+    const finish = Deferred.makeUnsafe<void>()
+    behaviour = () => Deferred.succeed(started, undefined).pipe(Effect.andThen(Deferred.await(finish)), Effect.andThen(ok(1_000)))
     const controller = new AbortController()
     const pending = post("/api/v1/test/metered", asKey(), { signal: controller.signal }).catch(() => undefined)
     await run(Deferred.await(started))
     expect((await balance()).heldUsd).toBe(quote.amount)
     controller.abort()
+    await run(Deferred.succeed(finish, undefined))
     await pending
     await run(Effect.gen(function*() {
       while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
     }).pipe(Effect.timeout("2 seconds")))
-    expect((await balance()).usd).toBe(Money.usd(1))
+    expect((await balance()).usd).toBe(Money.usd(1) - 1_000)
   })
 })
 

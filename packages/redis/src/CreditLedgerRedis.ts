@@ -48,6 +48,7 @@ local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}
 local FORGET_STEP = 60000
 local NEVER = 9007199254740992
 local NANO = 1000000000
+local MAX_NANO = ${Money.MAX}
 
 -- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
 -- redis.call is formatted with %.17g, which costs as much as the command.
@@ -113,12 +114,13 @@ local function append(kind, ref, currency, delta, held)
   return { id, ts, kind, ref, currency, d, h }
 end
 
--- Numbers, which Redis answers as integers: usd, held, available, staked tokens, allowance left.
+-- usd, held, available, staked tokens, allowance left, as integer strings: the Node client reads
+-- an integer reply near 2^53 (a balance at Money.MAX) one off, and a string is read exactly.
 local function balance()
   local usd, held, stake = field('usd'), field('held'), field('stake')
   local allowance = stake * NANO - field(AU) - field(AH)
   if allowance < 0 then allowance = 0 end
-  return { usd, held, usd - held, stake, allowance }
+  return { s(usd), s(held), s(usd - held), s(stake), s(allowance) }
 end
 
 -- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
@@ -209,7 +211,9 @@ local function sweep(force)
     end
   end
   local first = redis.call('ZRANGE', X, '0', '0', 'WITHSCORES')
-  setField('sweepAt', tonumber(first[2]) or NEVER)
+  -- An account that was never written (a wallet that only looked at its balance or was refused a
+  -- hold) stays unwritten: nothing is stored for it, so it leaves no key behind.
+  if first[2] or stored.lastMs then setField('sweepAt', tonumber(first[2]) or NEVER) end
 end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
@@ -226,9 +230,9 @@ local function holdCheck(ref, amount)
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
   local b = balance()
   local total = tonumber(amount)
-  local fa = math.min(total, b[5])
+  local fa = math.min(total, tonumber(b[5]))
   local fu = total - fa
-  if fu > b[3] then return { 'err', 'InsufficientFunds' } end
+  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
   return nil, { fa = fa, fu = fu, before = b }
 end
 
@@ -303,6 +307,7 @@ local function run()
       setField('stake', tonumber(amount))
       e = append(op, ref, 'DIEM', 0, 0)
     else
+      if field('usd') + tonumber(amount) > MAX_NANO then return { 'err', 'BalanceCeiling' } end
       addField('usd', tonumber(amount))
       e = append(op, ref, 'USD', tonumber(amount), 0)
     end
@@ -320,7 +325,7 @@ saveAccount()
 return reply
 `
 
-type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<number>]
+type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<string>]
 
 const ledgerScript = (retentionMs: number) =>
   Redis.script(
@@ -358,7 +363,8 @@ const messages: Record<CreditLedger.LedgerError["reason"], string> = {
   HoldClosed: "The hold was released",
   ExceedsHold: "The capture exceeds the hold",
   InvalidAmount: "Invalid amount",
-  ReferenceConflict: "The reference was used for another operation"
+  ReferenceConflict: "The reference was used for another operation",
+  BalanceCeiling: CreditLedger.BALANCE_CEILING_MESSAGE
 }
 
 /**

@@ -19,6 +19,10 @@ import * as HttpParserErrors from "./HttpParserErrors.ts"
 import * as Services from "./Services.ts"
 import * as Telemetry from "./Telemetry.ts"
 
+/** The accounts whose ADMIN keys may grant credit and read the metrics: dev mode's demo account there. */
+const operatorAccountIds = (config: Config.ServerConfig): ReadonlyArray<string> =>
+  Config.isDevMode(config) ? [DevCredentials.demoAccountId] : config.operatorAccountIds
+
 /**
  * The application layer (routes, middleware and services) for a configuration. `services` defaults
  * to `Services.layer(config)`; passing the same layer value elsewhere in one build shares its
@@ -34,7 +38,7 @@ export const appLayer = (
   endpoints: ReadonlyArray<Route.Route<Metered.Metered>> = []
 ) =>
   Layer.mergeAll(
-    App.layer([...Routes.all, ...Metrics.routes(config.metrics), ...endpoints], {
+    App.layer([...Routes.all, ...Metrics.routes(config.metrics, operatorAccountIds(config)), ...endpoints], {
       maxBodyBytes: config.maxBodyBytes,
       trustedProxies: config.trustedProxies,
       uploadMemoryBytes: config.uploadMemoryBytes
@@ -42,10 +46,7 @@ export const appLayer = (
     Config.isDevMode(config) ? DevMode.layer(config, options, startupNotice(config.logLevel)) : Layer.empty
   ).pipe(
     Layer.provide(services),
-    Layer.provide(Layer.succeed(Billing.BillingOptions, {
-      ...Billing.defaultOptions,
-      operatorAccountIds: Config.isDevMode(config) ? [DevCredentials.demoAccountId] : config.operatorAccountIds
-    })),
+    Layer.provide(Layer.succeed(Billing.BillingOptions, { ...Billing.defaultOptions, operatorAccountIds: operatorAccountIds(config) })),
     Layer.provide(ServiceInfo.layer({
       publicOrigin: config.publicOrigin,
       ...(config.serviceVersion === undefined ? {} : { version: config.serviceVersion })

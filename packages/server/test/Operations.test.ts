@@ -44,12 +44,12 @@ const start = async (observe: Layer.Layer<never> = Logger.layer([]), env: Record
 
 let accounts = 0
 
-/** An account with one key (INFERENCE unless said) and `grant` of credits. */
-const account = (instance: Instance, grant: Money.Nano, type: "INFERENCE" | "ADMIN" = "INFERENCE") =>
+/** An account (`id`, or a fresh one) with one key (INFERENCE unless said) and `grant` of credits. */
+const account = (instance: Instance, grant: Money.Nano, type: "INFERENCE" | "ADMIN" = "INFERENCE", id?: string) =>
   Effect.runPromise(Effect.gen(function*() {
     const auth = yield* Auth.Auth
     const ledger = yield* CreditLedger.CreditLedger
-    const created = yield* auth.createAccount()
+    const created = yield* auth.createAccount(id === undefined ? {} : { id })
     const { key } = yield* auth.createKey({ accountId: created.id, type, description: "operations tests" })
     if (grant > 0) yield* ledger.grant({ accountId: created.id, amount: grant, reference: `operations-${accounts++}` })
     const spent = () => Effect.runPromise(Effect.map(ledger.balance(created.id), (balance) => grant - balance.usd).pipe(Effect.provide(instance.seeded)))
@@ -139,7 +139,7 @@ describe("GET /metrics counts requests by route and status, and admissions and r
   })
 })
 
-describe("TOLLGATE_METRICS decides who may scrape: off (no route, the default), open, or ADMIN keys only", () => {
+describe("TOLLGATE_METRICS decides who may scrape: off (no route, the default), open, or ADMIN keys of operator accounts only", () => {
   it("off: /metrics is a 404", async () => {
     const instance = await start(Logger.layer([]), { TOLLGATE_METRICS: "off" })
     try {
@@ -149,16 +149,21 @@ describe("TOLLGATE_METRICS decides who may scrape: off (no route, the default), 
     }
   }, 60_000)
 
-  it("admin: no key is a 401, an INFERENCE key a 403, an ADMIN key gets the metrics", async () => {
+  it("admin: no key is a 401, an INFERENCE key a 403, a customer's ADMIN key a 403, an operator's ADMIN key gets the metrics", async () => {
+    // Dev mode: the demo account is the operator's.
     const instance = await start(Logger.layer([]), { TOLLGATE_METRICS: "admin" })
     try {
       const scrapeWith = (key?: string) =>
         instance.web.handler(new Request("http://localhost/metrics", key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }))
       const inference = await account(instance, Money.zero)
-      const admin = await account(instance, Money.zero, "ADMIN")
+      const customer = await account(instance, Money.zero, "ADMIN")
+      const operator = await account(instance, Money.zero, "ADMIN", "acct_demo")
       expect((await scrapeWith()).status).toBe(401)
       expect((await scrapeWith(inference.key)).status).toBe(403)
-      const scraped = await scrapeWith(admin.key)
+      const refused = await scrapeWith(customer.key)
+      expect(refused.status).toBe(403)
+      expect(await refused.json()).toEqual({ error: "Only operator accounts may read the metrics" })
+      const scraped = await scrapeWith(operator.key)
       expect(scraped.status).toBe(200)
       expect(await scraped.text()).toContain("# TYPE tollgate_http_requests_total counter")
     } finally {
@@ -356,8 +361,8 @@ describe("Redis unreachable: the metered pipeline refuses with a 503 (fail-close
     const after = await scrape(instance)
     const added = (labels: Record<string, string>) =>
       total(after, "tollgate_redis_errors_total", labels) - total(before, "tollgate_redis_errors_total", labels)
-    // The key's standing, the credit hold and the rate-limit take are one store operation: one failure.
-    expect(added({ service: "admission" })).toBe(1)
+    // The key's standing is checked before the body is read, and that check fails first: one failure.
+    expect(added({ service: "auth" })).toBe(1)
     expect(added({ policy: "fail-closed" })).toBe(1)
   }, 60_000)
 })

@@ -62,12 +62,9 @@ const INVALID_QUERY = "Invalid query parameters"
 
 const DEPRECATION_NOTICE = "GET /api/v1/billing/usage is deprecated and will be removed; use GET /api/v1/billing/usage-history"
 
-const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
-  /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text))
-    ? true
-    : "must be an ISO 8601 date"))
+const IsoDate = RequestQuery.IsoDate
 
-const PageSize = Schema.FiniteFromString.check(
+const PageSize = RequestQuery.DecimalInteger.check(
   Schema.isInt({ message: "must be an integer" }),
   Schema.isBetween({ minimum: 1, maximum: 500 }, { message: "must be between 1 and 500" })
 )
@@ -83,7 +80,7 @@ const Filters = {
 /** @category schemas */
 export const UsageQuery = Schema.Struct({
   ...Filters,
-  page: Schema.optionalKey(Schema.FiniteFromString.check(
+  page: Schema.optionalKey(RequestQuery.DecimalInteger.check(
     Schema.isInt({ message: "must be an integer" }),
     Schema.isGreaterThanOrEqualTo(1, { message: "must be at least 1" })
   ))
@@ -95,9 +92,15 @@ export const UsageHistoryQuery = Schema.Struct({
   cursor: Schema.optionalKey(Schema.String)
 })
 
+/** The ids accounts are created with (`Auth.createAccount`), wallets' included. */
+const ACCOUNT_ID = /^[A-Za-z0-9_.:-]{1,128}$/u
+
+/** A wallet's account id (`Principal.walletAccountId`): its account exists once it has credit. */
+const WALLET_ACCOUNT_ID = /^wallet:(?:evm:0x[0-9a-f]{40}|solana:[1-9A-HJ-NP-Za-km-z]{32,44})$/u
+
 /** @category schemas */
 export const GrantRequest = Schema.Struct({
-  accountId: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)),
+  accountId: Schema.String.check(Schema.isPattern(ACCOUNT_ID, { message: "must match [A-Za-z0-9_.:-]{1,128}" })),
   amountUsd: Schema.String.check(Schema.makeFilter((text: string) => {
     const parsed = Money.parseUsd(text)
     return Result.isSuccess(parsed) && parsed.success > 0 ? true : "must be a positive decimal amount of USD with at most 9 decimals"
@@ -259,6 +262,12 @@ export const grantCredits = Route.make(
         })
       }
       const body = yield* RequestBody.schema(GrantRequest)
+      if (!WALLET_ACCOUNT_ID.test(body.accountId) && Option.isNone(yield* auth.getAccount(body.accountId))) {
+        return yield* new Errors.InvalidRequest({
+          message: "Unknown account",
+          details: Errors.fieldErrors([{ path: ["accountId"], message: "is not the id of an existing account or a wallet" }])
+        })
+      }
       const amount = Result.getOrThrow(Money.parseUsd(body.amountUsd))
       const receipt = yield* ledger.grant({ accountId: body.accountId, amount, reference: `grant:${body.reference}` }).pipe(
         Effect.catchTag("LedgerError", (error): Effect.Effect<never, Errors.ApiError> =>
@@ -283,7 +292,10 @@ export const grantCredits = Route.make(
     request: { contentType: "application/json", schema: GrantRequest },
     responses: {
       200: { description: "The grant and the account's new balance" },
-      400: { description: "Invalid body", schema: Errors.DetailedError },
+      400: {
+        description: "Invalid body, an account that does not exist, or a grant that would take the balance past the maximum",
+        schema: Errors.DetailedError
+      },
       403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
       409: { description: "The reference was used for a different grant", schema: Errors.StandardError }
     }

@@ -1,11 +1,13 @@
 /**
  * `GET /metrics`: every metric of the process in Prometheus text format. Operators choose who may
  * scrape it: nobody (`off`, the route does not exist), anyone who reaches the port (`open`, for a
- * scraper on a private network), or only ADMIN keys (`admin`).
+ * scraper on a private network), or only ADMIN keys of operator accounts (`admin`). The figures
+ * are the whole deployment's (credits captured from every customer, upstream errors), so a
+ * customer's ADMIN key, which manages only its own account, is refused with a 403.
  *
  * @since 0.1.0
  */
-import { Auth } from "@tollgate/core"
+import { Auth, Errors } from "@tollgate/core"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
@@ -29,11 +31,12 @@ const docs = (access: "open" | "admin"): Route.Docs => ({
 })
 
 /**
- * The metrics route for an access mode; none when `off`.
+ * The metrics route for an access mode; none when `off`. In `admin` mode only the ADMIN keys of
+ * `operatorAccountIds` may read it.
  *
  * @category routes
  */
-export const routes = (access: Access): ReadonlyArray<Route.Route<Auth.Auth>> => {
+export const routes = (access: Access, operatorAccountIds: ReadonlyArray<string> = []): ReadonlyArray<Route.Route<Auth.Auth>> => {
   switch (access) {
     case "off":
       return []
@@ -43,7 +46,11 @@ export const routes = (access: Access): ReadonlyArray<Route.Route<Auth.Auth>> =>
       return [Route.make(
         "GET",
         "/metrics",
-        Effect.map(Auth.Auth, (auth) => Effect.andThen(Authenticate.requireAdmin(auth), scrape)),
+        Effect.map(Auth.Auth, (auth) =>
+          Effect.flatMap(Authenticate.requireAdmin(auth), (principal) =>
+            operatorAccountIds.includes(principal.accountId)
+              ? scrape
+              : Effect.fail(new Errors.Forbidden({ message: "Only operator accounts may read the metrics" })))),
         docs(access)
       )]
   }

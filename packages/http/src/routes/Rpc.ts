@@ -15,6 +15,7 @@ import { Context, Effect, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
 import * as Endpoint from "../Endpoint.ts"
+import * as JsonDepth from "../JsonDepth.ts"
 import { Metered, type Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { CurrentRequest } from "../RequestContext.ts"
@@ -22,7 +23,8 @@ import * as Route from "../Route.ts"
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
-    return Result.succeed(JsonRpc.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")))
+    const json = JsonRpc.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"))
+    return JsonDepth.exceeds(json) ? Result.fail(JsonDepth.tooDeep) : Result.succeed(json)
   } catch {
     return Result.fail(new Errors.InvalidRequest({ message: "Invalid JSON-RPC request: the body is not JSON" }))
   }

@@ -18,6 +18,7 @@ import { Auth } from "@tollgate/core/Auth"
 import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
 import { Effect, Layer, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as JsonDepth from "../JsonDepth.ts"
 import { PaymentRequiredBodies } from "../Metered.ts"
 import * as Route from "../Route.ts"
 
@@ -50,6 +51,7 @@ const requestedAmount = Effect.fn("X402.requestedAmount")(function*(config: X402
   const text = yield* request.text.pipe(Effect.mapError(() => invalid("Request body could not be read")))
   if (text.trim() === "") return config.minimumTopUp
   const body = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => invalid("The body must be JSON") })
+  if (JsonDepth.exceeds(body)) return yield* JsonDepth.tooDeep
   const raw = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>)["amountUsd"] : undefined
   return yield* Effect.fromResult(parseAmount(config, raw))
 })
