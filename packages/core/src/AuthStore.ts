@@ -9,6 +9,7 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { Account, ApiKeyRecord } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
+import * as KeyCaps from "./KeyCaps.ts"
 
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.
@@ -44,13 +45,7 @@ export class Memory extends Context.Service<Memory, {
   readonly keyStatus: (accountId: string, keyId: string) => KeyStatus
 }>()("@tollgate/core/AuthStore/Memory") {}
 
-/**
- * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
- * `Memory`.
- *
- * @category layers
- */
-export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
+const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
@@ -100,3 +95,15 @@ export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(()
   })
   return Context.make(AuthStore, store).pipe(Context.add(Memory, Memory.of({ keyStatus })))
 })
+
+/**
+ * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
+ * `Memory`, and the keys' spend caps beside it (`KeyCaps.layerMemory`): wherever keys are stored,
+ * their caps are.
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory> = Layer.merge(
+  layerAccounts,
+  KeyCaps.layerMemory
+)

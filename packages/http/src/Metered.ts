@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans, Staking, X402 } from "@tollgate/core"
+import { AbuseGuard, Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, type PricingEngine, Principal, Spans, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -381,6 +381,11 @@ export const layer = (options: Options = {}): Layer.Layer<
         })
       }
 
+      /** The key whose spend cap the call counts against. */
+      spendKeyId(): string | undefined {
+        return this.principal._tag === "ApiKey" ? this.principal.keyId : undefined
+      }
+
       /** Claims the `Idempotency-Key`, when there is one, then admits. */
       claim(found: Auth.Unconfirmed): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
         const idem = this.idem
@@ -442,6 +447,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           accountId: principal.accountId,
           keyId: pending?.keyId,
           abuseBlockKey: this.blockRead ? blockKeyOf!(AbuseGuard.principalCaller(principal)) : undefined,
+          spendKeyId: this.spendKeyId(),
           counters: plan.counters,
           hold: { amount: call.quote.amount, reference: this.reference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? ttlMs }
         })
@@ -457,6 +463,9 @@ export const layer = (options: Options = {}): Layer.Layer<
             case "Blocked":
               this.step = "auth"
               return AbuseGuard.identifyRead(principal, reply.ms) as Effect.Effect<never, Errors.ApiError>
+            case "CapReached":
+              countAdmission("balance", context)
+              return this.stood(Effect.fail(KeyCaps.refusal(reply.cap, reply.spent)))
             case "HoldRefused":
               countAdmission("balance", context)
               // A wallet's 402 reads its balance: a store failure there is the admission's.
@@ -535,6 +544,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         const now = this.clock.currentTimeMillisUnsafe()
         const settled = store.settle({
           now,
+          spendKeyId: this.spendKeyId(),
           capture: {
             accountId: this.principal.accountId,
             reference: this.reference,
@@ -571,6 +581,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           now: this.clock.currentTimeMillisUnsafe(),
           accountId,
           reference: this.reference,
+          spendKeyId: this.spendKeyId(),
           adjustments: admission.settlement({ tokens: 0, credits: 0 }),
           abandon: freeKey && idem !== undefined ? { scope: accountId, key: idem.key } : undefined
         }).pipe(

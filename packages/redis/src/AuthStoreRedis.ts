@@ -8,9 +8,10 @@
  *
  * @since 0.1.0
  */
-import { type Auth, AuthStore, Errors } from "@tollgate/core"
+import { type Auth, AuthStore, Errors, type KeyCaps } from "@tollgate/core"
 import { Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
+import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 
 const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
 
@@ -93,12 +94,7 @@ const decodeKey = (json: string): Auth.ApiKeyRecord => {
   }
 }
 
-/**
- * `AuthStore` over the `Redis` service in context.
- *
- * @category layers
- */
-export const layerRedis: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Layer.effect(
+const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Layer.effect(
   AuthStore.AuthStore,
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
@@ -136,4 +132,15 @@ export const layerRedis: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = 
         )
     })
   })
+)
+
+/**
+ * `AuthStore` over the `Redis` service in context, with the keys' spend caps beside it
+ * (`KeyCapsRedis.layerRedis`): wherever keys are stored, their caps are.
+ *
+ * @category layers
+ */
+export const layerRedis: Layer.Layer<AuthStore.AuthStore | KeyCaps.KeyCaps, never, Redis.Redis> = Layer.merge(
+  layerAccounts,
+  KeyCapsRedis.layerRedis
 )

@@ -8,6 +8,7 @@ import { Admission, CreditLedger, IdempotencyStore, type Money } from "@tollgate
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
+import * as KeyCaps from "@tollgate/core/KeyCaps"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { Context, Effect, Layer, Scope } from "effect"
 import { ServiceInfo } from "../../src/index.ts"
@@ -26,8 +27,11 @@ export type Built<S, I> = S & { readonly context: Context.Context<I> }
 const buildWithContext = <I, S, O>(tag: Context.Key<I, S>, layer: Layer.Layer<I | O>): Promise<Built<S, I | O>> =>
   run(Effect.scoped(Effect.map(Layer.build(layer), (context) => ({ ...Context.get(context, tag), context }))))
 
+/** Auth with its memory store's primitives: the keys' standing and their spend caps. */
+type AuthParts = Auth.Auth | AuthStore.Memory | KeyCaps.KeyCaps | KeyCaps.Memory
+
 /** Auth over a memory store, signing with a key generated when the layer is built. */
-export const layerAuthMemory: Layer.Layer<Auth.Auth | AuthStore.Memory> = Layer.unwrap(Effect.map(
+export const layerAuthMemory: Layer.Layer<AuthParts> = Layer.unwrap(Effect.map(
   Jwt.generateSigningKey,
   (signingKey) => Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))
 ))
@@ -39,7 +43,7 @@ export const authMemory = () => buildWithContext(Auth.Auth, layerAuthMemory)
 export const ledgerMemory = () => buildWithContext(CreditLedger.CreditLedger, CreditLedger.layerMemory)
 
 const layerAround = <E>(
-  auth: Layer.Layer<Auth.Auth | AuthStore.Memory, E>,
+  auth: Layer.Layer<AuthParts, E>,
   ledger: Layer.Layer<CreditLedger.CreditLedger | CreditLedger.Memory>
 ) => Layer.mergeAll(auth, ledger, IdempotencyStore.layerMemory, Metered.layerPaymentRequiredMinimal)
 
@@ -62,7 +66,7 @@ export const layerStoresMemory = Layer.mergeAll(
  * test's own choice.
  */
 export const layerStoresAround = (
-  auth: Built<Auth.Auth["Service"], Auth.Auth | AuthStore.Memory>,
+  auth: Built<Auth.Auth["Service"], AuthParts>,
   ledger: Built<CreditLedger.CreditLedger["Service"], CreditLedger.CreditLedger | CreditLedger.Memory>
 ) => layerAround(Layer.succeedContext(auth.context), Layer.succeedContext(ledger.context))
 
