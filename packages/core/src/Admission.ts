@@ -153,7 +153,7 @@ export const layerMemory: Layer.Layer<
         ), now)
         return { _tag: "HoldRefused", error: held }
       }
-      if (spendKeyId !== undefined) caps.reserve(accountId, spendKeyId, hold.reference, hold.amount, now)
+      if (spendKeyId !== undefined) caps.reserve(accountId, spendKeyId, hold.reference, hold.amount, held.expiresAt)
       return { _tag: "Admitted", states: taken.states, hold: held }
     }
 

@@ -111,7 +111,7 @@ export class Memory extends Context.Service<Memory, {
     closed: (reference: string) => ClosedHold | undefined
   ) => KeySpend | undefined
   /** Counts an admitted hold's quote against the key's cap (nothing when uncapped). */
-  readonly reserve: (accountId: string, keyId: string, reference: string, amount: number, now: number) => void
+  readonly reserve: (accountId: string, keyId: string, reference: string, amount: number, expiresAt: number) => void
   /** Replaces the hold's quote with what was captured (0 for a release). */
   readonly close: (accountId: string, keyId: string, reference: string, captured: number) => void
 }>()("@tollgate/core/KeyCaps/Memory") {}
@@ -120,7 +120,9 @@ interface CapState {
   cap: SpendCap
   period: string
   spent: number
-  readonly holds: Map<string, { readonly period: string; readonly amount: number }>
+  /** At or before the earliest expiry of `holds`. */
+  nextExpiry: number
+  readonly holds: Map<string, { readonly period: string; readonly amount: number; readonly expiresAt: number }>
 }
 
 /**
@@ -132,42 +134,45 @@ export const layerMemory: Layer.Layer<KeyCaps | Memory> = Layer.syncContext(() =
   const states = new Map<string, CapState>()
   const id = (accountId: string, keyId: string) => `${accountId}\u0000${keyId}`
 
-  // The state with its period current: a new period starts at zero, and the holds the ledger has
-  // closed are settled into it (a hold of a past period only leaves).
-  const current = (state: CapState, now: number, closed?: (reference: string) => ClosedHold | undefined) => {
-    const period = periodId(state.cap.period, now)
-    const rolled = period !== state.period
-    if (rolled) {
-      state.period = period
-      state.spent = 0
-    }
-    if (!rolled && closed === undefined) return state
+  // Settles into the spend the holds the ledger has closed on its own (a hold of a past period
+  // only leaves): when a new period starts, or when the spend would refuse a call and a hold may
+  // have expired.
+  const reconcile = (state: CapState, closed: (reference: string) => ClosedHold | undefined) => {
+    let next = Number.POSITIVE_INFINITY
     for (const [reference, hold] of state.holds) {
-      const found = closed?.(reference)
-      if (found === undefined) continue
+      const found = closed(reference)
+      if (found === undefined) {
+        next = Math.min(next, hold.expiresAt)
+        continue
+      }
       state.holds.delete(reference)
       if (hold.period !== state.period) continue
       if (found === "released") state.spent -= hold.amount
       else if (found !== "forgotten") state.spent += found.captured - hold.amount
     }
-    return state
+    state.nextExpiry = next
   }
 
   const memory = Memory.of({
     check: (accountId, keyId, amount, now, closed) => {
       const state = states.get(id(accountId, keyId))
       if (state === undefined) return undefined
-      current(state, now)
-      if (state.spent + amount <= state.cap.usd) return undefined
-      current(state, now, closed)
+      const period = periodId(state.cap.period, now)
+      if (period !== state.period) {
+        state.period = period
+        state.spent = 0
+        reconcile(state, closed)
+      } else if (state.spent + amount > state.cap.usd && state.nextExpiry <= now) {
+        reconcile(state, closed)
+      }
       return state.spent + amount <= state.cap.usd ? undefined : { cap: state.cap, spent: Money.unsafeNano(state.spent) }
     },
-    reserve: (accountId, keyId, reference, amount, now) => {
+    reserve: (accountId, keyId, reference, amount, expiresAt) => {
       const state = states.get(id(accountId, keyId))
       if (state === undefined || state.holds.has(reference)) return
-      current(state, now)
       state.spent += amount
-      state.holds.set(reference, { period: state.period, amount })
+      state.holds.set(reference, { period: state.period, amount, expiresAt })
+      state.nextExpiry = Math.min(state.nextExpiry, expiresAt)
     },
     close: (accountId, keyId, reference, captured) => {
       const state = states.get(id(accountId, keyId))
@@ -184,7 +189,7 @@ export const layerMemory: Layer.Layer<KeyCaps | Memory> = Layer.syncContext(() =
         const key = id(accountId, keyId)
         if (cap === undefined) return void states.delete(key)
         const state = states.get(key)
-        if (state === undefined) states.set(key, { cap, period: "", spent: 0, holds: new Map() })
+        if (state === undefined) states.set(key, { cap, period: "", spent: 0, nextExpiry: Number.POSITIVE_INFINITY, holds: new Map() })
         else state.cap = cap
       }),
     read: (accountId, keyIds, now) =>

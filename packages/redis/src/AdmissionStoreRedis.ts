@@ -73,7 +73,7 @@ local function admit()
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then return { 'ok', answer[2], answer[3], taken } end
   local held = holdPlace(ref, amount, version, ttl, plan)
-  if period then capReserve(KEYS[10], period, ref, amount) end
+  if period then capReserve(KEYS[10], period, ref, amount, now + ttl) end
   return { 'ok', held[2], held[3], taken }
 end
 

@@ -3,7 +3,8 @@
  * counts a key's cap with. A capped key is one hash, `tollgate:cap:{accountId}:<keyId>`, under the
  * account's hash tag like every key an admission touches: `usd` (the cap, nano-USD), `period`
  * (`EPOCH`, `MONTH`, `LIFETIME`), `p` (the period id its spend is counted in, `KeyCaps.periodId`),
- * `spent`, and `h:<reference>` = `<period id> <quote>` per open hold. An uncapped key has no hash,
+ * `spent`, `h:<reference>` = `<period id> <quote> <expiry>` per open hold and `x`, at or before
+ * the earliest of those expiries. An uncapped key has no hash,
  * and the admission reads nothing else for it.
  *
  * @since 0.1.0
@@ -24,53 +25,63 @@ export const capKey = (accountId: string, keyId: string) => `tollgate:cap:{${acc
  * The cap's functions for the admission script. They run after the ledger's library
  * (`CreditLedgerRedis.ledgerLibrary`) and use its `s`, `now` and `holdRecord`: a hold the ledger
  * closed on its own (it expired, or a deferred job captured it) is settled into the spend from the
- * ledger's record, when the spend would refuse a call or a new period starts.
+ * ledger's record when a new period starts, or when the spend would refuse a call and a hold may
+ * have expired: a refusal otherwise costs one read.
  *
  * @category internals
  */
 export const capLibrary = `
 local function capReconcile(key, period, spent)
   local all = redis.call('HGETALL', key)
+  local next = nil
   for i = 1, #all, 2 do
     local f = all[i]
     if string.sub(f, 1, 2) == 'h:' then
       local rec = holdRecord(string.sub(f, 3))
-      if not rec or rec.s ~= 'open' then
+      local v = all[i + 1]
+      local a = string.find(v, ' ', 1, true)
+      local b = string.find(v, ' ', a + 1, true)
+      if rec and rec.s == 'open' then
+        local x = tonumber(string.sub(v, b + 1))
+        if not next or x < next then next = x end
+      else
         redis.call('HDEL', key, f)
-        local v = all[i + 1]
-        local sp = string.find(v, ' ', 1, true)
         -- A forgotten hold (no record) stays counted in full: it may have been captured.
-        if rec and string.sub(v, 1, sp - 1) == period then
-          local quote = tonumber(string.sub(v, sp + 1))
+        if rec and string.sub(v, 1, a - 1) == period then
+          local quote = tonumber(string.sub(v, a + 1, b - 1))
           if rec.s == 'captured' then spent = spent + tonumber(rec.cfa) + tonumber(rec.cfu) - quote else spent = spent - quote end
         end
       end
     end
   end
-  return spent
+  return spent, next
 end
 
--- nil and the period id when the key may hold amount more (or has no cap); else the refusal.
+-- nil and the period id when the key may hold amount more (or has no cap); else the refusal. The
+-- holds are reconciled with the ledger only when one may have expired or a new period starts.
 local function capCheck(key, amount, day, month)
-  local c = redis.call('HMGET', key, 'usd', 'period', 'p', 'spent')
+  local c = redis.call('HMGET', key, 'usd', 'period', 'p', 'spent', 'x')
   if not c[1] then return nil end
   local period = 'L'
   if c[2] == 'EPOCH' then period = day elseif c[2] == 'MONTH' then period = month end
   local spent = 0
   if c[3] == period then spent = tonumber(c[4]) end
   local limit, total = tonumber(c[1]), tonumber(amount)
-  if c[3] ~= period or spent + total > limit then
-    local reconciled = capReconcile(key, period, spent)
-    if c[3] ~= period or reconciled ~= spent then redis.call('HSET', key, 'p', period, 'spent', s(reconciled)) end
-    spent = reconciled
+  if c[3] ~= period or (spent + total > limit and c[5] and tonumber(c[5]) <= now) then
+    local next
+    spent, next = capReconcile(key, period, spent)
+    redis.call('HSET', key, 'p', period, 'spent', s(spent))
+    if next then redis.call('HSET', key, 'x', s(next)) else redis.call('HDEL', key, 'x') end
   end
   if spent + total > limit then return { 'cap', c[1], c[2], s(spent) } end
   return nil, period
 end
 
-local function capReserve(key, period, ref, amount)
+local function capReserve(key, period, ref, amount, expiresAt)
   redis.call('HINCRBY', key, 'spent', amount)
-  redis.call('HSET', key, 'h:' .. ref, period .. ' ' .. amount)
+  redis.call('HSET', key, 'h:' .. ref, period .. ' ' .. amount .. ' ' .. s(expiresAt))
+  local x = tonumber(redis.call('HGET', key, 'x'))
+  if not x or expiresAt < x then redis.call('HSET', key, 'x', s(expiresAt)) end
 end
 
 -- The hold's quote leaves the spend and what was captured of it (0 for a release) enters it.
@@ -79,9 +90,10 @@ local function capClose(key, ref, captured)
   local c = redis.call('HMGET', key, f, 'p')
   if not c[1] then return end
   redis.call('HDEL', key, f)
-  local sp = string.find(c[1], ' ', 1, true)
-  if string.sub(c[1], 1, sp - 1) == c[2] then
-    redis.call('HINCRBY', key, 'spent', s(captured - tonumber(string.sub(c[1], sp + 1))))
+  local a = string.find(c[1], ' ', 1, true)
+  local b = string.find(c[1], ' ', a + 1, true)
+  if string.sub(c[1], 1, a - 1) == c[2] then
+    redis.call('HINCRBY', key, 'spent', s(captured - tonumber(string.sub(c[1], a + 1, b - 1))))
   end
 end
 `
