@@ -122,6 +122,10 @@ export class Auth extends Context.Service<Auth, {
   readonly createKey: (input: CreateKey) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly revokeKey: (accountId: string, keyId: string) => Effect.Effect<void, NotFound | ServiceUnavailable>
+  /** The key's metadata, if the account has it. */
+  readonly getKey: (accountId: string, keyId: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
+  /** Changes the key's description; the account must have the key. */
+  readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
   readonly siwxChallenge: Effect.Effect<SiwxChallenge>
 }>()("@tollgate/core/Auth") {}
@@ -349,6 +353,16 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     if (!found) return yield* new NotFound({ message: "No API key with this id" })
   })
 
+  const getKey = (accountId: string, keyId: string) =>
+    Effect.flatMap(store.getKey(accountId, keyId), (found) =>
+      Option.isSome(found) ? Effect.succeed(found.value) : Effect.fail(new NotFound({ message: "No API key with this id" })))
+
+  const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
+    const record = { ...(yield* getKey(accountId, keyId)), description }
+    yield* store.putKey(record)
+    return record
+  })
+
   const siwxChallenge = Effect.map(now, (at): SiwxChallenge => ({
     info: {
       domain: origin.host,
@@ -381,6 +395,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     createKey,
     listKeys: store.listKeys,
     revokeKey,
+    getKey,
+    describeKey,
     siwxChallenge
   })
 })

@@ -28,6 +28,7 @@ export class AuthStore extends Context.Service<AuthStore, {
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
+  readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
   /** Marks the key revoked at `at`; false when the account has no such key. */
   readonly revokeKey: (accountId: string, keyId: string, at: Date) => Effect.Effect<boolean, ServiceUnavailable>
   readonly keyStatus: (accountId: string, keyId: string) => Effect.Effect<KeyStatus, ServiceUnavailable>
@@ -75,6 +76,7 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
     putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
+    getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),
     revokeKey: (accountId, keyId, at) =>
       Effect.sync(() => {
         const map = keys.get(accountId)

@@ -115,6 +115,8 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
           send<ReadonlyArray<string>>("HVALS", keysKey(accountId)),
           (values) => values.map(decodeKey).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
         ),
+      getKey: (accountId, keyId) =>
+        Effect.map(send<string | null>("HGET", keysKey(accountId), keyId), (json) => Option.map(Option.fromNullishOr(json), decodeKey)),
       revokeKey: (accountId, keyId, at) =>
         Effect.map(
           revoke(keysKey(accountId), revokedKey(accountId, keyId), keyId, at.toISOString()).pipe(Effect.mapError(unavailable)),
