@@ -288,5 +288,43 @@ export const grantCredits = Route.make(
   }
 )
 
+/**
+ * `GET /billing/balance`, in the published reference's shape: the USD left to spend (what open
+ * holds reserve is not), and the staked-token allowance left today (`balances.diem`, null without
+ * stake) out of the day's allocation.
+ *
+ * @category routes
+ */
+export const balance = Route.make(
+  "GET",
+  "/api/v1/billing/balance",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    return Effect.gen(function*() {
+      const principal = yield* Authenticate.requireKey(auth)
+      const current = yield* ledger.balance(principal.accountId)
+      const staking = current.stakedTokens > 0
+      return HttpServerResponse.jsonUnsafe({
+        canConsume: current.availableUsd > 0 || current.availableAllowance > 0,
+        consumptionCurrency: current.availableAllowance > 0 ? "DIEM" : current.availableUsd > 0 ? "USD" : null,
+        balances: {
+          diem: staking ? Money.toUsdNumber(current.availableAllowance) : null,
+          usd: Money.toUsdNumber(current.availableUsd)
+        },
+        diemEpochAllocation: current.stakedTokens
+      }, { headers: { "cache-control": "no-store" } })
+    })
+  }),
+  {
+    summary: "The account's balance",
+    description: "Any API key of the account. `balances.usd` is what new calls may spend (open holds excluded); " +
+      "`balances.diem` the staked-token allowance left today (null without stake), out of `diemEpochAllocation`.",
+    tags: ["Billing"],
+    security: "key",
+    responses: { 200: { description: "The balance" } }
+  }
+)
+
 /** @category routes */
-export const routes = [usage, usageHistory, grantCredits] as const
+export const routes = [usage, usageHistory, grantCredits, balance] as const
