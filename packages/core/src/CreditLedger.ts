@@ -67,6 +67,8 @@ export interface UsageDetails {
   readonly executionMs: number
   readonly promptTokens?: number | undefined
   readonly completionTokens?: number | undefined
+  /** The API key that paid, for usage analytics by key; absent for a wallet. */
+  readonly keyId?: string | undefined
 }
 
 /**

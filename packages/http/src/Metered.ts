@@ -557,7 +557,8 @@ export const layer = (options: Options = {}): Layer.Layer<
               requestId: this.current.requestId,
               executionMs: now - startedAt,
               promptTokens: produced.usage.promptTokens,
-              completionTokens: produced.usage.completionTokens
+              completionTokens: produced.usage.completionTokens,
+              keyId: this.spendKeyId()
             }
           },
           adjustments: admission.settlement({ tokens: produced.actualTokens, credits: produced.actualCredits }),

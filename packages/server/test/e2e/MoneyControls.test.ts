@@ -73,3 +73,48 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
     })
   }
 )
+
+describe.each([["dev mode on memory", () => memory], ["production on Redis", () => onRedis]])(
+  "GET /billing/usage-analytics (%s) adds up the entries usage-history lists for the same range, to the nano-USD",
+  (_, server) => {
+    const nanoOf = (usd: number) => Math.round(usd * 1e9)
+
+    it("the day's totals, by day, sku and key, equal the sum of the day's usage-history amounts", async () => {
+      const { adminKey, inferenceKey } = server().credentials!
+      await Promise.all(Array.from({ length: 3 }, () => parse(server(), inferenceKey)))
+      const today = new Date().toISOString().slice(0, 10)
+      const analytics = await fetch(`${server().api}/billing/usage-analytics?startDate=${today}&endDate=${today}`, { headers: bearer(adminKey) })
+      expect(analytics.status).toBe(200)
+      const report = await analytics.json() as {
+        lookback: string
+        byDate: Array<{ date: string; USD: number; DIEM: number }>
+        bySku: Array<{ sku: string; totalUsd: number; totalDiem: number }>
+        byKey: Array<{ apiKeyId: string | null; description: string; totalUsd: number; totalDiem: number }>
+      }
+      const history = await fetch(`${server().api}/billing/usage-history?limit=500&startDate=${today}&endDate=${today}T23:59:59.999Z`, {
+        headers: bearer(adminKey)
+      })
+      const { data } = await history.json() as { data: Array<{ sku: string; amount: number }> }
+      const historyTotal = data.reduce((sum, entry) => sum + nanoOf(entry.amount), 0)
+      expect(historyTotal).toBeGreaterThan(0)
+      expect(report.lookback).toBe(`${today}:${today}`)
+      expect(report.byDate.map((day) => day.date)).toEqual([today])
+      expect(report.byDate.reduce((sum, day) => sum + nanoOf(day.USD) + nanoOf(day.DIEM), 0)).toBe(historyTotal)
+      expect(report.bySku.reduce((sum, sku) => sum + nanoOf(sku.totalUsd) + nanoOf(sku.totalDiem), 0)).toBe(historyTotal)
+      expect(report.byKey.reduce((sum, key) => sum + nanoOf(key.totalUsd) + nanoOf(key.totalDiem), 0)).toBe(historyTotal)
+      const textParser = data.filter((entry) => entry.sku === "text-parser").reduce((sum, entry) => sum + nanoOf(entry.amount), 0)
+      expect(nanoOf(report.bySku.find((sku) => sku.sku === "text-parser")!.totalUsd)).toBe(textParser)
+      expect(report.byKey.map((key) => key.description)).toContain("capped")
+    })
+
+    it("a bad lookback, or a startDate without an endDate, is a 400 naming the field", async () => {
+      const { adminKey } = server().credentials!
+      const lookback = await fetch(`${server().api}/billing/usage-analytics?lookback=91d`, { headers: bearer(adminKey) })
+      expect(lookback.status).toBe(400)
+      expect(await lookback.json()).toMatchObject({ details: { lookback: { _errors: [expect.any(String)] } } })
+      const half = await fetch(`${server().api}/billing/usage-analytics?startDate=2026-01-01`, { headers: bearer(adminKey) })
+      expect(half.status).toBe(400)
+      expect(await half.json()).toMatchObject({ details: { endDate: { _errors: [expect.any(String)] } } })
+    })
+  }
+)
