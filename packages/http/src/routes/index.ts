@@ -17,6 +17,7 @@ import * as RateLimits from "./RateLimits.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
+import * as Webhooks from "./Webhooks.ts"
 import * as X402 from "./X402.ts"
 import type * as Route from "../Route.ts"
 
@@ -35,7 +36,8 @@ const routes = [
   X402.balance,
   ...Billing.routes,
   ...ApiKeys.routes,
-  ...RateLimits.routes
+  ...RateLimits.routes,
+  ...Webhooks.routes
 ] as const
 
 /** What a route needs, so that `all` needs the union of every route's services. */
