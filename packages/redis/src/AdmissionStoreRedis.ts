@@ -61,10 +61,10 @@ local function admit()
     end
   end
   local ref, amount, version, ttl = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
-  local period
+  local cap
   if ARGV[8] ~= '' then
     local reached
-    reached, period = capCheck(KEYS[10], amount, ARGV[8], ARGV[9])
+    reached, cap = capCheck(KEYS[10], amount, ARGV[8], ARGV[9])
     if reached then return reached end
   end
   local answer, plan = holdCheck(ref, amount)
@@ -73,7 +73,7 @@ local function admit()
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then return { 'ok', answer[2], answer[3], taken } end
   local held = holdPlace(ref, amount, version, ttl, plan)
-  if period then capReserve(KEYS[10], period, ref, amount, now + ttl) end
+  if cap then capReserve(KEYS[10], cap, ref, amount, now + ttl) end
   return { 'ok', held[2], held[3], taken }
 end
 

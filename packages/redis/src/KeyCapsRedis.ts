@@ -66,22 +66,25 @@ local function capCheck(key, amount, day, month)
   if c[2] == 'EPOCH' then period = day elseif c[2] == 'MONTH' then period = month end
   local spent = 0
   if c[3] == period then spent = tonumber(c[4]) end
-  local limit, total = tonumber(c[1]), tonumber(amount)
-  if c[3] ~= period or (spent + total > limit and c[5] and tonumber(c[5]) <= now) then
-    local next
-    spent, next = capReconcile(key, period, spent)
+  local limit, total, x = tonumber(c[1]), tonumber(amount), tonumber(c[5])
+  if c[3] ~= period or (spent + total > limit and x and x <= now) then
+    spent, x = capReconcile(key, period, spent)
     redis.call('HSET', key, 'p', period, 'spent', s(spent))
-    if next then redis.call('HSET', key, 'x', s(next)) else redis.call('HDEL', key, 'x') end
+    if x then redis.call('HSET', key, 'x', s(x)) else redis.call('HDEL', key, 'x') end
   end
   if spent + total > limit then return { 'cap', c[1], c[2], s(spent) } end
-  return nil, period
+  return nil, { period = period, x = x }
 end
 
-local function capReserve(key, period, ref, amount, expiresAt)
+-- plan: what capCheck answered (the period id, and x as it read it).
+local function capReserve(key, plan, ref, amount, expiresAt)
   redis.call('HINCRBY', key, 'spent', amount)
-  redis.call('HSET', key, 'h:' .. ref, period .. ' ' .. amount .. ' ' .. s(expiresAt))
-  local x = tonumber(redis.call('HGET', key, 'x'))
-  if not x or expiresAt < x then redis.call('HSET', key, 'x', s(expiresAt)) end
+  local held = plan.period .. ' ' .. amount .. ' ' .. s(expiresAt)
+  if plan.x and plan.x <= expiresAt then
+    redis.call('HSET', key, 'h:' .. ref, held)
+  else
+    redis.call('HSET', key, 'h:' .. ref, held, 'x', s(expiresAt))
+  end
 end
 
 -- The hold's quote leaves the spend and what was captured of it (0 for a release) enters it.

@@ -149,6 +149,11 @@ Contract.contract(
         yield* TestClock.adjust("2 seconds")
         assert.strictEqual((yield* admit(accountId, "r3", 900))._tag, "Admitted")
         assert.strictEqual(yield* spent(accountId), 940)
+        // The next hold that expires is found the same way.
+        yield* admit(accountId, "r4", 60, 1_000)
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual((yield* admit(accountId, "r5", 60))._tag, "Admitted")
+        assert.strictEqual(yield* spent(accountId), 1_000)
       }))
 
     it.effect("EPOCH starts afresh at 00:00 UTC, MONTH on the 1st, LIFETIME never", () =>
