@@ -119,7 +119,7 @@ export const layerMemory: Layer.Layer<
     const admit = (input: AdmitInput): AdmitReply => {
       const { accountId, counters, now } = input
       if (input.keyId !== undefined) {
-        const status = keys.keyStatus(accountId, input.keyId)
+        const status = keys.keyStatus(accountId, input.keyId, now)
         if (!status.accountExists || status.revoked) return { _tag: "KeyRefused", status }
       }
       const { spendKeyId } = input

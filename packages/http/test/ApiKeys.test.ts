@@ -150,6 +150,21 @@ describe("Spend caps and key details: consumptionLimit and limitPeriod at creati
     expect(removed.data).not.toHaveProperty("currentPeriodUsage")
   })
 
+  it("PATCH sets an expiry that ends the key at that time on its next request, and removing it lets the key work again", async () => {
+    const { admin } = await account()
+    const { apiKey, id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "expiring" })).json() as { apiKey: string; id: string }
+    const soon = new Date(Date.now() + 1_000).toISOString()
+    expect(await (await patch(admin, { id, expiresAt: soon })).json()).toMatchObject({ data: { id, expiresAt: soon } })
+    expect((await request("/api/v1/api_keys", { key: apiKey })).status).not.toBe(401)
+    await new Promise((resolve) => setTimeout(resolve, 1_100))
+    expect((await request("/api/v1/api_keys", { key: apiKey })).status).toBe(401)
+    expect(await (await patch(admin, { id, expiresAt: null })).json()).toMatchObject({ data: { id, expiresAt: null } })
+    expect((await request("/api/v1/api_keys", { key: apiKey })).status).not.toBe(401)
+    const past = await patch(admin, { id, expiresAt: "2020-01-01", description: "unchanged?" })
+    expect(past.status).toBe(400)
+    expect(await (await request(`/api/v1/api_keys/${id}`, { key: admin })).json()).toMatchObject({ data: { description: "expiring", expiresAt: null } })
+  })
+
   it("a bad cap or period is a 400 naming the field; a period without a cap is a 400", async () => {
     const { admin } = await account()
     const negative = await post(admin, { apiKeyType: "INFERENCE", description: "", consumptionLimit: { usd: -1 } })

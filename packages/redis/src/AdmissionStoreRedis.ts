@@ -28,7 +28,7 @@ import * as Scripts from "./Scripts.ts"
 // KEYS 1-6: the account's ledger keys; 7 on: per operation (below); then the counters.
 // ARGV 1: the operation, 2: now.
 //
-// admit:    KEYS 7 the account's record, 8 the key's revocation marker (both strings, read in one
+// admit:    KEYS 7 the account's record, 8 the key's refusal marker (both strings, read in one
 //           MGET), 9 the abuse guard's block of the key, 10 the spend cap of the key paying
 //           (`KeyCapsRedis.capKey`). ARGV 3 whether the key's standing is checked ("1"), and its
 //           block too ("2"), 4-7 the hold (reference, amount, price version, ttl), 8 and 9 today's
@@ -54,7 +54,9 @@ ${KeyCapsRedis.capLibrary}
 local function admit()
   if ARGV[3] ~= '0' then
     local standing = redis.call('MGET', KEYS[7], KEYS[8])
-    if not standing[1] or standing[2] then return { 'key', standing[1] and 1 or 0, standing[2] and 1 or 0 } end
+    -- The marker holds the time the key is refused from (AuthStoreRedis.revokedKey).
+    local refused = standing[2] and tonumber(standing[2]) <= now
+    if not standing[1] or refused then return { 'key', standing[1] and 1 or 0, refused and 1 or 0 } end
     if ARGV[3] == '2' then
       local blocked = redis.call('PTTL', KEYS[9])
       if blocked > 0 then return { 'blocked', blocked } end

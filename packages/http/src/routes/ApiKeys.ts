@@ -1,8 +1,8 @@
 /**
  * Key management for ADMIN keys: `POST /api_keys` mints a key for the caller's account (the secret
  * is in this response and nowhere else, ever), `GET /api_keys` lists the account's keys as
- * metadata, `GET /api_keys/:id` shows one, `PATCH /api_keys` changes a key's description and spend
- * cap, `DELETE /api_keys?id=...` revokes one, effective at once on every instance sharing the
+ * metadata, `GET /api_keys/:id` shows one, `PATCH /api_keys` changes a key's description, expiry
+ * and spend cap, `DELETE /api_keys?id=...` revokes one, effective at once on every instance sharing the
  * store. No credentials or bad ones are a 401; a wallet or an INFERENCE key is a 403; a key of
  * another account is a 404. A key never mints a tier above its own, so an account cannot raise its
  * own limits.
@@ -51,10 +51,15 @@ export const CreateRequest = Schema.Struct({
   limitPeriod: Schema.optionalKey(LimitPeriod)
 })
 
+const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
+  /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"))
+
 /** @category schemas */
 export const UpdateRequest = Schema.Struct({
   id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)),
   description: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(256))),
+  /** A timestamp, or a date (its 00:00 UTC); `""` or `null` removes the expiry. */
+  expiresAt: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Literal(""), IsoTimestamp, IsoDate]))),
   consumptionLimit: Schema.optionalKey(ConsumptionLimit),
   limitPeriod: Schema.optionalKey(LimitPeriod)
 })
@@ -235,7 +240,11 @@ export const update = Route.make(
       const now = yield* Clock.currentTimeMillis
       const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
       const cap = yield* requestedCap(body, current?.cap)
-      const record = body.description === undefined ? found : yield* auth.describeKey(accountId, found.id, body.description)
+      // The expiry first: it is the one change that can still be refused (a past time), before anything is written.
+      const expiring = body.expiresAt === undefined
+        ? found
+        : yield* auth.setKeyExpiry(accountId, found.id, body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt))
+      const record = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
       if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
       const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
@@ -244,7 +253,7 @@ export const update = Route.make(
   {
     summary: "Update an API key",
     description:
-      "ADMIN key. Changes a key's `description`, `consumptionLimit` (`{\"usd\": null}` removes the cap) and `limitPeriod`. The spend of the current period is kept when the cap changes, and starts afresh when the period does.",
+      "ADMIN key. Changes a key's `description`, `expiresAt` (`\"\"` or `null` removes it; effective on the next request), `consumptionLimit` (`{\"usd\": null}` removes the cap) and `limitPeriod`. The spend of the current period is kept when the cap changes, and starts afresh when the period does.",
     tags: ["API keys"],
     security: "admin",
     request: { contentType: "application/json", schema: UpdateRequest },
