@@ -17,6 +17,7 @@ import * as RateLimits from "./RateLimits.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
+import * as WalletTransactions from "./WalletTransactions.ts"
 import * as Webhooks from "./Webhooks.ts"
 import * as X402 from "./X402.ts"
 import type * as Route from "../Route.ts"
@@ -34,6 +35,7 @@ const routes = [
   TextParser.route,
   X402.topUp,
   X402.balance,
+  ...WalletTransactions.routes,
   ...Billing.routes,
   ...ApiKeys.routes,
   ...RateLimits.routes,

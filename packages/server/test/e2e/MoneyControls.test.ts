@@ -1,5 +1,8 @@
 import { Models } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
+import * as Crypto from "node:crypto"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const redis = await RedisServer.start()
@@ -13,6 +16,7 @@ beforeAll(async () => {
       store: "redis",
       redisUrl: redis.url,
       signingKey: true,
+      env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" },
       config: { models: Models.defaults.filter((model) => model.id === "local-renderer") }
     })
   ])
@@ -115,6 +119,69 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
       const half = await fetch(`${server().api}/billing/usage-analytics?startDate=2026-01-01`, { headers: bearer(adminKey) })
       expect(half.status).toBe(400)
       expect(await half.json()).toMatchObject({ details: { endDate: { _errors: [expect.any(String)] } } })
+    })
+  }
+)
+
+/** A SIGN-IN-WITH-X header of `account` for the server (each is good for one request). */
+const signIn = async (server: ShippedServer.ShippedServer, account: ReturnType<typeof privateKeyToAccount>) => {
+  const origin = new URL(`http://localhost:${server.port}`)
+  const message = createSiweMessage({
+    domain: origin.host,
+    address: account.address,
+    uri: `${origin.origin}/`,
+    version: "1",
+    chainId: 8453,
+    nonce: Crypto.randomBytes(8).toString("hex"),
+    issuedAt: new Date(),
+    expirationTime: new Date(Date.now() + 600_000),
+    statement: "Sign in to use your prepaid credits."
+  })
+  const signature = await account.signMessage({ message })
+  return Buffer.from(JSON.stringify({ address: account.address, message, signature, timestamp: Date.now(), chainId: 8453 })).toString("base64")
+}
+
+describe.each([["dev mode on memory", () => memory], ["production on Redis", () => onRedis]])(
+  "GET /x402/transactions/{wallet} (%s): the wallet's grants and charges, newest first, keyset pages, for the wallet itself or an operator",
+  (_, server) => {
+    it("a wallet sees its own; an operator's ADMIN key any; another wallet or an INFERENCE key is a 403", async () => {
+      const { adminKey, inferenceKey } = server().credentials!
+      const wallet = privateKeyToAccount(generatePrivateKey())
+      const granted = await fetch(`${server().api}/billing/credits`, {
+        method: "POST",
+        headers: { ...bearer(adminKey), "content-type": "application/json" },
+        body: JSON.stringify({ accountId: `wallet:evm:${wallet.address.toLowerCase()}`, amountUsd: "1", reference: `wallet-${wallet.address}` })
+      })
+      expect(granted.status).toBe(200)
+      for (let i = 0; i < 2; i++) {
+        const form = new FormData()
+        form.append("file", new Blob(["Hello.\n"], { type: "text/plain" }), "hello.txt")
+        const paid = await fetch(`${server().api}/augment/text-parser`, { method: "POST", headers: { "sign-in-with-x": await signIn(server(), wallet) }, body: form })
+        expect(paid.status).toBe(200)
+      }
+      const read = async (headers: Record<string, string>, query = "") =>
+        fetch(`${server().api}/x402/transactions/${wallet.address}${query}`, { headers })
+      type Page = { success: boolean; data: { walletAddress: string; currentBalance: number; transactions: Array<Record<string, unknown>>; pagination: { limit: number; hasMore: boolean; nextCursor: string | null } } }
+      const first = await read({ "sign-in-with-x": await signIn(server(), wallet) }, "?limit=2")
+      expect(first.status).toBe(200)
+      const page = await first.json() as Page
+      expect(page).toMatchObject({ success: true, data: { walletAddress: wallet.address, currentBalance: 0.98, pagination: { limit: 2, hasMore: true } } })
+      expect(page.data.transactions).toEqual([
+        expect.objectContaining({ type: "CHARGE", amount: -0.01, balanceAfter: 0.98, requestId: expect.any(String), modelId: "text-parser" }),
+        expect.objectContaining({ type: "CHARGE", amount: -0.01, balanceAfter: 0.99, requestId: expect.any(String), modelId: "text-parser" })
+      ])
+      const next = await read(bearer(adminKey), `?limit=2&cursor=${page.data.pagination.nextCursor}`)
+      expect(next.status).toBe(200)
+      const rest = await next.json() as Page
+      expect(rest.data.transactions).toEqual([expect.objectContaining({ type: "GRANT", amount: 1, balanceAfter: 1, requestId: null, transactionHash: null })])
+      expect(rest.data.pagination).toEqual({ limit: 2, hasMore: false, nextCursor: null })
+
+      expect((await read({ "sign-in-with-x": await signIn(server(), privateKeyToAccount(generatePrivateKey())) })).status).toBe(403)
+      expect((await read(bearer(inferenceKey))).status).toBe(403)
+      expect((await read({})).status).toBe(401)
+      const bad = await fetch(`${server().api}/x402/transactions/0x1234`, { headers: bearer(adminKey) })
+      expect(bad.status).toBe(400)
+      expect(await bad.json()).toMatchObject({ details: { walletAddress: { _errors: [expect.any(String)] } } })
     })
   }
 )
