@@ -1,7 +1,8 @@
 /**
  * Webhooks: what tells an operator that money is running low. The events are an account's balance
- * falling below a threshold, a key's spend reaching a share of its cap and reaching the cap, and a
- * top-up credited. Each is delivered to every configured endpoint that takes its type, in the
+ * falling below a threshold, a key's spend reaching a share of its cap and reaching the cap, a
+ * top-up credited, and an x402 settlement whose transaction was sent but not confirmed within the
+ * facilitator's receipt timeout (the payer was answered 503 and the transfer is pending). Each is delivered to every configured endpoint that takes its type, in the
  * Standard Webhooks format (`webhook-id`, `webhook-timestamp`, `webhook-signature` over the body,
  * signed with the endpoint's `whsec_` secret by the `standardwebhooks` package), at least once:
  * a delivery is stored before it is sent (`WebhookStore`, in memory or on Redis, where another
@@ -14,7 +15,8 @@
  * with fresh latches), so calls made under the threshold send nothing more.
  *
  * The events come from the stores' operations, observed by `layerObserve` around the admission
- * store and the ledger: nothing on the paid path changes when no endpoint is configured.
+ * store, the ledger and the pending settlements: nothing on the paid path changes when no endpoint
+ * is configured.
  *
  * @since 0.1.0
  */
@@ -25,9 +27,16 @@ import * as CreditLedger from "./CreditLedger.ts"
 import { NotFound, type ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
 import * as Money from "./Money.ts"
+import * as PendingSettlements from "./PendingSettlements.ts"
 
 /** @category models */
-export const EVENT_TYPES = ["balance.below_threshold", "key.cap_share_reached", "key.cap_reached", "topup.credited"] as const
+export const EVENT_TYPES = [
+  "balance.below_threshold",
+  "key.cap_share_reached",
+  "key.cap_reached",
+  "topup.credited",
+  "settlement.pending_timeout"
+] as const
 
 /** @category models */
 export type EventType = typeof EVENT_TYPES[number]
@@ -222,12 +231,14 @@ const CAP_LATCH_TTL_MS = 32 * 86_400_000
  * @category layers
  */
 export const layerObserve: Layer.Layer<
-  Admission.AdmissionStore | CreditLedger.CreditLedger,
+  Admission.AdmissionStore | CreditLedger.CreditLedger | PendingSettlements.PendingSettlements,
   never,
-  Admission.AdmissionStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | Webhooks
+  Admission.AdmissionStore | CreditLedger.CreditLedger | PendingSettlements.PendingSettlements | KeyCaps.KeyCaps | Webhooks
 > = Layer.effectContext(Effect.gen(function*() {
   const admission = yield* Admission.AdmissionStore
   const ledger = yield* CreditLedger.CreditLedger
+  const pending = yield* PendingSettlements.PendingSettlements
+  const context = yield* Effect.context<never>()
   const caps = yield* KeyCaps.KeyCaps
   const webhooks = yield* Webhooks
   const { balanceBelow, capShare } = webhooks.options
@@ -317,7 +328,24 @@ export const layerObserve: Layer.Layer<
     refund: (input) => Effect.tap(ledger.refund(input), (receipt) => credited(input.accountId, receipt))
   })
 
-  return Context.make(Admission.AdmissionStore, observed).pipe(Context.add(CreditLedger.CreditLedger, observedLedger))
+  // The facilitator records a transaction whose receipt came too late here (the SDK's store, a
+  // Promise interface): that is the settlement pending past its timeout.
+  const observedPending: PendingSettlements.PendingSettlements["Service"] = {
+    get: (key) => pending.get(key),
+    delete: (key) => pending.delete(key),
+    set: async (key, transactionHash) => {
+      await pending.set(key, transactionHash)
+      await Effect.runPromiseWith(context)(webhooks.once(`pending:${key}`, "settlement.pending_timeout", {
+        payment: key,
+        transactionHash
+      }, PendingSettlements.TTL_MS))
+    }
+  }
+
+  return Context.make(Admission.AdmissionStore, observed).pipe(
+    Context.add(CreditLedger.CreditLedger, observedLedger),
+    Context.add(PendingSettlements.PendingSettlements, observedPending)
+  )
 }))
 
 /**
