@@ -29,6 +29,7 @@ import {
   RateLimitLog,
   RateLimits,
   Staking,
+  TopUpTransactions,
   VideoJobs,
   Webhooks,
   X402
@@ -48,6 +49,7 @@ import {
   RateLimiterRedis,
   RateLimitLogRedis,
   RedisConnection,
+  TopUpTransactionsRedis,
   VideoJobsRedis,
   WebhookStoreRedis
 } from "@tollgate/redis"
@@ -286,6 +288,7 @@ const stores = (config: ServerConfig) =>
       AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
       VideoJobsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
+      TopUpTransactionsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config),
@@ -297,7 +300,7 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory)))
+    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory, TopUpTransactions.layerMemory)))
 
 /**
  * The stores with the webhooks over them: with an endpoint configured, the admission store and

@@ -1,7 +1,7 @@
 /**
  * `GET /x402/transactions/:walletAddress`: a wallet's money movements, newest first, in the
- * published reference's shape: top-ups (`TOP_UP`, with the credit reference and, on Solana, the
- * transaction signature it names), operator grants (`GRANT`), charges (`CHARGE`, with the request
+ * published reference's shape: top-ups (`TOP_UP`, with the credit reference and the hash of the
+ * transaction that paid, from `TopUpTransactions`), operator grants (`GRANT`), charges (`CHARGE`, with the request
  * id and model of the usage entry the capture wrote) and refunds (`REFUND`), each with the USD
  * balance after it. Pages are keyset: `nextCursor` names the last entry shown, so a page never
  * shifts while the wallet keeps paying. The wallet itself reads its own (SIGN-IN-WITH-X); an ADMIN
@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
+import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -38,12 +38,6 @@ const before = (a: string, b: string) => {
   return am < bm || (am === bm && as < bs)
 }
 
-/** The Solana transaction signature a top-up's credit reference names (`x402:<network>:<signature>`). */
-const transactionOf = (reference: string) => {
-  const parts = reference.split(":")
-  return parts.length === 4 && parts[1] === "solana" ? parts[3]! : null
-}
-
 /** @category routes */
 export const transactions = Route.make(
   "GET",
@@ -51,6 +45,7 @@ export const transactions = Route.make(
   Effect.gen(function*() {
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
+    const topUps = yield* TopUpTransactions.TopUpTransactions
     const { operatorAccountIds } = yield* BillingOptions
     return Effect.gen(function*() {
       const params = yield* Route.params
@@ -103,6 +98,7 @@ export const transactions = Route.make(
       const newest = moves.reverse().filter((entry) => query.cursor === undefined || before(entry.id, query.cursor))
       const page = newest.slice(0, limit)
       const hasMore = newest.length > limit
+      const hashes = yield* topUps.read(accountId, page.flatMap((entry) => entry.kind === "topup" ? [entry.reference] : []))
       return HttpServerResponse.jsonUnsafe({
         success: true,
         data: {
@@ -119,7 +115,7 @@ export const transactions = Route.make(
               requestId: usage?.requestId ?? null,
               modelId: usage === undefined ? null : usage.sku.slice(usage.sku.indexOf(":") + 1),
               reference: entry.reference,
-              transactionHash: entry.kind === "topup" ? transactionOf(entry.reference) : null
+              transactionHash: hashes.get(entry.reference) ?? null
             }
           }),
           pagination: { limit, hasMore, nextCursor: hasMore ? page.at(-1)!.id : null }
