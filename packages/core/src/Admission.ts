@@ -10,9 +10,9 @@
  * what a key's standing means (`Auth`), how a hold splits between allowance and USD and what a
  * capture appends (the `CreditLedger` store's primitives, in memory and in the ledger's Lua). What
  * this module adds is the order of the checks: a key that does not stand refuses before anything
- * else, then a key the abuse guard has blocked (when the store can read the guard's blocks); a hold
- * the balance cannot cover refuses before a rate limit (a payment is what a client can act on);
- * whatever refuses, nothing is written.
+ * else, then a key the abuse guard has blocked (when the store can read the guard's blocks), then a
+ * key's spend cap (`KeyCaps`); a hold the balance cannot cover refuses before a rate limit (a
+ * payment is what a client can act on); whatever refuses, nothing is written.
  *
  * @since 0.1.0
  */
@@ -21,6 +21,8 @@ import * as AuthStore from "./AuthStore.ts"
 import * as CreditLedger from "./CreditLedger.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as IdempotencyStore from "./IdempotencyStore.ts"
+import * as KeyCaps from "./KeyCaps.ts"
+import type * as Money from "./Money.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 
 /** @category models */
@@ -34,6 +36,11 @@ export interface AdmitInput {
    * store that `readsAbuseBlocks`: a blocked key is refused before anything is taken.
    */
   readonly abuseBlockKey?: string | undefined
+  /**
+   * The API key whose spend cap (`KeyCaps`) the hold counts against, checked after its standing
+   * and before the balance: a call the cap refuses takes nothing.
+   */
+  readonly spendKeyId?: string | undefined
   /** The counters of `RateLimiter.plan`, taken all or nothing. */
   readonly counters: ReadonlyArray<RateLimiter.Counter>
   readonly hold: Omit<CreditLedger.HoldInput, "accountId">
@@ -48,6 +55,7 @@ export type AdmitReply =
   | { readonly _tag: "Admitted"; readonly states: ReadonlyArray<RateLimiter.CounterState>; readonly hold: CreditLedger.Hold }
   | { readonly _tag: "KeyRefused"; readonly status: AuthStore.KeyStatus }
   | { readonly _tag: "Blocked"; readonly ms: number }
+  | { readonly _tag: "CapReached"; readonly cap: KeyCaps.SpendCap; readonly spent: Money.Nano }
   | { readonly _tag: "HoldRefused"; readonly error: CreditLedger.LedgerError }
   | { readonly _tag: "RateLimited"; readonly states: ReadonlyArray<RateLimiter.CounterState> }
 
@@ -55,6 +63,8 @@ export type AdmitReply =
 export interface SettleInput {
   readonly now: number
   readonly capture: CreditLedger.CaptureInput
+  /** The key whose cap counted the hold (`AdmitInput.spendKeyId`): it now counts the capture. */
+  readonly spendKeyId?: string | undefined
   /** The rate-limit reservations settled to what was used (`Admission.settlement`). */
   readonly adjustments: ReadonlyArray<RateLimiter.Adjustment>
   /** The `Idempotency-Key` record completed with the call's response. */
@@ -67,6 +77,8 @@ export interface GiveBackInput {
   readonly accountId: string
   /** The hold released. */
   readonly reference: string
+  /** The key whose cap counted the hold (`AdmitInput.spendKeyId`): it counts nothing of it now. */
+  readonly spendKeyId?: string | undefined
   /** The rate-limit reservations given back (`Admission.settlement` of nothing). */
   readonly adjustments: ReadonlyArray<RateLimiter.Adjustment>
   /** The `Idempotency-Key` record freed. */
@@ -93,11 +105,12 @@ export class AdmissionStore extends Context.Service<AdmissionStore, {
 export const layerMemory: Layer.Layer<
   AdmissionStore,
   never,
-  AuthStore.Memory | RateLimiter.StoreMemory | CreditLedger.Memory | IdempotencyStore.IdempotencyStore
+  AuthStore.Memory | KeyCaps.Memory | RateLimiter.StoreMemory | CreditLedger.Memory | IdempotencyStore.IdempotencyStore
 > = Layer.effect(
   AdmissionStore,
   Effect.gen(function*() {
     const keys = yield* AuthStore.Memory
+    const caps = yield* KeyCaps.Memory
     const limits = yield* RateLimiter.StoreMemory
     const ledger = yield* CreditLedger.Memory
     const idempotency = yield* IdempotencyStore.IdempotencyStore
@@ -106,8 +119,16 @@ export const layerMemory: Layer.Layer<
     const admit = (input: AdmitInput): AdmitReply => {
       const { accountId, counters, now } = input
       if (input.keyId !== undefined) {
-        const status = keys.keyStatus(accountId, input.keyId)
+        const status = keys.keyStatus(accountId, input.keyId, now)
         if (!status.accountExists || status.revoked) return { _tag: "KeyRefused", status }
+      }
+      const { spendKeyId } = input
+      if (spendKeyId !== undefined) {
+        const reached = caps.check(accountId, spendKeyId, input.hold.amount, now, (reference) => {
+          const state = ledger.holdState(accountId, reference, now)
+          return state === "open" ? undefined : state ?? "forgotten"
+        })
+        if (reached !== undefined) return { _tag: "CapReached", ...reached }
       }
       const hold = { ...input.hold, accountId }
       // The take writes only when every counter has room; a hold refused after it takes the
@@ -132,6 +153,7 @@ export const layerMemory: Layer.Layer<
         ), now)
         return { _tag: "HoldRefused", error: held }
       }
+      if (spendKeyId !== undefined) caps.reserve(accountId, spendKeyId, hold.reference, hold.amount, held.expiresAt)
       return { _tag: "Admitted", states: taken.states, hold: held }
     }
 
@@ -139,10 +161,11 @@ export const layerMemory: Layer.Layer<
       // The memory guard answers without I/O (`AbuseGuard.isKnownClear`): nothing to fold in.
       readsAbuseBlocks: false,
       admit: (input) => Effect.sync(() => admit(input)),
-      settle: ({ adjustments, capture, completion, now }) =>
+      settle: ({ adjustments, capture, completion, now, spendKeyId }) =>
         Effect.suspend((): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable> => {
           const settled = ledger.capture(capture, now)
           if (settled instanceof CreditLedger.LedgerError) return Effect.fail(settled)
+          if (spendKeyId !== undefined) caps.close(capture.accountId, spendKeyId, capture.reference, capture.amount)
           limits.adjust(adjustments, now)
           if (completion === undefined) return Effect.succeed(settled)
           if (records !== undefined) {
@@ -151,9 +174,14 @@ export const layerMemory: Layer.Layer<
           }
           return Effect.as(idempotency.complete(completion.scope, completion.key, completion.response), settled)
         }),
-      giveBack: ({ abandon, accountId, adjustments, now, reference }) =>
+      giveBack: ({ abandon, accountId, adjustments, now, reference, spendKeyId }) =>
         Effect.suspend(() => {
           ledger.release(accountId, reference, now)
+          if (spendKeyId !== undefined) {
+            // A deferred job may have captured the hold itself: that capture is what counts.
+            const state = ledger.holdState(accountId, reference, now)
+            caps.close(accountId, spendKeyId, reference, typeof state === "object" ? state.captured : 0)
+          }
           limits.adjust(adjustments, now)
           if (abandon === undefined) return Effect.void
           if (records !== undefined) {

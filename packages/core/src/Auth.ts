@@ -122,6 +122,16 @@ export class Auth extends Context.Service<Auth, {
   readonly createKey: (input: CreateKey) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly revokeKey: (accountId: string, keyId: string) => Effect.Effect<void, NotFound | ServiceUnavailable>
+  /** The key's metadata, if the account has it. */
+  readonly getKey: (accountId: string, keyId: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
+  /**
+   * Sets when the key stops working (`undefined`: never), from its next request on, on every
+   * instance. A key minted with an expiry before this release also carries it in its signature,
+   * which still ends it then.
+   */
+  readonly setKeyExpiry: (accountId: string, keyId: string, expiresAt: Date | undefined) => Effect.Effect<ApiKeyRecord, InvalidRequest | NotFound | ServiceUnavailable>
+  /** Changes the key's description; the account must have the key. */
+  readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
   readonly siwxChallenge: Effect.Effect<SiwxChallenge>
 }>()("@tollgate/core/Auth") {}
@@ -334,21 +344,41 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       createdAt: new Date(at),
       ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt })
     }
+    // The expiry is the store's, not the signature's, so that it can be changed or removed later.
     const key = yield* Jwt.sign(options.signingKey, {
       accountId: record.accountId,
       keyId: record.id,
       type: record.type,
       tier: record.tier,
-      issuedAt: record.createdAt,
-      ...(record.expiresAt === undefined ? {} : { expiresAt: record.expiresAt })
+      issuedAt: record.createdAt
     })
     yield* store.putKey(record)
+    if (record.expiresAt !== undefined) yield* store.setExpiry(record.accountId, record.id, record.expiresAt)
     return { key, record }
   })
 
   const revokeKey = Effect.fn("Auth.revokeKey")(function*(accountId: string, keyId: string) {
     const found = yield* store.revokeKey(accountId, keyId, new Date(yield* now))
     if (!found) return yield* new NotFound({ message: "No API key with this id" })
+  })
+
+  const getKey = (accountId: string, keyId: string) =>
+    Effect.flatMap(store.getKey(accountId, keyId), (found) =>
+      Option.isSome(found) ? Effect.succeed(found.value) : Effect.fail(new NotFound({ message: "No API key with this id" })))
+
+  const setKeyExpiry = Effect.fn("Auth.setKeyExpiry")(function*(accountId: string, keyId: string, expiresAt: Date | undefined) {
+    if (expiresAt !== undefined && expiresAt.getTime() <= (yield* now)) {
+      return yield* new InvalidRequest({ message: "expiresAt must be in the future" })
+    }
+    yield* getKey(accountId, keyId)
+    yield* store.setExpiry(accountId, keyId, expiresAt)
+    return yield* getKey(accountId, keyId)
+  })
+
+  const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
+    const record = { ...(yield* getKey(accountId, keyId)), description }
+    yield* store.putKey(record)
+    return record
   })
 
   const siwxChallenge = Effect.map(now, (at): SiwxChallenge => ({
@@ -383,6 +413,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     createKey,
     listKeys: store.listKeys,
     revokeKey,
+    getKey,
+    setKeyExpiry,
+    describeKey,
     siwxChallenge
   })
 })

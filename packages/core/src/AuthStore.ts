@@ -9,6 +9,7 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { Account, ApiKeyRecord } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
+import * as KeyCaps from "./KeyCaps.ts"
 
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.
@@ -17,6 +18,7 @@ import type { ServiceUnavailable } from "./Errors.ts"
  */
 export interface KeyStatus {
   readonly accountExists: boolean
+  /** Revoked, or past the expiry the store holds for it (`setExpiry`). */
   readonly revoked: boolean
 }
 
@@ -27,6 +29,12 @@ export class AuthStore extends Context.Service<AuthStore, {
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
+  readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
+  /**
+   * Sets the key's expiry (`undefined`: none), enforced by `keyStatus` from the next request on;
+   * false when the account has no such key. A revoked key stays revoked.
+   */
+  readonly setExpiry: (accountId: string, keyId: string, expiresAt: Date | undefined) => Effect.Effect<boolean, ServiceUnavailable>
   /** Marks the key revoked at `at`; false when the account has no such key. */
   readonly revokeKey: (accountId: string, keyId: string, at: Date) => Effect.Effect<boolean, ServiceUnavailable>
   readonly keyStatus: (accountId: string, keyId: string) => Effect.Effect<KeyStatus, ServiceUnavailable>
@@ -41,16 +49,10 @@ export class AuthStore extends Context.Service<AuthStore, {
  * @category store
  */
 export class Memory extends Context.Service<Memory, {
-  readonly keyStatus: (accountId: string, keyId: string) => KeyStatus
+  readonly keyStatus: (accountId: string, keyId: string, now: number) => KeyStatus
 }>()("@tollgate/core/AuthStore/Memory") {}
 
-/**
- * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
- * `Memory`.
- *
- * @category layers
- */
-export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
+const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
@@ -65,10 +67,13 @@ export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(()
   const sweepNonces = (now: number) => {
     for (const [key, expiresAt] of nonces) if (expiresAt <= now) nonces.delete(key)
   }
-  const keyStatus = (accountId: string, keyId: string): KeyStatus => ({
-    accountExists: accounts.has(accountId),
-    revoked: keys.get(accountId)?.get(keyId)?.revokedAt !== undefined
-  })
+  const keyStatus = (accountId: string, keyId: string, now: number): KeyStatus => {
+    const record = keys.get(accountId)?.get(keyId)
+    return {
+      accountExists: accounts.has(accountId),
+      revoked: record?.revokedAt !== undefined || (record?.expiresAt !== undefined && record.expiresAt.getTime() <= now)
+    }
+  }
   const store = AuthStore.of({
     insertAccount: (account) =>
       Effect.sync(() => {
@@ -80,6 +85,16 @@ export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(()
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
     putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
+    getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),
+    setExpiry: (accountId, keyId, expiresAt) =>
+      Effect.sync(() => {
+        const map = keys.get(accountId)
+        const record = map?.get(keyId)
+        if (map === undefined || record === undefined) return false
+        const { expiresAt: _, ...rest } = record
+        map.set(keyId, expiresAt === undefined ? rest : { ...rest, expiresAt })
+        return true
+      }),
     revokeKey: (accountId, keyId, at) =>
       Effect.sync(() => {
         const map = keys.get(accountId)
@@ -88,7 +103,7 @@ export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(()
         if (record.revokedAt === undefined) map.set(keyId, { ...record, revokedAt: at })
         return true
       }),
-    keyStatus: (accountId, keyId) => Effect.sync(() => keyStatus(accountId, keyId)),
+    keyStatus: (accountId, keyId) => Effect.map(Clock.currentTimeMillis, (now) => keyStatus(accountId, keyId, now)),
     claimNonce: (key, ttlMs) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         if (nonces.size > 10_000) sweepNonces(now)
@@ -100,3 +115,15 @@ export const layerMemory: Layer.Layer<AuthStore | Memory> = Layer.syncContext(()
   })
   return Context.make(AuthStore, store).pipe(Context.add(Memory, Memory.of({ keyStatus })))
 })
+
+/**
+ * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
+ * `Memory`, and the keys' spend caps beside it (`KeyCaps.layerMemory`): wherever keys are stored,
+ * their caps are.
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory> = Layer.merge(
+  layerAccounts,
+  KeyCaps.layerMemory
+)

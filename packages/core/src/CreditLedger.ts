@@ -67,6 +67,8 @@ export interface UsageDetails {
   readonly executionMs: number
   readonly promptTokens?: number | undefined
   readonly completionTokens?: number | undefined
+  /** The API key that paid, for usage analytics by key; absent for a wallet. */
+  readonly keyId?: string | undefined
 }
 
 /**
@@ -460,6 +462,8 @@ export class Memory extends Context.Service<Memory, {
   readonly capture: (input: CaptureInput, now: number) => Settlement | LedgerError
   readonly release: (accountId: string, reference: string, now: number) => Balance | LedgerError
   readonly balance: (accountId: string, now: number) => Balance
+  /** Where the hold stands: open, released, captured (for how much), or unknown (never placed, or forgotten). */
+  readonly holdState: (accountId: string, reference: string, now: number) => "open" | "released" | { readonly captured: Money.Nano } | undefined
 }>()("@tollgate/core/CreditLedger/Memory") {}
 
 /**
@@ -709,7 +713,17 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     return balanceOf(account, now)
   }
 
-  const memory = Memory.of({ hold, capture, release, balance })
+  const holdState = (accountId: string, reference: string, now: number): "open" | "released" | { readonly captured: Money.Nano } | undefined => {
+    const account = accountOf(accountId)
+    sweep(account, now)
+    const held = account.holds.get(reference)
+    if (held === undefined) return undefined
+    if (held.state !== "captured") return held.state
+    const settlement = held.settlement!
+    return { captured: Money.unsafeNano(settlement.fromAllowance + settlement.fromUsd) }
+  }
+
+  const memory = Memory.of({ hold, capture, release, balance, holdState })
   const lift = <A>(result: A | LedgerError): Effect.Effect<A, LedgerError> =>
     result instanceof LedgerError ? Effect.fail(result) : Effect.succeed(result)
 

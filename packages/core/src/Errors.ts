@@ -109,6 +109,14 @@ export class Unauthenticated extends Data.TaggedError("Unauthenticated")<{ reado
 export class InsufficientBalance extends Data.TaggedError("InsufficientBalance")<{ readonly message: string }> {}
 
 /**
+ * 402: the API key's spend cap (`KeyCaps`) leaves no room for the call's quote; StandardError with
+ * code SPEND_CAP_REACHED. Another key of the account, or a raised cap, can still pay.
+ *
+ * @category errors
+ */
+export class SpendCapReached extends Data.TaggedError("SpendCapReached")<{ readonly message: string }> {}
+
+/**
  * 402 whose body was built by the x402 module (the discovery form or the authenticated-wallet
  * form), with the headers that go with it (`PAYMENT-REQUIRED`).
  *
@@ -195,6 +203,7 @@ export type ApiError =
   | InvalidRequest
   | Unauthenticated
   | InsufficientBalance
+  | SpendCapReached
   | PaymentRequired
   | Forbidden
   | NotFound
@@ -218,6 +227,7 @@ export const statusOf: { readonly [K in ApiError["_tag"]]: number } = {
   InvalidRequest: 400,
   Unauthenticated: 401,
   InsufficientBalance: 402,
+  SpendCapReached: 402,
   PaymentRequired: 402,
   Forbidden: 403,
   NotFound: 404,

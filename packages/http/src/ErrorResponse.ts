@@ -61,6 +61,8 @@ export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerRes
       })
     case "InsufficientBalance":
       return json(status, { error: error.message, code: "INSUFFICIENT_BALANCE" })
+    case "SpendCapReached":
+      return json(status, { error: error.message, code: "SPEND_CAP_REACHED" })
     case "PaymentRequired":
       return json(status, error.body, { "cache-control": "no-store", ...error.headers })
     case "MethodNotAllowed":

@@ -19,7 +19,7 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, Admission, type AuthStore, CreditLedger, Errors, Money, type PricingEngine, Principal, Spans, Staking, X402 } from "@tollgate/core"
+import { AbuseGuard, Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, type PricingEngine, Principal, Spans, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -378,6 +378,11 @@ export const layer = (options: Options = {}): Layer.Layer<
         return this.claim(found.value)
       }
 
+      /** The key whose spend cap the call counts against. */
+      spendKeyId(): string | undefined {
+        return this.principal._tag === "ApiKey" ? this.principal.keyId : undefined
+      }
+
       /** Claims the `Idempotency-Key`, when there is one, then admits. */
       claim(found: Auth.Unconfirmed): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
         const idem = this.idem
@@ -439,6 +444,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           accountId: principal.accountId,
           keyId: pending?.keyId,
           abuseBlockKey: this.blockRead ? blockKeyOf!(AbuseGuard.principalCaller(principal)) : undefined,
+          spendKeyId: this.spendKeyId(),
           counters: plan.counters,
           hold: { amount: call.quote.amount, reference: this.reference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? ttlMs }
         })
@@ -454,6 +460,9 @@ export const layer = (options: Options = {}): Layer.Layer<
             case "Blocked":
               this.step = "auth"
               return AbuseGuard.identifyRead(principal, reply.ms) as Effect.Effect<never, Errors.ApiError>
+            case "CapReached":
+              countAdmission("balance", context)
+              return this.stood(Effect.fail(KeyCaps.refusal(reply.cap, reply.spent)))
             case "HoldRefused":
               countAdmission("balance", context)
               // A wallet's 402 reads its balance: a store failure there is the admission's.
@@ -536,6 +545,7 @@ export const layer = (options: Options = {}): Layer.Layer<
         const now = this.clock.currentTimeMillisUnsafe()
         const settled = store.settle({
           now,
+          spendKeyId: this.spendKeyId(),
           capture: {
             accountId: this.principal.accountId,
             reference: this.reference,
@@ -548,7 +558,8 @@ export const layer = (options: Options = {}): Layer.Layer<
               requestId: this.current.requestId,
               executionMs: now - startedAt,
               promptTokens: produced.usage.promptTokens,
-              completionTokens: produced.usage.completionTokens
+              completionTokens: produced.usage.completionTokens,
+              keyId: this.spendKeyId()
             }
           },
           adjustments: admission.settlement({ tokens: produced.actualTokens, credits: produced.actualCredits }),
@@ -573,6 +584,7 @@ export const layer = (options: Options = {}): Layer.Layer<
           now: this.clock.currentTimeMillisUnsafe(),
           accountId,
           reference: this.reference,
+          spendKeyId: this.spendKeyId(),
           adjustments: admission.settlement({ tokens: 0, credits: 0 }),
           abandon: freeKey && idem !== undefined ? { scope: accountId, key: idem.key } : undefined
         }).pipe(

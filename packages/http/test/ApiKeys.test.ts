@@ -3,6 +3,7 @@ import { AbuseGuard } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
+import * as KeyCaps from "@tollgate/core/KeyCaps"
 import { AbuseGuardRedis, AuthStoreRedis } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
@@ -20,10 +21,23 @@ afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 const build = <I, S, E>(tag: Context.Key<I, S>, layer: Layer.Layer<I, E>): Promise<S> =>
   Effect.runPromise(Effect.map(Layer.buildWithScope(layer, scope), (context) => Context.get(context, tag)))
 
+/** Auth with the spend caps of the same store. */
+const buildAuth = (layer: Layer.Layer<Auth.Auth | KeyCaps.KeyCaps>) =>
+  Effect.runPromise(Effect.map(Layer.buildWithScope(layer, scope), (context) => ({
+    ...Context.get(context, Auth.Auth),
+    caps: Context.get(context, KeyCaps.KeyCaps)
+  })))
+
+type AuthWithCaps = Auth.Auth["Service"] & { readonly caps: KeyCaps.KeyCaps["Service"] }
+
 /** One app instance over the given Auth and abuse guard. */
-const instance = (auth: Auth.Auth["Service"], guard: AbuseGuard.AbuseGuard["Service"]) => {
+const instance = (auth: AuthWithCaps, guard: AbuseGuard.AbuseGuard["Service"]) => {
   const { dispose, handler } = Handlers.toWebHandler(App.layer(ApiKeys.routes).pipe(
-    Layer.provide(Layer.mergeAll(Layer.succeed(Auth.Auth, auth), Layer.succeed(AbuseGuard.AbuseGuard, guard))),
+    Layer.provide(Layer.mergeAll(
+      Layer.succeed(Auth.Auth, auth),
+      Layer.succeed(KeyCaps.KeyCaps, auth.caps),
+      Layer.succeed(AbuseGuard.AbuseGuard, guard)
+    )),
     Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
   ))
   afterAll(dispose)
@@ -34,13 +48,13 @@ const instance = (auth: Auth.Auth["Service"], guard: AbuseGuard.AbuseGuard["Serv
     }))
 }
 
-const memoryAuth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: origin }).pipe(Layer.provide(AuthStore.layerMemory)))
+const memoryAuth = await buildAuth(Auth.layer({ signingKey, publicOrigin: origin }).pipe(Layer.provideMerge(AuthStore.layerMemory)))
 const request = instance(memoryAuth, await build(AbuseGuard.AbuseGuard, AbuseGuard.layerMemory))
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 
 /** A fresh account with an ADMIN and an INFERENCE key. */
-const account = async (auth = memoryAuth, tier: "default" | "partner" = "default") => {
+const account = async (auth: Auth.Auth["Service"] = memoryAuth, tier: "default" | "partner" = "default") => {
   const created = await run(auth.createAccount())
   const admin = await run(auth.createKey({ accountId: created.id, type: "ADMIN", tier, description: "admin" }))
   const inference = await run(auth.createKey({ accountId: created.id, type: "INFERENCE", tier, description: "inference" }))
@@ -101,6 +115,77 @@ describe("Key management: ADMIN keys create, list and revoke the account's keys"
     const partner = await account(memoryAuth, "partner")
     const minted = await post(partner.admin, { apiKeyType: "INFERENCE", description: "" })
     expect(await minted.json()).toMatchObject({ tier: "partner" })
+  })
+})
+
+describe("Spend caps and key details: consumptionLimit and limitPeriod at creation or by PATCH; GET /api_keys/:id within the caller's account", () => {
+  const patch = (key: string, body: unknown) =>
+    request("/api/v1/api_keys", { method: "PATCH", body: JSON.stringify(body), headers: { "content-type": "application/json" }, key })
+
+  it("a key created with a cap shows it with the period's spend; one without shows a null limit and no usage", async () => {
+    const { admin } = await account()
+    const created = await post(admin, { apiKeyType: "INFERENCE", description: "capped", consumptionLimit: { usd: 0.05 }, limitPeriod: "EPOCH" })
+    expect(created.status).toBe(201)
+    const body = await created.json() as { id: string }
+    expect(body).toMatchObject({ consumptionLimits: { usd: 0.05 }, limitPeriod: "EPOCH", currentPeriodUsage: { usd: "0" } })
+    const shown = await request(`/api/v1/api_keys/${body.id}`, { key: admin })
+    expect(shown.status).toBe(200)
+    expect(await shown.json()).toMatchObject({ data: { id: body.id, consumptionLimits: { usd: 0.05 }, limitPeriod: "EPOCH", currentPeriodUsage: { usd: "0" } } })
+    const plain = await (await post(admin, { apiKeyType: "INFERENCE", description: "plain" })).json() as Record<string, unknown>
+    expect(plain["consumptionLimits"]).toEqual({ usd: null })
+    expect(plain).not.toHaveProperty("currentPeriodUsage")
+    const listed = await (await request("/api/v1/api_keys", { key: admin })).json() as { data: Array<{ id: string; limitPeriod: string }> }
+    expect(listed.data.find((key) => key.id === body.id)).toMatchObject({ consumptionLimits: { usd: 0.05 }, currentPeriodUsage: { usd: "0" } })
+  })
+
+  it("PATCH changes the description, the cap and its period, and removes the cap with usd null", async () => {
+    const { admin } = await account()
+    const { id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "before" })).json() as { id: string }
+    const capped = await patch(admin, { id, description: "after", consumptionLimit: { usd: 12.5 } })
+    expect(capped.status).toBe(200)
+    expect(await capped.json()).toMatchObject({ success: true, data: { id, description: "after", consumptionLimits: { usd: 12.5 }, limitPeriod: "EPOCH" } })
+    expect(await (await patch(admin, { id, limitPeriod: "MONTH" })).json()).toMatchObject({ data: { consumptionLimits: { usd: 12.5 }, limitPeriod: "MONTH" } })
+    const removed = await (await patch(admin, { id, consumptionLimit: { usd: null } })).json() as { data: Record<string, unknown> }
+    expect(removed.data["consumptionLimits"]).toEqual({ usd: null })
+    expect(removed.data).not.toHaveProperty("currentPeriodUsage")
+  })
+
+  it("PATCH sets an expiry that ends the key at that time on its next request, and removing it lets the key work again", async () => {
+    const { admin } = await account()
+    const { apiKey, id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "expiring" })).json() as { apiKey: string; id: string }
+    const soon = new Date(Date.now() + 1_000).toISOString()
+    expect(await (await patch(admin, { id, expiresAt: soon })).json()).toMatchObject({ data: { id, expiresAt: soon } })
+    expect((await request("/api/v1/api_keys", { key: apiKey })).status).not.toBe(401)
+    await new Promise((resolve) => setTimeout(resolve, 1_100))
+    expect((await request("/api/v1/api_keys", { key: apiKey })).status).toBe(401)
+    expect(await (await patch(admin, { id, expiresAt: null })).json()).toMatchObject({ data: { id, expiresAt: null } })
+    expect((await request("/api/v1/api_keys", { key: apiKey })).status).not.toBe(401)
+    const past = await patch(admin, { id, expiresAt: "2020-01-01", description: "unchanged?" })
+    expect(past.status).toBe(400)
+    expect(await (await request(`/api/v1/api_keys/${id}`, { key: admin })).json()).toMatchObject({ data: { description: "expiring", expiresAt: null } })
+  })
+
+  it("a bad cap or period is a 400 naming the field; a period without a cap is a 400", async () => {
+    const { admin } = await account()
+    const negative = await post(admin, { apiKeyType: "INFERENCE", description: "", consumptionLimit: { usd: -1 } })
+    expect(negative.status).toBe(400)
+    expect(Object.keys((await negative.json() as { details: Record<string, unknown> }).details)).toContain("consumptionLimit")
+    const period = await post(admin, { apiKeyType: "INFERENCE", description: "", consumptionLimit: { usd: 1 }, limitPeriod: "WEEK" })
+    expect(period.status).toBe(400)
+    const { id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "" })).json() as { id: string }
+    const alone = await patch(admin, { id, limitPeriod: "MONTH" })
+    expect(alone.status).toBe(400)
+    expect(await alone.json()).toMatchObject({ details: { limitPeriod: { _errors: [expect.any(String)] } } })
+  })
+
+  it("another account's key is a 404 to GET and PATCH; an INFERENCE key is a 403", async () => {
+    const mine = await account()
+    const other = await account()
+    const [theirs] = await run(memoryAuth.listKeys(other.id))
+    expect((await request(`/api/v1/api_keys/${theirs!.id}`, { key: mine.admin })).status).toBe(404)
+    expect((await patch(mine.admin, { id: theirs!.id, consumptionLimit: { usd: 0 } })).status).toBe(404)
+    expect((await request(`/api/v1/api_keys/${theirs!.id}`, { key: mine.inference })).status).toBe(403)
+    expect((await patch(mine.inference, { id: theirs!.id, description: "x" })).status).toBe(403)
   })
 })
 
@@ -191,8 +276,8 @@ describe("Revocation is effective at once on every instance sharing Redis", () =
     const url = redis.url
     const redisInstance = async () => {
       const connection = Layer.orDie(NodeRedis.layer({ url }))
-      const auth = await build(Auth.Auth, Auth.layer({ signingKey, publicOrigin: origin }).pipe(
-        Layer.provide(AuthStoreRedis.layerRedis),
+      const auth = await buildAuth(Auth.layer({ signingKey, publicOrigin: origin }).pipe(
+        Layer.provideMerge(AuthStoreRedis.layerRedis),
         Layer.provide(connection)
       ))
       const guard = await build(AbuseGuard.AbuseGuard, AbuseGuardRedis.layerRedis.pipe(Layer.provide(connection)))

@@ -1,4 +1,4 @@
-import { CreditLedger, Money, X402 } from "@tollgate/core"
+import { CreditLedger, Money, TopUpTransactions, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -11,8 +11,11 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Address } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { App, Handlers, ServiceInfo } from "../src/index.ts"
+import type * as Route from "../src/Route.ts"
+import * as WalletTransactions from "../src/routes/WalletTransactions.ts"
 import * as X402Route from "../src/routes/X402.ts"
 import * as X402Chain from "./support/X402Chain.ts"
 
@@ -89,10 +92,15 @@ beforeAll(async () => {
   chain = await X402Chain.start()
   await chain.mint(payer.address, 1_000_000_000n)
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const app = App.layer(X402Route.routes).pipe(
+  const routes: ReadonlyArray<Route.Route<Auth.Auth | CreditLedger.CreditLedger | PaymentFacilitator.PaymentFacilitator | X402.X402Config | TopUpTransactions.TopUpTransactions>> = [
+    ...X402Route.routes,
+    ...WalletTransactions.routes
+  ]
+  const app = App.layer(routes).pipe(
     Layer.provide(Layer.mergeAll(
       X402.layer(config),
       CreditLedger.layerMemory,
+      TopUpTransactions.layerMemory,
       X402Chain.facilitator(chain, facilitatorUrl),
       Auth.layer({ signingKey, publicOrigin: ORIGIN }).pipe(Layer.provide(AuthStore.layerMemory)),
       ServiceInfo.layer({ version: "test", hostName: "test-host" })
@@ -153,6 +161,35 @@ describe("The official x402 client tops up a wallet: USDC moves on chain, the cr
     expect(receipt.status).toBe("success")
     expect(await balanceUsd(payer.address)).toBe("5")
     expect(await balanceUsd(payer.address.toLowerCase())).toBe("5")
+  })
+
+  it("GET /x402/transactions/{wallet} shows the top-up with the hash of the transaction that paid it", async () => {
+    const message = createSiweMessage({
+      domain: "localhost",
+      address: payer.address,
+      uri: `${ORIGIN}/`,
+      version: "1",
+      chainId: 8453,
+      nonce: "0123456789abcdef",
+      issuedAt: new Date(),
+      expirationTime: new Date(Date.now() + 600_000),
+      statement: "Sign in to use your prepaid credits."
+    })
+    const header = Buffer.from(JSON.stringify({
+      address: payer.address,
+      message,
+      signature: await payer.signMessage({ message }),
+      timestamp: Date.now(),
+      chainId: 8453
+    })).toString("base64")
+    const response = await fetchApp(`${ORIGIN}/api/v1/x402/transactions/${payer.address}`, { headers: { "sign-in-with-x": header } })
+    expect(response.status).toBe(200)
+    const { data } = await response.json() as { data: { transactions: Array<{ type: string; amount: number; balanceAfter: number; transactionHash: string | null }> } }
+    expect(data.transactions).toHaveLength(1)
+    const [topUp] = data.transactions
+    expect(topUp).toMatchObject({ type: "TOP_UP", amount: 5, balanceAfter: 5, transactionHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+    const receipt = await chain.client.getTransactionReceipt({ hash: topUp!.transactionHash as `0x${string}` })
+    expect(receipt.status).toBe("success")
   })
 
   it("pays a larger amount asked for in the query", async () => {

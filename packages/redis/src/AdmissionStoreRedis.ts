@@ -16,28 +16,31 @@
  * @since 0.1.0
  */
 import type { RedisConnection } from "./RedisConnection.ts"
-import { Admission, CreditLedger, Errors, Money, type RateLimiter } from "@tollgate/core"
+import { Admission, CreditLedger, Errors, KeyCaps, Money, type RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import * as AuthStoreRedis from "./AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
 import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
+import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import * as RateLimiterRedis from "./RateLimiterRedis.ts"
 import * as Scripts from "./Scripts.ts"
 
-// KEYS 1-6: the account's ledger keys; 7 and 8: per operation (below); then the counters.
+// KEYS 1-6: the account's ledger keys; 7 on: per operation (below); then the counters.
 // ARGV 1: the operation, 2: now.
 //
-// admit:    KEYS 7 the account's record, 8 the key's revocation marker (both strings, read in one
-//           MGET), 9 the abuse guard's block of the key. ARGV 3 whether the key's standing is
-//           checked ("1"), and its block too ("2"), 4-7 the hold (reference, amount, price version,
-//           ttl), 8 on one take of `takeAll` (its keys from 10 on). The hold is checked before the
-//           take and placed after it, so a refused payment wins over a rate limit and a refusal
-//           writes nothing.
-// settle:   KEYS 7 the idempotency record. ARGV 3-5 the capture (reference, amount, usage
-//           details), 6-8 the record's response (status, headers, body; status "" for none), 9 on
-//           the adjustments of `adjustAll`.
-// giveback: KEYS 7 the idempotency record. ARGV 3 the hold's reference, 4 whether the record is
-//           abandoned ("1"), 5 on the adjustments.
+// admit:    KEYS 7 the account's record, 8 the key's refusal marker (both strings, read in one
+//           MGET), 9 the abuse guard's block of the key, 10 the spend cap of the key paying
+//           (`KeyCapsRedis.capKey`). ARGV 3 whether the key's standing is checked ("1"), and its
+//           block too ("2"), 4-7 the hold (reference, amount, price version, ttl), 8 and 9 today's
+//           and this month's period ids (`KeyCaps.periodId`; 8 is "" without a key paying), 10 on
+//           one take of `takeAll` (its keys from 11 on). The cap and the hold are checked before
+//           the take and counted after it, so a refused payment wins over a rate limit and a
+//           refusal writes nothing.
+// settle:   KEYS 7 the idempotency record, 8 the spend cap. ARGV 3-5 the capture (reference,
+//           amount, usage details), 6-8 the record's response (status, headers, body; status ""
+//           for none), 9 on the adjustments of `adjustAll`.
+// giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
+//           the record is abandoned ("1"), 5 on the adjustments.
 const script = (retentionMs: number) => Scripts.make(`
 local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
@@ -46,36 +49,51 @@ ${CreditLedgerRedis.ledgerLibrary(retentionMs)}
 ${RateLimiterRedis.takeLibrary}
 ${RateLimiterRedis.adjustLibrary}
 ${IdempotencyStoreRedis.recordLibrary}
+${KeyCapsRedis.capLibrary}
 
 local function admit()
   if ARGV[3] ~= '0' then
     local standing = redis.call('MGET', KEYS[7], KEYS[8])
-    if not standing[1] or standing[2] then return { 'key', standing[1] and 1 or 0, standing[2] and 1 or 0 } end
+    -- The marker holds the time the key is refused from (AuthStoreRedis.revokedKey).
+    local refused = standing[2] and tonumber(standing[2]) <= now
+    if not standing[1] or refused then return { 'key', standing[1] and 1 or 0, refused and 1 or 0 } end
     if ARGV[3] == '2' then
       local blocked = redis.call('PTTL', KEYS[9])
       if blocked > 0 then return { 'blocked', blocked } end
     end
   end
   local ref, amount, version, ttl = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
+  local cap
+  if ARGV[8] ~= '' then
+    local reached
+    reached, cap = capCheck(KEYS[10], amount, ARGV[8], ARGV[9])
+    if reached then return reached end
+  end
   local answer, plan = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
-  local taken = takeAll(KEYS, ARGV, 9, 8, #ARGV)
+  local taken = takeAll(KEYS, ARGV, 10, 10, #ARGV)
   if taken[1] == 0 then return { 'limited', taken } end
-  local held = answer or holdPlace(ref, amount, version, ttl, plan)
+  if answer then return { 'ok', answer[2], answer[3], taken } end
+  local held = holdPlace(ref, amount, version, ttl, plan)
+  if cap then capReserve(KEYS[10], cap, ref, amount, now + ttl) end
   return { 'ok', held[2], held[3], taken }
 end
 
 local function settle()
   local captured = ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5])
   if captured[1] == 'err' then return captured end
-  adjustAll(KEYS, ARGV, 7, 9, #KEYS - 7)
+  capClose(KEYS[8], ARGV[3], tonumber(captured[2][1]) + tonumber(captured[2][2]))
+  adjustAll(KEYS, ARGV, 8, 9, #KEYS - 8)
   if ARGV[6] ~= '' then completeRecord(KEYS[7], ARGV[6], ARGV[7], ARGV[8]) end
   return captured
 end
 
 local function giveBack()
   ledgerRelease(ARGV[3])
-  adjustAll(KEYS, ARGV, 7, 5, #KEYS - 7)
+  -- A deferred job may have captured the hold itself: that capture is what counts.
+  local rec = holdRecord(ARGV[3])
+  capClose(KEYS[8], ARGV[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0)
+  adjustAll(KEYS, ARGV, 8, 5, #KEYS - 8)
   if ARGV[4] == '1' then abandonRecord(KEYS[7]) end
   return { 'ok' }
 end
@@ -137,7 +155,8 @@ export const make = (options: Options = {}) =>
         AuthStoreRedis.accountKey(accountId),
         AuthStoreRedis.revokedKey(accountId, input.keyId ?? ""),
         // Unread without a block to check, but in the account's slot like every key here.
-        input.abuseBlockKey ?? AuthStoreRedis.accountKey(accountId)
+        input.abuseBlockKey ?? AuthStoreRedis.accountKey(accountId),
+        KeyCapsRedis.capKey(accountId, input.spendKeyId ?? "")
       ]
       const args = [
         "admit",
@@ -146,7 +165,9 @@ export const make = (options: Options = {}) =>
         hold.reference,
         String(hold.amount),
         hold.priceVersion,
-        String(hold.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS)
+        String(hold.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS),
+        input.spendKeyId === undefined ? "" : KeyCaps.periodId("EPOCH", now),
+        input.spendKeyId === undefined ? "" : KeyCaps.periodId("MONTH", now)
       ]
       const take: RateLimiterRedis.TakeInput = { now, counters: input.counters, dryRun: false }
       RateLimiterRedis.encode(take, keys, args)
@@ -177,6 +198,12 @@ export const make = (options: Options = {}) =>
             return Effect.succeed({ _tag: "KeyRefused", status: { accountExists: reply[1] === 1, revoked: reply[2] === 1 } })
           case "blocked":
             return Effect.succeed({ _tag: "Blocked", ms: reply[1] as number })
+          case "cap":
+            return Effect.succeed({
+              _tag: "CapReached",
+              cap: { usd: Money.unsafeNano(Number(reply[1])), period: reply[2] as KeyCaps.LimitPeriod },
+              spent: Money.unsafeNano(Number(reply[3]))
+            })
           case "limited":
             return Effect.succeed({ _tag: "RateLimited", states: statesOf(reply[1]) })
           default:
@@ -192,7 +219,8 @@ export const make = (options: Options = {}) =>
       const { capture, completion } = input
       const keys: Array<string> = [
         ...CreditLedgerRedis.accountKeys(ledgerPrefix, capture.accountId),
-        IdempotencyStoreRedis.recordKey(recordPrefix, completion?.scope ?? capture.accountId, completion?.key ?? "")
+        IdempotencyStoreRedis.recordKey(recordPrefix, completion?.scope ?? capture.accountId, completion?.key ?? ""),
+        KeyCapsRedis.capKey(capture.accountId, input.spendKeyId ?? "")
       ]
       const args = [
         "settle",
@@ -219,7 +247,8 @@ export const make = (options: Options = {}) =>
     const giveBack = (input: Admission.GiveBackInput) => {
       const keys: Array<string> = [
         ...CreditLedgerRedis.accountKeys(ledgerPrefix, input.accountId),
-        IdempotencyStoreRedis.recordKey(recordPrefix, input.abandon?.scope ?? input.accountId, input.abandon?.key ?? "")
+        IdempotencyStoreRedis.recordKey(recordPrefix, input.abandon?.scope ?? input.accountId, input.abandon?.key ?? ""),
+        KeyCapsRedis.capKey(input.accountId, input.spendKeyId ?? "")
       ]
       const args = ["giveback", String(input.now), input.reference, input.abandon === undefined ? "" : "1"]
       pushAdjustments(keys, args, input.adjustments)

@@ -1,16 +1,17 @@
 /**
  * The Redis layer of `AuthStore`. Per account, under the account id as hash tag (one Cluster
- * slot): the account as JSON, a hash of key records, and one marker per revoked key, so
- * `keyStatus` is a single MGET on every authenticated request. A revocation is a Lua script that
+ * slot): the account as JSON, a hash of key records, and one marker per revoked or expiring key,
+ * so `keyStatus` is a single MGET on every authenticated request. A revocation is a Lua script that
  * stamps the record and writes the marker together; any instance's next request reads it. Nonces
  * are claimed with `SET NX PX`, which is atomic: of two instances racing on one SIWX header, one
  * wins.
  *
  * @since 0.1.0
  */
-import { type Auth, AuthStore, Errors } from "@tollgate/core"
-import { Effect, Layer, Option } from "effect"
+import { type Auth, AuthStore, Errors, type KeyCaps } from "@tollgate/core"
+import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
+import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 
 const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
 
@@ -23,7 +24,9 @@ export const accountKey = (accountId: string) => `${prefix(accountId)}:account`
 const keysKey = (accountId: string) => `${prefix(accountId)}:keys`
 
 /**
- * The marker of a revoked key: it exists once the key is revoked.
+ * The marker of a key refused from a time on: its value is that time (ms since the epoch), and the
+ * key is refused once it has come. A revocation writes 0 (earlier releases wrote 1, as good); an
+ * expiry (`setExpiry`) its time. Absent: the key stands.
  *
  * @category internals
  */
@@ -42,7 +45,25 @@ if not record.revokedAt then
   record.revokedAt = ARGV[2]
   redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
 end
-redis.call('SET', KEYS[2], '1')
+redis.call('SET', KEYS[2], '0')
+return 1
+`
+  }
+).withReturnType<number>()
+
+const expiryScript = Redis.script(
+  (keys: string, marker: string, keyId: string, expiresAt: string, fromMs: string) => [keys, marker, keyId, expiresAt, fromMs],
+  {
+    numberOfKeys: 2,
+    lua: `
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local record = cjson.decode(raw)
+if ARGV[2] == '' then record.expiresAt = nil else record.expiresAt = ARGV[2] end
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
+if not record.revokedAt then
+  if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
+end
 return 1
 `
   }
@@ -93,16 +114,12 @@ const decodeKey = (json: string): Auth.ApiKeyRecord => {
   }
 }
 
-/**
- * `AuthStore` over the `Redis` service in context.
- *
- * @category layers
- */
-export const layerRedis: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Layer.effect(
+const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Layer.effect(
   AuthStore.AuthStore,
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
     const revoke = redis.eval(revokeScript)
+    const expire = redis.eval(expiryScript)
     const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     return AuthStore.AuthStore.of({
@@ -119,16 +136,30 @@ export const layerRedis: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = 
           send<ReadonlyArray<string>>("HVALS", keysKey(accountId)),
           (values) => values.map(decodeKey).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
         ),
+      getKey: (accountId, keyId) =>
+        Effect.map(send<string | null>("HGET", keysKey(accountId), keyId), (json) => Option.map(Option.fromNullishOr(json), decodeKey)),
+      setExpiry: (accountId, keyId, expiresAt) =>
+        Effect.map(
+          expire(
+            keysKey(accountId),
+            revokedKey(accountId, keyId),
+            keyId,
+            expiresAt?.toISOString() ?? "",
+            expiresAt === undefined ? "" : String(expiresAt.getTime())
+          ).pipe(Effect.mapError(unavailable)),
+          (found) => found === 1
+        ),
       revokeKey: (accountId, keyId, at) =>
         Effect.map(
           revoke(keysKey(accountId), revokedKey(accountId, keyId), keyId, at.toISOString()).pipe(Effect.mapError(unavailable)),
           (found) => found === 1
         ),
       keyStatus: (accountId, keyId) =>
-        Effect.map(
-          send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId)),
-          ([account, revoked]) => ({ accountExists: account != null, revoked: revoked != null })
-        ),
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.map(
+            send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId)),
+            ([account, refusedFrom]) => ({ accountExists: account != null, revoked: refusedFrom != null && Number(refusedFrom) <= now })
+          )),
       claimNonce: (key, ttlMs) =>
         Effect.map(
           send<string | null>("SET", nonceKey(key), "1", "NX", "PX", String(Math.max(1, Math.ceil(ttlMs)))),
@@ -136,4 +167,15 @@ export const layerRedis: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = 
         )
     })
   })
+)
+
+/**
+ * `AuthStore` over the `Redis` service in context, with the keys' spend caps beside it
+ * (`KeyCapsRedis.layerRedis`): wherever keys are stored, their caps are.
+ *
+ * @category layers
+ */
+export const layerRedis: Layer.Layer<AuthStore.AuthStore | KeyCaps.KeyCaps, never, Redis.Redis> = Layer.merge(
+  layerAccounts,
+  KeyCapsRedis.layerRedis
 )

@@ -137,6 +137,19 @@ Contract.contract(
         assert.deepStrictEqual(yield* journalKinds(accountId), ["grant"])
       }))
 
+    it.effect("a key past the expiry the store holds for it is refused like a revoked one, and nothing is written", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const store = yield* AuthStore.AuthStore
+        const now = yield* Clock.currentTimeMillis
+        yield* store.setExpiry(accountId, "key_1", new Date(now + 1_000))
+        assert.strictEqual((yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })).reply._tag, "Admitted")
+        yield* TestClock.adjust("1 second")
+        const { reply } = yield* admit(accountId, { reference: "r2", amount: 625, requests: 10 })
+        assert.deepStrictEqual(reply, { _tag: "KeyRefused", status: { accountExists: true, revoked: true } })
+        assert.strictEqual(yield* used(accountId), 1)
+      }))
+
     it.effect("a hold the balance cannot cover refuses before a rate limit, and takes no request", () =>
       Effect.gen(function*() {
         const accountId = yield* account(100)

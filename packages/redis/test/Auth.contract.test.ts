@@ -135,6 +135,26 @@ Contract.contract(
         assert.strictEqual(yield* tagOf((past)), "InvalidRequest")
       })))
 
+    it.effect("a key's expiry lives in the store: set, it refuses the key from that time on; removed, the key works again; a revoked key stays revoked", () =>
+      live(Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const account = yield* auth.createAccount()
+        const minted = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "", expiresAt: new Date(Date.now() + 60_000) })
+        const header = { authorization: `Bearer ${minted.key}` }
+        assert.strictEqual(yield* tagOf(auth.authenticate(header)), "success")
+        yield* auth.setKeyExpiry(account.id, minted.record.id, new Date(Date.now() + 100))
+        yield* Effect.sleep("150 millis")
+        assert.strictEqual(yield* tagOf(auth.authenticate(header)), "Unauthenticated")
+        const cleared = yield* auth.setKeyExpiry(account.id, minted.record.id, undefined)
+        assert.isUndefined(cleared.expiresAt)
+        assert.strictEqual(yield* tagOf(auth.authenticate(header)), "success")
+        assert.strictEqual(yield* tagOf(auth.setKeyExpiry(account.id, minted.record.id, new Date(0))), "InvalidRequest")
+        assert.strictEqual(yield* tagOf(auth.setKeyExpiry(account.id, "key_missing", undefined)), "NotFound")
+        yield* auth.revokeKey(account.id, minted.record.id)
+        yield* auth.setKeyExpiry(account.id, minted.record.id, undefined)
+        assert.strictEqual(yield* tagOf(auth.authenticate(header)), "Unauthenticated")
+      })))
+
     it.effect("a key signed with our key for an account that does not exist is refused", () =>
       live(Effect.gen(function*() {
         const auth = yield* Auth.Auth

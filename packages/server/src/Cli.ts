@@ -8,13 +8,16 @@
  * tollgate-cli signing-key --out tollgate-signing-key.pem
  * tollgate-cli accounts create --description "Acme"
  * tollgate-cli keys mint --account acct_... --type ADMIN
+ * tollgate-cli keys mint --account acct_... --type INFERENCE --cap-usd 5 --limit-period MONTH
+ * tollgate-cli keys cap --account acct_... --id key_... --usd 0.05 --limit-period EPOCH
+ * tollgate-cli keys cap --account acct_... --id key_... --usd none
  * tollgate-cli keys revoke --account acct_... --id key_...
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
  * ```
  *
  * @since 0.1.0
  */
-import { Auth, AuthStore, CreditLedger, Errors, Jwt, Money } from "@tollgate/core"
+import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, Money } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result } from "effect"
 import * as Fs from "node:fs/promises"
@@ -41,6 +44,23 @@ const createAccount = Command.make("create", {
     yield* print({ accountId: created.id, createdAt: created.createdAt.toISOString() })
   })).pipe(Command.withDescription("Create an account (or show the existing one with that id)"))
 
+const limitPeriod = Flag.Literals("limit-period", KeyCaps.LIMIT_PERIODS).pipe(
+  Flag.withDescription("What the cap is per: EPOCH (a UTC day, the default), MONTH (UTC) or LIFETIME"),
+  Flag.optional
+)
+
+/** A cap of `usd` per `period`, or a usage error naming the flag. */
+const capOf = (flag: string, usd: string, period: Option.Option<KeyCaps.LimitPeriod>) => {
+  const amount = Money.parseUsd(usd)
+  if (Result.isFailure(amount)) {
+    return Effect.fail(new CliError.UserError({ cause: amount.failure, userMessage: `--${flag}: ${usd} is not a USD amount` }))
+  }
+  return Effect.succeed<KeyCaps.SpendCap>({ usd: amount.success, period: Option.getOrElse(period, () => "EPOCH" as const) })
+}
+
+const capJson = (cap: KeyCaps.SpendCap | undefined) =>
+  cap === undefined ? { capUsd: null } : { capUsd: Money.formatUsd(cap.usd), limitPeriod: cap.period }
+
 const mintKey = Command.make("mint", {
   account,
   type: Flag.Literals("type", ["INFERENCE", "ADMIN"]).pipe(Flag.withDescription("INFERENCE calls the API; ADMIN also manages keys and billing")),
@@ -49,10 +69,14 @@ const mintKey = Command.make("mint", {
     Flag.withDefault("default" as const)
   ),
   description: Flag.String("description").pipe(Flag.withDescription("What the key is for, shown in listings"), Flag.withDefault("")),
-  expiresAt: Flag.Date("expires-at").pipe(Flag.withDescription("When the key stops working (ISO 8601; default: never)"), Flag.optional)
+  expiresAt: Flag.Date("expires-at").pipe(Flag.withDescription("When the key stops working (ISO 8601; default: never)"), Flag.optional),
+  capUsd: Flag.String("cap-usd").pipe(Flag.withDescription("The most the key may spend per --limit-period, in USD (default: no cap)"), Flag.optional),
+  limitPeriod
 }, (input) =>
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
+    const caps = yield* KeyCaps.KeyCaps
+    const cap = Option.isSome(input.capUsd) ? yield* capOf("cap-usd", input.capUsd.value, input.limitPeriod) : undefined
     const { key, record } = yield* auth.createKey({
       accountId: input.account,
       type: input.type,
@@ -60,8 +84,25 @@ const mintKey = Command.make("mint", {
       description: input.description,
       ...Option.match(input.expiresAt, { onNone: () => ({}), onSome: (expiresAt) => ({ expiresAt }) })
     }).pipe(Effect.mapError(userError))
-    yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, tier: record.tier, apiKey: key })
+    // The key is printed only once its cap is stored, so no call of it is ever uncapped.
+    if (cap !== undefined) yield* caps.set(record.accountId, record.id, cap)
+    yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, tier: record.tier, ...capJson(cap), apiKey: key })
   })).pipe(Command.withDescription("Mint an API key; the key is printed once"))
+
+const capKey = Command.make("cap", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("The key id (jti)")),
+  usd: Flag.String("usd").pipe(Flag.withDescription("The most the key may spend per --limit-period, in USD; none removes the cap")),
+  limitPeriod
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const caps = yield* KeyCaps.KeyCaps
+    yield* auth.getKey(input.account, input.id).pipe(Effect.mapError(userError))
+    const cap = input.usd === "none" ? undefined : yield* capOf("usd", input.usd, input.limitPeriod)
+    yield* caps.set(input.account, input.id, cap).pipe(Effect.mapError(userError))
+    yield* print({ accountId: input.account, keyId: input.id, ...capJson(cap) })
+  })).pipe(Command.withDescription("Set or remove an API key's spend cap; the spend of the current period is kept"))
 
 const revokeKey = Command.make("revoke", {
   account,
@@ -112,8 +153,8 @@ const signingKey = Command.make("signing-key", {
     yield* print({ written: file })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
 
-/** What the account, key and credit commands need: Auth with the signing key, and the ledger. */
-export type Services = Auth.Auth | CreditLedger.CreditLedger
+/** What the account, key and credit commands need: Auth with the signing key, the keys' caps, and the ledger. */
+export type Services = Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger
 
 /**
  * The command tree. The account, key and credit commands get their services from `services`,
@@ -132,7 +173,7 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
       ),
       Command.make("keys").pipe(
         Command.withDescription("API keys, signed with TOLLGATE_SIGNING_KEY"),
-        Command.withSubcommands([Command.provide(mintKey, services), Command.provide(revokeKey, services)])
+        Command.withSubcommands([Command.provide(mintKey, services), Command.provide(capKey, services), Command.provide(revokeKey, services)])
       ),
       Command.make("credits").pipe(
         Command.withDescription("Prepaid credit of an account"),
@@ -195,7 +236,7 @@ export const layer = (
     )
     const auth = Auth.layer({ signingKey, publicOrigin: config.publicOrigin })
     if (config.store === "memory") {
-      return Layer.mergeAll(auth.pipe(Layer.provide(AuthStore.layerMemory)), CreditLedger.layerMemory)
+      return Layer.mergeAll(auth.pipe(Layer.provideMerge(AuthStore.layerMemory)), CreditLedger.layerMemory)
     }
     const redis = RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
     // The ledger's scripts trim entries past the retention: the server's, not a default.
@@ -203,7 +244,7 @@ export const layer = (
       retentionMs: config.retention?.retentionMs,
       replicaAcknowledgment: config.redisReplicaAcknowledgment
     })
-    return Layer.mergeAll(auth.pipe(Layer.provide(AuthStoreRedis.layerRedis)), ledger).pipe(
+    return Layer.mergeAll(auth.pipe(Layer.provideMerge(AuthStoreRedis.layerRedis)), ledger).pipe(
       Layer.provide(redis)
     )
   }))

@@ -88,6 +88,7 @@ export const FileConfig = Schema.Struct({
   accounts: Schema.optionalKey(Schema.Unknown),
   x402: Schema.optionalKey(Schema.Unknown),
   chat: Schema.optionalKey(Schema.Unknown),
+  webhooks: Schema.optionalKey(Schema.Unknown),
   trustedProxies: Schema.optionalKey(Schema.Array(Schema.String)),
   redis: Schema.optionalKey(RedisSection)
 })

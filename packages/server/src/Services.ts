@@ -29,7 +29,9 @@ import {
   RateLimitLog,
   RateLimits,
   Staking,
+  TopUpTransactions,
   VideoJobs,
+  Webhooks,
   X402
 } from "@tollgate/core"
 import * as ChatOptions from "@tollgate/core/ChatOptions"
@@ -48,10 +50,12 @@ import {
   RateLimiterRedis,
   RateLimitLogRedis,
   RedisConnection,
-  VideoJobsRedis
+  TopUpTransactionsRedis,
+  VideoJobsRedis,
+  WebhookStoreRedis
 } from "@tollgate/redis"
 import bs58 from "bs58"
-import { Duration, Effect, Layer, Redacted, Schema } from "effect"
+import { Duration, Effect, Layer, Redacted, Result, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createClient } from "redis"
 import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
@@ -138,6 +142,29 @@ const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
     }
     return { bytes, address: bs58.encode(bytes.subarray(32)) }
   })
+
+const WebhookSecret = Schema.String.check(Schema.makeFilter((text: string) =>
+  /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(text) ? true : "must be a Standard Webhooks secret: whsec_ and base64"))
+
+/**
+ * The `webhooks` section: the endpoints events are sent to (each with its `whsec_` secret and,
+ * optionally, the event types it takes), the balance under which `balance.below_threshold` fires
+ * (USD), the share of a key's cap at which `key.cap_share_reached` fires, and the first retry's
+ * delay.
+ *
+ * @category schemas
+ */
+export const WebhooksSection = Schema.Struct({
+  endpoints: Schema.Array(Schema.Struct({
+    url: Schema.String.check(Schema.makeFilter((text: string) => /^https?:\/\//.test(text) && URL.canParse(text) ? true : "must be an http(s) URL")),
+    secret: WebhookSecret,
+    events: Schema.optionalKey(Schema.Array(Schema.Literals(Webhooks.EVENT_TYPES)))
+  })),
+  balanceBelowUsd: Schema.optionalKey(Schema.String.check(Schema.makeFilter((text: string) =>
+    Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD"))),
+  capShare: Schema.optionalKey(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1))),
+  retryBaseMs: Schema.optionalKey(Schema.Finite.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(10)))
+})
 
 /**
  * The `chat` section: the service's default system prompt, characters callers pick with
@@ -278,6 +305,8 @@ const stores = (config: ServerConfig) =>
       IdempotencyStoreRedis.layerRedis,
       AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs }),
       VideoJobsRedis.layerRedis,
+      WebhookStoreRedis.layerRedis,
+      TopUpTransactionsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       reachable(config),
@@ -289,7 +318,16 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory)))
+    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory, TopUpTransactions.layerMemory)))
+
+/**
+ * The stores with the webhooks over them: with an endpoint configured, the admission store and
+ * the ledger are watched for the events they cross (`Webhooks.layerObserve`).
+ */
+const storesWithWebhooks = (config: ServerConfig, options: Webhooks.Options) => {
+  const withWebhooks = Layer.provideMerge(Webhooks.layer(options), stores(config))
+  return options.endpoints.length === 0 ? withWebhooks : Layer.provideMerge(Webhooks.layerObserve, withWebhooks)
+}
 
 /**
  * The signing key of API keys: the configured one, or a fresh one in dev mode (keys minted by a
@@ -316,6 +354,13 @@ export const layer = (config: ServerConfig) =>
     yield* checkProduction(config, section.payTo?.evm)
     const x402 = section.payTo === undefined && isDevMode(config) ? { ...section, payTo: { evm: DEV_PAY_TO } } : section
     const chat = config.file.chat === undefined ? {} : yield* decodeSection(ChatSection, "chat", config.file.chat)
+    const webhooks = config.file.webhooks === undefined
+      ? { endpoints: [] }
+      : yield* decodeSection(WebhooksSection, "webhooks", config.file.webhooks)
+    const webhookOptions: Webhooks.Options = {
+      ...webhooks,
+      balanceBelow: webhooks.balanceBelowUsd === undefined ? undefined : Result.getOrThrow(Money.parseUsd(webhooks.balanceBelowUsd))
+    }
     const rateLimits = config.file.rateLimits === undefined
       ? {}
       : yield* decodeSection(RateLimits.ConfigSchema, "rateLimits", config.file.rateLimits)
@@ -407,7 +452,7 @@ export const layer = (config: ServerConfig) =>
       }),
       DocumentExtractor.layer(),
       PortalSession.layerFromSigningKey(key)
-    ).pipe(Layer.provideMerge(stores(config)))
+    ).pipe(Layer.provideMerge(storesWithWebhooks(config, webhookOptions)))
     const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)
     const withStaking = staking === undefined ? withAuth : Layer.provideMerge(
@@ -420,5 +465,5 @@ export const layer = (config: ServerConfig) =>
     const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies, PerCallPayment.layer).pipe(
       Layer.provideMerge(withStaking)
     )
-    return Layer.merge(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer()).pipe(Layer.provideMerge(policies))
+    return Layer.mergeAll(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer(), Webhooks.layerSender).pipe(Layer.provideMerge(policies))
   }))

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Auth, AuthStore, CreditLedger, Jwt } from "@tollgate/core"
+import { Auth, AuthStore, CreditLedger, Jwt, KeyCaps } from "@tollgate/core"
 import { Effect, Layer, Option } from "effect"
 import { TestConsole } from "effect/testing"
 import * as ChildProcess from "node:child_process"
@@ -12,7 +12,7 @@ import * as DevCredentials from "../src/DevCredentials.ts"
 
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const services = Layer.mergeAll(
-  Auth.layer({ signingKey, publicOrigin: "http://localhost:8787" }).pipe(Layer.provide(AuthStore.layerMemory)),
+  Auth.layer({ signingKey, publicOrigin: "http://localhost:8787" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
   CreditLedger.layerMemory,
   NodeServices.layer
 )
@@ -24,7 +24,7 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
     Effect.gen(function*() {
       const auth = yield* Auth.Auth
       // The commands act on these very instances, so the test can look at what they did.
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | CreditLedger.CreditLedger>())
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger>())
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       yield* run(["accounts", "create", "--id", "acct_cli", "--description", "Acme"])
       assert.isTrue(Option.isSome(yield* auth.getAccount("acct_cli")))
@@ -40,6 +40,25 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
 
       yield* run(["credits", "grant", "--account", "acct_cli", "--usd", "25.00", "--reference", "invoice-42"])
       assert.strictEqual(Number((yield* lastJson)["balanceUsd"]), 25)
+    }).pipe(Effect.provide(services)))
+
+  it.effect("keys mint --cap-usd caps a key from its first call; keys cap changes or removes the cap", () =>
+    Effect.gen(function*() {
+      const caps = yield* KeyCaps.KeyCaps
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger>())
+      const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
+      const capOf = (keyId: string) => Effect.map(caps.read("acct_caps", [keyId], Date.now()), (found) => found.get(keyId)?.cap)
+      yield* run(["accounts", "create", "--id", "acct_caps"])
+      yield* run(["keys", "mint", "--account", "acct_caps", "--type", "INFERENCE", "--cap-usd", "5", "--limit-period", "MONTH"])
+      const minted = yield* lastJson
+      assert.deepStrictEqual([minted["capUsd"], minted["limitPeriod"]], ["5", "MONTH"])
+      assert.deepStrictEqual(yield* capOf(minted["keyId"]!), { usd: 5_000_000_000, period: "MONTH" })
+      yield* run(["keys", "cap", "--account", "acct_caps", "--id", minted["keyId"]!, "--usd", "0.05"])
+      assert.deepStrictEqual(yield* capOf(minted["keyId"]!), { usd: 50_000_000, period: "EPOCH" })
+      yield* run(["keys", "cap", "--account", "acct_caps", "--id", minted["keyId"]!, "--usd", "none"])
+      assert.isUndefined(yield* capOf(minted["keyId"]!))
+      const unknown = yield* Effect.flip(run(["keys", "cap", "--account", "acct_caps", "--id", "key_missing", "--usd", "1"]))
+      assert.strictEqual(unknown._tag, "UserError")
     }).pipe(Effect.provide(services)))
 })
 

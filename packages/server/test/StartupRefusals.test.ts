@@ -71,6 +71,23 @@ describe("An unknown key in the config file stops the server, naming the key", (
   })
 })
 
+describe("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
+  it("a secret that is not whsec_ and base64 is refused at start", async () => {
+    const result = await refused({
+      TOLLGATE_CONFIG: configFile("webhook-secret", { webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret: "hunter2" }] } })
+    })
+    expect(expectOneLine(result, "TOLLGATE_CONFIG.webhooks.endpoints.0.secret")).toContain("whsec_")
+  })
+
+  it("an event type that does not exist is refused at start", async () => {
+    const secret = `whsec_${Buffer.from("tollgate startup webhook secret!").toString("base64")}`
+    const result = await refused({
+      TOLLGATE_CONFIG: configFile("webhook-event", { webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret, events: ["balance.low"] }] } })
+    })
+    expectOneLine(result, "TOLLGATE_CONFIG.webhooks.endpoints.0.events.0")
+  })
+})
+
 describe("A trustedProxies entry that is not an address or CIDR range stops the server, naming it", () => {
   it("TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8,proxy.internal is refused at start", async () => {
     const result = await refused({ TOLLGATE_TRUSTED_PROXIES: "10.0.0.0/8,proxy.internal" })

@@ -1,15 +1,22 @@
 /**
  * Key management for ADMIN keys: `POST /api_keys` mints a key for the caller's account (the secret
  * is in this response and nowhere else, ever), `GET /api_keys` lists the account's keys as
- * metadata, `DELETE /api_keys?id=...` revokes one, effective at once on every instance sharing the
- * store. No credentials or bad ones are a 401; a wallet or an INFERENCE key is a 403. A key never
- * mints a tier above its own, so an account cannot raise its own limits.
+ * metadata, `GET /api_keys/:id` shows one, `PATCH /api_keys` changes a key's description, expiry
+ * and spend cap, `DELETE /api_keys?id=...` revokes one, effective at once on every instance sharing the
+ * store. No credentials or bad ones are a 401; a wallet or an INFERENCE key is a 403; a key of
+ * another account is a 404. A key never mints a tier above its own, so an account cannot raise its
+ * own limits.
+ *
+ * A key's spend cap (`KeyCaps`) has the published reference's shapes: `consumptionLimit: {usd}`
+ * and `limitPeriod` (`EPOCH`, a UTC day, the default; `MONTH`; `LIFETIME`) in requests,
+ * `consumptionLimits`, `limitPeriod` and, for a capped key, `currentPeriodUsage: {usd}` in the
+ * metadata.
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, Errors } from "@tollgate/core"
+import { type Auth as AuthModels, Errors, KeyCaps, Money } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import * as RequestBody from "../RequestBody.ts"
@@ -23,12 +30,38 @@ const IsoTimestamp = Schema.String.check(Schema.makeFilter((text: string) =>
     ? true
     : "must be an ISO 8601 timestamp with a time zone"))
 
+/** The largest cap: nano-USD are safe integers. */
+const MAX_CAP_USD = Math.floor(Money.MAX / Money.NANO_PER_USD)
+
+/** @category schemas */
+export const ConsumptionLimit = Schema.Struct({
+  usd: Schema.optionalKey(Schema.NullOr(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(MAX_CAP_USD))))
+})
+
+/** @category schemas */
+export const LimitPeriod = Schema.Literals(KeyCaps.LIMIT_PERIODS)
+
 /** @category schemas */
 export const CreateRequest = Schema.Struct({
   apiKeyType: Schema.Literals(["INFERENCE", "ADMIN"]),
   description: Schema.String.check(Schema.isMaxLength(256)),
   tier: Schema.optionalKey(Schema.Literals(["default", "partner"])),
-  expiresAt: Schema.optionalKey(IsoTimestamp)
+  expiresAt: Schema.optionalKey(IsoTimestamp),
+  consumptionLimit: Schema.optionalKey(ConsumptionLimit),
+  limitPeriod: Schema.optionalKey(LimitPeriod)
+})
+
+const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
+  /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"))
+
+/** @category schemas */
+export const UpdateRequest = Schema.Struct({
+  id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)),
+  description: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(256))),
+  /** A timestamp, or a date (its 00:00 UTC); `""` or `null` removes the expiry. */
+  expiresAt: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Literal(""), IsoTimestamp, IsoDate]))),
+  consumptionLimit: Schema.optionalKey(ConsumptionLimit),
+  limitPeriod: Schema.optionalKey(LimitPeriod)
 })
 
 /** @category schemas */
@@ -36,15 +69,40 @@ export const RevokeQuery = Schema.Struct({
   id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
 })
 
-const metadata = (record: AuthModels.ApiKeyRecord) => ({
+const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpend | undefined) => ({
   id: record.id,
   apiKeyType: record.type,
   description: record.description,
   tier: record.tier,
   createdAt: record.createdAt.toISOString(),
   expiresAt: record.expiresAt?.toISOString() ?? null,
-  revokedAt: record.revokedAt?.toISOString() ?? null
+  revokedAt: record.revokedAt?.toISOString() ?? null,
+  consumptionLimits: { usd: spend === undefined ? null : Money.toUsdNumber(spend.cap.usd) },
+  limitPeriod: spend?.cap.period ?? "EPOCH",
+  ...(spend === undefined ? {} : { currentPeriodUsage: { usd: Money.formatUsd(spend.spent) } })
 })
+
+/**
+ * The cap a request asks for: `undefined` to leave it, `null` to remove it. A period alone changes
+ * the period of the key's cap, which must exist.
+ */
+const requestedCap = (
+  body: { readonly consumptionLimit?: typeof ConsumptionLimit.Type; readonly limitPeriod?: KeyCaps.LimitPeriod },
+  current: KeyCaps.SpendCap | undefined
+): Effect.Effect<KeyCaps.SpendCap | null | undefined, Errors.InvalidRequest> => {
+  const usd = body.consumptionLimit?.usd
+  if (usd === null) return Effect.succeed(null)
+  const period = body.limitPeriod ?? current?.period ?? "EPOCH"
+  if (usd !== undefined) return Effect.succeed({ usd: Money.unsafeNano(Math.round(usd * Money.NANO_PER_USD)), period })
+  if (body.limitPeriod === undefined) return Effect.succeed(undefined)
+  if (current === undefined) {
+    return Effect.fail(new Errors.InvalidRequest({
+      message: "limitPeriod applies to a consumption limit: set consumptionLimit.usd too",
+      details: Errors.fieldErrors([{ path: ["limitPeriod"], message: "needs consumptionLimit.usd on a key without one" }])
+    }))
+  }
+  return Effect.succeed({ usd: current.usd, period })
+}
 
 /** @category routes */
 export const create = Route.make(
@@ -52,12 +110,14 @@ export const create = Route.make(
   PATH,
   Effect.gen(function*() {
     const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireAdmin(auth)
       const body = yield* RequestBody.schema(CreateRequest)
       if (body.tier === "partner" && principal.tier !== "partner") {
         return yield* new Errors.Forbidden({ message: "A key cannot mint a tier above its own" })
       }
+      const cap = yield* requestedCap(body, undefined)
       const { key, record } = yield* auth.createKey({
         accountId: principal.accountId,
         type: body.apiKeyType,
@@ -65,7 +125,9 @@ export const create = Route.make(
         description: body.description,
         ...(body.expiresAt === undefined ? {} : { expiresAt: new Date(body.expiresAt) })
       })
-      return HttpServerResponse.jsonUnsafe({ ...metadata(record), apiKey: key }, {
+      // The key is not handed out before its cap is stored, so no call of it is ever uncapped.
+      if (cap) yield* caps.set(principal.accountId, record.id, cap)
+      return HttpServerResponse.jsonUnsafe({ ...metadata(record, cap ? { cap, spent: Money.zero } : undefined), apiKey: key }, {
         status: 201,
         headers: { "cache-control": "no-store" }
       })
@@ -73,7 +135,8 @@ export const create = Route.make(
   }),
   {
     summary: "Create an API key",
-    description: "ADMIN key. The key is returned once, in this response, and never again.",
+    description:
+      "ADMIN key. The key is returned once, in this response, and never again. `consumptionLimit.usd` caps what the key may spend per `limitPeriod` (`EPOCH`: UTC day, the default; `MONTH`; `LIFETIME`); a call the cap cannot fit is refused with 402 `SPEND_CAP_REACHED`.",
     tags: ["API keys"],
     security: "admin",
     request: { contentType: "application/json", schema: CreateRequest },
@@ -90,15 +153,17 @@ export const list = Route.make(
   PATH,
   Effect.gen(function*() {
     const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireAdmin(auth)
       const keys = yield* auth.listKeys(principal.accountId)
-      return HttpServerResponse.jsonUnsafe({ data: keys.map(metadata) })
+      const spend = yield* caps.read(principal.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
+      return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => metadata(key, spend.get(key.id))) })
     })
   }),
   {
     summary: "List the account's API keys",
-    description: "ADMIN key. Metadata only: the secret of a key is never shown again.",
+    description: "ADMIN key. Metadata only: the secret of a key is never shown again. A capped key shows its spend in the current period (`currentPeriodUsage`).",
     tags: ["API keys"],
     security: "admin",
     responses: { 200: { description: "The keys of the caller's account" } }
@@ -111,6 +176,7 @@ export const revoke = Route.make(
   PATH,
   Effect.gen(function*() {
     const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireAdmin(auth)
       const query = yield* RequestQuery.schema(RevokeQuery)
@@ -133,4 +199,71 @@ export const revoke = Route.make(
 )
 
 /** @category routes */
-export const routes = [create, list, revoke] as const
+export const show = Route.make(
+  "GET",
+  `${PATH}/:id`,
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
+    return Effect.gen(function*() {
+      const principal = yield* Authenticate.requireAdmin(auth)
+      const params = yield* Route.params
+      const record = yield* auth.getKey(principal.accountId, params["id"] ?? "")
+      const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
+      return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend.get(record.id)) }, { headers: { "cache-control": "no-store" } })
+    })
+  }),
+  {
+    summary: "Show an API key",
+    description: "ADMIN key. One key of the caller's account, with its spend cap and, when capped, its spend in the current period.",
+    tags: ["API keys"],
+    security: "admin",
+    responses: {
+      200: { description: "The key's metadata (`data`)" },
+      404: { description: "No key with this id in the account", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const update = Route.make(
+  "PATCH",
+  PATH,
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
+    return Effect.gen(function*() {
+      const principal = yield* Authenticate.requireAdmin(auth)
+      const body = yield* RequestBody.schema(UpdateRequest)
+      const { accountId } = principal
+      const found = yield* auth.getKey(accountId, body.id)
+      const now = yield* Clock.currentTimeMillis
+      const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      const cap = yield* requestedCap(body, current?.cap)
+      // The expiry first: it is the one change that can still be refused (a past time), before anything is written.
+      const expiring = body.expiresAt === undefined
+        ? found
+        : yield* auth.setKeyExpiry(accountId, found.id, body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt))
+      const record = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
+      if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
+      const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
+    })
+  }),
+  {
+    summary: "Update an API key",
+    description:
+      "ADMIN key. Changes a key's `description`, `expiresAt` (`\"\"` or `null` removes it; effective on the next request), `consumptionLimit` (`{\"usd\": null}` removes the cap) and `limitPeriod`. The spend of the current period is kept when the cap changes, and starts afresh when the period does.",
+    tags: ["API keys"],
+    security: "admin",
+    request: { contentType: "application/json", schema: UpdateRequest },
+    responses: {
+      200: { description: "The key's metadata (`data`)" },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      404: { description: "No key with this id in the account", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const routes = [create, list, show, update, revoke] as const

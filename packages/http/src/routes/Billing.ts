@@ -6,16 +6,18 @@
  *   accounts created on or after the cutoff (2026-07-07) get 410; 5 requests per minute per user.
  * - `GET /billing/usage-history`: keyset pages behind an opaque cursor; a page never shifts while
  *   new entries arrive, and its cost does not grow with the history.
+ * - `GET /billing/usage-analytics`: the same entries added up by day, sku, model and key.
+ * - `GET /billing/balance`: what the account may spend, in USD and from today's staked allowance.
  * - `POST /billing/credits`: an operator grants credit to an account, once per reference.
  *
  * Bad query parameters are a 400 DetailedError naming every bad field.
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Usage } from "@tollgate/core"
+import { CreditLedger, Errors, Money, Usage, UsageAnalytics } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
-import { Context, Effect, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import { LimitPolicy } from "../Metered.ts"
@@ -106,6 +108,24 @@ export const GrantRequest = Schema.Struct({
     return Result.isSuccess(parsed) && parsed.success > 0 ? true : "must be a positive decimal amount of USD with at most 9 decimals"
   })),
   reference: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_:.-]{1,200}$/u, { message: "must match [A-Za-z0-9_:.-]{1,200}" }))
+})
+
+const DAY_MS = 86_400_000
+
+/** The longest lookback of usage analytics, in days. */
+const MAX_LOOKBACK_DAYS = 90
+
+const PlainDate = Schema.String.check(Schema.makeFilter((text: string) =>
+  /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"))
+
+/** @category schemas */
+export const UsageAnalyticsQuery = Schema.Struct({
+  lookback: Schema.optionalKey(Schema.String.check(Schema.makeFilter((text: string) => {
+    const days = /^[1-9]\d*d$/.test(text) ? Number(text.slice(0, -1)) : 0
+    return days >= 1 && days <= MAX_LOOKBACK_DAYS ? true : `must be 1d to ${MAX_LOOKBACK_DAYS}d`
+  }))),
+  startDate: Schema.optionalKey(PlainDate),
+  endDate: Schema.optionalKey(PlainDate)
 })
 
 /** The time range of the filters, checked for order. */
@@ -302,5 +322,97 @@ export const grantCredits = Route.make(
   }
 )
 
+/**
+ * `GET /billing/usage-analytics`: whole UTC days from `startDate` to `endDate` (both or neither), or
+ * the last `lookback` days (default 7d, at most 90d), read page by page from the same usage entries
+ * as `usage-history`.
+ *
+ * @category routes
+ */
+export const usageAnalytics = Route.make(
+  "GET",
+  "/api/v1/billing/usage-analytics",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    return Effect.gen(function*() {
+      const principal = yield* Authenticate.requireAdmin(auth)
+      const query = yield* RequestQuery.schema(UsageAnalyticsQuery, INVALID_QUERY)
+      if ((query.startDate === undefined) !== (query.endDate === undefined)) {
+        return yield* new Errors.InvalidRequest({
+          message: INVALID_QUERY,
+          details: Errors.fieldErrors([{ path: [query.startDate === undefined ? "startDate" : "endDate"], message: "startDate and endDate go together" }])
+        })
+      }
+      const now = yield* Clock.currentTimeMillis
+      const lookback = query.startDate === undefined ? query.lookback ?? "7d" : `${query.startDate}:${query.endDate}`
+      const days = query.startDate === undefined ? undefined : yield* rangeOf(query)
+      // Whole days: the range ends at the last millisecond of endDate (the ledger's `to` is inclusive).
+      const { from, to } = days === undefined
+        ? { from: now - Number(lookback.slice(0, -1)) * DAY_MS, to: now }
+        : { from: days.from, to: days.to! + DAY_MS - 1 }
+      const entries: Array<CreditLedger.UsageEntry> = []
+      let after: string | undefined
+      do {
+        const page = yield* ledger.usage(principal.accountId, { from, to, order: "asc", limit: 500, after })
+        entries.push(...page.entries)
+        after = page.next
+      } while (after !== undefined)
+      const keys = new Map((yield* auth.listKeys(principal.accountId)).map((key) => [key.id, key.description]))
+      return HttpServerResponse.jsonUnsafe(UsageAnalytics.report(lookback, entries, keys), { headers: { "cache-control": "no-store" } })
+    })
+  }),
+  {
+    summary: "Usage totals by day, sku, model and key",
+    description: "ADMIN key. Whole UTC days from `startDate` to `endDate` (YYYY-MM-DD, both or neither), or the last `lookback` days " +
+      "(`7d` by default, at most `90d`). Added up from the same usage entries as `usage-history`, so the totals equal its amounts to the nano-USD.",
+    tags: ["Billing"],
+    security: "admin",
+    query: UsageAnalyticsQuery,
+    responses: {
+      200: { description: "The totals" },
+      400: { description: "Invalid query parameters", schema: Errors.DetailedError }
+    }
+  }
+)
+
+/**
+ * `GET /billing/balance`, in the published reference's shape: the USD left to spend (what open
+ * holds reserve is not), and the staked-token allowance left today (`balances.diem`, null without
+ * stake) out of the day's allocation.
+ *
+ * @category routes
+ */
+export const balance = Route.make(
+  "GET",
+  "/api/v1/billing/balance",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    return Effect.gen(function*() {
+      const principal = yield* Authenticate.requireKey(auth)
+      const current = yield* ledger.balance(principal.accountId)
+      const staking = current.stakedTokens > 0
+      return HttpServerResponse.jsonUnsafe({
+        canConsume: current.availableUsd > 0 || current.availableAllowance > 0,
+        consumptionCurrency: current.availableAllowance > 0 ? "DIEM" : current.availableUsd > 0 ? "USD" : null,
+        balances: {
+          diem: staking ? Money.toUsdNumber(current.availableAllowance) : null,
+          usd: Money.toUsdNumber(current.availableUsd)
+        },
+        diemEpochAllocation: current.stakedTokens
+      }, { headers: { "cache-control": "no-store" } })
+    })
+  }),
+  {
+    summary: "The account's balance",
+    description: "Any API key of the account. `balances.usd` is what new calls may spend (open holds excluded); " +
+      "`balances.diem` the staked-token allowance left today (null without stake), out of `diemEpochAllocation`.",
+    tags: ["Billing"],
+    security: "key",
+    responses: { 200: { description: "The balance" } }
+  }
+)
+
 /** @category routes */
-export const routes = [usage, usageHistory, grantCredits] as const
+export const routes = [usage, usageHistory, usageAnalytics, grantCredits, balance] as const

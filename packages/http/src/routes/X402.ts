@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
+import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
 import { Effect, Layer, Option, Result, Schema } from "effect"
@@ -69,6 +69,8 @@ export const topUp = Route.make(
     const facilitator = yield* PaymentFacilitator
     const ledger = yield* CreditLedger.CreditLedger
     const auth = yield* Auth
+    // Where the server keeps them: the transaction hashes a wallet's history shows.
+    const transactions = Option.getOrUndefined(yield* Effect.serviceOption(TopUpTransactions.TopUpTransactions))
     return Effect.gen(function*() {
       if (!X402.paymentsEnabled(config)) {
         return yield* new Errors.ServiceUnavailable({
@@ -93,8 +95,9 @@ export const topUp = Route.make(
           Effect.logInfo("x402 payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
       )
       const family = X402.familyOf(settled.network)
+      const accountId = Principal.walletAccountId(family, settled.payer)
       const receipt = yield* ledger.topUp({
-        accountId: Principal.walletAccountId(family, settled.payer),
+        accountId,
         amount: settled.amount,
         reference: settled.reference
       }).pipe(
@@ -103,6 +106,12 @@ export const topUp = Route.make(
             Effect.andThen(Effect.fail(new Errors.ServiceUnavailable({ message: "The payment settled but could not be credited yet" })))
           ))
       )
+      // The credit stands either way: a hash not kept only leaves the history without it.
+      if (transactions !== undefined) {
+        yield* transactions.record(accountId, settled.reference, settled.transaction).pipe(
+          Effect.catchCause((cause) => Effect.logWarning("x402 top-up transaction hash not kept", settled.reference, cause))
+        )
+      }
       const response: X402.SettleResponse = {
         success: true,
         transaction: settled.transaction,

@@ -23,6 +23,8 @@ import * as Responses from "./Responses.ts"
 import * as Rpc from "./Rpc.ts"
 import * as TextParser from "./TextParser.ts"
 import * as Video from "./Video.ts"
+import * as WalletTransactions from "./WalletTransactions.ts"
+import * as Webhooks from "./Webhooks.ts"
 import * as X402 from "./X402.ts"
 import type * as Route from "../Route.ts"
 
@@ -44,10 +46,12 @@ const routes = [
   ...Augment.routes,
   X402.topUp,
   X402.balance,
+  ...WalletTransactions.routes,
   ...Billing.routes,
   ...ApiKeys.routes,
   ...RateLimits.routes,
-  ...Portal.routes
+  ...Portal.routes,
+  ...Webhooks.routes
 ] as const
 
 /** What a route needs, so that `all` needs the union of every route's services. */

@@ -8,6 +8,7 @@ import { Admission, CreditLedger, IdempotencyStore, type Money, X402 } from "@to
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
+import * as KeyCaps from "@tollgate/core/KeyCaps"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { Context, Effect, Layer, Scope } from "effect"
 import { expect } from "vitest"
@@ -28,8 +29,11 @@ export type Built<S, I> = S & { readonly context: Context.Context<I> }
 const buildWithContext = <I, S, O>(tag: Context.Key<I, S>, layer: Layer.Layer<I | O>): Promise<Built<S, I | O>> =>
   run(Effect.scoped(Effect.map(Layer.build(layer), (context) => ({ ...Context.get(context, tag), context }))))
 
+/** Auth with its memory store's primitives: the keys' standing and their spend caps. */
+type AuthParts = Auth.Auth | AuthStore.Memory | KeyCaps.KeyCaps | KeyCaps.Memory
+
 /** Auth over a memory store, signing with a key generated when the layer is built. */
-export const layerAuthMemory: Layer.Layer<Auth.Auth | AuthStore.Memory> = Layer.unwrap(Effect.map(
+export const layerAuthMemory: Layer.Layer<AuthParts> = Layer.unwrap(Effect.map(
   Jwt.generateSigningKey,
   (signingKey) => Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))
 ))
@@ -47,7 +51,7 @@ export const payTo = "0x00000000000000000000000000000000000000A1"
 export const x402Config = X402.makeConfig({ publicOrigin: "http://localhost", payTo: { evm: payTo } })
 
 /** The 402 bodies the server answers with (`X402Route.layerPaymentRequiredBodies`), over `auth`. */
-export const layerPaymentRequiredBodies = <E>(auth: Layer.Layer<Auth.Auth | AuthStore.Memory, E>) =>
+export const layerPaymentRequiredBodies = <A, E>(auth: Layer.Layer<A | Auth.Auth, E>) =>
   X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(x402Config)), Layer.provideMerge(auth))
 
 /**
@@ -84,7 +88,7 @@ export const discoveryBody = (path: string) => ({
 })
 
 const layerAround = <E>(
-  auth: Layer.Layer<Auth.Auth | AuthStore.Memory, E>,
+  auth: Layer.Layer<AuthParts, E>,
   ledger: Layer.Layer<CreditLedger.CreditLedger | CreditLedger.Memory>
 ) => Layer.mergeAll(layerPaymentRequiredBodies(auth), ledger, IdempotencyStore.layerMemory)
 
@@ -107,7 +111,7 @@ export const layerStoresMemory = Layer.mergeAll(
  * test's own choice.
  */
 export const layerStoresAround = (
-  auth: Built<Auth.Auth["Service"], Auth.Auth | AuthStore.Memory>,
+  auth: Built<Auth.Auth["Service"], AuthParts>,
   ledger: Built<CreditLedger.CreditLedger["Service"], CreditLedger.CreditLedger | CreditLedger.Memory>
 ) => layerAround(Layer.succeedContext(auth.context), Layer.succeedContext(ledger.context))
 

@@ -1,0 +1,142 @@
+/**
+ * `GET /x402/transactions/:walletAddress`: a wallet's money movements, newest first, in the
+ * published reference's shape: top-ups (`TOP_UP`, with the credit reference and the hash of the
+ * transaction that paid, from `TopUpTransactions`), operator grants (`GRANT`), charges (`CHARGE`, with the request
+ * id and model of the usage entry the capture wrote) and refunds (`REFUND`), each with the USD
+ * balance after it. Pages are keyset: `nextCursor` names the last entry shown, so a page never
+ * shifts while the wallet keeps paying. The wallet itself reads its own (SIGN-IN-WITH-X); an ADMIN
+ * key of an operator account reads any; anyone else is refused.
+ *
+ * @since 0.1.0
+ */
+import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
+import { Auth } from "@tollgate/core/Auth"
+import { Effect, Option, Schema } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as RequestQuery from "../RequestQuery.ts"
+import * as Route from "../Route.ts"
+import { BillingOptions } from "./Billing.ts"
+
+/** @category schemas */
+export const TransactionsQuery = Schema.Struct({
+  limit: Schema.optionalKey(Schema.FiniteFromString.check(
+    Schema.isInt({ message: "must be an integer" }),
+    Schema.isBetween({ minimum: 1, maximum: 100 }, { message: "must be between 1 and 100" })
+  )),
+  cursor: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d+-\d+$/, { message: "is not a cursor this endpoint issued" })))
+})
+
+const TYPES: Partial<Record<CreditLedger.EntryKind, string>> = { topup: "TOP_UP", grant: "GRANT", capture: "CHARGE", refund: "REFUND" }
+
+/** How many journal entries one read takes while the whole journal is read. */
+const BATCH = 1_000
+
+/** Journal ids compare by their time, then their sequence. */
+const before = (a: string, b: string) => {
+  const [am, as] = a.split("-").map(Number) as [number, number]
+  const [bm, bs] = b.split("-").map(Number) as [number, number]
+  return am < bm || (am === bm && as < bs)
+}
+
+/** @category routes */
+export const transactions = Route.make(
+  "GET",
+  "/api/v1/x402/transactions/:walletAddress",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    const topUps = yield* TopUpTransactions.TopUpTransactions
+    const { operatorAccountIds } = yield* BillingOptions
+    return Effect.gen(function*() {
+      const params = yield* Route.params
+      const wallet = X402.parseWalletAddress(params["walletAddress"] ?? "")
+      if (Option.isNone(wallet)) {
+        return yield* new Errors.InvalidRequest({
+          message: "Invalid request parameters",
+          details: Errors.fieldErrors([{ path: ["walletAddress"], message: "must be an EVM address (0x + 40 hex) or a Solana address (base58)" }])
+        })
+      }
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const found = yield* auth.authenticate(request.headers)
+      if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "Sign in with the wallet (SIGN-IN-WITH-X), or use an operator's ADMIN key" })
+      const accountId = Principal.walletAccountId(wallet.value.family, wallet.value.address)
+      const principal = found.value
+      const allowed = principal._tag === "Wallet"
+        ? principal.accountId === accountId
+        : principal.keyType === "ADMIN" && operatorAccountIds.includes(principal.accountId)
+      if (!allowed) return yield* new Errors.Forbidden({ message: "Only the wallet itself or an operator may read its transactions" })
+      const query = yield* RequestQuery.schema(TransactionsQuery)
+      const limit = query.limit ?? 50
+
+      // The whole journal, to know the balance after each entry: what the retention dropped is
+      // folded into the balance, which the running total is aligned to.
+      const journal: Array<CreditLedger.JournalEntry> = []
+      let after: string | undefined
+      for (;;) {
+        const batch = yield* ledger.journal(accountId, { limit: BATCH, ...(after === undefined ? {} : { after }) })
+        journal.push(...batch)
+        if (batch.length < BATCH) break
+        after = batch.at(-1)!.id
+      }
+      const balance = yield* ledger.balance(accountId)
+      const moves = journal.filter((entry) => entry.currency === "USD" && entry.delta !== 0 && TYPES[entry.kind] !== undefined)
+      const charges = new Map<string, CreditLedger.UsageEntry>()
+      let usageAfter: string | undefined
+      for (;;) {
+        const page = yield* ledger.usage(accountId, { order: "asc", limit: BATCH, currency: "USD", after: usageAfter })
+        for (const entry of page.entries) charges.set(entry.id, entry)
+        if (page.next === undefined) break
+        usageAfter = page.next
+      }
+      let running = balance.usd - journal.reduce((sum, entry) => entry.currency === "USD" ? sum + entry.delta : sum, 0)
+      const balanceAfter = new Map<string, number>()
+      for (const entry of journal) {
+        if (entry.currency !== "USD") continue
+        running += entry.delta
+        balanceAfter.set(entry.id, running)
+      }
+      const newest = moves.reverse().filter((entry) => query.cursor === undefined || before(entry.id, query.cursor))
+      const page = newest.slice(0, limit)
+      const hasMore = newest.length > limit
+      const hashes = yield* topUps.read(accountId, page.flatMap((entry) => entry.kind === "topup" ? [entry.reference] : []))
+      return HttpServerResponse.jsonUnsafe({
+        success: true,
+        data: {
+          walletAddress: wallet.value.address,
+          currentBalance: Money.toUsdNumber(balance.availableUsd),
+          transactions: page.map((entry) => {
+            const usage = charges.get(entry.id)
+            return {
+              id: entry.id,
+              amount: Money.toUsdNumber(entry.delta),
+              balanceAfter: Money.toUsdNumber(Money.unsafeNano(balanceAfter.get(entry.id)!)),
+              type: TYPES[entry.kind]!,
+              createdAt: new Date(entry.timestamp).toISOString(),
+              requestId: usage?.requestId ?? null,
+              modelId: usage === undefined ? null : usage.sku.slice(usage.sku.indexOf(":") + 1),
+              reference: entry.reference,
+              transactionHash: hashes.get(entry.reference) ?? null
+            }
+          }),
+          pagination: { limit, hasMore, nextCursor: hasMore ? page.at(-1)!.id : null }
+        }
+      }, { headers: { "cache-control": "no-store" } })
+    })
+  }),
+  {
+    summary: "A wallet's top-ups, grants, charges and refunds",
+    description: "The wallet signed in with SIGN-IN-WITH-X, or an ADMIN key of an operator account. Newest first; pass `pagination.nextCursor` as `cursor` for the next page.",
+    tags: ["x402"],
+    security: "key",
+    query: TransactionsQuery,
+    responses: {
+      200: { description: "A page of the wallet's transactions" },
+      400: { description: "Invalid wallet address or query", schema: Errors.DetailedError },
+      401: { description: "No credentials", schema: Errors.StandardError },
+      403: { description: "Another wallet, or a key that is not an operator's ADMIN key", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const routes = [transactions] as const
