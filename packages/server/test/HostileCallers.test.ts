@@ -31,7 +31,7 @@ const usdOf = (nano: bigint): string => {
 
 const redis = await RedisServer.acquire()
 const redisUrl = "url" in redis ? redis.url : undefined
-afterAll(() => ("stop" in redis ? redis.stop() : undefined))
+afterAll(() => redis.stop())
 
 type Store = "memory" | "redis"
 const stores: ReadonlyArray<Store> = redisUrl === undefined ? ["memory"] : ["memory", "redis"]
