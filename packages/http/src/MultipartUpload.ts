@@ -19,6 +19,9 @@ import { UploadBudget } from "./UploadBudget.ts"
 /** Room for the other parts and the multipart framing around a file at the cap. */
 const FRAMING_BYTES = 64 * 1024
 
+/** The file and a few text fields: more parts than this is not a form any route takes. */
+const MAX_PARTS = 16
+
 /** @category models */
 export interface Problem {
   readonly path: ReadonlyArray<string>
@@ -47,8 +50,9 @@ const fromMultipart = (maxBytes: number) => (error: Multipart.MultipartError): E
     case "BodyTooLarge":
       return tooLarge(maxBytes)
     case "FieldTooLarge":
+      return new Errors.PayloadTooLarge({ message: `A form field is larger than the ${FRAMING_BYTES} byte limit` })
     case "TooManyParts":
-      return new Errors.PayloadTooLarge({ message: "The form has too many or too large fields" })
+      return new Errors.PayloadTooLarge({ message: `The form has more than the ${MAX_PARTS} parts allowed` })
     default:
       return new Errors.InvalidRequest({ message: "The multipart body could not be read" })
   }
@@ -105,7 +109,7 @@ export const read = (options: {
       // the part's headers, which the parser counts into the part's size.
       Effect.provideService(Multipart.MaxFileSize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
       Effect.provideService(Multipart.MaxFieldSize, ByteSize.bytes(FRAMING_BYTES)),
-      Effect.provideService(Multipart.MaxParts, 16)
+      Effect.provideService(Multipart.MaxParts, MAX_PARTS)
     ))
     const problems: Array<Problem> = []
     if (files === 0) problems.push({ path: [fileField], message: fileAsField ? "Expected a file upload" : "Required" })
