@@ -97,13 +97,18 @@ export const inspect = (bytes: Uint8Array): Effect.Effect<Inspected, Errors.Inva
     })
   )
 
-const encode = (image: SharpImage, format: ImageRequest.Format) =>
+/**
+ * Encodes the processed image. Sharp decodes lazily, so damaged pixels behind a readable header
+ * fail only here: for the caller's image that is the caller's 400, for an upstream's answer the
+ * upstream's failure.
+ */
+const encode = (image: SharpImage, format: ImageRequest.Format, failure: () => Errors.ApiError) =>
   Effect.tryPromise({
     try: async () => {
       const { data, info } = await image.toFormat(format).toBuffer({ resolveWithObject: true })
       return { bytes: new Uint8Array(data), contentType: ImageBackend.contentTypes[format], width: info.width, height: info.height }
     },
-    catch: (cause) => new Errors.InferenceFailed({ message: `The image could not be processed: ${String(cause)}` })
+    catch: failure
   })
 
 /**
@@ -113,7 +118,7 @@ const encode = (image: SharpImage, format: ImageRequest.Format) =>
  */
 export const upscale = (image: Uint8Array, scale: number): Effect.Effect<Produced, Errors.ApiError> =>
   Effect.flatMap(inspect(image), ({ height, width }) =>
-    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png"))
+    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png", unreadable))
 
 /** How far (RGB distance) a pixel may be from the background color and still count as background. */
 const BACKGROUND_DISTANCE = 48
@@ -172,7 +177,7 @@ const hueOf = (prompt: string) => {
 export const editLocal = (call: EditCall): Effect.Effect<Produced, Errors.ApiError> =>
   Effect.flatMap(inspect(call.image), () => {
     const image = sharpOf(call.image)
-    return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format)
+    return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format, unreadable)
   })
 
 const REFUSAL_CODES = new Set(["content_policy_violation", "moderation_blocked"])
@@ -210,7 +215,11 @@ export const editUpstream = Effect.fn("ImageEditor.editUpstream")(function*(call
           : `The image model refused the request: ${refusal.message}`
       })
   })
-  return yield* encode(sharpOf(answer.value), call.format)
+  return yield* encode(
+    sharpOf(answer.value),
+    call.format,
+    () => new Errors.BadGateway({ message: "The image model answered with an image that could not be read" })
+  )
 })
 
 /** @category options */

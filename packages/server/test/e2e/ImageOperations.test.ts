@@ -215,6 +215,22 @@ describe("POST /image/edit and OpenAI's /images/edits change the image as the pr
   })
 })
 
+describe("An image whose header reads but whose pixels are damaged is the caller's 400 naming image, never a 500, and not charged", () => {
+  it.each(["/image/upscale", "/image/edit", "/images/edits", "/image/background-remove"])("%s", async (path) => {
+    const noise = { width: 256, height: 256, channels: 3, background: "#336699", noise: { type: "gaussian", mean: 128, sigma: 40 } } as const
+    const png = await Sharp({ create: noise }).png().toBuffer()
+    const truncated = png.subarray(0, Math.floor(png.length / 2))
+    const before = await Usage.latest(server)
+    const response = await postForm(path, form(truncated, { prompt: "blue" }))
+    expect(response.status).toBe(400)
+    expect(await response.json()).toEqual({
+      error: "Invalid request parameters: image: Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)",
+      details: { _errors: [], image: { _errors: ["Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)"] } }
+    })
+    expect(await Usage.latest(server)).toEqual(before)
+  })
+})
+
 describe("GET /image/styles lists the style presets, publicly", () => {
   it("a list of names", async () => {
     const response = await fetch(`${server.api}/image/styles`)
