@@ -82,7 +82,9 @@ const sharpOf = (bytes: Uint8Array) => Sharp(bytes, { limitInputPixels: MAX_PIXE
  * @category inspection
  */
 export const inspect = (bytes: Uint8Array): Effect.Effect<Inspected, Errors.InvalidRequest> =>
-  Effect.tryPromise({ try: () => Sharp(bytes).metadata(), catch: unreadable }).pipe(
+  // The header alone is read, so sharp's own pixel limit need not guard it: without lifting it, an
+  // image over that limit would be called unreadable instead of too large.
+  Effect.tryPromise({ try: () => Sharp(bytes, { limitInputPixels: false }).metadata(), catch: unreadable }).pipe(
     Effect.flatMap(({ format, height, width }) => {
       if (width === undefined || height === undefined || width === 0 || height === 0) return Effect.fail(unreadable())
       if (width * height > MAX_PIXELS) {

@@ -6,6 +6,7 @@
  */
 import { ShippedServer } from "@tollgate/testkit"
 import OpenAI from "openai"
+import * as Zlib from "node:zlib"
 import Sharp from "sharp"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Usage from "./support/Usage.ts"
@@ -102,6 +103,15 @@ const postForm = (path: string, body: FormData) => fetch(`${server.api}${path}`,
 const postJson = (path: string, body: unknown) =>
   fetch(`${server.api}${path}`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify(body) })
 
+/** The PNG with its header claiming `side` x `side` pixels (a decompression bomb's header; IHDR follows the signature). */
+const claimingSize = async (png: Buffer, side: number) => {
+  const bomb = Buffer.from(png)
+  bomb.writeUInt32BE(side, 16)
+  bomb.writeUInt32BE(side, 20)
+  bomb.writeUInt32BE(Zlib.crc32(bomb.subarray(12, 29)), 29)
+  return bomb
+}
+
 const pixel = async (png: Buffer, x: number, y: number) => {
   const { data, info } = await Sharp(png).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
   const i = (y * info.width + x) * info.channels
@@ -154,6 +164,9 @@ describe("POST /image/upscale returns the image at scale 2 or 4 as a decodable P
     const overPixels = await postForm("/image/background-remove", form(await plain(4097), {}))
     expect(overPixels.status).toBe(400)
     expect(await overPixels.json()).toMatchObject({ details: { image: { _errors: ["The image has more than 16777216 pixels"] } } })
+    const bomb = await postForm("/image/upscale", form(await claimingSize(await plain(1), 20_000), {}))
+    expect(bomb.status).toBe(400)
+    expect(await bomb.json()).toMatchObject({ details: { image: { _errors: ["The image has more than 16777216 pixels"] } } })
     expect(await Usage.latest(server)).toEqual(before)
   })
 
