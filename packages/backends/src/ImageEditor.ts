@@ -67,11 +67,7 @@ export class ImageEditor extends Context.Service<ImageEditor, {
   readonly removeBackground: (image: Uint8Array) => Effect.Effect<Produced, Errors.ApiError>
 }>()("@tollgate/backends/ImageEditor") {}
 
-const unreadable = () =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: ["image"], message: "Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)" }])
-  })
+const unreadable = () => Errors.invalidField("image", "Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)")
 
 const sharpOf = (bytes: Uint8Array) => Sharp(bytes, { limitInputPixels: MAX_PIXELS, failOn: "error" })
 
@@ -88,12 +84,7 @@ export const inspect = (bytes: Uint8Array): Effect.Effect<Inspected, Errors.Inva
     Effect.flatMap(({ format, height, width }) => {
       if (width === undefined || height === undefined || width === 0 || height === 0) return Effect.fail(unreadable())
       if (width * height > MAX_PIXELS) {
-        return Effect.fail(
-          new Errors.InvalidRequest({
-            message: "Invalid request parameters",
-            details: Errors.fieldErrors([{ path: ["image"], message: `The image has more than ${MAX_PIXELS} pixels` }])
-          })
-        )
+        return Effect.fail(Errors.invalidField("image", `The image has more than ${MAX_PIXELS} pixels`))
       }
       return Effect.succeed({ width, height, format })
     })

@@ -87,6 +87,15 @@ export class InvalidRequest extends Data.TaggedError("InvalidRequest")<{
 export const invalidRequestFromIssue = (issue: SchemaIssue.Issue, message = "Invalid request parameters") =>
   new InvalidRequest({ message, details: fieldErrorsFromIssue(issue) })
 
+/**
+ * 400 naming the one field that is wrong (`path`: the field, or the path to a nested one), as a
+ * Schema failure of that field would.
+ *
+ * @category constructors
+ */
+export const invalidField = (path: string | ReadonlyArray<PropertyKey>, message: string) =>
+  new InvalidRequest({ message: "Invalid request parameters", details: fieldErrors([{ path: typeof path === "string" ? [path] : path, message }]) })
+
 /** 401 @category errors */
 export class Unauthenticated extends Data.TaggedError("Unauthenticated")<{ readonly message: string }> {}
 

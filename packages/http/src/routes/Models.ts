@@ -149,17 +149,13 @@ type TypeFilter = typeof TypeFilter.Type
 const matches = (filter: TypeFilter) => (model: Models.Model) =>
   filter === "all" || model.type === filter || (filter === "code" && model.type === "text" && (model.traits ?? []).includes("code"))
 
-const badType = (type: string) =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: ["type"], message: `Expected one of ${TypeFilter.literals.join(", ")}` }])
-  })
+const badType = () => Errors.invalidField("type", `Expected one of ${TypeFilter.literals.join(", ")}`)
 
 /** The `type` of the query, or `fallback` when it has none; anything else is a 400 naming `type`. */
 const typeOf = (fallback: TypeFilter) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     const type = RequestQuery.params(request)["type"] ?? fallback
-    return isTypeFilter(type) ? Effect.succeed(type) : Effect.fail(badType(type))
+    return isTypeFilter(type) ? Effect.succeed(type) : Effect.fail(badType())
   })
 
 const ModelEntry = Schema.Struct({
