@@ -361,7 +361,10 @@ describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INF
     expect(challenge.message.split("\n").slice(0, 2)).toEqual([`localhost:${server.port} wants you to sign in with your Ethereum account:`, account.address])
     const bad = await portal("/challenge?family=evm&address=not-an-address")
     expect(bad.status).toBe(400)
-    expect(await bad.json()).toEqual({ error: "address is not an EVM address" })
+    expect(await bad.json()).toEqual({
+      error: "Invalid request parameters: address: Not an EVM address",
+      details: { _errors: [], address: { _errors: ["Not an EVM address"] } }
+    })
   })
 
   it("a signed message opens a wallet session once; the same message again is a 401", async () => {

@@ -162,7 +162,7 @@ export const challenge = Route.make(
       const query = yield* RequestQuery.schema(ChallengeQuery)
       const wallet = X402.parseWalletAddress(query.address)
       if (Option.isNone(wallet) || wallet.value.family !== query.family) {
-        return yield* new Errors.InvalidRequest({ message: `address is not ${query.family === "evm" ? "an EVM" : "a Solana"} address` })
+        return yield* Errors.invalidField("address", `Not ${query.family === "evm" ? "an EVM" : "a Solana"} address`)
       }
       const fresh = yield* auth.siwxChallenge
       const chain = fresh.supportedChains.find((candidate) => X402.familyOf(candidate.chainId) === query.family)
