@@ -59,6 +59,13 @@ describe("The reference reads as the API's: every operation tagged and summarise
     }
   })
 
+  it("every tag is a group title, capitalised as the others (the reference lists its groups by tag)", () => {
+    const tags = new Set(operations.flatMap(({ operation }) => operation.tags))
+    expect([...tags].filter((tag) => tag[0] !== tag[0]!.toUpperCase())).toEqual([])
+    expect(tags).toContain("Portal")
+    expect(tags).toContain("Documentation")
+  })
+
   it("the x402 operations are under one tag with their summaries; the balance path has {walletAddress}", () => {
     expect(document.paths["/api/v1/x402/top-up"]?.["post"]).toMatchObject({
       tags: ["Wallets (x402)"],

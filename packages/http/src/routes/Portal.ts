@@ -80,7 +80,7 @@ const assetRoute = (name: string, contentType: string) =>
     return Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))
   }), {
     summary: `Portal asset ${name}`,
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
   })
@@ -100,7 +100,7 @@ export const page = Route.make(
   {
     summary: "Get an API key: the self-service portal",
     description: "Sign in with a wallet or an ADMIN key; see the balance, top up, make keys, watch usage.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
   }
@@ -176,7 +176,7 @@ export const challenge = Route.make(
   {
     summary: "A sign-in message for a wallet",
     description: "The SIWX text (EIP-4361 for EVM, SIWS for Solana) the wallet signs to open a portal session.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     query: ChallengeQuery,
     responses: {
@@ -246,7 +246,7 @@ export const signIn = Route.make(
     summary: "Sign in to the portal",
     description: "`{wallet: {address, message, signature, chainId}}` (the message of /portal/challenge, signed) or " +
       "`{apiKey}` (an ADMIN key). Sets the session cookie; the answer carries the CSRF token for changes.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     request: { contentType: "application/json", schema: SignInRequest },
     responses: {
@@ -261,7 +261,7 @@ export const signIn = Route.make(
 const sessionDocs = (summary: string, description: string, responses: Route.Docs["responses"]): Route.Docs => ({
   summary,
   description: `Portal session cookie${description}`,
-  tags: ["portal"],
+  tags: ["Portal"],
   security: "public",
   responses: { ...responses, 401: { description: "No portal session, or it ended", schema: Errors.StandardError } }
 })
@@ -288,7 +288,7 @@ export const session = Route.make(
   {
     summary: "The portal session",
     description: "Portal session cookie, when there is one.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     responses: {
       200: { description: "The session, as sign-in answered it" },
