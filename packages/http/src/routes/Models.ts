@@ -229,7 +229,7 @@ export const retrieve = Route.make(
     security: "public",
     responses: {
       200: { description: "The model", schema: ModelEntry, headers: Models.headerNames },
-      404: { description: "No model of that id or alias" }
+      404: { description: "No model of that id or alias", schema: Errors.StandardError }
     }
   }
 )

@@ -267,7 +267,7 @@ export const retrieve = Route.make(
         schema: RetrieveResponse,
         headers: [...Models.headerNames, "x-service-video-status"]
       },
-      404: { description: "No such job for this account" }
+      404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }
 )
@@ -346,7 +346,7 @@ export const complete = Route.make(
     request: { contentType: "application/json", schema: CompleteRequest },
     responses: {
       200: { description: "The job was released", schema: Schema.Struct({ success: Schema.Literal(true) }).annotate({ identifier: "VideoCompleteResponse" }) },
-      404: { description: "No such job for this account" }
+      404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }
 )
