@@ -67,11 +67,7 @@ export class ImageEditor extends Context.Service<ImageEditor, {
   readonly removeBackground: (image: Uint8Array) => Effect.Effect<Produced, Errors.ApiError>
 }>()("@tollgate/backends/ImageEditor") {}
 
-const unreadable = () =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: ["image"], message: "Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)" }])
-  })
+const unreadable = () => Errors.invalidField("image", "Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)")
 
 const sharpOf = (bytes: Uint8Array) => Sharp(bytes, { limitInputPixels: MAX_PIXELS, failOn: "error" })
 
@@ -82,28 +78,30 @@ const sharpOf = (bytes: Uint8Array) => Sharp(bytes, { limitInputPixels: MAX_PIXE
  * @category inspection
  */
 export const inspect = (bytes: Uint8Array): Effect.Effect<Inspected, Errors.InvalidRequest> =>
-  Effect.tryPromise({ try: () => Sharp(bytes).metadata(), catch: unreadable }).pipe(
+  // The header alone is read, so sharp's own pixel limit need not guard it: without lifting it, an
+  // image over that limit would be called unreadable instead of too large.
+  Effect.tryPromise({ try: () => Sharp(bytes, { limitInputPixels: false }).metadata(), catch: unreadable }).pipe(
     Effect.flatMap(({ format, height, width }) => {
       if (width === undefined || height === undefined || width === 0 || height === 0) return Effect.fail(unreadable())
       if (width * height > MAX_PIXELS) {
-        return Effect.fail(
-          new Errors.InvalidRequest({
-            message: "Invalid request parameters",
-            details: Errors.fieldErrors([{ path: ["image"], message: `The image has more than ${MAX_PIXELS} pixels` }])
-          })
-        )
+        return Effect.fail(Errors.invalidField("image", `The image has more than ${MAX_PIXELS} pixels`))
       }
       return Effect.succeed({ width, height, format })
     })
   )
 
-const encode = (image: SharpImage, format: ImageRequest.Format) =>
+/**
+ * Encodes the processed image. Sharp decodes lazily, so damaged pixels behind a readable header
+ * fail only here: for the caller's image that is the caller's 400, for an upstream's answer the
+ * upstream's failure.
+ */
+const encode = (image: SharpImage, format: ImageRequest.Format, failure: () => Errors.ApiError) =>
   Effect.tryPromise({
     try: async () => {
       const { data, info } = await image.toFormat(format).toBuffer({ resolveWithObject: true })
       return { bytes: new Uint8Array(data), contentType: ImageBackend.contentTypes[format], width: info.width, height: info.height }
     },
-    catch: (cause) => new Errors.InferenceFailed({ message: `The image could not be processed: ${String(cause)}` })
+    catch: failure
   })
 
 /**
@@ -113,7 +111,7 @@ const encode = (image: SharpImage, format: ImageRequest.Format) =>
  */
 export const upscale = (image: Uint8Array, scale: number): Effect.Effect<Produced, Errors.ApiError> =>
   Effect.flatMap(inspect(image), ({ height, width }) =>
-    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png"))
+    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png", unreadable))
 
 /** How far (RGB distance) a pixel may be from the background color and still count as background. */
 const BACKGROUND_DISTANCE = 48
@@ -172,7 +170,7 @@ const hueOf = (prompt: string) => {
 export const editLocal = (call: EditCall): Effect.Effect<Produced, Errors.ApiError> =>
   Effect.flatMap(inspect(call.image), () => {
     const image = sharpOf(call.image)
-    return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format)
+    return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format, unreadable)
   })
 
 const REFUSAL_CODES = new Set(["content_policy_violation", "moderation_blocked"])
@@ -210,7 +208,11 @@ export const editUpstream = Effect.fn("ImageEditor.editUpstream")(function*(call
           : `The image model refused the request: ${refusal.message}`
       })
   })
-  return yield* encode(sharpOf(answer.value), call.format)
+  return yield* encode(
+    sharpOf(answer.value),
+    call.format,
+    () => new Errors.BadGateway({ message: "The image model answered with an image that could not be read" })
+  )
 })
 
 /** @category options */

@@ -102,6 +102,15 @@ export const invalidParameters = (problems: Iterable<{ readonly path: ReadonlyAr
 export const invalidRequestFromIssue = (issue: SchemaIssue.Issue, message = INVALID_PARAMETERS) =>
   new InvalidRequest({ message, details: fieldErrorsFromIssue(issue) })
 
+/**
+ * 400 naming the one field that is wrong (`path`: the field, or the path to a nested one), as a
+ * Schema failure of that field would.
+ *
+ * @category constructors
+ */
+export const invalidField = (path: string | ReadonlyArray<PropertyKey>, message: string) =>
+  invalidParameters([{ path: typeof path === "string" ? [path] : path, message }])
+
 /** 401 @category errors */
 export class Unauthenticated extends Data.TaggedError("Unauthenticated")<{ readonly message: string }> {}
 

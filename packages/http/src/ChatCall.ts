@@ -254,10 +254,7 @@ export const preparer = Effect.gen(function*() {
         xSearch: mode === "x"
       })
       if (PricingEngine.isUnpriced(quote)) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: [quote.field], message: quote.message }])
-        })
+        return yield* Errors.invalidField(quote.field, quote.message)
       }
 
       const price = (found: Found, tally: Tally): Metered.Produced => {

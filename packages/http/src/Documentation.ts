@@ -110,7 +110,7 @@ export const routes = <R>(
     }),
     {
       summary: "The OpenAPI 3.1 document of this API",
-      tags: ["documentation"],
+      tags: ["Documentation"],
       security: "public",
       responses: { 200: { description: "OpenAPI document", schema: Schema.Record(Schema.String, Schema.Unknown) } }
     }
@@ -126,7 +126,7 @@ export const routes = <R>(
     ),
     {
       summary: "A browsable API reference",
-      tags: ["documentation"],
+      tags: ["Documentation"],
       security: "public",
       responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
     }
@@ -137,7 +137,7 @@ export const routes = <R>(
     Effect.succeed(Effect.sync(() => HttpServerResponse.jsonUnsafe(rootBody))),
     {
       summary: "Where to start: the API reference, the OpenAPI document and the API root",
-      tags: ["documentation"],
+      tags: ["Documentation"],
       security: "public",
       responses: { 200: { description: "Links", schema: Schema.Struct({ service: Schema.String, docs: Schema.String, openapi: Schema.String, api: Schema.String }) } }
     }

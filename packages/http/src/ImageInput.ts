@@ -32,9 +32,6 @@ export interface Input {
   readonly fields: Readonly<Record<string, unknown>>
 }
 
-const invalid = (field: string, message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: [field], message }]) })
-
 const BASE64 = /^[A-Za-z0-9+/\r\n]*={0,2}$/u
 
 const fromJson = (fields: ReadonlyArray<string>) =>
@@ -44,12 +41,12 @@ const fromJson = (fields: ReadonlyArray<string>) =>
       return yield* new Errors.InvalidRequest({ message: "The request body must be a JSON object" })
     }
     const record = body as Record<string, unknown>
-    if (record["image_url"] !== undefined) return yield* invalid("image_url", "Not supported: send the image itself in image")
+    if (record["image_url"] !== undefined) return yield* Errors.invalidField("image_url", "Not supported: send the image itself in image")
     const image = record["image"]
-    if (image === undefined) return yield* invalid("image", "Required")
-    if (typeof image !== "string") return yield* invalid("image", "Expected a base64 string or a data URL")
+    if (image === undefined) return yield* Errors.invalidField("image", "Required")
+    if (typeof image !== "string") return yield* Errors.invalidField("image", "Expected a base64 string or a data URL")
     const base64 = image.startsWith("data:") ? image.slice(image.indexOf(",") + 1) : image
-    if (base64.length === 0 || !BASE64.test(base64)) return yield* invalid("image", "Expected a base64 string or a data URL")
+    if (base64.length === 0 || !BASE64.test(base64)) return yield* Errors.invalidField("image", "Expected a base64 string or a data URL")
     const bytes = new Uint8Array(Buffer.from(base64, "base64"))
     if (bytes.length > MAX_IMAGE_BYTES) return yield* MultipartUpload.tooLarge(MAX_IMAGE_BYTES)
     return { image: bytes, fields: Object.fromEntries(fields.flatMap((field) => field in record ? [[field, record[field]]] : [])) }
@@ -58,7 +55,7 @@ const fromJson = (fields: ReadonlyArray<string>) =>
 const fromForm = (fields: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const form = yield* MultipartUpload.read({ maxBytes: MAX_IMAGE_BYTES, fields: [...fields, "image_url"], fileField: "image" })
-    if (form.fields["image_url"] !== undefined) return yield* invalid("image_url", "Not supported: send the image itself in image")
+    if (form.fields["image_url"] !== undefined) return yield* Errors.invalidField("image_url", "Not supported: send the image itself in image")
     yield* MultipartUpload.check(form.problems)
     const { image_url: _, ...rest } = form.fields
     return { image: form.file, fields: rest }

@@ -75,7 +75,7 @@ const wallets = render("Paying with a wallet (x402)", [
 const page = (path: `/${string}`, summary: string, html: string): Route.Route<never> =>
   Route.make("GET", path, Effect.succeed(Effect.sync(() => HttpServerResponse.html(html))), {
     summary,
-    tags: ["documentation"],
+    tags: ["Documentation"],
     security: "public",
     responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
   })

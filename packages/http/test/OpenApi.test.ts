@@ -59,6 +59,21 @@ describe("The reference reads as the API's: every operation tagged and summarise
     }
   })
 
+  it("the 404 of a model, a character or a video job states its StandardError body", () => {
+    for (const [path, method] of [["/api/v1/models/{id}", "get"], ["/api/v1/characters/{slug}", "get"], ["/api/v1/video/retrieve", "post"], ["/api/v1/video/complete", "post"]] as const) {
+      expect(document.paths[path]?.[method], `${method} ${path}`).toMatchObject({
+        responses: { 404: { content: { "application/json": { schema: { $ref: "#/components/schemas/StandardError" } } } } }
+      })
+    }
+  })
+
+  it("every tag is a group title, capitalised as the others (the reference lists its groups by tag)", () => {
+    const tags = new Set(operations.flatMap(({ operation }) => operation.tags))
+    expect([...tags].filter((tag) => tag[0] !== tag[0]!.toUpperCase())).toEqual([])
+    expect(tags).toContain("Portal")
+    expect(tags).toContain("Documentation")
+  })
+
   it("the x402 operations are under one tag with their summaries; the balance path has {walletAddress}", () => {
     expect(document.paths["/api/v1/x402/top-up"]?.["post"]).toMatchObject({
       tags: ["Wallets (x402)"],

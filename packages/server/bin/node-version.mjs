@@ -23,3 +23,11 @@ export const refusal = (version) => {
   const supported = major > minMajor || (major === minMajor && minor >= minMinor)
   return supported ? undefined : `tollgate needs Node >= ${minimum}; this is Node ${version} (https://nodejs.org/en/download)`
 }
+
+/** The bins' guard: on an older Node, prints the refusal and exits 1 before anything else loads. */
+export const exitIfRefused = () => {
+  const refused = refusal(process.versions.node)
+  if (refused === undefined) return
+  console.error(refused)
+  process.exit(1)
+}

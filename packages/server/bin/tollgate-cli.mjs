@@ -4,11 +4,7 @@
  * (`src/cli-main.ts`; the compiled `dist/cli-main.js` in an installed copy, where Node does not
  * strip types).
  */
-import { refusal } from "./node-version.mjs"
+import { exitIfRefused } from "./node-version.mjs"
 
-const refused = refusal(process.versions.node)
-if (refused !== undefined) {
-  console.error(refused)
-  process.exit(1)
-}
+exitIfRefused()
 await import(import.meta.url.includes("/node_modules/") ? "../dist/cli-main.js" : "../src/cli-main.ts")

@@ -4,11 +4,7 @@
  * (`src/main.ts`). Node strips TypeScript types only outside node_modules, so an installed copy
  * runs the compiled `dist/main.js` instead.
  */
-import { refusal } from "./node-version.mjs"
+import { exitIfRefused } from "./node-version.mjs"
 
-const refused = refusal(process.versions.node)
-if (refused !== undefined) {
-  console.error(refused)
-  process.exit(1)
-}
+exitIfRefused()
 await import(import.meta.url.includes("/node_modules/") ? "../dist/main.js" : "../src/main.ts")

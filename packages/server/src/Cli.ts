@@ -23,6 +23,7 @@ import { Console, Effect, Layer, Option, Result } from "effect"
 import * as Fs from "node:fs/promises"
 import { CliError, Command, Flag } from "effect/cli"
 import type { ServerConfig } from "./Config.ts"
+import * as RedisReachable from "./RedisReachable.ts"
 
 const print = (value: unknown) => Console.log(JSON.stringify(value))
 
@@ -238,6 +239,7 @@ export const layer = (
     if (config.store === "memory") {
       return Layer.mergeAll(auth.pipe(Layer.provideMerge(AuthStore.layerMemory)), CreditLedger.layerMemory)
     }
+    yield* RedisReachable.check(config)
     const redis = RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
     // The ledger's scripts trim entries past the retention: the server's, not a default.
     const ledger = CreditLedgerRedis.layerRedis({

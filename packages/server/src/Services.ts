@@ -57,8 +57,8 @@ import {
 import bs58 from "bs58"
 import { Duration, Effect, Layer, Redacted, Result, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
-import { createClient } from "redis"
 import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
+import * as RedisReachable from "./RedisReachable.ts"
 
 /**
  * The dev-mode receiver of x402 payments (anvil's second dev account): payments in dev go nowhere
@@ -237,64 +237,6 @@ const checkProduction = (config: ServerConfig, payTo: string | undefined) => {
   return Effect.void
 }
 
-/**
- * Fails with one line when Redis cannot be reached at start. The client would report it too, but
- * as a warning plus an error with the socket's stack; a throwaway connection that does not retry
- * answers first, within 5 s. For a Redis Cluster one reachable seed node is enough: the client
- * learns the rest of the topology from it.
- */
-const reachable = (config: ServerConfig) => {
-  const field = config.redisCluster === undefined ? "TOLLGATE_REDIS_URL" : "TOLLGATE_REDIS_CLUSTER"
-  const urls = config.redisCluster === undefined ? [config.redisUrl] : config.redisCluster.map((seed) => `redis://${seed}`)
-  const connect = async (url: string) => {
-    const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 5_000 } })
-    client.on("error", () => {})
-    await client.connect()
-    try {
-      return await fewestReplicas(client, config.redisCluster !== undefined)
-    } finally {
-      await client.close()
-    }
-  }
-  const wanted = config.redisReplicaAcknowledgment?.replicas ?? 0
-  return Effect.tryPromise({
-    try: () => Promise.any(urls.map(connect)),
-    catch: (cause) => {
-      const first = cause instanceof AggregateError ? cause.errors[0] : cause
-      const reason = first instanceof Error ? first.message || first.name : String(first)
-      return new ConfigError({ message: `${field}: cannot connect to ${urls.map(redactedUrl).join(", ")} (${reason})` })
-    }
-  }).pipe(Effect.flatMap((replicas) =>
-    replicas >= wanted ? Effect.void : Effect.fail(new ConfigError({
-      message: `TOLLGATE_REDIS_WAIT_REPLICAS: ${wanted} replicas asked for, but ${config.redisCluster === undefined ? "the Redis server has" : "a Redis Cluster master has only"} ${replicas} connected`
-    }))
-  ))
-}
-
-/**
- * The replicas connected to the server, or on a cluster to its least replicated master (`CLUSTER
- * NODES`: a replica's line names its master's id, and a replica whose link is down does not count).
- */
-const fewestReplicas = async (client: ReturnType<typeof createClient>, cluster: boolean): Promise<number> => {
-  if (!cluster) {
-    const info = String(await client.sendCommand(["INFO", "replication"]))
-    return Number(/connected_slaves:(\d+)/.exec(info)?.[1] ?? 0)
-  }
-  const nodes = String(await client.sendCommand(["CLUSTER", "NODES"])).trim().split("\n").map((line) => line.split(" "))
-  const masters = nodes.filter((node) => node[2]!.includes("master") && !node[2]!.includes("fail") && node.length > 8)
-  const replicasOf = (id: string) =>
-    nodes.filter((node) => node[3] === id && (node[2]!.includes("slave") || node[2]!.includes("replica")) && node[7] === "connected").length
-  return masters.length === 0 ? 0 : Math.min(...masters.map((master) => replicasOf(master[0]!)))
-}
-
-/** The URL without its password, fit for a log line. */
-const redactedUrl = (url: string) => {
-  const parsed = URL.parse(url)
-  if (parsed === null || parsed.password === "") return url
-  parsed.password = "***"
-  return parsed.href
-}
-
 const stores = (config: ServerConfig) =>
   config.store === "redis"
     ? Layer.mergeAll(
@@ -309,7 +251,7 @@ const stores = (config: ServerConfig) =>
       TopUpTransactionsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
-      reachable(config),
+      RedisReachable.check(config),
       RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
     ))))
     : Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(

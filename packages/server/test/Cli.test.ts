@@ -5,6 +5,7 @@ import { Effect, Layer, Option } from "effect"
 import { TestConsole } from "effect/testing"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Cli from "../src/Cli.ts"
@@ -156,5 +157,27 @@ describe("A store command refuses a store nobody chose: the memory default would
     })
     expect(code).toBe(0)
     expect(JSON.parse(stdout)).toMatchObject({ accountId: "acct_try" })
+  })
+})
+
+describe("A store command on a Redis that does not answer prints one line naming TOLLGATE_REDIS_URL, as the server does", () => {
+  it("accounts create against a closed port: exit 1, one line with the URL and the reason, nothing on stdout", async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const probe = Net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as Net.AddressInfo
+        probe.close(() => resolve(port))
+      })
+    })
+    const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
+    const { code, stdout, stderr } = await runCli(["accounts", "create", "--id", "acct_nowhere"], {
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_STORE: "redis",
+      TOLLGATE_REDIS_URL: `redis://127.0.0.1:${closed}`
+    })
+    expect(code).toBe(1)
+    expect(stdout).toBe("")
+    expect(stderr.trim().split("\n")).toEqual([
+      `tollgate-cli: invalid configuration: TOLLGATE_REDIS_URL: cannot connect to redis://127.0.0.1:${closed} (connect ECONNREFUSED 127.0.0.1:${closed})`
+    ])
   })
 })

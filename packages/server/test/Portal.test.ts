@@ -6,7 +6,7 @@
  * the test, the way MetaMask's come from the user's key. Screenshots go to `test/output/Portal/`.
  */
 import { X402 } from "@tollgate/core"
-import { ShippedServer, StakeToken } from "@tollgate/testkit"
+import { Chromium, ShippedServer, StakeToken } from "@tollgate/testkit"
 import bs58 from "bs58"
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
@@ -28,15 +28,6 @@ const solanaKeys = Crypto.generateKeyPairSync("ed25519")
 const solanaAddress = bs58.encode(solanaKeys.publicKey.export({ format: "der", type: "spki" }).subarray(-32))
 
 const output = Path.join(import.meta.dirname, "output", "Portal")
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run"
-]
 
 let chain: X402Chain.Chain
 let stakeToken: StakeToken.StakeToken
@@ -105,8 +96,8 @@ beforeAll(async () => {
   origin = `http://localhost:${server.port}`
   profile = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-chromium-"))
   context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    args: CHROMIUM_ARGS,
+    executablePath: Chromium.executablePath,
+    args: [...Chromium.args],
     headless: true,
     viewport: { width: 1280, height: 900 }
   })
@@ -370,7 +361,10 @@ describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INF
     expect(challenge.message.split("\n").slice(0, 2)).toEqual([`localhost:${server.port} wants you to sign in with your Ethereum account:`, account.address])
     const bad = await portal("/challenge?family=evm&address=not-an-address")
     expect(bad.status).toBe(400)
-    expect(await bad.json()).toEqual({ error: "address is not an EVM address" })
+    expect(await bad.json()).toEqual({
+      error: "Invalid request parameters: address: Not an EVM address",
+      details: { _errors: [], address: { _errors: ["Not an EVM address"] } }
+    })
   })
 
   it("a signed message opens a wallet session once; the same message again is a 401", async () => {

@@ -53,9 +53,6 @@ export const ScrapeResponse = Schema.Struct({
 
 const notConfigured = (what: string) => new Errors.InvalidRequest({ message: `${what} is not configured on this server` })
 
-const badUrl = (message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: ["url"], message }]) })
-
 /** @category routes */
 export const search = Route.metered(Route.make(
   "POST",
@@ -116,7 +113,7 @@ export const scrape = Route.metered(Route.make(
         quote,
         execute: () =>
           run(body.url).pipe(
-            Effect.mapError((error) => badUrl(`Could not be scraped: ${error.message}`)),
+            Effect.mapError((error) => Errors.invalidField("url", `Could not be scraped: ${error.message}`)),
             Effect.map((page) => ({
               response: HttpServerResponse.jsonUnsafe({ url: page.url, content: page.text, format: "text" }),
               charge: quote.amount,

@@ -103,7 +103,7 @@ export const get = Route.make(
     security: "public",
     responses: {
       200: { description: "The character", schema: Schema.Struct({ data: Entry }).annotate({ identifier: "CharacterResponse" }) },
-      404: { description: "No character of that slug" }
+      404: { description: "No character of that slug", schema: Errors.StandardError }
     }
   }
 )

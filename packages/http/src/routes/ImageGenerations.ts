@@ -107,10 +107,7 @@ export const route = Route.metered(Route.make(
       const body = yield* RequestBody.decode(Request, yield* RequestBody.json(MAX_BODY))
       const model = modelOf(models, body.model)
       if (model === undefined) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: ["model"], message: "No image model is configured" }])
-        })
+        return yield* Errors.invalidField("model", "No image model is configured")
       }
       const request = yield* ImageRequest.decode(models, translate(model, body))
       const asUrl = body.response_format === "url"

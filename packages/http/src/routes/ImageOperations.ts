@@ -87,9 +87,6 @@ const binary = (produced: ImageEditor.Produced, headers: Record<string, string> 
     }
   })
 
-const invalid = (field: string, message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path: [field], message }]) })
-
 /** @category routes */
 export const styles = Route.make(
   "GET",
@@ -123,7 +120,7 @@ export const upscale = Route.metered(Route.make(
       const { height, width } = yield* ImageEditor.inspect(input.image)
       const asked = fields.scale ?? 2
       const scale = Math.min(asked, Math.sqrt(ImageEditor.MAX_PIXELS / (width * height)))
-      if (scale < 2) return yield* invalid("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
+      if (scale < 2) return yield* Errors.invalidField("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
       const quote = PricingEngine.operation(tables, asked === 4 ? "image-upscale-4" : "image-upscale-2")
       return yield* metered.run({
         sku: quote.sku,
@@ -156,7 +153,7 @@ const editModel = (models: Models.ModelList["Service"], name: string | undefined
   const images = models.all.filter((model): model is Models.ImageModel => model.type === "image")
   const chosen = images.find((model) => (model.traits ?? []).includes("default_edit"))
     ?? images.find((model) => (model.traits ?? []).includes("default")) ?? images[0]
-  return chosen === undefined ? Effect.fail(invalid("model", "No image model is configured")) : Effect.succeed(chosen)
+  return chosen === undefined ? Effect.fail(Errors.invalidField("model", "No image model is configured")) : Effect.succeed(chosen)
 }
 
 const formatOf = (format: typeof OutputFormat.Type | undefined): ImageRequest.Format => format === "jpg" ? "jpeg" : format ?? "png"
@@ -179,7 +176,7 @@ const editor = Effect.gen(function*() {
       yield* ImageEditor.inspect(input.image)
       const model = yield* editModel(models, fields.model)
       const quote = PricingEngine.image(tables, { model: model.id })
-      if (PricingEngine.isUnpriced(quote)) return yield* invalid(quote.field, quote.message)
+      if (PricingEngine.isUnpriced(quote)) return yield* Errors.invalidField(quote.field, quote.message)
       const format = formatOf(fields.output_format)
       return yield* metered.run({
         sku: quote.sku,

@@ -150,14 +150,13 @@ type TypeFilter = typeof TypeFilter.Type
 const matches = (filter: TypeFilter) => (model: Models.Model) =>
   filter === "all" || model.type === filter || (filter === "code" && model.type === "text" && (model.traits ?? []).includes("code"))
 
-const badType = (type: string) =>
-  Errors.invalidParameters([{ path: ["type"], message: `Expected one of ${TypeFilter.literals.join(", ")}` }])
+const badType = () => Errors.invalidField("type", `Expected one of ${TypeFilter.literals.join(", ")}`)
 
 /** The `type` of the query, or `fallback` when it has none; anything else is a 400 naming `type`. */
 const typeOf = (fallback: TypeFilter) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     const type = RequestQuery.params(request)["type"] ?? fallback
-    return isTypeFilter(type) ? Effect.succeed(type) : Effect.fail(badType(type))
+    return isTypeFilter(type) ? Effect.succeed(type) : Effect.fail(badType())
   })
 
 const ModelEntry = Schema.Struct({
@@ -231,7 +230,7 @@ export const retrieve = Route.make(
     security: "public",
     responses: {
       200: { description: "The model", schema: ModelEntry, headers: Models.headerNames },
-      404: { description: "No model of that id or alias" }
+      404: { description: "No model of that id or alias", schema: Errors.StandardError }
     }
   }
 )

@@ -80,7 +80,7 @@ const assetRoute = (name: string, contentType: string) =>
     return Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))
   }), {
     summary: `Portal asset ${name}`,
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
   })
@@ -100,7 +100,7 @@ export const page = Route.make(
   {
     summary: "Get an API key: the self-service portal",
     description: "Sign in with a wallet or an ADMIN key; see the balance, top up, make keys, watch usage.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     responses: { 200: { description: "HTML page", contentType: "text/html", schema: Schema.String } }
   }
@@ -113,11 +113,14 @@ export const script = assetRoute("portal.js", "text/javascript; charset=utf-8")
 export const stylesheet = assetRoute("portal.css", "text/css; charset=utf-8")
 
 /**
- * The session of the request, checked: sealed by this server, not ended, and for an ADMIN key, the
- * key still standing. A state change must also carry the session's CSRF token.
+ * The session check of a route behind the session, built with the route (the store and the session
+ * key are read once): the session of the request, sealed by this server, not ended, and for an
+ * ADMIN key, the key still standing. A state change must also carry the session's CSRF token.
  */
-const requireSession = (store: AuthStore["Service"], key: Uint8Array, change: boolean) =>
-  Effect.gen(function*() {
+const sessionCheck = Effect.gen(function*() {
+  const store = yield* AuthStore
+  const key = yield* PortalSession.SessionKey
+  return (change: boolean) => Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const now = yield* Clock.currentTimeMillis
     const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
@@ -132,6 +135,7 @@ const requireSession = (store: AuthStore["Service"], key: Uint8Array, change: bo
     }
     return session
   })
+})
 
 const sessionView = (session: PortalSession.Session) => ({
   accountId: session.accountId,
@@ -162,7 +166,7 @@ export const challenge = Route.make(
       const query = yield* RequestQuery.schema(ChallengeQuery)
       const wallet = X402.parseWalletAddress(query.address)
       if (Option.isNone(wallet) || wallet.value.family !== query.family) {
-        return yield* new Errors.InvalidRequest({ message: `address is not ${query.family === "evm" ? "an EVM" : "a Solana"} address` })
+        return yield* Errors.invalidField("address", `Not ${query.family === "evm" ? "an EVM" : "a Solana"} address`)
       }
       const fresh = yield* auth.siwxChallenge
       const chain = fresh.supportedChains.find((candidate) => X402.familyOf(candidate.chainId) === query.family)
@@ -176,7 +180,7 @@ export const challenge = Route.make(
   {
     summary: "A sign-in message for a wallet",
     description: "The SIWX text (EIP-4361 for EVM, SIWS for Solana) the wallet signs to open a portal session.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     query: ChallengeQuery,
     responses: {
@@ -246,7 +250,7 @@ export const signIn = Route.make(
     summary: "Sign in to the portal",
     description: "`{wallet: {address, message, signature, chainId}}` (the message of /portal/challenge, signed) or " +
       "`{apiKey}` (an ADMIN key). Sets the session cookie; the answer carries the CSRF token for changes.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     request: { contentType: "application/json", schema: SignInRequest },
     responses: {
@@ -261,7 +265,7 @@ export const signIn = Route.make(
 const sessionDocs = (summary: string, description: string, responses: Route.Docs["responses"]): Route.Docs => ({
   summary,
   description: `Portal session cookie${description}`,
-  tags: ["portal"],
+  tags: ["Portal"],
   security: "public",
   responses: { ...responses, 401: { description: "No portal session, or it ended", schema: Errors.StandardError } }
 })
@@ -278,9 +282,8 @@ export const session = Route.make(
   "GET",
   `${API}/session`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
-    const key = yield* PortalSession.SessionKey
-    return requireSession(store, key, false).pipe(
+    const requireSession = yield* sessionCheck
+    return requireSession(false).pipe(
       Effect.map((current) => HttpServerResponse.jsonUnsafe(sessionView(current), { headers: noStore })),
       Effect.catchTag("Unauthenticated", () => Effect.succeed(HttpServerResponse.empty({ status: 204, headers: noStore })))
     )
@@ -288,7 +291,7 @@ export const session = Route.make(
   {
     summary: "The portal session",
     description: "Portal session cookie, when there is one.",
-    tags: ["portal"],
+    tags: ["Portal"],
     security: "public",
     responses: {
       200: { description: "The session, as sign-in answered it" },
@@ -302,12 +305,11 @@ export const signOut = Route.make(
   "DELETE",
   `${API}/session`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
+    const requireSession = yield* sessionCheck
     const info = yield* ServiceInfo
     const secure = info.publicOrigin.startsWith("https:")
-    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      yield* requireSession(store, key, true)
+      yield* requireSession(true)
       return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
         headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
       })
@@ -364,12 +366,11 @@ export const account = Route.make(
   "GET",
   `${API}/account`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
+    const requireSession = yield* sessionCheck
     const ledger = yield* CreditLedger.CreditLedger
     const staking = yield* Staking.Staking
-    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const current = yield* requireSession(store, key, false)
+      const current = yield* requireSession(false)
       if (current.wallet !== undefined) {
         yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
       }
@@ -411,11 +412,10 @@ export const listKeys = Route.make(
   "GET",
   `${API}/keys`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
+    const requireSession = yield* sessionCheck
     const auth = yield* Auth
-    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const current = yield* requireSession(store, key, false)
+      const current = yield* requireSession(false)
       const keys = yield* auth.listKeys(current.accountId)
       return HttpServerResponse.jsonUnsafe({ data: keys.map(keyView) }, { headers: noStore })
     })
@@ -437,11 +437,10 @@ export const createKey = Route.make(
   "POST",
   `${API}/keys`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
+    const requireSession = yield* sessionCheck
     const auth = yield* Auth
-    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const current = yield* requireSession(store, key, true)
+      const current = yield* requireSession(true)
       const body = yield* RequestBody.schema(CreateKeyRequest)
       const created = yield* auth.createKey({
         accountId: current.accountId,
@@ -467,11 +466,10 @@ export const revokeKey = Route.make(
   "DELETE",
   `${API}/keys`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
+    const requireSession = yield* sessionCheck
     const auth = yield* Auth
-    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const current = yield* requireSession(store, key, true)
+      const current = yield* requireSession(true)
       const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
       yield* auth.revokeKey(current.accountId, query.id)
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
@@ -541,11 +539,10 @@ export const usage = Route.make(
   "GET",
   `${API}/usage`,
   Effect.gen(function*() {
-    const store = yield* AuthStore
+    const requireSession = yield* sessionCheck
     const ledger = yield* CreditLedger.CreditLedger
-    const key = yield* PortalSession.SessionKey
     return Effect.gen(function*() {
-      const current = yield* requireSession(store, key, false)
+      const current = yield* requireSession(false)
       const now = yield* Clock.currentTimeMillis
       const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
       const entries = yield* usageSince(ledger, current.accountId, from)

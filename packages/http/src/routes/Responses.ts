@@ -134,9 +134,6 @@ export const Response = Schema.StructWithRest(
 /** Fields of the OpenAI request this stateless translation cannot honor. */
 const unsupported = ["previous_response_id", "conversation", "prompt", "background"] as const
 
-const invalid = (path: ReadonlyArray<PropertyKey>, message: string) =>
-  new Errors.InvalidRequest({ message: "Invalid request parameters", details: Errors.fieldErrors([{ path, message }]) })
-
 const chatContent = (content: typeof InputMessage.Type["content"]) =>
   typeof content === "string"
     ? content
@@ -198,7 +195,7 @@ const decodeRequest = Effect.fnUntraced(function*(raw: unknown) {
   const record = raw as Record<string, unknown>
   const refused = unsupported.find((field) => asksFor(record[field]))
   if (refused === undefined) return body
-  return yield* invalid(
+  return yield* Errors.invalidField(
     [refused],
     refused === "previous_response_id" || refused === "conversation"
       ? "This API is stateless: send the whole conversation as input"

@@ -74,9 +74,6 @@ export const RetrieveResponse = Schema.Struct({
   expires_at: Schema.Int
 }).annotate({ identifier: "VideoRetrieveResponse" })
 
-const invalid = (field: string, message: string) =>
-  Errors.invalidParameters([{ path: [field], message }])
-
 const secondsOf = (duration: number | string) => typeof duration === "number" ? duration : Number(duration.replace(/s$/u, ""))
 
 const unix = (ms: number) => Math.floor(ms / 1000)
@@ -103,10 +100,10 @@ const pricer = Effect.gen(function*() {
       const model = yield* models.ofType("video", body.model)
       const seconds = body.duration === undefined ? model.durations[0]! : secondsOf(body.duration)
       const size = body.size ?? model.sizes[0]!
-      if (!model.durations.includes(seconds)) return yield* invalid("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
-      if (!model.sizes.includes(size)) return yield* invalid("size", `Expected one of ${model.sizes.join(", ")}`)
+      if (!model.durations.includes(seconds)) return yield* Errors.invalidField("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
+      if (!model.sizes.includes(size)) return yield* Errors.invalidField("size", `Expected one of ${model.sizes.join(", ")}`)
       const quote = PricingEngine.media(tables, "video", model.id, seconds)
-      if (PricingEngine.isUnpriced(quote)) return yield* invalid(quote.field, quote.message)
+      if (PricingEngine.isUnpriced(quote)) return yield* Errors.invalidField(quote.field, quote.message)
       return { model, seconds, size, quote }
     })
 })
@@ -126,7 +123,7 @@ export const queue = Route.metered(Route.make(
       const body = yield* RequestBody.decode(QueueRequest, raw)
       const { model, quote, seconds, size } = yield* price(body)
       if (body.prompt.length > model.promptCharacterLimit) {
-        return yield* invalid("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
+        return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
       }
       const ttlMs = model.jobTtlSeconds * 1000
       return yield* metered.run({
@@ -267,7 +264,7 @@ export const retrieve = Route.metered(Route.make(
         schema: RetrieveResponse,
         headers: [...Models.headerNames, "x-service-video-status"]
       },
-      404: { description: "No such job for this account" }
+      404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }
 ))
@@ -325,7 +322,7 @@ export const complete = Route.metered(Route.make(
             }
             const removal = yield* jobs.remove(principal.accountId, body.queue_id)
             if (removal === "running") {
-              return yield* invalid("queue_id", "The job is still running: retrieve it until it completes, fails or expires")
+              return yield* Errors.invalidField("queue_id", "The job is still running: retrieve it until it completes, fails or expires")
             }
             if (removal === "unknown") return yield* new Errors.NotFound({ message: `No video job ${body.queue_id}` })
             return {
@@ -346,7 +343,7 @@ export const complete = Route.metered(Route.make(
     request: { contentType: "application/json", schema: CompleteRequest },
     responses: {
       200: { description: "The job was released", schema: Schema.Struct({ success: Schema.Literal(true) }).annotate({ identifier: "VideoCompleteResponse" }) },
-      404: { description: "No such job for this account" }
+      404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }
 ))

@@ -63,7 +63,7 @@ export const discoveryBody = (path: string) => ({
   error: "Payment required",
   resource: {
     url: `http://localhost${path}`,
-    description: "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana",
+    description: "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base",
     mimeType: "application/json"
   },
   accepts: [{

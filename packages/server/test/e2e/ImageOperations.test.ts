@@ -6,6 +6,7 @@
  */
 import { ShippedServer } from "@tollgate/testkit"
 import OpenAI from "openai"
+import * as Zlib from "node:zlib"
 import Sharp from "sharp"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Usage from "./support/Usage.ts"
@@ -102,6 +103,15 @@ const postForm = (path: string, body: FormData) => fetch(`${server.api}${path}`,
 const postJson = (path: string, body: unknown) =>
   fetch(`${server.api}${path}`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify(body) })
 
+/** The PNG with its header claiming `side` x `side` pixels (a decompression bomb's header; IHDR follows the signature). */
+const claimingSize = async (png: Buffer, side: number) => {
+  const bomb = Buffer.from(png)
+  bomb.writeUInt32BE(side, 16)
+  bomb.writeUInt32BE(side, 20)
+  bomb.writeUInt32BE(Zlib.crc32(bomb.subarray(12, 29)), 29)
+  return bomb
+}
+
 const pixel = async (png: Buffer, x: number, y: number) => {
   const { data, info } = await Sharp(png).ensureAlpha().raw().toBuffer({ resolveWithObject: true })
   const i = (y * info.width + x) * info.channels
@@ -154,6 +164,9 @@ describe("POST /image/upscale returns the image at scale 2 or 4 as a decodable P
     const overPixels = await postForm("/image/background-remove", form(await plain(4097), {}))
     expect(overPixels.status).toBe(400)
     expect(await overPixels.json()).toMatchObject({ details: { image: { _errors: ["The image has more than 16777216 pixels"] } } })
+    const bomb = await postForm("/image/upscale", form(await claimingSize(await plain(1), 20_000), {}))
+    expect(bomb.status).toBe(400)
+    expect(await bomb.json()).toMatchObject({ details: { image: { _errors: ["The image has more than 16777216 pixels"] } } })
     expect(await Usage.latest(server)).toEqual(before)
   })
 
@@ -212,6 +225,22 @@ describe("POST /image/edit and OpenAI's /images/edits change the image as the pr
     const textModel = await postForm("/image/edit", form(await squarePng(), { prompt: "x", model: "llama-3.3-70b" }))
     expect(textModel.status).toBe(400)
     expect(await textModel.json()).toMatchObject({ details: { model: { _errors: [expect.any(String)] } } })
+  })
+})
+
+describe("An image whose header reads but whose pixels are damaged is the caller's 400 naming image, never a 500, and not charged", () => {
+  it.each(["/image/upscale", "/image/edit", "/images/edits", "/image/background-remove"])("%s", async (path) => {
+    const noise = { width: 256, height: 256, channels: 3, background: "#336699", noise: { type: "gaussian", mean: 128, sigma: 40 } } as const
+    const png = await Sharp({ create: noise }).png().toBuffer()
+    const truncated = png.subarray(0, Math.floor(png.length / 2))
+    const before = await Usage.latest(server)
+    const response = await postForm(path, form(truncated, { prompt: "blue" }))
+    expect(response.status).toBe(400)
+    expect(await response.json()).toEqual({
+      error: "Invalid request parameters: image: Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)",
+      details: { _errors: [], image: { _errors: ["Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)"] } }
+    })
+    expect(await Usage.latest(server)).toEqual(before)
   })
 })
 
