@@ -273,8 +273,8 @@ export const MultiEditFields = Schema.Struct({
   prompt: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(32_768)),
   modelId: Schema.optionalKey(Schema.String),
   output_format: Schema.optionalKey(OutputFormat),
-  /** Accepted for compatibility: the edit keeps the base image's size. */
-  aspect_ratio: Schema.optionalKey(Schema.String),
+  /** The reference's ratios, accepted for compatibility: the edit keeps the base image's size. */
+  aspect_ratio: Schema.optionalKey(Schema.Literals(["auto", "1:1", "3:2", "16:9", "21:9", "9:16", "2:3", "3:4", "4:5"])),
   /** Accepted for compatibility with the reference; the local edit draws nothing to blur. */
   safe_mode: Schema.optionalKey(BooleanField)
 })

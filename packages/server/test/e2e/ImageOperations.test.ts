@@ -273,7 +273,7 @@ describe("POST /image/multi-edit lays the images over the first and edits them b
     expect((await Usage.latest(server))[0]).toMatchObject({ sku: "image:flux-dev", nano: 10_000_000, notes: "multi-edit of 2 images, 256x256 webp" })
   })
 
-  it("no images, too many, one under 65,536 pixels, a URL, no prompt, or a model that draws no images: a 400 naming the field, nothing charged", async () => {
+  it("no images, too many, one under 65,536 pixels, a URL, no prompt, a ratio the reference lacks, or a model that draws no images: a 400 naming the field, nothing charged", async () => {
     const before = await Usage.latest(server)
     const white = await plainPng("#ffffff")
     const cases: Array<[Response, string]> = [
@@ -283,6 +283,7 @@ describe("POST /image/multi-edit lays the images over the first and edits them b
       [await postForm("/image/multi-edit", imagesForm([white, await plainPng("#000000", 128)], { prompt: "x" })), "images"],
       [await postJson("/image/multi-edit", { prompt: "x", images: ["https://example.com/a.png"] }), "images"],
       [await postForm("/image/multi-edit", imagesForm([white], {})), "prompt"],
+      [await postForm("/image/multi-edit", imagesForm([white], { prompt: "x", aspect_ratio: "7:5" })), "aspect_ratio"],
       [await postForm("/image/multi-edit", imagesForm([white], { prompt: "x", modelId: "llama-3.3-70b" })), "modelId"]
     ]
     for (const [response, field] of cases) {
