@@ -9,7 +9,9 @@
  * upstreams sends it to their OpenAI-compatible `POST /images/edits`; a model without is edited
  * locally, deterministically, by the prompt (a black-and-white prompt desaturates, any other turns
  * the hues by an angle drawn from the prompt), so the dev server's results can be checked by
- * decoding them.
+ * decoding them. A multi-edit sends layers with the base image: locally they are laid over it
+ * (each stretched to the base's size, alpha kept) before the prompt's change; upstream they go as
+ * further `image[]` parts, as OpenAI's edit takes several images.
  *
  * @since 0.1.0
  */
@@ -54,6 +56,8 @@ export interface Produced {
 export interface EditCall {
   readonly model: Models.ImageModel
   readonly image: Uint8Array
+  /** Images laid over `image`, in order (a multi-edit); none for a plain edit. */
+  readonly layers?: ReadonlyArray<Uint8Array>
   readonly prompt: string
   readonly format: ImageRequest.Format
 }
@@ -67,24 +71,24 @@ export class ImageEditor extends Context.Service<ImageEditor, {
   readonly removeBackground: (image: Uint8Array) => Effect.Effect<Produced, Errors.ApiError>
 }>()("@tollgate/backends/ImageEditor") {}
 
-const unreadable = () => Errors.invalidField("image", "Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)")
+const unreadable = (field = "image") => Errors.invalidField(field, "Not an image that can be read (PNG, JPEG, WebP, GIF, AVIF or TIFF)")
 
 const sharpOf = (bytes: Uint8Array) => Sharp(bytes, { limitInputPixels: MAX_PIXELS, failOn: "error" })
 
 /**
  * Reads an image's size and format without decoding its pixels; an unreadable one, or one over
- * `MAX_PIXELS`, is a 400 naming `image`.
+ * `MAX_PIXELS`, is a 400 naming `field` (`image` unless told).
  *
  * @category inspection
  */
-export const inspect = (bytes: Uint8Array): Effect.Effect<Inspected, Errors.InvalidRequest> =>
+export const inspect = (bytes: Uint8Array, field = "image"): Effect.Effect<Inspected, Errors.InvalidRequest> =>
   // The header alone is read, so sharp's own pixel limit need not guard it: without lifting it, an
   // image over that limit would be called unreadable instead of too large.
-  Effect.tryPromise({ try: () => Sharp(bytes, { limitInputPixels: false }).metadata(), catch: unreadable }).pipe(
+  Effect.tryPromise({ try: () => Sharp(bytes, { limitInputPixels: false }).metadata(), catch: () => unreadable(field) }).pipe(
     Effect.flatMap(({ format, height, width }) => {
-      if (width === undefined || height === undefined || width === 0 || height === 0) return Effect.fail(unreadable())
+      if (width === undefined || height === undefined || width === 0 || height === 0) return Effect.fail(unreadable(field))
       if (width * height > MAX_PIXELS) {
-        return Effect.fail(Errors.invalidField("image", `The image has more than ${MAX_PIXELS} pixels`))
+        return Effect.fail(Errors.invalidField(field, `The image has more than ${MAX_PIXELS} pixels`))
       }
       return Effect.succeed({ width, height, format })
     })
@@ -111,7 +115,7 @@ const encode = (image: SharpImage, format: ImageRequest.Format, failure: () => E
  */
 export const upscale = (image: Uint8Array, scale: number): Effect.Effect<Produced, Errors.ApiError> =>
   Effect.flatMap(inspect(image), ({ height, width }) =>
-    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png", unreadable))
+    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png", () => unreadable()))
 
 /** How far (RGB distance) a pixel may be from the background color and still count as background. */
 const BACKGROUND_DISTANCE = 48
@@ -168,9 +172,20 @@ const hueOf = (prompt: string) => {
  * @category processing
  */
 export const editLocal = (call: EditCall): Effect.Effect<Produced, Errors.ApiError> =>
-  Effect.flatMap(inspect(call.image), () => {
-    const image = sharpOf(call.image)
-    return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format, unreadable)
+  Effect.flatMap(inspect(call.image), ({ height, width }) =>
+    Effect.flatMap(layered(call.image, call.layers ?? [], width, height), (base) => {
+      const image = sharpOf(base)
+      return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format, () => unreadable())
+    }))
+
+/** The base with each layer, stretched to its size, composited over it in order (PNG). */
+const layered = (base: Uint8Array, layers: ReadonlyArray<Uint8Array>, width: number, height: number) =>
+  layers.length === 0 ? Effect.succeed(base) : Effect.tryPromise({
+    try: async () => {
+      const inputs = await Promise.all(layers.map((layer) => sharpOf(layer).resize(width, height, { fit: "fill" }).png().toBuffer()))
+      return new Uint8Array(await sharpOf(base).composite(inputs.map((input) => ({ input }))).png().toBuffer())
+    },
+    catch: () => unreadable("images")
   })
 
 const REFUSAL_CODES = new Set(["content_policy_violation", "moderation_blocked"])
@@ -186,7 +201,10 @@ export const editUpstream = Effect.fn("ImageEditor.editUpstream")(function*(call
     timeout,
     request: (upstream, url) => {
       const form = new FormData()
-      form.append("image", new Blob([call.image as Uint8Array<ArrayBuffer>], { type: "image/png" }), "image.png")
+      const images = [call.image, ...(call.layers ?? [])]
+      images.forEach((image, i) =>
+        form.append(images.length === 1 ? "image" : "image[]", new Blob([image as Uint8Array<ArrayBuffer>], { type: "image/png" }), `image-${i}.png`)
+      )
       form.append("prompt", call.prompt)
       form.append("model", upstream.model ?? call.model.id)
       form.append("n", "1")

@@ -71,6 +71,19 @@ describe("ImageEditor: a model with upstreams is edited by their OpenAI-compatib
     expect(await Sharp(Buffer.from(await image.arrayBuffer())).metadata()).toMatchObject({ width: 16, height: 16 })
   })
 
+  it("a multi-edit sends the base image and its layers, in order, as image[] parts", async () => {
+    const blue = await png("#0000ff", 32)
+    answer = async () => ({ status: 200, body: { created: 1, data: [{ b64_json: blue.toString("base64") }] } })
+    received.length = 0
+    const layers = [new Uint8Array(await png("#00ff00", 8)), new Uint8Array(await png("#0000ff", 4))]
+    const exit = await edit({ model: model(), image: new Uint8Array(await png("#ff0000", 16)), layers, prompt: "combine", format: "png" })
+    expect(Exit.isSuccess(exit)).toBe(true)
+    const form = received[0]!.form
+    expect(form.get("image")).toBeNull()
+    const sizes = await Promise.all((form.getAll("image[]") as Array<File>).map(async (file) => (await Sharp(Buffer.from(await file.arrayBuffer())).metadata()).width))
+    expect(sizes).toEqual([16, 8, 4])
+  })
+
   it("a content-policy refusal is the client's 400; an unreadable answer a 502", async () => {
     answer = async () => ({ status: 400, body: { error: { code: "content_policy_violation", message: "no" } } })
     const refused = await editError({ model: model(), image: new Uint8Array(await png("#ff0000", 16)), prompt: "x", format: "png" })

@@ -10,6 +10,9 @@
  * once and answer the same. Jobs are kept a day past their expiry, so a late poll is told the job
  * expired rather than that it never existed.
  *
+ * Queued speech (`POST /audio/queue`) uses the same store and settlement: its job carries `speech`
+ * (what to synthesize) and its capture is priced per input character under `tts:<model>`.
+ *
  * `layerMemory` is for one process; `@tollgate/redis` has the shared layer (a Redis string per job,
  * `finish` as a Lua script). Both pass `packages/redis/test/VideoJobs.contract.test.ts`.
  *
@@ -18,6 +21,7 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import * as CreditLedger from "./CreditLedger.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
+import type * as Models from "./Models.ts"
 import type * as Money from "./Money.ts"
 
 /** @category models */
@@ -44,6 +48,17 @@ export interface Job {
   readonly finishedAt?: number | undefined
   /** Why a failed job failed, as the client is told. */
   readonly error?: string | undefined
+  /** A speech job's synthesis (its text is `prompt`); absent on a video job. */
+  readonly speech?: Speech | undefined
+}
+
+/** @category models */
+export interface Speech {
+  readonly voice: string
+  readonly format: Models.SpeechFormat
+  readonly speed: number
+  /** The input characters billed. */
+  readonly characters: number
 }
 
 /** @category models */
@@ -141,8 +156,8 @@ export const HOLD_GRACE_MS = 5 * 60_000
 
 /**
  * Ends a job and settles its hold when this call is the one that ended it: a completed job's hold
- * is captured at its price (`pricePerUnit` per second, the usage entry naming the request that saw
- * it complete), a failed or expired job's released. A hold the ledger already closed (it expired)
+ * is captured at its price (`pricePerUnit` per second of video or character of speech, the usage
+ * entry naming the request that saw it complete), a failed or expired job's released. A hold the ledger already closed (it expired)
  * is left as it is: the job's outcome stands and nothing is charged. Returns the job as it ended.
  *
  * @category settlement
@@ -170,17 +185,17 @@ export const end = Effect.fn("VideoJobs.end")(function*(
       reference: job.holdReference,
       amount: job.quotedAmount,
       usage: {
-        sku: `video:${job.model}`,
-        units: job.seconds,
+        ...(job.speech === undefined
+          ? { sku: `video:${job.model}`, units: job.seconds, notes: `${job.seconds} s ${job.size} video, job ${job.id}` }
+          : { sku: `tts:${job.model}`, units: job.speech.characters, notes: `${job.speech.format} speech, job ${job.id}` }),
         pricePerUnit: outcome.pricePerUnit,
-        notes: `${job.seconds} s ${job.size} video, job ${job.id}`,
         requestId: outcome.requestId,
         executionMs: now - job.createdAt
       }
     })
     : ledger.release(job.accountId, job.holdReference)
   yield* settled.pipe(
-    Effect.catchTag("LedgerError", (error) => Effect.logWarning("a video job's hold could not be settled", { job: job.id, reason: error.reason }))
+    Effect.catchTag("LedgerError", (error) => Effect.logWarning("a job's hold could not be settled", { job: job.id, reason: error.reason }))
   )
   return finished.value.job
 })

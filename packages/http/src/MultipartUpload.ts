@@ -129,3 +129,66 @@ export const check = (problems: ReadonlyArray<Problem>): Effect.Effect<void, Err
   problems.length === 0
     ? Effect.void
     : Effect.fail(Errors.invalidParameters(problems))
+
+/** @category models */
+export interface Files {
+  /** Every part named as the file field, in order, each non-empty and within the cap. */
+  readonly files: ReadonlyArray<Uint8Array>
+  readonly fields: Readonly<Record<string, string>>
+  readonly problems: ReadonlyArray<Problem>
+}
+
+/**
+ * Reads a form of several files under one field name (`images` of a multi-edit), each capped at
+ * `maxBytes` and at most `maxFiles` of them (a 413 past either), and the text `fields` named. The
+ * whole form is held against the `UploadBudget`.
+ *
+ * @category decoding
+ */
+export const readFiles = (options: {
+  readonly maxBytes: number
+  readonly maxFiles: number
+  readonly fields: ReadonlyArray<string>
+  readonly fileField: string
+}) =>
+  Effect.gen(function*() {
+    const { fileField, maxBytes, maxFiles } = options
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (!(request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")) {
+      return yield* Errors.invalidField(fileField, "Expected a multipart/form-data upload with files")
+    }
+    const formBytes = maxFiles * maxBytes + FRAMING_BYTES
+    yield* (yield* UploadBudget).hold(formBytes)
+    const wanted = new Set(options.fields)
+    const files: Array<Uint8Array> = []
+    const fields: Record<string, string> = {}
+    const problems: Array<Problem> = []
+    yield* Stream.runForEach(request.multipartStream, (part): Effect.Effect<void, Errors.ApiError | Multipart.MultipartError> => {
+      if (part._tag === "Field") {
+        if (wanted.has(part.key)) fields[part.key] = part.value
+        if (part.key === fileField) problems.push({ path: [fileField], message: "Expected file uploads" })
+        return Effect.void
+      }
+      if (part.key !== fileField) return Stream.runDrain(part.content)
+      if (files.length === maxFiles) return Effect.fail(new Errors.PayloadTooLarge({ message: `At most ${maxFiles} files` }))
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      return Stream.runForEach(part.content, (chunk) => {
+        size += chunk.length
+        if (size > maxBytes) return Effect.fail(tooLarge(maxBytes))
+        chunks.push(chunk)
+        return Effect.void
+      }).pipe(Effect.map(() => {
+        if (size === 0) problems.push({ path: [fileField], message: "A file is empty" })
+        else files.push(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
+      }))
+    }).pipe(
+      Effect.catchIf(Multipart.isMultipartError, (error) => Effect.fail(fromMultipart(maxBytes)(error))),
+      Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(formBytes)),
+      Effect.provideService(Multipart.MaxFileSize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
+      Effect.provideService(Multipart.MaxFieldSize, ByteSize.bytes(FRAMING_BYTES)),
+      Effect.provideService(Multipart.MaxParts, MAX_PARTS + maxFiles)
+    )
+    if (files.length === 0 && problems.length === 0) problems.push({ path: [fileField], message: "Required" })
+    return { files, fields, problems } satisfies Files
+  })

@@ -24,6 +24,15 @@ describe("Every route of the router is in the OpenAPI document", () => {
   })
 })
 
+describe("A route documented as paid is one the pipeline meters: its credentials are checked before its body is read", () => {
+  it("every route whose docs say metered is marked metered, and no other", () => {
+    const mismatched = Routes.all
+      .filter((route) => (route.docs?.security === "metered") !== (route.metered === true))
+      .map((route) => `${route.method} ${route.path}`)
+    expect(mismatched).toEqual([])
+  })
+})
+
 describe("The security schemes are the spec's: bearer JWT and SIGN-IN-WITH-X", () => {
   it("declares both", () => {
     expect(document.components.securitySchemes["bearer"]).toMatchObject({ type: "http", scheme: "bearer", bearerFormat: "JWT" })

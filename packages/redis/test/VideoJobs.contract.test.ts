@@ -49,6 +49,16 @@ Contract.contract(
         assert.deepStrictEqual(yield* jobs.get("acct_other", created.id), Option.none())
       }))
 
+    it.effect("a speech job (POST /audio/queue) reads back with its speech, as it ended", () =>
+      Effect.gen(function*() {
+        const jobs = yield* VideoJobs.VideoJobs
+        const created = job({ model: "tts-1", prompt: "Hello.", seconds: 0, size: "", speech: { voice: "nova", format: "wav", speed: 1.5, characters: 6 } })
+        yield* jobs.create(created)
+        assert.deepStrictEqual(yield* jobs.get(created.accountId, created.id), Option.some(created))
+        const ended = yield* jobs.finish(created.accountId, created.id, { state: "completed", finishedAt: 5 })
+        assert.deepStrictEqual(ended, Option.some({ ended: true, job: { ...created, state: "completed" as const, finishedAt: 5 } }))
+      }))
+
     it.effect("the first finish ends the job; later ones get the job as it ended, ended: false", () =>
       Effect.gen(function*() {
         const jobs = yield* VideoJobs.VideoJobs

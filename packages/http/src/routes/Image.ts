@@ -38,11 +38,7 @@ const headersOf = (
   ...(enhancedPrompt === undefined ? {} : { "x-service-enhanced-prompt": encodeURIComponent(enhancedPrompt) })
 })
 
-const unpriced = (problem: PricingEngine.Unpriced) =>
-  new Errors.InvalidRequest({
-    message: "Invalid request parameters",
-    details: Errors.fieldErrors([{ path: [problem.field], message: problem.message }])
-  })
+const unpriced = (problem: PricingEngine.Unpriced) => Errors.invalidField(problem.field, problem.message)
 
 /**
  * The 200 JSON body (without `return_binary`).

@@ -8,6 +8,9 @@
  *   (as the reference does), and an image too large to double is a 400. Priced per scale asked.
  * - `POST /image/edit`: the image changed by `prompt`, by an image model (`model`, default the
  *   image model with the `default_edit` trait, else `default`), priced as one image of that model.
+ * - `POST /image/multi-edit`: a base image and up to `MAX_EDIT_IMAGES - 1` layers laid over it,
+ *   changed by `prompt` on the edit's models and price (`modelId` as the reference names it); each
+ *   image has at least `MIN_EDIT_PIXELS` pixels, as the reference requires.
  * - `POST /image/background-remove`: the image with a transparent background, as PNG.
  * - `POST /images/edits`: OpenAI's shape of the edit (`client.images.edit`), answering
  *   `{created, data: [{b64_json}]}`.
@@ -247,6 +250,96 @@ export const openAiEdit = Route.metered(Route.make(
   }
 ))
 
+/**
+ * The most images a multi-edit takes (the base and its layers): the reference leaves it to each
+ * model; one limit for all keeps the form's memory bounded (4 x 25 MB).
+ *
+ * @category constants
+ */
+export const MAX_EDIT_IMAGES = 4
+
+/**
+ * The fewest pixels a multi-edit's image may have (256 x 256), as the reference says.
+ *
+ * @category constants
+ */
+export const MIN_EDIT_PIXELS = 65_536
+
+/** @category schemas */
+export const MultiEditFields = Schema.Struct({
+  prompt: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(32_768)),
+  modelId: Schema.optionalKey(Schema.String),
+  output_format: Schema.optionalKey(OutputFormat),
+  /** The reference's ratios, accepted for compatibility: the edit keeps the base image's size. */
+  aspect_ratio: Schema.optionalKey(Schema.Literals(["auto", "1:1", "3:2", "16:9", "21:9", "9:16", "2:3", "3:4", "4:5"])),
+  /** Accepted for compatibility with the reference; the local edit draws nothing to blur. */
+  safe_mode: Schema.optionalKey(BooleanField)
+})
+
+/** @category routes */
+export const multiEdit = Route.metered(Route.make(
+  "POST",
+  "/api/v1/image/multi-edit",
+  Effect.gen(function*() {
+    const metered = yield* Metered
+    const models = yield* Models.ModelList
+    const tables = yield* PricingEngine.PricingEngine
+    const imageEditor = yield* ImageEditor.ImageEditor
+    return Effect.gen(function*() {
+      const input = yield* ImageInput.readMany(Object.keys(MultiEditFields.fields), MAX_EDIT_IMAGES)
+      const fields = yield* RequestBody.decode(MultiEditFields, input.fields)
+      for (const [i, image] of input.images.entries()) {
+        const { height, width } = yield* ImageEditor.inspect(image, "images")
+        if (width * height < MIN_EDIT_PIXELS) {
+          return yield* Errors.invalidField("images", `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`)
+        }
+      }
+      const model = yield* Effect.mapError(editModel(models, fields.modelId), (error) =>
+        fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`))
+      if (fields.prompt.length > model.promptCharacterLimit) {
+        return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
+      }
+      const quote = PricingEngine.image(tables, { model: model.id })
+      if (PricingEngine.isUnpriced(quote)) return yield* Errors.invalidField(quote.field, quote.message)
+      const format = formatOf(fields.output_format)
+      const [image, ...layers] = input.images as [Uint8Array, ...Array<Uint8Array>]
+      return yield* metered.run({
+        sku: quote.sku,
+        kind: "image",
+        quote,
+        execute: () =>
+          Effect.map(imageEditor.edit({ model, image, layers, prompt: fields.prompt, format }), (produced) => ({
+            response: binary(produced, Models.headersOf(model)),
+            charge: quote.amount,
+            usage: {
+              units: 1,
+              pricePerUnit: quote.pricePerUnit,
+              notes: `multi-edit of ${input.images.length} images, ${produced.width}x${produced.height} ${format}`
+            }
+          }))
+      })
+    })
+  }),
+  {
+    summary: "Edit an image with layers",
+    description: `A base image and up to ${MAX_EDIT_IMAGES - 1} more laid over it (images, in order), changed as prompt ` +
+      "says by an image model (modelId, default the one with the default_edit trait), in output_format (png by default), " +
+      "at the base image's size. Multipart (images file parts) or JSON (images as base64 strings; URLs are not supported), " +
+      `each at most 25 MB, at least ${MIN_EDIT_PIXELS} and at most ${ImageEditor.MAX_PIXELS} pixels. Priced as one image ` +
+      "of the model, like POST /image/edit.",
+    tags: ["Image"],
+    security: "metered",
+    request: {
+      contentType: "application/json",
+      schema: Schema.Struct({
+        images: Schema.Array(Schema.String).annotate({ description: "The base image, then its layers: base64 or data URLs (file parts in multipart)" }),
+        ...MultiEditFields.fields
+      }).annotate({ identifier: "ImageMultiEditRequest" })
+    },
+    responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
+  }
+))
+
 /** @category routes */
 export const backgroundRemove = Route.metered(Route.make(
   "POST",
@@ -284,4 +377,4 @@ export const backgroundRemove = Route.metered(Route.make(
 ))
 
 /** @category routes */
-export const routes = [styles, upscale, edit, backgroundRemove, openAiEdit] as const
+export const routes = [styles, upscale, edit, multiEdit, backgroundRemove, openAiEdit] as const

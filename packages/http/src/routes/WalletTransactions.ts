@@ -16,6 +16,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
 import { BillingOptions } from "./Billing.ts"
+import * as X402Route from "./X402.ts"
 
 /** @category schemas */
 export const TransactionsQuery = Schema.Struct({
@@ -51,10 +52,7 @@ export const transactions = Route.make(
       const params = yield* Route.params
       const wallet = X402.parseWalletAddress(params["walletAddress"] ?? "")
       if (Option.isNone(wallet)) {
-        return yield* new Errors.InvalidRequest({
-          message: "Invalid request parameters",
-          details: Errors.fieldErrors([{ path: ["walletAddress"], message: "must be an EVM address (0x + 40 hex) or a Solana address (base58)" }])
-        })
+        return yield* Errors.invalidField("walletAddress", "must be an EVM address (0x + 40 hex) or a Solana address (base58)")
       }
       const request = yield* HttpServerRequest.HttpServerRequest
       const found = yield* auth.authenticate(request.headers)
@@ -126,7 +124,7 @@ export const transactions = Route.make(
   {
     summary: "A wallet's top-ups, grants, charges and refunds",
     description: "The wallet signed in with SIGN-IN-WITH-X, or an ADMIN key of an operator account. Newest first; pass `pagination.nextCursor` as `cursor` for the next page.",
-    tags: ["x402"],
+    tags: [X402Route.tag],
     security: "key",
     query: TransactionsQuery,
     responses: {

@@ -25,7 +25,8 @@ import * as Route from "../Route.ts"
 const invalid = (message: string) => new Errors.InvalidRequest({ message })
 
 /** The group of both operations in the OpenAPI document. */
-const tag = "Wallets (x402)"
+/** The OpenAPI group of the wallet operations. */
+export const tag = "Wallets (x402)"
 
 const parseAmount = (config: X402.Config, raw: unknown): Result.Result<Money.Nano, Errors.InvalidRequest> => {
   if (raw === undefined) return Result.succeed(config.minimumTopUp)

@@ -5,8 +5,10 @@
  * @since 0.1.0
  */
 import * as ApiKeys from "./ApiKeys.ts"
+import * as AudioQueue from "./AudioQueue.ts"
 import * as AudioSpeech from "./AudioSpeech.ts"
 import * as AudioTranscriptions from "./AudioTranscriptions.ts"
+import * as AudioVoices from "./AudioVoices.ts"
 import * as Augment from "./Augment.ts"
 import * as Billing from "./Billing.ts"
 import * as Characters from "./Characters.ts"
@@ -41,6 +43,8 @@ const routes = [
   Embeddings.route,
   AudioSpeech.route,
   AudioTranscriptions.route,
+  AudioVoices.route,
+  ...AudioQueue.routes,
   ...Video.routes,
   TextParser.route,
   ...Augment.routes,

@@ -251,3 +251,82 @@ describe("GET /image/styles lists the style presets, publicly", () => {
     expect(await response.json()).toEqual({ object: "list", data: expect.arrayContaining(["Anime", "Cinematic", "Photographic"]) })
   })
 })
+
+/** A plain 256x256 PNG (the reference's least multi-edit image, 65,536 pixels) of one color. */
+const plainPng = (background: string, size = 256) =>
+  Sharp({ create: { width: size, height: size, channels: 3, background } }).png().toBuffer()
+
+/** A 256x256 PNG, transparent but for an opaque blue 64x64 square at the top left. */
+const blueCornerPng = () =>
+  Sharp({ create: { width: 256, height: 256, channels: 4, background: { r: 0, g: 0, b: 0, alpha: 0 } } })
+    .composite([{ input: { create: { width: 64, height: 64, channels: 3, background: "#0000ff" } }, left: 0, top: 0 }])
+    .png()
+    .toBuffer()
+
+const imagesForm = (images: ReadonlyArray<Buffer>, fields: Record<string, string>) => {
+  const body = new FormData()
+  images.forEach((image, i) => body.append("images", new Blob([new Uint8Array(image)], { type: "image/png" }), `layer-${i}.png`))
+  for (const [name, value] of Object.entries(fields)) body.append(name, value)
+  return body
+}
+
+describe("POST /image/multi-edit lays the images over the first and edits them by the prompt, priced as one image of the model", () => {
+  it("multipart: a white base and a layer with a blue corner, black and white: the corner comes back gray over white", async () => {
+    const response = await postForm("/image/multi-edit", imagesForm([await plainPng("#ffffff"), await blueCornerPng()], { prompt: "black and white" }))
+    expect(response.status).toBe(200)
+    expect(response.headers.get("x-service-model-id")).toBe("local-renderer")
+    const png = Buffer.from(await response.arrayBuffer())
+    expect(await Sharp(png).metadata()).toMatchObject({ format: "png", width: 256, height: 256 })
+    const [r, g, b] = await pixel(png, 10, 10)
+    expect([r, r]).toEqual([g, b])
+    expect(r).toBeLessThan(128)
+    expect(await pixel(png, 200, 200)).toEqual([255, 255, 255, 255])
+    expect((await Usage.latest(server))[0]).toMatchObject({
+      sku: "image:local-renderer",
+      unit: 1,
+      nano: 1_000_000,
+      notes: "multi-edit of 2 images, 256x256 png"
+    })
+  })
+
+  it("JSON with base64 images, a modelId and output_format webp: a webp at flux-dev's price", async () => {
+    const response = await postJson("/image/multi-edit", {
+      images: [(await plainPng("#ff0000")).toString("base64"), `data:image/png;base64,${(await blueCornerPng()).toString("base64")}`],
+      prompt: "a sunset palette",
+      modelId: "flux-dev",
+      output_format: "webp"
+    })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toBe("image/webp")
+    expect(await Sharp(Buffer.from(await response.arrayBuffer())).metadata()).toMatchObject({ format: "webp", width: 256, height: 256 })
+    expect((await Usage.latest(server))[0]).toMatchObject({ sku: "image:flux-dev", nano: 10_000_000, notes: "multi-edit of 2 images, 256x256 webp" })
+  })
+
+  it("no images, too many, one under 65,536 pixels, a URL, no prompt, a ratio the reference lacks, or a model that draws no images: a 400 naming the field, nothing charged", async () => {
+    const before = await Usage.latest(server)
+    const white = await plainPng("#ffffff")
+    const cases: Array<[Response, string]> = [
+      [await postJson("/image/multi-edit", { prompt: "x" }), "images"],
+      [await postJson("/image/multi-edit", { prompt: "x", images: [] }), "images"],
+      [await postJson("/image/multi-edit", { prompt: "x", images: Array(5).fill(white.toString("base64")) }), "images"],
+      [await postForm("/image/multi-edit", imagesForm([white, await plainPng("#000000", 128)], { prompt: "x" })), "images"],
+      [await postJson("/image/multi-edit", { prompt: "x", images: ["https://example.com/a.png"] }), "images"],
+      [await postForm("/image/multi-edit", imagesForm([white], {})), "prompt"],
+      [await postForm("/image/multi-edit", imagesForm([white], { prompt: "x", aspect_ratio: "7:5" })), "aspect_ratio"],
+      [await postForm("/image/multi-edit", imagesForm([white], { prompt: "x", modelId: "llama-3.3-70b" })), "modelId"]
+    ]
+    for (const [response, field] of cases) {
+      expect(response.status).toBe(400)
+      expect(await response.json()).toMatchObject({ details: { [field]: { _errors: [expect.any(String)] } } })
+    }
+    const small = await postForm("/image/multi-edit", imagesForm([white, await plainPng("#000000", 128)], { prompt: "x" }))
+    expect(await small.json()).toMatchObject({ details: { images: { _errors: ["Image 2 has 128x128 pixels: at least 65536 are needed"] } } })
+    expect(await Usage.latest(server)).toEqual(before)
+  })
+
+  it("more than four image files in a form is a 413", async () => {
+    const white = await plainPng("#ffffff")
+    const response = await postForm("/image/multi-edit", imagesForm(Array(5).fill(white), { prompt: "x" }))
+    expect(response.status).toBe(413)
+  })
+})

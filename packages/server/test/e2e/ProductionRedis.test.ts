@@ -19,7 +19,7 @@ beforeAll(async () => {
     config: {
       models: [
         { id: "house-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
-        ...Models.defaults.filter((model) => model.id === "local-renderer")
+        ...Models.defaults.filter((model) => model.id === "local-renderer" || model.id === "dev-tts")
       ],
       prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
       rpc: { upstreams: { "base-mainnet": [anvil.url] } },

@@ -148,6 +148,36 @@ export const suite = (name: string, target: () => Target) =>
       expect(await (await get("/image/styles")).json()).toMatchObject({ object: "list", data: expect.arrayContaining(["Anime"]) })
     })
 
+    it("POST /image/multi-edit: a base image and a layer, as FormData, come back as one edited image", async () => {
+      const form = new FormData()
+      for (const background of ["#ffffff", "#000000"]) {
+        const png = await Sharp({ create: { width: 256, height: 256, channels: 3, background } }).png().toBuffer()
+        form.append("images", new Blob([new Uint8Array(png)], { type: "image/png" }), "layer.png")
+      }
+      form.append("prompt", "black and white")
+      form.append("modelId", "local-renderer")
+      const response = await fetch(`${server().api}/image/multi-edit`, { method: "POST", headers: bearer(keys().inferenceKey), body: form })
+      expect(response.status).toBe(200)
+      expect(await Sharp(Buffer.from(await response.arrayBuffer())).metadata()).toMatchObject({ format: "png", width: 256, height: 256 })
+    })
+
+    it("GET /audio/voices and POST /audio/quote, /audio/queue, /audio/retrieve, /audio/complete: a queued speech job's WAV", async () => {
+      expect(await (await get("/audio/voices?model=dev-tts")).json()).toEqual({
+        object: "list",
+        data: [{ model: "dev-tts", voices: ["alloy", "echo", "nova"], default_voice: "alloy" }]
+      })
+      expect(await (await post("/audio/quote", { model: "dev-tts", character_count: 1000 })).json()).toEqual({ quote: 0.015 })
+      const queued = await post("/audio/queue", { model: "dev-tts", prompt: "Hello there.", voice: "echo" }, keys().inferenceKey)
+      expect(queued.status).toBe(200)
+      const { queue_id } = await queued.json() as { queue_id: string }
+      const audio = await post("/audio/retrieve", { model: "dev-tts", queue_id }, keys().inferenceKey)
+      expect(audio.status).toBe(200)
+      expect(audio.headers.get("content-type")).toBe("audio/wav")
+      expect(Buffer.from(await audio.arrayBuffer()).subarray(0, 4).toString("ascii")).toBe("RIFF")
+      expect(await (await post("/audio/complete", { model: "dev-tts", queue_id }, keys().inferenceKey)).json()).toEqual({ success: true })
+      expect((await post("/audio/retrieve", { model: "dev-tts", queue_id }, keys().inferenceKey)).status).toBe(404)
+    })
+
     it("GET /characters lists the configured characters (none here); /augment/search without a provider is a 400 saying so", async () => {
       expect(await (await get("/characters")).json()).toEqual({ object: "list", data: [] })
       const search = await post("/augment/search", { query: "lighthouses" }, keys().inferenceKey)
