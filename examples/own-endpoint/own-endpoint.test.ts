@@ -74,7 +74,7 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     const before = await balance()
     const response = await fetch(`${host.origin}/v1/summarize`, json({ txt: "hello" }, bearer(host.inferenceKey)))
     expect(response.status).toBe(400)
-    expect(await response.json()).toEqual({ error: "Invalid request parameters", details: { _errors: [], text: { _errors: [expect.any(String)] } } })
+    expect(await response.json()).toEqual({ error: "Invalid request parameters: text: Required", details: { _errors: [], text: { _errors: [expect.any(String)] } } })
     expect(await balance()).toBe(before)
   })
 

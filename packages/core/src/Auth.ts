@@ -14,7 +14,7 @@ import * as AbuseGuard from "./AbuseGuard.ts"
 import { AuthStore, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
-import { ApiKeyPrincipal, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
+import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
 import * as Siwx from "./Siwx.ts"
 
 /** @category models */
@@ -330,7 +330,10 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const createKey = Effect.fn("Auth.createKey")(function*(input: CreateKey) {
     const at = yield* now
     if (Option.isNone(yield* store.getAccount(input.accountId))) {
-      return yield* new InvalidRequest({ message: "Unknown account" })
+      if (!isWalletAccountId(input.accountId)) return yield* new InvalidRequest({ message: "Unknown account" })
+      // Sign-in stores nothing for a wallet (see `authenticate`): its account is recorded when its
+      // first key is made, which the caller allows only to a wallet that holds credit.
+      yield* store.insertAccount({ id: input.accountId, createdAt: new Date(at) })
     }
     if (input.expiresAt !== undefined && input.expiresAt.getTime() <= at) {
       return yield* new InvalidRequest({ message: "expiresAt must be in the future" })

@@ -46,6 +46,13 @@ export const walletAccountId = (family: ChainFamily, address: string): string =>
   `wallet:${family}:${family === "evm" ? address.toLowerCase() : address}`
 
 /**
+ * Whether an account id is a wallet's (`walletAccountId`).
+ *
+ * @category guards
+ */
+export const isWalletAccountId = (accountId: string): boolean => accountId.startsWith("wallet:")
+
+/**
  * The id logs and metrics may carry: the account and key id, never a secret.
  *
  * @category formatting

@@ -92,7 +92,8 @@ describe("Metered: no credentials get the x402 discovery 402, bad credentials a 
     expect(response.status).toBe(402)
     expect(response.headers.get("cache-control")).toBe("no-store")
     const body = await response.json()
-    expect(body).toEqual(TestApp.discoveryBody("/api/v1/test/metered"))
+    // The body is small, so it is read and priced: the call itself is offered first (1 base unit of USDC is 1,000 nano-USD).
+    expect(body).toEqual(TestApp.discoveryBody("/api/v1/test/metered", { usd: Money.formatUsd(quote.amount), baseUnits: String(Number(quote.amount) / 1000) }))
     // The same body in PAYMENT-REQUIRED, which the official v2 client reads.
     expect(decodePaymentRequiredHeader(response.headers.get("payment-required")!)).toEqual(body)
     expect(upstreamCalls).toBe(0)

@@ -203,10 +203,11 @@ describe.each(stores)("Finding 3 (%s): a request with valid credentials counts a
       const networks = await undiciFetch(`${server.api}/crypto/rpc/networks`, { dispatcher: agent })
       expect(networks.status).toBe(200)
       await networks.arrayBuffer()
-      const discovery = await undiciFetch(`${server.api}/image/generate`, {
+      // A well-formed call: an anonymous small body is checked before it is priced for its 402.
+      const discovery = await undiciFetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: "{}",
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
         dispatcher: agent
       })
       expect(discovery.status).toBe(402)
@@ -380,7 +381,7 @@ describe.each(stores)("Query parameters (%s): numbers are decimal digits and dat
   ])("%s is a 400 naming %s", async (query, field) => {
     const response = await history(query)
     expect(response.status).toBe(400)
-    expect(await response.json()).toMatchObject({ error: "Invalid query parameters", details: { [field]: { _errors: [expect.any(String)] } } })
+    expect(await response.json()).toMatchObject({ error: expect.stringMatching(new RegExp(`^Invalid query parameters: ${field}: `)), details: { [field]: { _errors: [expect.any(String)] } } })
   })
 
   it.each(["limit=16", "startDate=2028-02-29", "startDate=2026-02-28T10:00:00Z&endDate=2026-03-01"])("%s is served", async (query) => {

@@ -131,7 +131,7 @@ describe("OwnEndpoint: a GET endpoint's body is its query parameters, checked by
     expect(ok.charge).toBe(1_000_000)
     const refused = await charged(() => call("/v1/quote", { method: "GET" }))
     expect(refused.response.status).toBe(400)
-    expect(JSON.parse(refused.body)).toEqual({ error: "Invalid request parameters", details: { _errors: [], symbol: { _errors: ["Required"] } } })
+    expect(JSON.parse(refused.body)).toEqual({ error: "Invalid request parameters: symbol: Required", details: { _errors: [], symbol: { _errors: ["Required"] } } })
     expect(refused.charge).toBe(0)
   })
 })

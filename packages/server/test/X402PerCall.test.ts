@@ -186,7 +186,7 @@ describe("The discovery 402 of a metered call offers the call at its price, then
     expect(response.status).toBe(402)
     const offered = decodePaymentRequiredHeader(response.headers.get("payment-required")!)
     expect(offered.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
-    expect(offered.resource.description).toBe("Sign in with a wallet holding prepaid credit, or top up USDC credit on Base or Solana")
+    expect(offered.resource.description).toBe("Sign in with a wallet holding prepaid credit, or top up USDC credit on Base")
   })
 })
 

@@ -439,9 +439,15 @@ export const createKey = Route.make(
   Effect.gen(function*() {
     const requireSession = yield* sessionCheck
     const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
     return Effect.gen(function*() {
       const current = yield* requireSession(true)
       const body = yield* RequestBody.schema(CreateKeyRequest)
+      // A wallet's account is recorded with its first key (sign-in stores nothing), so only a wallet
+      // that holds credit may make one: wallets that cost nothing to create leave no state behind.
+      if (Principal.isWalletAccountId(current.accountId) && (yield* ledger.balance(current.accountId)).usd <= 0) {
+        return yield* new Errors.InsufficientBalance({ message: "Top up this wallet before creating a key" })
+      }
       const created = yield* auth.createKey({
         accountId: current.accountId,
         type: "INFERENCE",
@@ -455,6 +461,7 @@ export const createKey = Route.make(
     ...sessionDocs("Create an INFERENCE key", CHANGE, {
       201: { description: "The new key (`apiKey`), shown this once, and its metadata" },
       400: { description: "Invalid body", schema: Errors.DetailedError },
+      402: { description: "A wallet without credit: top up first", schema: Errors.StandardError },
       403: { description: "No CSRF token", schema: Errors.StandardError }
     }),
     request: { contentType: "application/json", schema: CreateKeyRequest }

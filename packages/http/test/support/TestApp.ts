@@ -54,28 +54,39 @@ export const x402Config = X402.makeConfig({ publicOrigin: "http://localhost", pa
 export const layerPaymentRequiredBodies = <A, E>(auth: Layer.Layer<A | Auth.Auth, E>) =>
   X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(x402Config)), Layer.provideMerge(auth))
 
+/** A USDC entry on Base of `amount` base units, paid to `payTo`. */
+const usdcOnBase = (amount: string) => ({
+  scheme: "exact",
+  network: X402.BASE_MAINNET,
+  asset: X402.BASE_USDC,
+  amount,
+  payTo,
+  maxTimeoutSeconds: 300,
+  extra: { name: "USD Coin", version: "2" }
+})
+
 /**
  * The discovery 402 body the test apps answer a caller without credentials at `path`: the spec's
  * $5 minimum top-up in USDC on Base, a fresh sign-in challenge, and the two ways to authenticate.
+ * With `perCall` (a call whose price was read from its body, at or above the per-call floor), the
+ * call itself is offered first at that price in USDC base units, with the `payment-identifier`
+ * extension.
  */
-export const discoveryBody = (path: string) => ({
+export const discoveryBody = (path: string, perCall?: { readonly usd: string; readonly baseUnits: string }) => ({
   x402Version: 2,
   error: "Payment required",
   resource: {
     url: `http://localhost${path}`,
-    description: "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base",
+    description: perCall === undefined
+      ? "Sign in with a wallet holding prepaid credit, or top up USDC credit on Base"
+      : `Pay this call (at most ${perCall.usd} USD; what it does not use stays as credit for SIWX), or sign in with a wallet holding prepaid credit`,
     mimeType: "application/json"
   },
-  accepts: [{
-    scheme: "exact",
-    network: X402.BASE_MAINNET,
-    asset: X402.BASE_USDC,
-    amount: "5000000",
-    payTo,
-    maxTimeoutSeconds: 300,
-    extra: { name: "USD Coin", version: "2" }
-  }],
-  extensions: { "sign-in-with-x": expect.objectContaining({ info: expect.objectContaining({ nonce: expect.any(String) }) }) },
+  accepts: perCall === undefined ? [usdcOnBase("5000000")] : [usdcOnBase(perCall.baseUnits), usdcOnBase("5000000")],
+  extensions: {
+    "sign-in-with-x": expect.objectContaining({ info: expect.objectContaining({ nonce: expect.any(String) }) }),
+    ...(perCall === undefined ? {} : { "payment-identifier": expect.objectContaining({ info: { required: false } }) })
+  },
   authOptions: {
     apiKey: { header: "Authorization", getKey: "http://localhost/api-keys", docs: "http://localhost/docs/authentication" },
     x402Wallet: {
