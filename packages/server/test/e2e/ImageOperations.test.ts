@@ -82,7 +82,28 @@ describe("POST /images/generations is OpenAI's image shape over the service's im
   })
 })
 
-const bearer = () => ({ authorization: `Bearer ${server.credentials!.inferenceKey}` })
+/** The key the calls are made with; a describe that sends many refused calls takes its own. */
+let callerKey: string | undefined
+const bearer = () => ({ authorization: `Bearer ${callerKey ?? server.credentials!.inferenceKey}` })
+
+/**
+ * A fresh INFERENCE key of the dev account for the describe it is called in: the abuse guard counts
+ * a key's refused calls against the key, and one key's 20 refusals a minute would block it.
+ */
+const ownKey = () => {
+  beforeAll(async () => {
+    const created = await fetch(`${server.api}/api_keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.credentials!.adminKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ apiKeyType: "INFERENCE", description: "image operations" })
+    })
+    expect(created.status).toBe(201)
+    callerKey = (await created.json() as { apiKey: string }).apiKey
+  })
+  afterAll(() => {
+    callerKey = undefined
+  })
+}
 
 /** A 64x64 PNG: white, with a red 32x32 square in the middle. */
 const squarePng = () =>
@@ -229,6 +250,8 @@ describe("POST /image/edit and OpenAI's /images/edits change the image as the pr
 })
 
 describe("An image whose header reads but whose pixels are damaged is the caller's 400 naming image, never a 500, and not charged", () => {
+  ownKey()
+
   it.each(["/image/upscale", "/image/edit", "/images/edits", "/image/background-remove"])("%s", async (path) => {
     const noise = { width: 256, height: 256, channels: 3, background: "#336699", noise: { type: "gaussian", mean: 128, sigma: 40 } } as const
     const png = await Sharp({ create: noise }).png().toBuffer()
@@ -271,6 +294,8 @@ const imagesForm = (images: ReadonlyArray<Buffer>, fields: Record<string, string
 }
 
 describe("POST /image/multi-edit lays the images over the first and edits them by the prompt, priced as one image of the model", () => {
+  ownKey()
+
   it("multipart: a white base and a layer with a blue corner, black and white: the corner comes back gray over white", async () => {
     const response = await postForm("/image/multi-edit", imagesForm([await plainPng("#ffffff"), await blueCornerPng()], { prompt: "black and white" }))
     expect(response.status).toBe(200)
