@@ -70,12 +70,14 @@ const usd = (text) => {
 /** A number of USD from a usage entry, exactly to the nano (never in exponent notation). */
 const usdOfNumber = (value) => usd(value.toFixed(9).replace(/\.?0+$/, ""))
 
-/** A computed amount, rounded for a chart label. */
+/** A computed amount, rounded for a chart label: under a dollar to 3 digits, so that cents of a cent are not rounded away. */
 const usdRounded = (value) =>
   value.toLocaleString("en-US", {
     style: "currency",
     currency: "USD",
-    ...(value > 0 && value < 0.01 ? { maximumSignificantDigits: 2 } : { minimumFractionDigits: 2, maximumFractionDigits: 2 })
+    ...(value > 0 && value < 1
+      ? { minimumSignificantDigits: 2, maximumSignificantDigits: 3 }
+      : { minimumFractionDigits: 2, maximumFractionDigits: 2 })
   })
 
 const when = (iso) => `${iso.slice(0, 10)} ${iso.slice(11, 16)}`
