@@ -1,4 +1,4 @@
-import { CreditLedger, Jwt, Money } from "@tollgate/core"
+import { CreditLedger, Jwt, KeyCaps, Money } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import { Effect, Layer } from "effect"
@@ -57,6 +57,7 @@ describe("The account lists its 20 latest credits, newest first", () => {
     const services = Layer.mergeAll(
       Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
       CreditLedger.layerMemory,
+      KeyCaps.layerMemory,
       ServiceInfo.layer({ publicOrigin: "http://localhost" })
     )
     const seeded = await Effect.runPromise(Effect.gen(function*() {
@@ -67,7 +68,7 @@ describe("The account lists its 20 latest credits, newest first", () => {
         yield* ledger.grant({ accountId: account.id, amount: Money.usd(grant), reference: `grant-${grant}` })
       }
       const admin = yield* auth.createKey({ accountId: account.id, type: "ADMIN", description: "admin" })
-      return { admin: admin.key, services: yield* Effect.context<Auth.Auth | AuthStore.AuthStore | CreditLedger.CreditLedger | ServiceInfo.ServiceInfo>() }
+      return { admin: admin.key, services: yield* Effect.context<Auth.Auth | AuthStore.AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | ServiceInfo.ServiceInfo>() }
     }).pipe(Effect.provide(services)))
     const app = Handlers.toWebHandler(App.layer(Portal.routes).pipe(Layer.provide(Layer.succeedContext(seeded.services))))
     try {

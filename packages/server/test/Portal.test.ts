@@ -1,7 +1,8 @@
 /**
  * The portal at /api-keys in a real browser (Debian's Chromium through playwright-core), against
  * the shipped server on anvil with the EIP-3009 USDC: a wallet signs in, tops up 5 USD through the
- * page, creates a key, and the call made with that key shows in the usage table and chart. The
+ * page, creates a key, and the call made with that key shows in the usage table and chart; a spend
+ * cap set on the key from the page refuses the call past it, and the keys table shows its spend. The
  * browser's wallet is an injected EIP-1193 provider whose signatures come from a viem account in
  * the test, the way MetaMask's come from the user's key. Screenshots go to `test/output/Portal/`.
  */
@@ -28,6 +29,15 @@ const solanaKeys = Crypto.generateKeyPairSync("ed25519")
 const solanaAddress = bs58.encode(solanaKeys.publicKey.export({ format: "der", type: "spki" }).subarray(-32))
 
 const output = Path.join(import.meta.dirname, "output", "Portal")
+
+/**
+ * An RPC call (20 credits) costs 0.005 USD at this price, so a cap of 0.02 USD a day fits exactly
+ * four of them.
+ */
+const USD_PER_CREDIT = "0.00025"
+
+/** The client address the cap tests' requests are forwarded for (TEST-NET-2). */
+const CAP_CLIENT = "198.51.100.7"
 
 let chain: X402Chain.Chain
 let stakeToken: StakeToken.StakeToken
@@ -83,6 +93,10 @@ beforeAll(async () => {
   stakeToken = await StakeToken.deploy(chain.anvil.url, 8453)
   server = await ShippedServer.start({
     config: {
+      prices: { rpc: { usdPerCredit: USD_PER_CREDIT } },
+      // The cap tests' refused changes come from an address of their own (`CAP_CLIENT`), so the
+      // abuse guard does not count them with the sign-in tests' deliberate failures.
+      trustedProxies: ["127.0.0.1", "::1"],
       rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
       x402: {
         payTo: { evm: payTo },
@@ -237,15 +251,46 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await expect.poll(() => page.locator("#usage-table tbody tr").count()).toBe(1)
     const row = await text("#usage-table tbody tr")
     expect(row).toContain("rpc")
+    expect(row).toContain("$0.005")
     expect(row).toContain(requestId)
     const today = new Date().toISOString().slice(0, 10)
     const bar = page.locator(`#usage-chart rect[data-date="${today}"]`)
     expect(await bar.count()).toBe(1)
     expect(Number(await bar.getAttribute("height"))).toBeGreaterThan(0)
     expect(await text("#usage-legend")).toMatch(/rpc/)
-    const { balanceUsd } = await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json() as { balanceUsd: string }
-    expect(Number(balanceUsd)).toBeLessThan(12.25)
-    await expect.poll(() => text("#balance-usd")).toBe(`$${balanceUsd}`)
+    expect(await (await fetch(`${origin}/api/v1/x402/balance/${wallet.address}`)).json()).toMatchObject({ balanceUsd: "12.245" })
+    await expect.poll(() => text("#balance-usd")).toBe("$12.245")
+  })
+
+  it("sets a cap of 0.02 USD per day on the key from the page: four calls of 0.005 USD fit, the fifth is a 402 SPEND_CAP_REACHED, the table shows $0.02 spent", async () => {
+    const cells = () => page.locator("#keys tbody tr").first().locator("td").allInnerTexts()
+    // An uncapped key's spend is not counted: the call before the cap is not in it.
+    expect((await cells()).slice(3, 6)).toEqual(["active", "none", "not counted"])
+    expect(await page.getByLabel("Key", { exact: true }).locator("option:checked").innerText()).toMatch(/^my <b>app<\/b> \(/)
+    await page.getByLabel("Cap in USD").fill("0.02")
+    await page.getByLabel("Period").selectOption({ label: "per UTC day" })
+    await page.getByLabel("Cap in USD").press("Enter")
+    await expect.poll(() => text("#status")).toBe("The key “my <b>app</b>” may spend $0.02 per UTC day.")
+    await expect.poll(async () => (await cells()).slice(3, 6)).toEqual(["active", "$0.02 per UTC day", "$0.00"])
+    const statuses: Array<number> = []
+    let refused: Response | undefined
+    while (refused === undefined && statuses.length < 10) {
+      const call = await rpcCall(apiKey)
+      statuses.push(call.status)
+      if (call.status !== 200) refused = call
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 402])
+    expect(await refused!.json()).toEqual({
+      error: "This API key's spend cap of 0.02 USD per UTC day leaves no room for this request (0.02 USD spent)",
+      code: "SPEND_CAP_REACHED"
+    })
+    await page.reload()
+    await page.locator("#dashboard").waitFor({ state: "visible" })
+    await expect.poll(cells).toEqual([expect.any(String), expect.any(String), expect.any(String), "active", "$0.02 per UTC day", "$0.02", "Revoke"])
+    // The refused call took nothing: five calls of 0.005 USD in all.
+    await expect.poll(() => page.locator("#usage-table tbody tr").count()).toBe(5)
+    await expect.poll(() => text("#balance-usd")).toBe("$12.225")
+    expect(await page.getByLabel("Cap in USD").inputValue()).toBe("0.02")
     // The signed-in page as docs/portal.md shows it (docs/portal-1280.png).
     await shot("portal-1280")
   })
@@ -257,7 +302,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await phone.locator("#dashboard").waitFor({ state: "visible" })
     await phone.locator("#usage-chart svg").waitFor()
     expect(await phone.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
-    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Sign out"]) {
+    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Set the cap", "Remove the cap", "Sign out"]) {
       const box = await phone.getByRole("button", { name }).boundingBox()
       expect(box, name).not.toBeNull()
       expect(box!.x + box!.width, name).toBeLessThanOrEqual(390)
@@ -265,6 +310,15 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     // docs/portal-390.png
     await shot("portal-390", phone)
     await phone.close()
+  })
+
+  it("removes the cap from the page: the key's spend is no longer counted and its next call is paid again", async () => {
+    await page.getByRole("button", { name: "Remove the cap" }).click()
+    await expect.poll(() => text("#status")).toBe("Removed the spend cap of “my <b>app</b>”.")
+    await expect.poll(async () => (await page.locator("#keys tbody tr").first().locator("td").allInnerTexts()).slice(3, 6))
+      .toEqual(["active", "none", "not counted"])
+    expect(await page.getByLabel("Cap in USD").inputValue()).toBe("")
+    expect((await rpcCall(apiKey)).status).toBe(200)
   })
 
   it("revokes the key: the next call with it is a 401", async () => {
@@ -484,6 +538,54 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
     const out = await portal("/session", { method: "DELETE", headers: { cookie: session.cookie, "x-csrf-token": session.csrfToken } })
     expect(out.status).toBe(200)
     expect(out.headers.get("set-cookie")).toBe("tollgate_portal=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+  })
+})
+
+describe("A key's spend cap is set and removed through the portal with PATCH /api_keys's body and answer, behind the session and its CSRF token", () => {
+  const capKey = async () => {
+    const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
+    const change = { ...json, cookie: session.cookie, "x-csrf-token": session.csrfToken }
+    const fromCapClient = { "x-forwarded-for": CAP_CLIENT }
+    const made = await portal("/keys", { method: "POST", headers: change, body: JSON.stringify({ description: "capped" }) })
+    const { id } = await made.json() as { id: string }
+    const cap = (body: unknown, headers: Record<string, string> = change) => portal("/keys", { method: "PATCH", headers: { ...headers, ...fromCapClient }, body: JSON.stringify(body) })
+    const listed = async () =>
+      ((await (await portal("/keys", { headers: { cookie: session.cookie } })).json()) as { data: Array<Record<string, unknown>> }).data.find((key) => key.id === id)
+    return { session, id, cap, listed }
+  }
+
+  it("a cap of 1.5 USD a month: the key's metadata carries it and a spend of 0; the list shows the same", async () => {
+    const { id, cap, listed } = await capKey()
+    const response = await cap({ id, consumptionLimit: { usd: 1.5 }, limitPeriod: "MONTH" })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("cache-control")).toBe("no-store, private")
+    const answer = await response.json()
+    expect(answer).toMatchObject({ id, apiKeyType: "INFERENCE", consumptionLimits: { usd: 1.5 }, limitPeriod: "MONTH", currentPeriodUsage: { usd: "0" } })
+    expect(await listed()).toEqual(answer)
+    const removed = await cap({ id, consumptionLimit: { usd: null } })
+    expect(await removed.json()).toMatchObject({ id, consumptionLimits: { usd: null }, limitPeriod: "EPOCH" })
+    expect(await listed()).not.toHaveProperty("currentPeriodUsage")
+  })
+
+  it("without the CSRF token a 403 that changes nothing; a negative cap or a period alone on an uncapped key a 400; another account's key a 404", async () => {
+    const { session, id, cap, listed } = await capKey()
+    const before = await listed()
+    const refused = await cap({ id, consumptionLimit: { usd: 1 } }, { ...json, cookie: session.cookie })
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toEqual({ error: "A change needs the session's CSRF token in x-csrf-token" })
+    const negative = await cap({ id, consumptionLimit: { usd: -1 } })
+    expect(negative.status).toBe(400)
+    expect(await negative.json()).toMatchObject({ error: expect.stringContaining("consumptionLimit.usd"), details: expect.any(Object) })
+    const periodAlone = await cap({ id, limitPeriod: "MONTH" })
+    expect(periodAlone.status).toBe(400)
+    expect(await periodAlone.json()).toEqual({
+      error: "limitPeriod applies to a consumption limit: set consumptionLimit.usd too: limitPeriod: needs consumptionLimit.usd on a key without one",
+      details: { _errors: [], limitPeriod: { _errors: ["needs consumptionLimit.usd on a key without one"] } }
+    })
+    const wallet = await sessionOf(await signInWith(await walletMessage()))
+    const foreign = await cap({ id, consumptionLimit: { usd: 1 } }, { ...json, cookie: wallet.cookie, "x-csrf-token": wallet.csrfToken })
+    expect(foreign.status).toBe(404)
+    expect(await listed()).toEqual(before)
   })
 })
 

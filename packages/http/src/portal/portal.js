@@ -2,7 +2,7 @@
  * The portal page's script: sign in with a browser wallet (an injected EIP-1193 provider, or a
  * Solana wallet announced through the Wallet Standard) or an ADMIN key, then show the balance,
  * top up through x402 (the page signs the EIP-3009 authorization of the 402's `accepts` entry),
- * make and revoke keys, and draw the spend of the last 30 days.
+ * make and revoke keys, set or remove each key's spend cap, and draw the spend of the last 30 days.
  *
  * Served as is, with no build step and nothing from another host. Every string that came from a
  * user, a wallet or the server goes into the page through `textContent` or an attribute, never as
@@ -70,12 +70,14 @@ const usd = (text) => {
 /** A number of USD from a usage entry, exactly to the nano (never in exponent notation). */
 const usdOfNumber = (value) => usd(value.toFixed(9).replace(/\.?0+$/, ""))
 
-/** A computed amount, rounded for a chart label. */
+/** A computed amount, rounded for a chart label: under a dollar to 3 digits, so that cents of a cent are not rounded away. */
 const usdRounded = (value) =>
   value.toLocaleString("en-US", {
     style: "currency",
     currency: "USD",
-    ...(value > 0 && value < 0.01 ? { maximumSignificantDigits: 2 } : { minimumFractionDigits: 2, maximumFractionDigits: 2 })
+    ...(value > 0 && value < 1
+      ? { minimumSignificantDigits: 2, maximumSignificantDigits: 3 }
+      : { minimumFractionDigits: 2, maximumFractionDigits: 2 })
   })
 
 const when = (iso) => `${iso.slice(0, 10)} ${iso.slice(11, 16)}`
@@ -215,11 +217,38 @@ const loadAccount = async () => {
       ))))
 }
 
+const PERIODS = { EPOCH: "per UTC day", MONTH: "per UTC month", LIFETIME: "over its lifetime" }
+
+/** The active keys by id, as last listed: what the cap form offers. */
+let activeKeys = new Map()
+
+const capText = (key) => key.consumptionLimits.usd === null ? "none" : `${usdOfNumber(key.consumptionLimits.usd)} ${PERIODS[key.limitPeriod] ?? key.limitPeriod}`
+
+/** Puts the chosen key's cap (or none) into the cap form's fields. */
+const showCapOf = (id) => {
+  const key = activeKeys.get(id)
+  $("cap-usd").value = key === undefined || key.consumptionLimits.usd === null ? "" : String(key.consumptionLimits.usd)
+  $("cap-period").value = key?.limitPeriod ?? "EPOCH"
+}
+
+/** The cap form lists the active keys, keeping the chosen one while it stays active. */
+const fillCapForm = (keys) => {
+  const chosen = $("cap-key").value
+  activeKeys = new Map(keys.filter((key) => key.revokedAt === null).map((key) => [key.id, key]))
+  $("cap-key").replaceChildren(...[...activeKeys.values()].map((key) =>
+    element("option", { value: key.id }, `${key.description} (${when(key.createdAt)})`)
+  ))
+  if (activeKeys.has(chosen)) $("cap-key").value = chosen
+  showCapOf($("cap-key").value)
+  $("cap-form").hidden = activeKeys.size === 0
+}
+
 const loadKeys = async () => {
   const { data } = await api("GET", "api/v1/portal/keys")
+  fillCapForm(data)
   const body = $("keys").tBodies[0]
   body.replaceChildren(...(data.length === 0
-    ? [emptyRow(5, "No keys yet.")]
+    ? [emptyRow(7, "No keys yet.")]
     : data.map((key) => {
       const revoke = element("button", { type: "button", class: "danger", "aria-label": `Revoke the key ${key.description}` }, "Revoke")
       revoke.addEventListener("click", () => {
@@ -235,8 +264,10 @@ const loadKeys = async () => {
         key.revokedAt === null ? {} : { class: "revoked" },
         element("td", {}, key.description),
         element("td", { class: "hide-narrow" }, key.apiKeyType),
-        element("td", {}, when(key.createdAt)),
+        element("td", { class: "hide-narrow" }, when(key.createdAt)),
         element("td", {}, key.revokedAt === null ? "active" : `revoked ${when(key.revokedAt)}`),
+        element("td", {}, capText(key)),
+        element("td", { class: "num" }, key.currentPeriodUsage === undefined ? "not counted" : usd(key.currentPeriodUsage.usd)),
         element("td", {}, ...(key.revokedAt === null ? [revoke] : []))
       )
     })))
@@ -445,6 +476,27 @@ $("create-key").addEventListener("submit", (event) => {
     await loadKeys()
   })
 })
+
+$("cap-key").addEventListener("change", (event) => showCapOf(event.currentTarget.value))
+
+/** Sends a cap change of the chosen key (`usd` null removes the cap) and shows the key's new cap. */
+const changeCap = (button, consumptionLimit, limitPeriod) => {
+  const key = activeKeys.get($("cap-key").value)
+  if (key === undefined) return
+  return busy(button, async () => {
+    const changed = await api("PATCH", "api/v1/portal/keys", { id: key.id, consumptionLimit, ...(limitPeriod === undefined ? {} : { limitPeriod }) })
+    // The table first, so that what the status announces is already shown.
+    await loadKeys()
+    say(changed.consumptionLimits.usd === null ? `Removed the spend cap of “${key.description}”.` : `The key “${key.description}” may spend ${capText(changed)}.`, "ok")
+  })
+}
+
+$("cap-form").addEventListener("submit", (event) => {
+  event.preventDefault()
+  changeCap(event.submitter ?? event.currentTarget.querySelector("button"), { usd: Number($("cap-usd").value) }, $("cap-period").value)
+})
+
+$("cap-remove").addEventListener("click", (event) => changeCap(event.currentTarget, { usd: null }))
 
 $("copy-key").addEventListener("click", (event) => {
   const button = event.currentTarget

@@ -69,7 +69,12 @@ export const RevokeQuery = Schema.Struct({
   id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
 })
 
-const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpend | undefined) => ({
+/**
+ * A key's metadata as the key endpoints (and the portal's) answer it, with its spend cap.
+ *
+ * @category views
+ */
+export const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpend | undefined) => ({
   id: record.id,
   apiKeyType: record.type,
   description: record.description,
@@ -85,8 +90,10 @@ const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpend | und
 /**
  * The cap a request asks for: `undefined` to leave it, `null` to remove it. A period alone changes
  * the period of the key's cap, which must exist.
+ *
+ * @category caps
  */
-const requestedCap = (
+export const requestedCap = (
   body: { readonly consumptionLimit?: typeof ConsumptionLimit.Type; readonly limitPeriod?: KeyCaps.LimitPeriod },
   current: KeyCaps.SpendCap | undefined
 ): Effect.Effect<KeyCaps.SpendCap | null | undefined, Errors.InvalidRequest> => {

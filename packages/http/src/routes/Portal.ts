@@ -2,19 +2,20 @@
  * The self-service portal: `GET /api-keys`, the page every 402 links to as `getKey`, where a
  * customer signs in with a wallet (sign-in-with-x: an injected EIP-1193 wallet on Base, a Solana
  * Wallet Standard wallet) or an ADMIN key, sees the balance, the staked-token allowance and the
- * top-ups, tops up through x402 from the browser, makes and revokes INFERENCE keys and watches the
- * spend of the last 30 days.
+ * top-ups, tops up through x402 from the browser, makes and revokes INFERENCE keys, sets or removes
+ * each key's spend cap and watches the spend of the last 30 days.
  *
  * The page is hand-written HTML, CSS and JavaScript in `src/portal/`, served as they are (no build
  * step, nothing from another host) under a Content-Security-Policy that allows only this server's
  * own scripts and styles. It reads and changes the account through the `/api/v1/portal/*` routes
  * here, behind the session cookie of `PortalSession`; every state change also needs the session's
- * CSRF token. They call the same services as the key and billing endpoints (`Auth`, the
- * `CreditLedger` journal and usage entries); the top-up itself is the x402 endpoint's.
+ * CSRF token. They call the same services as the key and billing endpoints (`Auth`, `KeyCaps`, the
+ * `CreditLedger` journal and usage entries) and answer keys as `/api_keys` does; the top-up itself
+ * is the x402 endpoint's.
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, CreditLedger, Errors, Money, Principal, Siwx, Staking, Usage, X402 } from "@tollgate/core"
+import { CreditLedger, Errors, KeyCaps, Money, Principal, Siwx, Staking, Usage, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { AuthStore } from "@tollgate/core/AuthStore"
 import { Clock, Effect, Option, Schema } from "effect"
@@ -26,6 +27,7 @@ import * as RequestBody from "../RequestBody.ts"
 import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
 import { ServiceInfo } from "../ServiceInfo.ts"
+import * as ApiKeys from "./ApiKeys.ts"
 
 const API = "/api/v1/portal"
 
@@ -397,16 +399,6 @@ export const account = Route.make(
   sessionDocs("The account's balance and credits", ".", { 200: { description: "Balance, allowance and the last credits" } })
 )
 
-const keyView = (record: AuthModels.ApiKeyRecord) => ({
-  id: record.id,
-  apiKeyType: record.type,
-  tier: record.tier,
-  description: record.description,
-  createdAt: record.createdAt.toISOString(),
-  expiresAt: record.expiresAt?.toISOString() ?? null,
-  revokedAt: record.revokedAt?.toISOString() ?? null
-})
-
 /** @category routes */
 export const listKeys = Route.make(
   "GET",
@@ -414,13 +406,17 @@ export const listKeys = Route.make(
   Effect.gen(function*() {
     const requireSession = yield* sessionCheck
     const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
     return Effect.gen(function*() {
       const current = yield* requireSession(false)
       const keys = yield* auth.listKeys(current.accountId)
-      return HttpServerResponse.jsonUnsafe({ data: keys.map(keyView) }, { headers: noStore })
+      const spend = yield* caps.read(current.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
+      return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => ApiKeys.metadata(key, spend.get(key.id))) }, { headers: noStore })
     })
   }),
-  sessionDocs("The account's API keys", ".", { 200: { description: "Metadata of every key of the account" } })
+  sessionDocs("The account's API keys", ".", {
+    200: { description: "Metadata of every key of the account, as `GET /api_keys` answers it: a capped key with its spend in the current period" }
+  })
 )
 
 /** @category schemas */
@@ -454,7 +450,7 @@ export const createKey = Route.make(
         tier: current.tier ?? "default",
         description: body.description
       })
-      return HttpServerResponse.jsonUnsafe({ ...keyView(created.record), apiKey: created.key }, { status: 201, headers: noStore })
+      return HttpServerResponse.jsonUnsafe({ ...ApiKeys.metadata(created.record, undefined), apiKey: created.key }, { status: 201, headers: noStore })
     })
   }),
   {
@@ -465,6 +461,50 @@ export const createKey = Route.make(
       403: { description: "No CSRF token", schema: Errors.StandardError }
     }),
     request: { contentType: "application/json", schema: CreateKeyRequest }
+  }
+)
+
+/** @category schemas */
+export const SetCapRequest = Schema.Struct({
+  id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)),
+  consumptionLimit: Schema.optionalKey(ApiKeys.ConsumptionLimit),
+  limitPeriod: Schema.optionalKey(ApiKeys.LimitPeriod)
+})
+
+/**
+ * `PATCH /api/v1/portal/keys`: sets or removes a key's spend cap, with the body and the service
+ * calls of `PATCH /api_keys` (its cap fields only): the period's spend is kept when the amount
+ * changes and starts afresh when the period does.
+ *
+ * @category routes
+ */
+export const setKeyCap = Route.make(
+  "PATCH",
+  `${API}/keys`,
+  Effect.gen(function*() {
+    const requireSession = yield* sessionCheck
+    const auth = yield* Auth
+    const caps = yield* KeyCaps.KeyCaps
+    return Effect.gen(function*() {
+      const { accountId } = yield* requireSession(true)
+      const body = yield* RequestBody.schema(SetCapRequest)
+      const found = yield* auth.getKey(accountId, body.id)
+      const now = yield* Clock.currentTimeMillis
+      const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      const cap = yield* ApiKeys.requestedCap(body, current?.cap)
+      if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
+      const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(found, spend), { headers: noStore })
+    })
+  }),
+  {
+    ...sessionDocs("Set or remove a key's spend cap", CHANGE, {
+      200: { description: "The key's metadata with its cap (`consumptionLimits`, `limitPeriod`, `currentPeriodUsage`)" },
+      400: { description: "Invalid body, or a period for a key without a cap", schema: Errors.DetailedError },
+      403: { description: "No CSRF token", schema: Errors.StandardError },
+      404: { description: "No key with this id in the account", schema: Errors.StandardError }
+    }),
+    request: { contentType: "application/json", schema: SetCapRequest }
   }
 )
 
@@ -565,7 +605,7 @@ export const usage = Route.make(
 )
 
 /** @category routes */
-export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | ServiceInfo>> = [
+export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | ServiceInfo>> = [
   page,
   script,
   stylesheet,
@@ -576,6 +616,7 @@ export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.C
   account,
   listKeys,
   createKey,
+  setKeyCap,
   revokeKey,
   usage
 ]
