@@ -19,159 +19,25 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, type PricingEngine, Principal, Spans, Staking, X402 } from "@tollgate/core"
+import { AbuseGuard, Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, Principal, Spans, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Layer, Option, Stream } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Authenticate from "./Authenticate.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
-import * as Observability from "./Observability.ts"
+import { LimitPolicy } from "./metered/LimitPolicy.ts"
+import { countAdmission, countCaptured, countFailure, type Step } from "./metered/Metrics.ts"
+import type { DeferredOutcome, MeteredCall, Outcome, Produced, StreamingOutcome } from "./metered/Models.ts"
+import { PaymentRequiredBodies } from "./metered/PaymentRequiredBodies.ts"
 import * as PerCallPayment from "./PerCallPayment.ts"
 import * as RequestContext from "./RequestContext.ts"
 import { replayed, toStored } from "./StoredResponse.ts"
 
-/** @category models */
-export type Kind = RateLimits.Kind
-
-/** @category models */
-export type ModelTier = RateLimits.ModelTier
-
-/** @category models */
-export interface Usage {
-  readonly units: number
-  readonly pricePerUnit: Money.Nano
-  readonly notes?: string | undefined
-  readonly promptTokens?: number | undefined
-  readonly completionTokens?: number | undefined
-}
-
-/**
- * What a call used: its actual price (at most the quote), its usage, and the tokens and credits
- * that settle the rate-limit reservations.
- *
- * @category models
- */
-export interface Produced {
-  readonly charge: Money.Nano
-  readonly usage: Usage
-  readonly actualTokens?: number | undefined
-  readonly actualCredits?: number | undefined
-}
-
-/**
- * What a call produced: its response (route headers included) and what it used.
- *
- * @category models
- */
-export interface Outcome extends Produced {
-  readonly response: HttpServerResponse.HttpServerResponse
-  /**
-   * Headers of the answer that are added with the pipeline's own: the same as setting them on
-   * `response`, with one copy of the response's headers fewer.
-   */
-  readonly headers?: Readonly<Record<string, string>> | undefined
-}
-
-/**
- * A streamed response whose price is known only when the stream ends or the client disconnects:
- * `produced` is read then, and what it says is captured.
- *
- * @category models
- */
-export interface StreamingOutcome {
-  readonly _tag: "Streaming"
-  readonly stream: Stream.Stream<Uint8Array, Errors.ApiError>
-  readonly contentType: string
-  readonly status?: number | undefined
-  readonly headers?: Readonly<Record<string, string>> | undefined
-  readonly produced: Effect.Effect<Produced>
-}
-
-/**
- * The call started work that outlives the request (a video job): the hold is left open for the job
- * to capture or release by `CallContext.holdReference`, and expires with `MeteredCall.holdTtlMs`
- * if nothing settles it. The rate-limit admission is settled as it was taken.
- *
- * @category models
- */
-export interface DeferredOutcome {
-  readonly _tag: "Deferred"
-  readonly response: HttpServerResponse.HttpServerResponse
-}
-
-/** @category models */
-export interface CallContext {
-  readonly principal: Principal.Principal
-  readonly requestId: string
-  /** The reference of the call's credit hold. */
-  readonly holdReference: string
-}
-
-/** @category models */
-export interface MeteredCall {
-  /** Usage sku: `text-parser`, `image:<model>`, `chat:<model>`, `rpc:<network>`. */
-  readonly sku: string
-  readonly kind: Kind
-  /** An operator's own kind (`OwnEndpoint`), whose rates limit the call instead of `kind`'s. */
-  readonly custom?: RateLimits.CustomKind | undefined
-  readonly modelTier?: ModelTier | undefined
-  /** Tokens reserved at admission (chat: prompt + capped max_tokens). */
-  readonly reserveTokens?: number | undefined
-  /** RPC credits reserved against the rolling 24 h cap. */
-  readonly reserveCredits?: number | undefined
-  /** The worst-case price: held at admission; its version is pinned on the hold. */
-  readonly quote: PricingEngine.Quote
-  readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined
-  /** How long the hold lives if nothing settles it; by default the pipeline's `holdTtlMs`. */
-  readonly holdTtlMs?: number | undefined
-  readonly execute: (context: CallContext) => Effect.Effect<Outcome | StreamingOutcome | DeferredOutcome, Errors.ApiError>
-}
-
-/**
- * The bodies of the wallet 402s, owned by the x402 module. `discovery` answers a caller with no
- * credentials; `insufficientBalance` a signed-in wallet that cannot afford the call.
- *
- * @category services
- */
-export class PaymentRequiredBodies extends Context.Service<PaymentRequiredBodies, {
-  /** `price`: the call's worst-case price, which the 402 may offer to be paid on its own. */
-  readonly discovery: (input: { readonly url: string; readonly price?: Money.Nano | undefined }) => Effect.Effect<Errors.PaymentRequired>
-  readonly insufficientBalance: (input: {
-    readonly principal: Principal.WalletPrincipal
-    readonly balance: CreditLedger.Balance
-    readonly call: MeteredCall
-    readonly url?: string | undefined
-  }) => Effect.Effect<Errors.PaymentRequired>
-}>()("@tollgate/http/Metered/PaymentRequiredBodies") {}
-
-/**
- * Which rate limits apply to a call: `layerLimits` (the configured tables and overrides) or
- * `layerLimitsDefault` (the spec's tables).
- *
- * @category services
- */
-export class LimitPolicy extends Context.Service<LimitPolicy, {
-  readonly limitsFor: (principal: Principal.Principal, call: RateLimits.Call) => ReadonlyArray<RateLimiter.Limit>
-}>()("@tollgate/http/Metered/LimitPolicy") {}
-
-/**
- * The spec's default tables with no overrides (`RateLimits.limitsFor`).
- *
- * @category layers
- */
-export const layerLimitsDefault: Layer.Layer<LimitPolicy> = Layer.succeed(LimitPolicy, {
-  limitsFor: (principal, call) => RateLimits.limitsFor(principal, call)
-})
-
-/**
- * The tables with the configured and runtime overrides of `RateLimits.Overrides`.
- *
- * @category layers
- */
-export const layerLimits: Layer.Layer<LimitPolicy, never, RateLimits.Overrides> = Layer.effect(LimitPolicy, RateLimits.policy)
+export type { CallContext, DeferredOutcome, Kind, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome, Usage } from "./metered/Models.ts"
+export { LimitPolicy, layerLimits, layerLimitsDefault } from "./metered/LimitPolicy.ts"
+export { PaymentRequiredBodies } from "./metered/PaymentRequiredBodies.ts"
 
 /** @category options */
 export interface Options {
@@ -195,44 +61,6 @@ export class Metered extends Context.Service<Metered, {
    */
   readonly requireCredentials: Effect.Effect<void, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }>()("@tollgate/http/Metered") {}
-
-type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
-
-const admissionCounters = Object.fromEntries(
-  (["admitted", "rate_limit", "balance", "idempotency_conflict", "abuse_guard"] as const).map((outcome) =>
-    [outcome, Observability.counterOf(Observability.admissions, { outcome })]
-  )
-) as Record<AdmissionOutcome, (context: Context.Context<never>) => void>
-
-const countAdmission = (outcome: AdmissionOutcome, context: Context.Context<never>) => admissionCounters[outcome](context)
-
-const countCaptured = Observability.counterOf(Observability.creditsCaptured, {})
-
-/**
- * The step a call is in, for the metrics of a failure: a store step that fails counts a store error
- * under its service, a failed backend an upstream error.
- */
-type Step = "auth" | "admission" | "idempotency" | "backend" | "other"
-
-const upstreamFailures = new Set<string>(["BadGateway", "GatewayTimeout", "InferenceFailed", "ServiceUnavailable"])
-
-/**
- * Counts what a failure says: every store the pipeline calls refuses the call when it is
- * unreachable (the policy is fail-closed), authentication's refusals include the abuse guard's, and
- * a backend's failure is an upstream error of its sku. Counted once, from the failure that ends the
- * call and the step it came from, so the steps that succeed pay nothing for it.
- */
-const countFailure = (error: { readonly _tag: string }, step: Step, sku: string, context: Context.Context<never>) => {
-  if (step === "backend") {
-    if (upstreamFailures.has(error._tag)) Observability.countUnsafe(Observability.upstreamErrors, { sku }, context)
-  } else if (step === "other") {
-    return
-  } else if (error._tag === "ServiceUnavailable") {
-    Observability.countUnsafe(Observability.redisErrors, { service: step, policy: "fail-closed" }, context)
-  } else if (step === "auth" && error._tag === "RateLimited") {
-    countAdmission("abuse_guard", context)
-  }
-}
 
 /** What an admitted call took: the credit hold and the rate-limit admission. */
 interface Admitted {
