@@ -97,10 +97,8 @@ export const refundCall = Effect.fn("Refunds.refundCall")(function*(ledger: Cred
   }
   const amount = input.amount ?? charged
   if (amount > charged) {
-    return yield* new Errors.InvalidRequest({
-      message: `A refund is at most what the call was charged: ${Money.formatUsd(charged)} USD`,
-      details: Errors.fieldErrors([{ path: ["amountUsd"], message: `must be at most ${Money.formatUsd(charged)}, the call's USD charge` }])
-    })
+    const limit = `must be at most ${Money.formatUsd(charged)} USD, what the call was charged`
+    return yield* new Errors.InvalidRequest({ message: `The refund ${limit}`, details: Errors.fieldErrors([{ path: ["amountUsd"], message: limit }]) })
   }
   const reference = referenceOf(input.requestId)
   const receipt = yield* ledger.refund({ accountId: input.accountId, amount, reference }).pipe(
