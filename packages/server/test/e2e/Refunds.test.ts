@@ -106,6 +106,18 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
       .toEqual([{ amount: 0.01, currency: "USD" }])
   })
 
+  it("10 refunds of one call sent at once move its charge once, and all answer the same entry", async () => {
+    const { server, operatorKey, customer } = target()
+    const before = await balanceOf(server, customer.inferenceKey)
+    const requestId = await parseText(server, bearer(customer.inferenceKey))
+    const answers = await Promise.all(Array.from({ length: 10 }, () =>
+      refund(server, operatorKey, { accountId: customer.accountId, requestId, reason: "sent ten times" })
+        .then(async (response) => ({ status: response.status, body: await response.json() as { entryId: string } }))))
+    expect(answers.map((answer) => answer.status)).toEqual(Array(10).fill(200))
+    expect(new Set(answers.map((answer) => answer.body.entryId)).size).toBe(1)
+    expect(await balanceOf(server, customer.inferenceKey)).toBe(before)
+  })
+
   it("a refund above the charge is a 400 naming the charge; a part is refunded, and a second refund of the call is a 400 naming what was refunded", async () => {
     const { server, operatorKey, customer } = target()
     const before = await balanceOf(server, customer.inferenceKey)
