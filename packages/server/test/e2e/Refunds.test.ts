@@ -18,12 +18,13 @@ let customer: { readonly accountId: string; readonly adminKey: string; readonly 
 
 beforeAll(async () => {
   ;[memory, onRedis] = await Promise.all([
-    ShippedServer.start(),
+    // At info, the level operators run at, so the refund's log line (with its reason) is written.
+    ShippedServer.start({ env: { TOLLGATE_LOG_LEVEL: "info" } }),
     ShippedServer.start({
       store: "redis",
       redisUrl: redis.url,
       signingKey: true,
-      env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" },
+      env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e", TOLLGATE_LOG_LEVEL: "info" },
       config: {
         models: Models.defaults.filter((model) => model.id === "local-renderer"),
         x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" } }
@@ -93,6 +94,10 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
       balanceUsd: before
     })
     expect(await balanceOf(server, customer.inferenceKey)).toBe(before)
+    // The journal keeps the reference; the reason is in the server's log, with who refunded.
+    const logged = () => server.output().split("\n").find((line) => line.includes("\"refund\"") && line.includes(requestId)) ?? ""
+    await expect.poll(logged, { timeout: 10_000 }).toContain("\"reason\":\"the upstream answered garbage\"")
+    expect(JSON.parse(logged())).toMatchObject({ message: "refund", annotations: { accountId: customer.accountId, amountUsd: "0.01" } })
 
     const retry = await refund(server, operatorKey, { accountId: customer.accountId, requestId, reason: "the upstream answered garbage" })
     expect(retry.status).toBe(200)
