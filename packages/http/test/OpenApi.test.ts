@@ -53,6 +53,13 @@ describe("The security schemes are the spec's: bearer JWT and SIGN-IN-WITH-X", (
     expect(document.paths["/api/v1/billing/credits"]?.["post"]).toMatchObject({
       responses: { 400: { content: { "application/json": { schema: { $ref: "#/components/schemas/DetailedError" } } } } }
     })
+    expect(document.paths["/api/v1/billing/refunds"]?.["post"]).toMatchObject({
+      responses: {
+        400: { content: { "application/json": { schema: { $ref: "#/components/schemas/DetailedError" } } } },
+        403: { content: { "application/json": { schema: { $ref: "#/components/schemas/StandardError" } } } },
+        404: { content: { "application/json": { schema: { $ref: "#/components/schemas/StandardError" } } } }
+      }
+    })
   })
 })
 

@@ -1,6 +1,6 @@
 /**
  * The operator CLI: create accounts, mint and revoke API keys with the configured signing key,
- * and grant credits, against the same store the servers use (so a key revoked here is refused by
+ * grant credits and refund charged calls, against the same store the servers use (so a key revoked here is refused by
  * every server at once). Each command prints one JSON line; a minted key is printed once and
  * stored nowhere.
  *
@@ -13,11 +13,12 @@
  * tollgate-cli keys cap --account acct_... --id key_... --usd none
  * tollgate-cli keys revoke --account acct_... --id key_...
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
+ * tollgate-cli credits refund --account acct_... --request-id 5b0e... --reason "upstream outage"
  * ```
  *
  * @since 0.1.0
  */
-import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, Money } from "@tollgate/core"
+import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, Money, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result } from "effect"
 import * as Fs from "node:fs/promises"
@@ -137,6 +138,34 @@ const grantCredits = Command.make("grant", {
     })
   })).pipe(Command.withDescription("Grant credits to an account"))
 
+const refundCall = Command.make("refund", {
+  account,
+  requestId: Flag.String("request-id").pipe(Flag.withDescription("The x-request-id of the charged call")),
+  usd: Flag.String("usd").pipe(Flag.withDescription("Amount in USD (default: the call's whole USD charge)"), Flag.optional),
+  reason: Flag.String("reason").pipe(Flag.withDescription("Why the call is refunded, for the record"))
+}, (input) =>
+  Effect.gen(function*() {
+    const amount = Option.isNone(input.usd) ? undefined : Money.parseUsd(input.usd.value)
+    if (amount !== undefined && (Result.isFailure(amount) || amount.success <= 0)) {
+      return yield* new CliError.UserError({ cause: amount, userMessage: `--usd: ${Option.getOrThrow(input.usd)} is not a positive USD amount` })
+    }
+    const ledger = yield* CreditLedger.CreditLedger
+    const refund = yield* Refunds.refundCall(ledger, {
+      accountId: input.account,
+      requestId: input.requestId,
+      amount: amount === undefined ? undefined : Result.getOrThrow(amount)
+    }).pipe(Effect.mapError(userError))
+    yield* print({
+      accountId: refund.accountId,
+      requestId: refund.requestId,
+      amountUsd: Money.formatUsd(refund.amount),
+      chargedUsd: Money.formatUsd(refund.charged),
+      reason: input.reason,
+      entryId: refund.receipt.entry.id,
+      balanceUsd: Money.formatUsd(refund.receipt.balance.usd)
+    })
+  })).pipe(Command.withDescription("Refund a charged call's USD charge (or --usd of it) to its account, once per call"))
+
 const signingKey = Command.make("signing-key", {
   out: Flag.String("out").pipe(
     Flag.withDescription("Write the key to this file (mode 0600) instead of printing it"),
@@ -178,7 +207,7 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
       ),
       Command.make("credits").pipe(
         Command.withDescription("Prepaid credit of an account"),
-        Command.withSubcommands([Command.provide(grantCredits, services)])
+        Command.withSubcommands([Command.provide(grantCredits, services), Command.provide(refundCall, services)])
       )
     ])
   )

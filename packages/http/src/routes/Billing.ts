@@ -9,12 +9,13 @@
  * - `GET /billing/usage-analytics`: the same entries added up by day, sku, model and key.
  * - `GET /billing/balance`: what the account may spend, in USD and from today's staked allowance.
  * - `POST /billing/credits`: an operator grants credit to an account, once per reference.
+ * - `POST /billing/refunds`: an operator refunds a charged call to its account, once per call.
  *
  * Bad query parameters are a 400 DetailedError naming every bad field.
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Usage, UsageAnalytics } from "@tollgate/core"
+import { CreditLedger, Errors, Money, Refunds, Usage, UsageAnalytics } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
 import { Clock, Context, Effect, Option, Result, Schema } from "effect"
@@ -35,7 +36,7 @@ export interface Options {
   readonly usageCutoff: Date
   /** Sent as `Sunset` on the deprecated endpoint. */
   readonly usageSunset: Date
-  /** Accounts whose ADMIN keys may grant credits (to any account); nobody else may. */
+  /** Accounts whose ADMIN keys may grant credits and refund calls (of any account); nobody else may. */
   readonly operatorAccountIds: ReadonlyArray<string>
 }
 
@@ -266,6 +267,85 @@ export const usageHistory = Route.make(
   }
 )
 
+/** The ADMIN key of an operator account, or a 403 saying who may `action`. */
+const requireOperator = (auth: Auth["Service"], options: Options, action: string) =>
+  Effect.gen(function*() {
+    const principal = yield* Authenticate.requireAdmin(auth)
+    if (!options.operatorAccountIds.includes(principal.accountId)) {
+      return yield* new Errors.Forbidden({
+        message: `Only operator accounts may ${action}: the server lists them in TOLLGATE_OPERATOR_ACCOUNTS`
+      })
+    }
+    return principal
+  })
+
+/** @category schemas */
+export const RefundRequest = Schema.Struct({
+  accountId: GrantRequest.fields.accountId,
+  requestId: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_:.-]{1,200}$/u, { message: "must match [A-Za-z0-9_:.-]{1,200}" })),
+  amountUsd: Schema.optionalKey(GrantRequest.fields.amountUsd),
+  reason: Schema.String.check(Schema.isMinLength(1, { message: "must be 1 to 500 characters" }), Schema.isMaxLength(500, { message: "must be 1 to 500 characters" }))
+})
+
+/**
+ * `POST /billing/refunds`: an operator refunds a charged call (`Refunds.refundCall`): the whole USD
+ * charge, or `amountUsd` of it, once per call. The reason goes to the log with the refund.
+ *
+ * @category routes
+ */
+export const refundCall = Route.make(
+  "POST",
+  "/api/v1/billing/refunds",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    const options = yield* BillingOptions
+    return Effect.gen(function*() {
+      const principal = yield* requireOperator(auth, options, "refund calls")
+      const body = yield* RequestBody.schema(RefundRequest)
+      const refund = yield* Refunds.refundCall(ledger, {
+        accountId: body.accountId,
+        requestId: body.requestId,
+        amount: body.amountUsd === undefined ? undefined : Result.getOrThrow(Money.parseUsd(body.amountUsd))
+      })
+      yield* Effect.logInfo("refund").pipe(Effect.annotateLogs({
+        operator: principal.accountId,
+        accountId: refund.accountId,
+        requestId: refund.requestId,
+        amountUsd: Money.formatUsd(refund.amount),
+        entryId: refund.receipt.entry.id,
+        reason: body.reason
+      }))
+      return HttpServerResponse.jsonUnsafe({
+        accountId: refund.accountId,
+        requestId: refund.requestId,
+        amountUsd: Money.formatUsd(refund.amount),
+        chargedUsd: Money.formatUsd(refund.charged),
+        reference: refund.receipt.entry.reference,
+        entryId: refund.receipt.entry.id,
+        balanceUsd: Money.formatUsd(refund.receipt.balance.usd)
+      })
+    })
+  }),
+  {
+    summary: "Refund a charged call (operators)",
+    description: "ADMIN key of an operator account. Credits the account with the call's USD charge (`requestId`: its `x-request-id`), " +
+      "or `amountUsd` of it. A call is refunded once: a retry answers the same refund; what the staked allowance paid is not refunded.",
+    tags: ["Billing"],
+    security: "admin",
+    request: { contentType: "application/json", schema: RefundRequest },
+    responses: {
+      200: { description: "The refund and the account's new balance" },
+      400: {
+        description: "Invalid body, an amount above the call's USD charge, a call charged nothing in USD, or a call already refunded another amount",
+        schema: Errors.DetailedError
+      },
+      403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
+      404: { description: "The account has no charge with this request id", schema: Errors.StandardError }
+    }
+  }
+)
+
 /** @category routes */
 export const grantCredits = Route.make(
   "POST",
@@ -275,12 +355,7 @@ export const grantCredits = Route.make(
     const ledger = yield* CreditLedger.CreditLedger
     const options = yield* BillingOptions
     return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
-      if (!options.operatorAccountIds.includes(principal.accountId)) {
-        return yield* new Errors.Forbidden({
-          message: "Only operator accounts may grant credits: the server lists them in TOLLGATE_OPERATOR_ACCOUNTS"
-        })
-      }
+      yield* requireOperator(auth, options, "grant credits")
       const body = yield* RequestBody.schema(GrantRequest)
       if (!WALLET_ACCOUNT_ID.test(body.accountId) && Option.isNone(yield* auth.getAccount(body.accountId))) {
         return yield* new Errors.InvalidRequest({
@@ -415,4 +490,4 @@ export const balance = Route.make(
 )
 
 /** @category routes */
-export const routes = [usage, usageHistory, usageAnalytics, grantCredits, balance] as const
+export const routes = [usage, usageHistory, usageAnalytics, grantCredits, refundCall, balance] as const
