@@ -178,3 +178,14 @@ export const streaming = (options: {
  */
 export const chargeOf = (quote: PricingEngine.Quote, units: number): Money.Nano =>
   Math.min(quote.amount, Math.ceil(units * quote.pricePerUnit)) as Money.Nano
+
+/**
+ * The outcome of a call at a flat price: charged its whole quote, as one unit.
+ *
+ * @category pricing
+ */
+export const flat = (quote: PricingEngine.Quote, response: Metered.Outcome["response"], notes: string): Metered.Outcome => ({
+  response,
+  charge: quote.amount,
+  usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes }
+})

@@ -16,9 +16,8 @@ import { Errors, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { Metered } from "../Metered.ts"
+import * as Endpoint from "../Endpoint.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 /** @category schemas */
 export const SearchRequest = Schema.Struct({
@@ -51,89 +50,78 @@ export const ScrapeResponse = Schema.Struct({
   format: Schema.Literal("text")
 }).annotate({ identifier: "WebScrapeResponse" })
 
-const notConfigured = (what: string) => new Errors.InvalidRequest({ message: `${what} is not configured on this server` })
+/** The capability the operator configured, or a 400 saying it is not, before anything is held. */
+const configured = <A>(capability: Option.Option<A>, what: string) =>
+  Option.match(capability, {
+    onNone: () => Effect.fail(new Errors.InvalidRequest({ message: `${what} is not configured on this server` })),
+    onSome: Effect.succeed
+  })
 
 /** @category routes */
-export const search = Route.metered(Route.make(
-  "POST",
-  "/api/v1/augment/search",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const search = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/augment/search",
+  kind: "text",
+  serve: Effect.gen(function*() {
     const provider = yield* SearchProvider.SearchProvider
     const quote = PricingEngine.operation(yield* PricingEngine.PricingEngine, "augment-search")
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(SearchRequest)
-      if (Option.isNone(provider.web)) return yield* notConfigured("Web search")
-      const run = provider.web.value
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "text",
-        quote,
-        execute: () =>
-          run(body.query).pipe(
-            Effect.mapError(() => new Errors.BadGateway({ message: "The web search failed; nothing was charged" })),
-            Effect.map((results) => ({
-              response: HttpServerResponse.jsonUnsafe({
+    return {
+      decode: Effect.zip(RequestBody.schema(SearchRequest), configured(provider.web, "Web search")),
+      quote: () => quote,
+      execute: ([body, run]: readonly [typeof SearchRequest.Type, SearchProvider.Search]) =>
+        run(body.query).pipe(
+          Effect.mapError(() => new Errors.BadGateway({ message: "The web search failed; nothing was charged" })),
+          Effect.map((results) =>
+            Endpoint.flat(
+              quote,
+              HttpServerResponse.jsonUnsafe({
                 query: body.query,
                 results: results.slice(0, body.limit ?? 10).map((result) => ({ ...result, date: result.date ?? null }))
               }),
-              charge: quote.amount,
-              usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `${results.length} results` }
-            }))
+              `${results.length} results`
+            )
           )
-      })
-    })
+        )
+    }
   }),
-  {
+  docs: {
     summary: "Web search",
     description: "The results of a web search through the search provider chat uses (limit 1 to 20, default 10, at most " +
       "what the provider returns). Priced per search; a failed search is a 502 and is not charged.",
     tags: ["Augment"],
-    security: "metered",
     request: { contentType: "application/json", schema: SearchRequest },
     responses: { 200: { description: "The results", schema: SearchResponse } }
   }
-))
+})
 
 /** @category routes */
-export const scrape = Route.metered(Route.make(
-  "POST",
-  "/api/v1/augment/scrape",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const scrape = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/augment/scrape",
+  kind: "text",
+  serve: Effect.gen(function*() {
     const provider = yield* SearchProvider.SearchProvider
     const quote = PricingEngine.operation(yield* PricingEngine.PricingEngine, "augment-scrape")
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(ScrapeRequest)
-      if (Option.isNone(provider.scrape)) return yield* notConfigured("Web scraping")
-      const run = provider.scrape.value
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "text",
-        quote,
-        execute: () =>
-          run(body.url).pipe(
-            Effect.mapError((error) => Errors.invalidField("url", `Could not be scraped: ${error.message}`)),
-            Effect.map((page) => ({
-              response: HttpServerResponse.jsonUnsafe({ url: page.url, content: page.text, format: "text" }),
-              charge: quote.amount,
-              usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: page.url }
-            }))
-          )
-      })
-    })
+    return {
+      decode: Effect.zip(RequestBody.schema(ScrapeRequest), configured(provider.scrape, "Web scraping")),
+      quote: () => quote,
+      execute: ([body, run]: readonly [typeof ScrapeRequest.Type, SearchProvider.Scrape]) =>
+        run(body.url).pipe(
+          Effect.mapError((error) => Errors.invalidField("url", `Could not be scraped: ${error.message}`)),
+          Effect.map((page) => Endpoint.flat(quote, HttpServerResponse.jsonUnsafe({ url: page.url, content: page.text, format: "text" }), page.url))
+        )
+    }
   }),
-  {
+  docs: {
     summary: "Scrape a web page",
     description: "The text of a public web page, fetched by the scraper chat uses: only public addresses, every redirect " +
       "checked. Priced per URL scraped; a page that cannot be scraped (not public, not found, too slow) is a 400 naming " +
       "url and is not charged.",
     tags: ["Augment"],
-    security: "metered",
     request: { contentType: "application/json", schema: ScrapeRequest },
     responses: { 200: { description: "The page's text", schema: ScrapeResponse } }
   }
-))
+})
 
 /** @category routes */
 export const routes = [search, scrape] as const
