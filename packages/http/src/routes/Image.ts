@@ -1,7 +1,7 @@
 /**
  * `POST /image/generate`. The body is validated against the spec's rules and the model list before
  * anything is held or charged; the price (model, quality, variants, prompt enhancement, web search)
- * is quoted and the call runs through the metered pipeline under the image kind's limits. The
+ * is quoted and the call is a paid endpoint (`Endpoint`) under the image kind's limits. The
  * prompt is enhanced first when asked, then drawn by the `ImageBackend`.
  *
  * The answer is `{id, images, timing, request}` with base64 images, or with `return_binary` the
@@ -16,7 +16,8 @@ import { PromptEnhancer } from "@tollgate/backends/PromptEnhancer"
 import { Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
 import { ByteSize, Clock, Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { Metered } from "../Metered.ts"
+import * as Endpoint from "../Endpoint.ts"
+import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
 
@@ -37,8 +38,6 @@ const headersOf = (
   "x-service-contains-minor": flag(generation.flags.containsMinor),
   ...(enhancedPrompt === undefined ? {} : { "x-service-enhanced-prompt": encodeURIComponent(enhancedPrompt) })
 })
-
-const unpriced = (problem: PricingEngine.Unpriced) => Errors.invalidField(problem.field, problem.message)
 
 /**
  * The 200 JSON body (without `return_binary`).
@@ -88,34 +87,59 @@ export type Respond = (
 ) => HttpServerResponse.HttpServerResponse
 
 /**
- * The metered generation both image routes run: the price of the resolved request (model,
- * quality, variants, prompt enhancement, web search), the call under the image kind's limits, the
+ * A decoded generation request: the service's own image request and how its answer is built.
+ *
+ * @category models
+ */
+export interface Generating {
+  readonly request: ImageRequest.ImageRequest
+  readonly respond: Respond
+}
+
+/** When the route began reading the request and when it had decoded it, for the timing. */
+interface Timed extends Generating {
+  readonly started: number
+  readonly decoded: number
+}
+
+/**
+ * A generation endpoint, as both image routes declare it: the request decoded by `decode`, priced
+ * (model, quality, variants, prompt enhancement, web search) under the image kind's limits, the
  * prompt enhanced when asked, the images drawn by the `ImageBackend`, and the answer `respond`
- * builds. `started` is when the route began reading the request, for the timing.
+ * builds.
  *
  * @category constructors
  */
-export const generator = Effect.gen(function*() {
-  const metered = yield* Metered
-  const tables = yield* PricingEngine.PricingEngine
-  const backend = yield* ImageBackend.ImageBackend
-  const enhancer = yield* PromptEnhancer
-  return (request: ImageRequest.ImageRequest, started: number, respond: Respond) =>
-    Effect.gen(function*() {
-      const quote = PricingEngine.image(tables, {
-        model: request.model.id,
-        quality: request.quality,
-        variants: request.variants,
-        enhancePrompt: request.enhancePrompt,
-        webSearch: request.webSearch
-      })
-      if (PricingEngine.isUnpriced(quote)) return yield* unpriced(quote)
-      const admitted = yield* Clock.currentTimeMillis
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "image",
-        quote,
-        execute: ({ requestId }) =>
+export const generation = (declaration: {
+  readonly path: `/${string}`
+  readonly decode: (models: Models.ModelList["Service"]) => Effect.Effect<Generating, Errors.ApiError, Route.RequestServices>
+  readonly docs: Omit<Route.Docs, "security">
+}) =>
+  Endpoint.make({
+    method: "POST",
+    path: declaration.path,
+    kind: "image",
+    serve: Effect.gen(function*() {
+      const models = yield* Models.ModelList
+      const tables = yield* PricingEngine.PricingEngine
+      const backend = yield* ImageBackend.ImageBackend
+      const enhancer = yield* PromptEnhancer
+      const decode = declaration.decode(models)
+      return {
+        decode: Effect.gen(function*() {
+          const started = yield* Clock.currentTimeMillis
+          const generating = yield* decode
+          return { ...generating, started, decoded: yield* Clock.currentTimeMillis } satisfies Timed
+        }),
+        quote: ({ request }: Timed) =>
+          PricingEngine.image(tables, {
+            model: request.model.id,
+            quality: request.quality,
+            variants: request.variants,
+            enhancePrompt: request.enhancePrompt,
+            webSearch: request.webSearch
+          }),
+        execute: ({ decoded, request, respond, started }: Timed, quote: PricingEngine.Quote, { requestId }: Metered.CallContext) =>
           Effect.gen(function*() {
             const queued = yield* Clock.currentTimeMillis
             const enhancedPrompt = request.enhancePrompt
@@ -131,7 +155,7 @@ export const generator = Effect.gen(function*() {
               requestId,
               headers: headersOf(request, generation, enhancedPrompt),
               timing: {
-                inferenceQueueTime: queued - admitted,
+                inferenceQueueTime: queued - decoded,
                 inferencePreprocessingTime: prepared - queued,
                 inferenceDuration: finished - prepared,
                 total: finished - started
@@ -152,49 +176,47 @@ export const generator = Effect.gen(function*() {
               }
             }
           })
-      })
-    })
-})
+      }
+    }),
+    docs: declaration.docs
+  })
 
 /** @category routes */
-export const route = Route.metered(Route.make(
-  "POST",
-  "/api/v1/image/generate",
-  Effect.gen(function*() {
-    const models = yield* Models.ModelList
-    const generate = yield* generator
-    return Effect.gen(function*() {
-      const started = yield* Clock.currentTimeMillis
+export const route = generation({
+  path: "/api/v1/image/generate",
+  decode: (models) =>
+    Effect.gen(function*() {
       const body = yield* RequestBody.json(MAX_BODY)
       const request = yield* ImageRequest.decode(models, body)
-      return yield* generate(request, started, (generation, { headers, requestId, timing }) =>
-        request.returnBinary
-          ? HttpServerResponse.uint8Array(generation.images[0] ?? new Uint8Array(), {
-            contentType: generation.contentType,
-            headers: {
-              ...headers,
-              "content-encoding": "identity",
-              "content-disposition": `inline; filename="${requestId}.${request.format}"`
-            }
-          })
-          : HttpServerResponse.jsonUnsafe({
-            id: requestId,
-            images: generation.images.map((image) => Buffer.from(image).toString("base64")),
-            timing,
-            request: body
-          }, { headers }))
-    })
-  }),
-  {
+      return {
+        request,
+        respond: (generation, { headers, requestId, timing }) =>
+          request.returnBinary
+            ? HttpServerResponse.uint8Array(generation.images[0] ?? new Uint8Array(), {
+              contentType: generation.contentType,
+              headers: {
+                ...headers,
+                "content-encoding": "identity",
+                "content-disposition": `inline; filename="${requestId}.${request.format}"`
+              }
+            })
+            : HttpServerResponse.jsonUnsafe({
+              id: requestId,
+              images: generation.images.map((image) => Buffer.from(image).toString("base64")),
+              timing,
+              request: body
+            }, { headers })
+      }
+    }),
+  docs: {
     summary: "Generate images",
     description: "Images from a text prompt. Sizing follows the model's kind (see GET /models): width and height, " +
       "aspect_ratio, or aspect_ratio and resolution. Base64 images in JSON, or with return_binary the raw bytes " +
       "of one image under its image/* Content-Type. Priced per model, quality, variants and prompt enhancement.",
     tags: ["Image"],
-    security: "metered",
     request: { contentType: "application/json", schema: ImageRequest.Body.annotate({ identifier: "ImageGenerateRequest" }) },
     responses: {
       200: { description: "The generated images", schema: GenerateResponse, headers: responseHeaders }
     }
   }
-))
+})

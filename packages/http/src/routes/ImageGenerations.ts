@@ -1,7 +1,7 @@
 /**
  * `POST /images/generations`: OpenAI's image endpoint, so that `client.images.generate` of the
  * OpenAI SDKs works unchanged. The OpenAI body is translated into the service's own image request
- * and runs the same metered generation as `POST /image/generate` (`Image.generator`): same
+ * and runs the same metered generation as `POST /image/generate` (`Image.generation`): same
  * backends, same prices, same limits, same validation of what it translates to.
  *
  * The translation, following the published reference: `model` absent or unknown (another
@@ -19,7 +19,6 @@ import { Errors, ImageRequest, Models } from "@tollgate/core"
 import { ByteSize, Clock, Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 import * as Image from "./Image.ts"
 
 const MAX_BODY = ByteSize.kilobytes(64)
@@ -96,14 +95,11 @@ export const translate = (model: Models.ImageModel, body: typeof Request.Type): 
 })
 
 /** @category routes */
-export const route = Route.metered(Route.make(
-  "POST",
-  "/api/v1/images/generations",
-  Effect.gen(function*() {
-    const models = yield* Models.ModelList
-    const generate = yield* Image.generator
-    return Effect.gen(function*() {
-      const started = yield* Clock.currentTimeMillis
+export const route = Image.generation({
+  path: "/api/v1/images/generations",
+  decode: (models) =>
+    Effect.gen(function*() {
+      const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const body = yield* RequestBody.decode(Request, yield* RequestBody.json(MAX_BODY))
       const model = modelOf(models, body.model)
       if (model === undefined) {
@@ -111,27 +107,28 @@ export const route = Route.metered(Route.make(
       }
       const request = yield* ImageRequest.decode(models, translate(model, body))
       const asUrl = body.response_format === "url"
-      return yield* generate(request, started, (generation, { headers }) =>
-        HttpServerResponse.jsonUnsafe({
-          created: Math.floor(started / 1000),
-          data: generation.images.map((image) => {
-            const base64 = Buffer.from(image).toString("base64")
-            return asUrl ? { url: `data:${generation.contentType};base64,${base64}` } : { b64_json: base64 }
-          })
-        }, { headers }))
-    })
-  }),
-  {
+      return {
+        request,
+        respond: (generation, { headers }) =>
+          HttpServerResponse.jsonUnsafe({
+            created,
+            data: generation.images.map((image) => {
+              const base64 = Buffer.from(image).toString("base64")
+              return asUrl ? { url: `data:${generation.contentType};base64,${base64}` } : { b64_json: base64 }
+            })
+          }, { headers })
+      }
+    }),
+  docs: {
     summary: "Generate images (OpenAI-compatible)",
     description: "OpenAI's images endpoint over the service's image models and prices (the same as POST /image/generate). " +
       "model defaults to the default image model; n is the number of images; size WxH sizes a pixel model and picks " +
       "the nearest aspect ratio of the others; quality hd/standard are high/medium; moderation low turns safe mode off; " +
       "response_format url answers data URLs. background, output_compression, style and user have no effect.",
     tags: ["Image"],
-    security: "metered",
     request: { contentType: "application/json", schema: Request },
     responses: {
       200: { description: "The generated images", schema: Response, headers: Image.responseHeaders }
     }
   }
-))
+})
