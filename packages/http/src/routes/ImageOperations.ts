@@ -16,8 +16,8 @@
  *   `{created, data: [{b64_json}]}`.
  *
  * Each takes the image as a multipart upload or base64 in JSON (`ImageInput`), at most 25 MB and
- * `ImageEditor.MAX_PIXELS` pixels; the image is read and checked before anything is held, and the
- * call runs through the metered pipeline under the image kind's limits. The `/image/*` answers are
+ * `ImageEditor.MAX_PIXELS` pixels; the image is read and checked before anything is held, and each
+ * operation is a paid endpoint (`Endpoint`) under the image kind's limits. The `/image/*` answers are
  * the image's bytes under its Content-Type.
  *
  * @since 0.1.0
@@ -26,8 +26,8 @@ import * as ImageEditor from "@tollgate/backends/ImageEditor"
 import { Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
+import * as Endpoint from "../Endpoint.ts"
 import * as ImageInput from "../ImageInput.ts"
-import { Metered } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
 
@@ -90,6 +90,22 @@ const binary = (produced: ImageEditor.Produced, headers: Record<string, string> 
     }
   })
 
+/** An upscale's image, its size, the scale asked (what it is priced at) and the scale that fits. */
+interface Upscaling {
+  readonly image: Uint8Array
+  readonly width: number
+  readonly height: number
+  readonly asked: number
+  readonly scale: number
+}
+
+/** An edit's image, its fields and the model that draws it. */
+interface Editing<F> {
+  readonly image: Uint8Array
+  readonly fields: F
+  readonly model: Models.ImageModel
+}
+
 /** @category routes */
 export const styles = Route.make(
   "GET",
@@ -110,45 +126,39 @@ export const styles = Route.make(
 )
 
 /** @category routes */
-export const upscale = Route.metered(Route.make(
-  "POST",
-  "/api/v1/image/upscale",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const upscale = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/image/upscale",
+  kind: "image",
+  serve: Effect.gen(function*() {
     const tables = yield* PricingEngine.PricingEngine
     const editor = yield* ImageEditor.ImageEditor
-    return Effect.gen(function*() {
-      const input = yield* ImageInput.read(["scale", "creativity"])
-      const fields = yield* RequestBody.decode(UpscaleFields, input.fields)
-      const { height, width } = yield* ImageEditor.inspect(input.image)
-      const asked = fields.scale ?? 2
-      const scale = Math.min(asked, Math.sqrt(ImageEditor.MAX_PIXELS / (width * height)))
-      if (scale < 2) return yield* Errors.invalidField("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
-      const quote = PricingEngine.operation(tables, asked === 4 ? "image-upscale-4" : "image-upscale-2")
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "image",
-        quote,
-        execute: () =>
-          Effect.map(editor.upscale(input.image, scale), (produced) => ({
-            response: binary(produced),
-            charge: quote.amount,
-            usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `${width}x${height} to ${produced.width}x${produced.height}` }
-          }))
-      })
-    })
+    return {
+      decode: Effect.gen(function*() {
+        const input = yield* ImageInput.read(["scale", "creativity"])
+        const fields = yield* RequestBody.decode(UpscaleFields, input.fields)
+        const { height, width } = yield* ImageEditor.inspect(input.image)
+        const asked = fields.scale ?? 2
+        const scale = Math.min(asked, Math.sqrt(ImageEditor.MAX_PIXELS / (width * height)))
+        if (scale < 2) return yield* Errors.invalidField("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
+        return { image: input.image, width, height, asked, scale }
+      }),
+      quote: ({ asked }: Upscaling) => PricingEngine.operation(tables, asked === 4 ? "image-upscale-4" : "image-upscale-2"),
+      execute: ({ height, image, scale, width }: Upscaling, quote: PricingEngine.Quote) =>
+        Effect.map(editor.upscale(image, scale), (produced) =>
+          Endpoint.flat(quote, binary(produced), `${width}x${height} to ${produced.width}x${produced.height}`))
+    }
   }),
-  {
+  docs: {
     summary: "Upscale an image",
     description: "The image at scale 2 or 4 (default 2), as PNG. Multipart (image file) or JSON (image as base64), at most " +
       `25 MB and ${ImageEditor.MAX_PIXELS} pixels, and the result at most as many; a scale of 4 that would exceed it is ` +
       "lowered to the largest that fits. Priced per scale asked.",
     tags: ["Image"],
-    security: "metered",
     request: { contentType: "application/json", schema: jsonDoc(UpscaleFields.fields, "ImageUpscaleRequest") },
     responses: { 200: imageResponse("The upscaled image (image/png)") }
   }
-))
+})
 
 /** The model an edit names (id or alias), or the default edit model; one that is not an image model is a 400. */
 const editModel = (models: Models.ModelList["Service"], name: string | undefined) => {
@@ -162,80 +172,76 @@ const editModel = (models: Models.ModelList["Service"], name: string | undefined
 const formatOf = (format: typeof OutputFormat.Type | undefined): ImageRequest.Format => format === "jpg" ? "jpeg" : format ?? "png"
 
 /**
- * The metered edit both edit routes run, answering as `respond` says.
+ * An edit endpoint, as both edit routes declare it: the image and the `schema`'s fields, priced
+ * as one image of the edit's model, answering as `respond` says.
  */
-const editor = Effect.gen(function*() {
-  const metered = yield* Metered
-  const models = yield* Models.ModelList
-  const tables = yield* PricingEngine.PricingEngine
-  const imageEditor = yield* ImageEditor.ImageEditor
-  return <S extends typeof EditFields | typeof OpenAiEditFields>(
-    schema: S,
-    respond: (produced: ImageEditor.Produced, headers: Record<string, string>, fields: S["Type"]) => HttpServerResponse.HttpServerResponse
-  ) =>
-    Effect.gen(function*() {
-      const input = yield* ImageInput.read(Object.keys(schema.fields))
-      const fields = (yield* RequestBody.decode(schema, input.fields)) as S["Type"]
-      yield* ImageEditor.inspect(input.image)
-      const model = yield* editModel(models, fields.model)
-      const quote = PricingEngine.image(tables, { model: model.id })
-      if (PricingEngine.isUnpriced(quote)) return yield* Errors.invalidField(quote.field, quote.message)
-      const format = formatOf(fields.output_format)
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "image",
-        quote,
-        execute: () =>
-          Effect.map(imageEditor.edit({ model, image: input.image, prompt: fields.prompt, format }), (produced) => ({
-            response: respond(produced, Models.headersOf(model), fields),
-            charge: quote.amount,
-            usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `edit, ${produced.width}x${produced.height} ${format}` }
-          }))
-      })
-    })
-})
+const editing = <S extends typeof EditFields | typeof OpenAiEditFields>(declaration: {
+  readonly path: `/${string}`
+  readonly schema: S
+  readonly respond: (produced: ImageEditor.Produced, headers: Record<string, string>, fields: S["Type"]) => HttpServerResponse.HttpServerResponse
+  readonly docs: Omit<Route.Docs, "security">
+}) =>
+  Endpoint.make({
+    method: "POST",
+    path: declaration.path,
+    kind: "image",
+    serve: Effect.gen(function*() {
+      const models = yield* Models.ModelList
+      const tables = yield* PricingEngine.PricingEngine
+      const imageEditor = yield* ImageEditor.ImageEditor
+      const { respond, schema } = declaration
+      return {
+        decode: Effect.gen(function*() {
+          const input = yield* ImageInput.read(Object.keys(schema.fields))
+          const fields = (yield* RequestBody.decode(schema, input.fields)) as S["Type"]
+          yield* ImageEditor.inspect(input.image)
+          const model = yield* editModel(models, fields.model)
+          return { image: input.image, fields, model }
+        }),
+        quote: ({ model }: Editing<S["Type"]>) => PricingEngine.image(tables, { model: model.id }),
+        execute: ({ fields, image, model }: Editing<S["Type"]>, quote: PricingEngine.Quote) => {
+          const format = formatOf(fields.output_format)
+          return Effect.map(imageEditor.edit({ model, image, prompt: fields.prompt, format }), (produced) =>
+            Endpoint.flat(quote, respond(produced, Models.headersOf(model), fields), `edit, ${produced.width}x${produced.height} ${format}`))
+        }
+      }
+    }),
+    docs: declaration.docs
+  })
 
 /** @category routes */
-export const edit = Route.metered(Route.make(
-  "POST",
-  "/api/v1/image/edit",
-  Effect.gen(function*() {
-    const run = yield* editor
-    return run(EditFields, (produced, headers) => binary(produced, headers))
-  }),
-  {
+export const edit = editing({
+  path: "/api/v1/image/edit",
+  schema: EditFields,
+  respond: (produced, headers) => binary(produced, headers),
+  docs: {
     summary: "Edit an image",
     description: "The image changed as prompt says, by an image model (model, default the one with the default_edit trait), " +
       "in output_format (png by default). Multipart (image file) or JSON (image as base64), at most 25 MB and " +
       `${ImageEditor.MAX_PIXELS} pixels. Priced as one image of the model.`,
     tags: ["Image"],
-    security: "metered",
     request: { contentType: "application/json", schema: jsonDoc(EditFields.fields, "ImageEditRequest") },
     responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
   }
-))
+})
 
 /** @category routes */
-export const openAiEdit = Route.metered(Route.make(
-  "POST",
-  "/api/v1/images/edits",
-  Effect.gen(function*() {
-    const run = yield* editor
-    return run(OpenAiEditFields, (produced, headers, fields) => {
-      const base64 = Buffer.from(produced.bytes).toString("base64")
-      return HttpServerResponse.jsonUnsafe({
-        created: Math.floor(Date.now() / 1000),
-        data: [fields.response_format === "url" ? { url: `data:${produced.contentType};base64,${base64}` } : { b64_json: base64 }]
-      }, { headers })
-    })
-  }),
-  {
+export const openAiEdit = editing({
+  path: "/api/v1/images/edits",
+  schema: OpenAiEditFields,
+  respond: (produced, headers, fields) => {
+    const base64 = Buffer.from(produced.bytes).toString("base64")
+    return HttpServerResponse.jsonUnsafe({
+      created: Math.floor(Date.now() / 1000),
+      data: [fields.response_format === "url" ? { url: `data:${produced.contentType};base64,${base64}` } : { b64_json: base64 }]
+    }, { headers })
+  },
+  docs: {
     summary: "Edit an image (OpenAI-compatible)",
     description: "OpenAI's image edit (client.images.edit): multipart with one image and a prompt, n 1. Runs and is priced as " +
       "POST /image/edit; answers the OpenAI images body (response_format url: a data URL). size, quality, background and " +
       "user have no effect.",
     tags: ["Image"],
-    security: "metered",
     request: { contentType: "application/json", schema: jsonDoc(OpenAiEditFields.fields, "ImagesEditsRequest") },
     responses: {
       200: {
@@ -248,7 +254,7 @@ export const openAiEdit = Route.metered(Route.make(
       }
     }
   }
-))
+})
 
 /**
  * The most images a multi-edit takes (the base and its layers): the reference leaves it to each
@@ -276,51 +282,53 @@ export const MultiEditFields = Schema.Struct({
   safe_mode: Schema.optionalKey(BooleanField)
 })
 
+/** A multi-edit's base image and layers, its fields and the model that draws it. */
+interface MultiEditing {
+  readonly images: readonly [Uint8Array, ...Array<Uint8Array>]
+  readonly fields: typeof MultiEditFields.Type
+  readonly model: Models.ImageModel
+}
+
 /** @category routes */
-export const multiEdit = Route.metered(Route.make(
-  "POST",
-  "/api/v1/image/multi-edit",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const multiEdit = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/image/multi-edit",
+  kind: "image",
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const imageEditor = yield* ImageEditor.ImageEditor
-    return Effect.gen(function*() {
-      const input = yield* ImageInput.readMany(Object.keys(MultiEditFields.fields), MAX_EDIT_IMAGES)
-      const fields = yield* RequestBody.decode(MultiEditFields, input.fields)
-      for (const [i, image] of input.images.entries()) {
-        const { height, width } = yield* ImageEditor.inspect(image, "images")
-        if (width * height < MIN_EDIT_PIXELS) {
-          return yield* Errors.invalidField("images", `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`)
+    return {
+      decode: Effect.gen(function*() {
+        const input = yield* ImageInput.readMany(Object.keys(MultiEditFields.fields), MAX_EDIT_IMAGES)
+        const fields = yield* RequestBody.decode(MultiEditFields, input.fields)
+        for (const [i, image] of input.images.entries()) {
+          const { height, width } = yield* ImageEditor.inspect(image, "images")
+          if (width * height < MIN_EDIT_PIXELS) {
+            return yield* Errors.invalidField("images", `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`)
+          }
         }
+        const model = yield* Effect.mapError(editModel(models, fields.modelId), (error) =>
+          fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`))
+        if (fields.prompt.length > model.promptCharacterLimit) {
+          return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
+        }
+        return { images: input.images as MultiEditing["images"], fields, model } satisfies MultiEditing
+      }),
+      quote: ({ model }: MultiEditing) => PricingEngine.image(tables, { model: model.id }),
+      execute: ({ fields, images, model }: MultiEditing, quote: PricingEngine.Quote) => {
+        const format = formatOf(fields.output_format)
+        const [image, ...layers] = images
+        return Effect.map(imageEditor.edit({ model, image, layers, prompt: fields.prompt, format }), (produced) =>
+          Endpoint.flat(
+            quote,
+            binary(produced, Models.headersOf(model)),
+            `multi-edit of ${images.length} images, ${produced.width}x${produced.height} ${format}`
+          ))
       }
-      const model = yield* Effect.mapError(editModel(models, fields.modelId), (error) =>
-        fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`))
-      if (fields.prompt.length > model.promptCharacterLimit) {
-        return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
-      }
-      const quote = PricingEngine.image(tables, { model: model.id })
-      if (PricingEngine.isUnpriced(quote)) return yield* Errors.invalidField(quote.field, quote.message)
-      const format = formatOf(fields.output_format)
-      const [image, ...layers] = input.images as [Uint8Array, ...Array<Uint8Array>]
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "image",
-        quote,
-        execute: () =>
-          Effect.map(imageEditor.edit({ model, image, layers, prompt: fields.prompt, format }), (produced) => ({
-            response: binary(produced, Models.headersOf(model)),
-            charge: quote.amount,
-            usage: {
-              units: 1,
-              pricePerUnit: quote.pricePerUnit,
-              notes: `multi-edit of ${input.images.length} images, ${produced.width}x${produced.height} ${format}`
-            }
-          }))
-      })
-    })
+    }
   }),
-  {
+  docs: {
     summary: "Edit an image with layers",
     description: `A base image and up to ${MAX_EDIT_IMAGES - 1} more laid over it (images, in order), changed as prompt ` +
       "says by an image model (modelId, default the one with the default_edit trait), in output_format (png by default), " +
@@ -328,7 +336,6 @@ export const multiEdit = Route.metered(Route.make(
       `each at most 25 MB, at least ${MIN_EDIT_PIXELS} and at most ${ImageEditor.MAX_PIXELS} pixels. Priced as one image ` +
       "of the model, like POST /image/edit.",
     tags: ["Image"],
-    security: "metered",
     request: {
       contentType: "application/json",
       schema: Schema.Struct({
@@ -338,43 +345,36 @@ export const multiEdit = Route.metered(Route.make(
     },
     responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
   }
-))
+})
 
 /** @category routes */
-export const backgroundRemove = Route.metered(Route.make(
-  "POST",
-  "/api/v1/image/background-remove",
-  Effect.gen(function*() {
-    const metered = yield* Metered
-    const tables = yield* PricingEngine.PricingEngine
+export const backgroundRemove = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/image/background-remove",
+  kind: "image",
+  serve: Effect.gen(function*() {
+    const quote = PricingEngine.operation(yield* PricingEngine.PricingEngine, "image-background-remove")
     const imageEditor = yield* ImageEditor.ImageEditor
-    return Effect.gen(function*() {
-      const input = yield* ImageInput.read([])
-      const { height, width } = yield* ImageEditor.inspect(input.image)
-      const quote = PricingEngine.operation(tables, "image-background-remove")
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "image",
-        quote,
-        execute: () =>
-          Effect.map(imageEditor.removeBackground(input.image), (produced) => ({
-            response: binary(produced),
-            charge: quote.amount,
-            usage: { units: 1, pricePerUnit: quote.pricePerUnit, notes: `${width}x${height}` }
-          }))
-      })
-    })
+    return {
+      decode: Effect.gen(function*() {
+        const input = yield* ImageInput.read([])
+        const { height, width } = yield* ImageEditor.inspect(input.image)
+        return { image: input.image, width, height }
+      }),
+      quote: () => quote,
+      execute: ({ height, image, width }: { readonly image: Uint8Array; readonly width: number; readonly height: number }) =>
+        Effect.map(imageEditor.removeBackground(image), (produced) => Endpoint.flat(quote, binary(produced), `${width}x${height}`))
+    }
   }),
-  {
+  docs: {
     summary: "Remove an image's background",
     description: "The image with its background transparent, as PNG. Multipart (image file) or JSON (image as base64), at most " +
       `25 MB and ${ImageEditor.MAX_PIXELS} pixels; image_url is not supported.`,
     tags: ["Image"],
-    security: "metered",
     request: { contentType: "application/json", schema: jsonDoc({}, "ImageBackgroundRemoveRequest") },
     responses: { 200: imageResponse("The image with a transparent background (image/png)") }
   }
-))
+})
 
 /** @category routes */
 export const routes = [styles, upscale, edit, multiEdit, backgroundRemove, openAiEdit] as const
