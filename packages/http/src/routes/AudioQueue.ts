@@ -23,13 +23,12 @@
  */
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
 import { Errors, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
-import * as CreditLedger from "@tollgate/core/CreditLedger"
-import { Clock, Effect, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
-import * as Crypto from "node:crypto"
-import { Metered } from "../Metered.ts"
+import * as Endpoint from "../Endpoint.ts"
+import type * as Metered from "../Metered.ts"
+import * as QueuedJob from "../QueuedJob.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 /**
  * How long a queued speech job may wait for its first retrieval before its hold is released.
@@ -78,218 +77,179 @@ export const CompleteRequest = Schema.Struct({
 /** The price of `characters` of a speech model: what the queue holds, the quote answers, the job captures. */
 const priceOf = (tables: PricingEngine.Tables, model: Models.SpeechModel, characters: number) => {
   const quote = PricingEngine.media(tables, "speech", model.id, characters)
-  return PricingEngine.isUnpriced(quote) ? Effect.fail(Errors.invalidField(quote.field, quote.message)) : Effect.succeed(quote)
+  return PricingEngine.isUnpriced(quote) ? Effect.fail(Endpoint.unpriced(quote)) : Effect.succeed(quote)
 }
 
 /** The caller's speech job of `model`, or a 404 (none, another model's, or a video job). */
 const findJob = (jobs: VideoJobs.VideoJobs["Service"], accountId: string, body: { readonly model: string; readonly queue_id: string }) =>
-  Effect.flatMap(jobs.get(accountId, body.queue_id), (found) =>
-    Option.isSome(found) && found.value.speech !== undefined && found.value.model === body.model
-      ? Effect.succeed({ job: found.value, speech: found.value.speech })
-      : Effect.fail(new Errors.NotFound({ message: `No audio job ${body.queue_id} of ${body.model}` })))
+  QueuedJob.find(
+    jobs,
+    accountId,
+    body.queue_id,
+    (job) => job.speech !== undefined && job.model === body.model,
+    () => new Errors.NotFound({ message: `No audio job ${body.queue_id} of ${body.model}` })
+  )
+
+/** A queue request checked against its speech model. */
+interface Queueing {
+  readonly prompt: string
+  readonly speed: number
+  readonly model: Models.SpeechModel
+  readonly voice: string
+  readonly characters: number
+}
 
 /** @category routes */
-export const queue = Route.metered(Route.make(
-  "POST",
-  "/api/v1/audio/queue",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const queue = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/audio/queue",
+  kind: "audio",
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const jobs = yield* VideoJobs.VideoJobs
-    return Effect.gen(function*() {
-      const raw = yield* RequestBody.json()
-      const body = yield* RequestBody.decode(QueueRequest, raw)
-      const music = MUSIC_FIELDS.find((field) => typeof raw === "object" && raw !== null && field in raw)
-      if (music !== undefined) return yield* Errors.invalidField(music, "Not supported: the audio models are speech models")
-      const model = yield* models.ofType("tts", body.model)
-      const voice = body.voice ?? model.voices[0]!
-      if (!model.voices.includes(voice)) return yield* Errors.invalidField("voice", `Expected one of ${model.voices.join(", ")}`)
-      const characters = [...body.prompt].length
-      if (characters > model.maxInputCharacters) {
-        return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.maxInputCharacters} characters`)
-      }
-      const quote = yield* priceOf(tables, model, characters)
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "audio",
-        quote,
-        holdTtlMs: JOB_TTL_MS + VideoJobs.HOLD_GRACE_MS,
-        execute: ({ holdReference, principal }) =>
-          Effect.gen(function*() {
-            const now = yield* Clock.currentTimeMillis
-            const job: VideoJobs.Job = {
-              id: `aud_${Crypto.randomUUID()}`,
-              accountId: principal.accountId,
-              model: model.id,
-              prompt: body.prompt,
-              seconds: 0,
-              size: "",
-              speech: { voice, format: model.responseFormats[0]!, speed: body.speed ?? 1, characters },
-              holdReference,
-              quotedAmount: quote.amount,
-              state: "queued",
-              createdAt: now,
-              expiresAt: now + JOB_TTL_MS
-            }
-            yield* jobs.create(job)
-            return {
-              _tag: "Deferred" as const,
-              response: HttpServerResponse.jsonUnsafe({ model: model.id, queue_id: job.id, status: "QUEUED" }, { headers: Models.headersOf(model) })
-            }
-          })
-      })
-    })
+    return {
+      decode: Effect.gen(function*() {
+        const raw = yield* RequestBody.json()
+        const body = yield* RequestBody.decode(QueueRequest, raw)
+        const music = MUSIC_FIELDS.find((field) => typeof raw === "object" && raw !== null && field in raw)
+        if (music !== undefined) return yield* Errors.invalidField(music, "Not supported: the audio models are speech models")
+        const model = yield* models.ofType("tts", body.model)
+        const voice = body.voice ?? model.voices[0]!
+        if (!model.voices.includes(voice)) return yield* Errors.invalidField("voice", `Expected one of ${model.voices.join(", ")}`)
+        const characters = [...body.prompt].length
+        if (characters > model.maxInputCharacters) {
+          return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.maxInputCharacters} characters`)
+        }
+        return { prompt: body.prompt, speed: body.speed ?? 1, model, voice, characters } satisfies Queueing
+      }),
+      quote: ({ characters, model }: Queueing) => PricingEngine.media(tables, "speech", model.id, characters),
+      shape: () => QueuedJob.holdFor(JOB_TTL_MS),
+      execute: ({ characters, model, prompt, speed, voice }: Queueing, quote: PricingEngine.Quote, context: Metered.CallContext) =>
+        QueuedJob.start(jobs, {
+          prefix: "aud",
+          ttlMs: JOB_TTL_MS,
+          quote,
+          context,
+          work: {
+            model: model.id,
+            prompt,
+            seconds: 0,
+            size: "",
+            speech: { voice, format: model.responseFormats[0]!, speed, characters }
+          },
+          respond: (job) => HttpServerResponse.jsonUnsafe({ model: model.id, queue_id: job.id, status: "QUEUED" }, { headers: Models.headersOf(model) })
+        })
+    }
   }),
-  {
+  docs: {
     summary: "Queue speech",
     description: "Records a speech job: prompt is the text, spoken in voice (default the model's first; see GET " +
       "/audio/voices) at speed 0.25 to 4, in the model's first response format. Its price (per input character, as " +
       "POST /audio/speech) is held until the first retrieval captures it, or released if the job expires unretrieved " +
       "(an hour). The reference's music fields are 400s.",
     tags: ["Audio"],
-    security: "metered",
     request: { contentType: "application/json", schema: QueueRequest },
     responses: { 200: { description: "The job", schema: QueueResponse, headers: Models.headerNames } }
   }
-))
+})
 
 /** @category routes */
-export const retrieve = Route.metered(Route.make(
-  "POST",
-  "/api/v1/audio/retrieve",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const retrieve = QueuedJob.operation({
+  path: "/api/v1/audio/retrieve",
+  kind: "audio",
+  sku: "audio_retrieve",
+  request: RetrieveRequest,
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* SpeechBackend.SpeechBackend
     const jobs = yield* VideoJobs.VideoJobs
-    const ledger = yield* CreditLedger.CreditLedger
-    const ending = (job: VideoJobs.Job, outcome: Parameters<typeof VideoJobs.end>[1]) =>
-      VideoJobs.end(job, outcome).pipe(
-        Effect.provideService(VideoJobs.VideoJobs, jobs),
-        Effect.provideService(CreditLedger.CreditLedger, ledger)
-      )
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(RetrieveRequest)
-      const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: "audio_retrieve", units: 0, pricePerUnit: Money.zero }
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "audio",
-        quote,
-        execute: ({ principal, requestId }) =>
-          Effect.gen(function*() {
-            const { job, speech } = yield* findJob(jobs, principal.accountId, body)
-            const gone = new Errors.NotFound({ message: `Audio job ${job.id} expired before it was retrieved` })
-            if (job.state === "expired" || job.state === "failed") return yield* gone
-            if (job.state === "queued" && (yield* Clock.currentTimeMillis) > job.expiresAt) {
-              yield* ending(job, { state: "expired" })
-              return yield* gone
-            }
-            const model = yield* models.ofType("tts", job.model).pipe(
-              Effect.mapError(() => new Errors.ServiceUnavailable({ message: `The model ${job.model} is no longer served`, retryAfterSeconds: 60 }))
-            )
-            const audio = yield* backend.speak({ model, input: job.prompt, voice: speech.voice, format: speech.format, speed: speech.speed })
-            if (job.state === "queued") {
-              const price = yield* priceOf(tables, model, speech.characters)
-              yield* ending(job, { state: "completed", requestId, pricePerUnit: price.pricePerUnit })
-            }
-            if (body.delete_media_on_completion === true) yield* jobs.remove(principal.accountId, job.id)
-            return {
-              _tag: "Streaming" as const,
-              stream: audio.audio,
-              contentType: audio.contentType,
-              headers: { ...Models.headersOf(model), "content-encoding": "identity" },
-              produced: Effect.succeed({ charge: Money.zero, usage: { units: 0, pricePerUnit: Money.zero, notes: `audio job ${job.id}` } })
-            }
-          })
+    const end = yield* QueuedJob.settlement
+    return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
+      Effect.gen(function*() {
+        const job = yield* findJob(jobs, principal.accountId, body)
+        const speech = job.speech!
+        const gone = new Errors.NotFound({ message: `Audio job ${job.id} expired before it was retrieved` })
+        if (job.state === "expired" || job.state === "failed") return yield* gone
+        if (yield* QueuedJob.overdue(job)) {
+          yield* end(job, { state: "expired" })
+          return yield* gone
+        }
+        const model = yield* QueuedJob.stillServed(job, models.ofType("tts", job.model))
+        const audio = yield* backend.speak({ model, input: job.prompt, voice: speech.voice, format: speech.format, speed: speech.speed })
+        if (job.state === "queued") {
+          const price = yield* priceOf(tables, model, speech.characters)
+          yield* end(job, { state: "completed", requestId, pricePerUnit: price.pricePerUnit })
+        }
+        if (body.delete_media_on_completion === true) yield* jobs.remove(principal.accountId, job.id)
+        return {
+          _tag: "Streaming" as const,
+          stream: audio.audio,
+          contentType: audio.contentType,
+          headers: { ...Models.headersOf(model), "content-encoding": "identity" },
+          produced: Effect.succeed(QueuedJob.free(`audio job ${job.id}`))
+        }
       })
-    })
   }),
-  {
+  docs: {
     summary: "Retrieve queued speech",
     description: "The job's audio, synthesized and streamed under its format's audio/* Content-Type. The first retrieval " +
       "captures the job's hold; later ones are free until the job is completed (POST /audio/complete, or " +
       "delete_media_on_completion true on this call). A job that expired unretrieved, or that is not the caller's, is a 404.",
     tags: ["Audio"],
-    security: "metered",
-    request: { contentType: "application/json", schema: RetrieveRequest },
     responses: {
       200: { description: "The audio", contentType: "audio/*", headers: Models.headerNames },
       404: { description: "No such job for this account and model, or it expired" }
     }
   }
-))
+})
 
 /** @category routes */
-export const quote = Route.make(
-  "POST",
-  "/api/v1/audio/quote",
-  Effect.gen(function*() {
+export const quote = QueuedJob.quote({
+  path: "/api/v1/audio/quote",
+  request: QuoteRequest,
+  price: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(QuoteRequest)
-      const model = yield* models.ofType("tts", body.model)
-      const quote = yield* priceOf(tables, model, body.character_count)
-      return HttpServerResponse.jsonUnsafe({ quote: Money.toUsdNumber(quote.amount) })
-    })
+    return (body: typeof QuoteRequest.Type) =>
+      Effect.flatMap(models.ofType("tts", body.model), (model) => priceOf(tables, model, body.character_count))
   }),
-  {
+  response: "AudioQuoteResponse",
+  docs: {
     summary: "Quote queued speech",
     description: "The price in USD of character_count characters of the speech model: what a queue request with a " +
       "prompt that long holds and its retrieval is charged. Public, like the model list.",
-    tags: ["Audio"],
-    security: "public",
-    request: { contentType: "application/json", schema: QuoteRequest },
-    responses: {
-      200: { description: "The price", schema: Schema.Struct({ quote: Schema.Finite }).annotate({ identifier: "AudioQuoteResponse" }) }
-    }
+    tags: ["Audio"]
   }
-)
+})
 
 /** @category routes */
-export const complete = Route.metered(Route.make(
-  "POST",
-  "/api/v1/audio/complete",
-  Effect.gen(function*() {
-    const metered = yield* Metered
-    const tables = yield* PricingEngine.PricingEngine
+export const complete = QueuedJob.operation({
+  path: "/api/v1/audio/complete",
+  kind: "audio",
+  sku: "audio_complete",
+  request: CompleteRequest,
+  serve: Effect.gen(function*() {
     const jobs = yield* VideoJobs.VideoJobs
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(CompleteRequest)
-      const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: "audio_complete", units: 0, pricePerUnit: Money.zero }
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "audio",
-        quote,
-        execute: ({ principal }) =>
-          Effect.gen(function*() {
-            const { job } = yield* findJob(jobs, principal.accountId, body)
-            const removal = yield* jobs.remove(principal.accountId, job.id)
-            if (removal === "running") return yield* Errors.invalidField("queue_id", "The job was never retrieved: retrieve its audio first")
-            return {
-              response: HttpServerResponse.jsonUnsafe({ success: removal === "removed" }),
-              charge: Money.zero,
-              usage: { units: 0, pricePerUnit: Money.zero, notes: `audio job ${job.id} completed` }
-            }
-          })
+    return (body: typeof CompleteRequest.Type, { principal }: Metered.CallContext) =>
+      Effect.gen(function*() {
+        const job = yield* findJob(jobs, principal.accountId, body)
+        const removal = yield* QueuedJob.remove(jobs, job, "The job was never retrieved: retrieve its audio first")
+        return { response: HttpServerResponse.jsonUnsafe({ success: removal === "removed" }), ...QueuedJob.free(`audio job ${job.id} completed`) }
       })
-    })
   }),
-  {
+  docs: {
     summary: "Complete queued speech",
     description: "Removes a job whose audio was retrieved: retrieving it again is a 404. A job never retrieved is a 400 " +
       "(its hold is still open). Not charged.",
     tags: ["Audio"],
-    security: "metered",
-    request: { contentType: "application/json", schema: CompleteRequest },
     responses: {
       200: { description: "The job was removed", schema: Schema.Struct({ success: Schema.Boolean }).annotate({ identifier: "AudioCompleteResponse" }) },
       404: { description: "No such job for this account and model" }
     }
   }
-))
+})
 
 /** @category routes */
 export const routes = [queue, retrieve, quote, complete] as const

@@ -18,14 +18,12 @@
  */
 import * as VideoBackend from "@tollgate/backends/VideoBackend"
 import { Errors, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
-import * as CreditLedger from "@tollgate/core/CreditLedger"
-import { Clock, Effect, Option, Schema } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import * as Crypto from "node:crypto"
+import { Effect, Schema } from "effect"
+import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "../Endpoint.ts"
-import { Metered, type Outcome, type StreamingOutcome } from "../Metered.ts"
+import type * as Metered from "../Metered.ts"
+import * as QueuedJob from "../QueuedJob.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 /**
  * The queue request. `duration` is in seconds (`5` or `"5s"`); `duration` and `size` default to
@@ -88,6 +86,18 @@ const stateOf = (job: VideoJobs.Job, extra: { readonly progress?: number | undef
     expires_at: unix(job.expiresAt)
   })
 
+const notFound = (queueId: string) => new Errors.NotFound({ message: `No video job ${queueId}` })
+
+/** The caller's job a request names, of the model it names if it names one, or a 404. */
+const findJob = (jobs: VideoJobs.VideoJobs["Service"], accountId: string, body: { readonly queue_id: string; readonly model?: string }) =>
+  QueuedJob.find(
+    jobs,
+    accountId,
+    body.queue_id,
+    (job) => body.model === undefined || body.model === job.model,
+    () => notFound(body.queue_id)
+  )
+
 /**
  * The job a request describes, checked against its model (duration and size), and its price: what
  * the queue holds and the quote answers.
@@ -103,161 +113,134 @@ const pricer = Effect.gen(function*() {
       if (!model.durations.includes(seconds)) return yield* Errors.invalidField("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
       if (!model.sizes.includes(size)) return yield* Errors.invalidField("size", `Expected one of ${model.sizes.join(", ")}`)
       const quote = PricingEngine.media(tables, "video", model.id, seconds)
-      if (PricingEngine.isUnpriced(quote)) return yield* Errors.invalidField(quote.field, quote.message)
+      if (PricingEngine.isUnpriced(quote)) return yield* Endpoint.unpriced(quote)
       return { model, seconds, size, quote }
     })
 })
 
+/** A queue request, checked and priced; `raw` is what makes two requests under one `Idempotency-Key` the same. */
+interface Queueing {
+  readonly raw: unknown
+  readonly prompt: string
+  readonly model: Models.VideoModel
+  readonly seconds: number
+  readonly size: string
+  readonly quote: PricingEngine.Quote
+}
+
 /** @category routes */
-export const queue = Route.metered(Route.make(
-  "POST",
-  "/api/v1/video/queue",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const queue = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/video/queue",
+  kind: "video",
+  idempotency: true,
+  serve: Effect.gen(function*() {
     const price = yield* pricer
     const backend = yield* VideoBackend.VideoBackend
     const jobs = yield* VideoJobs.VideoJobs
-    return Effect.gen(function*() {
-      const key = yield* Effect.fromResult(Endpoint.idempotencyKey(yield* HttpServerRequest.HttpServerRequest))
-      const raw = yield* RequestBody.json()
-      const body = yield* RequestBody.decode(QueueRequest, raw)
-      const { model, quote, seconds, size } = yield* price(body)
-      if (body.prompt.length > model.promptCharacterLimit) {
-        return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
-      }
-      const ttlMs = model.jobTtlSeconds * 1000
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "video",
-        quote,
-        holdTtlMs: ttlMs + VideoJobs.HOLD_GRACE_MS,
-        idempotency: key === undefined
-          ? undefined
-          : { key, fingerprint: Crypto.createHash("sha256").update("video/queue\n").update(JSON.stringify(raw)).digest("base64url") },
-        execute: ({ holdReference, principal }) =>
-          Effect.gen(function*() {
-            const submitted = yield* backend.submit({ model, prompt: body.prompt, seconds, size })
-            const now = yield* Clock.currentTimeMillis
-            const job: VideoJobs.Job = {
-              id: `vid_${Crypto.randomUUID()}`,
-              accountId: principal.accountId,
+    return {
+      decode: Effect.gen(function*() {
+        const raw = yield* RequestBody.json()
+        const body = yield* RequestBody.decode(QueueRequest, raw)
+        const priced = yield* price(body)
+        if (body.prompt.length > priced.model.promptCharacterLimit) {
+          return yield* Errors.invalidField("prompt", `${priced.model.id} reads at most ${priced.model.promptCharacterLimit} characters`)
+        }
+        return { raw, prompt: body.prompt, ...priced } satisfies Queueing
+      }),
+      quote: ({ quote }: Queueing) => quote,
+      fingerprint: ({ raw }: Queueing) => JSON.stringify(raw),
+      shape: ({ model }: Queueing) => QueuedJob.holdFor(model.jobTtlSeconds * 1000),
+      execute: ({ model, prompt, seconds, size }: Queueing, quote: PricingEngine.Quote, context: Metered.CallContext) =>
+        Effect.flatMap(backend.submit({ model, prompt, seconds, size }), (submitted) =>
+          QueuedJob.start(jobs, {
+            prefix: "vid",
+            ttlMs: model.jobTtlSeconds * 1000,
+            quote,
+            context,
+            work: {
               model: model.id,
               // only the local renderer needs the prompt again; an upstream job keeps its own
-              prompt: submitted.upstream === undefined ? body.prompt : "",
+              prompt: submitted.upstream === undefined ? prompt : "",
               seconds,
               size,
-              holdReference,
-              quotedAmount: quote.amount,
               upstream: submitted.upstream,
-              upstreamJobId: submitted.upstreamJobId,
-              state: "queued",
-              createdAt: now,
-              expiresAt: now + ttlMs
-            }
-            yield* jobs.create(job)
-            return {
-              _tag: "Deferred" as const,
-              response: HttpServerResponse.jsonUnsafe(
+              upstreamJobId: submitted.upstreamJobId
+            },
+            respond: (job) =>
+              HttpServerResponse.jsonUnsafe(
                 { model: model.id, queue_id: job.id, status: "queued", expires_at: unix(job.expiresAt) },
                 { headers: { ...Models.headersOf(model), "x-service-video-hold-usd": Money.formatUsd(quote.amount) } }
               )
-            }
-          })
-      })
-    })
+          }))
+    }
   }),
-  {
+  docs: {
     summary: "Queue a video",
     description: "Starts a video job and answers its queue_id. The worst-case price (duration x the model's price per " +
       "second) is held until the job ends: captured when it completes, released when it fails or expires. " +
       "Idempotency-Key makes a retried request return the same job.",
     tags: ["Video"],
-    security: "metered",
     request: { contentType: "application/json", schema: QueueRequest },
-    headers: [{ name: "Idempotency-Key", description: "[A-Za-z0-9_-]{1,255}; replays the first response for 24 hours" }],
     responses: {
       200: { description: "The job", schema: QueueResponse, headers: [...Models.headerNames, "x-service-video-hold-usd"] }
     }
   }
-))
+})
 
 /** @category routes */
-export const retrieve = Route.metered(Route.make(
-  "POST",
-  "/api/v1/video/retrieve",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const retrieve = QueuedJob.operation({
+  path: "/api/v1/video/retrieve",
+  kind: "video_retrieve",
+  sku: "video_retrieve",
+  request: RetrieveRequest,
+  serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* VideoBackend.VideoBackend
     const jobs = yield* VideoJobs.VideoJobs
-    const ledger = yield* CreditLedger.CreditLedger
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(RetrieveRequest)
-      const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: "video_retrieve", units: 0, pricePerUnit: Money.zero }
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "video_retrieve",
-        quote,
-        execute: ({ principal, requestId }) =>
-          Effect.gen(function*(): Effect.fn.Return<Outcome | StreamingOutcome, Errors.ApiError> {
-            const found = yield* jobs.get(principal.accountId, body.queue_id)
-            if (Option.isNone(found) || (body.model !== undefined && body.model !== found.value.model)) {
-              return yield* new Errors.NotFound({ message: `No video job ${body.queue_id}` })
-            }
-            let job = found.value
-            const model = yield* models.ofType("video", job.model).pipe(
-              Effect.mapError(() => new Errors.ServiceUnavailable({ message: `The model ${job.model} is no longer served`, retryAfterSeconds: 60 }))
-            )
-            let progress: number | undefined
-            const ending = (end: Parameters<typeof VideoJobs.end>[1]) =>
-              VideoJobs.end(job, end).pipe(
-                Effect.provideService(VideoJobs.VideoJobs, jobs),
-                Effect.provideService(CreditLedger.CreditLedger, ledger)
-              )
-            if (job.state === "queued") {
-              const now = yield* Clock.currentTimeMillis
-              if (now > job.expiresAt) {
-                job = yield* ending({ state: "expired" })
-              } else {
-                const status = yield* backend.poll(model, job)
-                if (status.state === "completed") {
-                  const price = PricingEngine.media(tables, "video", model.id, job.seconds)
-                  const pricePerUnit = PricingEngine.isUnpriced(price) ? Money.zero : price.pricePerUnit
-                  job = yield* ending({ state: "completed", requestId, pricePerUnit })
-                } else if (status.state === "failed") {
-                  job = yield* ending({ state: "failed", error: status.error })
-                } else {
-                  progress = status.progress
-                }
-              }
-            }
-            const usage = { units: 0, pricePerUnit: Money.zero, notes: `video job ${job.id} ${job.state}` }
-            if (job.state !== "completed") return { response: stateOf(job, { progress }), charge: Money.zero, usage }
-            const video = yield* backend.content(model, job)
-            return {
-              _tag: "Streaming" as const,
-              stream: video.video,
-              contentType: video.contentType,
-              headers: {
-                ...Models.headersOf(model),
-                "content-encoding": "identity",
-                "content-disposition": `inline; filename="${job.id}.${video.contentType === "video/mp4" ? "mp4" : "y4m"}"`,
-                "x-service-video-status": "completed"
-              },
-              produced: Effect.succeed({ charge: Money.zero, usage })
-            }
-          })
+    const end = yield* QueuedJob.settlement
+    return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
+      Effect.gen(function*(): Effect.fn.Return<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> {
+        let job = yield* findJob(jobs, principal.accountId, body)
+        const model = yield* QueuedJob.stillServed(job, models.ofType("video", job.model))
+        let progress: number | undefined
+        if (yield* QueuedJob.overdue(job)) {
+          job = yield* end(job, { state: "expired" })
+        } else if (job.state === "queued") {
+          const status = yield* backend.poll(model, job)
+          if (status.state === "completed") {
+            const price = PricingEngine.media(tables, "video", model.id, job.seconds)
+            const pricePerUnit = PricingEngine.isUnpriced(price) ? Money.zero : price.pricePerUnit
+            job = yield* end(job, { state: "completed", requestId, pricePerUnit })
+          } else if (status.state === "failed") {
+            job = yield* end(job, { state: "failed", error: status.error })
+          } else {
+            progress = status.progress
+          }
+        }
+        const used = QueuedJob.free(`video job ${job.id} ${job.state}`)
+        if (job.state !== "completed") return { response: stateOf(job, { progress }), ...used }
+        const video = yield* backend.content(model, job)
+        return {
+          _tag: "Streaming" as const,
+          stream: video.video,
+          contentType: video.contentType,
+          headers: {
+            ...Models.headersOf(model),
+            "content-encoding": "identity",
+            "content-disposition": `inline; filename="${job.id}.${video.contentType === "video/mp4" ? "mp4" : "y4m"}"`,
+            "x-service-video-status": "completed"
+          },
+          produced: Effect.succeed(used)
+        }
       })
-    })
   }),
-  {
+  docs: {
     summary: "Retrieve a video",
     description: "The state of a video job as JSON while it runs (and when it failed or expired), or the video itself " +
       "once it completed. The poll that sees the job complete captures its hold; polling is not charged.",
     tags: ["Video"],
-    security: "metered",
-    request: { contentType: "application/json", schema: RetrieveRequest },
     responses: {
       200: {
         description: "The job's state (application/json), or the video (video/*) once completed",
@@ -267,7 +250,7 @@ export const retrieve = Route.metered(Route.make(
       404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }
-))
+})
 
 /** @category schemas */
 export const CompleteRequest = Schema.Struct({
@@ -276,77 +259,46 @@ export const CompleteRequest = Schema.Struct({
 }).annotate({ identifier: "VideoCompleteRequest" })
 
 /** @category routes */
-export const quote = Route.make(
-  "POST",
-  "/api/v1/video/quote",
-  Effect.gen(function*() {
-    const price = yield* pricer
-    return Effect.gen(function*() {
-      const { quote } = yield* price(yield* RequestBody.schema(QuoteRequest))
-      return HttpServerResponse.jsonUnsafe({ quote: Money.toUsdNumber(quote.amount) })
-    })
-  }),
-  {
+export const quote = QueuedJob.quote({
+  path: "/api/v1/video/quote",
+  request: QuoteRequest,
+  price: Effect.map(pricer, (price) => (body: typeof QuoteRequest.Type) => Effect.map(price(body), ({ quote }) => quote)),
+  response: "VideoQuoteResponse",
+  docs: {
     summary: "Quote a video",
     description: "The price in USD of the video a queue request with these fields would render (duration x the model's " +
       "price per second): what the queue holds and a completed job is charged. Public, like the model list.",
-    tags: ["Video"],
-    security: "public",
-    request: { contentType: "application/json", schema: QuoteRequest },
-    responses: {
-      200: { description: "The price", schema: Schema.Struct({ quote: Schema.Finite }).annotate({ identifier: "VideoQuoteResponse" }) }
-    }
+    tags: ["Video"]
   }
-)
+})
 
 /** @category routes */
-export const complete = Route.metered(Route.make(
-  "POST",
-  "/api/v1/video/complete",
-  Effect.gen(function*() {
-    const metered = yield* Metered
-    const tables = yield* PricingEngine.PricingEngine
+export const complete = QueuedJob.operation({
+  path: "/api/v1/video/complete",
+  kind: "video_retrieve",
+  sku: "video_complete",
+  request: CompleteRequest,
+  serve: Effect.gen(function*() {
     const jobs = yield* VideoJobs.VideoJobs
-    return Effect.gen(function*() {
-      const body = yield* RequestBody.schema(CompleteRequest)
-      const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: "video_complete", units: 0, pricePerUnit: Money.zero }
-      return yield* metered.run({
-        sku: quote.sku,
-        kind: "video_retrieve",
-        quote,
-        execute: ({ principal }) =>
-          Effect.gen(function*() {
-            const found = yield* jobs.get(principal.accountId, body.queue_id)
-            if (Option.isNone(found) || (body.model !== undefined && body.model !== found.value.model)) {
-              return yield* new Errors.NotFound({ message: `No video job ${body.queue_id}` })
-            }
-            const removal = yield* jobs.remove(principal.accountId, body.queue_id)
-            if (removal === "running") {
-              return yield* Errors.invalidField("queue_id", "The job is still running: retrieve it until it completes, fails or expires")
-            }
-            if (removal === "unknown") return yield* new Errors.NotFound({ message: `No video job ${body.queue_id}` })
-            return {
-              response: HttpServerResponse.jsonUnsafe({ success: true }),
-              charge: Money.zero,
-              usage: { units: 0, pricePerUnit: Money.zero, notes: `video job ${body.queue_id} released` }
-            }
-          })
+    return (body: typeof CompleteRequest.Type, { principal }: Metered.CallContext) =>
+      Effect.gen(function*() {
+        const job = yield* findJob(jobs, principal.accountId, body)
+        const removal = yield* QueuedJob.remove(jobs, job, "The job is still running: retrieve it until it completes, fails or expires")
+        if (removal === "unknown") return yield* notFound(body.queue_id)
+        return { response: HttpServerResponse.jsonUnsafe({ success: true }), ...QueuedJob.free(`video job ${body.queue_id} released`) }
       })
-    })
   }),
-  {
+  docs: {
     summary: "Complete a video",
     description: "Releases a job that has ended (completed, failed or expired) once its video was retrieved: the job and its " +
       "record are removed, and retrieving it again is a 404. A job still running is a 400. Not charged.",
     tags: ["Video"],
-    security: "metered",
-    request: { contentType: "application/json", schema: CompleteRequest },
     responses: {
       200: { description: "The job was released", schema: Schema.Struct({ success: Schema.Literal(true) }).annotate({ identifier: "VideoCompleteResponse" }) },
       404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }
-))
+})
 
 /** @category routes */
 export const routes = [queue, retrieve, quote, complete] as const
