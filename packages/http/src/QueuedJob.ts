@@ -6,7 +6,7 @@
  *   as the job may and a grace after (`holdFor`, `start`);
  * - the job's other operations (retrieve, complete) are free calls under the kind's limits
  *   (`operation`): authenticated, limited and logged like the paid ones, never charged. The one
- *   that sees the job end settles its hold (`settlement`, over `VideoJobs.end`); complete removes
+ *   that sees the job end settles its hold (`Jobs.end`, over `VideoJobs.end`); complete removes
  *   a job that has ended (`remove`);
  * - the price a queue request would hold is answered publicly, like the model list (`quote`).
  *
@@ -80,7 +80,7 @@ export const free = (notes: string): Metered.Produced => ({ charge: Money.zero, 
 
 /**
  * A free operation on a job (retrieve, complete): its JSON `request` decoded, the call quoted at
- * zero under `sku` and counted against `kind`'s limits, and what `serve` runs for it.
+ * zero under `sku` and counted against `kind`'s limits, and what `serve` runs for it on the jobs.
  *
  * @category constructors
  */
@@ -89,7 +89,7 @@ export const operation = <S extends Request, R>(declaration: {
   readonly kind: Metered.Kind
   readonly sku: string
   readonly request: S
-  readonly serve: Effect.Effect<
+  readonly serve: (jobs: Jobs) => Effect.Effect<
     (body: S["Type"], context: Metered.CallContext) => Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError>,
     never,
     R
@@ -103,7 +103,7 @@ export const operation = <S extends Request, R>(declaration: {
     serve: Effect.gen(function*() {
       const tables = yield* PricingEngine.PricingEngine
       const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: declaration.sku, units: 0, pricePerUnit: Money.zero }
-      const execute = yield* declaration.serve
+      const execute = yield* declaration.serve(yield* jobsOf)
       return {
         decode: RequestBody.schema(declaration.request),
         quote: () => quote,
@@ -114,18 +114,27 @@ export const operation = <S extends Request, R>(declaration: {
   })
 
 /**
- * Ends a job and settles its hold (`VideoJobs.end`) on the store and ledger the route was built with.
+ * The jobs a job operation acts on: the store, and `end`, which ends a job and settles its hold
+ * (`VideoJobs.end`) on the store and ledger the route was built with.
  *
- * @category settlement
+ * @category models
  */
-export const settlement = Effect.gen(function*() {
-  const jobs = yield* VideoJobs.VideoJobs
+export interface Jobs {
+  readonly store: VideoJobs.VideoJobs["Service"]
+  readonly end: (job: VideoJobs.Job, outcome: Parameters<typeof VideoJobs.end>[1]) => Effect.Effect<VideoJobs.Job, Errors.ServiceUnavailable>
+}
+
+const jobsOf = Effect.gen(function*() {
+  const store = yield* VideoJobs.VideoJobs
   const ledger = yield* CreditLedger.CreditLedger
-  return (job: VideoJobs.Job, outcome: Parameters<typeof VideoJobs.end>[1]) =>
-    VideoJobs.end(job, outcome).pipe(
-      Effect.provideService(VideoJobs.VideoJobs, jobs),
-      Effect.provideService(CreditLedger.CreditLedger, ledger)
-    )
+  return {
+    store,
+    end: (job, outcome) =>
+      VideoJobs.end(job, outcome).pipe(
+        Effect.provideService(VideoJobs.VideoJobs, store),
+        Effect.provideService(CreditLedger.CreditLedger, ledger)
+      )
+  } satisfies Jobs
 })
 
 /**

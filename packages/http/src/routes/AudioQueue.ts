@@ -160,12 +160,10 @@ export const retrieve = QueuedJob.operation({
   kind: "audio",
   sku: "audio_retrieve",
   request: RetrieveRequest,
-  serve: Effect.gen(function*() {
+  serve: ({ end, store: jobs }) => Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* SpeechBackend.SpeechBackend
-    const jobs = yield* VideoJobs.VideoJobs
-    const end = yield* QueuedJob.settlement
     return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
       Effect.gen(function*() {
         const job = yield* findJob(jobs, principal.accountId, body)
@@ -230,15 +228,13 @@ export const complete = QueuedJob.operation({
   kind: "audio",
   sku: "audio_complete",
   request: CompleteRequest,
-  serve: Effect.gen(function*() {
-    const jobs = yield* VideoJobs.VideoJobs
-    return (body: typeof CompleteRequest.Type, { principal }: Metered.CallContext) =>
+  serve: ({ store: jobs }) =>
+    Effect.succeed((body: typeof CompleteRequest.Type, { principal }: Metered.CallContext) =>
       Effect.gen(function*() {
         const job = yield* findJob(jobs, principal.accountId, body)
         const removal = yield* QueuedJob.remove(jobs, job, "The job was never retrieved: retrieve its audio first")
         return { response: HttpServerResponse.jsonUnsafe({ success: removal === "removed" }), ...QueuedJob.free(`audio job ${job.id} completed`) }
-      })
-  }),
+      })),
   docs: {
     summary: "Complete queued speech",
     description: "Removes a job whose audio was retrieved: retrieving it again is a 404. A job never retrieved is a 400 " +

@@ -99,13 +99,6 @@ interface Upscaling {
   readonly scale: number
 }
 
-/** An edit's image, its fields and the model that draws it. */
-interface Editing<F> {
-  readonly image: Uint8Array
-  readonly fields: F
-  readonly model: Models.ImageModel
-}
-
 /** @category routes */
 export const styles = Route.make(
   "GET",
@@ -171,49 +164,73 @@ const editModel = (models: Models.ModelList["Service"], name: string | undefined
 
 const formatOf = (format: typeof OutputFormat.Type | undefined): ImageRequest.Format => format === "jpg" ? "jpeg" : format ?? "png"
 
+/** What every edit's fields have: the prompt and the format of the answer. */
+interface EditRequest {
+  readonly prompt: string
+  readonly output_format?: typeof OutputFormat.Type
+}
+
+/** An edit's base image and the layers laid over it (none but in a multi-edit), its fields and the model that draws it. */
+interface Editing<F extends EditRequest> {
+  readonly images: readonly [Uint8Array, ...Array<Uint8Array>]
+  readonly fields: F
+  readonly model: Models.ImageModel
+}
+
 /**
- * An edit endpoint, as both edit routes declare it: the image and the `schema`'s fields, priced
- * as one image of the edit's model, answering as `respond` says.
+ * An edit endpoint, as the edit routes declare it: the request `decode` reads, priced as one image
+ * of the edit's model, drawn by the `ImageEditor`, answered as `respond` says; `what` names the
+ * edit in the usage notes.
  */
-const editing = <S extends typeof EditFields | typeof OpenAiEditFields>(declaration: {
+const editing = <F extends EditRequest>({ decode, docs, path, respond, what }: {
   readonly path: `/${string}`
-  readonly schema: S
-  readonly respond: (produced: ImageEditor.Produced, headers: Record<string, string>, fields: S["Type"]) => HttpServerResponse.HttpServerResponse
+  readonly decode: (models: Models.ModelList["Service"]) => Effect.Effect<Editing<F>, Errors.ApiError, Route.RequestServices>
+  readonly respond: (produced: ImageEditor.Produced, headers: Record<string, string>, fields: F) => HttpServerResponse.HttpServerResponse
+  readonly what: (images: number) => string
   readonly docs: Omit<Route.Docs, "security">
 }) =>
   Endpoint.make({
     method: "POST",
-    path: declaration.path,
+    path,
     kind: "image",
     serve: Effect.gen(function*() {
-      const models = yield* Models.ModelList
       const tables = yield* PricingEngine.PricingEngine
       const imageEditor = yield* ImageEditor.ImageEditor
-      const { respond, schema } = declaration
       return {
-        decode: Effect.gen(function*() {
-          const input = yield* ImageInput.read(Object.keys(schema.fields))
-          const fields = (yield* RequestBody.decode(schema, input.fields)) as S["Type"]
-          yield* ImageEditor.inspect(input.image)
-          const model = yield* editModel(models, fields.model)
-          return { image: input.image, fields, model }
-        }),
-        quote: ({ model }: Editing<S["Type"]>) => PricingEngine.image(tables, { model: model.id }),
-        execute: ({ fields, image, model }: Editing<S["Type"]>, quote: PricingEngine.Quote) => {
+        decode: decode(yield* Models.ModelList),
+        quote: ({ model }: Editing<F>) => PricingEngine.image(tables, { model: model.id }),
+        execute: ({ fields, images, model }: Editing<F>, quote: PricingEngine.Quote) => {
           const format = formatOf(fields.output_format)
-          return Effect.map(imageEditor.edit({ model, image, prompt: fields.prompt, format }), (produced) =>
-            Endpoint.flat(quote, respond(produced, Models.headersOf(model), fields), `edit, ${produced.width}x${produced.height} ${format}`))
+          const [image, ...layers] = images
+          return Effect.map(imageEditor.edit({ model, image, layers, prompt: fields.prompt, format }), (produced) =>
+            Endpoint.flat(
+              quote,
+              respond(produced, Models.headersOf(model), fields),
+              `${what(images.length)}, ${produced.width}x${produced.height} ${format}`
+            ))
         }
       }
     }),
-    docs: declaration.docs
+    docs
+  })
+
+/** The request of an edit of one image, with `schema`'s fields. */
+const oneImage = <S extends typeof EditFields | typeof OpenAiEditFields>(schema: S) => (models: Models.ModelList["Service"]) =>
+  Effect.gen(function*() {
+    const input = yield* ImageInput.read(Object.keys(schema.fields))
+    const fields = (yield* RequestBody.decode(schema, input.fields)) as S["Type"]
+    yield* ImageEditor.inspect(input.image)
+    const model = yield* editModel(models, fields.model)
+    const editing: Editing<S["Type"]> = { images: [input.image], fields, model }
+    return editing
   })
 
 /** @category routes */
 export const edit = editing({
   path: "/api/v1/image/edit",
-  schema: EditFields,
+  decode: oneImage(EditFields),
   respond: (produced, headers) => binary(produced, headers),
+  what: () => "edit",
   docs: {
     summary: "Edit an image",
     description: "The image changed as prompt says, by an image model (model, default the one with the default_edit trait), " +
@@ -226,9 +243,10 @@ export const edit = editing({
 })
 
 /** @category routes */
-export const openAiEdit = editing({
+export const openAiEdit = editing<typeof OpenAiEditFields.Type>({
   path: "/api/v1/images/edits",
-  schema: OpenAiEditFields,
+  decode: oneImage(OpenAiEditFields),
+  what: () => "edit",
   respond: (produced, headers, fields) => {
     const base64 = Buffer.from(produced.bytes).toString("base64")
     return HttpServerResponse.jsonUnsafe({
@@ -282,52 +300,28 @@ export const MultiEditFields = Schema.Struct({
   safe_mode: Schema.optionalKey(BooleanField)
 })
 
-/** A multi-edit's base image and layers, its fields and the model that draws it. */
-interface MultiEditing {
-  readonly images: readonly [Uint8Array, ...Array<Uint8Array>]
-  readonly fields: typeof MultiEditFields.Type
-  readonly model: Models.ImageModel
-}
-
 /** @category routes */
-export const multiEdit = Endpoint.make({
-  method: "POST",
+export const multiEdit = editing({
   path: "/api/v1/image/multi-edit",
-  kind: "image",
-  serve: Effect.gen(function*() {
-    const models = yield* Models.ModelList
-    const tables = yield* PricingEngine.PricingEngine
-    const imageEditor = yield* ImageEditor.ImageEditor
-    return {
-      decode: Effect.gen(function*() {
-        const input = yield* ImageInput.readMany(Object.keys(MultiEditFields.fields), MAX_EDIT_IMAGES)
-        const fields = yield* RequestBody.decode(MultiEditFields, input.fields)
-        for (const [i, image] of input.images.entries()) {
-          const { height, width } = yield* ImageEditor.inspect(image, "images")
-          if (width * height < MIN_EDIT_PIXELS) {
-            return yield* Errors.invalidField("images", `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`)
-          }
+  decode: (models) =>
+    Effect.gen(function*() {
+      const input = yield* ImageInput.readMany(Object.keys(MultiEditFields.fields), MAX_EDIT_IMAGES)
+      const fields = yield* RequestBody.decode(MultiEditFields, input.fields)
+      for (const [i, image] of input.images.entries()) {
+        const { height, width } = yield* ImageEditor.inspect(image, "images")
+        if (width * height < MIN_EDIT_PIXELS) {
+          return yield* Errors.invalidField("images", `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`)
         }
-        const model = yield* Effect.mapError(editModel(models, fields.modelId), (error) =>
-          fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`))
-        if (fields.prompt.length > model.promptCharacterLimit) {
-          return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
-        }
-        return { images: input.images as MultiEditing["images"], fields, model } satisfies MultiEditing
-      }),
-      quote: ({ model }: MultiEditing) => PricingEngine.image(tables, { model: model.id }),
-      execute: ({ fields, images, model }: MultiEditing, quote: PricingEngine.Quote) => {
-        const format = formatOf(fields.output_format)
-        const [image, ...layers] = images
-        return Effect.map(imageEditor.edit({ model, image, layers, prompt: fields.prompt, format }), (produced) =>
-          Endpoint.flat(
-            quote,
-            binary(produced, Models.headersOf(model)),
-            `multi-edit of ${images.length} images, ${produced.width}x${produced.height} ${format}`
-          ))
       }
-    }
-  }),
+      const model = yield* Effect.mapError(editModel(models, fields.modelId), (error) =>
+        fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`))
+      if (fields.prompt.length > model.promptCharacterLimit) {
+        return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
+      }
+      return { images: input.images as Editing<typeof fields>["images"], fields, model }
+    }),
+  respond: (produced, headers) => binary(produced, headers),
+  what: (images) => `multi-edit of ${images} images`,
   docs: {
     summary: "Edit an image with layers",
     description: `A base image and up to ${MAX_EDIT_IMAGES - 1} more laid over it (images, in order), changed as prompt ` +

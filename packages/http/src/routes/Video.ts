@@ -194,12 +194,10 @@ export const retrieve = QueuedJob.operation({
   kind: "video_retrieve",
   sku: "video_retrieve",
   request: RetrieveRequest,
-  serve: Effect.gen(function*() {
+  serve: ({ end, store: jobs }) => Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
     const backend = yield* VideoBackend.VideoBackend
-    const jobs = yield* VideoJobs.VideoJobs
-    const end = yield* QueuedJob.settlement
     return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
       Effect.gen(function*(): Effect.fn.Return<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> {
         let job = yield* findJob(jobs, principal.accountId, body)
@@ -278,16 +276,14 @@ export const complete = QueuedJob.operation({
   kind: "video_retrieve",
   sku: "video_complete",
   request: CompleteRequest,
-  serve: Effect.gen(function*() {
-    const jobs = yield* VideoJobs.VideoJobs
-    return (body: typeof CompleteRequest.Type, { principal }: Metered.CallContext) =>
+  serve: ({ store: jobs }) =>
+    Effect.succeed((body: typeof CompleteRequest.Type, { principal }: Metered.CallContext) =>
       Effect.gen(function*() {
         const job = yield* findJob(jobs, principal.accountId, body)
         const removal = yield* QueuedJob.remove(jobs, job, "The job is still running: retrieve it until it completes, fails or expires")
         if (removal === "unknown") return yield* notFound(body.queue_id)
         return { response: HttpServerResponse.jsonUnsafe({ success: true }), ...QueuedJob.free(`video job ${body.queue_id} released`) }
-      })
-  }),
+      })),
   docs: {
     summary: "Complete a video",
     description: "Releases a job that has ended (completed, failed or expired) once its video was retrieved: the job and its " +
