@@ -356,6 +356,26 @@ describe("A video job holds its worst-case price: captured when the job complete
     expect(await running.json()).toMatchObject({ queue_id, status: "queued" })
     expect(balanceOf(running)).toBeCloseTo(before - 0.4, 9)
   })
+
+  it("a malformed Idempotency-Key, or a used one with another body, is a 400 that starts no job and holds nothing", async () => {
+    upstream.videoOutcome = "in_progress"
+    const submitted = () => upstream.received.filter((received) => received.path === "/videos").length
+    const first = await post("/video/queue", { model: "sora-2", prompt: "keyed once", duration: 4 }, { "idempotency-key": "video-keyed" })
+    expect(first.status).toBe(200)
+    const { queue_id } = await first.json() as { queue_id: string }
+    const jobs = submitted()
+    const malformed = await post("/video/queue", { model: "sora-2", prompt: "bad key", duration: 4 }, { "idempotency-key": "no spaces allowed" })
+    expect(malformed.status).toBe(400)
+    expect(await malformed.json()).toEqual({ error: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
+    const reused = await post("/video/queue", { model: "sora-2", prompt: "another body", duration: 4 }, { "idempotency-key": "video-keyed" })
+    expect(reused.status).toBe(400)
+    expect(await reused.json()).toEqual({ error: "Idempotency-Key was already used with a different request body" })
+    expect(submitted()).toBe(jobs)
+    // Only the first job's hold of 4 s at 0.10 USD is on the balance.
+    const running = await post("/video/retrieve", { queue_id })
+    expect(await running.json()).toMatchObject({ queue_id, status: "queued" })
+    expect(balanceOf(running)).toBeCloseTo(balanceOf(first) - 0.4, 9)
+  })
 })
 
 describe("Each kind's 429 arrives at the spec's per-minute limit, with the x-ratelimit headers", () => {
