@@ -22,7 +22,11 @@ import type * as Metered from "./Metered.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as Route from "./Route.ts"
 
-/** @category models */
+/**
+ * The schema of a JSON request body: what it is decoded with and what the OpenAPI document shows.
+ *
+ * @category models
+ */
 export type Request = Schema.Top & Schema.Decoder<unknown>
 
 /**

@@ -134,7 +134,7 @@ export const upscale = Endpoint.make({
         const asked = fields.scale ?? 2
         const scale = Math.min(asked, Math.sqrt(ImageEditor.MAX_PIXELS / (width * height)))
         if (scale < 2) return yield* Errors.invalidField("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
-        return { image: input.image, width, height, asked, scale }
+        return { image: input.image, width, height, asked, scale } satisfies Upscaling
       }),
       quote: ({ asked }: Upscaling) => PricingEngine.operation(tables, asked === 4 ? "image-upscale-4" : "image-upscale-2"),
       execute: ({ height, image, scale, width }: Upscaling, quote: PricingEngine.Quote) =>
