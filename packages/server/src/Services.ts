@@ -333,9 +333,14 @@ export const layer = (config: ServerConfig) =>
     const minimumPerCall = x402.minimumPerCallUsd === undefined ? undefined : yield* Effect.fromResult(Money.parseUsd(x402.minimumPerCallUsd)).pipe(
       Effect.mapError(() => new ConfigError({ message: "TOLLGATE_CONFIG.x402.minimumPerCallUsd: is out of range" }))
     )
+    // `upto` is settled only by the local EVM backend, whose relayer the payer's permit names.
+    const upto = x402.relayerKey !== undefined && evmRpcUrl !== undefined
+      ? { extra: yield* PaymentFacilitator.uptoExtra(Redacted.make(x402.relayerKey), X402.BASE_MAINNET) }
+      : undefined
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
       payTo: x402.payTo,
+      ...(upto === undefined ? {} : { evm: { upto } }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
