@@ -162,6 +162,28 @@ describe.each(["memory", "redis"] as const)("upto on the %s store: the payer sig
     expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
 
+  it("a streamed chat paid with upto: the events arrive, and the charge is settled when the stream ends (no PAYMENT-RESPONSE, the headers were sent)", async () => {
+    const wallet = await permit2Wallet()
+    const body = JSON.stringify({ model: "test-model", max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hi" }] })
+    const response = await wrapFetchWithPayment(fetch, uptoClient(wallet))(`${server.api}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body
+    })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("payment-response")).toBeNull()
+    const events = await response.text()
+    expect(events).toContain("Hello")
+    expect(events).toContain("data: [DONE]")
+    // The settlement is sent as the stream ends, which may be just after its last bytes reach us.
+    const deadline = Date.now() + 10_000
+    while (await paidBy(wallet.address) !== CHAT_CHARGE_UNITS && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    expect(await paidBy(wallet.address)).toBe(CHAT_CHARGE_UNITS)
+    expect(await creditUnits(wallet.address)).toBe(0n)
+  }, 60_000)
+
   it("a chat whose upstream fails: the error is answered, nothing is settled or credited, and the answer says so", async () => {
     const wallet = await permit2Wallet()
     upstream.script = () => ({ pieces: [], status: 500 })
