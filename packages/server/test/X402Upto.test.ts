@@ -119,6 +119,13 @@ describe.each(["memory", "redis"] as const)("upto on the %s store: the payer sig
     const parser = await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: form })
     const parserOffer = decodePaymentRequiredHeader(parser.headers.get("payment-required")!)
     expect(parserOffer.accepts.map((entry) => [entry.scheme, entry.amount])).toEqual([["exact", "10000"], ["exact", "5000000"]])
+
+    const document = (await (await fetch(`${server.api}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { "x-x402"?: Record<string, unknown> }>>
+    }
+    expect(document.paths["/api/v1/chat/completions"]!["post"]!["x-x402"]!["schemes"]).toEqual(["upto", "exact"])
+    expect(document.paths["/api/v1/embeddings"]!["post"]!["x-x402"]!["schemes"]).toEqual(["upto", "exact"])
+    expect(document.paths["/api/v1/augment/text-parser"]!["post"]!["x-x402"]!["schemes"]).toEqual(["exact"])
   })
 
   it("POST /chat/completions with the upto client: 200, exactly the charge leaves the payer, no credit is left, a replay is refused and moves nothing", async () => {

@@ -85,6 +85,7 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
+    x402SettlesActual: true,
     summary: "Text to speech (OpenAI-compatible)",
     description: `Audio of the input text in the model's voice, streamed in response_format (${Models.SpeechFormat.literals.join(", ")}, ` +
       `as the model supports; see GET /models) at speed ${Models.SPEECH_SPEED.minimum} to ${Models.SPEECH_SPEED.maximum}. ` +

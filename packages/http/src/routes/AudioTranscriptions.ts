@@ -160,6 +160,7 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
+    x402SettlesActual: true,
     summary: "Transcribe audio (OpenAI-compatible)",
     description: `The text of an audio file (at most ${MAX_FILE_BYTES / 1024 / 1024} MB), as json, text, srt, vtt or verbose_json. ` +
       "Billed per second of audio, rounded up.",

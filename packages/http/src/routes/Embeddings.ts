@@ -136,6 +136,7 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
+    x402SettlesActual: true,
     summary: "Create embeddings (OpenAI-compatible)",
     description: "Vectors of one or more inputs (a string, an array of strings, an array of token ids or an array of " +
       "those). encoding_format base64 answers each vector as the base64 of its little-endian float32 bytes; " +
