@@ -218,7 +218,8 @@ export const layer: Layer.Layer<
     const serveThenSettle = (
       payment: X402.MatchedPayment,
       serve: PayInput["serve"],
-      refuse: (error: string) => Effect.Effect<never, Errors.ApiError>
+      refuse: (error: string) => Effect.Effect<never, Errors.ApiError>,
+      unclaim: Effect.Effect<void>
     ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
       Effect.gen(function*() {
         const { payer } = yield* facilitator.verify(payment)
@@ -264,7 +265,8 @@ export const layer: Layer.Layer<
         if (response.body._tag === "Stream") {
           const body = response.body
           return HttpServerResponse.stream(
-            Stream.ensuring(body.stream, Effect.ignore(settleCharge)),
+            // The permit stays claimed until its charge is settled, after the stream's last byte.
+            Stream.ensuring(body.stream, Effect.ensuring(Effect.ignore(settleCharge), unclaim)),
             { status: response.status, headers: response.headers, contentType: body.contentType }
           )
         }
@@ -285,7 +287,12 @@ export const layer: Layer.Layer<
         Effect.flatMap(idempotency.claim(UPTO_CLAIM_SCOPE, key, key), (claim) =>
           claim._tag !== "Claimed"
             ? Effect.fail(new Errors.Conflict({ message: "This permit is already paying a call" }))
-            : serveThenSettle(payment, serve, refuse).pipe(Effect.ensuring(Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key))))))
+            : Effect.suspend(() => {
+              const unclaim = Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key))
+              return serveThenSettle(payment, serve, refuse, unclaim).pipe(
+                Effect.onExit((exit) => exit._tag === "Success" && exit.value.body._tag === "Stream" ? Effect.void : unclaim)
+              )
+            })))
 
     const pay = ({ price, request, serve, settlesActual }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
       const path = new URL(request.url, config.publicOrigin).pathname

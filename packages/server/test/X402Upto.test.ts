@@ -152,6 +152,33 @@ describe.each(["memory", "redis"] as const)("upto on the %s store: the payer sig
     expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
 
+  it("a replay sent while the permit's call runs is a 409 and moves nothing: the permit pays one call, once", async () => {
+    const wallet = await permit2Wallet()
+    upstream.script = () => ({ ...normalScript(), delayMs: 400 })
+    let replay: Promise<Response> | undefined
+    const racing: typeof fetch = (input, init) => {
+      const request = new Request(input, init)
+      const payment = request.headers.get("payment-signature")
+      if (payment !== null) {
+        replay = new Promise((resolve) => setTimeout(resolve, 200)).then(() =>
+          fetch(`${server.api}/chat/completions`, { ...chatInit(), headers: { "content-type": "application/json", "payment-signature": payment } })
+        )
+      }
+      return fetch(request)
+    }
+    try {
+      const response = await wrapFetchWithPayment(racing, uptoClient(wallet))(`${server.api}/chat/completions`, chatInit())
+      expect(response.status).toBe(200)
+      const replayed = await replay!
+      expect(replayed.status).toBe(409)
+      expect(await replayed.json()).toEqual({ error: "This permit is already paying a call" })
+    } finally {
+      upstream.script = normalScript
+    }
+    expect(await paidBy(wallet.address)).toBe(CHAT_CHARGE_UNITS)
+    expect(await creditUnits(wallet.address)).toBe(0n)
+  }, 60_000)
+
   it("POST /embeddings with the upto client: the permit covers the tokens counted here, the payer pays the tokens the upstream billed", async () => {
     const wallet = await permit2Wallet()
     const recording = recordingFetch()
