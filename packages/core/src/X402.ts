@@ -481,8 +481,12 @@ const defaultDescription = (config: Config): string => {
     : `Sign in with a wallet holding prepaid credit, or top up USDC credit on ${chains.join(" or ")}`
 }
 
-const endpointDescription = (config: Config, price: Money.Nano | undefined): string => {
+const endpointDescription = (config: Config, price: Money.Nano | undefined, settlesActual = false): string => {
   if (!paymentsEnabled(config)) return defaultDescription(config)
+  if (perCallOffered(config, price) && settlesActual && config.evm?.upto !== undefined) {
+    return `Pay this call: upto ${Money.formatUsd(price)} USD with a Permit2 permit, of which what the call uses is settled, ` +
+      "or exact at that amount, whose unused part stays as credit for SIWX; or sign in with a wallet holding prepaid credit"
+  }
   if (perCallOffered(config, price)) {
     return `Pay this call (at most ${Money.formatUsd(price)} USD; what it does not use stays as credit for SIWX), ` +
       "or sign in with a wallet holding prepaid credit"
@@ -514,7 +518,7 @@ export const discoveryBody = (config: Config, input: {
   error: input.error ?? "Payment required",
   resource: {
     url: resourceUrl(input.resource.url),
-    description: input.resource.description ?? endpointDescription(config, input.price),
+    description: input.resource.description ?? endpointDescription(config, input.price, input.settlesActual === true),
     mimeType: input.resource.mimeType ?? "application/json"
   },
   accepts: input.amount !== undefined
@@ -614,7 +618,7 @@ export const insufficientBalance = (config: Config, input: {
   const required: PaymentRequired = {
     x402Version: VERSION,
     error: "insufficient_balance",
-    resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required), mimeType: "application/json" },
+    resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required, input.settlesActual === true), mimeType: "application/json" },
     accepts: endpointRequirements(config, input.required, input.settlesActual === true),
     extensions: { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }
   }

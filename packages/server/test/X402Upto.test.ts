@@ -9,6 +9,7 @@ import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { UptoEvmScheme } from "@x402/evm/upto/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
+import { maxUint256 } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as X402Chain from "../../http/test/support/X402Chain.ts"
@@ -65,7 +66,7 @@ const startServer = (store: "memory" | "redis") =>
 const permit2Wallet = async () => {
   const wallet = privateKeyToAccount(generatePrivateKey())
   await chain.mint(wallet.address, FUNDS)
-  await chain.sendAs(wallet, { approvePermit2: 2n ** 256n - 1n })
+  await chain.approvePermit2(wallet, maxUint256)
   return wallet
 }
 
@@ -113,6 +114,7 @@ describe.each(["memory", "redis"] as const)("upto on the %s store: the payer sig
     expect(exact).toMatchObject({ scheme: "exact", amount: upto!.amount, payTo })
     expect(topUp).toMatchObject({ scheme: "exact", amount: "5000000" })
     expect(BigInt(upto!.amount)).toBeGreaterThan(CHAT_CHARGE_UNITS)
+    expect(offered.resource.description).toMatch(/^Pay this call: upto .* USD with a Permit2 permit, of which what the call uses is settled/)
 
     const form = new FormData()
     form.append("file", new Blob(["Quarterly figures."], { type: "text/plain" }), "notes.txt")
@@ -248,7 +250,7 @@ describe.each(["memory", "redis"] as const)("upto on the %s store: the payer sig
     const wallet = await permit2Wallet()
     let revoked: Promise<void> | undefined
     upstream.script = () => {
-      revoked ??= chain.sendAs(wallet, { approvePermit2: 0n })
+      revoked ??= chain.approvePermit2(wallet, 0n)
       return { ...normalScript(), delayMs: 500 }
     }
     try {

@@ -20,6 +20,7 @@ import {
   createTestClient,
   encodeAbiParameters,
   encodeFunctionData,
+  erc20Abi,
   getContractAddress,
   createWalletClient,
   defineChain,
@@ -60,9 +61,7 @@ const compile = (): {
 export const usdcAbi = [
   { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [] },
   { type: "function", name: "setBlocked", stateMutability: "nonpayable", inputs: [{ name: "account", type: "address" }, { name: "value", type: "bool" }], outputs: [] },
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] },
-  { type: "function", name: "approve", stateMutability: "nonpayable", inputs: [{ name: "spender", type: "address" }, { name: "value", type: "uint256" }], outputs: [{ type: "bool" }] },
-  { type: "function", name: "transfer", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [{ type: "bool" }] }
+  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] }
 ] as const
 
 /** Where Multicall3 lives on Base and most chains. */
@@ -98,15 +97,13 @@ export const start = async () => {
     setBlocked: (account: Address, blocked: boolean) => send("setBlocked", [account, blocked]),
     balanceOf: (account: Address) => client.readContract({ address: usdc, abi: usdcAbi, functionName: "balanceOf", args: [account] }),
     /**
-     * `account` sends a USDC transaction of its own (given ETH for its gas): approving Permit2 for
-     * `units` (once per wallet, before its first `upto` payment; 0 revokes), or a transfer.
+     * `account` approves Permit2 for `units` of its USDC (given ETH for the gas), as a wallet does
+     * once before its first `upto` payment; 0 revokes.
      */
-    sendAs: async (account: LocalAccount, call: { readonly approvePermit2: bigint } | { readonly transfer: readonly [Address, bigint] }) => {
+    approvePermit2: async (account: LocalAccount, units: bigint) => {
       await client.setBalance({ address: account.address, value: 10n ** 18n })
       const wallet = createWalletClient({ chain, transport: http(anvil.url), account, pollingInterval: 50 })
-      const hash = "approvePermit2" in call
-        ? await wallet.writeContract({ address: usdc, abi: usdcAbi, functionName: "approve", args: [PERMIT2_ADDRESS, call.approvePermit2] })
-        : await wallet.writeContract({ address: usdc, abi: usdcAbi, functionName: "transfer", args: call.transfer })
+      const hash = await wallet.writeContract({ address: usdc, abi: erc20Abi, functionName: "approve", args: [PERMIT2_ADDRESS, units] })
       await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
     },
     deployWallet: async (owner: Address): Promise<Address> => {
