@@ -218,6 +218,11 @@ end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
 
+-- Whether a hold is funded outside the balance (CreditLedger.FUNDED_HOLD_PREFIX, an x402 upto permit).
+local function isFunded(ref)
+  return string.sub(ref, 1, ${CreditLedger.FUNDED_HOLD_PREFIX.length}) == '${CreditLedger.FUNDED_HOLD_PREFIX}'
+end
+
 -- Whether a hold of amount can be placed under ref: nil and the plan (from allowance, from USD,
 -- the balance before) when it can; otherwise the answer, a refusal or the hold already placed
 -- under ref. Nothing is written, so a refusal met after it (a rate limit) leaves no trace.
@@ -229,8 +234,8 @@ local function holdCheck(ref, amount)
   end
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
   local b = balance()
-  -- A hold funded outside the balance (CreditLedger.FUNDED_HOLD_PREFIX) takes nothing from it.
-  if string.sub(ref, 1, 7) == 'permit:' then return nil, { fa = 0, fu = 0, before = b } end
+  -- A hold funded outside the balance takes nothing from it.
+  if isFunded(ref) then return nil, { fa = 0, fu = 0, before = b } end
   local total = tonumber(amount)
   local fa = math.min(total, tonumber(b[5]))
   local fu = total - fa
@@ -265,7 +270,7 @@ local function ledgerCapture(ref, amount, details)
   if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
   if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
-  local funded = string.sub(ref, 1, 7) == 'permit:'
+  local funded = isFunded(ref)
   local fa, fu = 0, 0
   if not funded then
     fa = math.min(amount, tonumber(rec.fa))
