@@ -265,3 +265,22 @@ describe.each(["memory", "redis"] as const)("upto on the %s store: the payer sig
     expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
 })
+
+describe("x402.upto: false turns upto off: an operator who will not settle after the call offers exact only", () => {
+  it("the chat's 402 offers exact at the worst case, then the top-up", async () => {
+    const server = await ShippedServer.start({
+      config: {
+        models: [{ id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+        prices: { chat: { "test-model": PRICES } },
+        x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url, upto: false }
+      }
+    })
+    try {
+      const chat = await fetch(`${server.api}/chat/completions`, chatInit())
+      const offered = decodePaymentRequiredHeader(chat.headers.get("payment-required")!)
+      expect(offered.accepts.map((entry) => entry.scheme)).toEqual(["exact", "exact"])
+    } finally {
+      await server.stop()
+    }
+  }, 60_000)
+})
