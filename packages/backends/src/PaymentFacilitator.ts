@@ -4,7 +4,8 @@
  * credits at most once however often it is submitted.
  *
  * Three backends, combined by network in `layer`:
- * - local EVM: the official `@x402/evm` facilitator scheme (`ExactEvmScheme`) inside an
+ * - local EVM: the official `@x402/evm` facilitator schemes (`ExactEvmScheme`, and `UptoEvmScheme`
+ *   for the `upto` payments of calls priced by their outcome, see `settleActual`) inside an
  *   `@x402/core` `x402Facilitator`, one scheme per configured chain, sending from the relayer key.
  *   It checks the EIP-3009 authorization (recipient, amount, time window, the signature of a key,
  *   an EIP-1271 contract wallet, or an EIP-6492 counterfactual wallet of an allowed factory) and
@@ -95,6 +96,12 @@ export class PaymentFacilitator extends Context.Service<PaymentFacilitator, {
   readonly verify: (payment: X402.MatchedPayment) => Effect.Effect<Verified, FacilitatorError>
   /** Verifies again, moves the funds, and succeeds only once they have moved. */
   readonly settle: (payment: X402.MatchedPayment) => Effect.Effect<Settled, FacilitatorError>
+  /**
+   * Settles `amount` (at most the permitted maximum) of an `upto` payment, once the call's actual
+   * charge is known; `Settled.amount` is that amount, rounded up to a USDC base unit. Nothing
+   * moves for 0 (an empty `transaction`).
+   */
+  readonly settleActual: (payment: X402.MatchedPayment, amount: Money.Nano) => Effect.Effect<Settled, FacilitatorError>
   readonly supported: Effect.Effect<Supported, Errors.ServiceUnavailable>
 }>()("@tollgate/backends/PaymentFacilitator") {}
 
@@ -152,6 +159,33 @@ export const evmReference = (network: string, asset: string, from: string, nonce
 const toSdk = (payment: X402.MatchedPayment) =>
   [payment.payload as unknown as SdkPaymentPayload, payment.requirements as unknown as SdkPaymentRequirements] as const
 
+/**
+ * The `upto` EVM payload: a Permit2 `PermitWitnessTransferFrom` for the x402 upto proxy, whose
+ * witness names the recipient and the facilitator allowed to settle it, and its signature.
+ *
+ * @category schemas
+ */
+export const UptoEvmPayload = Schema.Struct({
+  signature: Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]*$/u)),
+  permit2Authorization: Schema.Struct({
+    from: AddressString,
+    permitted: Schema.Struct({ token: AddressString, amount: Uint }),
+    spender: AddressString,
+    nonce: Uint,
+    deadline: Uint,
+    witness: Schema.Struct({ to: AddressString, facilitator: AddressString, validAfter: Uint })
+  })
+})
+
+/**
+ * The reference of an `upto` permit: one per `(chain, token, from, Permit2 nonce)`, which Permit2
+ * lets be used once.
+ *
+ * @category constructors
+ */
+export const uptoReference = (network: string, asset: string, from: string, nonce: string): string =>
+  `x402-upto:${network}:${asset.toLowerCase()}:${from.toLowerCase()}:${nonce}`
+
 /** @category constructors */
 export const solanaReference = (network: string, signature: string): string => `x402:${network}:${signature}`
 
@@ -192,6 +226,26 @@ export interface LocalEvmOptions {
 
 /** @category models */
 export type Backend = PaymentFacilitator["Service"]
+
+/**
+ * The `extra` of the `upto` entries this server's 402s offer when the local EVM backend settles
+ * them (`X402.EvmOption.upto`): what `@x402/evm/upto/server` adds for a facilitator whose address is
+ * the relayer's (the Permit2 transfer method, and the facilitator the payer's permit must name,
+ * since only it may settle the permit).
+ *
+ * @category constructors
+ */
+export const uptoExtra = (relayerKey: Redacted.Redacted<Hex>, network: string): Effect.Effect<Readonly<Record<string, unknown>>> =>
+  Effect.promise(async () => {
+    const { UptoEvmScheme } = await import("@x402/evm/upto/server")
+    const facilitatorAddress = privateKeyToAccount(Redacted.value(relayerKey)).address
+    const enhanced = await new UptoEvmScheme().enhancePaymentRequirements(
+      { scheme: "upto", network: network as `${string}:${string}`, asset: "", amount: "0", payTo: "", maxTimeoutSeconds: 0, extra: {} },
+      { x402Version: 2, scheme: "upto", network: network as `${string}:${string}`, extra: { facilitatorAddress } },
+      []
+    )
+    return enhanced.extra ?? {}
+  })
 
 /**
  * A pending settlements store as a backend uses it: the SDK scheme gets `store`, which remembers
@@ -251,9 +305,15 @@ const isUnreachable = (error: unknown) =>
 export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(function*(options: LocalEvmOptions) {
   // Loaded only when EVM payments are settled here, as the Solana stack is (about 30 ms of start
   // on top of viem, measured on the reference machine).
-  const [{ InMemoryPendingSettlementStore, x402Facilitator }, { toFacilitatorEvmSigner }, { ExactEvmScheme }] = yield* Effect.promise(() =>
-    Promise.all([import("@x402/core/facilitator"), import("@x402/evm"), import("@x402/evm/exact/facilitator")])
-  )
+  const [{ InMemoryPendingSettlementStore, x402Facilitator }, { toFacilitatorEvmSigner }, { ExactEvmScheme }, { UptoEvmScheme }] = yield* Effect
+    .promise(() =>
+      Promise.all([
+        import("@x402/core/facilitator"),
+        import("@x402/evm"),
+        import("@x402/evm/exact/facilitator"),
+        import("@x402/evm/upto/facilitator")
+      ])
+    )
   const account = privateKeyToAccount(Redacted.value(options.relayerKey), { nonceManager })
   const pollingInterval = options.pollingIntervalMs ?? 1_000
   const confirmationTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.receiptTimeout ?? "2 minutes"))
@@ -310,6 +370,9 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
         pendingSettlementStore: pending.store
       })
     )
+    // `upto`: the payer's Permit2 permit names this relayer as the one facilitator allowed to
+    // settle it; settling simulates the proxy's transfer again before sending.
+    facilitator.register(network as `${string}:${string}`, new UptoEvmScheme(signer, { pendingSettlementStore: pending.store }))
   }
   const networks = new Set(facilitator.getSupported().kinds.map((kind) => kind.network))
 
@@ -341,8 +404,34 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
 
   const alreadySettling = reject(NONCE_ALREADY_USED, "This authorization is already being settled")
 
+  const permitOf = (payment: X402.MatchedPayment) =>
+    Effect.gen(function*() {
+      const { requirements } = payment
+      if (!networks.has(requirements.network)) {
+        return yield* reject("unsupported_network", `Network ${requirements.network} is not settled here`)
+      }
+      const { permit2Authorization } = yield* Schema.decodeUnknownEffect(UptoEvmPayload)(payment.payload.payload).pipe(
+        Effect.mapError(() => reject("invalid_upto_evm_payload", "The payload is not a Permit2 upto permit"))
+      )
+      return {
+        payer: getAddress(permit2Authorization.from),
+        reference: uptoReference(requirements.network, requirements.asset, permit2Authorization.from, permit2Authorization.nonce)
+      }
+    })
+
+  const verifyUpto = (payment: X402.MatchedPayment) =>
+    Effect.gen(function*() {
+      const { payer } = yield* permitOf(payment)
+      const unreachableBefore = unreachable
+      const answer = yield* call("verify", () => facilitator.verify(...toSdk(payment)))
+      if (answer.isValid) return { payer }
+      if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while checking the payment")
+      return yield* reject(answer.invalidReason ?? "invalid_payment", answer.invalidMessage ?? `The permit was refused (${answer.invalidReason})`)
+    })
+
   return PaymentFacilitator.of({
     verify: Effect.fn("PaymentFacilitator.evm.verify")(function*(payment: X402.MatchedPayment) {
+      if (payment.requirements.scheme === "upto") return yield* verifyUpto(payment)
       const { payer, signature, reference } = yield* authorizationOf(payment)
       if (inFlight.has(reference)) return yield* alreadySettling
       const unreachableBefore = unreachable
@@ -378,6 +467,21 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       }
       if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while settling the payment")
       return yield* refusal(answer.errorReason, answer.errorMessage)
+    }),
+    settleActual: Effect.fn("PaymentFacilitator.evm.settleActual")(function*(payment: X402.MatchedPayment, charge: Money.Nano) {
+      const { payer, reference } = yield* permitOf(payment)
+      const units = Money.toUsdcUnits(charge)
+      const amount = yield* amountOf({ ...payment.requirements, amount: units })
+      if (inFlight.has(reference)) return yield* reject("permit2_nonce_already_used", "This permit is already being settled")
+      inFlight.add(reference)
+      const [payload, requirements] = toSdk(payment)
+      const answer = yield* call("settle", () => facilitator.settle(payload, { ...requirements, amount: units })).pipe(
+        Effect.ensuring(Effect.sync(() => inFlight.delete(reference)))
+      )
+      const network = payment.requirements.network
+      if (answer.success) return { payer, transaction: answer.transaction, network, reference, amount }
+      if (answer.errorReason === "settlement_pending") return yield* stillPending()
+      return yield* reject(answer.errorReason ?? "settlement_failed", answer.errorMessage ?? "The permit could not be settled")
     }),
     supported: Effect.sync(() => facilitator.getSupported() as Supported)
   })
@@ -489,9 +593,26 @@ export const makeHttp = (options: HttpOptions): Backend => {
     return { payer, transaction: answer.transaction, network, reference, amount }
   })
 
+  const settleActual = Effect.fn("PaymentFacilitator.http.settleActual")(function*(payment: X402.MatchedPayment, charge: Money.Nano) {
+    const permit = yield* Schema.decodeUnknownEffect(UptoEvmPayload)(payment.payload.payload).pipe(
+      Effect.mapError(() => reject("invalid_upto_evm_payload", "The payload is not a Permit2 upto permit"))
+    )
+    const units = Money.toUsdcUnits(charge)
+    const amount = yield* amountOf({ ...payment.requirements, amount: units })
+    const body = { ...requestBody(payment), paymentRequirements: { ...payment.requirements, amount: units } }
+    const answer = yield* call("/settle", SettleResponse, body, hasField("success"))
+    if (!answer.success || (answer.transaction === "" && amount > 0)) {
+      return yield* reject(answer.errorReason ?? "settlement_failed", answer.errorMessage ?? "The facilitator could not settle the permit")
+    }
+    const { network, asset } = payment.requirements
+    const { from, nonce } = permit.permit2Authorization
+    return { payer: getAddress(from), transaction: answer.transaction, network, reference: uptoReference(network, asset, from, nonce), amount }
+  })
+
   return PaymentFacilitator.of({
     verify,
     settle,
+    settleActual,
     supported: call("/supported", SupportedResponse, undefined, (status) => status >= 200 && status < 300)
   })
 }
@@ -575,6 +696,7 @@ export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(functio
       const network = payment.requirements.network
       return { payer: answer.payer, transaction: answer.transaction, network, reference: solanaReference(network, answer.transaction), amount }
     }),
+    settleActual: () => Effect.fail(reject("unsupported_scheme", "Solana payments are settled exactly")),
     supported: Effect.sync(() => facilitator.getSupported() as Supported)
   })
 })
@@ -600,6 +722,7 @@ export const combine = (locals: ReadonlyArray<Backend | undefined>, remote: Back
   return PaymentFacilitator.of({
     verify: (payment) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.verify(payment)),
     settle: (payment) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.settle(payment)),
+    settleActual: (payment, amount) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.settleActual(payment, amount)),
     supported: Effect.map(Effect.forEach(all, (backend) => backend.supported), (each) => ({ kinds: each.flatMap((s) => s.kinds) }))
   })
 }

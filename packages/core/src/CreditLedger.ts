@@ -200,6 +200,25 @@ export const BALANCE_CEILING_MESSAGE = `The balance would exceed the maximum of 
 export const DEFAULT_HOLD_TTL_MS = 10 * 60_000
 
 /**
+ * The reference prefix of a hold funded outside the balance: an x402 `upto` permit, which pays the
+ * call's actual charge on chain once it is known. Such a hold takes nothing from the balance or the
+ * allowance (it is placed whatever they hold, so the wallet's other calls cannot spend the permit's
+ * money, nor the permit the wallet's credit), and its capture records the usage at the captured
+ * amount while the balance stays as it was. A prefix rather than a flag so both stores, and the
+ * admission's single store step, read it from the reference they already have.
+ *
+ * @category constants
+ */
+export const FUNDED_HOLD_PREFIX = "permit:"
+
+/**
+ * Whether a hold reference names a hold funded outside the balance (`FUNDED_HOLD_PREFIX`).
+ *
+ * @category predicates
+ */
+export const isFundedHold = (reference: string): boolean => reference.startsWith(FUNDED_HOLD_PREFIX)
+
+/**
  * How long a closed hold (captured or released) is remembered. Within it a repeated capture
  * returns the same settlement and a release changes nothing; after it the hold's record is dropped
  * and its reference is unknown again, while its journal and usage entries stay. Every paid call
@@ -636,8 +655,9 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
       return fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
     }
     const before = balanceOf(account, now)
-    const fromAllowance = Math.min(input.amount, before.availableAllowance)
-    const fromUsd = input.amount - fromAllowance
+    const funded = isFundedHold(input.reference)
+    const fromAllowance = funded ? 0 : Math.min(input.amount, before.availableAllowance)
+    const fromUsd = funded ? 0 : input.amount - fromAllowance
     if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
     if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd), priceVersion: input.priceVersion, expiresAt: now, before }
     accounts.set(input.accountId, account)
@@ -682,14 +702,21 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
     if (input.amount > held.hold.amount) {
       return fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
     }
-    const fromAllowance = Math.min(input.amount, held.hold.fromAllowance)
-    const fromUsd = input.amount - fromAllowance
+    const funded = isFundedHold(input.reference)
+    const fromAllowance = funded ? 0 : Math.min(input.amount, held.hold.fromAllowance)
+    const fromUsd = funded ? 0 : input.amount - fromAllowance
     held.state = "captured"
     held.settlement = { fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd) }
     const entries = closeHold(account, now, held, fromAllowance, fromUsd)
     const charged = entries.filter((entry) => entry.delta < 0)
     for (const entry of charged.length > 0 ? charged : entries.slice(-1)) {
-      account.usage.push({ ...input.usage, id: entry.id, timestamp: entry.timestamp, amount: Money.unsafeNano(-entry.delta), currency: entry.currency })
+      account.usage.push({
+        ...input.usage,
+        id: entry.id,
+        timestamp: entry.timestamp,
+        amount: funded ? input.amount : Money.unsafeNano(-entry.delta),
+        currency: entry.currency
+      })
     }
     trim(account.usage, now, retentionMs, maxEntries)
     return { ...held.settlement, balance: balanceOf(account, now) }

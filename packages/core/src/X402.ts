@@ -62,6 +62,12 @@ export interface EvmOption {
   readonly asset: string
   readonly payTo: string
   readonly eip712: { readonly name: string; readonly version: string }
+  /**
+   * Present when a facilitator here settles the `upto` scheme (a Permit2 permit for at most the
+   * quote, settled at the actual charge): the `extra` its entries carry, the Permit2 transfer
+   * method and the facilitator address the payer's permit names (`@x402/evm/upto/server`).
+   */
+  readonly upto?: { readonly extra: Readonly<Record<string, unknown>> } | undefined
 }
 
 /**
@@ -234,6 +240,8 @@ export interface SettleResponse {
   readonly transaction: string
   readonly network: string
   readonly payer?: string
+  /** `upto`: the base units settled, the call's actual charge. */
+  readonly amount?: string
   readonly errorReason?: string
   readonly errorMessage?: string
 }
@@ -373,12 +381,42 @@ export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<
  *
  * @category constructors
  */
-export const endpointRequirements = (config: Config, price: Money.Nano | undefined): ReadonlyArray<PaymentRequirements> => {
+export const endpointRequirements = (
+  config: Config,
+  price: Money.Nano | undefined,
+  settlesActual = false
+): ReadonlyArray<PaymentRequirements> => {
   const topUp = requirements(config, config.minimumTopUp)
   if (!perCallOffered(config, price)) return topUp
   const perCall = requirements(config, price)
-  return [...perCall, ...topUp.filter((entry) => !perCall.some((own) => own.network === entry.network && own.amount === entry.amount))]
+  const upto = settlesActual ? uptoRequirements(config, price) : []
+  return [
+    ...upto,
+    ...perCall,
+    ...topUp.filter((entry) => !perCall.some((own) => own.network === entry.network && own.amount === entry.amount))
+  ]
 }
+
+/**
+ * The `upto` entry of a call whose charge is known only from its outcome: a Permit2 permit for at
+ * most `price`, of which the facilitator settles the actual charge after the call. Base only, and
+ * only when a facilitator here settles `upto` (`EvmOption.upto`). It comes before `exact` in a 402:
+ * a client that can sign either pays what the call used, and a client that knows only `exact`
+ * (the official client drops schemes it has not registered) pays the worst case, keeping the rest
+ * as credit.
+ *
+ * @category constructors
+ */
+export const uptoRequirements = (config: Config, price: Money.Nano): ReadonlyArray<PaymentRequirements> =>
+  config.evm?.upto === undefined ? [] : [{
+    scheme: "upto",
+    network: config.evm.network,
+    asset: config.evm.asset,
+    amount: Money.toUsdcUnits(price),
+    payTo: config.evm.payTo,
+    maxTimeoutSeconds: config.maxTimeoutSeconds,
+    extra: { name: config.evm.eip712.name, version: config.evm.eip712.version, ...config.evm.upto.extra }
+  }]
 
 /**
  * Whether a call of `price` may be paid on its own (it is at least `minimumPerCall`).
@@ -443,8 +481,12 @@ const defaultDescription = (config: Config): string => {
     : `Sign in with a wallet holding prepaid credit, or top up USDC credit on ${chains.join(" or ")}`
 }
 
-const endpointDescription = (config: Config, price: Money.Nano | undefined): string => {
+const endpointDescription = (config: Config, price: Money.Nano | undefined, settlesActual = false): string => {
   if (!paymentsEnabled(config)) return defaultDescription(config)
+  if (perCallOffered(config, price) && settlesActual && config.evm?.upto !== undefined) {
+    return `Pay this call: upto ${Money.formatUsd(price)} USD with a Permit2 permit, of which what the call uses is settled, ` +
+      "or exact at that amount, whose unused part stays as credit for SIWX; or sign in with a wallet holding prepaid credit"
+  }
   if (perCallOffered(config, price)) {
     return `Pay this call (at most ${Money.formatUsd(price)} USD; what it does not use stays as credit for SIWX), ` +
       "or sign in with a wallet holding prepaid credit"
@@ -468,16 +510,20 @@ export const discoveryBody = (config: Config, input: {
   readonly amount?: Money.Nano
   /** The call's worst-case price, on a metered endpoint: see `endpointRequirements`. */
   readonly price?: Money.Nano
+  /** The call's charge is known from its outcome: its 402 offers `upto` too. */
+  readonly settlesActual?: boolean
   readonly error?: string
 }): DiscoveryBody => ({
   x402Version: VERSION,
   error: input.error ?? "Payment required",
   resource: {
     url: resourceUrl(input.resource.url),
-    description: input.resource.description ?? endpointDescription(config, input.price),
+    description: input.resource.description ?? endpointDescription(config, input.price, input.settlesActual === true),
     mimeType: input.resource.mimeType ?? "application/json"
   },
-  accepts: input.amount !== undefined ? requirements(config, input.amount) : endpointRequirements(config, input.price),
+  accepts: input.amount !== undefined
+    ? requirements(config, input.amount)
+    : endpointRequirements(config, input.price, input.settlesActual === true),
   extensions: input.price === undefined
     ? { "sign-in-with-x": input.challenge }
     : { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration },
@@ -527,6 +573,8 @@ export const insufficientBalance = (config: Config, input: {
   readonly required: Money.Nano
   readonly challenge: SiwxChallenge
   readonly resource?: { readonly url: string }
+  /** As `discoveryBody`'s. */
+  readonly settlesActual?: boolean
 }): Errors.PaymentRequired => {
   const shortfall = Math.max(0, input.required - input.balance)
   const suggested = Math.max(
@@ -570,8 +618,8 @@ export const insufficientBalance = (config: Config, input: {
   const required: PaymentRequired = {
     x402Version: VERSION,
     error: "insufficient_balance",
-    resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required), mimeType: "application/json" },
-    accepts: endpointRequirements(config, input.required),
+    resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required, input.settlesActual === true), mimeType: "application/json" },
+    accepts: endpointRequirements(config, input.required, input.settlesActual === true),
     extensions: { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }
   }
   return new Errors.PaymentRequired({

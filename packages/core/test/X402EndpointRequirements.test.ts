@@ -76,3 +76,25 @@ describe("The discovery 402 of a metered endpoint declares payment-identifier; t
     expect(topUp.extensions[X402.PAYMENT_IDENTIFIER]).toBeUndefined()
   })
 })
+
+describe("A call priced by its outcome is offered upto first (Base, Permit2) when a facilitator here settles it; exact entries follow", () => {
+  const extra = { assetTransferMethod: "permit2", facilitatorAddress: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC" }
+  const withUpto = X402.makeConfig({
+    publicOrigin: "https://api.example.com",
+    payTo: { evm: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" },
+    evm: { upto: { extra } }
+  })
+
+  it("0.5 USD settling the actual charge: upto 500000 with the token's domain and the facilitator, then exact 500000, then the 5 USD top-up", () => {
+    const entries = X402.endpointRequirements(withUpto, usd("0.5"), true)
+    expect(entries.map((entry) => [entry.scheme, entry.amount])).toEqual([["upto", "500000"], ["exact", "500000"], ["exact", "5000000"]])
+    expect(entries[0]).toMatchObject({ network: X402.BASE_MAINNET, asset: X402.BASE_USDC, extra: { name: "USD Coin", version: "2", ...extra } })
+  })
+
+  it("no upto for a price known before the call, below the floor, or without a facilitator that settles upto", () => {
+    const schemes = (entries: ReadonlyArray<X402.PaymentRequirements>) => entries.map((entry) => entry.scheme)
+    expect(schemes(X402.endpointRequirements(withUpto, usd("0.5")))).toEqual(["exact", "exact"])
+    expect(schemes(X402.endpointRequirements(withUpto, usd("0.0000125"), true))).toEqual(["exact"])
+    expect(schemes(X402.endpointRequirements(config, usd("0.5"), true))).not.toContain("upto")
+  })
+})

@@ -312,6 +312,7 @@ export const preparer = Effect.gen(function*() {
           modelTier: model.tier,
           reserveTokens: promptReserve + completionReserve,
           quote,
+          settlesActual: true,
           execute: () =>
             Effect.flatMap(
               mode === "none" ? Effect.succeed(nothingFound) : runSearch(provider, search, query, options.enable_web_citations),

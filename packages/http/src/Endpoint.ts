@@ -32,6 +32,7 @@ export interface Shape {
   readonly reserveTokens?: number | undefined
   readonly reserveCredits?: number | undefined
   readonly holdTtlMs?: number | undefined
+  readonly settlesActual?: boolean | undefined
 }
 
 /**

@@ -55,9 +55,12 @@ const bodyTypeOf = (contentType: string): "json" | "form-data" | "text" =>
 const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs, requestSchema: unknown) => {
   const price = docs.x402Price?.(x402.tables)
   const perCall = X402.perCallOffered(x402.config, price)
+  const upto = docs.x402SettlesActual === true && x402.config.evm?.upto !== undefined
   return {
     x402Version: X402.VERSION,
     scheme: "exact",
+    // `upto` (Base, Permit2): a permit for the quoted worst case, of which the actual charge is settled.
+    schemes: upto ? ["upto", "exact"] : ["exact"],
     minimumPerCallUsd: Money.formatUsd(x402.config.minimumPerCall),
     ...(price === undefined
       ? { price: "quoted per request: its worst case is paid, and what the call does not use stays as the wallet's credit" }

@@ -17,13 +17,28 @@
  * payment that names itself with the `payment-identifier` extension is answered once: a retry
  * with the same id gets the kept answer.
  *
+ * A call whose charge is known only from its outcome (chat, embeddings, speech, transcription:
+ * `MeteredCall.settlesActual`) may instead be paid with `upto`, a Permit2 permit for at most the
+ * quote. That permit is verified (signature, deadline, the payer's balance and Permit2 allowance,
+ * simulated) before the call, the call runs on a hold the permit funds (`CreditLedger`'s
+ * `FUNDED_HOLD_PREFIX`: it takes nothing from the wallet's credit, and the wallet's other calls
+ * cannot spend it), and the actual charge it captured is settled on chain after it, rounded up to a
+ * USDC base unit; the fraction of a unit rounded up is credited to the wallet. A call that fails
+ * captures nothing and settles nothing, so the payer pays nothing and the permit is left unused.
+ * A permit is claimed by its `(payer, Permit2 nonce)` while its call runs, so a replay sent
+ * meanwhile is a 409, and once settled Permit2 refuses its nonce, so a later replay is a 402.
+ * A streamed answer is settled when its stream ends: its headers are gone by then, so it carries
+ * no `PAYMENT-RESPONSE`. If the settlement fails after the call was served (the payer revoked
+ * Permit2's allowance or moved the balance meanwhile), the call's answer is withheld for a 402
+ * naming the reason, and its usage stays recorded: that is the operator's loss (docs/wallets.md).
+ *
  * @since 0.1.0
  */
 import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
-import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
-import { Context, Effect, Layer, Option } from "effect"
+import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/PaymentFacilitator"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "./ErrorResponse.ts"
@@ -49,14 +64,45 @@ export const headers = {
   credit: "x-payment-credit"
 } as const
 
+/**
+ * An `upto` permit paying a call: the call holds under a reference the permit funds
+ * (`CreditLedger.FUNDED_HOLD_PREFIX`) and records here what it captured.
+ *
+ * @category models
+ */
+export interface Funding {
+  charged: Money.Nano | undefined
+}
+
 /** @category models */
 export interface PayInput {
   readonly request: HttpServerRequest.HttpServerRequest
   /** The call's worst-case price: the amount of its per-call entries. */
   readonly price: Money.Nano
-  /** Runs the call as the paying wallet, signed in. */
-  readonly serve: (principal: Principal.WalletPrincipal) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
+  /** The charge is known from the outcome (`MeteredCall.settlesActual`): `upto` is accepted too. */
+  readonly settlesActual?: boolean | undefined
+  /** Runs the call as the paying wallet, signed in; with `funding`, on a hold the permit funds. */
+  readonly serve: (
+    principal: Principal.WalletPrincipal,
+    funding?: Funding
+  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
 }
+
+/** The permit's own reference, `(network, token, payer, Permit2 nonce)`. */
+const uptoKey = (payment: X402.MatchedPayment) =>
+  Schema.decodeUnknownEffect(UptoEvmPayload)(payment.payload.payload).pipe(
+    Effect.map(({ permit2Authorization: { from, nonce } }) =>
+      uptoReference(payment.requirements.network, payment.requirements.asset, from, nonce)
+    ),
+    Effect.mapError(() => new X402.PaymentRejected({ reason: "invalid_upto_evm_payload", message: "The payload is not a Permit2 upto permit" }))
+  )
+
+/**
+ * The scope under which an `upto` permit is claimed while its call runs.
+ *
+ * @category constants
+ */
+export const UPTO_CLAIM_SCOPE = "x402-upto"
 
 /** @category services */
 export class PerCallPayment extends Context.Service<PerCallPayment, {
@@ -165,14 +211,98 @@ export const layer: Layer.Layer<
       })
     }
 
-    const pay = ({ price, request, serve }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+    /**
+     * An `upto` permit: verified, the call served on the hold it funds, then what the call captured
+     * settled on chain. The permit is claimed for the call's run (see the module doc).
+     */
+    const serveThenSettle = (
+      payment: X402.MatchedPayment,
+      serve: PayInput["serve"],
+      refuse: (error: string) => Effect.Effect<never, Errors.ApiError>,
+      unclaim: Effect.Effect<void>
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
+      Effect.gen(function*() {
+        const { payer } = yield* facilitator.verify(payment)
+        const family = X402.familyOf(payment.requirements.network)
+        const accountId = Principal.walletAccountId(family, payer)
+        const principal = new Principal.WalletPrincipal({ accountId, address: payer, family, chainId: payment.requirements.network })
+        const funding: Funding = { charged: undefined }
+        // Settles what the call captured; the fraction of a base unit rounded up is credited.
+        const settleCharge = Effect.suspend(() => {
+          const charged = funding.charged
+          if (charged === undefined) return Effect.succeed(Option.none<Record<string, string>>())
+          return facilitator.settleActual(payment, charged).pipe(
+            Effect.tap((settled) =>
+              settled.amount > charged
+                ? ledger.topUp({ accountId, amount: Money.subtract(settled.amount, charged), reference: settled.reference }).pipe(
+                  Effect.catch((error) => Effect.logError("x402 upto rounding not credited", settled.reference, error.message))
+                )
+                : Effect.void
+            ),
+            Effect.map((settled) =>
+              Option.some({
+                [X402.headers.paymentResponse]: X402.encodePaymentResponse({
+                  success: true,
+                  transaction: settled.transaction,
+                  network: settled.network,
+                  payer: settled.payer,
+                  amount: Money.toUsdcUnits(settled.amount)
+                })
+              })
+            ),
+            Effect.tapError((error) => Effect.logError("x402 upto call served but its charge not settled", payer, charged, error.message))
+          )
+        })
+        const response = yield* serve(principal, funding).pipe(
+          Effect.catch((error) =>
+            Effect.map(
+              Effect.orElseSucceed(settleCharge, () => Option.none()),
+              (paid) =>
+                HttpServerResponse.setHeaders(ErrorResponse.render(error), Option.getOrElse(paid, () => ({ [headers.credit]: "unsettled" })))
+            )
+          )
+        )
+        if (response.body._tag === "Stream") {
+          const body = response.body
+          return HttpServerResponse.stream(
+            // The permit stays claimed until its charge is settled, after the stream's last byte.
+            Stream.ensuring(body.stream, Effect.ensuring(Effect.ignore(settleCharge), unclaim)),
+            { status: response.status, headers: response.headers, contentType: body.contentType }
+          )
+        }
+        if (funding.charged === undefined) return response
+        return yield* settleCharge.pipe(
+          Effect.map((paid) => HttpServerResponse.setHeaders(response, Option.getOrElse(paid, () => ({})))),
+          Effect.catchTag("PaymentRejected", (rejected) => refuse(rejected.reason))
+        )
+      })
+
+    /** Claims an `upto` permit for its call's run: a replay meanwhile is a 409. */
+    const uptoOnce = (
+      payment: X402.MatchedPayment,
+      serve: PayInput["serve"],
+      refuse: (error: string) => Effect.Effect<never, Errors.ApiError>
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
+      Effect.flatMap(uptoKey(payment), (key) =>
+        Effect.flatMap(idempotency.claim(UPTO_CLAIM_SCOPE, key, key), (claim) =>
+          claim._tag !== "Claimed"
+            ? Effect.fail(new Errors.Conflict({ message: "This permit is already paying a call" }))
+            : Effect.suspend(() => {
+              const unclaim = Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key))
+              return serveThenSettle(payment, serve, refuse, unclaim).pipe(
+                Effect.onExit((exit) => exit._tag === "Success" && exit.value.body._tag === "Stream" ? Effect.void : unclaim)
+              )
+            })))
+
+    const pay = ({ price, request, serve, settlesActual }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
       const path = new URL(request.url, config.publicOrigin).pathname
       const resource = { url: `${config.publicOrigin}${path}` }
       const refuse = (error: string) =>
-        Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, price, error })))
+        Effect.flatMap(auth.siwxChallenge, (challenge) =>
+          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, error })))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
-      return X402.decodePayment(header, X402.endpointRequirements(config, price)).pipe(
-        Effect.flatMap((payment) => once(payment, path, serve)),
+      return X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true)).pipe(
+        Effect.flatMap((payment) => payment.requirements.scheme === "upto" ? uptoOnce(payment, serve, refuse) : once(payment, path, serve)),
         Effect.catchTag("PaymentRejected", (rejected) =>
           Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
       )

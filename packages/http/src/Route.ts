@@ -61,6 +61,8 @@ export interface Docs {
    * document offers it as the operation's x402 payment. Without it the price is quoted per request.
    */
   readonly x402Price?: (tables: PricingEngine.Tables) => Money.Nano
+  /** The charge is known from the outcome (`MeteredCall.settlesActual`): the 402 offers `upto` too. */
+  readonly x402SettlesActual?: boolean
 }
 
 /** @category models */

@@ -218,6 +218,11 @@ end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
 
+-- Whether a hold is funded outside the balance (CreditLedger.FUNDED_HOLD_PREFIX, an x402 upto permit).
+local function isFunded(ref)
+  return string.sub(ref, 1, ${CreditLedger.FUNDED_HOLD_PREFIX.length}) == '${CreditLedger.FUNDED_HOLD_PREFIX}'
+end
+
 -- Whether a hold of amount can be placed under ref: nil and the plan (from allowance, from USD,
 -- the balance before) when it can; otherwise the answer, a refusal or the hold already placed
 -- under ref. Nothing is written, so a refusal met after it (a rate limit) leaves no trace.
@@ -229,6 +234,8 @@ local function holdCheck(ref, amount)
   end
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
   local b = balance()
+  -- A hold funded outside the balance takes nothing from it.
+  if isFunded(ref) then return nil, { fa = 0, fu = 0, before = b } end
   local total = tonumber(amount)
   local fa = math.min(total, tonumber(b[5]))
   local fu = total - fa
@@ -263,8 +270,12 @@ local function ledgerCapture(ref, amount, details)
   if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
   if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
-  local fa = math.min(amount, tonumber(rec.fa))
-  local fu = amount - fa
+  local funded = isFunded(ref)
+  local fa, fu = 0, 0
+  if not funded then
+    fa = math.min(amount, tonumber(rec.fa))
+    fu = amount - fa
+  end
   local entries = closeHold(ref, rec, 'captured', fa, fu)
   local charged = {}
   for _, e in ipairs(entries) do
@@ -272,7 +283,9 @@ local function ledgerCapture(ref, amount, details)
   end
   if #charged == 0 then charged[1] = entries[#entries] end
   for _, e in ipairs(charged) do
-    redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
+    local charge = s(-tonumber(e[6]))
+    if funded then charge = s(amount) end
+    redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', charge, 't', e[2], 'v', details)
   end
   return { 'ok', { rec.cfa, rec.cfu }, balance() }
 end

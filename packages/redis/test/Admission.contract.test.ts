@@ -211,6 +211,28 @@ Contract.contract(
         assert.deepStrictEqual(yield* records.claim(accountId, "idem-1", "body"), { _tag: "Replay", response })
       }))
 
+    it.effect("a hold funded by an x402 upto permit (FUNDED_HOLD_PREFIX) is admitted without credit, still counts the rate limit, and its settlement records the usage with the balance unchanged", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(100)
+        const reference = `${CreditLedger.FUNDED_HOLD_PREFIX}r1`
+        const { plan, reply } = yield* admit(accountId, { reference, amount: 625, requests: 1 })
+        if (reply._tag !== "Admitted") return assert.fail(reply._tag)
+        assert.deepStrictEqual([reply.hold.fromUsd, reply.hold.fromAllowance, reply.hold.before.availableUsd], [0, 0, 100])
+        const refused = yield* admit(accountId, { reference: `${CreditLedger.FUNDED_HOLD_PREFIX}r2`, amount: 625, requests: 1 })
+        assert.strictEqual(refused.reply._tag, "RateLimited")
+        const store = yield* Admission.AdmissionStore
+        const settlement = yield* store.settle({
+          now: yield* Clock.currentTimeMillis,
+          capture: { accountId, reference, amount: nano(500), usage: usage("req-1") },
+          adjustments: plan.admitted(reply.states).settlement({}),
+          completion: undefined
+        })
+        assert.deepStrictEqual([settlement.fromUsd, settlement.balance.usd, settlement.balance.heldUsd], [0, 100, 0])
+        const ledger = yield* CreditLedger.CreditLedger
+        const page = yield* ledger.usage(accountId, { order: "asc", limit: 10 })
+        assert.deepStrictEqual(page.entries.map((entry) => [entry.requestId, entry.amount]), [["req-1", 500]])
+      }))
+
     it.effect("a give-back releases the hold, returns the reservations and frees the idempotency key", () =>
       Effect.gen(function*() {
         const accountId = yield* account(10_000)

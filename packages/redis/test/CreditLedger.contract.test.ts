@@ -126,6 +126,27 @@ Contract.contract(
         assert.strictEqual((yield* allJournal(ledger, account)).length, 1)
       }))
 
+    it.effect("a hold funded outside the balance (an x402 upto permit, FUNDED_HOLD_PREFIX) needs no credit, holds none, and its capture records the usage at the captured amount with the balance unchanged", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const account = fresh()
+        const empty = yield* ledger.hold({ accountId: account, amount: nano(600), reference: `${CreditLedger.FUNDED_HOLD_PREFIX}a`, priceVersion: "v" })
+        assert.deepStrictEqual([empty.fromAllowance, empty.fromUsd], [0, 0])
+        yield* ledger.topUp({ accountId: account, amount: nano(100), reference: "pay" })
+        const hold = yield* ledger.hold({ accountId: account, amount: nano(600), reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`, priceVersion: "v" })
+        assert.deepStrictEqual([hold.fromUsd, hold.before.availableUsd], [0, 100])
+        const during = yield* ledger.balance(account)
+        assert.deepStrictEqual([during.usd, during.heldUsd, during.availableUsd], [100, 0, 100])
+        assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`, amount: nano(601), usage: usage("r1") })), "ExceedsHold")
+        const settled = yield* ledger.capture({ accountId: account, reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`, amount: nano(250), usage: usage("r1") })
+        assert.deepStrictEqual([settled.fromUsd, settled.fromAllowance, settled.balance.usd, settled.balance.heldUsd], [0, 0, 100, 0])
+        const released = yield* ledger.release(account, `${CreditLedger.FUNDED_HOLD_PREFIX}a`)
+        assert.deepStrictEqual([released.usd, released.heldUsd], [100, 0])
+        const page = yield* ledger.usage(account, { order: "asc", limit: 10 })
+        assert.deepStrictEqual(page.entries.map((entry) => [entry.amount, entry.currency, entry.requestId]), [[250, "USD", "r1"]])
+        assert.deepStrictEqual(journalSums(yield* allJournal(ledger, account)), { usd: 100, heldUsd: 0 })
+      }))
+
     it.effect("a released hold returns its amount; it cannot be captured afterwards; releasing again changes nothing", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger

@@ -94,6 +94,12 @@ export const X402Section = Schema.Struct({
   minimumPerCallUsd: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d+(\.\d{1,9})?$/u, {
     message: "must be a decimal amount of USD such as \"0.001\""
   }))),
+  /**
+   * Whether calls priced by their outcome (chat, embeddings, speech, transcription) are offered
+   * `upto`, settled after the call (docs/wallets.md says what the operator risks); default true.
+   * Needs `relayerKey` and `evmRpcUrl`: the local facilitator settles it.
+   */
+  upto: Schema.optionalKey(Schema.Boolean),
   /** Factories trusted to deploy EIP-6492 counterfactual wallets before their top-up settles. */
   eip6492AllowedFactories: Schema.optionalKey(Schema.Array(
     Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" }))
@@ -333,9 +339,14 @@ export const layer = (config: ServerConfig) =>
     const minimumPerCall = x402.minimumPerCallUsd === undefined ? undefined : yield* Effect.fromResult(Money.parseUsd(x402.minimumPerCallUsd)).pipe(
       Effect.mapError(() => new ConfigError({ message: "TOLLGATE_CONFIG.x402.minimumPerCallUsd: is out of range" }))
     )
+    // `upto` is settled only by the local EVM backend, whose relayer the payer's permit names.
+    const upto = x402.relayerKey !== undefined && evmRpcUrl !== undefined && x402.upto !== false
+      ? { extra: yield* PaymentFacilitator.uptoExtra(Redacted.make(x402.relayerKey), X402.BASE_MAINNET) }
+      : undefined
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
       payTo: x402.payTo,
+      ...(upto === undefined ? {} : { evm: { upto } }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })

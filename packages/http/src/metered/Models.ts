@@ -103,6 +103,12 @@ export interface MeteredCall {
   readonly reserveCredits?: number | undefined
   /** The worst-case price: held at admission; its version is pinned on the hold. */
   readonly quote: PricingEngine.Quote
+  /**
+   * The charge is known only from the outcome (tokens, seconds of audio), often below the quote: a
+   * payment sent with the call may then be an x402 `upto` permit for the quote, settled at the
+   * charge (`PerCallPayment`).
+   */
+  readonly settlesActual?: boolean | undefined
   readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined
   /** How long the hold lives if nothing settles it; by default the pipeline's `holdTtlMs`. */
   readonly holdTtlMs?: number | undefined

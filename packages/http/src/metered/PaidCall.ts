@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, type Admission, type AuthStore, type CreditLedger, Errors, KeyCaps, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
+import { AbuseGuard, type Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -89,6 +89,8 @@ export class PaidCall {
   blockReadByAdmission = false
   /** The hold was captured or handed to a job: an interruption after that gives nothing back. */
   settled = false
+  /** An x402 `upto` permit pays the call: its hold is funded by the permit, and learns the capture. */
+  funding: PerCallPayment.Funding | undefined = undefined
   holdReference = ""
   readonly services: Services
   readonly call: MeteredCall
@@ -129,7 +131,11 @@ export class PaidCall {
       return perCall.pay({
         request: this.request,
         price: this.call.quote.amount,
-        serve: (principal) => Effect.tapError(this.authenticated(Option.some({ principal, confirm: undefined, pending: undefined })), this.countFailure)
+        settlesActual: this.call.settlesActual,
+        serve: (principal, funding) => {
+          this.funding = funding
+          return Effect.tapError(this.authenticated(Option.some({ principal, confirm: undefined, pending: undefined })), this.countFailure)
+        }
       })
     }
     // Credentials checked before the body was read (`requireCredentials`) are not checked again.
@@ -144,7 +150,8 @@ export class PaidCall {
   authenticated(found: Option.Option<Auth.Unconfirmed>): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     this.step = "other"
     if (Option.isNone(found)) {
-      return Effect.flatMap(this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: this.call.quote.amount }), Effect.fail)
+      const { quote, settlesActual } = this.call
+      return Effect.flatMap(this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: quote.amount, settlesActual }), Effect.fail)
     }
     const principal = found.value.principal
     this.principal = principal
@@ -188,7 +195,8 @@ export class PaidCall {
   admitAndRun(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const idempotencyKey = this.idempotencyKey
     this.blockReadByAdmission = this.pendingKey !== undefined && this.services.abuseBlockKeyOf !== undefined
-    this.holdReference = `${this.currentRequest.requestId}:${crypto.randomUUID()}`
+    const funded = this.funding === undefined ? "" : CreditLedger.FUNDED_HOLD_PREFIX
+    this.holdReference = `${funded}${this.currentRequest.requestId}:${crypto.randomUUID()}`
     const admitted = this.admit()
     return Effect.acquireUseRelease(
       idempotencyKey === undefined
@@ -364,6 +372,7 @@ export class PaidCall {
       onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
       onSuccess: (settlement) => {
         this.settled = true
+        if (this.funding !== undefined) this.funding.charged = amount
         Metrics.countCaptured(context, amount)
         return Effect.succeed(settlement)
       }

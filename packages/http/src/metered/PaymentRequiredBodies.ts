@@ -17,7 +17,12 @@ import type { MeteredCall } from "./Models.ts"
  */
 export class PaymentRequiredBodies extends Context.Service<PaymentRequiredBodies, {
   /** `price`: the call's worst-case price, which the 402 may offer to be paid on its own. */
-  readonly discovery: (input: { readonly url: string; readonly price?: Money.Nano | undefined }) => Effect.Effect<Errors.PaymentRequired>
+  readonly discovery: (input: {
+    readonly url: string
+    readonly price?: Money.Nano | undefined
+    /** The charge is known from the outcome (`MeteredCall.settlesActual`): the 402 offers `upto` too. */
+    readonly settlesActual?: boolean | undefined
+  }) => Effect.Effect<Errors.PaymentRequired>
   readonly insufficientBalance: (input: {
     readonly principal: Principal.WalletPrincipal
     readonly balance: CreditLedger.Balance

@@ -32,6 +32,7 @@ const FLOOR_BYTES_PER_SECOND = 1000
  *
  * @category schemas
  */
+
 export const TranscriptionForm = Schema.Struct({
   file: Schema.String.annotate({ contentEncoding: "binary", description: `The audio; at most ${MAX_FILE_BYTES / 1024 / 1024} MB` }),
   model: Schema.String,
@@ -99,6 +100,9 @@ interface Checked {
   readonly heldSeconds: number
 }
 
+// The charge is known from the outcome: an x402 `upto` permit for the quote pays it.
+const settlesActual = { settlesActual: true } as const
+
 /** @category routes */
 export const route = Endpoint.make({
   method: "POST",
@@ -131,6 +135,7 @@ export const route = Endpoint.make({
         return { form, model, format: format as Models.TranscriptionFormat, temperature, wavSeconds, heldSeconds } satisfies Checked
       }),
       quote: ({ heldSeconds, model }: Checked) => PricingEngine.media(tables, "transcription", model.id, heldSeconds),
+      shape: () => settlesActual,
       execute: ({ form, format, heldSeconds, model, temperature, wavSeconds }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(
           backend.transcribe({
@@ -155,6 +160,7 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
+    x402SettlesActual: true,
     summary: "Transcribe audio (OpenAI-compatible)",
     description: `The text of an audio file (at most ${MAX_FILE_BYTES / 1024 / 1024} MB), as json, text, srt, vtt or verbose_json. ` +
       "Billed per second of audio, rounded up.",

@@ -182,6 +182,7 @@ export const route = Route.metered(Route.make(
   }),
   {
     summary: "Chat completion (OpenAI-compatible)",
+    x402SettlesActual: true,
     description: "An OpenAI-compatible chat completion, streamed as Server-Sent Events with stream: true. " +
       "service_parameters (or the model suffix <model>:<option>=<value>&...) add the service's options; fields " +
       "not listed pass through to the model unvalidated. Billed per prompt and completion token; a stream cut by " +

@@ -223,12 +223,13 @@ export const layerPaymentRequiredBodies: Layer.Layer<PaymentRequiredBodies, neve
     const auth = yield* Auth
     const absolute = (url: string) => url.startsWith("/") ? `${config.publicOrigin}${url}` : url
     return PaymentRequiredBodies.of({
-      discovery: ({ price, url }) =>
+      discovery: ({ price, settlesActual, url }) =>
         Effect.map(auth.siwxChallenge, (challenge) =>
           X402.discovery(config, {
             resource: { url: absolute(url) },
             challenge,
-            ...(price === undefined ? {} : { price })
+            ...(price === undefined ? {} : { price }),
+            ...(settlesActual === true ? { settlesActual } : {})
           })),
       insufficientBalance: ({ balance, call, url }) =>
         Effect.map(auth.siwxChallenge, (challenge) =>
@@ -236,6 +237,7 @@ export const layerPaymentRequiredBodies: Layer.Layer<PaymentRequiredBodies, neve
             balance: balance.availableUsd,
             required: call.quote.amount,
             challenge,
+            ...(call.settlesActual === true ? { settlesActual: true } : {}),
             ...(url === undefined ? {} : { resource: { url: absolute(url) } })
           }))
     })

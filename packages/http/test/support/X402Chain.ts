@@ -3,11 +3,12 @@
  * `fixtures/TestUsdc.sol` with npm solc) placed at the canonical Base USDC address, so the official
  * x402 client treats it as the real USDC, and Multicall3's `tryAggregate` at Multicall3's canonical
  * address, as on Base (the official facilitator simulates EIP-6492 deployments and diagnoses
- * refused transfers through it). Also signs EIP-3009 authorizations by hand, for the payments the
- * official client would never produce (forged, expired, misdirected).
+ * refused transfers through it). Permit2 and x402's upto proxy sit at the addresses `@x402/evm`
+ * expects (`Permit2Contracts`), for the `upto` scheme. Also signs EIP-3009 authorizations by hand,
+ * for the payments the official client would never produce (forged, expired, misdirected).
  */
 import { PaymentFacilitator } from "@tollgate/backends"
-import { authorizationTypes } from "@x402/evm"
+import { authorizationTypes, x402UptoPermit2ProxyAddress } from "@x402/evm"
 import { Redacted } from "effect"
 import { X402 } from "@tollgate/core"
 import { Anvil } from "@tollgate/testkit"
@@ -19,6 +20,7 @@ import {
   createTestClient,
   encodeAbiParameters,
   encodeFunctionData,
+  erc20Abi,
   getContractAddress,
   createWalletClient,
   defineChain,
@@ -28,6 +30,7 @@ import {
   toHex
 } from "viem"
 import { type LocalAccount, privateKeyToAccount } from "viem/accounts"
+import { PERMIT2_ADDRESS, permit2Runtime, uptoProxyRuntime } from "./Permit2Contracts.ts"
 
 const compile = (): {
   readonly usdc: { abi: Array<unknown>; runtime: Hex }
@@ -80,6 +83,8 @@ export const start = async () => {
   const usdc = X402.BASE_USDC as Address
   await client.setCode({ address: usdc, bytecode: compiled.usdc.runtime })
   await client.setCode({ address: MULTICALL3, bytecode: compiled.multicall.runtime })
+  await client.setCode({ address: PERMIT2_ADDRESS, bytecode: permit2Runtime })
+  await client.setCode({ address: x402UptoPermit2ProxyAddress, bytecode: uptoProxyRuntime })
   const send = async (functionName: "mint" | "setBlocked", args: readonly [Address, bigint] | readonly [Address, boolean]) => {
     const hash = await admin.writeContract({ address: usdc, abi: usdcAbi, functionName, args } as never)
     await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
@@ -91,6 +96,16 @@ export const start = async () => {
     mint: (to: Address, units: bigint) => send("mint", [to, units]),
     setBlocked: (account: Address, blocked: boolean) => send("setBlocked", [account, blocked]),
     balanceOf: (account: Address) => client.readContract({ address: usdc, abi: usdcAbi, functionName: "balanceOf", args: [account] }),
+    /**
+     * `account` approves Permit2 for `units` of its USDC (given ETH for the gas), as a wallet does
+     * once before its first `upto` payment; 0 revokes.
+     */
+    approvePermit2: async (account: LocalAccount, units: bigint) => {
+      await client.setBalance({ address: account.address, value: 10n ** 18n })
+      const wallet = createWalletClient({ chain, transport: http(anvil.url), account, pollingInterval: 50 })
+      const hash = await wallet.writeContract({ address: usdc, abi: erc20Abi, functionName: "approve", args: [PERMIT2_ADDRESS, units] })
+      await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+    },
     deployWallet: async (owner: Address): Promise<Address> => {
       const hash = await admin.deployContract({ abi: compiled.wallet.abi, bytecode: compiled.wallet.bytecode, args: [owner] })
       const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
