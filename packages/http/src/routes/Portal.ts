@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, KeyCaps, Money, Principal, Siwx, Staking, Usage, X402 } from "@tollgate/core"
+import { CreditLedger, Errors, KeyCaps, Money, Principal, SessionRevocations, Siwx, Staking, Usage, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { AuthStore } from "@tollgate/core/AuthStore"
 import { Clock, Effect, Option, Schema } from "effect"
@@ -115,19 +115,21 @@ export const script = assetRoute("portal.js", "text/javascript; charset=utf-8")
 export const stylesheet = assetRoute("portal.css", "text/css; charset=utf-8")
 
 /**
- * The session check of a route behind the session, built with the route (the store and the session
- * key are read once): the session of the request, sealed by this server, not ended, and for an
- * ADMIN key, the key still standing. A state change must also carry the session's CSRF token.
+ * The session check of a route behind the session, built with the route (the stores and the
+ * session key are read once): the session of the request, sealed by this server, not ended nor
+ * signed out, and for an ADMIN key, the key still standing. A state change must also carry the
+ * session's CSRF token.
  */
 const sessionCheck = Effect.gen(function*() {
   const store = yield* AuthStore
+  const revocations = yield* SessionRevocations.SessionRevocations
   const key = yield* PortalSession.SessionKey
   return (change: boolean) => Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const now = yield* Clock.currentTimeMillis
     const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
     const session = cookie === undefined ? undefined : PortalSession.open(key, cookie, now)
-    if (session === undefined) return yield* unauthenticated
+    if (session === undefined || (yield* revocations.isRevoked(session.id))) return yield* unauthenticated
     if (session.keyId !== undefined) {
       const status = yield* store.keyStatus(session.accountId, session.keyId)
       if (!status.accountExists || status.revoked) return yield* unauthenticated
@@ -302,16 +304,23 @@ export const session = Route.make(
   }
 )
 
-/** @category routes */
+/**
+ * `DELETE /api/v1/portal/session`: ends the session on the server (its id is revoked until the
+ * session would have ended) and clears the cookie, so a copy of the cookie is refused as well.
+ *
+ * @category routes
+ */
 export const signOut = Route.make(
   "DELETE",
   `${API}/session`,
   Effect.gen(function*() {
     const requireSession = yield* sessionCheck
+    const revocations = yield* SessionRevocations.SessionRevocations
     const info = yield* ServiceInfo
     const secure = info.publicOrigin.startsWith("https:")
     return Effect.gen(function*() {
-      yield* requireSession(true)
+      const current = yield* requireSession(true)
+      yield* revocations.revoke(current.id, current.expiresAt)
       return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
         headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
       })
@@ -605,7 +614,9 @@ export const usage = Route.make(
 )
 
 /** @category routes */
-export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | ServiceInfo>> = [
+export const routes: ReadonlyArray<
+  Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations | ServiceInfo>
+> = [
   page,
   script,
   stylesheet,
