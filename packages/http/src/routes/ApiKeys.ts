@@ -90,10 +90,8 @@ export const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpen
 /**
  * The cap a request asks for: `undefined` to leave it, `null` to remove it. A period alone changes
  * the period of the key's cap, which must exist.
- *
- * @category caps
  */
-export const requestedCap = (
+const requestedCap = (
   body: { readonly consumptionLimit?: typeof ConsumptionLimit.Type; readonly limitPeriod?: KeyCaps.LimitPeriod },
   current: KeyCaps.SpendCap | undefined
 ): Effect.Effect<KeyCaps.SpendCap | null | undefined, Errors.InvalidRequest> => {
@@ -111,6 +109,33 @@ export const requestedCap = (
   return Effect.succeed({ usd: current.usd, period })
 }
 
+/**
+ * The spend-cap change of a request that makes or updates a key (`consumptionLimit`,
+ * `limitPeriod`), checked before anything is written: a refused change leaves the key as it was,
+ * and a key is not made at all. It answers the effect that stores the change on the key (for a
+ * key being made, once it exists, so no call of it is ever uncapped) and reads the key's spend
+ * after it: kept when the amount changes, afresh when the period does. `keyId` is the key updated;
+ * absent, a key being made, which has no cap yet.
+ *
+ * @category caps
+ */
+export const capChange = (
+  caps: KeyCaps.KeyCaps["Service"],
+  accountId: string,
+  keyId: string | undefined,
+  body: { readonly consumptionLimit?: typeof ConsumptionLimit.Type; readonly limitPeriod?: KeyCaps.LimitPeriod },
+  now: number
+) =>
+  Effect.gen(function*() {
+    const current = keyId === undefined ? undefined : (yield* caps.read(accountId, [keyId], now)).get(keyId)?.cap
+    const cap = yield* requestedCap(body, current)
+    return (id: string) =>
+      Effect.gen(function*() {
+        if (cap !== undefined) yield* caps.set(accountId, id, cap ?? undefined)
+        return (yield* caps.read(accountId, [id], now)).get(id)
+      })
+  })
+
 /** @category routes */
 export const create = Route.make(
   "POST",
@@ -124,7 +149,7 @@ export const create = Route.make(
       if (body.tier === "partner" && principal.tier !== "partner") {
         return yield* new Errors.Forbidden({ message: "A key cannot mint a tier above its own" })
       }
-      const cap = yield* requestedCap(body, undefined)
+      const storeCap = yield* capChange(caps, principal.accountId, undefined, body, yield* Clock.currentTimeMillis)
       const { key, record } = yield* auth.createKey({
         accountId: principal.accountId,
         type: body.apiKeyType,
@@ -132,9 +157,8 @@ export const create = Route.make(
         description: body.description,
         ...(body.expiresAt === undefined ? {} : { expiresAt: new Date(body.expiresAt) })
       })
-      // The key is not handed out before its cap is stored, so no call of it is ever uncapped.
-      if (cap) yield* caps.set(principal.accountId, record.id, cap)
-      return HttpServerResponse.jsonUnsafe({ ...metadata(record, cap ? { cap, spent: Money.zero } : undefined), apiKey: key }, {
+      const spend = yield* storeCap(record.id)
+      return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, {
         status: 201,
         headers: { "cache-control": "no-store" }
       })
@@ -244,16 +268,13 @@ export const update = Route.make(
       const body = yield* RequestBody.schema(UpdateRequest)
       const { accountId } = principal
       const found = yield* auth.getKey(accountId, body.id)
-      const now = yield* Clock.currentTimeMillis
-      const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
-      const cap = yield* requestedCap(body, current?.cap)
+      const storeCap = yield* capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
       // The expiry first: it is the one change that can still be refused (a past time), before anything is written.
       const expiring = body.expiresAt === undefined
         ? found
         : yield* auth.setKeyExpiry(accountId, found.id, body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt))
       const record = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
-      if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
-      const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      const spend = yield* storeCap(found.id)
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
     })
   }),

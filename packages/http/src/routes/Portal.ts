@@ -498,11 +498,8 @@ export const setKeyCap = Route.make(
       const { accountId } = yield* requireSession(true)
       const body = yield* RequestBody.schema(SetCapRequest)
       const found = yield* auth.getKey(accountId, body.id)
-      const now = yield* Clock.currentTimeMillis
-      const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
-      const cap = yield* ApiKeys.requestedCap(body, current?.cap)
-      if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
-      const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      const storeCap = yield* ApiKeys.capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
+      const spend = yield* storeCap(found.id)
       return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(found, spend), { headers: noStore })
     })
   }),
