@@ -141,6 +141,23 @@ const sessionCheck = Effect.gen(function*() {
   })
 })
 
+/**
+ * A route behind the session: `handler`, built once with the route like any route's, answers a
+ * request whose session passed `sessionCheck` (with the CSRF token when the route `changes` state).
+ */
+const sessionRoute = <R>(
+  method: Route.Method,
+  path: `/${string}`,
+  changes: boolean,
+  handler: Effect.Effect<(session: PortalSession.Session) => Route.Handler, never, R>,
+  docs: Route.Docs
+) =>
+  Route.make(method, path, Effect.gen(function*() {
+    const requireSession = yield* sessionCheck
+    const handle = yield* handler
+    return Effect.flatMap(requireSession(changes), handle)
+  }), docs)
+
 const sessionView = (session: PortalSession.Session) => ({
   accountId: session.accountId,
   via: session.via,
@@ -310,21 +327,21 @@ export const session = Route.make(
  *
  * @category routes
  */
-export const signOut = Route.make(
+export const signOut = sessionRoute(
   "DELETE",
   `${API}/session`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const revocations = yield* SessionRevocations.SessionRevocations
     const info = yield* ServiceInfo
     const secure = info.publicOrigin.startsWith("https:")
-    return Effect.gen(function*() {
-      const current = yield* requireSession(true)
-      yield* revocations.revoke(current.id, current.expiresAt)
-      return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
-        headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
-      })
-    })
+    return (current) =>
+      Effect.as(
+        revocations.revoke(current.id, current.expiresAt),
+        HttpServerResponse.jsonUnsafe({ signedOut: true }, {
+          headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
+        })
+      )
   }),
   sessionDocs("Sign out of the portal", CHANGE, { 200: { description: "The cookie is cleared" } })
 )
@@ -373,15 +390,14 @@ const recentCredits = (ledger: CreditLedger.CreditLedger["Service"], accountId: 
  *
  * @category routes
  */
-export const account = Route.make(
+export const account = sessionRoute(
   "GET",
   `${API}/account`,
+  false,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const ledger = yield* CreditLedger.CreditLedger
     const staking = yield* Staking.Staking
-    return Effect.gen(function*() {
-      const current = yield* requireSession(false)
+    return (current) => Effect.gen(function*() {
       if (current.wallet !== undefined) {
         yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
       }
@@ -409,15 +425,14 @@ export const account = Route.make(
 )
 
 /** @category routes */
-export const listKeys = Route.make(
+export const listKeys = sessionRoute(
   "GET",
   `${API}/keys`,
+  false,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const current = yield* requireSession(false)
+    return (current) => Effect.gen(function*() {
       const keys = yield* auth.listKeys(current.accountId)
       const spend = yield* caps.read(current.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => ApiKeys.metadata(key, spend.get(key.id))) }, { headers: noStore })
@@ -438,15 +453,14 @@ export const CreateKeyRequest = Schema.Struct({
  *
  * @category routes
  */
-export const createKey = Route.make(
+export const createKey = sessionRoute(
   "POST",
   `${API}/keys`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
-    return Effect.gen(function*() {
-      const current = yield* requireSession(true)
+    return (current) => Effect.gen(function*() {
       const body = yield* RequestBody.schema(CreateKeyRequest)
       // A wallet's account is recorded with its first key (sign-in stores nothing), so only a wallet
       // that holds credit may make one: wallets that cost nothing to create leave no state behind.
@@ -487,15 +501,14 @@ export const SetCapRequest = Schema.Struct({
  *
  * @category routes
  */
-export const setKeyCap = Route.make(
+export const setKeyCap = sessionRoute(
   "PATCH",
   `${API}/keys`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const { accountId } = yield* requireSession(true)
+    return ({ accountId }) => Effect.gen(function*() {
       const body = yield* RequestBody.schema(SetCapRequest)
       const found = yield* auth.getKey(accountId, body.id)
       const storeCap = yield* ApiKeys.capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
@@ -515,14 +528,13 @@ export const setKeyCap = Route.make(
 )
 
 /** @category routes */
-export const revokeKey = Route.make(
+export const revokeKey = sessionRoute(
   "DELETE",
   `${API}/keys`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
-    return Effect.gen(function*() {
-      const current = yield* requireSession(true)
+    return (current) => Effect.gen(function*() {
       const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
       yield* auth.revokeKey(current.accountId, query.id)
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
@@ -588,14 +600,13 @@ export const spendByDay = (entries: ReadonlyArray<CreditLedger.UsageEntry>, now:
  *
  * @category routes
  */
-export const usage = Route.make(
+export const usage = sessionRoute(
   "GET",
   `${API}/usage`,
+  false,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const ledger = yield* CreditLedger.CreditLedger
-    return Effect.gen(function*() {
-      const current = yield* requireSession(false)
+    return (current) => Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
       const entries = yield* usageSince(ledger, current.accountId, from)
