@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, Errors, KeyCaps, Money } from "@tollgate/core"
+import { type Auth as AuthModels, Errors, KeyCaps, Money, type Principal } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { Clock, Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
@@ -136,15 +136,30 @@ export const capChange = (
       })
   })
 
+/**
+ * A key route: `handler` answers a request made with an ADMIN key (its principal), with the key
+ * and cap stores, read once with the route.
+ */
+const adminRoute = (
+  method: Route.Method,
+  path: `/${string}`,
+  handler: (
+    principal: Principal.ApiKeyPrincipal,
+    stores: { readonly auth: Auth["Service"]; readonly caps: KeyCaps.KeyCaps["Service"] }
+  ) => Route.Handler,
+  docs: Route.Docs
+) =>
+  Route.make(method, path, Effect.gen(function*() {
+    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps }
+    return Effect.flatMap(Authenticate.requireAdmin(stores.auth), (principal) => handler(principal, stores))
+  }), docs)
+
 /** @category routes */
-export const create = Route.make(
+export const create = adminRoute(
   "POST",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const body = yield* RequestBody.schema(CreateRequest)
       if (body.tier === "partner" && principal.tier !== "partner") {
         return yield* new Errors.Forbidden({ message: "A key cannot mint a tier above its own" })
@@ -162,8 +177,7 @@ export const create = Route.make(
         status: 201,
         headers: { "cache-control": "no-store" }
       })
-    })
-  }),
+    }),
   {
     summary: "Create an API key",
     description:
@@ -179,19 +193,15 @@ export const create = Route.make(
 )
 
 /** @category routes */
-export const list = Route.make(
+export const list = adminRoute(
   "GET",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const keys = yield* auth.listKeys(principal.accountId)
       const spend = yield* caps.read(principal.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => metadata(key, spend.get(key.id))) })
-    })
-  }),
+    }),
   {
     summary: "List the account's API keys",
     description: "ADMIN key. Metadata only: the secret of a key is never shown again. A capped key shows its spend in the current period (`currentPeriodUsage`).",
@@ -202,19 +212,15 @@ export const list = Route.make(
 )
 
 /** @category routes */
-export const revoke = Route.make(
+export const revoke = adminRoute(
   "DELETE",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth }) =>
+    Effect.gen(function*() {
       const query = yield* RequestQuery.schema(RevokeQuery)
       yield* auth.revokeKey(principal.accountId, query.id)
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true })
-    })
-  }),
+    }),
   {
     summary: "Revoke an API key",
     description: "ADMIN key. Effective at once on every instance.",
@@ -230,20 +236,16 @@ export const revoke = Route.make(
 )
 
 /** @category routes */
-export const show = Route.make(
+export const show = adminRoute(
   "GET",
   `${PATH}/:id`,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const params = yield* Route.params
       const record = yield* auth.getKey(principal.accountId, params["id"] ?? "")
       const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend.get(record.id)) }, { headers: { "cache-control": "no-store" } })
-    })
-  }),
+    }),
   {
     summary: "Show an API key",
     description: "ADMIN key. One key of the caller's account, with its spend cap and, when capped, its spend in the current period.",
@@ -257,14 +259,11 @@ export const show = Route.make(
 )
 
 /** @category routes */
-export const update = Route.make(
+export const update = adminRoute(
   "PATCH",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const body = yield* RequestBody.schema(UpdateRequest)
       const { accountId } = principal
       const found = yield* auth.getKey(accountId, body.id)
@@ -276,8 +275,7 @@ export const update = Route.make(
       const record = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
       const spend = yield* storeCap(found.id)
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
-    })
-  }),
+    }),
   {
     summary: "Update an API key",
     description:
