@@ -131,3 +131,23 @@ describe.skipIf(redis === undefined)("A portal session opened on one instance is
     expect(listed.data.map((key) => key.description)).toContain("made on the second")
   })
 })
+
+describe.skipIf(redis === undefined)("A sign-out on one instance ends the session on the other (the revocation is in Redis)", () => {
+  it("signed out on the second, a copy of the cookie is a 401 on the first", async () => {
+    const [first, second] = instances as [Instance, Instance]
+    const signIn = await fetch(`${first.origin}/api/v1/portal/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ apiKey: adminKey })
+    })
+    expect(signIn.status).toBe(200)
+    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!
+    const { csrfToken } = await signIn.json() as { csrfToken: string }
+    expect((await fetch(`${first.origin}/api/v1/portal/account`, { headers: { cookie } })).status).toBe(200)
+    const out = await fetch(`${second.origin}/api/v1/portal/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": csrfToken } })
+    expect(out.status).toBe(200)
+    const copy = await fetch(`${first.origin}/api/v1/portal/account`, { headers: { cookie } })
+    expect(copy.status).toBe(401)
+    expect(await copy.json()).toEqual({ error: "Sign in to the portal first (the session may have ended)" })
+  })
+})
