@@ -10,6 +10,7 @@ import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { Account, ApiKeyRecord } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
+import * as SessionRevocations from "./SessionRevocations.ts"
 
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.
@@ -118,12 +119,11 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
 
 /**
  * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
- * `Memory`, and the keys' spend caps beside it (`KeyCaps.layerMemory`): wherever keys are stored,
- * their caps are.
+ * `Memory`, and the keys' spend caps and the portal's signed-out sessions beside it
+ * (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`): wherever keys are stored, they are.
  *
  * @category layers
  */
-export const layerMemory: Layer.Layer<AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory> = Layer.merge(
-  layerAccounts,
-  KeyCaps.layerMemory
-)
+export const layerMemory: Layer.Layer<
+  AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations
+> = Layer.mergeAll(layerAccounts, KeyCaps.layerMemory, SessionRevocations.layerMemory)

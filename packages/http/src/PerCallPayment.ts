@@ -15,7 +15,7 @@
  * Every answer to a settled payment carries `PAYMENT-RESPONSE` and `X-Payment-Credited-Usd`; a
  * failed call's error answer says in `X-Payment-Credit` that the payment stayed as credit. A
  * payment that names itself with the `payment-identifier` extension is answered once: a retry
- * with the same id gets the kept answer.
+ * with the same id, signed by the same payer, gets the kept answer.
  *
  * A call whose charge is known only from its outcome (chat, embeddings, speech, transcription:
  * `MeteredCall.settlesActual`) may instead be paid with `upto`, a Permit2 permit for at most the
@@ -38,6 +38,7 @@ import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/PaymentFacilitator"
+import * as PaymentSigner from "@tollgate/backends/PaymentSigner"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
@@ -73,6 +74,14 @@ export const headers = {
 export interface Funding {
   charged: Money.Nano | undefined
 }
+
+/**
+ * The refusal reason (the 402's `error`) of a payment whose `payment-identifier` was first used by
+ * another signer or for other terms.
+ *
+ * @category constants
+ */
+export const PAYMENT_IDENTIFIER_MISMATCH = "payment_identifier_mismatch"
 
 /** @category models */
 export interface PayInput {
@@ -178,8 +187,10 @@ export const layer: Layer.Layer<
     /**
      * A payment naming itself (`payment-identifier`) is claimed by its id before it is verified:
      * a retry with the same id, the same payment re-sent (whose authorization is spent by then) or
-     * one signed anew, gets the first attempt's answer and moves nothing. The id is the client's
-     * random secret inside its signed payment, so only the holder of that payment gets the answer.
+     * one signed anew, gets the first attempt's answer and moves nothing. The id travels outside
+     * the signed part of a payment, so it is no secret: the claim also holds who signed the
+     * payment (`PaymentSigner`, from the signature, offline), and a payment with the same id from
+     * anyone else, or for other terms, is refused like any other refused payment and moves nothing.
      * A streamed answer cannot be kept, so its id stays claimed until the lease ends.
      */
     const once = (
@@ -190,14 +201,23 @@ export const layer: Layer.Layer<
       const id = X402.paymentIdentifier(payment.payload)
       if (Option.isNone(id)) return settleAndServe(payment, serve)
       const { amount, network, payTo, scheme } = payment.requirements
-      return Effect.flatMap(idempotency.claim(X402.PAYMENT_IDENTIFIER, id.value, `${path} ${scheme} ${network} ${amount} ${payTo}`), (claim) => {
+      const claimed = Effect.flatMap(
+        PaymentSigner.signerOf(payment),
+        (signer) => idempotency.claim(X402.PAYMENT_IDENTIFIER, id.value, `${path} ${scheme} ${network} ${amount} ${payTo} ${signer}`)
+      )
+      return Effect.flatMap(claimed, (claim) => {
         switch (claim._tag) {
           case "Replay":
             return Effect.succeed(StoredResponse.replayed(claim.response))
           case "InFlight":
             return Effect.fail(new Errors.Conflict({ message: "A payment with this payment-identifier is still being processed" }))
           case "Mismatch":
-            return Effect.fail(new Errors.InvalidRequest({ message: "This payment-identifier was already used for another payment" }))
+            return Effect.fail(
+              new X402.PaymentRejected({
+                reason: PAYMENT_IDENTIFIER_MISMATCH,
+                message: "This payment-identifier was used by another payer or for another payment"
+              })
+            )
           case "Claimed":
             return settleAndServe(payment, serve).pipe(
               Effect.onError(() => Effect.ignore(idempotency.abandon(X402.PAYMENT_IDENTIFIER, id.value))),

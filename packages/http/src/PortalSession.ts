@@ -6,9 +6,11 @@
  *
  * The cookie is the session itself, signed with HMAC-SHA256 rather than looked up in a store, so
  * every instance and worker sharing the server's signing key accepts it and nothing has to expire
- * it server-side: it carries its own end, 30 minutes after sign-in. The key is derived from the
- * API-key signing key (`layerFromSigningKey`); without that layer it is random per process, which
- * suits one process (an embedder's, a test's) and nothing more.
+ * it server-side: it carries its own end, 30 minutes after sign-in. Only a session ended early is
+ * stored: a sign-out revokes the session's `id` until that end (`SessionRevocations`), so a copy
+ * of the cookie stops working too. The key is derived from the API-key signing key
+ * (`layerFromSigningKey`); without that layer it is random per process, which suits one process
+ * (an embedder's, a test's) and nothing more.
  *
  * @since 0.1.0
  */
@@ -31,6 +33,8 @@ export const LIFETIME_MS = 30 * 60_000
  * @category models
  */
 export const Session = Schema.Struct({
+  /** Random, unique to the session: what a sign-out revokes. */
+  id: Schema.String,
   accountId: Schema.String,
   via: Schema.Literals(["wallet", "key"]),
   /** The wallet that signed in (`via: "wallet"`). */
@@ -84,6 +88,7 @@ const mac = (key: Uint8Array, payload: string) => Crypto.createHmac("sha256", ke
  * @category constructors
  */
 export const start = (principal: Principal.Principal, now: number): Session => ({
+  id: Crypto.randomBytes(16).toString("base64url"),
   accountId: principal.accountId,
   ...(principal._tag === "Wallet"
     ? { via: "wallet" as const, wallet: { address: principal.address, family: principal.family, chainId: principal.chainId } }

@@ -1,4 +1,4 @@
-import { CreditLedger, Jwt, KeyCaps, Money } from "@tollgate/core"
+import { CreditLedger, Jwt, KeyCaps, Money, SessionRevocations } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import { Effect, Layer } from "effect"
@@ -68,7 +68,9 @@ describe("The account lists its 20 latest credits, newest first", () => {
         yield* ledger.grant({ accountId: account.id, amount: Money.usd(grant), reference: `grant-${grant}` })
       }
       const admin = yield* auth.createKey({ accountId: account.id, type: "ADMIN", description: "admin" })
-      return { admin: admin.key, services: yield* Effect.context<Auth.Auth | AuthStore.AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | ServiceInfo.ServiceInfo>() }
+      return { admin: admin.key, services: yield* Effect.context<
+        Auth.Auth | AuthStore.AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations | ServiceInfo.ServiceInfo
+      >() }
     }).pipe(Effect.provide(services)))
     const app = Handlers.toWebHandler(App.layer(Portal.routes).pipe(Layer.provide(Layer.succeedContext(seeded.services))))
     try {

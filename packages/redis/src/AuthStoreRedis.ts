@@ -8,10 +8,11 @@
  *
  * @since 0.1.0
  */
-import { type Auth, AuthStore, Errors, type KeyCaps } from "@tollgate/core"
+import { type Auth, AuthStore, Errors, type KeyCaps, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
+import * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
 
 const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
 
@@ -170,12 +171,14 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
 )
 
 /**
- * `AuthStore` over the `Redis` service in context, with the keys' spend caps beside it
- * (`KeyCapsRedis.layerRedis`): wherever keys are stored, their caps are.
+ * `AuthStore` over the `Redis` service in context, with the keys' spend caps and the portal's
+ * signed-out sessions beside it (`KeyCapsRedis.layerRedis`, `SessionRevocationsRedis.layerRedis`):
+ * wherever keys are stored, they are.
  *
  * @category layers
  */
-export const layerRedis: Layer.Layer<AuthStore.AuthStore | KeyCaps.KeyCaps, never, Redis.Redis> = Layer.merge(
-  layerAccounts,
-  KeyCapsRedis.layerRedis
-)
+export const layerRedis: Layer.Layer<
+  AuthStore.AuthStore | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations,
+  never,
+  Redis.Redis
+> = Layer.mergeAll(layerAccounts, KeyCapsRedis.layerRedis, SessionRevocationsRedis.layerRedis)

@@ -68,6 +68,14 @@ import * as RedisReachable from "./RedisReachable.ts"
 const DEV_PAY_TO = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 
 /**
+ * Whether something settles Base payments: the local relayer with its RPC URL, or a hosted
+ * facilitator. Dev mode receives on `DEV_PAY_TO` only then, so its 402s never offer an entry
+ * that every payment of would be refused (`unsupported_network`).
+ */
+const settlesBase = (section: typeof X402Section.Type): boolean =>
+  (section.relayerKey !== undefined && section.evmRpcUrl !== undefined) || section.facilitatorUrl !== undefined
+
+/**
  * The `x402` section. Without `payTo`, a production server takes no wallet payments: its 402s
  * offer no `accepts` and the top-up answers 503.
  *
@@ -300,7 +308,9 @@ export const layer = (config: ServerConfig) =>
     const key = yield* signingKey(config)
     const section = config.file.x402 === undefined ? {} : yield* decodeSection(X402Section, "x402", config.file.x402)
     yield* checkProduction(config, section.payTo?.evm)
-    const x402 = section.payTo === undefined && isDevMode(config) ? { ...section, payTo: { evm: DEV_PAY_TO } } : section
+    const x402 = section.payTo === undefined && isDevMode(config) && settlesBase(section)
+      ? { ...section, payTo: { evm: DEV_PAY_TO } }
+      : section
     const chat = config.file.chat === undefined ? {} : yield* decodeSection(ChatSection, "chat", config.file.chat)
     const webhooks = config.file.webhooks === undefined
       ? { endpoints: [] }

@@ -81,6 +81,20 @@ describe("Dev mode serves every type locally, each a dev-* model, through the un
     expect(bytes.subarray(8, 12).toString()).toBe("WAVE")
   })
 
+  it("audio.speech.create with a voice the model lacks: a 400 naming voice and the voices it has, nothing charged", async () => {
+    const before = (await usage(server)).length
+    const response = await fetch(`${server.api}/audio/speech`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.credentials!.inferenceKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "dev-tts", input: "Hello there", voice: "nobody" })
+    })
+    expect(response.status).toBe(400)
+    const body = await response.json() as { error: string; details: { voice: { _errors: Array<string> } } }
+    expect(body.error).toMatch(/^Invalid request parameters: voice: Expected one of /)
+    expect(body.details.voice._errors).toEqual([body.error.slice("Invalid request parameters: voice: ".length)])
+    expect((await usage(server)).length).toBe(before)
+  })
+
   it("audio.transcriptions.create: a WAV becomes the fixed text, in every response format", async () => {
     const file = () => toFile(wav(2.5), "hello.wav", { type: "audio/wav" })
     const json = await client.audio.transcriptions.create({ model: "dev-asr", file: await file() })

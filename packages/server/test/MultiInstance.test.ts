@@ -105,17 +105,22 @@ describe("A video job lives on Redis: queued on one instance, polled on another,
   }, 60_000)
 })
 
+/** Signs in to the portal of `instance` with the ADMIN key: the session cookie and its CSRF token. */
+const portalSignIn = async (instance: Instance) => {
+  const signIn = await fetch(`${instance.origin}/api/v1/portal/session`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ apiKey: adminKey })
+  })
+  expect(signIn.status).toBe(200)
+  const { csrfToken } = await signIn.json() as { csrfToken: string }
+  return { cookie: signIn.headers.get("set-cookie")!.split(";")[0]!, csrfToken }
+}
+
 describe.skipIf(redis === undefined)("A portal session opened on one instance is accepted by the other (its seal is derived from the shared signing key)", () => {
   it("signed in with the ADMIN key on one, the account and keys read on both; a key made on the second is listed on the first", async () => {
     const [first, second] = instances as [Instance, Instance]
-    const signIn = await fetch(`${first.origin}/api/v1/portal/session`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ apiKey: adminKey })
-    })
-    expect(signIn.status).toBe(200)
-    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!
-    const { csrfToken } = await signIn.json() as { csrfToken: string }
+    const { cookie, csrfToken } = await portalSignIn(first)
     for (const instance of [first, second]) {
       const account = await fetch(`${instance.origin}/api/v1/portal/account`, { headers: { cookie } })
       expect(account.status).toBe(200)
@@ -129,5 +134,18 @@ describe.skipIf(redis === undefined)("A portal session opened on one instance is
     expect(made.status).toBe(201)
     const listed = await (await fetch(`${first.origin}/api/v1/portal/keys`, { headers: { cookie } })).json() as { data: Array<{ description: string }> }
     expect(listed.data.map((key) => key.description)).toContain("made on the second")
+  })
+})
+
+describe.skipIf(redis === undefined)("A sign-out on one instance ends the session on the other (the revocation is in Redis)", () => {
+  it("signed out on the second, a copy of the cookie is a 401 on the first", async () => {
+    const [first, second] = instances as [Instance, Instance]
+    const { cookie, csrfToken } = await portalSignIn(first)
+    expect((await fetch(`${first.origin}/api/v1/portal/account`, { headers: { cookie } })).status).toBe(200)
+    const out = await fetch(`${second.origin}/api/v1/portal/session`, { method: "DELETE", headers: { cookie, "x-csrf-token": csrfToken } })
+    expect(out.status).toBe(200)
+    const copy = await fetch(`${first.origin}/api/v1/portal/account`, { headers: { cookie } })
+    expect(copy.status).toBe(401)
+    expect(await copy.json()).toEqual({ error: "Sign in to the portal first (the session may have ended)" })
   })
 })

@@ -541,6 +541,32 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
   })
 })
 
+describe("Sign-out ends the session on the server: a copy of the cookie kept from before is refused, other sessions stand", () => {
+  // The copy is used from an address of its own, so the abuse guard counts its 401s apart from the other tests'.
+  const fromCopy = { "x-forwarded-for": "198.51.100.8" }
+
+  it("after sign-out the copied cookie gets 401 on every read and on a change, and the session a 204; a second session of the key still reads", async () => {
+    const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
+    const other = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
+    const copied = session.cookie
+    const out = await portal("/session", { method: "DELETE", headers: { cookie: session.cookie, "x-csrf-token": session.csrfToken } })
+    expect(out.status).toBe(200)
+    for (const path of ["/account", "/keys", "/usage"]) {
+      const read = await portal(path, { headers: { ...fromCopy, cookie: copied } })
+      expect(read.status, path).toBe(401)
+      expect(await read.json(), path).toEqual({ error: "Sign in to the portal first (the session may have ended)" })
+    }
+    expect((await portal("/session", { headers: { ...fromCopy, cookie: copied } })).status).toBe(204)
+    const change = await portal("/keys", {
+      method: "POST",
+      headers: { ...json, ...fromCopy, cookie: copied, "x-csrf-token": session.csrfToken },
+      body: JSON.stringify({ description: "after sign-out" })
+    })
+    expect(change.status).toBe(401)
+    expect((await portal("/account", { headers: { cookie: other.cookie } })).status).toBe(200)
+  })
+})
+
 describe("A key's spend cap is set and removed through the portal with PATCH /api_keys's body and answer, behind the session and its CSRF token", () => {
   const capKey = async () => {
     const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))

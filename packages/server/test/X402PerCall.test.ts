@@ -348,6 +348,36 @@ describe("payment-identifier: a client's retry with the same identifier is answe
   }, 60_000)
 })
 
+describe("payment-identifier: another wallet sending a known identifier gets no replay; the kept answer is only for the payer who signed it", () => {
+  it("wallet B pays with wallet A's identifier: 402 payment_identifier_mismatch, not A's answer, and no USDC of either moves", async () => {
+    const id = generatePaymentId()
+    const withId = (wallet: ReturnType<typeof privateKeyToAccount>) => {
+      const client = plainClient(wallet)
+      client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+        appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
+      })
+      return client
+    }
+    const payer = await fundedWallet()
+    const first = await wrapFetchWithPayment(fetch, withId(payer))(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+    expect(first.status).toBe(200)
+    expect(10_000_000n - (await chain.balanceOf(payer.address))).toBe(10_000n)
+
+    const other = await fundedWallet()
+    const taken = await wrapFetchWithPayment(fetch, withId(other))(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+    expect(taken.status).toBe(402)
+    expect(taken.headers.get("idempotent-replayed")).toBeNull()
+    expect(decodePaymentRequiredHeader(taken.headers.get("payment-required")!).error).toBe("payment_identifier_mismatch")
+    const body = (await taken.json()) as { error: string; accepts: Array<{ amount: string }> }
+    expect(body.error).toBe("payment_identifier_mismatch")
+    expect(body.accepts.map((entry) => entry.amount)).toEqual(["10000", "5000000"])
+    expect(JSON.stringify(body)).not.toContain("revenue rose")
+    expect(await chain.balanceOf(other.address)).toBe(10_000_000n)
+    expect(await creditUnits(other.address)).toBe(0n)
+    expect(10_000_000n - (await chain.balanceOf(payer.address))).toBe(10_000n)
+  }, 60_000)
+})
+
 describe("The OpenAPI document states each metered operation's x402 payment", () => {
   it("the text parser: exact 0.01 USD with the entries its 402 offers; chat: quoted per request; both name the floor, the top-up and their bazaar discovery info", async () => {
     const document = (await (await fetch(`${server.api}/openapi.json`)).json()) as {

@@ -2,6 +2,7 @@ import { X402 } from "@tollgate/core"
 import { ShippedServer, SolanaRpc } from "@tollgate/testkit"
 import { createKeyPairSignerFromBytes, generateKeyPairSigner, type KeyPairSigner } from "@solana/kit"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
+import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { ExactSvmScheme } from "@x402/svm/exact/client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -119,6 +120,47 @@ describe("A Solana payment sent with a metered call pays for it (exact, @x402/sv
     expect(decodePaymentRequiredHeader(replay.headers.get("payment-required")!).error).toBe("duplicate_settlement")
     expect(await rpc.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(1_000_000n - 10_000n)
     expect(await balanceUsd(payer.address)).toBe("0")
+  })
+})
+
+describe("payment-identifier on Solana: the kept answer goes to the wallet that signed the first payment, not to another one sending the id", () => {
+  it("the payer signs anew with the same id: the kept 200, no USDC moves again; another wallet with that id: 402 payment_identifier_mismatch, nothing moves", async () => {
+    const id = generatePaymentId()
+    const sent = { payments: [] as Array<string> }
+    const recording: typeof fetch = (input, init) => {
+      const request = new Request(input, init)
+      const payment = request.headers.get("payment-signature")
+      if (payment !== null) sent.payments.push(payment)
+      return fetch(request)
+    }
+    const payWith = (signer: KeyPairSigner) => {
+      const client = new x402Client()
+      client.register("solana:*", new ExactSvmScheme(signer, { rpcUrl: rpc.url }))
+      client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+        appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
+      })
+      const data = new FormData()
+      data.append("file", new Blob(["Solana pays once."], { type: "text/plain" }), "note.txt")
+      return wrapFetchWithPayment(recording, client)(`${server.origin}/api/v1/augment/text-parser`, { method: "POST", body: data })
+    }
+    const payer = await wallet(1_000_000n)
+    expect((await payWith(payer)).status).toBe(200)
+    expect(await rpc.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(1_000_000n - 10_000n)
+
+    const retried = await payWith(payer)
+    expect(retried.status).toBe(200)
+    expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    expect(await retried.json()).toMatchObject({ text: expect.stringContaining("pays once") })
+    // Signed anew, not the same bytes: the replay rests on the signer, proven from the signature.
+    expect(decodePaymentSignatureHeader(sent.payments[1]!).payload).not.toEqual(decodePaymentSignatureHeader(sent.payments[0]!).payload)
+    expect(await rpc.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(1_000_000n - 10_000n)
+
+    const other = await wallet(1_000_000n)
+    const taken = await payWith(other)
+    expect(taken.status).toBe(402)
+    expect(decodePaymentRequiredHeader(taken.headers.get("payment-required")!).error).toBe("payment_identifier_mismatch")
+    expect(await rpc.tokenBalance(X402.SOLANA_USDC, other.address)).toBe(1_000_000n)
+    expect(await balanceUsd(other.address)).toBe("0")
   })
 })
 

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, Errors, KeyCaps, Money } from "@tollgate/core"
+import { type Auth as AuthModels, Errors, KeyCaps, Money, type Principal } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { Clock, Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
@@ -90,10 +90,8 @@ export const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpen
 /**
  * The cap a request asks for: `undefined` to leave it, `null` to remove it. A period alone changes
  * the period of the key's cap, which must exist.
- *
- * @category caps
  */
-export const requestedCap = (
+const requestedCap = (
   body: { readonly consumptionLimit?: typeof ConsumptionLimit.Type; readonly limitPeriod?: KeyCaps.LimitPeriod },
   current: KeyCaps.SpendCap | undefined
 ): Effect.Effect<KeyCaps.SpendCap | null | undefined, Errors.InvalidRequest> => {
@@ -111,20 +109,62 @@ export const requestedCap = (
   return Effect.succeed({ usd: current.usd, period })
 }
 
+/**
+ * The spend-cap change of a request that makes or updates a key (`consumptionLimit`,
+ * `limitPeriod`), checked before anything is written: a refused change leaves the key as it was,
+ * and a key is not made at all. It answers the effect that stores the change on the key (for a
+ * key being made, once it exists, so no call of it is ever uncapped) and reads the key's spend
+ * after it: kept when the amount changes, afresh when the period does. `keyId` is the key updated;
+ * absent, a key being made, which has no cap yet.
+ *
+ * @category caps
+ */
+export const capChange = (
+  caps: KeyCaps.KeyCaps["Service"],
+  accountId: string,
+  keyId: string | undefined,
+  body: { readonly consumptionLimit?: typeof ConsumptionLimit.Type; readonly limitPeriod?: KeyCaps.LimitPeriod },
+  now: number
+) =>
+  Effect.gen(function*() {
+    const current = keyId === undefined ? undefined : (yield* caps.read(accountId, [keyId], now)).get(keyId)?.cap
+    const cap = yield* requestedCap(body, current)
+    return (id: string) =>
+      Effect.gen(function*() {
+        if (cap !== undefined) yield* caps.set(accountId, id, cap ?? undefined)
+        return (yield* caps.read(accountId, [id], now)).get(id)
+      })
+  })
+
+/**
+ * A key route: `handler` answers a request made with an ADMIN key (its principal), with the key
+ * and cap stores, read once with the route.
+ */
+const adminRoute = (
+  method: Route.Method,
+  path: `/${string}`,
+  handler: (
+    principal: Principal.ApiKeyPrincipal,
+    stores: { readonly auth: Auth["Service"]; readonly caps: KeyCaps.KeyCaps["Service"] }
+  ) => Route.Handler,
+  docs: Route.Docs
+) =>
+  Route.make(method, path, Effect.gen(function*() {
+    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps }
+    return Effect.flatMap(Authenticate.requireAdmin(stores.auth), (principal) => handler(principal, stores))
+  }), docs)
+
 /** @category routes */
-export const create = Route.make(
+export const create = adminRoute(
   "POST",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const body = yield* RequestBody.schema(CreateRequest)
       if (body.tier === "partner" && principal.tier !== "partner") {
         return yield* new Errors.Forbidden({ message: "A key cannot mint a tier above its own" })
       }
-      const cap = yield* requestedCap(body, undefined)
+      const storeCap = yield* capChange(caps, principal.accountId, undefined, body, yield* Clock.currentTimeMillis)
       const { key, record } = yield* auth.createKey({
         accountId: principal.accountId,
         type: body.apiKeyType,
@@ -132,14 +172,12 @@ export const create = Route.make(
         description: body.description,
         ...(body.expiresAt === undefined ? {} : { expiresAt: new Date(body.expiresAt) })
       })
-      // The key is not handed out before its cap is stored, so no call of it is ever uncapped.
-      if (cap) yield* caps.set(principal.accountId, record.id, cap)
-      return HttpServerResponse.jsonUnsafe({ ...metadata(record, cap ? { cap, spent: Money.zero } : undefined), apiKey: key }, {
+      const spend = yield* storeCap(record.id)
+      return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, {
         status: 201,
         headers: { "cache-control": "no-store" }
       })
-    })
-  }),
+    }),
   {
     summary: "Create an API key",
     description:
@@ -155,19 +193,15 @@ export const create = Route.make(
 )
 
 /** @category routes */
-export const list = Route.make(
+export const list = adminRoute(
   "GET",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const keys = yield* auth.listKeys(principal.accountId)
       const spend = yield* caps.read(principal.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => metadata(key, spend.get(key.id))) })
-    })
-  }),
+    }),
   {
     summary: "List the account's API keys",
     description: "ADMIN key. Metadata only: the secret of a key is never shown again. A capped key shows its spend in the current period (`currentPeriodUsage`).",
@@ -178,19 +212,15 @@ export const list = Route.make(
 )
 
 /** @category routes */
-export const revoke = Route.make(
+export const revoke = adminRoute(
   "DELETE",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth }) =>
+    Effect.gen(function*() {
       const query = yield* RequestQuery.schema(RevokeQuery)
       yield* auth.revokeKey(principal.accountId, query.id)
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true })
-    })
-  }),
+    }),
   {
     summary: "Revoke an API key",
     description: "ADMIN key. Effective at once on every instance.",
@@ -206,20 +236,16 @@ export const revoke = Route.make(
 )
 
 /** @category routes */
-export const show = Route.make(
+export const show = adminRoute(
   "GET",
   `${PATH}/:id`,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const params = yield* Route.params
       const record = yield* auth.getKey(principal.accountId, params["id"] ?? "")
       const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend.get(record.id)) }, { headers: { "cache-control": "no-store" } })
-    })
-  }),
+    }),
   {
     summary: "Show an API key",
     description: "ADMIN key. One key of the caller's account, with its spend cap and, when capped, its spend in the current period.",
@@ -233,30 +259,23 @@ export const show = Route.make(
 )
 
 /** @category routes */
-export const update = Route.make(
+export const update = adminRoute(
   "PATCH",
   PATH,
-  Effect.gen(function*() {
-    const auth = yield* Auth
-    const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+  (principal, { auth, caps }) =>
+    Effect.gen(function*() {
       const body = yield* RequestBody.schema(UpdateRequest)
       const { accountId } = principal
       const found = yield* auth.getKey(accountId, body.id)
-      const now = yield* Clock.currentTimeMillis
-      const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
-      const cap = yield* requestedCap(body, current?.cap)
+      const storeCap = yield* capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
       // The expiry first: it is the one change that can still be refused (a past time), before anything is written.
       const expiring = body.expiresAt === undefined
         ? found
         : yield* auth.setKeyExpiry(accountId, found.id, body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt))
       const record = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
-      if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
-      const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      const spend = yield* storeCap(found.id)
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
-    })
-  }),
+    }),
   {
     summary: "Update an API key",
     description:

@@ -28,8 +28,6 @@ export const SpeechRequest = Schema.Struct({
   instructions: Schema.optionalKey(Schema.String)
 }).annotate({ identifier: "SpeechRequest" })
 
-const invalid = (field: string, message: string) => Errors.invalidParameters([{ path: [field], message }])
-
 /** The body checked against its model, with the format it asks for and its length in characters. */
 interface Checked {
   readonly body: typeof SpeechRequest.Type
@@ -57,11 +55,11 @@ export const route = Endpoint.make({
         const format = body.response_format ?? model.responseFormats[0]!
         const characters = [...body.input].length
         if (characters > model.maxInputCharacters) {
-          return yield* invalid("input", `${model.id} reads at most ${model.maxInputCharacters} characters`)
+          return yield* Errors.invalidField("input", `${model.id} reads at most ${model.maxInputCharacters} characters`)
         }
-        if (!model.voices.includes(body.voice)) return yield* invalid("voice", `Expected one of ${model.voices.join(", ")}`)
+        if (!model.voices.includes(body.voice)) return yield* Errors.invalidField("voice", `Expected one of ${model.voices.join(", ")}`)
         if (!model.responseFormats.includes(format)) {
-          return yield* invalid("response_format", `${model.id} answers ${model.responseFormats.join(", ")}`)
+          return yield* Errors.invalidField("response_format", `${model.id} answers ${model.responseFormats.join(", ")}`)
         }
         return { body, model, format, characters } satisfies Checked
       }),

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, KeyCaps, Money, Principal, Siwx, Staking, Usage, X402 } from "@tollgate/core"
+import { CreditLedger, Errors, KeyCaps, Money, Principal, SessionRevocations, Siwx, Staking, Usage, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { AuthStore } from "@tollgate/core/AuthStore"
 import { Clock, Effect, Option, Schema } from "effect"
@@ -115,19 +115,21 @@ export const script = assetRoute("portal.js", "text/javascript; charset=utf-8")
 export const stylesheet = assetRoute("portal.css", "text/css; charset=utf-8")
 
 /**
- * The session check of a route behind the session, built with the route (the store and the session
- * key are read once): the session of the request, sealed by this server, not ended, and for an
- * ADMIN key, the key still standing. A state change must also carry the session's CSRF token.
+ * The session check of a route behind the session, built with the route (the stores and the
+ * session key are read once): the session of the request, sealed by this server, not ended nor
+ * signed out, and for an ADMIN key, the key still standing. A state change must also carry the
+ * session's CSRF token.
  */
 const sessionCheck = Effect.gen(function*() {
   const store = yield* AuthStore
+  const revocations = yield* SessionRevocations.SessionRevocations
   const key = yield* PortalSession.SessionKey
   return (change: boolean) => Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const now = yield* Clock.currentTimeMillis
     const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
     const session = cookie === undefined ? undefined : PortalSession.open(key, cookie, now)
-    if (session === undefined) return yield* unauthenticated
+    if (session === undefined || (yield* revocations.isRevoked(session.id))) return yield* unauthenticated
     if (session.keyId !== undefined) {
       const status = yield* store.keyStatus(session.accountId, session.keyId)
       if (!status.accountExists || status.revoked) return yield* unauthenticated
@@ -138,6 +140,23 @@ const sessionCheck = Effect.gen(function*() {
     return session
   })
 })
+
+/**
+ * A route behind the session: `handler`, built once with the route like any route's, answers a
+ * request whose session passed `sessionCheck` (with the CSRF token when the route `changes` state).
+ */
+const sessionRoute = <R>(
+  method: Route.Method,
+  path: `/${string}`,
+  changes: boolean,
+  handler: Effect.Effect<(session: PortalSession.Session) => Route.Handler, never, R>,
+  docs: Route.Docs
+) =>
+  Route.make(method, path, Effect.gen(function*() {
+    const requireSession = yield* sessionCheck
+    const handle = yield* handler
+    return Effect.flatMap(requireSession(changes), handle)
+  }), docs)
 
 const sessionView = (session: PortalSession.Session) => ({
   accountId: session.accountId,
@@ -302,20 +321,27 @@ export const session = Route.make(
   }
 )
 
-/** @category routes */
-export const signOut = Route.make(
+/**
+ * `DELETE /api/v1/portal/session`: ends the session on the server (its id is revoked until the
+ * session would have ended) and clears the cookie, so a copy of the cookie is refused as well.
+ *
+ * @category routes
+ */
+export const signOut = sessionRoute(
   "DELETE",
   `${API}/session`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
+    const revocations = yield* SessionRevocations.SessionRevocations
     const info = yield* ServiceInfo
     const secure = info.publicOrigin.startsWith("https:")
-    return Effect.gen(function*() {
-      yield* requireSession(true)
-      return HttpServerResponse.jsonUnsafe({ signedOut: true }, {
-        headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
-      })
-    })
+    return (current) =>
+      Effect.as(
+        revocations.revoke(current.id, current.expiresAt),
+        HttpServerResponse.jsonUnsafe({ signedOut: true }, {
+          headers: { ...noStore, "set-cookie": PortalSession.setCookie(undefined, { secure }) }
+        })
+      )
   }),
   sessionDocs("Sign out of the portal", CHANGE, { 200: { description: "The cookie is cleared" } })
 )
@@ -364,15 +390,14 @@ const recentCredits = (ledger: CreditLedger.CreditLedger["Service"], accountId: 
  *
  * @category routes
  */
-export const account = Route.make(
+export const account = sessionRoute(
   "GET",
   `${API}/account`,
+  false,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const ledger = yield* CreditLedger.CreditLedger
     const staking = yield* Staking.Staking
-    return Effect.gen(function*() {
-      const current = yield* requireSession(false)
+    return (current) => Effect.gen(function*() {
       if (current.wallet !== undefined) {
         yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
       }
@@ -400,15 +425,14 @@ export const account = Route.make(
 )
 
 /** @category routes */
-export const listKeys = Route.make(
+export const listKeys = sessionRoute(
   "GET",
   `${API}/keys`,
+  false,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const current = yield* requireSession(false)
+    return (current) => Effect.gen(function*() {
       const keys = yield* auth.listKeys(current.accountId)
       const spend = yield* caps.read(current.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => ApiKeys.metadata(key, spend.get(key.id))) }, { headers: noStore })
@@ -429,15 +453,14 @@ export const CreateKeyRequest = Schema.Struct({
  *
  * @category routes
  */
-export const createKey = Route.make(
+export const createKey = sessionRoute(
   "POST",
   `${API}/keys`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
-    return Effect.gen(function*() {
-      const current = yield* requireSession(true)
+    return (current) => Effect.gen(function*() {
       const body = yield* RequestBody.schema(CreateKeyRequest)
       // A wallet's account is recorded with its first key (sign-in stores nothing), so only a wallet
       // that holds credit may make one: wallets that cost nothing to create leave no state behind.
@@ -478,22 +501,18 @@ export const SetCapRequest = Schema.Struct({
  *
  * @category routes
  */
-export const setKeyCap = Route.make(
+export const setKeyCap = sessionRoute(
   "PATCH",
   `${API}/keys`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
-    return Effect.gen(function*() {
-      const { accountId } = yield* requireSession(true)
+    return ({ accountId }) => Effect.gen(function*() {
       const body = yield* RequestBody.schema(SetCapRequest)
       const found = yield* auth.getKey(accountId, body.id)
-      const now = yield* Clock.currentTimeMillis
-      const current = (yield* caps.read(accountId, [found.id], now)).get(found.id)
-      const cap = yield* ApiKeys.requestedCap(body, current?.cap)
-      if (cap !== undefined) yield* caps.set(accountId, found.id, cap ?? undefined)
-      const spend = (yield* caps.read(accountId, [found.id], now)).get(found.id)
+      const storeCap = yield* ApiKeys.capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
+      const spend = yield* storeCap(found.id)
       return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(found, spend), { headers: noStore })
     })
   }),
@@ -509,14 +528,13 @@ export const setKeyCap = Route.make(
 )
 
 /** @category routes */
-export const revokeKey = Route.make(
+export const revokeKey = sessionRoute(
   "DELETE",
   `${API}/keys`,
+  true,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const auth = yield* Auth
-    return Effect.gen(function*() {
-      const current = yield* requireSession(true)
+    return (current) => Effect.gen(function*() {
       const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
       yield* auth.revokeKey(current.accountId, query.id)
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
@@ -582,14 +600,13 @@ export const spendByDay = (entries: ReadonlyArray<CreditLedger.UsageEntry>, now:
  *
  * @category routes
  */
-export const usage = Route.make(
+export const usage = sessionRoute(
   "GET",
   `${API}/usage`,
+  false,
   Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
     const ledger = yield* CreditLedger.CreditLedger
-    return Effect.gen(function*() {
-      const current = yield* requireSession(false)
+    return (current) => Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
       const entries = yield* usageSince(ledger, current.accountId, from)
@@ -605,7 +622,9 @@ export const usage = Route.make(
 )
 
 /** @category routes */
-export const routes: ReadonlyArray<Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | ServiceInfo>> = [
+export const routes: ReadonlyArray<
+  Route.Route<Auth | AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations | ServiceInfo>
+> = [
   page,
   script,
   stylesheet,

@@ -4,8 +4,10 @@
  * transaction that paid, from `TopUpTransactions`), operator grants (`GRANT`), charges (`CHARGE`, with the request
  * id and model of the usage entry the capture wrote) and refunds (`REFUND`), each with the USD
  * balance after it. Pages are keyset: `nextCursor` names the last entry shown, so a page never
- * shifts while the wallet keeps paying. The wallet itself reads its own (SIGN-IN-WITH-X); an ADMIN
- * key of an operator account reads any; anyone else is refused.
+ * shifts while the wallet keeps paying. The published reference's `offset`, and the 1-based `page`
+ * of the spec's paginated endpoints (with their `x-pagination-*` headers), page the same list for
+ * clients written against those. The wallet itself reads its own (SIGN-IN-WITH-X); an ADMIN key of
+ * an operator account reads any; anyone else is refused.
  *
  * @since 0.1.0
  */
@@ -24,7 +26,15 @@ export const TransactionsQuery = Schema.Struct({
     Schema.isInt({ message: "must be an integer" }),
     Schema.isBetween({ minimum: 1, maximum: 100 }, { message: "must be between 1 and 100" })
   )),
-  cursor: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d+-\d+$/, { message: "is not a cursor this endpoint issued" })))
+  cursor: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d+-\d+$/, { message: "is not a cursor this endpoint issued" }))),
+  offset: Schema.optionalKey(Schema.FiniteFromString.check(
+    Schema.isInt({ message: "must be an integer" }),
+    Schema.isGreaterThanOrEqualTo(0, { message: "must be 0 or more" })
+  )),
+  page: Schema.optionalKey(Schema.FiniteFromString.check(
+    Schema.isInt({ message: "must be an integer" }),
+    Schema.isGreaterThanOrEqualTo(1, { message: "must be 1 or more" })
+  ))
 })
 
 const TYPES: Partial<Record<CreditLedger.EntryKind, string>> = { topup: "TOP_UP", grant: "GRANT", capture: "CHARGE", refund: "REFUND" }
@@ -64,6 +74,9 @@ export const transactions = Route.make(
         : principal.keyType === "ADMIN" && operatorAccountIds.includes(principal.accountId)
       if (!allowed) return yield* new Errors.Forbidden({ message: "Only the wallet itself or an operator may read its transactions" })
       const query = yield* RequestQuery.schema(TransactionsQuery)
+      if ([query.cursor, query.offset, query.page].filter((given) => given !== undefined).length > 1) {
+        return yield* Errors.invalidField("offset", "give one of cursor, offset and page")
+      }
       const limit = query.limit ?? 50
 
       // The whole journal, to know the balance after each entry: what the retention dropped is
@@ -93,9 +106,15 @@ export const transactions = Route.make(
         running += entry.delta
         balanceAfter.set(entry.id, running)
       }
-      const newest = moves.reverse().filter((entry) => query.cursor === undefined || before(entry.id, query.cursor))
-      const page = newest.slice(0, limit)
-      const hasMore = newest.length > limit
+      const newest = moves.reverse()
+      // Where the page starts in the newest-first list: after the cursor's entry, or at the offset.
+      const afterCursor = (cursor: string) => {
+        const index = newest.findIndex((entry) => before(entry.id, cursor))
+        return index === -1 ? newest.length : index
+      }
+      const at = query.cursor !== undefined ? afterCursor(query.cursor) : query.offset ?? ((query.page ?? 1) - 1) * limit
+      const page = newest.slice(at, at + limit)
+      const hasMore = newest.length > at + limit
       const hashes = yield* topUps.read(accountId, page.flatMap((entry) => entry.kind === "topup" ? [entry.reference] : []))
       return HttpServerResponse.jsonUnsafe({
         success: true,
@@ -116,19 +135,31 @@ export const transactions = Route.make(
               transactionHash: hashes.get(entry.reference) ?? null
             }
           }),
-          pagination: { limit, hasMore, nextCursor: hasMore ? page.at(-1)!.id : null }
+          pagination: { limit, offset: at, hasMore, nextCursor: hasMore ? page.at(-1)!.id : null }
         }
-      }, { headers: { "cache-control": "no-store" } })
+      }, {
+        headers: {
+          "cache-control": "no-store",
+          "x-pagination-limit": String(limit),
+          "x-pagination-page": String(Math.floor(at / limit) + 1),
+          "x-pagination-total": String(newest.length),
+          "x-pagination-total-pages": String(Math.ceil(newest.length / limit))
+        }
+      })
     })
   }),
   {
     summary: "A wallet's top-ups, grants, charges and refunds",
-    description: "The wallet signed in with SIGN-IN-WITH-X, or an ADMIN key of an operator account. Newest first; pass `pagination.nextCursor` as `cursor` for the next page.",
+    description: "The wallet signed in with SIGN-IN-WITH-X, or an ADMIN key of an operator account. Newest first; pass " +
+      "`pagination.nextCursor` as `cursor` for the next page (a page that never shifts), or page by `offset` or a 1-based `page`.",
     tags: [X402Route.tag],
     security: "key",
     query: TransactionsQuery,
     responses: {
-      200: { description: "A page of the wallet's transactions" },
+      200: {
+        description: "A page of the wallet's transactions",
+        headers: ["x-pagination-limit", "x-pagination-page", "x-pagination-total", "x-pagination-total-pages"]
+      },
       400: { description: "Invalid wallet address or query", schema: Errors.DetailedError },
       401: { description: "No credentials", schema: Errors.StandardError },
       403: { description: "Another wallet, or a key that is not an operator's ADMIN key", schema: Errors.StandardError }

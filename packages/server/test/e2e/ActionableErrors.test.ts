@@ -10,7 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 let server: ShippedServer.ShippedServer
 
 beforeAll(async () => {
-  server = await ShippedServer.start({ env: { TOLLGATE_METRICS: "open" } })
+  server = await ShippedServer.start({
+    env: { TOLLGATE_METRICS: "open" },
+    // Something that settles Base, so dev mode offers its USDC entries; never reached, no payment is sent.
+    config: { x402: { facilitatorUrl: "http://127.0.0.1:9" } }
+  })
 })
 
 afterAll(async () => {

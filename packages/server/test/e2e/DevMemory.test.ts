@@ -7,7 +7,13 @@ let server: ShippedServer.ShippedServer
 
 beforeAll(async () => {
   anvil = await Anvil.start({ chainId: 8453 })
-  server = await ShippedServer.start({ config: { rpc: { upstreams: { "base-mainnet": [anvil.url] } } } })
+  server = await ShippedServer.start({
+    config: {
+      rpc: { upstreams: { "base-mainnet": [anvil.url] } },
+      // Something that settles Base, so dev mode offers its USDC entries; never reached, no payment is sent.
+      x402: { facilitatorUrl: "http://127.0.0.1:9" }
+    }
+  })
 })
 
 afterAll(async () => {

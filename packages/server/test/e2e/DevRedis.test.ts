@@ -11,7 +11,11 @@ beforeAll(async () => {
   server = await ShippedServer.start({
     store: "redis",
     redisUrl: redis.url,
-    config: { rpc: { upstreams: { "base-mainnet": [anvil.url] } } }
+    config: {
+      rpc: { upstreams: { "base-mainnet": [anvil.url] } },
+      // Something that settles Base, so dev mode offers its USDC entries; never reached, no payment is sent.
+      x402: { facilitatorUrl: "http://127.0.0.1:9" }
+    }
   })
 })
 

@@ -190,3 +190,22 @@ describe("Dev mode on a terminal shows the keys as a short block with a curl to 
     }
   }, 90_000)
 })
+
+describe("Dev mode offers no wallet payment it cannot settle: with nothing configured to settle Base, the 402s offer no USDC entry", () => {
+  it("a paid call without credentials: 402 with an empty accepts and the API key named; the top-up answers 503 instead of offering Base", async () => {
+    const paid = await fetch(`${server.api}/chat/completions`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ model: "llama-3.3-70b", max_tokens: 10, messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(paid.status).toBe(402)
+    const body = await paid.json() as { accepts: ReadonlyArray<unknown>; resource: { description: string } }
+    expect(body.accepts).toEqual([])
+    expect(body.resource.description).toBe("Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server")
+    const header = JSON.parse(Buffer.from(paid.headers.get("payment-required")!, "base64").toString()) as { accepts: ReadonlyArray<unknown> }
+    expect(header.accepts).toEqual([])
+    const topUp = await fetch(`${server.api}/x402/top-up`, { method: "POST" })
+    expect(topUp.status).toBe(503)
+    expect((await topUp.json() as { error: string }).error).toMatch(/Wallet payments are not configured/)
+  })
+})

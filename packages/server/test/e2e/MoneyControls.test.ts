@@ -142,7 +142,7 @@ const signIn = async (server: ShippedServer.ShippedServer, account: ReturnType<t
 }
 
 describe.each([["dev mode on memory", () => memory], ["production on Redis", () => onRedis]])(
-  "GET /x402/transactions/{wallet} (%s): the wallet's grants and charges, newest first, keyset pages, for the wallet itself or an operator",
+  "GET /x402/transactions/{wallet} (%s): the wallet's grants and charges, newest first, paged by cursor, offset or page, for the wallet itself or an operator",
   (_, server) => {
     it("a wallet sees its own; an operator's ADMIN key any; another wallet or an INFERENCE key is a 403", async () => {
       const { adminKey, inferenceKey } = server().credentials!
@@ -161,7 +161,7 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
       }
       const read = async (headers: Record<string, string>, query = "") =>
         fetch(`${server().api}/x402/transactions/${wallet.address}${query}`, { headers })
-      type Page = { success: boolean; data: { walletAddress: string; currentBalance: number; transactions: Array<Record<string, unknown>>; pagination: { limit: number; hasMore: boolean; nextCursor: string | null } } }
+      type Page = { success: boolean; data: { walletAddress: string; currentBalance: number; transactions: Array<Record<string, unknown>>; pagination: { limit: number; offset: number; hasMore: boolean; nextCursor: string | null } } }
       const first = await read({ "sign-in-with-x": await signIn(server(), wallet) }, "?limit=2")
       expect(first.status).toBe(200)
       const page = await first.json() as Page
@@ -174,7 +174,30 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
       expect(next.status).toBe(200)
       const rest = await next.json() as Page
       expect(rest.data.transactions).toEqual([expect.objectContaining({ type: "GRANT", amount: 1, balanceAfter: 1, requestId: null, transactionHash: null })])
-      expect(rest.data.pagination).toEqual({ limit: 2, hasMore: false, nextCursor: null })
+      expect(rest.data.pagination).toEqual({ limit: 2, offset: 2, hasMore: false, nextCursor: null })
+
+      // The reference's offset, and the spec's 1-based page with its x-pagination-* headers, page the same list.
+      const byOffset = await read(bearer(adminKey), "?limit=2&offset=1")
+      expect(byOffset.status).toBe(200)
+      const offsetPage = await byOffset.json() as Page
+      expect(offsetPage.data.transactions.map((entry) => [entry["type"], entry["balanceAfter"]])).toEqual([["CHARGE", 0.99], ["GRANT", 1]])
+      expect(offsetPage.data.pagination).toEqual({ limit: 2, offset: 1, hasMore: false, nextCursor: null })
+      const byPage = await read(bearer(adminKey), "?limit=2&page=2")
+      expect(byPage.status).toBe(200)
+      expect((await byPage.json() as Page).data.transactions).toEqual(rest.data.transactions)
+      expect(Object.fromEntries([...byPage.headers].filter(([name]) => name.startsWith("x-pagination-")))).toEqual({
+        "x-pagination-limit": "2",
+        "x-pagination-page": "2",
+        "x-pagination-total": "3",
+        "x-pagination-total-pages": "2"
+      })
+      const both = await read(bearer(adminKey), `?limit=2&offset=2&cursor=${page.data.pagination.nextCursor}`)
+      expect(both.status).toBe(400)
+      expect(await both.json()).toEqual({
+        error: "Invalid request parameters: offset: give one of cursor, offset and page",
+        details: { _errors: [], offset: { _errors: ["give one of cursor, offset and page"] } }
+      })
+      expect((await read(bearer(adminKey), "?offset=-1")).status).toBe(400)
 
       expect((await read({ "sign-in-with-x": await signIn(server(), privateKeyToAccount(generatePrivateKey())) })).status).toBe(403)
       expect((await read(bearer(inferenceKey))).status).toBe(403)

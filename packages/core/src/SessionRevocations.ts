@@ -1,0 +1,42 @@
+/**
+ * Portal sessions ended before their time: a session id signed out, kept until the session would
+ * have ended on its own. The portal's session is a sealed cookie that nothing stores, so signing
+ * out alone clears only the browser's copy; a copy taken earlier (from a shared machine, a proxy's
+ * log) would open the session until its end. Every portal request asks here, so a sign-out on one
+ * instance ends the session on all of them that share the store.
+ *
+ * `layerMemory` serves one process; `@tollgate/redis` has the shared layer
+ * (`SessionRevocationsRedis`). Both sit beside the key store (`AuthStore.layerMemory`,
+ * `AuthStoreRedis.layerRedis`): wherever an ADMIN key's revocation ends its session, a sign-out does.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import type { ServiceUnavailable } from "./Errors.ts"
+
+/** @category services */
+export class SessionRevocations extends Context.Service<SessionRevocations, {
+  /** Ends the session `id`, which would have ended at `expiresAt` (ms since the epoch). */
+  readonly revoke: (id: string, expiresAt: number) => Effect.Effect<void, ServiceUnavailable>
+  readonly isRevoked: (id: string) => Effect.Effect<boolean, ServiceUnavailable>
+}>()("@tollgate/core/SessionRevocations") {}
+
+/**
+ * One process's revocations, each dropped once its session would have ended.
+ *
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<SessionRevocations> = Layer.sync(SessionRevocations, () => {
+  const until = new Map<string, number>()
+  const sweep = (now: number) => {
+    for (const [id, expiresAt] of until) if (expiresAt <= now) until.delete(id)
+  }
+  return SessionRevocations.of({
+    revoke: (id, expiresAt) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        sweep(now)
+        if (expiresAt > now) until.set(id, expiresAt)
+      }),
+    isRevoked: (id) => Effect.map(Clock.currentTimeMillis, (now) => (until.get(id) ?? 0) > now)
+  })
+})

@@ -1,0 +1,30 @@
+/**
+ * The Redis layer of `SessionRevocations`: one key per signed-out session,
+ * `tollgate:portal:revoked:<id>`, that expires (`PX`) when the session would have ended, so
+ * nothing is left to clean up and every instance reads a sign-out with one `EXISTS`.
+ *
+ * @since 0.1.0
+ */
+import { Errors, SessionRevocations } from "@tollgate/core"
+import { Clock, Effect, Layer } from "effect"
+import { Redis } from "effect/persistence"
+
+const revokedKey = (id: string) => `tollgate:portal:revoked:${id}`
+
+const unavailable = () => Errors.storeUnavailable("The portal session store")
+
+/** @category layers */
+export const layerRedis: Layer.Layer<SessionRevocations.SessionRevocations, never, Redis.Redis> = Layer.effect(
+  SessionRevocations.SessionRevocations,
+  Effect.gen(function*() {
+    const redis = yield* Redis.Redis
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
+      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    return SessionRevocations.SessionRevocations.of({
+      revoke: (id, expiresAt) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          expiresAt <= now ? Effect.void : Effect.asVoid(send("SET", revokedKey(id), "1", "PX", String(Math.ceil(expiresAt - now))))),
+      isRevoked: (id) => Effect.map(send<number>("EXISTS", revokedKey(id)), (count) => count > 0)
+    })
+  })
+)
