@@ -40,7 +40,11 @@ export interface Shape {
  * @category models
  */
 export interface Serve<A> {
-  /** Reads and checks the request; every bad field in one 400 (`RequestBody.schema` does). */
+  /**
+   * Reads and checks the request; every bad field in one 400 (`RequestBody.schema` does). Any
+   * Effect: a route every call of which counts (the RPC proxy) writes it as a short chain of steps,
+   * reading its path parameters from `CurrentRequest`.
+   */
   readonly decode: Effect.Effect<A, Errors.ApiError, Route.RequestServices>
   /** The worst case of the decoded request: held at admission, never exceeded by the capture. */
   readonly quote: (input: A) => PricingEngine.Quote | PricingEngine.Unpriced
