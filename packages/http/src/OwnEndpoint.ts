@@ -130,7 +130,8 @@ export interface Options<Body> {
   /**
    * The rate limits the calls count against: a built-in kind (default `text`, tier `M`), or the
    * endpoint's own, `{ name, rates: { default: { requests: 30 }, partner: { requests: 120 } } }`
-   * (requests and tokens per minute per tier).
+   * (requests and tokens per minute per tier; the config file's `rateLimits.kinds.<name>` sets
+   * them over these).
    */
   readonly kind?: Metered.Kind | RateLimits.CustomKind | undefined
   readonly modelTier?: Metered.ModelTier | undefined
