@@ -141,9 +141,29 @@ export const OverrideSchema = Schema.Struct({
   billing_usage: Schema.optionalKey(RatesSchema)
 })
 
+const KindRatesSchema = Schema.Struct({
+  requests: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  tokens: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)))
+})
+
+/**
+ * An operator's own kind's rates as the config file sets them, per tier: the same shape as
+ * `CustomKind.rates`, each tier optional.
+ *
+ * @category schemas
+ */
+export const KindOverrideSchema = Schema.Struct({
+  default: Schema.optionalKey(KindRatesSchema),
+  partner: Schema.optionalKey(KindRatesSchema)
+})
+
+/** @category models */
+export type KindOverride = typeof KindOverrideSchema.Type
+
 /**
  * The `rateLimits` section of the config file: tier tables adjusted, per-account and per-key
- * overrides, and global limits shared by every caller.
+ * overrides, global limits shared by every caller, and the rates of the operator's own kinds
+ * (`CustomKind`) by name.
  *
  * @category schemas
  */
@@ -154,7 +174,8 @@ export const ConfigSchema = Schema.Struct({
   })),
   accounts: Schema.optionalKey(Schema.Record(Schema.String, OverrideSchema)),
   keys: Schema.optionalKey(Schema.Record(Schema.String, OverrideSchema)),
-  global: Schema.optionalKey(OverrideSchema)
+  global: Schema.optionalKey(OverrideSchema),
+  kinds: Schema.optionalKey(Schema.Record(Schema.String, KindOverrideSchema))
 })
 
 /** @category models */
@@ -170,6 +191,8 @@ export interface CallerOverrides {
   readonly account?: Override | undefined
   readonly key?: Override | undefined
   readonly global?: Override | undefined
+  /** The configured rates of the operator's own kinds, by name. */
+  readonly kinds?: Readonly<Record<string, KindOverride>> | undefined
 }
 
 /**
@@ -205,7 +228,8 @@ export const layerOverridesMemory = (config: Config = {}): Layer.Layer<Overrides
           tier: config.tiers?.[tier],
           account: accounts.get(principal.accountId),
           key: principal._tag === "ApiKey" ? keys.get(principal.keyId) : undefined,
-          global: config.global
+          global: config.global,
+          kinds: config.kinds
         }
       },
       setAccount: (accountId, override) => set(accounts, accountId, override),
@@ -216,7 +240,8 @@ export const layerOverridesMemory = (config: Config = {}): Layer.Layer<Overrides
 /**
  * A kind of an operator's own endpoints (`OwnEndpoint`): its name, and its requests (and tokens)
  * per minute for each tier, `default` for a tier it does not name. Its limit is the account's, under
- * its own key, beside the built-in kinds'.
+ * its own key, beside the built-in kinds'. The config file's `rateLimits.kinds.<name>` sets its
+ * rates over these, tier by tier.
  *
  * @category models
  */
@@ -304,7 +329,7 @@ const build = (
  */
 export const limitsFor = (principal: Principal, call: Call, overrides: CallerOverrides = {}): Array<Limit> => {
   const tier = principal._tag === "ApiKey" ? principal.tier : "default"
-  if (call.custom !== undefined) return customLimits(principal, tier, call.custom, call)
+  if (call.custom !== undefined) return customLimits(principal, tier, call.custom, call, overrides.kinds?.[call.custom.name])
   const category = categoryOf(call)
   const account = principal.accountId
   const model = modelOf(call.sku)
@@ -325,18 +350,22 @@ export const limitsFor = (principal: Principal, call: Call, overrides: CallerOve
   return limits
 }
 
-const customLimits = (principal: Principal, tier: Tier, custom: CustomKind, call: Call): Array<Limit> => {
+const customLimits = (principal: Principal, tier: Tier, custom: CustomKind, call: Call, configured: KindOverride | undefined): Array<Limit> => {
+  // The configured rates over the declared ones, tier by tier; a tier neither names has the default's.
+  const ratesOf = (named: Tier): Rates | undefined =>
+    custom.rates[named] === undefined && configured?.[named] === undefined ? undefined : { ...custom.rates[named], ...configured?.[named] }
+  const rates = ratesOf(tier) ?? { ...custom.rates.default, ...configured?.default }
   const account = principal.accountId
   const subject: RateLimitLog.Subject = {
     accountId: account,
     kind: custom.name,
     ...(principal._tag === "ApiKey" ? { keyId: principal.keyId } : {})
   }
-  return build("user", `${account}:custom:${custom.name}`, account, custom.rates[tier] ?? custom.rates.default, call, subject)
+  return build("user", `${account}:custom:${custom.name}`, account, rates, call, subject)
 }
 
 const sameOverrides = (a: CallerOverrides, b: CallerOverrides) =>
-  a.tier === b.tier && a.account === b.account && a.key === b.key && a.global === b.global
+  a.tier === b.tier && a.account === b.account && a.key === b.key && a.global === b.global && a.kinds === b.kinds
 
 /** How many call shapes one key's limits are remembered for. */
 const SHAPES_PER_KEY = 64

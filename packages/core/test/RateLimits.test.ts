@@ -84,3 +84,26 @@ describe("Overrides per account and per key, from config and at runtime", () => 
     expect(RateLimiter.windowKey(limits[0]!, 120_000, 60_000)).toBe("rl:{acct_1}:acct_1:rpc:minute:2")
   })
 })
+
+describe("An operator's own kind takes its rates per tier from config by its name, over the declared ones", () => {
+  const summaries: RateLimits.CustomKind = { name: "summaries", rates: { default: { requests: 60 }, partner: { requests: 600, tokens: 9_000 } } }
+  const configured = (kinds: RateLimits.CallerOverrides["kinds"]) => ({ kinds })
+
+  it("without a config entry the declared rates apply, the partner tier's to partner keys", () => {
+    expect(rates(RateLimits.limitsFor(key(), { kind: "text", custom: summaries }))).toEqual([{ type: "user", requests: 60, tokens: undefined, credits: undefined }])
+    expect(rates(RateLimits.limitsFor(key("partner"), { kind: "text", custom: summaries }))).toEqual([{ type: "user", requests: 600, tokens: 9_000, credits: undefined }])
+  })
+
+  it("a configured tier replaces the rates it names and keeps the others; another kind's entry changes nothing", () => {
+    const overrides = configured({ summaries: { partner: { requests: 5 } }, other: { default: { requests: 1 } } })
+    expect(rates(RateLimits.limitsFor(key("partner"), { kind: "text", custom: summaries }, overrides))).toEqual([{ type: "user", requests: 5, tokens: 9_000, credits: undefined }])
+    expect(rates(RateLimits.limitsFor(key(), { kind: "text", custom: summaries }, overrides))).toEqual([{ type: "user", requests: 60, tokens: undefined, credits: undefined }])
+  })
+
+  it("a tier neither the declaration nor the config names has the default's rates, configured ones included", () => {
+    const declaredDefaultOnly: RateLimits.CustomKind = { name: "summaries", rates: { default: { requests: 60 } } }
+    const overrides = configured({ summaries: { default: { requests: 3 } } })
+    expect(RateLimits.limitsFor(key("partner"), { kind: "text", custom: declaredDefaultOnly }, overrides)[0]?.requests?.limit).toBe(3)
+    expect(RateLimits.limitsFor(wallet, { kind: "text", custom: declaredDefaultOnly }, overrides)[0]?.requests?.limit).toBe(3)
+  })
+})

@@ -1,13 +1,14 @@
 /**
- * A chat completion as a metered call: what `POST /chat/completions` and `POST /responses` share,
- * so the two wire shapes are one product with one price, one set of options and one backend.
+ * A chat completion as a paid call: what `POST /chat/completions` and `POST /responses` share, so
+ * the two wire shapes are one product with one price, one set of options and one backend.
  *
  * `prepare` checks a parsed request before anything is held (model, options, character, search
  * capability, context) and works out its admission: the prompt's tokens (o200k_base, plus room for
  * search results) and the capped completion (`max_tokens`, at most the model's limit, times `n`)
- * reserved against the token limit, and their worst-case price held. `run` runs the call through
- * the metered pipeline: the search the options ask for, then the route's own rendering of the
- * upstream's answer. What it used is priced from a `Tally`: the upstream's usage once it arrives;
+ * reserved against the token limit, and their worst-case price held. `serve` makes the two routes'
+ * declarations (`Endpoint.make`) from it: their decoding ends in `prepare`, their quote and
+ * admission are the prepared ones, and their work is the search the options ask for, then the
+ * route's own rendering of the upstream's answer. What it used is priced from a `Tally`: the upstream's usage once it arrives;
  * until then the text of every piece produced, counted only if the usage never comes (a client
  * that hung up), so a stream that ends normally never pays for tokenizing.
  *
@@ -18,8 +19,9 @@ import { ChatOptions, Errors, Models, Money, PricingEngine } from "@tollgate/cor
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { ByteSize, Effect, Option, Result } from "effect"
-import type { HttpServerRequest, HttpServerResponse } from "effect/http"
-import * as Metered from "./Metered.ts"
+import type * as Endpoint from "./Endpoint.ts"
+import type * as Metered from "./Metered.ts"
+import type * as Route from "./Route.ts"
 
 /**
  * Conversations with long contexts are large; the app's default cap would refuse them.
@@ -187,6 +189,10 @@ export interface Prepared {
   readonly request: ChatOptions.ChatRequest
   readonly model: Models.TextModel
   readonly quote: PricingEngine.Quote
+  /** The model's tier and the prompt and capped completion reserved against the token limit. */
+  readonly shape: Endpoint.Shape
+  /** The search the options ask for (none: nothing found), run once the call is admitted. */
+  readonly search: Effect.Effect<Found>
   /** Whether the reply must lose its think-tag blocks and reasoning fields. */
   readonly strips: boolean
   /** The model headers every answer carries. */
@@ -195,10 +201,6 @@ export interface Prepared {
   readonly upstreamBody: (found: Found) => Json
   /** The actual price of what the tally says was used. */
   readonly price: (found: Found, tally: Tally) => Metered.Produced
-  /** Runs the call through the metered pipeline; `execute` answers from what the search found. */
-  readonly run: (
-    execute: (found: Found) => Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError>
-  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest>
 }
 
 /**
@@ -208,7 +210,6 @@ export interface Prepared {
  * @category constructors
  */
 export const preparer = Effect.gen(function*() {
-  const metered = yield* Metered.Metered
   const models = yield* Models.ModelList
   const tables = yield* PricingEngine.PricingEngine
   const prompts = yield* ChatOptions.ChatPrompts
@@ -305,30 +306,33 @@ export const preparer = Effect.gen(function*() {
         return body
       }
 
-      const run: Prepared["run"] = (execute) =>
-        metered.run({
-          sku: quote.sku,
-          kind: "text",
-          modelTier: model.tier,
-          reserveTokens: promptReserve + completionReserve,
-          quote,
-          settlesActual: true,
-          execute: () =>
-            Effect.flatMap(
-              mode === "none" ? Effect.succeed(nothingFound) : runSearch(provider, search, query, options.enable_web_citations),
-              execute
-            )
-        })
-
       return {
         request,
         model,
         quote,
+        shape: { modelTier: model.tier, reserveTokens: promptReserve + completionReserve },
+        search: mode === "none" ? Effect.succeed(nothingFound) : runSearch(provider, search, query, options.enable_web_citations),
         strips: ChatOptions.stripsThinking(options),
         headers: Models.headersOf(model),
         upstreamBody,
-        price,
-        run
+        price
       } satisfies Prepared
     })
+})
+
+/**
+ * How a chat route serves a request (`Endpoint.Serve`): `decode` reads its wire shape and ends in
+ * `prepare`; the quote and the admission are the prepared ones; the work is the search, then
+ * `answer`, the route's rendering of the upstream's answer from what was found.
+ *
+ * @category constructors
+ */
+export const serve = <A extends { readonly prepared: Prepared }>(
+  decode: Effect.Effect<A, Errors.ApiError, Route.RequestServices>,
+  answer: (input: A, found: Found) => Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError>
+): Endpoint.Serve<A> => ({
+  decode,
+  quote: ({ prepared }) => prepared.quote,
+  shape: ({ prepared }) => prepared.shape,
+  execute: (input) => Effect.flatMap(input.prepared.search, (found) => answer(input, found))
 })

@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Errors, IdempotencyStore, type Money, PricingEngine, type RateLimits } from "@tollgate/core"
-import { Effect, Result, Stream } from "effect"
+import { Context, Effect, Result, Stream } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as Crypto from "node:crypto"
 import * as Metered from "./Metered.ts"
@@ -32,7 +32,6 @@ export interface Shape {
   readonly reserveTokens?: number | undefined
   readonly reserveCredits?: number | undefined
   readonly holdTtlMs?: number | undefined
-  readonly settlesActual?: boolean | undefined
 }
 
 /**
@@ -41,13 +40,20 @@ export interface Shape {
  * @category models
  */
 export interface Serve<A> {
-  /** Reads and checks the request; every bad field in one 400 (`RequestBody.schema` does). */
+  /**
+   * Reads and checks the request; every bad field in one 400 (`RequestBody.schema` does). Any
+   * Effect: a route every call of which counts (the RPC proxy) writes it as a short chain of steps,
+   * reading its path parameters from `CurrentRequest`.
+   */
   readonly decode: Effect.Effect<A, Errors.ApiError, Route.RequestServices>
   /** The worst case of the decoded request: held at admission, never exceeded by the capture. */
   readonly quote: (input: A) => PricingEngine.Quote | PricingEngine.Unpriced
   readonly shape?: ((input: A, quote: PricingEngine.Quote) => Shape) | undefined
-  /** What makes two requests under one `Idempotency-Key` the same request; by default the JSON of the input. */
-  readonly fingerprint?: ((input: A) => string) | undefined
+  /**
+   * What makes two requests under one `Idempotency-Key` the same request (with the path); by
+   * default the JSON of the input. Read only for a request that carries a key.
+   */
+  readonly fingerprint?: ((input: A) => string | Uint8Array) | undefined
   readonly execute: (
     input: A,
     quote: PricingEngine.Quote,
@@ -69,8 +75,13 @@ export interface Declaration<A, R> {
   readonly kind: Metered.Kind | RateLimits.CustomKind
   /** Opt in to `Idempotency-Key`: a repeated key replays the first response and charges once. */
   readonly idempotency?: boolean | undefined
+  /**
+   * The charge is known only from the call's outcome (tokens, seconds): the 402 and the OpenAPI
+   * document offer an x402 `upto` permit for the quote, and the actual charge is what is settled.
+   */
+  readonly settlesActual?: boolean | undefined
   readonly serve: Effect.Effect<Serve<A>, never, R>
-  readonly docs: Omit<Route.Docs, "security">
+  readonly docs: Omit<Route.Docs, "security" | "x402SettlesActual">
 }
 
 /**
@@ -103,8 +114,8 @@ const idempotencyHeader = {
     "replayed with `Idempotent-Replayed: true`; a duplicate still in progress gets 409"
 }
 
-const fingerprintOf = (path: string, text: string) =>
-  Crypto.createHash("sha256").update(path).update("\n").update(text).digest("base64url")
+const fingerprintOf = (path: string, data: string | Uint8Array) =>
+  Crypto.createHash("sha256").update(path).update("\n").update(data).digest("base64url")
 
 /**
  * The route of a declaration.
@@ -112,7 +123,7 @@ const fingerprintOf = (path: string, text: string) =>
  * @category constructors
  */
 export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Metered.Metered> => {
-  const { idempotency = false, method, path } = declaration
+  const { idempotency = false, method, path, settlesActual = false } = declaration
   // A custom kind's rates replace the table of the kind it is counted as.
   const { custom, kind } = typeof declaration.kind === "string"
     ? { custom: undefined, kind: declaration.kind }
@@ -120,29 +131,40 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
   const docs: Route.Docs = {
     ...declaration.docs,
     security: "metered",
+    ...(settlesActual ? { x402SettlesActual: true } : {}),
     ...(idempotency ? { headers: [...(declaration.docs.headers ?? []), idempotencyHeader] } : {})
   }
   const handler = Effect.gen(function*() {
     const metered = yield* Metered.Metered
     const serve = yield* declaration.serve
+    const { decode, execute, quote: quoteOf, shape: shapeOf } = serve
     const fingerprint = serve.fingerprint ?? ((input: A) => JSON.stringify(input))
+    // Every paid call runs what follows: plain steps, no generator, one call object.
     const call = (input: A, key: string | undefined) => {
-      const quote = serve.quote(input)
+      const quote = quoteOf(input)
       if (PricingEngine.isUnpriced(quote)) return Effect.fail(unpriced(quote))
+      const shape = shapeOf?.(input, quote)
       return metered.run({
         sku: quote.sku,
         kind,
         custom,
         quote,
-        ...serve.shape?.(input, quote),
+        modelTier: shape?.modelTier,
+        reserveTokens: shape?.reserveTokens,
+        reserveCredits: shape?.reserveCredits,
+        holdTtlMs: shape?.holdTtlMs,
+        settlesActual,
         idempotency: key === undefined ? undefined : { key, fingerprint: fingerprintOf(path, fingerprint(input)) },
-        execute: (context) => serve.execute(input, quote, context)
+        execute: (context) => execute(input, quote, context)
       })
     }
-    const decoded = (key: string | undefined) => Effect.flatMap(serve.decode, (input) => call(input, key))
     const answer: Route.Handler = idempotency
-      ? Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => Effect.flatMap(Effect.fromResult(idempotencyKey(request)), decoded))
-      : decoded(undefined)
+      ? Effect.withFiber((fiber) => {
+        const key = idempotencyKey(Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest))
+        if (Result.isFailure(key)) return Effect.fail(key.failure)
+        return Effect.flatMap(decode, (input) => call(input, key.success))
+      })
+      : Effect.flatMap(decode, (input) => call(input, undefined))
     return answer
   })
   return { ...Route.make(method, path, handler, docs), metered: true }

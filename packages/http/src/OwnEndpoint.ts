@@ -130,7 +130,8 @@ export interface Options<Body> {
   /**
    * The rate limits the calls count against: a built-in kind (default `text`, tier `M`), or the
    * endpoint's own, `{ name, rates: { default: { requests: 30 }, partner: { requests: 120 } } }`
-   * (requests and tokens per minute per tier).
+   * (requests and tokens per minute per tier; the config file's `rateLimits.kinds.<name>` sets
+   * them over these).
    */
   readonly kind?: Metered.Kind | RateLimits.CustomKind | undefined
   readonly modelTier?: Metered.ModelTier | undefined
@@ -236,6 +237,8 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
     path: options.path,
     kind: options.kind ?? "text",
     idempotency: options.idempotency,
+    // Priced per unit or by a quote, the charge is known from the handler's usage: x402 `upto` fits.
+    settlesActual: !("usd" in price),
     serve: Effect.succeed({
       decode,
       quote: quoteOf,

@@ -61,7 +61,7 @@ export interface Docs {
    * document offers it as the operation's x402 payment. Without it the price is quoted per request.
    */
   readonly x402Price?: (tables: PricingEngine.Tables) => Money.Nano
-  /** The charge is known from the outcome (`MeteredCall.settlesActual`): the 402 offers `upto` too. */
+  /** Set by `Endpoint.make` from its declaration's `settlesActual`: the document offers `upto` too. */
   readonly x402SettlesActual?: boolean
 }
 
@@ -74,8 +74,8 @@ export interface Route<R = never> {
   readonly docs?: Docs
   /**
    * A paid route: `App` answers a caller without credentials (the discovery 402, or a 413 for a
-   * body over the default cap) before the handler reads the body. Set by `Endpoint.make`, or by
-   * `metered` for a route that calls `Metered.run` itself; never by what the docs say.
+   * body over the default cap) before the handler reads the body. Set by `Endpoint.make`, never by
+   * what the docs say.
    */
   readonly metered?: boolean
 }
@@ -87,14 +87,6 @@ export const make = <R>(
   handler: Effect.Effect<Handler, never, R>,
   docs?: Docs
 ): Route<R> => docs === undefined ? { method, path, handler } : { method, path, handler, docs }
-
-/**
- * The route marked as paid (see `Route.metered`), for a route that calls `Metered.run` itself
- * rather than through `Endpoint.make`.
- *
- * @category constructors
- */
-export const metered = <R>(route: Route<R>): Route<R> => ({ ...route, metered: true })
 
 /**
  * The path parameters of the request being served, by name (`network` for

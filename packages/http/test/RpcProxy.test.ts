@@ -304,7 +304,7 @@ for (const backend of idempotencyBackends) {
 
     beforeAll(async () => {
       counted = await RpcHarness.fakeUpstream(canned, { delayMs: 200 })
-      local = await RpcHarness.make({ upstreams: { "ethereum-mainnet": [counted.url] }, idempotency: backend.layer() })
+      local = await RpcHarness.make({ upstreams: { "ethereum-mainnet": [counted.url], "base-mainnet": [counted.url] }, idempotency: backend.layer() })
     })
     afterAll(async () => {
       await local?.dispose()
@@ -335,6 +335,18 @@ for (const backend of idempotencyBackends) {
       expect((await account.fetch("ethereum-mainnet", call("eth_blockNumber"), headers)).status).toBe(200)
       const other = await account.fetch("ethereum-mainnet", call("eth_chainId"), headers)
       expect(other.status).toBe(400)
+      expect(await account.charged()).toBe(RpcHarness.nanoOf(20))
+    })
+
+    it("the same key and body on another network -> 400, not the first network's answer", async () => {
+      const account = await local.account()
+      const headers = { "idempotency-key": `network-${backend.name}` }
+      expect((await account.fetch("ethereum-mainnet", call("eth_blockNumber"), headers)).status).toBe(200)
+      const calls = counted.requests()
+      const other = await account.fetch("base-mainnet", call("eth_blockNumber"), headers)
+      expect(other.status).toBe(400)
+      expect(await other.json()).toEqual({ error: "Idempotency-Key was already used with a different request body" })
+      expect(counted.requests()).toBe(calls)
       expect(await account.charged()).toBe(RpcHarness.nanoOf(20))
     })
 

@@ -71,6 +71,20 @@ describe("An unknown key in the config file stops the server, naming the key", (
   })
 })
 
+describe("A bad rate of an operator's own kind (rateLimits.kinds) stops the server, naming the field", () => {
+  it("a negative requests per minute is refused at start", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("kind-rate", { rateLimits: { kinds: { summaries: { default: { requests: -1 } } } } }) })
+    expectOneLine(result, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.default.requests")
+  })
+
+  it("a tier that does not exist, or a rate a custom kind does not have, is refused as an unknown key", async () => {
+    const tier = await refused({ TOLLGATE_CONFIG: configFile("kind-tier", { rateLimits: { kinds: { summaries: { premium: { requests: 5 } } } } }) })
+    expect(expectOneLine(tier, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.premium")).toContain("unknown key")
+    const credits = await refused({ TOLLGATE_CONFIG: configFile("kind-credits", { rateLimits: { kinds: { summaries: { default: { credits: 5 } } } } }) })
+    expect(expectOneLine(credits, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.default.credits")).toContain("unknown key")
+  })
+})
+
 describe("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
   it("a secret that is not whsec_ and base64 is refused at start", async () => {
     const result = await refused({

@@ -36,14 +36,12 @@ interface Checked {
   readonly characters: number
 }
 
-// The charge is known from the outcome: an x402 `upto` permit for the quote pays it.
-const settlesActual = { settlesActual: true } as const
-
 /** @category routes */
 export const route = Endpoint.make({
   method: "POST",
   path: "/api/v1/audio/speech",
   kind: "audio",
+  settlesActual: true,
   serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
@@ -64,7 +62,6 @@ export const route = Endpoint.make({
         return { body, model, format, characters } satisfies Checked
       }),
       quote: ({ characters, model }: Checked) => PricingEngine.media(tables, "speech", model.id, characters),
-      shape: () => settlesActual,
       execute: ({ body, characters, format, model }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(
           backend.speak({ model, input: body.input, voice: body.voice, format, speed: body.speed ?? 1, instructions: body.instructions }),
@@ -83,7 +80,6 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
-    x402SettlesActual: true,
     summary: "Text to speech (OpenAI-compatible)",
     description: `Audio of the input text in the model's voice, streamed in response_format (${Models.SpeechFormat.literals.join(", ")}, ` +
       `as the model supports; see GET /models) at speed ${Models.SPEECH_SPEED.minimum} to ${Models.SPEECH_SPEED.maximum}. ` +

@@ -100,14 +100,12 @@ interface Checked {
   readonly heldSeconds: number
 }
 
-// The charge is known from the outcome: an x402 `upto` permit for the quote pays it.
-const settlesActual = { settlesActual: true } as const
-
 /** @category routes */
 export const route = Endpoint.make({
   method: "POST",
   path: "/api/v1/audio/transcriptions",
   kind: "audio",
+  settlesActual: true,
   serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
@@ -135,7 +133,6 @@ export const route = Endpoint.make({
         return { form, model, format: format as Models.TranscriptionFormat, temperature, wavSeconds, heldSeconds } satisfies Checked
       }),
       quote: ({ heldSeconds, model }: Checked) => PricingEngine.media(tables, "transcription", model.id, heldSeconds),
-      shape: () => settlesActual,
       execute: ({ form, format, heldSeconds, model, temperature, wavSeconds }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(
           backend.transcribe({
@@ -160,7 +157,6 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
-    x402SettlesActual: true,
     summary: "Transcribe audio (OpenAI-compatible)",
     description: `The text of an audio file (at most ${MAX_FILE_BYTES / 1024 / 1024} MB), as json, text, srt, vtt or verbose_json. ` +
       "Billed per second of audio, rounded up.",

@@ -20,10 +20,11 @@ import { ChatOptions, Models, ThinkStripper } from "@tollgate/core"
 import type * as SearchProvider from "@tollgate/core/SearchProvider"
 import { Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { type Found, isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
+import * as ChatCall from "../ChatCall.ts"
+import { isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
+import * as Endpoint from "../Endpoint.ts"
 import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => ({
   index: 0,
@@ -61,19 +62,24 @@ const ResponseDoc = Schema.StructWithRest(
 ).annotate({ identifier: "ChatCompletion" })
 
 /** @category routes */
-export const route = Route.metered(Route.make(
-  "POST",
-  "/api/v1/chat/completions",
-  Effect.gen(function*() {
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/chat/completions",
+  kind: "text",
+  settlesActual: true,
+  serve: Effect.gen(function*() {
     const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
-    return Effect.gen(function*() {
-      const request = yield* Effect.fromResult(ChatOptions.parseRequest(yield* RequestBody.json(MAX_BODY)))
-      const prepared = yield* prepare(request)
-      const { headers, model, price, strips, upstreamBody } = prepared
+    const decode = RequestBody.json(MAX_BODY).pipe(
+      Effect.flatMap((json) => Effect.fromResult(ChatOptions.parseRequest(json))),
+      Effect.flatMap(prepare),
+      Effect.map((prepared) => ({ prepared }))
+    )
+    return ChatCall.serve(decode, ({ prepared }, found) => {
+      const { headers, model, price, request, strips, upstreamBody } = prepared
       const { options } = request
 
-      const complete = (found: Found) =>
+      const complete = () =>
         Effect.gen(function*() {
           const { body } = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
@@ -107,7 +113,7 @@ export const route = Route.metered(Route.make(
           } satisfies Metered.Outcome
         })
 
-      const stream = (found: Found) =>
+      const stream = () =>
         Effect.gen(function*() {
           const upstream = yield* backend.stream({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
@@ -177,18 +183,16 @@ export const route = Route.metered(Route.make(
           } satisfies Metered.StreamingOutcome
         })
 
-      return yield* prepared.run((found) => request.stream ? stream(found) : complete(found))
+      return request.stream ? stream() : complete()
     })
   }),
-  {
+  docs: {
     summary: "Chat completion (OpenAI-compatible)",
-    x402SettlesActual: true,
     description: "An OpenAI-compatible chat completion, streamed as Server-Sent Events with stream: true. " +
       "service_parameters (or the model suffix <model>:<option>=<value>&...) add the service's options; fields " +
       "not listed pass through to the model unvalidated. Billed per prompt and completion token; a stream cut by " +
       "the client is billed for what was produced.",
     tags: ["Chat"],
-    security: "metered",
     request: { contentType: "application/json", schema: RequestDoc },
     responses: {
       200: {
@@ -199,4 +203,4 @@ export const route = Route.metered(Route.make(
       }
     }
   }
-))
+})

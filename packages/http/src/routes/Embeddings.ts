@@ -75,14 +75,12 @@ interface Checked {
   readonly tokens: number
 }
 
-// The charge is known from the outcome: an x402 `upto` permit for the quote pays it.
-const settlesActual = { settlesActual: true } as const
-
 /** @category routes */
 export const route = Endpoint.make({
   method: "POST",
   path: "/api/v1/embeddings",
   kind: "embedding",
+  settlesActual: true,
   serve: Effect.gen(function*() {
     const models = yield* Models.ModelList
     const tables = yield* PricingEngine.PricingEngine
@@ -112,7 +110,6 @@ export const route = Endpoint.make({
         return { body, model, inputs, tokens: counts.reduce((sum, count) => sum + count, 0) } satisfies Checked
       }),
       quote: ({ model, tokens }: Checked) => PricingEngine.media(tables, "embedding", model.id, tokens),
-      shape: () => settlesActual,
       execute: ({ body, inputs, model, tokens }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(backend.embed({ model, inputs, dimensions: body.dimensions, user: body.user }), (embedded) => {
           const billed = Math.min(embedded.promptTokens ?? tokens, tokens)
@@ -136,7 +133,6 @@ export const route = Endpoint.make({
     }
   }),
   docs: {
-    x402SettlesActual: true,
     summary: "Create embeddings (OpenAI-compatible)",
     description: "Vectors of one or more inputs (a string, an array of strings, an array of token ids or an array of " +
       "those). encoding_format base64 answers each vector as the base64 of its little-endian float32 bytes; " +

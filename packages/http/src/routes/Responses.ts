@@ -30,8 +30,8 @@ import { ChatOptions, Errors, Models, ThinkStripper } from "@tollgate/core"
 import { Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
+import * as ChatCall from "../ChatCall.ts"
 import {
-  type Found,
   isObject,
   type Json,
   MAX_BODY,
@@ -43,9 +43,9 @@ import {
   type Tally,
   upstreamFailure
 } from "../ChatCall.ts"
+import * as Endpoint from "../Endpoint.ts"
 import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
 
 const Part = Schema.Union([
   Schema.Struct({ type: Schema.Literals(["input_text", "output_text"]), text: Schema.String }),
@@ -283,23 +283,27 @@ const sseEvents = (events: ReadonlyArray<Json>) =>
   encoder.encode(events.map((event) => `event: ${String(event["type"])}\ndata: ${JSON.stringify(event)}\n\n`).join(""))
 
 /** @category routes */
-export const route = Route.metered(Route.make(
-  "POST",
-  "/api/v1/responses",
-  Effect.gen(function*() {
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/responses",
+  kind: "text",
+  settlesActual: true,
+  serve: Effect.gen(function*() {
     const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
-    return Effect.gen(function*() {
+    const decode = Effect.gen(function*() {
       const body = yield* decodeRequest(yield* RequestBody.json(MAX_BODY))
-      const request = yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body)))
-      const prepared = yield* prepare(request)
-      const { headers, model, price, strips, upstreamBody } = prepared
+      const prepared = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body))))
+      return { body, prepared }
+    })
+    return ChatCall.serve(decode, ({ body, prepared }, found) => {
+      const { headers, model, price, request, strips, upstreamBody } = prepared
       const id = `resp_${Crypto.randomUUID().replaceAll("-", "")}`
       const messageId = `msg_${Crypto.randomUUID().replaceAll("-", "")}`
       const createdAt = Math.floor(Date.now() / 1000)
       const base = envelope(id, createdAt, prepared, body)
 
-      const complete = (found: Found) =>
+      const complete = () =>
         Effect.gen(function*() {
           const completion = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
@@ -326,7 +330,7 @@ export const route = Route.metered(Route.make(
           } satisfies Metered.Outcome
         })
 
-      const stream = (found: Found) =>
+      const stream = () =>
         Effect.gen(function*() {
           const upstream = yield* backend.stream({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
@@ -428,10 +432,10 @@ export const route = Route.metered(Route.make(
           } satisfies Metered.StreamingOutcome
         })
 
-      return yield* prepared.run((found) => body.stream === true ? stream(found) : complete(found))
+      return body.stream === true ? stream() : complete()
     })
   }),
-  {
+  docs: {
     summary: "Create a response (OpenAI Responses API, stateless)",
     description: "The Responses API over the chat models: input as a string or items (messages, function calls and their " +
       "outputs), instructions, max_output_tokens, tools, " +
@@ -440,7 +444,6 @@ export const route = Route.metered(Route.make(
       "/chat/completions; a stream cut by the client is billed for what was produced. Function tools become chat tools " +
       "and the model's calls function_call items. Stateless: previous_response_id and built-in tools are refused.",
     tags: ["Chat"],
-    security: "metered",
     request: { contentType: "application/json", schema: Request },
     responses: {
       200: {
@@ -450,4 +453,4 @@ export const route = Route.metered(Route.make(
       }
     }
   }
-))
+})

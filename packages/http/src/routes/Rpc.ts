@@ -1,8 +1,9 @@
 /**
- * `POST /crypto/rpc/{network}`: the JSON-RPC proxy. The request is checked whole before anything
- * is metered (a supported network, a well-formed `Idempotency-Key`, JSON-RPC 2.0 items whose
- * methods the network's family admits), so a refused request costs nothing and burns no key. It
- * then runs through the metered pipeline: the hold and the 24 h credit reservation are the worst
+ * `POST /crypto/rpc/{network}`: the JSON-RPC proxy, a paid endpoint (`Endpoint.make`). The request
+ * is checked whole before anything is metered (a well-formed `Idempotency-Key`, a supported
+ * network, JSON-RPC 2.0 items whose methods the network's family admits, a configured upstream),
+ * so a refused request costs nothing and burns no key. It then runs through the metered pipeline:
+ * the hold and the 24 h credit reservation are the worst
  * case (every item at its tier), the capture what the upstream's answer actually costs (an item
  * not answered with a result costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight
  * gets 409 from the pipeline; a later one gets the stored response.
@@ -12,11 +13,10 @@
 import { RpcUpstream } from "@tollgate/backends/RpcUpstream"
 import { Errors, JsonRpc, Money, Networks, PricingEngine } from "@tollgate/core"
 import { Context, Effect, Result, Schema } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import * as Crypto from "node:crypto"
+import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "../Endpoint.ts"
 import * as JsonDepth from "../JsonDepth.ts"
-import { Metered, type Outcome } from "../Metered.ts"
+import type { Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { CurrentRequest } from "../RequestContext.ts"
 import * as Route from "../Route.ts"
@@ -37,74 +37,75 @@ const JsonRpcItem = Schema.Struct({
   id: Schema.optionalKey(Schema.Union([Schema.String, Schema.Finite, Schema.Null]))
 })
 
+/** A checked request: its network, its items, the body forwarded as it came, and its worst case in credits. */
+interface Checked {
+  readonly slug: string
+  readonly rpc: JsonRpc.Request
+  readonly body: Uint8Array
+  readonly worst: number
+}
+
 /** @category routes */
-export const route = Route.metered(Route.make(
-  "POST",
-  "/api/v1/crypto/rpc/:network",
-  Effect.gen(function*() {
-    const metered = yield* Metered
+export const route = Endpoint.make({
+  method: "POST",
+  path: "/api/v1/crypto/rpc/:network",
+  kind: "rpc",
+  idempotency: true,
+  serve: Effect.gen(function*() {
     const upstream = yield* RpcUpstream
     const tables = yield* PricingEngine.PricingEngine
-
-    /** The call's work: forward the checked request and price what the upstream answered. */
-    const forward = (slug: string, rpc: JsonRpc.Request, body: Uint8Array) =>
-      Effect.flatMap(upstream.forward(slug, rpc, body), (answer): Effect.Effect<Outcome, Errors.InvalidRequest> => {
-        const actual = PricingEngine.rpcCredits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
-        if (typeof actual !== "number") return Effect.fail(new Errors.InvalidRequest({ message: actual.message }))
-        const price = PricingEngine.rpcFromCredits(tables, slug, actual)
-        return Effect.succeed({
-          response: answer.body === undefined
-            ? HttpServerResponse.empty({ status: 204 })
-            : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json" }),
-          headers: {
-            "x-service-rpc-credits": String(actual),
-            "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
-          },
-          charge: price.amount,
-          usage: {
-            units: actual,
-            pricePerUnit: price.pricePerUnit,
-            notes: `${rpc.items.length} JSON-RPC call${rpc.items.length === 1 ? "" : "s"} on ${slug}`
-          },
-          actualCredits: actual
-        })
-      })
-
+    const read = RequestBody.bytes()
     // A short chain of steps rather than a generator: every paid RPC call runs it.
-    return Effect.withFiber((fiber) => {
-      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+    const decode = Effect.withFiber((fiber): Effect.Effect<Checked, Errors.ApiError, Route.RequestServices> => {
       const slug = Context.get(fiber.context, CurrentRequest).params["network"] ?? ""
       const network = Networks.findNetwork(slug)
       if (network === undefined) {
         return Effect.fail(new Errors.InvalidRequest({ message: `Unsupported RPC network: ${slug}` }))
       }
-      const checkedKey = Endpoint.idempotencyKey(request)
-      if (Result.isFailure(checkedKey)) return Effect.fail(checkedKey.failure)
-      const key = checkedKey.success
-      return Effect.flatMap(RequestBody.bytes(), (body) => {
+      return Effect.flatMap(read, (body): Effect.Effect<Checked, Errors.ApiError> => {
         const rpc = Result.flatMap(parseJson(body), (json) => JsonRpc.check(network, json))
         if (Result.isFailure(rpc)) return Effect.fail(rpc.failure)
         if (!upstream.serves(slug)) {
           return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}: add its node URLs under rpc.upstreams.${slug} in the TOLLGATE_CONFIG file` }))
         }
-        const checked = rpc.success
-        const worst = PricingEngine.rpcCredits(tables, slug, checked.items.map((item) => item.tier))
+        const worst = PricingEngine.rpcCredits(tables, slug, rpc.success.items.map((item) => item.tier))
         if (typeof worst !== "number") return Effect.fail(new Errors.InvalidRequest({ message: worst.message }))
-        return metered.run({
-          sku: `rpc:${slug}`,
-          kind: "rpc",
-          reserveCredits: worst,
-          quote: PricingEngine.rpcFromCredits(tables, slug, worst),
-          idempotency: key === undefined ? undefined : {
-            key,
-            fingerprint: Crypto.createHash("sha256").update(slug).update("\n").update(body).digest("base64url")
-          },
-          execute: () => forward(slug, checked, body)
-        })
+        return Effect.succeed({ slug, rpc: rpc.success, body, worst })
       })
     })
+
+    return {
+      decode,
+      quote: ({ slug, worst }: Checked) => PricingEngine.rpcFromCredits(tables, slug, worst),
+      shape: ({ worst }: Checked) => ({ reserveCredits: worst }),
+      // The network and the bytes as sent: a key reused on another network or with another body is refused.
+      fingerprint: ({ body, slug }: Checked) => Buffer.concat([Buffer.from(`${slug}\n`), body]),
+      /** Forwards the checked request and prices what the upstream answered. */
+      execute: ({ body, rpc, slug }: Checked) =>
+        Effect.flatMap(upstream.forward(slug, rpc, body), (answer): Effect.Effect<Outcome, Errors.InvalidRequest> => {
+          const actual = PricingEngine.rpcCredits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
+          if (typeof actual !== "number") return Effect.fail(new Errors.InvalidRequest({ message: actual.message }))
+          const price = PricingEngine.rpcFromCredits(tables, slug, actual)
+          return Effect.succeed({
+            response: answer.body === undefined
+              ? HttpServerResponse.empty({ status: 204 })
+              : HttpServerResponse.uint8Array(answer.body, { contentType: "application/json" }),
+            headers: {
+              "x-service-rpc-credits": String(actual),
+              "x-service-rpc-cost-usd": Money.formatUsd(price.amount)
+            },
+            charge: price.amount,
+            usage: {
+              units: actual,
+              pricePerUnit: price.pricePerUnit,
+              notes: `${rpc.items.length} JSON-RPC call${rpc.items.length === 1 ? "" : "s"} on ${slug}`
+            },
+            actualCredits: actual
+          })
+        })
+    }
   }),
-  {
+  docs: {
     summary: "Forward JSON-RPC 2.0 calls to a node of a supported chain",
     description: "A single JSON-RPC object or a batch of 1 to 100. Credits per item = baseCredits[chain] x tier " +
       "multiplier (Standard 1, Advanced 2, Large 4); an item not answered with a result (a JSON-RPC error, an " +
@@ -113,15 +114,10 @@ export const route = Route.metered(Route.make(
       "method. `Idempotency-Key` replays the stored response for 24 hours with `Idempotent-Replayed: true`; " +
       "a duplicate still in progress gets 409.",
     tags: ["Crypto RPC"],
-    security: "metered",
     request: {
       contentType: "application/json",
       schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(JsonRpc.MAX_BATCH))])
     },
-    headers: [{
-      name: "Idempotency-Key",
-      description: "Optional, [A-Za-z0-9_-]{1,255}: the response is stored for 24 hours keyed on (user, key)"
-    }],
     responses: {
       200: {
         description: "The upstream's JSON-RPC response; items may carry an `error`",
@@ -137,4 +133,4 @@ export const route = Route.metered(Route.make(
       504: { description: "The upstream did not answer in time" }
     }
   }
-))
+})
