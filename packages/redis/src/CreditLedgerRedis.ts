@@ -35,9 +35,9 @@ import * as RedisConnection from "./RedisConnection.ts"
 /**
  * The ledger's Lua functions over the account's keys: `ledgerHold` (or `holdCheck` then
  * `holdPlace`), `ledgerCapture`, `ledgerRelease`, `sweep` and `balance`, keeping journal and usage
- * entries for `retentionMs`. A script that includes it declares the locals `A, H, X, R, J, U` (the
- * keys of `accountKeys`, in that order) and `now` first, runs `sweep` before anything else and
- * calls `saveAccount()` before it returns.
+ * entries for `retentionMs`. It only defines (a Function library runs it once): a call starts with
+ * `ledgerBegin(keys, now)` (the keys of `accountKeys` first, in that order), runs `sweep` before
+ * anything else and calls `saveAccount()` before it returns.
  *
  * @category internals
  */
@@ -54,13 +54,21 @@ local MAX_NANO = ${Money.MAX}
 -- redis.call is formatted with %.17g, which costs as much as the command.
 local function s(n) return string.format('%d', n) end
 
-local today = s(math.floor(now / DAY))
-local AU, AH = 'au:' .. today, 'ah:' .. today
+-- The call's state: its keys, its time, today's allowance counters, the balances as loaded and
+-- changed, and the journal id and trimming point once known. Set anew by ledgerBegin on every call.
+local A, H, X, R, J, U, now, today, AU, AH
+local values, changed, stored, lastId, cutoffId
+local function ledgerBegin(keys, at)
+  A, H, X, R, J, U = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  now = at
+  today = s(math.floor(now / DAY))
+  AU, AH = 'au:' .. today, 'ah:' .. today
+  values, changed, stored, lastId, cutoffId = nil, {}, nil, nil, nil
+end
 
 -- The balances hash A is read in one HMGET when the script starts (sweep calls loadAccount), and
 -- the fields it changed are written back in one HSET by saveAccount(): a command per change would
 -- cost as much again, and the script runs atomically, so nobody sees the difference.
-local values, changed, stored = nil, {}, nil
 local function loadAccount()
   local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', AU, AH, 'sweptId')
   values = {
@@ -86,7 +94,6 @@ local function setField(name, v)
 end
 local function addField(name, delta) setField(name, field(name) + delta) end
 
-local lastId
 local function nextId()
   local lastMs, seq = field('lastMs'), field('seq')
   if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
@@ -99,7 +106,6 @@ end
 
 -- Entries older than the retention leave both streams as they grow: XADD trims up to the stream id
 -- of the cutoff, approximately (whole nodes of the stream), which costs next to nothing.
-local cutoffId
 local function cutoff()
   if not cutoffId then
     if now <= RETAIN_MS then cutoffId = '0' else cutoffId = s(now - RETAIN_MS) end
@@ -287,10 +293,9 @@ end
 `
 
 const lua = (retentionMs: number) => `
-local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local op = ARGV[1]
-local now = tonumber(ARGV[2])
 ${ledgerLibrary(retentionMs)}
+ledgerBegin(KEYS, tonumber(ARGV[2]))
+local op = ARGV[1]
 
 local function run()
   sweep(op == 'sweep')
