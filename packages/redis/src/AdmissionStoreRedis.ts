@@ -100,7 +100,7 @@ local function giveBack(K, V)
 end
 
 local function admission(K, V)
-  ledgerBegin(K, tonumber(V[2]))
+  ledgerBegin(K, V[2])
   sweep(false)
   local op, reply = V[1], nil
   if op == 'admit' then reply = admit(K, V) elseif op == 'settle' then reply = settle(K, V) else reply = giveBack(K, V) end

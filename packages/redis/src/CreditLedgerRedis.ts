@@ -36,7 +36,8 @@ import * as RedisConnection from "./RedisConnection.ts"
  * The ledger's Lua functions over the account's keys: `ledgerHold` (or `holdCheck` then
  * `holdPlace`), `ledgerCapture`, `ledgerRelease`, `sweep` and `balance`, keeping journal and usage
  * entries for `retentionMs`. It only defines (a Function library runs it once): a call starts with
- * `ledgerBegin(keys, now)` (the keys of `accountKeys` first, in that order), runs `sweep` before
+ * `ledgerBegin(keys, now)` (the keys of `accountKeys` first, in that order; `now` the integer
+ * string of the caller's time), runs `sweep` before
  * anything else and calls `saveAccount()` before it returns.
  *
  * @category internals
@@ -50,19 +51,32 @@ local NEVER = 9007199254740992
 local NANO = 1000000000
 local MAX_NANO = ${Money.MAX}
 
--- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
--- redis.call is formatted with %.17g, which costs as much as the command.
-local function s(n) return string.format('%d', n) end
-
--- The call's state: its keys, its time, today's allowance counters, the balances as loaded and
--- changed, and the journal id and trimming point once known. Set anew by ledgerBegin on every call.
-local A, H, X, R, J, U, now, today, AU, AH
+-- The call's state: its keys, its time (and the caller's text of it), today's allowance counters,
+-- the balances as loaded and changed, and the journal id and trimming point once known. Set anew
+-- by ledgerBegin on every call.
+local A, H, X, R, J, U, now, nowText, today, AU, AH
 local values, changed, stored, lastId, cutoffId
-local function ledgerBegin(keys, at)
+
+-- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
+-- redis.call is formatted with %.17g, which costs as much as the command. The two most frequent,
+-- 0 and the call's time, are not formatted at all. (A Function library cannot keep string.format
+-- in a local: it sees no globals while it loads.)
+local function s(n)
+  if n == 0 then return '0' end
+  if n == now then return nowText end
+  return string.format('%d', n)
+end
+
+-- A Function library keeps its locals between calls: today's names are made once a day.
+local day
+local function ledgerBegin(keys, atText)
   A, H, X, R, J, U = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-  now = at
-  today = s(math.floor(now / DAY))
-  AU, AH = 'au:' .. today, 'ah:' .. today
+  now, nowText = tonumber(atText), atText
+  local d = math.floor(now / DAY)
+  if d ~= day then
+    day, today = d, string.format('%d', d)
+    AU, AH = 'au:' .. today, 'ah:' .. today
+  end
   values, changed, stored, lastId, cutoffId = nil, {}, nil, nil, nil
 end
 
@@ -234,17 +248,17 @@ local function holdCheck(ref, amount)
     return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
   end
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
-  local b = balance()
+  local allowance = field('stake') * NANO - field(AU) - field(AH)
   local total = tonumber(amount)
-  local fa = math.min(total, tonumber(b[5]))
+  local fa = allowance > 0 and math.min(total, allowance) or 0
   local fu = total - fa
-  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
-  return nil, { fa = fa, fu = fu, before = b }
+  if fu > field('usd') - field('held') then return { 'err', 'InsufficientFunds' } end
+  return nil, { fa = fa, fu = fu, before = balance() }
 end
 
 local function holdPlace(ref, amount, version, ttl, plan)
   local fa, fu = plan.fa, plan.fu
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = today, x = s(now + ttl), v = version }
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = fa == 0 and amount or s(fu), d = today, x = s(now + ttl), v = version }
   redis.call('HSET', H, ref, cjson.encode(rec))
   schedule(ref, now + ttl, rec.x)
   addField('held', fu)
@@ -294,7 +308,7 @@ end
 
 const lua = (retentionMs: number) => `
 ${ledgerLibrary(retentionMs)}
-ledgerBegin(KEYS, tonumber(ARGV[2]))
+ledgerBegin(KEYS, ARGV[2])
 local op = ARGV[1]
 
 local function run()

@@ -104,25 +104,31 @@ while a <= n do
       local span = math.floor(window / bucket)
       local oldest = math.floor(now / bucket) - span + 1
       local flat = redis.call("HGETALL", key)
-      local live = {}
       local old = {}
       local used = 0
+      local first
       for f = 1, #flat, 2 do
         local b = tonumber(flat[f])
         if b >= oldest then
-          local v = tonumber(flat[f + 1])
-          used = used + v
-          live[#live + 1] = { b, v }
+          used = used + tonumber(flat[f + 1])
+          if not first or b < first then first = b end
         else
           old[#old + 1] = flat[f]
         end
       end
       stale[g] = old
-      table.sort(live, function(x, y) return x[1] < y[1] end)
       local reset, retry = 0, 0
-      if #live > 0 then reset = (live[1][1] + span) * bucket - now end
+      if first then reset = (first + span) * bucket - now end
       local need = used + amount - limit
       if amount > 0 and need > 0 then
+        -- Refused: when enough of the oldest buckets have left the window (sorted only here, as
+        -- an admission needs no more than the oldest).
+        local live = {}
+        for f = 1, #flat, 2 do
+          local b = tonumber(flat[f])
+          if b >= oldest then live[#live + 1] = { b, tonumber(flat[f + 1]) } end
+        end
+        table.sort(live, function(x, y) return x[1] < y[1] end)
         retry = window
         local freed = 0
         for f = 1, #live do
