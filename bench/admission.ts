@@ -6,9 +6,9 @@
  * fallback, `RedisConnection.layer({ functions: false })`), so Functions' share is measured apart.
  * The baseline, same run and same server, is a bare script that runs the same commands with
  * constant arguments and none of the rules: what the atomic step would cost if it were free to
- * write. The call shape is the RPC route's: an API key's standing and abuse block, a fixed
- * per-minute request counter, a rolling daily credit counter, a hold, then its capture with the
- * usage entry. The last line is the paid call's (admission plus settlement, Functions) Redis CPU
+ * write. The call shape is the RPC route's: an API key's standing, abuse block and spend cap (none
+ * set), a fixed per-minute request counter, a rolling daily credit counter, a hold, then its
+ * capture with the usage entry. The last line is the paid call's (admission plus settlement, Functions) Redis CPU
  * against its bare commands'.
  */
 import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
@@ -59,6 +59,7 @@ const admit = (way: Way) => (reference: string) => {
     now,
     accountId,
     keyId,
+    spendKeyId: keyId,
     abuseBlockKey: AbuseGuardRedis.blockKey(`key:{${accountId}}:${keyId}`),
     counters: counters(now),
     hold: { amount: price, reference, priceVersion: "2026-11-01" }
@@ -76,7 +77,8 @@ const settle = (way: Way) => (reference: string) =>
       amount: price,
       usage: { sku: "rpc:ethereum-mainnet", units: 20, pricePerUnit: Money.unsafeNano(625), notes: "1 JSON-RPC call on ethereum-mainnet", requestId: reference, executionMs: 12 }
     },
-    adjustments: []
+    adjustments: [],
+    spendKeyId: keyId
   }))
 
 // The same commands as an admission and a settlement, in the same slot, with nothing decided.
@@ -88,6 +90,7 @@ redis.call('MGET', KEYS[2], KEYS[3])
 redis.call('PTTL', KEYS[4])
 redis.call('HGET', KEYS[5], ARGV[2])
 redis.call('HEXISTS', KEYS[6], ARGV[2])
+redis.call('HMGET', KEYS[12], 'usd', 'period', 'p', 'spent', 'x')
 redis.call('HINCRBY', KEYS[7], 'r', '1')
 redis.call('HGETALL', KEYS[8])
 redis.call('HINCRBY', KEYS[8], '2994', '20')
@@ -106,7 +109,7 @@ redis.call('XADD', KEYS[10], 'MINID', '~', '0', '*', 'k', 'capture', 'r', ARGV[2
 redis.call('XADD', KEYS[11], 'MINID', '~', '0', '*', 'c', 'USD', 'a', '12500', 't', now, 'v', ARGV[3])
 redis.call('HSET', KEYS[1], 'held', now, 'usd', now, 'open', '0', 'lastMs', now, 'seq', '2', 'sweptId', now)
 return 1`
-const bareKeys = ["a", "auth", "revoked", "block", "h", "r", "minute", "day", "x", "j", "u"].map((name) => `${tag}:${name}`)
+const bareKeys = ["a", "auth", "revoked", "block", "h", "r", "minute", "day", "x", "j", "u", "cap"].map((name) => `${tag}:${name}`)
 const bareSha = {
   admit: String(await client.sendCommand(["SCRIPT", "LOAD", bareAdmit])),
   settle: String(await client.sendCommand(["SCRIPT", "LOAD", bareSettle]))

@@ -37,7 +37,7 @@ import * as Scripts from "./Scripts.ts"
 //           one take of `takeAll` (its keys from 11 on). The cap and the hold are checked before
 //           the take and counted after it, so a refused payment wins over a rate limit and a
 //           refusal writes nothing.
-// settle:   KEYS 7 the idempotency record, 8 the spend cap. ARGV 3-5 the capture (reference,
+// settle:   KEYS 7 the idempotency record, 8 the spend cap (unread when the admission found none). ARGV 3-5 the capture (reference,
 //           amount, usage details), 6-8 the record's response (status, headers, body; status ""
 //           for none), 9 on the adjustments of `adjustAll`.
 // giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
@@ -72,6 +72,7 @@ local function admit(K, V)
   end
   local answer, plan = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
+  if plan and not cap then plan.nc = '1' end
   local taken = takeAll(K, V, 10, 10, #V)
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then return { 'ok', answer[2], answer[3], taken } end
@@ -81,9 +82,9 @@ local function admit(K, V)
 end
 
 local function settle(K, V)
-  local captured = ledgerCapture(V[3], tonumber(V[4]), V[5])
+  local captured, rec = ledgerCapture(V[3], tonumber(V[4]), V[5])
   if captured[1] == 'err' then return captured end
-  capClose(K[8], V[3], tonumber(captured[2][1]) + tonumber(captured[2][2]))
+  if not rec.nc then capClose(K[8], V[3], tonumber(captured[2][1]) + tonumber(captured[2][2])) end
   adjustAll(K, V, 8, 9, #K - 8)
   if V[6] ~= '' then completeRecord(K[7], V[6], V[7], V[8]) end
   return captured
@@ -93,7 +94,7 @@ local function giveBack(K, V)
   ledgerRelease(V[3])
   -- A deferred job may have captured the hold itself: that capture is what counts.
   local rec = holdRecord(V[3])
-  capClose(K[8], V[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0)
+  if not (rec and rec.nc) then capClose(K[8], V[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0) end
   adjustAll(K, V, 8, 5, #K - 8)
   if V[4] == '1' then abandonRecord(K[7]) end
   return { 'ok' }

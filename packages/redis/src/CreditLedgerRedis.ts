@@ -256,9 +256,12 @@ local function holdCheck(ref, amount)
   return nil, { fa = fa, fu = fu, before = balance() }
 end
 
+-- plan.nc: the admission found no spend cap to count the hold against; the record says so (nc), and
+-- its settlement then reads no cap (a record without nc, also one of an earlier release, has the
+-- cap closed as before).
 local function holdPlace(ref, amount, version, ttl, plan)
   local fa, fu = plan.fa, plan.fu
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = fa == 0 and amount or s(fu), d = today, x = s(now + ttl), v = version }
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = fa == 0 and amount or s(fu), d = today, x = s(now + ttl), v = version, nc = plan.nc }
   redis.call('HSET', H, ref, cjson.encode(rec))
   schedule(ref, now + ttl, rec.x)
   addField('held', fu)
@@ -277,10 +280,11 @@ local function ledgerHold(ref, amount, version, ttl)
   return holdPlace(ref, amount, version, ttl, plan)
 end
 
+-- The answer, and the hold's record when there is one.
 local function ledgerCapture(ref, amount, details)
   local rec = holdRecord(ref)
   if not rec then return { 'err', 'UnknownHold' } end
-  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
+  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
   if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
   local fa = math.min(amount, tonumber(rec.fa))
@@ -294,7 +298,7 @@ local function ledgerCapture(ref, amount, details)
   for _, e in ipairs(charged) do
     redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', s(-tonumber(e[6])), 't', e[2], 'v', details)
   end
-  return { 'ok', { rec.cfa, rec.cfu }, balance() }
+  return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec
 end
 
 local function ledgerRelease(ref)
