@@ -1,11 +1,15 @@
 /**
  * The paid call's two Redis scripts (`AdmissionStoreRedis`) alone: the Redis server's CPU per
  * admission and per settlement, and how the script's time splits between the Redis commands it
- * runs and its own Lua (argument tables, the rules, the calls in and out of Redis). The baseline,
- * same run and same server, is a bare script that runs the same commands with constant arguments
- * and none of the rules: what the atomic step would cost if it were free to write. The call shape
- * is the RPC route's: an API key's standing and abuse block, a fixed per-minute request counter, a
- * rolling daily credit counter, a hold, then its capture with the usage entry.
+ * runs and its own Lua (argument tables, the rules, the calls in and out of Redis). The scripts run
+ * both ways tollgate runs them, as Redis Functions (`FCALL`, the default) and as `EVALSHA` (the
+ * fallback, `RedisConnection.layer({ functions: false })`), so Functions' share is measured apart.
+ * The baseline, same run and same server, is a bare script that runs the same commands with
+ * constant arguments and none of the rules: what the atomic step would cost if it were free to
+ * write. The call shape is the RPC route's: an API key's standing, abuse block and spend cap (none
+ * set), a fixed per-minute request counter, a rolling daily credit counter, a hold, then its
+ * capture with the usage entry. The last line is the paid call's (admission plus settlement, Functions) Redis CPU
+ * against its bare commands'.
  */
 import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
 import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
@@ -24,30 +28,38 @@ const price = Money.unsafeNano(12_500)
 const server = await RedisServer.start()
 const client = createClient({ url: server.url })
 await client.connect()
-const runtime = ManagedRuntime.make(
-  Layer.mergeAll(AdmissionStoreRedis.layerRedis(), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
-    .pipe(Layer.provideMerge(RedisConnection.layer({ url: server.url })))
-)
-const { admission, ledger, auth } = await runtime.runPromise(Effect.gen(function*() {
-  return {
-    admission: yield* Admission.AdmissionStore,
-    ledger: yield* CreditLedger.CreditLedger,
-    auth: yield* AuthStore.AuthStore
-  }
-}))
-await runtime.runPromise(auth.insertAccount({ id: accountId, createdAt: new Date() }))
-await runtime.runPromise(ledger.topUp({ accountId, amount: Money.usd(1_000_000), reference: "fund" }))
+const runtimeOf = (functions: boolean) =>
+  ManagedRuntime.make(
+    Layer.mergeAll(AdmissionStoreRedis.layerRedis(), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
+      .pipe(Layer.provideMerge(RedisConnection.layer({ url: server.url, functions })))
+  )
+const runtimes = { functions: runtimeOf(true), evalsha: runtimeOf(false) }
+const stores = (runtime: ReturnType<typeof runtimeOf>) =>
+  runtime.runPromise(Effect.gen(function*() {
+    return {
+      admission: yield* Admission.AdmissionStore,
+      ledger: yield* CreditLedger.CreditLedger,
+      auth: yield* AuthStore.AuthStore
+    }
+  }))
+const viaFunctions = await stores(runtimes.functions)
+const viaEvalsha = await stores(runtimes.evalsha)
+await runtimes.functions.runPromise(viaFunctions.auth.insertAccount({ id: accountId, createdAt: new Date() }))
+await runtimes.functions.runPromise(viaFunctions.ledger.topUp({ accountId, amount: Money.usd(1_000_000), reference: "fund" }))
 
 const counters = (now: number): ReadonlyArray<RateLimiter.Counter> => [
   { key: `rl:{${accountId}}:${accountId}:rpc:minute:${Math.floor(now / 60_000)}`, field: "r", rolling: false, limit: 1e9, amount: 1, windowMs: 60_000, bucketMs: 60_000 },
   { key: `rl:{${accountId}}:${accountId}:rpc:day:c`, field: "c", rolling: true, limit: 1e12, amount: 20, windowMs: 86_400_000, bucketMs: 600_000 }
 ]
-const admit = (reference: string) => {
+type Way = "functions" | "evalsha"
+const storeOf = (way: Way) => way === "functions" ? viaFunctions.admission : viaEvalsha.admission
+const admit = (way: Way) => (reference: string) => {
   const now = Date.now()
-  return runtime.runPromise(admission.admit({
+  return runtimes[way].runPromise(storeOf(way).admit({
     now,
     accountId,
     keyId,
+    spendKeyId: keyId,
     abuseBlockKey: AbuseGuardRedis.blockKey(`key:{${accountId}}:${keyId}`),
     counters: counters(now),
     hold: { amount: price, reference, priceVersion: "2026-11-01" }
@@ -56,8 +68,8 @@ const admit = (reference: string) => {
     if (reply._tag !== "Admitted") throw new Error(`admission refused: ${reply._tag}`)
   })
 }
-const settle = (reference: string) =>
-  runtime.runPromise(admission.settle({
+const settle = (way: Way) => (reference: string) =>
+  runtimes[way].runPromise(storeOf(way).settle({
     now: Date.now(),
     capture: {
       accountId,
@@ -65,7 +77,8 @@ const settle = (reference: string) =>
       amount: price,
       usage: { sku: "rpc:ethereum-mainnet", units: 20, pricePerUnit: Money.unsafeNano(625), notes: "1 JSON-RPC call on ethereum-mainnet", requestId: reference, executionMs: 12 }
     },
-    adjustments: []
+    adjustments: [],
+    spendKeyId: keyId
   }))
 
 // The same commands as an admission and a settlement, in the same slot, with nothing decided.
@@ -77,6 +90,7 @@ redis.call('MGET', KEYS[2], KEYS[3])
 redis.call('PTTL', KEYS[4])
 redis.call('HGET', KEYS[5], ARGV[2])
 redis.call('HEXISTS', KEYS[6], ARGV[2])
+redis.call('HMGET', KEYS[12], 'usd', 'period', 'p', 'spent', 'x')
 redis.call('HINCRBY', KEYS[7], 'r', '1')
 redis.call('HGETALL', KEYS[8])
 redis.call('HINCRBY', KEYS[8], '2994', '20')
@@ -95,7 +109,7 @@ redis.call('XADD', KEYS[10], 'MINID', '~', '0', '*', 'k', 'capture', 'r', ARGV[2
 redis.call('XADD', KEYS[11], 'MINID', '~', '0', '*', 'c', 'USD', 'a', '12500', 't', now, 'v', ARGV[3])
 redis.call('HSET', KEYS[1], 'held', now, 'usd', now, 'open', '0', 'lastMs', now, 'seq', '2', 'sweptId', now)
 return 1`
-const bareKeys = ["a", "auth", "revoked", "block", "h", "r", "minute", "day", "x", "j", "u"].map((name) => `${tag}:${name}`)
+const bareKeys = ["a", "auth", "revoked", "block", "h", "r", "minute", "day", "x", "j", "u", "cap"].map((name) => `${tag}:${name}`)
 const bareSha = {
   admit: String(await client.sendCommand(["SCRIPT", "LOAD", bareAdmit])),
   settle: String(await client.sendCommand(["SCRIPT", "LOAD", bareSettle]))
@@ -112,24 +126,28 @@ const pool = async (references: ReadonlyArray<string>, task: (reference: string)
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
 }
 
+const scriptCommands = ["evalsha", "eval", "fcall"]
 const info = async () => {
   const text = String(await client.sendCommand(["INFO", "everything"]))
   const number = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0)
   let commandsUs = 0
-  for (const match of text.matchAll(/cmdstat_([a-z|]+):calls=\d+,usec=(\d+)/g)) {
-    if (!["evalsha", "eval", "info", "config|resetstat", "script|load"].includes(match[1]!)) commandsUs += Number(match[2])
+  let commands = 0
+  let scriptUs = 0
+  for (const match of text.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
+    if (scriptCommands.includes(match[1]!)) scriptUs += Number(match[3])
+    else if (!["info", "config|resetstat", "script|load", "function|load"].includes(match[1]!)) {
+      commands += Number(match[2])
+      commandsUs += Number(match[3])
+    }
   }
-  return {
-    cpuUs: (number(/used_cpu_user:([\d.]+)/) + number(/used_cpu_sys:([\d.]+)/)) * 1e6,
-    scriptUs: number(/cmdstat_evalsha:calls=\d+,usec=(\d+)/),
-    commandsUs
-  }
+  return { cpuUs: (number(/used_cpu_user:([\d.]+)/) + number(/used_cpu_sys:([\d.]+)/)) * 1e6, scriptUs, commandsUs, commands }
 }
 
 interface Sample {
   readonly cpuUs: number
   readonly scriptUs: number
   readonly commandsUs: number
+  readonly commands: number
 }
 
 /** Redis's CPU, script time and command time per call over one batch of calls. */
@@ -139,43 +157,64 @@ const measure = async (references: ReadonlyArray<string>, task: (reference: stri
   await pool(references, task)
   const after = await info()
   const per = (value: number) => value / references.length
-  return { cpuUs: per(after.cpuUs - before.cpuUs), scriptUs: per(after.scriptUs), commandsUs: per(after.commandsUs) }
+  return { cpuUs: per(after.cpuUs - before.cpuUs), scriptUs: per(after.scriptUs), commandsUs: per(after.commandsUs), commands: per(after.commands) }
 }
 
 const samples = new Map<string, Array<Sample>>()
 const record = (name: string, sample: Sample) => samples.set(name, [...(samples.get(name) ?? []), sample])
-// Alternated round by round, so a slow spell of the machine lands on both.
+// Alternated round by round, so a slow spell of the machine lands on every row.
 for (let round = 0; round < ROUNDS; round++) {
-  const references = Array.from({ length: CALLS }, (_, i) => `bench-${round}-${i}`)
-  record("tollgate admission", await measure(references, admit))
-  record("bare admission commands", await measure(references, bare("admit")))
-  record("tollgate settlement", await measure(references, settle))
-  record("bare settlement commands", await measure(references, bare("settle")))
+  const references = (way: string) => Array.from({ length: CALLS }, (_, i) => `bench-${way}-${round}-${i}`)
+  const fn = references("fn")
+  const sha = references("sha")
+  record("tollgate admission", await measure(fn, admit("functions")))
+  record("tollgate admission, EVALSHA", await measure(sha, admit("evalsha")))
+  record("bare admission commands", await measure(fn, bare("admit")))
+  record("tollgate settlement", await measure(fn, settle("functions")))
+  record("tollgate settlement, EVALSHA", await measure(sha, settle("evalsha")))
+  record("bare settlement commands", await measure(fn, bare("settle")))
 }
 
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.floor(sorted.length / 2)]!
 }
-const row = (name: string) => {
+const row = (name: string): Sample => {
   const list = samples.get(name)!
   return {
     cpuUs: median(list.map((sample) => sample.cpuUs)),
     scriptUs: median(list.map((sample) => sample.scriptUs)),
-    commandsUs: median(list.map((sample) => sample.commandsUs))
+    commandsUs: median(list.map((sample) => sample.commandsUs)),
+    commands: median(list.map((sample) => sample.commands))
   }
 }
-const rows = ["tollgate admission", "bare admission commands", "tollgate settlement", "bare settlement commands"].map((name) => ({ name, ...row(name) }))
-table(rows.map((each, i) => ({
-  script: each.name,
-  "Redis CPU us/call": each.cpuUs.toFixed(1),
-  "script us/call": each.scriptUs.toFixed(1),
-  "of which commands": each.commandsUs.toFixed(1),
-  "of which Lua": (each.scriptUs - each.commandsUs).toFixed(1),
-  "CPU vs bare": i % 2 === 0 ? `${(each.cpuUs / rows[i + 1]!.cpuUs).toFixed(2)}x` : "1.00x"
-})))
+const bareOf = (name: string) => name.includes("admission") ? "bare admission commands" : "bare settlement commands"
+table([...samples.keys()].map((name) => {
+  const each = row(name)
+  return {
+    script: name,
+    "Redis CPU us/call": each.cpuUs.toFixed(1),
+    "script us/call": each.scriptUs.toFixed(1),
+    "of which commands": each.commandsUs.toFixed(1),
+    "of which Lua": (each.scriptUs - each.commandsUs).toFixed(1),
+    "commands/call": each.commands.toFixed(1),
+    "CPU vs bare": `${(each.cpuUs / row(bareOf(name)).cpuUs).toFixed(2)}x`
+  }
+}))
 console.log(`\n${CALLS} calls per row and round, ${CONCURRENCY} at once from one client, median of ${ROUNDS} rounds.`)
+const paid = (admission: string, settlement: string) => {
+  const a = row(admission)
+  const b = row(settlement)
+  return { cpuUs: a.cpuUs + b.cpuUs, commands: a.commands + b.commands }
+}
+const bareCall = paid("bare admission commands", "bare settlement commands")
+const evalshaCall = paid("tollgate admission, EVALSHA", "tollgate settlement, EVALSHA")
+const paidCall = paid("tollgate admission", "tollgate settlement")
+console.log(`Redis commands per paid call: ${paidCall.commands.toFixed(1)} (bare ${bareCall.commands.toFixed(1)})`)
+console.log(`With EVALSHA instead of Functions: ${evalshaCall.cpuUs.toFixed(1)} us, ${(evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+console.log(`Redis CPU per paid call: ${paidCall.cpuUs.toFixed(1)} us, ${(paidCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
 
 await client.quit()
-await runtime.dispose()
+await runtimes.functions.dispose()
+await runtimes.evalsha.dispose()
 await server.stop()

@@ -142,11 +142,11 @@ const drive = async () => {
   // Redis CPU spent in scripts so far, in microseconds (INFO commandstats). With each process's own
   // CPU time per admission, it shows what each admission costs, which a busy machine blurs less
   // than the admissions per second. Both limiters only send scripts; the commands a script calls
-  // are counted in its own time and again under their names, so only EVAL and EVALSHA are summed.
+  // are counted in its own time and again under their names, so only EVAL, EVALSHA and FCALL are summed.
   const redisMicros = async () => {
     const info = await client.sendCommand(["INFO", "commandstats"])
     let total = 0
-    for (const match of String(info).matchAll(/cmdstat_(?:eval|evalsha):calls=\d+,usec=(\d+),/g)) total += Number(match[1])
+    for (const match of String(info).matchAll(/cmdstat_(?:eval|evalsha|fcall):calls=\d+,usec=(\d+),/g)) total += Number(match[1])
     return total
   }
 

@@ -11,7 +11,8 @@
  * A configured `global` rate limit is the exception: its counters are tagged `{global}`, so with a
  * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
  *
- * The script goes out as `EVALSHA` straight on the node-redis client (`Scripts.sender`).
+ * The script goes out straight on the node-redis client (`Scripts.sender`): as a Redis Function
+ * (`FCALL`) where Redis offers them, else as `EVALSHA`.
  *
  * @since 0.1.0
  */
@@ -36,74 +37,80 @@ import * as Scripts from "./Scripts.ts"
 //           one take of `takeAll` (its keys from 11 on). The cap and the hold are checked before
 //           the take and counted after it, so a refused payment wins over a rate limit and a
 //           refusal writes nothing.
-// settle:   KEYS 7 the idempotency record, 8 the spend cap. ARGV 3-5 the capture (reference,
+// settle:   KEYS 7 the idempotency record, 8 the spend cap (unread when the admission found none). ARGV 3-5 the capture (reference,
 //           amount, usage details), 6-8 the record's response (status, headers, body; status ""
 //           for none), 9 on the adjustments of `adjustAll`.
 // giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
 //           the record is abandoned ("1"), 5 on the adjustments.
-const script = (retentionMs: number) => Scripts.make(`
-local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local op = ARGV[1]
-local now = tonumber(ARGV[2])
+const script = (retentionMs: number) =>
+  Scripts.make(
+    "admission",
+    `
 ${CreditLedgerRedis.ledgerLibrary(retentionMs)}
 ${RateLimiterRedis.takeLibrary}
 ${RateLimiterRedis.adjustLibrary}
 ${IdempotencyStoreRedis.recordLibrary}
 ${KeyCapsRedis.capLibrary}
 
-local function admit()
-  if ARGV[3] ~= '0' then
-    local standing = redis.call('MGET', KEYS[7], KEYS[8])
+local function admit(K, V)
+  if V[3] ~= '0' then
+    local standing = redis.call('MGET', K[7], K[8])
     -- The marker holds the time the key is refused from (AuthStoreRedis.revokedKey).
     local refused = standing[2] and tonumber(standing[2]) <= now
     if not standing[1] or refused then return { 'key', standing[1] and 1 or 0, refused and 1 or 0 } end
-    if ARGV[3] == '2' then
-      local blocked = redis.call('PTTL', KEYS[9])
+    if V[3] == '2' then
+      local blocked = redis.call('PTTL', K[9])
       if blocked > 0 then return { 'blocked', blocked } end
     end
   end
-  local ref, amount, version, ttl = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
+  local ref, amount, version, ttl = V[4], V[5], V[6], tonumber(V[7])
   local cap
-  if ARGV[8] ~= '' then
+  if V[8] ~= '' then
     local reached
-    reached, cap = capCheck(KEYS[10], amount, ARGV[8], ARGV[9])
+    reached, cap = capCheck(K[10], amount, V[8], V[9])
     if reached then return reached end
   end
   local answer, plan = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
-  local taken = takeAll(KEYS, ARGV, 10, 10, #ARGV)
+  if plan and not cap then plan.nc = '1' end
+  local taken = takeAll(K, V, 10, 10, #V)
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then return { 'ok', answer[2], answer[3], taken } end
   local held = holdPlace(ref, amount, version, ttl, plan)
-  if cap then capReserve(KEYS[10], cap, ref, amount, now + ttl) end
+  if cap then capReserve(K[10], cap, ref, amount, now + ttl) end
   return { 'ok', held[2], held[3], taken }
 end
 
-local function settle()
-  local captured = ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5])
+local function settle(K, V)
+  local captured, rec = ledgerCapture(V[3], tonumber(V[4]), V[5])
   if captured[1] == 'err' then return captured end
-  capClose(KEYS[8], ARGV[3], tonumber(captured[2][1]) + tonumber(captured[2][2]))
-  adjustAll(KEYS, ARGV, 8, 9, #KEYS - 8)
-  if ARGV[6] ~= '' then completeRecord(KEYS[7], ARGV[6], ARGV[7], ARGV[8]) end
+  if not rec.nc then capClose(K[8], V[3], tonumber(captured[2][1]) + tonumber(captured[2][2])) end
+  adjustAll(K, V, 8, 9, #K - 8)
+  if V[6] ~= '' then completeRecord(K[7], V[6], V[7], V[8]) end
   return captured
 end
 
-local function giveBack()
-  ledgerRelease(ARGV[3])
+local function giveBack(K, V)
+  ledgerRelease(V[3])
   -- A deferred job may have captured the hold itself: that capture is what counts.
-  local rec = holdRecord(ARGV[3])
-  capClose(KEYS[8], ARGV[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0)
-  adjustAll(KEYS, ARGV, 8, 5, #KEYS - 8)
-  if ARGV[4] == '1' then abandonRecord(KEYS[7]) end
+  local rec = holdRecord(V[3])
+  if not (rec and rec.nc) then capClose(K[8], V[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0) end
+  adjustAll(K, V, 8, 5, #K - 8)
+  if V[4] == '1' then abandonRecord(K[7]) end
   return { 'ok' }
 end
 
-sweep(false)
-local reply
-if op == 'admit' then reply = admit() elseif op == 'settle' then reply = settle() else reply = giveBack() end
-saveAccount()
-return reply
-`)
+local function admission(K, V)
+  ledgerBegin(K, V[2])
+  sweep(false)
+  local op, reply = V[1], nil
+  if op == 'admit' then reply = admit(K, V) elseif op == 'settle' then reply = settle(K, V) else reply = giveBack(K, V) end
+  saveAccount()
+  return reply
+end
+`,
+    "admission(keys, args)"
+  )
 
 type Reply = readonly [tag: string, ...rest: ReadonlyArray<unknown>]
 
@@ -135,10 +142,10 @@ const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: 
  */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
-    const send = yield* Scripts.sender(options.timeoutMs ?? 1000)
     const ledgerPrefix = options.ledgerPrefix ?? CreditLedgerRedis.defaultPrefix
     const recordPrefix = options.idempotencyPrefix ?? IdempotencyStoreRedis.defaultPrefix
     const lua = script(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
+    const send = yield* Scripts.sender(options.timeoutMs ?? 1000, [lua])
 
     const call = <A, E>(keys: ReadonlyArray<string>, args: ReadonlyArray<string>, decode: (reply: Reply) => Effect.Effect<A, E>) =>
       Effect.callback<A, E | Errors.ServiceUnavailable>((resume) => {

@@ -35,9 +35,10 @@ import * as RedisConnection from "./RedisConnection.ts"
 /**
  * The ledger's Lua functions over the account's keys: `ledgerHold` (or `holdCheck` then
  * `holdPlace`), `ledgerCapture`, `ledgerRelease`, `sweep` and `balance`, keeping journal and usage
- * entries for `retentionMs`. A script that includes it declares the locals `A, H, X, R, J, U` (the
- * keys of `accountKeys`, in that order) and `now` first, runs `sweep` before anything else and
- * calls `saveAccount()` before it returns.
+ * entries for `retentionMs`. It only defines (a Function library runs it once): a call starts with
+ * `ledgerBegin(keys, now)` (the keys of `accountKeys` first, in that order; `now` the integer
+ * string of the caller's time), runs `sweep` before
+ * anything else and calls `saveAccount()` before it returns.
  *
  * @category internals
  */
@@ -50,17 +51,38 @@ local NEVER = 9007199254740992
 local NANO = 1000000000
 local MAX_NANO = ${Money.MAX}
 
--- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
--- redis.call is formatted with %.17g, which costs as much as the command.
-local function s(n) return string.format('%d', n) end
+-- The call's state: its keys, its time (and the caller's text of it), today's allowance counters,
+-- the balances as loaded and changed, and the journal id and trimming point once known. Set anew
+-- by ledgerBegin on every call.
+local A, H, X, R, J, U, now, nowText, today, AU, AH
+local values, changed, stored, lastId, cutoffId
 
-local today = s(math.floor(now / DAY))
-local AU, AH = 'au:' .. today, 'ah:' .. today
+-- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
+-- redis.call is formatted with %.17g, which costs as much as the command. The two most frequent,
+-- 0 and the call's time, are not formatted at all. (A Function library cannot keep string.format
+-- in a local: it sees no globals while it loads.)
+local function s(n)
+  if n == 0 then return '0' end
+  if n == now then return nowText end
+  return string.format('%d', n)
+end
+
+-- A Function library keeps its locals between calls: today's names are made once a day.
+local day
+local function ledgerBegin(keys, atText)
+  A, H, X, R, J, U = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  now, nowText = tonumber(atText), atText
+  local d = math.floor(now / DAY)
+  if d ~= day then
+    day, today = d, string.format('%d', d)
+    AU, AH = 'au:' .. today, 'ah:' .. today
+  end
+  values, changed, stored, lastId, cutoffId = nil, {}, nil, nil, nil
+end
 
 -- The balances hash A is read in one HMGET when the script starts (sweep calls loadAccount), and
 -- the fields it changed are written back in one HSET by saveAccount(): a command per change would
 -- cost as much again, and the script runs atomically, so nobody sees the difference.
-local values, changed, stored = nil, {}, nil
 local function loadAccount()
   local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', AU, AH, 'sweptId')
   values = {
@@ -86,7 +108,6 @@ local function setField(name, v)
 end
 local function addField(name, delta) setField(name, field(name) + delta) end
 
-local lastId
 local function nextId()
   local lastMs, seq = field('lastMs'), field('seq')
   if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
@@ -99,7 +120,6 @@ end
 
 -- Entries older than the retention leave both streams as they grow: XADD trims up to the stream id
 -- of the cutoff, approximately (whole nodes of the stream), which costs next to nothing.
-local cutoffId
 local function cutoff()
   if not cutoffId then
     if now <= RETAIN_MS then cutoffId = '0' else cutoffId = s(now - RETAIN_MS) end
@@ -233,19 +253,22 @@ local function holdCheck(ref, amount)
     return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
   end
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
-  local b = balance()
   -- A hold funded outside the balance takes nothing from it.
-  if isFunded(ref) then return nil, { fa = 0, fu = 0, before = b } end
+  if isFunded(ref) then return nil, { fa = 0, fu = 0, before = balance() } end
+  local allowance = field('stake') * NANO - field(AU) - field(AH)
   local total = tonumber(amount)
-  local fa = math.min(total, tonumber(b[5]))
+  local fa = allowance > 0 and math.min(total, allowance) or 0
   local fu = total - fa
-  if fu > tonumber(b[3]) then return { 'err', 'InsufficientFunds' } end
-  return nil, { fa = fa, fu = fu, before = b }
+  if fu > field('usd') - field('held') then return { 'err', 'InsufficientFunds' } end
+  return nil, { fa = fa, fu = fu, before = balance() }
 end
 
+-- plan.nc: the admission found no spend cap to count the hold against; the record says so (nc), and
+-- its settlement then reads no cap (a record without nc, also one of an earlier release, has the
+-- cap closed as before).
 local function holdPlace(ref, amount, version, ttl, plan)
   local fa, fu = plan.fa, plan.fu
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = s(fu), d = today, x = s(now + ttl), v = version }
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = (fa == 0 and fu ~= 0) and amount or s(fu), d = today, x = s(now + ttl), v = version, nc = plan.nc }
   redis.call('HSET', H, ref, cjson.encode(rec))
   schedule(ref, now + ttl, rec.x)
   addField('held', fu)
@@ -264,10 +287,11 @@ local function ledgerHold(ref, amount, version, ttl)
   return holdPlace(ref, amount, version, ttl, plan)
 end
 
+-- The answer, and the hold's record when there is one.
 local function ledgerCapture(ref, amount, details)
   local rec = holdRecord(ref)
   if not rec then return { 'err', 'UnknownHold' } end
-  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() } end
+  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
   if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
   local funded = isFunded(ref)
@@ -287,7 +311,7 @@ local function ledgerCapture(ref, amount, details)
     if funded then charge = s(amount) end
     redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', charge, 't', e[2], 'v', details)
   end
-  return { 'ok', { rec.cfa, rec.cfu }, balance() }
+  return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec
 end
 
 local function ledgerRelease(ref)
@@ -300,10 +324,9 @@ end
 `
 
 const lua = (retentionMs: number) => `
-local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local op = ARGV[1]
-local now = tonumber(ARGV[2])
 ${ledgerLibrary(retentionMs)}
+ledgerBegin(KEYS, ARGV[2])
+local op = ARGV[1]
 
 local function run()
   sweep(op == 'sweep')

@@ -16,9 +16,9 @@
  * aligned as the clocks; expiries are relative (`PEXPIRE` by the time left in the window), so a
  * skew between an instance and Redis never drops a live window.
  *
- * The scripts run as `EVALSHA` straight on the client of `RedisConnection` (the client behind
- * `effect/persistence`'s `Redis` service), falling back to `EVAL` after a `NOSCRIPT` (a restarted
- * Redis), so the limiter recovers by itself. Going around `Redis.eval` and `Effect.timeout` is a
+ * The scripts run as Redis Functions (`FCALL`), or as `EVALSHA` where Redis refuses them, straight
+ * on the client of `RedisConnection` (the client behind `effect/persistence`'s `Redis` service),
+ * reloading a library or a script Redis lost (`Scripts`), so the limiter recovers by itself. Going around `Redis.eval` and `Effect.timeout` is a
  * measured choice: the script cache lookup and the fiber race of a timeout per admission halved
  * the admissions per second (see `bench/ratelimit.ts`); one watchdog timer for every call in
  * flight does the same job.
@@ -104,25 +104,31 @@ while a <= n do
       local span = math.floor(window / bucket)
       local oldest = math.floor(now / bucket) - span + 1
       local flat = redis.call("HGETALL", key)
-      local live = {}
       local old = {}
       local used = 0
+      local first
       for f = 1, #flat, 2 do
         local b = tonumber(flat[f])
         if b >= oldest then
-          local v = tonumber(flat[f + 1])
-          used = used + v
-          live[#live + 1] = { b, v }
+          used = used + tonumber(flat[f + 1])
+          if not first or b < first then first = b end
         else
           old[#old + 1] = flat[f]
         end
       end
       stale[g] = old
-      table.sort(live, function(x, y) return x[1] < y[1] end)
       local reset, retry = 0, 0
-      if #live > 0 then reset = (live[1][1] + span) * bucket - now end
+      if first then reset = (first + span) * bucket - now end
       local need = used + amount - limit
       if amount > 0 and need > 0 then
+        -- Refused: when enough of the oldest buckets have left the window (sorted only here, as
+        -- an admission needs no more than the oldest).
+        local live = {}
+        for f = 1, #flat, 2 do
+          local b = tonumber(flat[f])
+          if b >= oldest then live[#live + 1] = { b, tonumber(flat[f + 1]) } end
+        end
+        table.sort(live, function(x, y) return x[1] < y[1] end)
         retry = window
         local freed = 0
         for f = 1, #live do
@@ -187,9 +193,7 @@ return out
 end
 `
 
-const takeScript = Scripts.make(`${takeLibrary}
-return takeAll(KEYS, ARGV, 0, 1, #ARGV)
-`)
+const takeScript = Scripts.make("take", takeLibrary, "takeAll(keys, args, 0, 1, #args)")
 
 // ARGV per KEYS[i]: field (a fixed window's dimension, a rolling window's bucket), delta.
 export const adjustLibrary = `
@@ -205,10 +209,12 @@ local function adjustAll(K, A, k, a, count)
 end
 `
 
-const adjustScript = Scripts.make(`${adjustLibrary}
-adjustAll(KEYS, ARGV, 0, 1, #KEYS)
-return 1
-`)
+const adjustScript = Scripts.make("adjust", `${adjustLibrary}
+local function adjust(keys, args)
+  adjustAll(keys, args, 0, 1, #keys)
+  return 1
+end
+`, "adjust(keys, args)")
 
 type Taken = Effect.Success<ReturnType<RateLimiter.RateLimiterStore["Service"]["take"]>>
 
@@ -336,7 +342,7 @@ export const replyLength = (take: TakeInput): number => {
  */
 export const makeStore = (options: StoreOptions = {}) =>
   Effect.gen(function*() {
-    const send = yield* Scripts.sender(options.timeoutMs ?? 1000)
+    const send = yield* Scripts.sender(options.timeoutMs ?? 1000, [takeScript, adjustScript])
     const sendTakes = (takes: ReadonlyArray<Take>) => {
       const keys: Array<string> = []
       const args: Array<string> = []

@@ -7,9 +7,10 @@
  * On a cluster a command goes to the master of its first key's slot. A script's keys must all sit
  * in one slot (tollgate puts an account's keys under one hash tag); a script whose keys span slots
  * is refused here, before it is sent, so a layer that breaks the rule fails the cluster tests at
- * once instead of working on one server and failing in production. Scripts run as `EVALSHA`; a
- * node that does not know the script (each master has its own script cache, and a promoted replica
- * starts empty) gets it by `EVAL` and knows it from then on.
+ * once instead of working on one server and failing in production. Scripts run as Functions
+ * (`FCALL`, their library loaded on every master by `loadLibrary`) or as `EVALSHA`; a node that does
+ * not know the script (each master has its own script cache, and a promoted replica starts empty)
+ * gets it by `EVAL` and knows it from then on.
  *
  * node-redis's cluster client learns a new topology only from a `MOVED` reply, which a dead master
  * never sends: after a failover it would keep sending that slot's commands to the dead node. So a
@@ -36,17 +37,27 @@ import { createCluster, ErrorReply } from "redis"
 
 /**
  * Sends one command. `firstKey` is the key that routes it on a cluster (ignored on one server).
+ * `loadLibrary` runs `FUNCTION LOAD REPLACE` of a Function library on every primary, or with a
+ * `firstKey` on that key's primary only; `functions` says whether scripts may run as Functions
+ * (`Scripts`).
  *
  * @category services
  */
 export class RedisConnection extends Context.Service<RedisConnection, {
   readonly sendCommand: (args: Array<string>, firstKey: string | undefined) => Promise<unknown>
+  readonly loadLibrary: (code: string, firstKey: string | undefined) => Promise<void>
+  readonly functions: boolean
 }>()("@tollgate/redis/RedisConnection") {}
 
-/** @category models */
+/**
+ * One server or a Redis Cluster's seed nodes. `functions: false` runs scripts as `EVALSHA` even
+ * where Redis offers Functions (default `true`: see `Scripts`).
+ *
+ * @category models
+ */
 export type Target =
-  | { readonly url: string }
-  | { readonly cluster: ReadonlyArray<string> }
+  | { readonly url: string; readonly functions?: boolean }
+  | { readonly cluster: ReadonlyArray<string>; readonly functions?: boolean }
 
 /**
  * How many replicas must acknowledge a write (`WAIT numreplicas timeout`), and how long to wait.
@@ -85,7 +96,7 @@ const REDISCOVER_MS = 250
 const reconnect = (retries: number) => Math.min(2 ** retries * 50, 2_000) + Math.floor(Math.random() * 200)
 
 /**
- * The slot every key of a script's `EVAL`/`EVALSHA` arguments (`[script, numkeys, ...keys, ...args]`)
+ * The slot every key of a script's `EVAL`/`EVALSHA`/`FCALL` arguments (`[script, numkeys, ...keys, ...args]`)
  * hashes to, or a `CrossSlotScript` error naming the keys.
  *
  * @category cluster
@@ -103,9 +114,11 @@ export const scriptSlot = (args: ReadonlyArray<string>): number | undefined => {
   return slot
 }
 
-const isScript = (command: string) => command === "EVALSHA" || command === "EVAL"
+const isScript = (command: string) => command === "EVALSHA" || command === "EVAL" || command === "FCALL" || command === "FCALL_RO"
 
-const clusterLayer = (seeds: ReadonlyArray<string>) =>
+const loadCommand = (code: string) => ["FUNCTION", "LOAD", "REPLACE", code]
+
+const clusterLayer = (seeds: ReadonlyArray<string>, functions: boolean) =>
   Layer.effectContext(Effect.gen(function*() {
     const cluster = yield* Effect.acquireRelease(
       Effect.sync(() =>
@@ -158,7 +171,7 @@ const clusterLayer = (seeds: ReadonlyArray<string>) =>
       const scriptArgs = args.slice(1)
       scriptSlot(scriptArgs)
       const key = Number(scriptArgs[1]) > 0 ? scriptArgs[2] : undefined
-      if (command === "EVAL") return routed(key, args)
+      if (command !== "EVALSHA") return routed(key, args)
       try {
         return await routed(key, args)
       } catch (error) {
@@ -184,15 +197,30 @@ const clusterLayer = (seeds: ReadonlyArray<string>) =>
       connect: unsupported("a reserved connection"),
       subscribe: () => unsupported("pub/sub")
     })
-    return Context.make(Redis.Redis, redis).pipe(Context.add(RedisConnection, { sendCommand }))
+    // A library goes to every primary (each keeps its own, and its replicas copy it); a node that
+    // answers `Function not found` later gets it alone.
+    const loadLibrary = async (code: string, firstKey: string | undefined) => {
+      if (firstKey !== undefined) {
+        await routed(firstKey, loadCommand(code))
+        return
+      }
+      for (const master of cluster.masters) await (await cluster.nodeClient(master)).sendCommand(loadCommand(code))
+    }
+    return Context.make(Redis.Redis, redis).pipe(Context.add(RedisConnection, { sendCommand, loadLibrary, functions }))
   }))
 
-const serverLayer = (url: string) =>
+const serverLayer = (url: string, functions: boolean) =>
   Layer.effect(
     RedisConnection,
     Effect.gen(function*() {
       const { client } = yield* NodeRedis.NodeRedis
-      return { sendCommand: (args: Array<string>) => client.sendCommand(args) }
+      return {
+        sendCommand: (args: Array<string>) => client.sendCommand(args),
+        loadLibrary: async (code: string) => {
+          await client.sendCommand(loadCommand(code))
+        },
+        functions
+      }
     })
   ).pipe(Layer.provideMerge(NodeRedis.layer({ url, disableOfflineQueue: true })))
 
@@ -205,4 +233,4 @@ const serverLayer = (url: string) =>
  * @category layers
  */
 export const layer = (target: Target): Layer.Layer<Redis.Redis | RedisConnection, Redis.RedisError> =>
-  "cluster" in target ? clusterLayer(target.cluster) : serverLayer(target.url)
+  "cluster" in target ? clusterLayer(target.cluster, target.functions ?? true) : serverLayer(target.url, target.functions ?? true)

@@ -119,6 +119,8 @@ Contract.contract(
   [
     { name: "memory", layer: memory },
     RedisServer.backend(redis, (url) => onRedis({ url })),
+    // The fallback where Redis refuses Functions: the same script as EVALSHA.
+    { name: "redis, EVALSHA", layer: onRedis({ url: redis.url, functions: false }) },
     RedisCluster.backend(cluster, (seeds) => onRedis({ cluster: seeds }))
   ],
   (it) => {

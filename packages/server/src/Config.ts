@@ -51,6 +51,7 @@ export const Environment = Schema.Struct({
     message: "must be a comma-separated list of host:port seed nodes"
   }))),
   TOLLGATE_REDIS_WAIT_REPLICAS: Schema.optionalKey(Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0))),
+  TOLLGATE_REDIS_FUNCTIONS: Schema.optionalKey(Schema.Literals(["on", "off"])),
   TOLLGATE_WORKERS: Schema.optionalKey(Schema.Union([Schema.Literal("auto"), PositiveInt])),
   TOLLGATE_PUBLIC_ORIGIN: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^https?:\/\/[^/]+$/u, {
     message: "must be an origin such as https://api.example.com (scheme and host, no path)"
@@ -100,6 +101,11 @@ export interface ServerConfig {
   readonly redisUrl: string
   /** Seed nodes (`host:port`) of a Redis Cluster: set, the Redis layers run on the cluster instead of `redisUrl`. */
   readonly redisCluster: ReadonlyArray<string> | undefined
+  /**
+   * Whether the paid path's scripts may run as Redis Functions (`TOLLGATE_REDIS_FUNCTIONS`, default
+   * `on`); `off`, or a Redis that refuses `FUNCTION LOAD`, runs them as `EVALSHA`.
+   */
+  readonly redisFunctions?: boolean | undefined
   /**
    * Replicas that must have a credit (top-up, grant, refund) before it is answered, and how long to
    * wait for them (`WAIT`); absent: credits are answered once the master has them.
@@ -227,6 +233,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       store,
       redisUrl: vars.TOLLGATE_REDIS_URL ?? "redis://127.0.0.1:6379",
       redisCluster,
+      redisFunctions: vars.TOLLGATE_REDIS_FUNCTIONS !== "off",
       redisReplicaAcknowledgment: waitReplicas === 0
         ? undefined
         : { replicas: waitReplicas, timeoutMs: file.redis?.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS },

@@ -266,7 +266,11 @@ const stores = (config: ServerConfig) =>
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       RedisReachable.check(config),
-      RedisConnection.layer(config.redisCluster === undefined ? { url: config.redisUrl } : { cluster: config.redisCluster })
+      RedisConnection.layer(
+        config.redisCluster === undefined
+          ? { url: config.redisUrl, functions: config.redisFunctions ?? true }
+          : { cluster: config.redisCluster, functions: config.redisFunctions ?? true }
+      )
     ))))
     : Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
       AuthStore.layerMemory,
