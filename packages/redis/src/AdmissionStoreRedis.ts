@@ -11,7 +11,9 @@
  * A configured `global` rate limit is the exception: its counters are tagged `{global}`, so with a
  * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
  *
- * The script goes out as `EVALSHA` straight on the node-redis client (`Scripts.sender`).
+ * The script goes out as `EVALSHA` straight on the node-redis client (`Scripts.sender`). With
+ * `settlementGroupMs`, settlements of one account that meet within that delay go as one call
+ * (`SettlementGroups`, the script's `settlemany`), each still answered on its own.
  *
  * @since 0.1.0
  */
@@ -24,6 +26,10 @@ import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import * as RateLimiterRedis from "./RateLimiterRedis.ts"
 import * as Scripts from "./Scripts.ts"
+import * as SettlementGroups from "./SettlementGroups.ts"
+
+/** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */
+const ACCOUNT_KEYS = 6
 
 // KEYS 1-6: the account's ledger keys; 7 on: per operation (below); then the counters.
 // ARGV 1: the operation, 2: now.
@@ -41,6 +47,10 @@ import * as Scripts from "./Scripts.ts"
 //           for none), 9 on the adjustments of `adjustAll`.
 // giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
 //           the record is abandoned ("1"), 5 on the adjustments.
+// settlemany: several settlements of the account (`SettlementGroups`), each as `settle` lays it
+//           out: KEYS 7 on, per settlement, its record, its cap and its adjustments' keys; ARGV 3
+//           on, per settlement, its count of adjustments, then its ARGV 3 on of `settle`. The
+//           reply is one `settle` reply per settlement, in order.
 const script = (retentionMs: number) => Scripts.make(`
 local A, H, X, R, J, U = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
@@ -79,13 +89,28 @@ local function admit()
   return { 'ok', held[2], held[3], taken }
 end
 
-local function settle()
-  local captured = ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5])
+-- K and V are laid out as KEYS and ARGV of a settle.
+local function settleWith(K, V)
+  local captured = ledgerCapture(V[3], tonumber(V[4]), V[5])
   if captured[1] == 'err' then return captured end
-  capClose(KEYS[8], ARGV[3], tonumber(captured[2][1]) + tonumber(captured[2][2]))
-  adjustAll(KEYS, ARGV, 8, 9, #KEYS - 8)
-  if ARGV[6] ~= '' then completeRecord(KEYS[7], ARGV[6], ARGV[7], ARGV[8]) end
+  capClose(K[8], V[3], tonumber(captured[2][1]) + tonumber(captured[2][2]))
+  adjustAll(K, V, 8, 9, #K - 8)
+  if V[6] ~= '' then completeRecord(K[7], V[6], V[7], V[8]) end
   return captured
+end
+
+local function settleMany()
+  local replies, k, a = {}, 7, 3
+  while a <= #ARGV do
+    local n = tonumber(ARGV[a])
+    local K, V = { A, H, X, R, J, U }, { op, ARGV[2] }
+    for i = 0, 1 + n do K[7 + i] = KEYS[k + i] end
+    for i = 1, 6 + 2 * n do V[2 + i] = ARGV[a + i] end
+    replies[#replies + 1] = settleWith(K, V)
+    k = k + 2 + n
+    a = a + 7 + 2 * n
+  end
+  return replies
 end
 
 local function giveBack()
@@ -100,7 +125,15 @@ end
 
 sweep(false)
 local reply
-if op == 'admit' then reply = admit() elseif op == 'settle' then reply = settle() else reply = giveBack() end
+if op == 'admit' then
+  reply = admit()
+elseif op == 'settle' then
+  reply = settleWith(KEYS, ARGV)
+elseif op == 'settlemany' then
+  reply = settleMany()
+else
+  reply = giveBack()
+end
 saveAccount()
 return reply
 `)
@@ -117,6 +150,20 @@ export interface Options {
   readonly timeoutMs?: number
   /** The ledger's retention of journal and usage entries (`CreditLedgerRedis.layerRedis({ retentionMs })`). */
   readonly retentionMs?: number | undefined
+  /**
+   * How long a settlement may wait to go in one Redis call with other settlements of its account
+   * (`SettlementGroups`), in milliseconds. Default 0: each settlement is its own call.
+   */
+  readonly settlementGroupMs?: number | undefined
+}
+
+/** A settlement waiting for its group: its keys and arguments as `settle` lays them out. */
+interface GroupedSettlement {
+  readonly keys: ReadonlyArray<string>
+  readonly args: ReadonlyArray<string>
+  readonly adjustments: number
+  readonly onReply: (reply: unknown) => void
+  readonly onError: (cause: unknown) => void
 }
 
 const unavailable = () => Errors.storeUnavailable("The admission store")
@@ -140,13 +187,49 @@ export const make = (options: Options = {}) =>
     const recordPrefix = options.idempotencyPrefix ?? IdempotencyStoreRedis.defaultPrefix
     const lua = script(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
 
+    const command = (keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
+      const command = ["", "", String(keys.length)]
+      for (const key of keys) command.push(key)
+      for (const arg of args) command.push(arg)
+      return command
+    }
+
     const call = <A, E>(keys: ReadonlyArray<string>, args: ReadonlyArray<string>, decode: (reply: Reply) => Effect.Effect<A, E>) =>
       Effect.callback<A, E | Errors.ServiceUnavailable>((resume) => {
-        const command = ["", "", String(keys.length)]
-        for (const key of keys) command.push(key)
-        for (const arg of args) command.push(arg)
-        send(lua, command, (reply) => resume(decode(reply as Reply)), () => resume(Effect.fail(unavailable())))
+        send(lua, command(keys, args), (reply) => resume(decode(reply as Reply)), () => resume(Effect.fail(unavailable())))
       })
+
+    // One settlement goes as `settle`, several as one `settlemany`; each learns its own reply.
+    const sendGroup: SettlementGroups.SendGroup<GroupedSettlement> = (group, done) => {
+      if (group.length === 1) {
+        const only = group[0]!
+        return send(lua, command(only.keys, only.args), (reply) => {
+          done()
+          only.onReply(reply)
+        }, (cause) => {
+          done()
+          only.onError(cause)
+        })
+      }
+      const keys = group[0]!.keys.slice(0, ACCOUNT_KEYS)
+      // The group runs at the latest of its settlements' times.
+      const args = ["settlemany", String(Math.max(...group.map((each) => Number(each.args[1]))))]
+      for (const each of group) {
+        for (let i = ACCOUNT_KEYS; i < each.keys.length; i++) keys.push(each.keys[i]!)
+        args.push(String(each.adjustments))
+        for (let i = 2; i < each.args.length; i++) args.push(each.args[i]!)
+      }
+      send(lua, command(keys, args), (reply) => {
+        done()
+        const replies = reply as ReadonlyArray<unknown>
+        group.forEach((each, i) => each.onReply(replies[i]))
+      }, (cause) => {
+        done()
+        for (const each of group) each.onError(cause)
+      })
+    }
+    const groupMs = options.settlementGroupMs ?? 0
+    const grouped = groupMs > 0 ? SettlementGroups.make(groupMs, sendGroup) : undefined
 
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
       const { accountId, hold, now } = input
@@ -233,7 +316,7 @@ export const make = (options: Options = {}) =>
         completion === undefined ? "" : completion.response.body
       ]
       pushAdjustments(keys, args, input.adjustments)
-      return call(keys, args, (reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
+      const decode = (reply: Reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
         if (reply[0] === "err") return Effect.fail(CreditLedgerRedis.ledgerError(reply[1] as CreditLedger.LedgerError["reason"]))
         const detail = reply[1] as ReadonlyArray<string>
         return Effect.succeed({
@@ -241,7 +324,17 @@ export const make = (options: Options = {}) =>
           fromUsd: Money.unsafeNano(Number(detail[1])),
           balance: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<number>)
         })
-      })
+      }
+      if (grouped === undefined) return call(keys, args, decode)
+      return Effect.callback<CreditLedger.Settlement, CreditLedger.LedgerError | Errors.ServiceUnavailable>((resume) =>
+        grouped(capture.accountId, {
+          keys,
+          args,
+          adjustments: input.adjustments.length,
+          onReply: (reply) => resume(decode(reply as Reply)),
+          onError: () => resume(Effect.fail(unavailable()))
+        })
+      )
     }
 
     const giveBack = (input: Admission.GiveBackInput) => {
