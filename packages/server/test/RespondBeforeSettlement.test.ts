@@ -213,3 +213,37 @@ describe("Two servers sharing Redis, settlements grouped: a replay racing the fi
     expect(await settledLedger("acct_many")).toEqual([before! - 1_000 * 1_000_000, 0, 0])
   }, 120_000)
 })
+
+describe("A server killed between a call's response and its settlement: the hold expires and the call is not charged", () => {
+  it("answered while Redis refuses writes, then SIGKILL: the hold stays open until its 12 s are up, then the next ledger step releases it and the balance is whole", async () => {
+    const server = await ShippedServer.start({
+      store: "redis",
+      redisUrl: redis.url,
+      signingKey: true,
+      accountId: "acct_crash",
+      config: config(),
+      env: { TOLLGATE_HOLD_TTL_SECONDS: "12" }
+    })
+    try {
+      await server.cli(["credits", "grant", "--account", "acct_crash", "--usd", "1", "--reference", "crash-funds"])
+      const [before] = await settledLedger("acct_crash")
+      const answer = blockNumber(server.api, bearer(server.credentials!.inferenceKey))
+      await new Promise((resolve) => setTimeout(resolve, UPSTREAM_MS / 2))
+      await client.sendCommand(["CLIENT", "PAUSE", "3000", "WRITE"])
+      const response = await answer
+      expect(response.status).toBe(200)
+      await response.arrayBuffer()
+      // A crash: SIGKILL, nothing runs after it (the server's directory stays, for the CLI).
+      process.kill(server.pid, "SIGKILL")
+      await server.exited
+      await client.sendCommand(["CLIENT", "UNPAUSE"])
+      expect(await ledgerOf("acct_crash")).toEqual([before, RPC_PRICE_NANO, 1])
+      await new Promise((resolve) => setTimeout(resolve, 12_500))
+      // Any step of the account's ledger releases its expired holds first: here a grant.
+      await server.cli(["credits", "grant", "--account", "acct_crash", "--usd", "0.5", "--reference", "crash-after"])
+      expect(await ledgerOf("acct_crash")).toEqual([before! + 500_000_000, 0, 0])
+    } finally {
+      await server.stop()
+    }
+  }, 120_000)
+})
