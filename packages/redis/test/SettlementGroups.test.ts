@@ -98,7 +98,7 @@ Contract.contract(
         assert.deepStrictEqual(settled, [99_900, 99_700, 99_400, 99_000, 98_500, 97_900, 97_200, 96_400, 95_500])
         const balance = yield* ledger.balance(accountId)
         assert.deepStrictEqual([balance.usd, balance.heldUsd], [95_500, HOLD])
-        const usage = yield* ledger.usage(accountId, { limit: 20 })
+        const usage = yield* ledger.usage(accountId, { order: "asc", limit: 20 })
         assert.deepStrictEqual(usage.entries.map((entry) => entry.requestId).sort(), ["q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8"])
       }))
 
