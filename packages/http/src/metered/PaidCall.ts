@@ -351,8 +351,8 @@ export class PaidCall {
   }
 
   /**
-   * The response goes before the settlement is acknowledged: the settlement is sent now and runs
-   * on its own (`Services.settleLater`). What the response says does not wait for it: a wallet's
+   * The response goes before the settlement is acknowledged: the settlement is handed to the
+   * store now and runs on its own (`Services.settleLater`). What the response says does not wait for it: a wallet's
    * `X-Balance-Remaining` is its balance at the admission less what the charge takes of its USD
    * (the capture's split), and the rate-limit headers are the admission's. The `Idempotency-Key`
    * record is completed by the settlement, so a replay before it gets the in-progress 409. A

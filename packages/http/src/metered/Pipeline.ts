@@ -51,8 +51,8 @@ export class Metered extends Context.Service<Metered, {
  * no generator and no wrapper per step: authenticate, one admission
  * (`Admission.AdmissionStore.admit`: the key's standing, every rate limit and the credit hold in
  * one store step), the route's work, one settlement (capture with its usage entry, the rate-limit
- * settlement and the idempotency record in one store step), sent before the response goes and
- * acknowledged after it (`PaidCall.respondFirst`). Metrics are updated in place from the
+ * settlement and the idempotency record in one store step), handed to the store before the
+ * response goes and acknowledged after it (`PaidCall.respondFirst`). Metrics are updated in place from the
  * request's context, and a failure is counted once, by the step it came from. Effect supplies the
  * rest: the errors, and the finalizer that gives back the hold, the reservations and the
  * idempotency key of an admitted call that fails or is interrupted.
