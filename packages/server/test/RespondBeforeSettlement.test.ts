@@ -198,6 +198,22 @@ describe("Two servers sharing Redis, settlements grouped: a replay racing the fi
     expect(before[0]! - after[0]!).toBe(RPC_PRICE_NANO)
   }, 30_000)
 
+  it("a settlement Redis does not answer within the server's 2 s is logged at error level after the answer; Redis runs it later and the give-back behind it finds the hold captured: charged once, no hold left", async () => {
+    const [before] = await settledLedger("acct_many")
+    const answer = blockNumber(servers[0]!.api, bearer(key))
+    await new Promise((resolve) => setTimeout(resolve, UPSTREAM_MS / 2))
+    await client.sendCommand(["CLIENT", "PAUSE", "4000", "WRITE"])
+    const response = await answer
+    expect(response.status).toBe(200)
+    await response.json()
+    const deadline = Date.now() + 10_000
+    while (!servers[0]!.output().includes("settling a call after its response failed") && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    expect(servers[0]!.output()).toContain("settling a call after its response failed")
+    expect(await settledLedger("acct_many")).toEqual([before! - RPC_PRICE_NANO, 0, 0])
+  }, 30_000)
+
   it("1,000 concurrent image calls over both servers: 1,000 x 200, then exactly 10 - 1,000 x 0.001 = 9 USD left and no hold open", async () => {
     const [before] = await ledgerOf("acct_many")
     const statuses = await Promise.all(Array.from({ length: 1_000 }, (_, i) =>
