@@ -332,7 +332,10 @@ export class PaidCall {
         contentType: outcome.contentType
       }))
     }
-    if (this.clock.currentTimeMillisUnsafe() < admitted.hold.expiresAt - RESPOND_FIRST_MARGIN_MS) {
+    if (
+      this.clock.currentTimeMillisUnsafe() < admitted.hold.expiresAt - RESPOND_FIRST_MARGIN_MS &&
+      (idempotencyKey === undefined || this.services.store.completesRecordsInStep)
+    ) {
       return this.respondFirst(admitted, outcome, startedAt, headers)
     }
     if (principal._tag === "Wallet") {
@@ -352,12 +355,15 @@ export class PaidCall {
 
   /**
    * The response goes before the settlement is acknowledged: the settlement is handed to the
-   * store now and runs on its own (`Services.settleLater`). What the response says does not wait for it: a wallet's
-   * `X-Balance-Remaining` is its balance at the admission less what the charge takes of its USD
-   * (the capture's split), and the rate-limit headers are the admission's. The `Idempotency-Key`
-   * record is completed by the settlement, so a replay before it gets the in-progress 409. A
-   * settlement that fails is logged and the hold given back, as a stream's is; a process that
-   * stops before it leaves the hold to expire: the caller is never charged more than the quote.
+   * store now and runs on its own (`Services.settleLater`). What the response says does not wait
+   * for it: a wallet's `X-Balance-Remaining` is its balance at the admission less what the charge
+   * takes of its USD (the capture's split), and the rate-limit headers are the admission's. The
+   * `Idempotency-Key` record is completed by the settlement, so a replay before it gets the
+   * in-progress 409; a call with a key comes here only when the store completes the record in the
+   * settlement's own step (`Admission.AdmissionStore.completesRecordsInStep`), since a record
+   * completed by a later store call could miss a replay sent once the answer is in. A settlement
+   * that fails is logged and the hold given back, as a stream's is; a process that stops before it
+   * leaves the hold to expire: the caller is never charged more than the quote.
    */
   respondFirst(
     admitted: Admitted,
