@@ -3,11 +3,12 @@ import { Admission, AuthStore, CreditLedger, Money } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { createClient } from "redis"
-import { afterAll } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
+import * as SettlementGroups from "../src/SettlementGroups.ts"
 
 // Throwaway servers: the test counts every script call they run.
 const redis = await RedisServer.start()
@@ -126,3 +127,40 @@ Contract.contract(
       }))
   }
 )
+
+describe("A settlement waits for its group at most the delay, and a group holds at most MAX_GROUP settlements", () => {
+  /** The groups handed to Redis, each with the function that answers it. */
+  const recorder = () => {
+    const sent: Array<{ readonly group: ReadonlyArray<string>; readonly done: () => void }> = []
+    return { sent, send: (group: ReadonlyArray<string>, done: () => void) => void sent.push({ group, done }) }
+  }
+
+  it("behind one that Redis has not answered, the next two go together once the 20 ms delay is up", async () => {
+    const { send, sent } = recorder()
+    const submit = SettlementGroups.make(20, send)
+    submit("acct", "a")
+    submit("acct", "b")
+    submit("acct", "c")
+    expect(sent.map((each) => each.group)).toEqual([["a"]])
+    await new Promise((resolve) => setTimeout(resolve, 40))
+    expect(sent.map((each) => each.group)).toEqual([["a"], ["b", "c"]])
+  })
+
+  it("an answer sends what waits at once, before the delay; another account's settlement does not wait for it", () => {
+    const { send, sent } = recorder()
+    const submit = SettlementGroups.make(1_000, send)
+    submit("acct", "a")
+    submit("acct", "b")
+    submit("other", "x")
+    sent[0]!.done()
+    expect(sent.map((each) => each.group)).toEqual([["a"], ["x"], ["b"]])
+  })
+
+  it(`the ${SettlementGroups.MAX_GROUP}th waiting settlement sends its group at once`, () => {
+    const { send, sent } = recorder()
+    const submit = SettlementGroups.make(1_000, send)
+    for (let i = 0; i <= SettlementGroups.MAX_GROUP; i++) submit("acct", `s${i}`)
+    expect(sent.map((each) => each.group.length)).toEqual([1, SettlementGroups.MAX_GROUP])
+    sent.forEach((each) => each.done())
+  })
+})
