@@ -8,8 +8,14 @@
  * constant arguments and none of the rules: what the atomic step would cost if it were free to
  * write. The call shape is the RPC route's: an API key's standing, abuse block and spend cap (none
  * set), a fixed per-minute request counter, a rolling daily credit counter, a hold, then its
- * capture with the usage entry. The last line is the paid call's (admission plus settlement, Functions) Redis CPU
- * against its bare commands'.
+ * capture with the usage entry.
+ *
+ * The settlement is measured a third way: grouped as the server groups them (`AdmissionStoreRedis`
+ * with `settlementGroupMs`, `SettlementGroups`: the settlements of an account that meet while one
+ * is in flight go in one call). The last line is the paid call's Redis CPU as it runs (admission
+ * plus grouped settlement, as Functions) against its bare commands'. A second table gives a
+ * settlement's round trip at 1 and 50 calls in flight: what a response no longer waits for since it
+ * goes before its settlement is acknowledged (`PaidCall.respondFirst`).
  */
 import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
 import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
@@ -28,12 +34,13 @@ const price = Money.unsafeNano(12_500)
 const server = await RedisServer.start()
 const client = createClient({ url: server.url })
 await client.connect()
-const runtimeOf = (functions: boolean) =>
+const runtimeOf = (functions: boolean, settlementGroupMs = 0) =>
   ManagedRuntime.make(
-    Layer.mergeAll(AdmissionStoreRedis.layerRedis(), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
+    Layer.mergeAll(AdmissionStoreRedis.layerRedis({ settlementGroupMs }), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
       .pipe(Layer.provideMerge(RedisConnection.layer({ url: server.url, functions })))
   )
-const runtimes = { functions: runtimeOf(true), evalsha: runtimeOf(false) }
+// `grouped`: settlements grouped as the server runs them (`redis.settlementGroupMs`, default 2).
+const runtimes = { functions: runtimeOf(true), evalsha: runtimeOf(false), grouped: runtimeOf(true, 2) }
 const stores = (runtime: ReturnType<typeof runtimeOf>) =>
   runtime.runPromise(Effect.gen(function*() {
     return {
@@ -44,6 +51,7 @@ const stores = (runtime: ReturnType<typeof runtimeOf>) =>
   }))
 const viaFunctions = await stores(runtimes.functions)
 const viaEvalsha = await stores(runtimes.evalsha)
+const viaGroups = await stores(runtimes.grouped)
 await runtimes.functions.runPromise(viaFunctions.auth.insertAccount({ id: accountId, createdAt: new Date() }))
 await runtimes.functions.runPromise(viaFunctions.ledger.topUp({ accountId, amount: Money.usd(1_000_000), reference: "fund" }))
 
@@ -51,8 +59,8 @@ const counters = (now: number): ReadonlyArray<RateLimiter.Counter> => [
   { key: `rl:{${accountId}}:${accountId}:rpc:minute:${Math.floor(now / 60_000)}`, field: "r", rolling: false, limit: 1e9, amount: 1, windowMs: 60_000, bucketMs: 60_000 },
   { key: `rl:{${accountId}}:${accountId}:rpc:day:c`, field: "c", rolling: true, limit: 1e12, amount: 20, windowMs: 86_400_000, bucketMs: 600_000 }
 ]
-type Way = "functions" | "evalsha"
-const storeOf = (way: Way) => way === "functions" ? viaFunctions.admission : viaEvalsha.admission
+type Way = keyof typeof runtimes
+const storeOf = (way: Way) => ({ functions: viaFunctions, evalsha: viaEvalsha, grouped: viaGroups })[way].admission
 const admit = (way: Way) => (reference: string) => {
   const now = Date.now()
   return runtimes[way].runPromise(storeOf(way).admit({
@@ -118,12 +126,28 @@ const usageJson = JSON.stringify({ sku: "rpc:ethereum-mainnet", units: 20, price
 const bare = (script: "admit" | "settle") => (reference: string) =>
   client.sendCommand(["EVALSHA", bareSha[script], String(bareKeys.length), ...bareKeys, String(Date.now()), reference, usageJson])
 
-const pool = async (references: ReadonlyArray<string>, task: (reference: string) => Promise<unknown>) => {
+const pool = async (references: ReadonlyArray<string>, task: (reference: string) => Promise<unknown>, concurrency = CONCURRENCY) => {
   let next = 0
   const worker = async () => {
     while (next < references.length) await task(references[next++]!)
   }
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  await Promise.all(Array.from({ length: concurrency }, worker))
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+/** The median time from sending a task to its answer, in ms, `concurrency` at once. */
+const medianMs = async (references: ReadonlyArray<string>, task: (reference: string) => Promise<unknown>, concurrency: number) => {
+  const times: Array<number> = []
+  await pool(references, async (reference) => {
+    const started = performance.now()
+    await task(reference)
+    times.push(performance.now() - started)
+  }, concurrency)
+  return median(times)
 }
 
 const scriptCommands = ["evalsha", "eval", "fcall"]
@@ -133,14 +157,17 @@ const info = async () => {
   let commandsUs = 0
   let commands = 0
   let scriptUs = 0
+  let scriptCalls = 0
   for (const match of text.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
-    if (scriptCommands.includes(match[1]!)) scriptUs += Number(match[3])
-    else if (!["info", "config|resetstat", "script|load", "function|load"].includes(match[1]!)) {
+    if (scriptCommands.includes(match[1]!)) {
+      scriptCalls += Number(match[2])
+      scriptUs += Number(match[3])
+    } else if (!["info", "config|resetstat", "script|load", "function|load"].includes(match[1]!)) {
       commands += Number(match[2])
       commandsUs += Number(match[3])
     }
   }
-  return { cpuUs: (number(/used_cpu_user:([\d.]+)/) + number(/used_cpu_sys:([\d.]+)/)) * 1e6, scriptUs, commandsUs, commands }
+  return { cpuUs: (number(/used_cpu_user:([\d.]+)/) + number(/used_cpu_sys:([\d.]+)/)) * 1e6, scriptUs, scriptCalls, commandsUs, commands }
 }
 
 interface Sample {
@@ -148,6 +175,7 @@ interface Sample {
   readonly scriptUs: number
   readonly commandsUs: number
   readonly commands: number
+  readonly scriptCalls: number
 }
 
 /** Redis's CPU, script time and command time per call over one batch of calls. */
@@ -157,7 +185,7 @@ const measure = async (references: ReadonlyArray<string>, task: (reference: stri
   await pool(references, task)
   const after = await info()
   const per = (value: number) => value / references.length
-  return { cpuUs: per(after.cpuUs - before.cpuUs), scriptUs: per(after.scriptUs), commandsUs: per(after.commandsUs), commands: per(after.commands) }
+  return { cpuUs: per(after.cpuUs - before.cpuUs), scriptUs: per(after.scriptUs), commandsUs: per(after.commandsUs), commands: per(after.commands), scriptCalls: per(after.scriptCalls) }
 }
 
 const samples = new Map<string, Array<Sample>>()
@@ -173,11 +201,22 @@ for (let round = 0; round < ROUNDS; round++) {
   record("tollgate settlement", await measure(fn, settle("functions")))
   record("tollgate settlement, EVALSHA", await measure(sha, settle("evalsha")))
   record("bare settlement commands", await measure(fn, bare("settle")))
+  const grouped = references("grouped")
+  await pool(grouped, admit("functions"))
+  record("tollgate settlement, grouped", await measure(grouped, settle("grouped")))
 }
 
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)]!
+// A settlement's round trip, alone and among 50 in flight, one script call each and grouped.
+const LATENCY_CALLS = 2_000
+const roundTrips: Array<Record<string, string>> = []
+for (const [name, way] of [["one call per settlement", "functions"], ["grouped", "grouped"]] as const) {
+  const row: Record<string, string> = { settlement: name }
+  for (const concurrency of [1, CONCURRENCY]) {
+    const references = Array.from({ length: LATENCY_CALLS }, (_, i) => `latency-${way}-${concurrency}-${i}`)
+    await pool(references, admit("functions"))
+    row[`p50 ms, ${concurrency} in flight`] = (await medianMs(references, settle(way), concurrency)).toFixed(3)
+  }
+  roundTrips.push(row)
 }
 const row = (name: string): Sample => {
   const list = samples.get(name)!
@@ -185,7 +224,8 @@ const row = (name: string): Sample => {
     cpuUs: median(list.map((sample) => sample.cpuUs)),
     scriptUs: median(list.map((sample) => sample.scriptUs)),
     commandsUs: median(list.map((sample) => sample.commandsUs)),
-    commands: median(list.map((sample) => sample.commands))
+    commands: median(list.map((sample) => sample.commands)),
+    scriptCalls: median(list.map((sample) => sample.scriptCalls))
   }
 }
 const bareOf = (name: string) => name.includes("admission") ? "bare admission commands" : "bare settlement commands"
@@ -198,10 +238,13 @@ table([...samples.keys()].map((name) => {
     "of which commands": each.commandsUs.toFixed(1),
     "of which Lua": (each.scriptUs - each.commandsUs).toFixed(1),
     "commands/call": each.commands.toFixed(1),
+    "script calls/call": each.scriptCalls.toFixed(3),
     "CPU vs bare": `${(each.cpuUs / row(bareOf(name)).cpuUs).toFixed(2)}x`
   }
 }))
 console.log(`\n${CALLS} calls per row and round, ${CONCURRENCY} at once from one client, median of ${ROUNDS} rounds.`)
+console.log(`\nA settlement's round trip (what a response no longer waits for), ${LATENCY_CALLS} settlements per cell:`)
+table(roundTrips)
 const paid = (admission: string, settlement: string) => {
   const a = row(admission)
   const b = row(settlement)
@@ -209,12 +252,15 @@ const paid = (admission: string, settlement: string) => {
 }
 const bareCall = paid("bare admission commands", "bare settlement commands")
 const evalshaCall = paid("tollgate admission, EVALSHA", "tollgate settlement, EVALSHA")
-const paidCall = paid("tollgate admission", "tollgate settlement")
-console.log(`Redis commands per paid call: ${paidCall.commands.toFixed(1)} (bare ${bareCall.commands.toFixed(1)})`)
-console.log(`With EVALSHA instead of Functions: ${evalshaCall.cpuUs.toFixed(1)} us, ${(evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+const ungroupedCall = paid("tollgate admission", "tollgate settlement")
+const paidCall = paid("tollgate admission", "tollgate settlement, grouped")
+console.log(`\nRedis commands per paid call: ${paidCall.commands.toFixed(1)} grouped, ${ungroupedCall.commands.toFixed(1)} one call per settlement (bare ${bareCall.commands.toFixed(1)})`)
+console.log(`With EVALSHA instead of Functions, one call per settlement: ${evalshaCall.cpuUs.toFixed(1)} us, ${(evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+console.log(`With Functions, one call per settlement: ${ungroupedCall.cpuUs.toFixed(1)} us, ${(ungroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
 console.log(`Redis CPU per paid call: ${paidCall.cpuUs.toFixed(1)} us, ${(paidCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
 
 await client.quit()
 await runtimes.functions.dispose()
 await runtimes.evalsha.dispose()
+await runtimes.grouped.dispose()
 await server.stop()

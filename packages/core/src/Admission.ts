@@ -89,6 +89,12 @@ export interface GiveBackInput {
 export class AdmissionStore extends Context.Service<AdmissionStore, {
   /** Whether `admit` reads the abuse guard's block (`AdmitInput.abuseBlockKey`) in its step. */
   readonly readsAbuseBlocks: boolean
+  /**
+   * Whether `settle` completes the `Idempotency-Key` record in its own step, not in a store call
+   * after it: then whatever the caller sends after handing a settlement over finds the record
+   * complete or the settlement still to run, never a settlement run without its record.
+   */
+  readonly completesRecordsInStep: boolean
   readonly admit: (input: AdmitInput) => Effect.Effect<AdmitReply, ServiceUnavailable>
   readonly settle: (input: SettleInput) => Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable>
   /** Releases the hold (a closed one stays closed), gives back the reservations, frees the key. */
@@ -160,6 +166,7 @@ export const layerMemory: Layer.Layer<
     return AdmissionStore.of({
       // The memory guard answers without I/O (`AbuseGuard.isKnownClear`): nothing to fold in.
       readsAbuseBlocks: false,
+      completesRecordsInStep: records !== undefined,
       admit: (input) => Effect.sync(() => admit(input)),
       settle: ({ adjustments, capture, completion, now, spendKeyId }) =>
         Effect.suspend((): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable> => {

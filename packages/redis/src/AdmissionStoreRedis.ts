@@ -12,7 +12,9 @@
  * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
  *
  * The script goes out straight on the node-redis client (`Scripts.sender`): as a Redis Function
- * (`FCALL`) where Redis offers them, else as `EVALSHA`.
+ * (`FCALL`) where Redis offers them, else as `EVALSHA`. With `settlementGroupMs`, settlements of
+ * one account that meet within that delay go as one call (`SettlementGroups`, the script's
+ * `settlemany`), each still answered on its own.
  *
  * @since 0.1.0
  */
@@ -25,6 +27,10 @@ import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import * as RateLimiterRedis from "./RateLimiterRedis.ts"
 import * as Scripts from "./Scripts.ts"
+import * as SettlementGroups from "./SettlementGroups.ts"
+
+/** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */
+const ACCOUNT_KEYS = 6
 
 // KEYS 1-6: the account's ledger keys; 7 on: per operation (below); then the counters.
 // ARGV 1: the operation, 2: now.
@@ -42,6 +48,10 @@ import * as Scripts from "./Scripts.ts"
 //           for none), 9 on the adjustments of `adjustAll`.
 // giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
 //           the record is abandoned ("1"), 5 on the adjustments.
+// settlemany: several settlements of the account (`SettlementGroups`), each as `settle` lays it
+//           out: KEYS 7 on, per settlement, its record, its cap and its adjustments' keys; ARGV 3
+//           on, per settlement, its count of adjustments, then its ARGV 3 on of `settle`. The
+//           reply is one `settle` reply per settlement, in order.
 const script = (retentionMs: number) =>
   Scripts.make(
     "admission",
@@ -90,6 +100,20 @@ local function settle(K, V)
   return captured
 end
 
+local function settleMany(K, V)
+  local replies, k, a = {}, 7, 3
+  while a <= #V do
+    local n = tonumber(V[a])
+    local one, args = { K[1], K[2], K[3], K[4], K[5], K[6] }, { V[1], V[2] }
+    for i = 0, 1 + n do one[7 + i] = K[k + i] end
+    for i = 1, 6 + 2 * n do args[2 + i] = V[a + i] end
+    replies[#replies + 1] = settle(one, args)
+    k = k + 2 + n
+    a = a + 7 + 2 * n
+  end
+  return replies
+end
+
 local function giveBack(K, V)
   ledgerRelease(V[3])
   -- A deferred job may have captured the hold itself: that capture is what counts.
@@ -104,7 +128,15 @@ local function admission(K, V)
   ledgerBegin(K, V[2])
   sweep(false)
   local op, reply = V[1], nil
-  if op == 'admit' then reply = admit(K, V) elseif op == 'settle' then reply = settle(K, V) else reply = giveBack(K, V) end
+  if op == 'admit' then
+    reply = admit(K, V)
+  elseif op == 'settle' then
+    reply = settle(K, V)
+  elseif op == 'settlemany' then
+    reply = settleMany(K, V)
+  else
+    reply = giveBack(K, V)
+  end
   saveAccount()
   return reply
 end
@@ -124,6 +156,20 @@ export interface Options {
   readonly timeoutMs?: number
   /** The ledger's retention of journal and usage entries (`CreditLedgerRedis.layerRedis({ retentionMs })`). */
   readonly retentionMs?: number | undefined
+  /**
+   * How long a settlement may wait to go in one Redis call with other settlements of its account
+   * (`SettlementGroups`), in milliseconds. Default 0: each settlement is its own call.
+   */
+  readonly settlementGroupMs?: number | undefined
+}
+
+/** A settlement waiting for its group: its keys and arguments as `settle` lays them out. */
+interface GroupedSettlement {
+  readonly keys: ReadonlyArray<string>
+  readonly args: ReadonlyArray<string>
+  readonly adjustments: number
+  readonly onReply: (reply: unknown) => void
+  readonly onError: (cause: unknown) => void
 }
 
 const unavailable = () => Errors.storeUnavailable("The admission store")
@@ -147,13 +193,49 @@ export const make = (options: Options = {}) =>
     const lua = script(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
     const send = yield* Scripts.sender(options.timeoutMs ?? 1000, [lua])
 
+    const command = (keys: ReadonlyArray<string>, args: ReadonlyArray<string>) => {
+      const command = ["", "", String(keys.length)]
+      for (const key of keys) command.push(key)
+      for (const arg of args) command.push(arg)
+      return command
+    }
+
     const call = <A, E>(keys: ReadonlyArray<string>, args: ReadonlyArray<string>, decode: (reply: Reply) => Effect.Effect<A, E>) =>
       Effect.callback<A, E | Errors.ServiceUnavailable>((resume) => {
-        const command = ["", "", String(keys.length)]
-        for (const key of keys) command.push(key)
-        for (const arg of args) command.push(arg)
-        send(lua, command, (reply) => resume(decode(reply as Reply)), () => resume(Effect.fail(unavailable())))
+        send(lua, command(keys, args), (reply) => resume(decode(reply as Reply)), () => resume(Effect.fail(unavailable())))
       })
+
+    // One settlement goes as `settle`, several as one `settlemany`; each learns its own reply.
+    const sendGroup: SettlementGroups.SendGroup<GroupedSettlement> = (group, done) => {
+      if (group.length === 1) {
+        const only = group[0]!
+        return send(lua, command(only.keys, only.args), (reply) => {
+          done()
+          only.onReply(reply)
+        }, (cause) => {
+          done()
+          only.onError(cause)
+        })
+      }
+      const keys = group[0]!.keys.slice(0, ACCOUNT_KEYS)
+      // The group runs at the latest of its settlements' times.
+      const args = ["settlemany", String(Math.max(...group.map((each) => Number(each.args[1]))))]
+      for (const each of group) {
+        for (let i = ACCOUNT_KEYS; i < each.keys.length; i++) keys.push(each.keys[i]!)
+        args.push(String(each.adjustments))
+        for (let i = 2; i < each.args.length; i++) args.push(each.args[i]!)
+      }
+      send(lua, command(keys, args), (reply) => {
+        done()
+        const replies = reply as ReadonlyArray<unknown>
+        group.forEach((each, i) => each.onReply(replies[i]))
+      }, (cause) => {
+        done()
+        for (const each of group) each.onError(cause)
+      })
+    }
+    const groupMs = options.settlementGroupMs ?? 0
+    const grouped = groupMs > 0 ? SettlementGroups.make(groupMs, sendGroup) : undefined
 
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
       const { accountId, hold, now } = input
@@ -240,7 +322,7 @@ export const make = (options: Options = {}) =>
         completion === undefined ? "" : completion.response.body
       ]
       pushAdjustments(keys, args, input.adjustments)
-      return call(keys, args, (reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
+      const decode = (reply: Reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
         if (reply[0] === "err") return Effect.fail(CreditLedgerRedis.ledgerError(reply[1] as CreditLedger.LedgerError["reason"]))
         const detail = reply[1] as ReadonlyArray<string>
         return Effect.succeed({
@@ -248,7 +330,17 @@ export const make = (options: Options = {}) =>
           fromUsd: Money.unsafeNano(Number(detail[1])),
           balance: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<number>)
         })
-      })
+      }
+      if (grouped === undefined) return call(keys, args, decode)
+      return Effect.callback<CreditLedger.Settlement, CreditLedger.LedgerError | Errors.ServiceUnavailable>((resume) =>
+        grouped(capture.accountId, {
+          keys,
+          args,
+          adjustments: input.adjustments.length,
+          onReply: (reply) => resume(decode(reply as Reply)),
+          onError: () => resume(Effect.fail(unavailable()))
+        })
+      )
     }
 
     const giveBack = (input: Admission.GiveBackInput) => {
@@ -262,7 +354,7 @@ export const make = (options: Options = {}) =>
       return call(keys, args, () => Effect.void)
     }
 
-    return Admission.AdmissionStore.of({ readsAbuseBlocks: true, admit, settle, giveBack })
+    return Admission.AdmissionStore.of({ readsAbuseBlocks: true, completesRecordsInStep: true, admit, settle, giveBack })
   })
 
 /**

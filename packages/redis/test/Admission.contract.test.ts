@@ -28,9 +28,9 @@ const memory = Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
   IdempotencyStore.layerMemory
 )))
 
-const onRedis = (target: RedisConnection.Target) =>
+const onRedis = (target: RedisConnection.Target, options: AdmissionStoreRedis.Options = {}) =>
   Layer.mergeAll(
-    AdmissionStoreRedis.layerRedis(),
+    AdmissionStoreRedis.layerRedis(options),
     AuthStoreRedis.layerRedis,
     RateLimiterRedis.layerRedis(),
     CreditLedgerRedis.layerRedis(),
@@ -121,7 +121,9 @@ Contract.contract(
     RedisServer.backend(redis, (url) => onRedis({ url })),
     // The fallback where Redis refuses Functions: the same script as EVALSHA.
     { name: "redis, EVALSHA", layer: onRedis({ url: redis.url, functions: false }) },
-    RedisCluster.backend(cluster, (seeds) => onRedis({ cluster: seeds }))
+    RedisCluster.backend(cluster, (seeds) => onRedis({ cluster: seeds })),
+    { name: "redis, settlements grouped", layer: onRedis({ url: redis.url }, { settlementGroupMs: 2 }) },
+    { name: "redis cluster, settlements grouped", layer: onRedis({ cluster: cluster.seeds.split(",") }, { settlementGroupMs: 2 }) }
   ],
   (it) => {
     it.effect("a revoked key or an unknown account refuses first, and nothing is written", () =>

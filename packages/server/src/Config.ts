@@ -21,17 +21,36 @@ const RedisSeeds = /^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*$/u
 const RedisSeed = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.-]+:[0-9]{1,5}$/u, { message: "must be host:port" }))
 
 /**
+ * How long a settlement waits for others of its account by default: a settlement waits only while
+ * one of its account is in flight (`SettlementGroups`), so this bounds the wait on a slow Redis.
+ *
+ * @category constants
+ */
+export const DEFAULT_SETTLEMENT_GROUP_MS = 2
+
+/**
+ * The longest `settlementGroupMs` accepted: a settlement that waits longer keeps its hold, and its
+ * caller's balance, reserved for no gain.
+ *
+ * @category constants
+ */
+export const MAX_SETTLEMENT_GROUP_MS = 100
+
+/**
  * The `redis` section of the config file: the seed nodes of a Redis Cluster, the same list
  * `TOLLGATE_REDIS_CLUSTER` takes; how many replicas must acknowledge a credit (top-up, grant,
  * refund) before it is answered (`TOLLGATE_REDIS_WAIT_REPLICAS`, default 0) and how long to wait
- * for them (default 1,000 ms).
+ * for them (default 1,000 ms); how long a paid call's settlement may wait to go in one Redis call
+ * with other settlements of its account (`settlementGroupMs`, default
+ * `DEFAULT_SETTLEMENT_GROUP_MS`, at most `MAX_SETTLEMENT_GROUP_MS`, 0 sends each on its own).
  *
  * @category schemas
  */
 export const RedisSection = Schema.Struct({
   cluster: Schema.optionalKey(Schema.Array(RedisSeed).check(Schema.isMinLength(1))),
   waitReplicas: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
-  waitTimeoutMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0)))
+  waitTimeoutMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
+  settlementGroupMs: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_SETTLEMENT_GROUP_MS })))
 })
 
 const DEFAULT_WAIT_TIMEOUT_MS = 1_000
@@ -111,6 +130,8 @@ export interface ServerConfig {
    * wait for them (`WAIT`); absent: credits are answered once the master has them.
    */
   readonly redisReplicaAcknowledgment: { readonly replicas: number; readonly timeoutMs: number } | undefined
+  /** How long a paid call's settlement may wait to be grouped with others of its account; 0: never. */
+  readonly settlementGroupMs: number
   /** How many server processes share the port (`node:cluster`); more than one needs Redis. */
   readonly workers: number
   readonly publicOrigin: string
@@ -237,6 +258,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       redisReplicaAcknowledgment: waitReplicas === 0
         ? undefined
         : { replicas: waitReplicas, timeoutMs: file.redis?.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS },
+      settlementGroupMs: file.redis?.settlementGroupMs ?? DEFAULT_SETTLEMENT_GROUP_MS,
       workers,
       publicOrigin: vars.TOLLGATE_PUBLIC_ORIGIN ?? file.publicOrigin ?? `http://localhost:${port}`,
       serviceVersion: vars.TOLLGATE_SERVICE_VERSION,

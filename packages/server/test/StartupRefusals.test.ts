@@ -85,6 +85,18 @@ describe("A bad rate of an operator's own kind (rateLimits.kinds) stops the serv
   })
 })
 
+describe("A settlement grouping delay outside 0 to 100 ms stops the server, naming redis.settlementGroupMs", () => {
+  it("{\"redis\": {\"settlementGroupMs\": 250}} is refused at start", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("group-too-long", { redis: { settlementGroupMs: 250 } }) })
+    expect(expectOneLine(result, "TOLLGATE_CONFIG.redis.settlementGroupMs")).toContain("Expected a value between 0 and 100")
+  })
+
+  it("a fraction of a millisecond is refused too", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("group-fraction", { redis: { settlementGroupMs: 0.5 } }) })
+    expectOneLine(result, "TOLLGATE_CONFIG.redis.settlementGroupMs")
+  })
+})
+
 describe("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
   it("a secret that is not whsec_ and base64 is refused at start", async () => {
     const result = await refused({

@@ -3,7 +3,8 @@
  * reference, the step a failure is counted under) and the steps, in the order they run:
  * `start` (a payment sent with the call, or authentication), `authenticated`, `claimAndAdmit`
  * (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's work), `respond`
- * and `settle`, and `giveBack` for a call that fails or is interrupted once admitted.
+ * (`respondFirst` when the response may go before the settlement is acknowledged) and `settle`,
+ * and `giveBack` for a call that fails or is interrupted once admitted.
  *
  * A mutable class rather than closures: every paid request makes one, and methods on a prototype
  * are not allocated per call (the generator this replaced allocated about 6 KB per call; see
@@ -49,6 +50,11 @@ export interface Services {
    */
   readonly abuseBlockKeyOf: ((caller: string) => string) | undefined
   readonly perCall: PerCallPayment.PerCallPayment["Service"] | undefined
+  /**
+   * Runs a call's settlement on its own, after its response was sent (`PaidCall.respondFirst`);
+   * the pipeline's layer awaits the settlements still running when it closes.
+   */
+  readonly settleLater: (settlement: Effect.Effect<void>) => Effect.Effect<unknown>
 }
 
 /** What an admitted call took: the credit hold and the rate-limit admission. */
@@ -56,6 +62,18 @@ interface Admitted {
   readonly hold: CreditLedger.Hold
   readonly admission: RateLimiter.Admission
 }
+
+/**
+ * How long before its hold expires a call's response may still go before its settlement: enough
+ * for the settlement to wait for its group (`AdmissionStoreRedis.Options.settlementGroupMs`) and
+ * for Redis to answer (its timeout), many times over. A call that ran closer to its hold's expiry
+ * is settled first, as every call was before: its capture may find the hold released.
+ */
+const RESPOND_FIRST_MARGIN_MS = 10_000
+
+/** The USD the call's charge takes: what the hold did not reserve from the allowance (`CreditLedger` capture). */
+const usdOfCharge = (hold: CreditLedger.Hold, charge: Money.Nano): Money.Nano =>
+  Money.unsafeNano(charge - Math.min(charge, hold.fromAllowance))
 
 /** What the admission's store step found of a key it let through: it exists and is not revoked. */
 const keyInGoodStanding: AuthStore.KeyStatus = { accountExists: true, revoked: false }
@@ -322,6 +340,15 @@ export class PaidCall {
         contentType: outcome.contentType
       }))
     }
+    // A call an `upto` permit pays settles on chain what was captured, after the response is
+    // built (`PerCallPayment`): its capture must be known by then.
+    if (
+      this.funding === undefined &&
+      this.clock.currentTimeMillisUnsafe() < admitted.hold.expiresAt - RESPOND_FIRST_MARGIN_MS &&
+      (idempotencyKey === undefined || this.services.store.completesRecordsInStep)
+    ) {
+      return this.respondFirst(admitted, outcome, startedAt, headers)
+    }
     if (principal._tag === "Wallet") {
       // A wallet's response names the balance after the capture, so its idempotency record is
       // completed after the settlement.
@@ -335,6 +362,40 @@ export class PaidCall {
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
     const completion = idempotencyKey === undefined ? undefined : { scope: accountId, key: idempotencyKey.key, response: toStored(response) }
     return Effect.as(this.settle(admitted, outcome, startedAt, completion), response)
+  }
+
+  /**
+   * The response goes before the settlement is acknowledged: the settlement is handed to the
+   * store now and runs on its own (`Services.settleLater`). What the response says does not wait
+   * for it: a wallet's `X-Balance-Remaining` is its balance at the admission less what the charge
+   * takes of its USD (the capture's split), and the rate-limit headers are the admission's. The
+   * `Idempotency-Key` record is completed by the settlement, so a replay before it gets the
+   * in-progress 409; a call with a key comes here only when the store completes the record in the
+   * settlement's own step (`Admission.AdmissionStore.completesRecordsInStep`), since a record
+   * completed by a later store call could miss a replay sent once the answer is in. A settlement
+   * that fails is logged and the hold given back, as a stream's is; a process that stops before it
+   * leaves the hold to expire: the caller is never charged more than the quote.
+   */
+  respondFirst(
+    admitted: Admitted,
+    outcome: Outcome,
+    startedAt: number,
+    headers: Record<string, string>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse> {
+    const { idempotencyKey, principal } = this
+    if (principal._tag === "Wallet") {
+      const charge = Money.min(outcome.charge, this.call.quote.amount)
+      headers["x-balance-remaining"] = Money.formatUsd(Money.subtract(admitted.hold.before.availableUsd, usdOfCharge(admitted.hold, charge)))
+    }
+    const response = HttpServerResponse.setHeaders(outcome.response, headers)
+    const completion = idempotencyKey === undefined ? undefined : { scope: principal.accountId, key: idempotencyKey.key, response: toStored(response) }
+    const settlement = this.settle(admitted, outcome, startedAt, completion).pipe(
+      Effect.tapError(this.countFailure),
+      Effect.catchCause((cause) =>
+        Effect.logError("settling a call after its response failed", cause).pipe(Effect.andThen(this.giveBack(admitted, false)))
+      )
+    )
+    return Effect.as(this.services.settleLater(Effect.asVoid(settlement)), response)
   }
 
   settle(

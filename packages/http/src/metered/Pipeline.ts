@@ -10,7 +10,7 @@ import { AbuseGuard, Admission, CreditLedger, type Errors, Spans, Staking, X402 
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, FiberSet, Layer, Option } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import * as ErrorResponse from "../ErrorResponse.ts"
@@ -51,7 +51,8 @@ export class Metered extends Context.Service<Metered, {
  * no generator and no wrapper per step: authenticate, one admission
  * (`Admission.AdmissionStore.admit`: the key's standing, every rate limit and the credit hold in
  * one store step), the route's work, one settlement (capture with its usage entry, the rate-limit
- * settlement and the idempotency record in one store step). Metrics are updated in place from the
+ * settlement and the idempotency record in one store step), handed to the store before the
+ * response goes and acknowledged after it (`PaidCall.respondFirst`). Metrics are updated in place from the
  * request's context, and a failure is counted once, by the step it came from. Effect supplies the
  * rest: the errors, and the finalizer that gives back the hold, the reservations and the
  * idempotency key of an admitted call that fails or is interrupted.
@@ -76,6 +77,10 @@ export const layer = (options: Options = {}): Layer.Layer<
     const traced = yield* Spans.current
     const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
     const perCall = Option.getOrUndefined(yield* Effect.serviceOption(PerCallPayment.PerCallPayment))
+    // Settlements sent after their responses: a stopping server waits for them (finalizers run
+    // last-added first, so before the set would interrupt them), and none is cut short.
+    const settlements = yield* FiberSet.make<unknown>()
+    yield* Effect.addFinalizer(() => FiberSet.awaitEmpty(settlements))
     const services: PaidCall.Services = {
       auth,
       limiter: yield* RateLimiter.RateLimiter,
@@ -88,7 +93,8 @@ export const layer = (options: Options = {}): Layer.Layer<
       traced,
       holdTtlMs: options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS,
       abuseBlockKeyOf: store.readsAbuseBlocks ? guard?.blockKey : undefined,
-      perCall
+      perCall,
+      settleLater: (settlement) => FiberSet.run(settlements, Effect.uninterruptible(settlement))
     }
 
     const run = (call: MeteredCall): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest> =>

@@ -1,0 +1,166 @@
+import { assert } from "@effect/vitest"
+import { Admission, AuthStore, CreditLedger, Money } from "@tollgate/core"
+import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
+import { Clock, Effect, Layer } from "effect"
+import { createClient } from "redis"
+import { afterAll, describe, expect, it } from "vitest"
+import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
+import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
+import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
+import * as SettlementGroups from "../src/SettlementGroups.ts"
+
+// Throwaway servers: the test counts every script call they run.
+const redis = await RedisServer.start()
+afterAll(() => redis.stop())
+const cluster = await RedisCluster.start()
+afterAll(() => cluster.stop())
+
+const nano = Money.unsafeNano
+let counter = 0
+const fresh = () => `acct-${process.pid}-${Date.now()}-${counter++}`
+
+const grouped = (target: RedisConnection.Target) =>
+  Layer.mergeAll(
+    AdmissionStoreRedis.layerRedis({ settlementGroupMs: 50 }),
+    AuthStoreRedis.layerRedis,
+    CreditLedgerRedis.layerRedis()
+  ).pipe(Layer.provide(RedisConnection.layer(target)))
+
+/** The script calls (`EVALSHA`) the nodes ran since `reset`, summed over `urls`. */
+const scriptCalls = (urls: () => Promise<ReadonlyArray<string>>) => {
+  const each = async (url: string, command: Array<string>) => {
+    const client = createClient({ url })
+    await client.connect()
+    try {
+      return String(await client.sendCommand(command))
+    } finally {
+      await client.quit()
+    }
+  }
+  return {
+    reset: Effect.promise(async () => {
+      for (const url of await urls()) await each(url, ["CONFIG", "RESETSTAT"])
+    }),
+    count: Effect.promise(async () => {
+      let calls = 0
+      for (const url of await urls()) calls += Number(/cmdstat_evalsha:calls=(\d+)/.exec(await each(url, ["INFO", "commandstats"]))?.[1] ?? 0)
+      return calls
+    })
+  }
+}
+
+const HOLD = 1_000
+
+Contract.contract(
+  "Settlements of one account that meet while one is in flight go in one Redis call, and each learns its own answer",
+  [
+    { ...RedisServer.backend(redis, (url) => grouped({ url })), name: "redis" },
+    { ...RedisCluster.backend(cluster, (seeds) => grouped({ cluster: seeds })), name: "redis cluster" }
+  ],
+  (it, backend) => {
+    const calls = scriptCalls(async () =>
+      backend === "redis" ? [redis.url] : (await cluster.masters()).map((node) => node.url)
+    )
+
+    it.effect("ten settlements at once: the first goes alone, the nine behind it in one call; a capture over its hold fails alone", () =>
+      Effect.gen(function*() {
+        const auth = yield* AuthStore.AuthStore
+        const ledger = yield* CreditLedger.CreditLedger
+        const store = yield* Admission.AdmissionStore
+        const accountId = fresh()
+        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
+        yield* ledger.grant({ accountId, amount: nano(100_000), reference: "funds" })
+        const now = yield* Clock.currentTimeMillis
+        for (let i = 0; i < 10; i++) {
+          const reply = yield* store.admit({ now, accountId, counters: [], hold: { reference: `r${i}`, amount: nano(HOLD), priceVersion: "v1" } })
+          assert.strictEqual(reply._tag, "Admitted")
+        }
+        yield* calls.reset
+        // r9 captures more than it held: ExceedsHold, for it alone.
+        const amounts = Array.from({ length: 10 }, (_, i) => (i === 9 ? 5_000 : 100 * (i + 1)))
+        const answers = yield* Effect.all(
+          amounts.map((amount, i) =>
+            Effect.result(store.settle({
+              now,
+              capture: { accountId, reference: `r${i}`, amount: nano(amount), usage: { sku: "test", units: 1, pricePerUnit: nano(amount), requestId: `q${i}`, executionMs: 1 } },
+              adjustments: []
+            }))
+          ),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(yield* calls.count, 2)
+        assert.deepStrictEqual(
+          answers.map((answer) => answer._tag === "Success" ? answer.success.fromUsd : (answer.failure as CreditLedger.LedgerError).reason),
+          [100, 200, 300, 400, 500, 600, 700, 800, 900, "ExceedsHold"]
+        )
+        // Each settlement's balance is the account's right after it, within the group.
+        const settled = answers.flatMap((answer) => answer._tag === "Success" ? [answer.success.balance.usd] : [])
+        assert.deepStrictEqual(settled, [99_900, 99_700, 99_400, 99_000, 98_500, 97_900, 97_200, 96_400, 95_500])
+        const balance = yield* ledger.balance(accountId)
+        assert.deepStrictEqual([balance.usd, balance.heldUsd], [95_500, HOLD])
+        const usage = yield* ledger.usage(accountId, { order: "asc", limit: 20 })
+        assert.deepStrictEqual(usage.entries.map((entry) => entry.requestId).sort(), ["q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8"])
+      }))
+
+    it.effect("a settlement with nothing of its account in flight goes at once, as its own call", () =>
+      Effect.gen(function*() {
+        const auth = yield* AuthStore.AuthStore
+        const ledger = yield* CreditLedger.CreditLedger
+        const store = yield* Admission.AdmissionStore
+        const accountId = fresh()
+        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
+        yield* ledger.grant({ accountId, amount: nano(10_000), reference: "funds" })
+        const now = yield* Clock.currentTimeMillis
+        yield* store.admit({ now, accountId, counters: [], hold: { reference: "r", amount: nano(HOLD), priceVersion: "v1" } })
+        yield* calls.reset
+        const started = Date.now()
+        const settlement = yield* store.settle({
+          now,
+          capture: { accountId, reference: "r", amount: nano(250), usage: { sku: "test", units: 1, pricePerUnit: nano(250), requestId: "q", executionMs: 1 } },
+          adjustments: []
+        })
+        // Well under the 50 ms delay: it did not wait for a group.
+        assert.isBelow(Date.now() - started, 40)
+        assert.strictEqual(settlement.balance.usd, 9_750)
+        assert.strictEqual(yield* calls.count, 1)
+      }))
+  }
+)
+
+describe("A settlement waits for its group at most the delay, and a group holds at most MAX_GROUP settlements", () => {
+  /** The groups handed to Redis, each with the function that answers it. */
+  const recorder = () => {
+    const sent: Array<{ readonly group: ReadonlyArray<string>; readonly done: () => void }> = []
+    return { sent, send: (group: ReadonlyArray<string>, done: () => void) => void sent.push({ group, done }) }
+  }
+
+  it("behind one that Redis has not answered, the next two go together once the 20 ms delay is up", async () => {
+    const { send, sent } = recorder()
+    const submit = SettlementGroups.make(20, send)
+    submit("acct", "a")
+    submit("acct", "b")
+    submit("acct", "c")
+    expect(sent.map((each) => each.group)).toEqual([["a"]])
+    await new Promise((resolve) => setTimeout(resolve, 40))
+    expect(sent.map((each) => each.group)).toEqual([["a"], ["b", "c"]])
+  })
+
+  it("an answer sends what waits at once, before the delay; another account's settlement does not wait for it", () => {
+    const { send, sent } = recorder()
+    const submit = SettlementGroups.make(1_000, send)
+    submit("acct", "a")
+    submit("acct", "b")
+    submit("other", "x")
+    sent[0]!.done()
+    expect(sent.map((each) => each.group)).toEqual([["a"], ["x"], ["b"]])
+  })
+
+  it(`the ${SettlementGroups.MAX_GROUP}th waiting settlement sends its group at once`, () => {
+    const { send, sent } = recorder()
+    const submit = SettlementGroups.make(1_000, send)
+    for (let i = 0; i <= SettlementGroups.MAX_GROUP; i++) submit("acct", `s${i}`)
+    expect(sent.map((each) => each.group.length)).toEqual([1, SettlementGroups.MAX_GROUP])
+    sent.forEach((each) => each.done())
+  })
+})
