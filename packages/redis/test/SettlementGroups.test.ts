@@ -44,7 +44,10 @@ const scriptCalls = (urls: () => Promise<ReadonlyArray<string>>) => {
     }),
     count: Effect.promise(async () => {
       let calls = 0
-      for (const url of await urls()) calls += Number(/cmdstat_evalsha:calls=(\d+)/.exec(await each(url, ["INFO", "commandstats"]))?.[1] ?? 0)
+      for (const url of await urls()) {
+        // A script call, whichever way it ran: as a Function or as the EVALSHA fallback.
+        for (const match of (await each(url, ["INFO", "commandstats"])).matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) calls += Number(match[1])
+      }
       return calls
     })
   }
