@@ -117,6 +117,8 @@ export interface LoadResult {
   readonly p99Ms: number
   readonly errors: number
   readonly non2xx: number
+  /** How many answers came with each status. */
+  readonly statuses: Readonly<Record<string, number>>
 }
 
 export const load = async (options: autocannon.Options): Promise<LoadResult> => {
@@ -127,8 +129,36 @@ export const load = async (options: autocannon.Options): Promise<LoadResult> => 
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
     errors: result.errors,
-    non2xx: result.non2xx
+    non2xx: result.non2xx,
+    statuses: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([status, stats]) => [status, stats.count ?? 0]))
   }
+}
+
+/** What a target answered: 2xx, other statuses, and requests that got no answer (connection errors, timeouts). */
+export interface Answers {
+  readonly ok: number
+  readonly non2xx: number
+  readonly errors: number
+  readonly statuses: Readonly<Record<string, number>>
+}
+
+/** Above this share of failed requests a target's numbers measure its errors, not its work. */
+export const MAX_FAILED_SHARE = 0.01
+
+/**
+ * Throws, naming the target and the statuses it answered, when more than `MAX_FAILED_SHARE` of its
+ * requests failed: a server that answers every request 404 is fast, and its numbers must not be
+ * reported as the target's.
+ */
+export const requireAnswered = (target: string, answers: Answers): void => {
+  const failed = answers.non2xx + answers.errors
+  const total = answers.ok + failed
+  if (total > 0 && failed / total <= MAX_FAILED_SHARE) return
+  const statuses = Object.entries(answers.statuses).map(([status, count]) => `${status}: ${count}`).join(", ")
+  throw new Error(
+    `${target}: ${failed} of ${total} requests failed (${(total === 0 ? 100 : failed / total * 100).toFixed(1)} %, ` +
+      `more than ${MAX_FAILED_SHARE * 100} %): statuses ${statuses || "none"}, ${answers.errors} without an answer`
+  )
 }
 
 export const table = (rows: ReadonlyArray<Record<string, string | number>>) => {

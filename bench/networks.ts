@@ -6,8 +6,9 @@
  * none of tollgate's middleware, splits the distance into Effect's share and tollgate's. The three
  * run in turn, twice, and each row is the mean of its two runs, so a slow spell of the machine does
  * not land on one server only. `pnpm bench peers` measures the same pair beside the paid path.
+ * A server that fails more than 1 % of its requests stops the run (`Harness.requireAnswered`).
  */
-import { cpuSeconds, load, type LoadResult, startServer, table } from "./Harness.ts"
+import { cpuSeconds, load, type LoadResult, requireAnswered, startServer, table } from "./Harness.ts"
 
 const path = "/api/v1/crypto/rpc/networks"
 const servers = [
@@ -27,6 +28,7 @@ for (let round = 0; round < rounds; round++) {
       await load({ url: server.url + path, duration: 2 })
       const cpuBefore = cpuSeconds(server.pid)
       const result = await load({ url: server.url + path, duration: 6 })
+      requireAnswered(name, result)
       const cpuUs = (cpuSeconds(server.pid) - cpuBefore) * 1e6 / Math.max(1, result.ok)
       runs.set(name, [...(runs.get(name) ?? []), { ...result, cpuUs }])
     } finally {

@@ -5,12 +5,21 @@
  * anvil. Throughput at 50 connections; added latency at 1 connection (p50 over anvil directly,
  * timed per request with a sub-millisecond clock, since autocannon reports whole milliseconds).
  * Targets: tollgate >= 0.7x the pass-through (memory), >= 0.5x (Redis); added p50 < 1 ms.
+ *
+ * A target that fails more than 1 % of its requests (a non-2xx status or no answer) stops the run
+ * with its statuses and exit status 1: its numbers would measure its errors.
+ *
+ * Options: --duration 6 (seconds of the measured load at 50 connections, after a 2 s warm-up).
  */
 import { Anvil, RedisServer } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
 import * as Http from "node:http"
 import * as Path from "node:path"
-import { dir, freePort, load, type LoadResult, startServer, table, untilListening } from "./Harness.ts"
+import { parseArgs } from "node:util"
+import { dir, freePort, load, type LoadResult, requireAnswered, startServer, table, untilListening } from "./Harness.ts"
+
+const duration = Number(parseArgs({ options: { duration: { type: "string", default: "6" } } }).values.duration)
+if (!(duration > 0)) throw new Error("usage: node bench/rpc.ts [--duration <seconds>]")
 
 const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
 
@@ -33,9 +42,11 @@ const startTollgate = async (env: Record<string, string>) => {
 }
 
 interface Latency {
+  readonly ok: number
   readonly p50Ms: number
   readonly p99Ms: number
   readonly non2xx: number
+  readonly statuses: Readonly<Record<string, number>>
 }
 
 // One connection, one request at a time: each request timed on its own.
@@ -43,6 +54,7 @@ const sequential = async (url: string, headers: Record<string, string>, count = 
   const agent = new Http.Agent({ keepAlive: true, maxSockets: 1 })
   const samples: Array<number> = []
   let non2xx = 0
+  const statuses: Record<string, number> = {}
   for (let i = 0; i < count; i++) {
     const started = performance.now()
     const status = await new Promise<number>((resolve, reject) => {
@@ -55,36 +67,39 @@ const sequential = async (url: string, headers: Record<string, string>, count = 
     })
     samples.push(performance.now() - started)
     if (status < 200 || status > 299) non2xx++
+    statuses[status] = (statuses[status] ?? 0) + 1
   }
   agent.destroy()
   samples.sort((a, b) => a - b)
   const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))] ?? 0
-  return { p50Ms: at(0.5), p99Ms: at(0.99), non2xx }
+  return { ok: count - non2xx, p50Ms: at(0.5), p99Ms: at(0.99), non2xx, statuses }
 }
 
-const measure = async (url: string, headers: Record<string, string> = {}) => {
+const measure = async (name: string, url: string, headers: Record<string, string> = {}) => {
   const all = { "content-type": "application/json", ...headers }
   const options = { url, method: "POST" as const, body, headers: all }
   await load({ ...options, duration: 2 })
-  const throughput = await load({ ...options, duration: 6 })
+  const throughput = await load({ ...options, duration })
+  requireAnswered(`${name} (50 connections)`, throughput)
   const latency = await sequential(url, all)
-  return { throughput, latency }
+  requireAnswered(`${name} (1 connection)`, { ...latency, errors: 0 })
+  return { name, throughput, latency }
 }
 
 const anvil = await Anvil.start({ chainId: 1 })
 const redis = await RedisServer.start()
 const rows: Array<{ readonly name: string; readonly throughput: LoadResult; readonly latency: Latency }> = []
 try {
-  rows.push({ name: "anvil directly", ...await measure(anvil.url) })
+  rows.push(await measure("anvil directly", anvil.url))
   const passThrough = await startServer("servers/rpc-passthrough.ts", { RPC_UPSTREAM: anvil.url })
   try {
-    rows.push({ name: "node:http pass-through (baseline)", ...await measure(passThrough.url) })
+    rows.push(await measure("node:http pass-through (baseline)", passThrough.url))
   } finally {
     await passThrough.stop()
   }
   const effectOnly = await startServer("servers/rpc-effect.ts", { RPC_UPSTREAM: anvil.url })
   try {
-    rows.push({ name: "Effect HttpRouter, proxy route only", ...await measure(`${effectOnly.url}/api/v1/crypto/rpc/ethereum-mainnet`) })
+    rows.push(await measure("Effect HttpRouter, proxy route only", `${effectOnly.url}/api/v1/crypto/rpc/ethereum-mainnet`))
   } finally {
     await effectOnly.stop()
   }
@@ -95,7 +110,7 @@ try {
   ] as const) {
     const tollgate = await startTollgate({ RPC_UPSTREAM: anvil.url, ...env })
     try {
-      rows.push({ name, ...await measure(tollgate.url, tollgate.headers) })
+      rows.push(await measure(name, tollgate.url, tollgate.headers))
     } finally {
       await tollgate.stop()
     }

@@ -17,7 +17,7 @@ import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStor
 import * as Server from "@tollgate/server/Server"
 import * as Telemetry from "@tollgate/server/Telemetry"
 import { Effect, Layer, Scope } from "effect"
-import { HttpRouter } from "effect/http"
+import { HttpServer } from "effect/http"
 import * as Http from "node:http"
 import { seedKey } from "./Seed.ts"
 
@@ -69,10 +69,10 @@ const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide
 const key = await seedKey(context)
 
 const logging = Server.logging({ logLevel: process.env["LOG_LEVEL"] === "none" ? "none" : "info" })
-const server = HttpRouter.serve(
-  App.layer([Rpc.route]).pipe(Layer.provide(Layer.succeedContext(context))),
-  { disableLogger: true, disableListenLog: true }
-).pipe(
+// Served as the reference server serves it (`Server.layer`): `App.layer` provides the application's
+// own dispatch, not routes of Effect's `HttpRouter`, whose `serve` would answer every request 404.
+const server = Layer.unwrap(Effect.map(App.Application, (app) => HttpServer.serve(app.handle))).pipe(
+  Layer.provide(App.layer([Rpc.route]).pipe(Layer.provide(Layer.succeedContext(context)))),
   Layer.provide(NodeHttpServer.layer(Http.createServer, { host: "127.0.0.1", port })),
   Layer.provide(Telemetry.layer()),
   Layer.provide(logging)
