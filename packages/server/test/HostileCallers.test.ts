@@ -5,13 +5,11 @@
  */
 import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
-import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import { Agent, fetch as undiciFetch } from "undici"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as SiwxHeader from "../../http/test/support/SiwxHeader.ts"
 
 /** `Money.MAX`: the largest balance an account may reach. */
 const MAX_USD = "9007199.254740991"
@@ -218,32 +216,8 @@ describe.each(stores)("Finding 3 (%s): a request with valid credentials counts a
   }, 30_000)
 })
 
-/** A `SIGN-IN-WITH-X` header of a fresh wallet for `server` (viem's SIWE message on Base). */
-const freshWalletHeader = async (server: ShippedServer.ShippedServer) => {
-  const account = privateKeyToAccount(generatePrivateKey())
-  const origin = new URL(`http://localhost:${server.port}`)
-  const now = Date.now()
-  const message = createSiweMessage({
-    domain: origin.host,
-    address: account.address,
-    uri: `${origin.origin}/`,
-    version: "1",
-    chainId: 8453,
-    nonce: Crypto.randomBytes(8).toString("hex"),
-    // One instant for both: a lifetime a millisecond over the server's 10 minutes is refused.
-    issuedAt: new Date(now),
-    expirationTime: new Date(now + 300_000),
-    statement: "Sign in to use your prepaid credits."
-  })
-  const header = Buffer.from(JSON.stringify({
-    address: account.address,
-    message,
-    signature: await account.signMessage({ message }),
-    timestamp: Date.now(),
-    chainId: 8453
-  })).toString("base64")
-  return { address: account.address, header }
-}
+/** A `SIGN-IN-WITH-X` header of a fresh wallet for `server`. */
+const freshWalletHeader = (server: ShippedServer.ShippedServer) => SiwxHeader.freshWallet(`http://localhost:${server.port}`)
 
 /** The Redis keys naming a wallet account that never expire, read in one script. */
 const lastingWalletKeys = (): Array<string> =>

@@ -5,13 +5,11 @@
  * never runs the call twice, and a thousand calls at once leave the exact balance.
  */
 import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
-import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { createClient } from "redis"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as SiwxHeader from "../../http/test/support/SiwxHeader.ts"
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
 
@@ -99,31 +97,8 @@ const settledLedger = async (accountId: string) => {
   return ledger
 }
 
-/** A `SIGN-IN-WITH-X` header of a fresh wallet for `server` (viem's SIWE message on Base). */
-const freshWallet = async (server: ShippedServer.ShippedServer) => {
-  const account = privateKeyToAccount(generatePrivateKey())
-  const origin = new URL(`http://localhost:${server.port}`)
-  const now = Date.now()
-  const message = createSiweMessage({
-    domain: origin.host,
-    address: account.address,
-    uri: `${origin.origin}/`,
-    version: "1",
-    chainId: 8453,
-    nonce: Crypto.randomBytes(8).toString("hex"),
-    issuedAt: new Date(now),
-    expirationTime: new Date(now + 300_000),
-    statement: "Sign in to use your prepaid credits."
-  })
-  const header = Buffer.from(JSON.stringify({
-    address: account.address,
-    message,
-    signature: await account.signMessage({ message }),
-    timestamp: Date.now(),
-    chainId: 8453
-  })).toString("base64")
-  return { accountId: `wallet:evm:${account.address.toLowerCase()}`, header }
-}
+/** A `SIGN-IN-WITH-X` header of a fresh wallet for `server`. */
+const freshWallet = (server: ShippedServer.ShippedServer) => SiwxHeader.freshWallet(`http://localhost:${server.port}`)
 
 describe("A wallet's response goes before its settlement: X-Balance-Remaining is the balance at admission less the charge, exactly", () => {
   let server: ShippedServer.ShippedServer
