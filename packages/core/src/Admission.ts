@@ -95,6 +95,11 @@ export class AdmissionStore extends Context.Service<AdmissionStore, {
    * complete or the settlement still to run, never a settlement run without its record.
    */
   readonly completesRecordsInStep: boolean
+  /**
+   * Whether `settle` runs in this process with no I/O (the memory stores): a response gains
+   * nothing by going before such a settlement, so it waits for it.
+   */
+  readonly settlesInProcess: boolean
   readonly admit: (input: AdmitInput) => Effect.Effect<AdmitReply, ServiceUnavailable>
   readonly settle: (input: SettleInput) => Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable>
   /** Releases the hold (a closed one stays closed), gives back the reservations, frees the key. */
@@ -167,6 +172,7 @@ export const layerMemory: Layer.Layer<
       // The memory guard answers without I/O (`AbuseGuard.isKnownClear`): nothing to fold in.
       readsAbuseBlocks: false,
       completesRecordsInStep: records !== undefined,
+      settlesInProcess: true,
       admit: (input) => Effect.sync(() => admit(input)),
       settle: ({ adjustments, capture, completion, now, spendKeyId }) =>
         Effect.suspend((): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError | ServiceUnavailable> => {

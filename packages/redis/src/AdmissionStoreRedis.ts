@@ -354,7 +354,7 @@ export const make = (options: Options = {}) =>
       return call(keys, args, () => Effect.void)
     }
 
-    return Admission.AdmissionStore.of({ readsAbuseBlocks: true, completesRecordsInStep: true, admit, settle, giveBack })
+    return Admission.AdmissionStore.of({ readsAbuseBlocks: true, completesRecordsInStep: true, settlesInProcess: false, admit, settle, giveBack })
   })
 
 /**

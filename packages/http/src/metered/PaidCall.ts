@@ -343,6 +343,7 @@ export class PaidCall {
     // A call an `upto` permit pays settles on chain what was captured, after the response is
     // built (`PerCallPayment`): its capture must be known by then.
     if (
+      !this.services.store.settlesInProcess &&
       this.funding === undefined &&
       this.clock.currentTimeMillisUnsafe() < admitted.hold.expiresAt - RESPOND_FIRST_MARGIN_MS &&
       (idempotencyKey === undefined || this.services.store.completesRecordsInStep)
