@@ -1,9 +1,8 @@
 import { Models } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
-import * as Crypto from "node:crypto"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { createSiweMessage } from "viem/siwe"
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as SiwxHeader from "../../../http/test/support/SiwxHeader.ts"
 
 const redis = await RedisServer.start()
 let memory: ShippedServer.ShippedServer
@@ -124,22 +123,7 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
 )
 
 /** A SIGN-IN-WITH-X header of `account` for the server (each is good for one request). */
-const signIn = async (server: ShippedServer.ShippedServer, account: ReturnType<typeof privateKeyToAccount>) => {
-  const origin = new URL(`http://localhost:${server.port}`)
-  const message = createSiweMessage({
-    domain: origin.host,
-    address: account.address,
-    uri: `${origin.origin}/`,
-    version: "1",
-    chainId: 8453,
-    nonce: Crypto.randomBytes(8).toString("hex"),
-    issuedAt: new Date(),
-    expirationTime: new Date(Date.now() + 600_000),
-    statement: "Sign in to use your prepaid credits."
-  })
-  const signature = await account.signMessage({ message })
-  return Buffer.from(JSON.stringify({ address: account.address, message, signature, timestamp: Date.now(), chainId: 8453 })).toString("base64")
-}
+const signIn = (server: ShippedServer.ShippedServer, account: PrivateKeyAccount) => SiwxHeader.of(`http://localhost:${server.port}`, account)
 
 describe.each([["dev mode on memory", () => memory], ["production on Redis", () => onRedis]])(
   "GET /x402/transactions/{wallet} (%s): the wallet's grants and charges, newest first, paged by cursor, offset or page, for the wallet itself or an operator",

@@ -1,9 +1,7 @@
 import { Models } from "@tollgate/core"
 import { ShippedServer } from "@tollgate/testkit"
-import * as Crypto from "node:crypto"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as SiwxHeader from "../../../http/test/support/SiwxHeader.ts"
 
 // Production on the memory store: the accounts live inside the server process, so no key can be
 // minted from outside (see ShippedServer). These tests cover what needs none: public endpoints,
@@ -93,26 +91,7 @@ describe("Production mode on memory: public endpoints answer, credentials are re
   })
 
   it("a wallet signed in with SIGN-IN-WITH-X (viem's SIWE message) and no credit gets the authenticated-wallet 402", async () => {
-    const account = privateKeyToAccount(generatePrivateKey())
-    const origin = new URL(`http://localhost:${server.port}`)
-    const message = createSiweMessage({
-      domain: origin.host,
-      address: account.address,
-      uri: `${origin.origin}/`,
-      version: "1",
-      chainId: 8453,
-      nonce: Crypto.randomBytes(8).toString("hex"),
-      issuedAt: new Date(),
-      expirationTime: new Date(Date.now() + 600_000),
-      statement: "Sign in to use your prepaid credits."
-    })
-    const header = Buffer.from(JSON.stringify({
-      address: account.address,
-      message,
-      signature: await account.signMessage({ message }),
-      timestamp: Date.now(),
-      chainId: 8453
-    })).toString("base64")
+    const { header } = await SiwxHeader.freshWallet(`http://localhost:${server.port}`)
     const response = await image({ "sign-in-with-x": header })
     expect(response.status).toBe(402)
     expect(await response.json()).toMatchObject({ code: "PAYMENT_REQUIRED", reason: "insufficient_balance" })

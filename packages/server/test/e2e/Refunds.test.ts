@@ -6,10 +6,9 @@
  */
 import { Models } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
-import * as Crypto from "node:crypto"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { createSiweMessage } from "viem/siwe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as SiwxHeader from "../../../http/test/support/SiwxHeader.ts"
 
 const redis = await RedisServer.start()
 let memory: ShippedServer.ShippedServer
@@ -173,25 +172,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
       body: JSON.stringify({ accountId, amountUsd: "1.00", reference: `wallet-seed-${wallet.address}` })
     })
     expect(granted.status).toBe(200)
-    const origin = new URL(`http://localhost:${server.port}`)
-    const message = createSiweMessage({
-      domain: origin.host,
-      address: wallet.address,
-      uri: `${origin.origin}/`,
-      version: "1",
-      chainId: 8453,
-      nonce: Crypto.randomBytes(8).toString("hex"),
-      issuedAt: new Date(),
-      expirationTime: new Date(Date.now() + 600_000),
-      statement: "Sign in to use your prepaid credits."
-    })
-    const signIn = Buffer.from(JSON.stringify({
-      address: wallet.address,
-      message,
-      signature: await wallet.signMessage({ message }),
-      timestamp: Date.now(),
-      chainId: 8453
-    })).toString("base64")
+    const signIn = await SiwxHeader.of(`http://localhost:${server.port}`, wallet)
     const requestId = await parseText(server, { "sign-in-with-x": signIn })
     const refunded = await refund(server, operatorKey, { accountId, requestId, reason: "wallet test" })
     expect(refunded.status).toBe(200)
