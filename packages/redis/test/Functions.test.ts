@@ -1,7 +1,6 @@
 import { Admission, AuthStore, CreditLedger, Money, RateLimiter } from "@tollgate/core"
 import { RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, Logger, ManagedRuntime } from "effect"
-import { createClient } from "redis"
 import { afterAll, describe, expect, it } from "vitest"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
@@ -19,27 +18,10 @@ const nano = Money.unsafeNano
 let counter = 0
 const fresh = () => `acct-fn-${process.pid}-${Date.now()}-${counter++}`
 
-const command = async (url: string, ...args: Array<string>) => {
-  const client = createClient({ url })
-  await client.connect()
-  try {
-    return await client.sendCommand(args)
-  } finally {
-    await client.close()
-  }
-}
-
 /** The names of the libraries loaded on a node that match the glob `pattern`. */
 const libraries = async (url: string, pattern: string): Promise<Array<string>> => {
-  const list = await command(url, "FUNCTION", "LIST", "LIBRARYNAME", pattern) as unknown as ReadonlyArray<ReadonlyArray<unknown>>
+  const list = await RedisServer.command(url, "FUNCTION", "LIST", "LIBRARYNAME", pattern) as unknown as ReadonlyArray<ReadonlyArray<unknown>>
   return list.map((library) => String(library[library.indexOf("library_name") + 1])).sort()
-}
-
-/** How many script calls a node served, by the command that carried them. */
-const scriptCalls = async (url: string) => {
-  const text = String(await command(url, "INFO", "commandstats"))
-  const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0)
-  return { fcall: calls("fcall"), evalsha: calls("evalsha") + calls("eval") }
 }
 
 /** The stores of a paid call over `target`, with the lines they log. */
@@ -96,9 +78,9 @@ describe("Where Redis offers Functions, the paid path's scripts load once as a l
   it("the admission, the settlement and the limiter's reading go as FCALL; the log line says Functions once", async () => {
     const { runtime, lines } = instance({ url: redis.url })
     try {
-      const before = await scriptCalls(redis.url)
+      const before = await RedisServer.scriptCalls(redis.url)
       servedInFull(await paidCall(runtime))
-      const after = await scriptCalls(redis.url)
+      const after = await RedisServer.scriptCalls(redis.url)
       // Admission, settlement and the limiter's inspection; the ledger's own operations (grant, balance) are EVAL.
       expect(after.fcall - before.fcall).toBe(3)
       const [library] = await libraries(redis.url, "tollgate_admission_*")
@@ -129,7 +111,7 @@ describe("Where Redis offers Functions, the paid path's scripts load once as a l
     const { runtime } = instance({ url: redis.url })
     try {
       servedInFull(await paidCall(runtime))
-      await command(redis.url, "FUNCTION", "FLUSH")
+      await RedisServer.command(redis.url, "FUNCTION", "FLUSH")
       servedInFull(await paidCall(runtime))
       expect(await libraries(redis.url, "tollgate_admission_*")).toHaveLength(1)
     } finally {
@@ -156,12 +138,12 @@ describe("Where Redis refuses Functions, or they are switched off, the scripts r
   it("an ACL user without the FUNCTION commands: EVALSHA, and the log line says so and why", async () => {
     const server = await RedisServer.start()
     try {
-      await command(server.url, "ACL", "SETUSER", "tollgate", "on", ">secret", "~*", "&*", "+@all", "-function")
+      await RedisServer.command(server.url, "ACL", "SETUSER", "tollgate", "on", ">secret", "~*", "&*", "+@all", "-function")
       const url = `redis://tollgate:secret@127.0.0.1:${server.port}`
       const { runtime, lines } = instance({ url })
       try {
         servedInFull(await paidCall(runtime))
-        const calls = await scriptCalls(server.url)
+        const calls = await RedisServer.scriptCalls(server.url)
         expect(calls.fcall).toBe(0)
         expect(calls.evalsha).toBeGreaterThan(0)
         expect(await libraries(server.url, "tollgate_*")).toEqual([])
@@ -182,7 +164,7 @@ describe("Where Redis refuses Functions, or they are switched off, the scripts r
       const { runtime, lines } = instance({ url: server.url, functions: false })
       try {
         servedInFull(await paidCall(runtime))
-        expect((await scriptCalls(server.url)).fcall).toBe(0)
+        expect((await RedisServer.scriptCalls(server.url)).fcall).toBe(0)
         expect(await libraries(server.url, "tollgate_*")).toEqual([])
         expect(lines.filter((line) => line.includes("Redis scripts run as"))).toEqual([
           "Warn Redis scripts run as EVALSHA, not Functions: Functions are switched off"

@@ -2,7 +2,6 @@ import { assert } from "@effect/vitest"
 import { Admission, AuthStore, CreditLedger, Money } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
-import { createClient } from "redis"
 import { afterAll, describe, expect, it } from "vitest"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
@@ -27,31 +26,17 @@ const grouped = (target: RedisConnection.Target) =>
     CreditLedgerRedis.layerRedis()
   ).pipe(Layer.provide(RedisConnection.layer(target)))
 
-/** The script calls (`EVALSHA`) the nodes ran since `reset`, summed over `urls`. */
-const scriptCalls = (urls: () => Promise<ReadonlyArray<string>>) => {
-  const each = async (url: string, command: Array<string>) => {
-    const client = createClient({ url })
-    await client.connect()
-    try {
-      return String(await client.sendCommand(command))
-    } finally {
-      await client.quit()
-    }
-  }
-  return {
-    reset: Effect.promise(async () => {
-      for (const url of await urls()) await each(url, ["CONFIG", "RESETSTAT"])
-    }),
-    count: Effect.promise(async () => {
-      let calls = 0
-      for (const url of await urls()) {
-        // A script call, whichever way it ran: as a Function or as the EVALSHA fallback.
-        for (const match of (await each(url, ["INFO", "commandstats"])).matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+)/g)) calls += Number(match[1])
-      }
-      return calls
-    })
-  }
-}
+/** The script calls (as Functions or by EVALSHA) the nodes ran since `reset`, summed over `urls`. */
+const scriptCalls = (urls: () => Promise<ReadonlyArray<string>>) => ({
+  reset: Effect.promise(async () => {
+    for (const url of await urls()) await RedisServer.command(url, "CONFIG", "RESETSTAT")
+  }),
+  count: Effect.promise(async () => {
+    let calls = 0
+    for (const url of await urls()) calls += (await RedisServer.scriptCalls(url)).total
+    return calls
+  })
+})
 
 const HOLD = 1_000
 

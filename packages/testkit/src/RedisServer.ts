@@ -16,6 +16,7 @@ import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { createClient } from "redis"
 import { freePort } from "./FreePort.ts"
 import * as Reaper from "./Reaper.ts"
 
@@ -220,3 +221,32 @@ export const backend = <ROut, E>(acquired: RedisServer, makeLayer: (url: string)
   name: "redis",
   layer: makeLayer(acquired.url)
 })
+
+/**
+ * One command sent to the Redis at `url` on a connection of its own, and its reply.
+ *
+ * @category inspection
+ */
+export const command = async (url: string, ...args: Array<string>) => {
+  const client = createClient({ url })
+  await client.connect()
+  try {
+    return await client.sendCommand(args)
+  } finally {
+    await client.close()
+  }
+}
+
+/**
+ * How many script calls the Redis at `url` served since its stats were last reset, by the command
+ * that carried them: `FCALL` (Redis Functions) or `EVALSHA`/`EVAL` (the fallback), and in all.
+ *
+ * @category inspection
+ */
+export const scriptCalls = async (url: string): Promise<{ readonly fcall: number; readonly evalsha: number; readonly total: number }> => {
+  const text = String(await command(url, "INFO", "commandstats"))
+  const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0)
+  const fcall = calls("fcall")
+  const evalsha = calls("evalsha") + calls("eval")
+  return { fcall, evalsha, total: fcall + evalsha }
+}

@@ -1,5 +1,4 @@
 import { Anvil, RedisServer, ShippedServer } from "@tollgate/testkit"
-import { createClient } from "redis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 // One Redis per server: each test counts its server's script calls.
@@ -18,22 +17,12 @@ afterAll(async () => {
   await anvil?.stop()
 })
 
-const command = async (url: string, ...args: Array<string>) => {
-  const client = createClient({ url })
-  await client.connect()
-  try {
-    return await client.sendCommand(args)
-  } finally {
-    await client.close()
-  }
-}
-
 /** A dev-mode server on a fresh Redis; `user` makes it connect as that ACL user of the Redis. */
 const serve = async (options: { readonly env?: Record<string, string>; readonly user?: ReadonlyArray<string> } = {}) => {
   const redis = await RedisServer.start()
   let url = redis.url
   if (options.user !== undefined) {
-    await command(redis.url, "ACL", "SETUSER", "tollgate", "on", ">secret", "~*", "&*", ...options.user)
+    await RedisServer.command(redis.url, "ACL", "SETUSER", "tollgate", "on", ">secret", "~*", "&*", ...options.user)
     url = `redis://tollgate:secret@127.0.0.1:${redis.port}`
   }
   const server = await ShippedServer.start({
@@ -63,21 +52,15 @@ const twoPaidCalls = async (server: ShippedServer.ShippedServer) => {
   return Number(first.headers.get("x-service-balance-usd")) - Number(second.headers.get("x-service-balance-usd"))
 }
 
-const scriptCalls = async (url: string) => {
-  const text = String(await command(url, "INFO", "commandstats"))
-  const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(text)?.[1] ?? 0)
-  return { fcall: calls("fcall"), evalsha: calls("evalsha") }
-}
-
 describe("The shipped server runs the paid path's Redis scripts as Functions where Redis offers them, else as EVALSHA, and says which at start", () => {
   it("a Redis 7 that allows FUNCTION: the paid calls go as FCALL, the admission library is loaded, and the log says Functions", async () => {
     // The choice of Functions is an INFO line; the shipped server's tests log from WARN.
     const { redis, server } = await serve({ env: { TOLLGATE_LOG_LEVEL: "info" } })
-    const before = await scriptCalls(redis.url)
+    const before = await RedisServer.scriptCalls(redis.url)
     expect(await twoPaidCalls(server)).toBeGreaterThan(0)
-    expect((await scriptCalls(redis.url)).fcall - before.fcall).toBeGreaterThanOrEqual(4)
+    expect((await RedisServer.scriptCalls(redis.url)).fcall - before.fcall).toBeGreaterThanOrEqual(4)
     expect(server.output()).toMatch(/Redis scripts run as Functions \(FCALL\): tollgate_[a-z]+_[0-9a-f]{12}/)
-    const libraries = String(await command(redis.url, "FUNCTION", "LIST", "LIBRARYNAME", "tollgate_admission_*"))
+    const libraries = String(await RedisServer.command(redis.url, "FUNCTION", "LIST", "LIBRARYNAME", "tollgate_admission_*"))
     expect(libraries).toMatch(/tollgate_admission_[0-9a-f]{12}/)
   }, 60_000)
 
@@ -85,15 +68,15 @@ describe("The shipped server runs the paid path's Redis scripts as Functions whe
     const functions = started[0]!
     const { redis, server } = await serve({ user: ["+@all", "-function"] })
     expect(await twoPaidCalls(server)).toBe(await twoPaidCalls(functions.server))
-    expect((await scriptCalls(redis.url)).fcall).toBe(0)
+    expect((await RedisServer.scriptCalls(redis.url)).fcall).toBe(0)
     expect(server.output()).toContain("Redis scripts run as EVALSHA, not Functions: NOPERM")
   }, 60_000)
 
   it("TOLLGATE_REDIS_FUNCTIONS=off: EVALSHA, no library loaded, and the log says Functions are switched off", async () => {
     const { redis, server } = await serve({ env: { TOLLGATE_REDIS_FUNCTIONS: "off" } })
     expect(await twoPaidCalls(server)).toBeGreaterThan(0)
-    expect((await scriptCalls(redis.url)).fcall).toBe(0)
-    expect(await command(redis.url, "FUNCTION", "LIST")).toEqual([])
+    expect((await RedisServer.scriptCalls(redis.url)).fcall).toBe(0)
+    expect(await RedisServer.command(redis.url, "FUNCTION", "LIST")).toEqual([])
     expect(server.output()).toContain("Redis scripts run as EVALSHA, not Functions: Functions are switched off")
   }, 60_000)
 })
