@@ -36,8 +36,8 @@ import * as RedisConnection from "./RedisConnection.ts"
  * The ledger's Lua functions over the account's keys: `ledgerHold` (or `holdCheck` then
  * `holdPlace`), `ledgerCapture`, `ledgerRelease`, `sweep` and `balance`, keeping journal and usage
  * entries for `retentionMs`. It only defines (a Function library runs it once): a call starts with
- * `ledgerBegin(keys, now)` (the keys of `accountKeys` first, in that order; `now` the integer
- * string of the caller's time), runs `sweep` before
+ * `ledgerBegin(key, now)` (the account's `accountKey`, the only one of its keys passed; `now` the
+ * integer string of the caller's time), runs `sweep` before
  * anything else and calls `saveAccount()` before it returns.
  *
  * @category internals
@@ -52,8 +52,8 @@ local NANO = 1000000000
 local MAX_NANO = ${Money.MAX}
 
 -- The call's state: its keys, its time (and the caller's text of it), today's allowance counters,
--- the balances as loaded and changed, and the journal id and trimming point once known. Set anew
--- by ledgerBegin on every call.
+-- the balances as loaded and changed, and the journal id and trimming point once known. Set by
+-- ledgerBegin on every call (the keys when the account changes).
 local A, H, X, R, J, U, now, nowText, today, AU, AH
 local values, changed, stored, lastId, cutoffId
 
@@ -67,10 +67,16 @@ local function s(n)
   return string.format('%d', n)
 end
 
--- A Function library keeps its locals between calls: today's names are made once a day.
+-- A Function library keeps its locals between calls: today's names are made once a day, and the
+-- account's other keys once per account in a row. They are named from its balances key (the
+-- caller passes only that one, see accountKey): each key passed costs Redis a parse and Lua a
+-- string, and they share its hash tag, so on a Redis Cluster they are in the slot it routes to.
 local day
-local function ledgerBegin(keys, atText)
-  A, H, X, R, J, U = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+local function ledgerBegin(key, atText)
+  if key ~= A then
+    local base = string.sub(key, 1, -2)
+    A, H, X, R, J, U = key, base .. 'h', base .. 'x', base .. 'r', base .. 'j', base .. 'u'
+  end
   now, nowText = tonumber(atText), atText
   local d = math.floor(now / DAY)
   if d ~= day then
@@ -325,7 +331,7 @@ end
 
 const lua = (retentionMs: number) => `
 ${ledgerLibrary(retentionMs)}
-ledgerBegin(KEYS, ARGV[2])
+ledgerBegin(KEYS[1], ARGV[2])
 local op = ARGV[1]
 
 local function run()
@@ -365,8 +371,8 @@ type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, b
 
 const ledgerScript = (retentionMs: number) =>
   Redis.script(
-    (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) => [...keys, op, now, ...args],
-    { numberOfKeys: 6, lua: lua(retentionMs) }
+    (key: string, op: string, now: number, ...args: ReadonlyArray<string | number>) => [key, op, now, ...args],
+    { numberOfKeys: 1, lua: lua(retentionMs) }
   ).withReturnType<Reply>()
 
 const unavailable = () => Errors.storeUnavailable("The credit ledger")
@@ -384,6 +390,14 @@ export const accountKeys = (prefix: string, accountId: string) => {
   const base = `${prefix}{${accountId}}:`
   return [`${base}a`, `${base}h`, `${base}x`, `${base}r`, `${base}j`, `${base}u`] as const
 }
+
+/**
+ * The first of `accountKeys`, the balances hash: the one key the scripts are passed for the
+ * account (`ledgerLibrary` names the others from it).
+ *
+ * @category internals
+ */
+export const accountKey = (prefix: string, accountId: string) => `${prefix}{${accountId}}:a`
 
 /**
  * The error of a script's `{ 'err', reason }` reply.
@@ -480,7 +494,7 @@ export const layerRedis = (
     const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const reply = yield* run(keysOf(accountId), op, now, ...args).pipe(Effect.mapError(unavailable))
+        const reply = yield* run(accountKey(prefix, accountId), op, now, ...args).pipe(Effect.mapError(unavailable))
         if (reply[0] === "err") {
           return yield* ledgerError(reply[1] as CreditLedger.LedgerError["reason"])
         }
