@@ -71,7 +71,7 @@ local function admit(K, V)
       if blocked > 0 then return { 'blocked', blocked } end
     end
   end
-  local ref, amount, version, ttl = V[4], V[5], V[6], tonumber(V[7])
+  local ref, amount, version, ttl = V[4], V[5], V[6], V[7] + 0
   local cap
   if V[8] ~= '' then
     local reached
@@ -93,9 +93,9 @@ end
 -- arguments start at V[a] (the reference), as ARGV 3 on of settle.
 local function settle(K, V, k, a, n)
   local ref = V[a]
-  local captured, rec = ledgerCapture(ref, tonumber(V[a + 1]), V[a + 2])
+  local captured, rec = ledgerCapture(ref, V[a + 1] + 0, V[a + 2])
   if captured[1] == 'err' then return captured end
-  if not rec.nc then capClose(K[k + 1], ref, tonumber(captured[2][1]) + tonumber(captured[2][2])) end
+  if not rec.nc then capClose(K[k + 1], ref, captured[2][1] + captured[2][2]) end
   adjustAll(K, V, k + 1, a + 6, n)
   if V[a + 3] ~= '' then completeRecord(K[k], V[a + 3], V[a + 4], V[a + 5]) end
   return captured
@@ -104,7 +104,7 @@ end
 local function settleMany(K, V)
   local replies, k, a = {}, 2, 3
   while a <= #V do
-    local n = tonumber(V[a])
+    local n = V[a] + 0
     replies[#replies + 1] = settle(K, V, k, a + 1, n)
     k = k + 2 + n
     a = a + 7 + 2 * n

@@ -55,7 +55,7 @@ local MAX_NANO = ${Money.MAX}
 -- the balances as loaded and changed, and the journal id and trimming point once known. Set by
 -- ledgerBegin on every call (the keys when the account changes).
 local A, H, X, R, J, U, now, nowText, today, AU, AH
-local values, changed, stored, lastId, cutoffId
+local values, changed, storedLastMs, storedSeq, storedSweptId, lastId
 
 -- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
 -- redis.call is formatted with %.17g, which costs as much as the command. The two most frequent,
@@ -65,6 +65,14 @@ local function s(n)
   if n == 0 then return '0' end
   if n == now then return nowText end
   return string.format('%d', n)
+end
+
+-- An integer for a reply: Redis answers a number as an integer it formats itself, where a string
+-- costs a string.format here. The Node client sums an integer's digits in a double, exact only
+-- clear of 2^53, so a number from 2^52 on goes as its string.
+local function int(n)
+  if n < 4503599627370496 and n > -4503599627370496 then return n end
+  return s(n)
 end
 
 -- A Function library keeps its locals between calls: today's names are made once a day, and the
@@ -77,27 +85,28 @@ local function ledgerBegin(key, atText)
     local base = string.sub(key, 1, -2)
     A, H, X, R, J, U = key, base .. 'h', base .. 'x', base .. 'r', base .. 'j', base .. 'u'
   end
-  now, nowText = tonumber(atText), atText
+  now, nowText = atText + 0, atText
   local d = math.floor(now / DAY)
   if d ~= day then
     day, today = d, string.format('%d', d)
     AU, AH = 'au:' .. today, 'ah:' .. today
   end
-  values, changed, stored, lastId, cutoffId = nil, {}, nil, nil, nil
+  values, changed, lastId = nil, {}, nil
 end
 
 -- The balances hash A is read in one HMGET when the script starts (sweep calls loadAccount), and
 -- the fields it changed are written back in one HSET by saveAccount(): a command per change would
--- cost as much again, and the script runs atomically, so nobody sees the difference.
+-- cost as much again, and the script runs atomically, so nobody sees the difference. Stored numbers
+-- are read by arithmetic (x + 0), which parses once where tonumber parses twice.
 local function loadAccount()
   local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', AU, AH, 'sweptId')
   values = {
-    usd = tonumber(v[1]) or 0, held = tonumber(v[2]) or 0, stake = tonumber(v[3]) or 0, open = tonumber(v[4]) or 0,
-    lastMs = tonumber(v[5]) or 0, seq = tonumber(v[6]) or 0, sweepAt = tonumber(v[7]) or 0,
-    [AU] = tonumber(v[8]) or 0, [AH] = tonumber(v[9]) or 0
+    usd = (v[1] or 0) + 0, held = (v[2] or 0) + 0, stake = (v[3] or 0) + 0, open = (v[4] or 0) + 0,
+    lastMs = (v[5] or 0) + 0, seq = (v[6] or 0) + 0, sweepAt = (v[7] or 0) + 0,
+    [AU] = (v[8] or 0) + 0, [AH] = (v[9] or 0) + 0
   }
   -- The journal position as stored, and the one sweepAt was written at (see sweep).
-  stored = { lastMs = v[5], seq = v[6], sweptId = v[10] }
+  storedLastMs, storedSeq, storedSweptId = v[5], v[6], v[10]
 end
 local function field(name)
   local v = values[name]
@@ -108,34 +117,41 @@ local function field(name)
   end
   return v
 end
-local function setField(name, v)
+-- text: v as a string, when the caller has it (saveAccount formats v otherwise).
+local function setField(name, v, text)
   values[name] = v
-  changed[name] = true
+  changed[name] = text or true
 end
 local function addField(name, delta) setField(name, field(name) + delta) end
 
 local function nextId()
   local lastMs, seq = field('lastMs'), field('seq')
   if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
-  setField('lastMs', lastMs)
-  setField('seq', seq)
-  local ms = s(lastMs)
-  lastId = ms .. '-' .. s(seq)
+  local ms, sq = s(lastMs), s(seq)
+  setField('lastMs', lastMs, ms)
+  setField('seq', seq, sq)
+  lastId = ms .. '-' .. sq
   return lastId, ms
 end
 
 -- Entries older than the retention leave both streams as they grow: XADD trims up to the stream id
--- of the cutoff, approximately (whole nodes of the stream), which costs next to nothing.
+-- of the cutoff, approximately (whole nodes of the stream), which costs next to nothing. The cutoff
+-- moves by the minute, so its text is made once a minute (the library keeps it).
+local cutoffAt, cutoffId
 local function cutoff()
-  if not cutoffId then
-    if now <= RETAIN_MS then cutoffId = '0' else cutoffId = s(now - RETAIN_MS) end
+  local at = now - RETAIN_MS
+  at = at - at % 60000
+  if at ~= cutoffAt then
+    cutoffAt = at
+    if at <= 0 then cutoffId = '0' else cutoffId = s(at) end
   end
   return cutoffId
 end
 
-local function append(kind, ref, currency, delta, held)
+-- d and h: delta and held as text, when the caller has them.
+local function append(kind, ref, currency, delta, held, d, h)
   local id, ts = nextId()
-  local d, h = s(delta), s(held)
+  d, h = d or s(delta), h or s(held)
   redis.call('XADD', J, 'MINID', '~', cutoff(), id, 'k', kind, 'r', ref, 'c', currency, 'd', d, 'h', h)
   return { id, ts, kind, ref, currency, d, h }
 end
@@ -146,7 +162,7 @@ local function balance()
   local usd, held, stake = field('usd'), field('held'), field('stake')
   local allowance = stake * NANO - field(AU) - field(AH)
   if allowance < 0 then allowance = 0 end
-  return { s(usd), s(held), s(usd - held), s(stake), s(allowance) }
+  return { int(usd), int(held), int(usd - held), int(stake), int(allowance) }
 end
 
 -- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
@@ -160,17 +176,19 @@ local function schedule(ref, at, atText)
 end
 
 local function saveAccount()
-  local args = {}
-  for name in pairs(changed) do
-    args[#args + 1] = name
-    args[#args + 1] = s(values[name])
+  local args, n = {}, 0
+  for name, text in pairs(changed) do
+    if text == true then text = s(values[name]) end
+    args[n + 1] = name
+    args[n + 2] = text
+    n = n + 2
   end
-  local id = lastId or (stored.lastMs and stored.lastMs .. '-' .. stored.seq)
+  local id = lastId or (storedLastMs and storedLastMs .. '-' .. storedSeq)
   if (lastId or changed.sweepAt) and id then
     args[#args + 1] = 'sweptId'
     args[#args + 1] = id
   end
-  if #args > 0 then redis.call('HSET', A, unpack(args)) end
+  if n > 0 then redis.call('HSET', A, unpack(args)) end
 end
 
 -- A hold's record; none once it has been closed for FORGET_MS, whether or not the sweep has
@@ -180,21 +198,24 @@ local function holdRecord(ref)
   local raw = redis.call('HGET', H, ref)
   if not raw then return nil end
   local rec = cjson.decode(raw)
-  if rec.f and tonumber(rec.f) <= now then return nil end
+  if rec.f and rec.f + 0 <= now then return nil end
   return rec
 end
 
+local forgetAtLast, forgetAtText
 local function closeHold(ref, rec, state, fa, fu)
+  local fuText = s(fu)
   rec.s = state
   rec.cfa = s(fa)
-  rec.cfu = s(fu)
+  rec.cfu = fuText
   rec.f = s(now + FORGET_MS)
   -- Deleted in batches: the holds closed within one FORGET_STEP are due together, and one sweep
-  -- deletes them all.
+  -- deletes them all (the step's text is made once a step).
   local forgetAt = math.ceil((now + FORGET_MS) / FORGET_STEP) * FORGET_STEP
-  schedule(ref, forgetAt, s(forgetAt))
+  if forgetAt ~= forgetAtLast then forgetAtLast, forgetAtText = forgetAt, s(forgetAt) end
+  schedule(ref, forgetAt, forgetAtText)
   redis.call('HSET', H, ref, cjson.encode(rec))
-  local ha, hu = tonumber(rec.fa), tonumber(rec.fu)
+  local ha, hu = rec.fa + 0, rec.fu + 0
   if ha > 0 or fa > 0 then
     addField('ah:' .. rec.d, -ha)
     addField('au:' .. rec.d, fa)
@@ -206,7 +227,9 @@ local function closeHold(ref, rec, state, fa, fu)
   if state == 'captured' then kind = 'capture' end
   local entries = {}
   if ha > 0 or fa > 0 then entries[#entries + 1] = append(kind, ref, 'DIEM', -fa, -ha) end
-  if hu > 0 or fu > 0 or #entries == 0 then entries[#entries + 1] = append(kind, ref, 'USD', -fu, -hu) end
+  if hu > 0 or fu > 0 or #entries == 0 then
+    entries[#entries + 1] = append(kind, ref, 'USD', -fu, -hu, fu == 0 and '0' or '-' .. fuText, hu == 0 and '0' or '-' .. rec.fu)
+  end
   return entries
 end
 
@@ -215,8 +238,8 @@ end
 local function sweep(force)
   loadAccount()
   local at = field('sweepAt')
-  local journalAt = stored.lastMs and stored.lastMs .. '-' .. stored.seq
-  if not force and now < at and stored.sweptId == journalAt then return end
+  local journalAt = storedLastMs and storedLastMs .. '-' .. storedSeq
+  if not force and now < at and storedSweptId == journalAt then return end
   local due = redis.call('ZRANGEBYSCORE', X, '-inf', s(now), 'LIMIT', '0', '100')
   if #due > 0 then
     local records = redis.call('HMGET', H, unpack(due))
@@ -239,7 +262,7 @@ local function sweep(force)
   local first = redis.call('ZRANGE', X, '0', '0', 'WITHSCORES')
   -- An account that was never written (a wallet that only looked at its balance or was refused a
   -- hold) stays unwritten: nothing is stored for it, so it leaves no key behind.
-  if first[2] or stored.lastMs then setField('sweepAt', tonumber(first[2]) or NEVER) end
+  if first[2] or storedLastMs then setField('sweepAt', tonumber(first[2]) or NEVER) end
 end
 
 -- The paid path's operations, shared with the admission store's script (AdmissionStoreRedis).
@@ -262,7 +285,7 @@ local function holdCheck(ref, amount)
   -- A hold funded outside the balance takes nothing from it.
   if isFunded(ref) then return nil, { fa = 0, fu = 0, before = balance() } end
   local allowance = field('stake') * NANO - field(AU) - field(AH)
-  local total = tonumber(amount)
+  local total = amount + 0
   local fa = allowance > 0 and math.min(total, allowance) or 0
   local fu = total - fa
   if fu > field('usd') - field('held') then return { 'err', 'InsufficientFunds' } end
@@ -283,7 +306,7 @@ local function holdPlace(ref, amount, version, ttl, plan)
     addField(AH, fa)
     append('hold', ref, 'DIEM', 0, fa)
   end
-  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu) end
+  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu, '0', rec.fu) end
   return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, plan.before }
 end
 
@@ -299,21 +322,24 @@ local function ledgerCapture(ref, amount, details)
   if not rec then return { 'err', 'UnknownHold' } end
   if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
-  if amount > tonumber(rec.a) then return { 'err', 'ExceedsHold' } end
+  if amount > rec.a + 0 then return { 'err', 'ExceedsHold' } end
   local funded = isFunded(ref)
   local fa, fu = 0, 0
   if not funded then
-    fa = math.min(amount, tonumber(rec.fa))
+    fa = math.min(amount, rec.fa + 0)
     fu = amount - fa
   end
   local entries = closeHold(ref, rec, 'captured', fa, fu)
+  -- An entry's delta is 0 or a charge ("-<amount>"): the usage entries are of the charges, or of
+  -- the last entry when nothing was charged.
   local charged = {}
   for _, e in ipairs(entries) do
-    if tonumber(e[6]) < 0 then charged[#charged + 1] = e end
+    if e[6] ~= '0' then charged[#charged + 1] = e end
   end
   if #charged == 0 then charged[1] = entries[#entries] end
   for _, e in ipairs(charged) do
-    local charge = s(-tonumber(e[6]))
+    local charge = e[6]
+    if charge ~= '0' then charge = string.sub(charge, 2) end
     if funded then charge = s(amount) end
     redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', charge, 't', e[2], 'v', details)
   end
