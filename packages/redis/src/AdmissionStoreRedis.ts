@@ -93,7 +93,7 @@ end
 -- arguments start at V[a] (the reference), as ARGV 3 on of settle.
 local function settle(K, V, k, a, n)
   local ref = V[a]
-  local captured, rec = ledgerCapture(ref, V[a + 1] + 0, V[a + 2])
+  local captured, rec = ledgerCapture(ref, V[a + 1] + 0, V[a + 2], V[a + 1])
   if captured[1] == 'err' then return captured end
   if not rec.nc then capClose(K[k + 1], ref, captured[2][1] + captured[2][2]) end
   adjustAll(K, V, k + 1, a + 6, n)

@@ -55,16 +55,42 @@ local MAX_NANO = ${Money.MAX}
 -- the balances as loaded and changed, and the journal id and trimming point once known. Set by
 -- ledgerBegin on every call (the keys when the account changes).
 local A, H, X, R, J, U, now, nowText, today, AU, AH
-local values, changed, storedLastMs, storedSeq, storedSweptId, lastId
+local storedLastMs, storedSeq, storedSweptId, lastId
+-- values: the balances hash's fields as numbers; changed: the fields to write back, each with its
+-- text or true. Both tables are the library's, emptied for each call rather than made anew;
+-- values is made anew only once it holds a field loadAccount does not set (another day's
+-- allowance counter), so no call sees another's.
+local values, changed, otherFields = {}, {}, false
 
 -- Integers go to Redis as strings formatted here: %d costs half of %.0f, and a number passed to
 -- redis.call is formatted with %.17g, which costs as much as the command. The two most frequent,
--- 0 and the call's time, are not formatted at all. (A Function library cannot keep string.format
--- in a local: it sees no globals while it loads.)
+-- 0 and the call's time, are not formatted at all, and a small one (a journal sequence, a count of
+-- open holds) is formatted once and kept by the library. (A Function library cannot keep
+-- string.format in a local: it sees no globals while it loads.)
+local small = {}
 local function s(n)
   if n == 0 then return '0' end
   if n == now then return nowText end
+  if n > 0 and n < 4096 then
+    local text = small[n]
+    if not text then
+      text = string.format('%d', n)
+      small[n] = text
+    end
+    return text
+  end
   return string.format('%d', n)
+end
+
+-- The text of a time after now (a hold's expiry, a closed hold's forgetting time): the same for
+-- the calls and the settlements of one millisecond, so the last two are kept.
+local t1, t1Text, t2, t2Text
+local function timeText(ms)
+  if ms == t1 then return t1Text end
+  if ms == t2 then return t2Text end
+  t2, t2Text = t1, t1Text
+  t1, t1Text = ms, s(ms)
+  return t1Text
 end
 
 -- An integer for a reply: Redis answers a number as an integer it formats itself, where a string
@@ -90,8 +116,11 @@ local function ledgerBegin(key, atText)
   if d ~= day then
     day, today = d, string.format('%d', d)
     AU, AH = 'au:' .. today, 'ah:' .. today
+    otherFields = true
   end
-  values, changed, lastId = nil, {}, nil
+  -- A call that failed part way left its changes unsaved: they are dropped.
+  for name in pairs(changed) do changed[name] = nil end
+  lastId = nil
 end
 
 -- The balances hash A is read in one HMGET when the script starts (sweep calls loadAccount), and
@@ -100,11 +129,12 @@ end
 -- are read by arithmetic (x + 0), which parses once where tonumber parses twice.
 local function loadAccount()
   local v = redis.call('HMGET', A, 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', AU, AH, 'sweptId')
-  values = {
-    usd = (v[1] or 0) + 0, held = (v[2] or 0) + 0, stake = (v[3] or 0) + 0, open = (v[4] or 0) + 0,
-    lastMs = (v[5] or 0) + 0, seq = (v[6] or 0) + 0, sweepAt = (v[7] or 0) + 0,
-    [AU] = (v[8] or 0) + 0, [AH] = (v[9] or 0) + 0
-  }
+  if otherFields then
+    values, otherFields = {}, false
+  end
+  values.usd, values.held, values.stake, values.open = (v[1] or 0) + 0, (v[2] or 0) + 0, (v[3] or 0) + 0, (v[4] or 0) + 0
+  values.lastMs, values.seq, values.sweepAt = (v[5] or 0) + 0, (v[6] or 0) + 0, (v[7] or 0) + 0
+  values[AU], values[AH] = (v[8] or 0) + 0, (v[9] or 0) + 0
   -- The journal position as stored, and the one sweepAt was written at (see sweep).
   storedLastMs, storedSeq, storedSweptId = v[5], v[6], v[10]
 end
@@ -114,6 +144,7 @@ local function field(name)
     -- Another day's allowance counters, for a hold placed on that day.
     v = tonumber(redis.call('HGET', A, name)) or 0
     values[name] = v
+    otherFields = true
   end
   return v
 end
@@ -185,9 +216,11 @@ local function saveAccount()
   end
   local id = lastId or (storedLastMs and storedLastMs .. '-' .. storedSeq)
   if (lastId or changed.sweepAt) and id then
-    args[#args + 1] = 'sweptId'
-    args[#args + 1] = id
+    args[n + 1] = 'sweptId'
+    args[n + 2] = id
+    n = n + 2
   end
+  for name in pairs(changed) do changed[name] = nil end
   if n > 0 then redis.call('HSET', A, unpack(args)) end
 end
 
@@ -202,13 +235,14 @@ local function holdRecord(ref)
   return rec
 end
 
+-- fuText: fu as text, when the caller has it.
 local forgetAtLast, forgetAtText
-local function closeHold(ref, rec, state, fa, fu)
-  local fuText = s(fu)
+local function closeHold(ref, rec, state, fa, fu, fuText)
+  fuText = fuText or s(fu)
   rec.s = state
   rec.cfa = s(fa)
   rec.cfu = fuText
-  rec.f = s(now + FORGET_MS)
+  rec.f = timeText(now + FORGET_MS)
   -- Deleted in batches: the holds closed within one FORGET_STEP are due together, and one sweep
   -- deletes them all (the step's text is made once a step).
   local forgetAt = math.ceil((now + FORGET_MS) / FORGET_STEP) * FORGET_STEP
@@ -297,7 +331,7 @@ end
 -- cap closed as before).
 local function holdPlace(ref, amount, version, ttl, plan)
   local fa, fu = plan.fa, plan.fu
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = (fa == 0 and fu ~= 0) and amount or s(fu), d = today, x = s(now + ttl), v = version, nc = plan.nc }
+  local rec = { s = 'open', a = amount, fa = s(fa), fu = (fa == 0 and fu ~= 0) and amount or s(fu), d = today, x = timeText(now + ttl), v = version, nc = plan.nc }
   redis.call('HSET', H, ref, cjson.encode(rec))
   schedule(ref, now + ttl, rec.x)
   addField('held', fu)
@@ -316,8 +350,9 @@ local function ledgerHold(ref, amount, version, ttl)
   return holdPlace(ref, amount, version, ttl, plan)
 end
 
--- The answer, and the hold's record when there is one.
-local function ledgerCapture(ref, amount, details)
+-- The answer, and the hold's record when there is one. amountText: amount as the caller's text, if
+-- it has it.
+local function ledgerCapture(ref, amount, details, amountText)
   local rec = holdRecord(ref)
   if not rec then return { 'err', 'UnknownHold' } end
   if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec end
@@ -329,7 +364,7 @@ local function ledgerCapture(ref, amount, details)
     fa = math.min(amount, rec.fa + 0)
     fu = amount - fa
   end
-  local entries = closeHold(ref, rec, 'captured', fa, fu)
+  local entries = closeHold(ref, rec, 'captured', fa, fu, fu == amount and amountText or nil)
   -- An entry's delta is 0 or a charge ("-<amount>"): the usage entries are of the charges, or of
   -- the last entry when nothing was charged.
   local charged = {}

@@ -50,6 +50,9 @@ import * as Scripts from "./Scripts.ts"
 // formatted with `sprintf`, which costs as much as the command. Arguments and counts are read as
 // numbers by arithmetic (`x + 0`), which parses a string once where `tonumber` parses it twice.
 export const takeLibrary = `
+-- A rolling window's current bucket id, as text: the last one is kept (a Function library keeps its
+-- locals between calls), as it changes once a bucket.
+local bucketId, bucketText
 local function takeAll(K, A, k, a, n)
 local out = {}
 local o = 0
@@ -178,8 +181,9 @@ while a <= n do
       else
         local amount = A[b + 4]
         if admitted and amount ~= "0" then
-          local bucket = A[b + 5] + 0
-          local sum = redis.call("HINCRBY", key, string.format("%d", math.floor(A[b + 1] / bucket)), amount)
+          local id = math.floor(A[b + 1] / A[b + 5])
+          if id ~= bucketId then bucketId, bucketText = id, string.format("%d", id) end
+          local sum = redis.call("HINCRBY", key, bucketText, amount)
           if #stale[g] > 0 then redis.call("HDEL", key, unpack(stale[g])) end
           -- A window after its newest bucket's first use, every bucket in the key has left the window.
           if sum == amount + 0 then redis.call("PEXPIRE", key, A[b + 2]) end
