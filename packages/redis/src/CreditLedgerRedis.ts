@@ -21,7 +21,10 @@
  * What earlier releases wrote reads the same (a rolling deploy runs both): `sweepAt` holds only
  * for the journal position it was written at (`sweptId`), and a script of an earlier release
  * appends to the journal whenever it changes the deadlines, so after one the next script sweeps; a
- * closed hold without `f` is deleted at its deadline, as it was then.
+ * closed hold without `f` is deleted at its deadline, as it was then. A hold's record is JSON either
+ * way: this release writes its fields in a fixed order (joined as strings, and an open one read
+ * with one match), and decodes any other order, an earlier release's, with cjson, which is how
+ * an earlier release reads this one's.
  *
  * Amounts are integer strings in Redis (Lua numbers are doubles, exact below 2^53 like `Money`).
  *
@@ -224,13 +227,32 @@ local function saveAccount()
   if n > 0 then redis.call('HSET', A, unpack(args)) end
 end
 
+-- A hold's record is JSON, as every release reads it, written by this one in a fixed order so
+-- that it is made by joining strings and an open one is read by one match instead of cjson:
+--   {"s":"open","a":"<amount>","fa":"<from allowance>","fu":"<from USD>","d":"<day>","x":"<expiry>","v":<price version>[,"nc":"1"]}
+-- and, closed, the same with "s" the closing state and ,"cfa":"..","cfu":"..","f":".." added. A
+-- record in any other order (an earlier release's, encoded by cjson) and a closed one are decoded
+-- by cjson. An open record read by the match has its leading fields, nc, and raw (its text, which
+-- closeHold edits); holdRecord(ref, true) decodes every field.
+local OPEN_LAYOUT = '^{"s":"open","a":"(%d+)","fa":"(%d+)","fu":"(%d+)","d":"(%d+)",'
+local function readRecord(raw, full)
+  if not full then
+    local a, fa, fu, d = string.match(raw, OPEN_LAYOUT)
+    if a then
+      -- A price version is a JSON string, whose quotes are escaped: only nc can put these bytes here.
+      return { s = 'open', a = a, fa = fa, fu = fu, d = d, nc = string.find(raw, ',"nc":"1"', 1, true) and '1' or nil, raw = raw }
+    end
+  end
+  return cjson.decode(raw)
+end
+
 -- A hold's record; none once it has been closed for FORGET_MS, whether or not the sweep has
 -- deleted it yet (f, its forgetting time, is missing from records closed by earlier releases,
 -- which the sweep deletes on time).
-local function holdRecord(ref)
+local function holdRecord(ref, full)
   local raw = redis.call('HGET', H, ref)
   if not raw then return nil end
-  local rec = cjson.decode(raw)
+  local rec = readRecord(raw, full)
   if rec.f and rec.f + 0 <= now then return nil end
   return rec
 end
@@ -248,7 +270,11 @@ local function closeHold(ref, rec, state, fa, fu, fuText)
   local forgetAt = math.ceil((now + FORGET_MS) / FORGET_STEP) * FORGET_STEP
   if forgetAt ~= forgetAtLast then forgetAtLast, forgetAtText = forgetAt, s(forgetAt) end
   schedule(ref, forgetAt, forgetAtText)
-  redis.call('HSET', H, ref, cjson.encode(rec))
+  if rec.raw then
+    redis.call('HSET', H, ref, '{"s":"' .. state .. '"' .. string.sub(rec.raw, 12, -2) .. ',"cfa":"' .. rec.cfa .. '","cfu":"' .. fuText .. '","f":"' .. rec.f .. '"}')
+  else
+    redis.call('HSET', H, ref, cjson.encode(rec))
+  end
   local ha, hu = rec.fa + 0, rec.fu + 0
   if ha > 0 or fa > 0 then
     addField('ah:' .. rec.d, -ha)
@@ -283,7 +309,7 @@ local function sweep(force)
       -- closed one is deleted without decoding it.
       local raw = records[i]
       if raw and string.find(raw, '"s":"open"', 1, true) then
-        closeHold(ref, cjson.decode(raw), 'released', 0, 0)
+        closeHold(ref, readRecord(raw), 'released', 0, 0)
       else
         forgotten[#forgotten + 1] = ref
       end
@@ -310,7 +336,7 @@ end
 -- the balance before) when it can; otherwise the answer, a refusal or the hold already placed
 -- under ref. Nothing is written, so a refusal met after it (a rate limit) leaves no trace.
 local function holdCheck(ref, amount)
-  local rec = holdRecord(ref)
+  local rec = holdRecord(ref, true)
   if rec then
     if rec.a ~= amount then return { 'err', 'ReferenceConflict' } end
     return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, balance() }
@@ -329,19 +355,23 @@ end
 -- plan.nc: the admission found no spend cap to count the hold against; the record says so (nc), and
 -- its settlement then reads no cap (a record without nc, also one of an earlier release, has the
 -- cap closed as before).
+-- A price version's JSON text, made once per version (the library keeps the last).
+local versionSeen, versionJson
 local function holdPlace(ref, amount, version, ttl, plan)
   local fa, fu = plan.fa, plan.fu
-  local rec = { s = 'open', a = amount, fa = s(fa), fu = (fa == 0 and fu ~= 0) and amount or s(fu), d = today, x = timeText(now + ttl), v = version, nc = plan.nc }
-  redis.call('HSET', H, ref, cjson.encode(rec))
-  schedule(ref, now + ttl, rec.x)
+  local faText, fuText, x = s(fa), (fa == 0 and fu ~= 0) and amount or s(fu), timeText(now + ttl)
+  if version ~= versionSeen then versionSeen, versionJson = version, cjson.encode(version) end
+  redis.call('HSET', H, ref, '{"s":"open","a":"' .. amount .. '","fa":"' .. faText .. '","fu":"' .. fuText .. '","d":"' .. today
+    .. '","x":"' .. x .. '","v":' .. versionJson .. (plan.nc and ',"nc":"1"}' or '}'))
+  schedule(ref, now + ttl, x)
   addField('held', fu)
   addField('open', 1)
   if fa > 0 then
     addField(AH, fa)
     append('hold', ref, 'DIEM', 0, fa)
   end
-  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu, '0', rec.fu) end
-  return { 'ok', { rec.a, rec.fa, rec.fu, rec.v, rec.x }, plan.before }
+  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu, '0', fuText) end
+  return { 'ok', { amount, faText, fuText, version, x }, plan.before }
 end
 
 local function ledgerHold(ref, amount, version, ttl)
