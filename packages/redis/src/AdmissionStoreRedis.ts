@@ -39,11 +39,14 @@ import * as SettlementGroups from "./SettlementGroups.ts"
 //           and this month's period ids (`KeyCaps.periodId`; 8 is "" without a key paying), 10 on
 //           one take of `takeAll` (its keys from 6 on). The cap and the hold are checked before
 //           the take and counted after it, so a refused payment wins over a rate limit and a
-//           refusal writes nothing.
+//           refusal writes nothing. Admitted, the reply is flat: 'ok', the take's reply, the hold's
+//           from allowance, from USD and expiry, the balance before it (USD, held, staked tokens,
+//           allowance left), and the price version of a hold already placed under the reference.
 // settle:   KEYS 2 the idempotency record, 3 the spend cap (unread when the admission found none),
 //           4 on the adjustments' keys. ARGV 3-5 the capture (reference, amount, usage details),
 //           6-8 the record's response (status, headers, body; status "" for none), 9 on the
-//           adjustments of `adjustAll`.
+//           adjustments of `adjustAll`. Captured, the reply is flat: 'ok', from allowance, from USD,
+//           the balance after (USD, held, staked tokens, allowance left).
 // giveback: KEYS 2 the idempotency record, 3 the spend cap. ARGV 3 the hold's reference, 4 whether
 //           the record is abandoned ("1"), 5 on the adjustments.
 // settlemany: several settlements of the account (`SettlementGroups`), each as `settle` lays it
@@ -78,27 +81,32 @@ local function admit(K, V)
     reached, cap = capCheck(K[5], amount, V[8], V[9])
     if reached then return reached end
   end
-  local answer, plan = holdCheck(ref, amount)
+  local answer, fa, fu = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
-  if plan and not cap then plan.nc = '1' end
   local taken = takeAll(K, V, 5, 10, #V)
   if taken[1] == 0 then return { 'limited', taken } end
-  if answer then return { 'ok', answer[2], answer[3], taken } end
-  local held = holdPlace(ref, amount, version, ttl, plan)
+  if answer then
+    -- The hold already placed under ref (its amount is this one), with its price version.
+    local hold, before = answer[2], answer[3]
+    return { 'ok', taken, hold[2], hold[3], hold[5], before[1], before[2], before[4], before[5], hold[4] }
+  end
+  local usd, held, _, stake, allowance = balanceValues()
+  local faText, fuText, x = holdPlace(ref, amount, version, ttl, fa, fu, not cap)
   if cap then capReserve(K[5], cap, ref, amount, now + ttl) end
-  return { 'ok', held[2], held[3], taken }
+  return { 'ok', taken, faText, fuText, x, usd, held, stake, allowance }
 end
 
 -- One settlement: its record and cap are K[k] and K[k + 1], its n adjustments' keys follow; its
 -- arguments start at V[a] (the reference), as ARGV 3 on of settle.
 local function settle(K, V, k, a, n)
   local ref = V[a]
-  local captured, rec = ledgerCapture(ref, V[a + 1] + 0, V[a + 2], V[a + 1])
-  if captured[1] == 'err' then return captured end
-  if not rec.nc then capClose(K[k + 1], ref, captured[2][1] + captured[2][2]) end
+  local refused, rec = ledgerCapture(ref, V[a + 1] + 0, V[a + 2], V[a + 1])
+  if refused then return refused end
+  if not rec.nc then capClose(K[k + 1], ref, rec.cfa + rec.cfu) end
   adjustAll(K, V, k + 1, a + 6, n)
   if V[a + 3] ~= '' then completeRecord(K[k], V[a + 3], V[a + 4], V[a + 5]) end
-  return captured
+  local usd, held, _, stake, allowance = balanceValues()
+  return { 'ok', rec.cfa, rec.cfu, usd, held, stake, allowance }
 end
 
 local function settleMany(K, V)
@@ -171,6 +179,19 @@ interface GroupedSettlement {
 }
 
 const unavailable = () => Errors.storeUnavailable("The admission store")
+
+/** The balance a flat reply carries from `i` on: USD, held, staked tokens, allowance left. */
+const balanceAt = (reply: Reply, i: number): CreditLedger.Balance => {
+  const usd = Number(reply[i])
+  const held = Number(reply[i + 1])
+  return {
+    usd: Money.unsafeNano(usd),
+    heldUsd: Money.unsafeNano(held),
+    availableUsd: Money.unsafeNano(usd - held),
+    stakedTokens: Number(reply[i + 2]),
+    availableAllowance: Money.unsafeNano(Number(reply[i + 3]))
+  }
+}
 
 const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: ReadonlyArray<RateLimiter.Adjustment>) => {
   for (const adjustment of adjustments) {
@@ -266,18 +287,17 @@ export const make = (options: Options = {}) =>
       return call(keys, args, (reply): Effect.Effect<Admission.AdmitReply> => {
         switch (reply[0]) {
           case "ok": {
-            const detail = reply[1] as ReadonlyArray<string>
             return Effect.succeed({
               _tag: "Admitted",
-              states: statesOf(reply[3]),
+              states: statesOf(reply[1]),
               hold: {
                 reference: hold.reference,
-                amount: Money.unsafeNano(Number(detail[0])),
-                fromAllowance: Money.unsafeNano(Number(detail[1])),
-                fromUsd: Money.unsafeNano(Number(detail[2])),
-                priceVersion: detail[3]!,
-                expiresAt: Number(detail[4]),
-                before: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<number>)
+                amount: hold.amount,
+                fromAllowance: Money.unsafeNano(Number(reply[2])),
+                fromUsd: Money.unsafeNano(Number(reply[3])),
+                priceVersion: reply[9] === undefined ? hold.priceVersion : String(reply[9]),
+                expiresAt: Number(reply[4]),
+                before: balanceAt(reply, 5)
               }
             })
           }
@@ -322,11 +342,10 @@ export const make = (options: Options = {}) =>
       pushAdjustments(keys, args, input.adjustments)
       const decode = (reply: Reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
         if (reply[0] === "err") return Effect.fail(CreditLedgerRedis.ledgerError(reply[1] as CreditLedger.LedgerError["reason"]))
-        const detail = reply[1] as ReadonlyArray<string>
         return Effect.succeed({
-          fromAllowance: Money.unsafeNano(Number(detail[0])),
-          fromUsd: Money.unsafeNano(Number(detail[1])),
-          balance: CreditLedgerRedis.toBalance(reply[2] as ReadonlyArray<number>)
+          fromAllowance: Money.unsafeNano(Number(reply[1])),
+          fromUsd: Money.unsafeNano(Number(reply[2])),
+          balance: balanceAt(reply, 3)
         })
       }
       if (grouped === undefined) return call(keys, args, decode)

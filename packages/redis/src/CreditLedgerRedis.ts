@@ -192,12 +192,13 @@ end
 
 -- usd, held, available, staked tokens, allowance left, as integer strings: the Node client reads
 -- an integer reply near 2^53 (a balance at Money.MAX) one off, and a string is read exactly.
-local function balance()
+local function balanceValues()
   local usd, held, stake = field('usd'), field('held'), field('stake')
   local allowance = stake * NANO - field(AU) - field(AH)
   if allowance < 0 then allowance = 0 end
-  return { int(usd), int(held), int(usd - held), int(stake), int(allowance) }
+  return int(usd), int(held), int(usd - held), int(stake), int(allowance)
 end
+local function balance() return { balanceValues() } end
 
 -- X says when each hold needs attention: an open hold is released at its expiry, a closed one is
 -- forgotten once its retention has passed. sweepAt in A is at or before the earliest of them, so
@@ -210,7 +211,8 @@ local function schedule(ref, at, atText)
 end
 
 local function saveAccount()
-  local args, n = {}, 0
+  -- Sized once for the usual changes, instead of grown a slot at a time.
+  local args, n = { false, false, false, false, false, false, false, false, false, false, false, false }, 0
   for name, text in pairs(changed) do
     if text == true then text = s(values[name]) end
     args[n + 1] = name
@@ -224,7 +226,7 @@ local function saveAccount()
     n = n + 2
   end
   for name in pairs(changed) do changed[name] = nil end
-  if n > 0 then redis.call('HSET', A, unpack(args)) end
+  if n > 0 then redis.call('HSET', A, unpack(args, 1, n)) end
 end
 
 -- A hold's record is JSON, as every release reads it, written by this one in a fixed order so
@@ -285,12 +287,13 @@ local function closeHold(ref, rec, state, fa, fu, fuText)
   addField('open', -1)
   local kind = 'release'
   if state == 'captured' then kind = 'capture' end
-  local entries = {}
-  if ha > 0 or fa > 0 then entries[#entries + 1] = append(kind, ref, 'DIEM', -fa, -ha) end
-  if hu > 0 or fu > 0 or #entries == 0 then
-    entries[#entries + 1] = append(kind, ref, 'USD', -fu, -hu, fu == 0 and '0' or '-' .. fuText, hu == 0 and '0' or '-' .. rec.fu)
+  -- Its journal entries: DIEM's when the allowance was held or taken, USD's otherwise or as well.
+  local diem, usd
+  if ha > 0 or fa > 0 then diem = append(kind, ref, 'DIEM', -fa, -ha) end
+  if hu > 0 or fu > 0 or not diem then
+    usd = append(kind, ref, 'USD', -fu, -hu, fu == 0 and '0' or '-' .. fuText, hu == 0 and '0' or '-' .. rec.fu)
   end
-  return entries
+  return diem, usd
 end
 
 -- Releases the expired open holds and deletes the forgotten closed ones, at most 100 a run; with
@@ -332,9 +335,9 @@ local function isFunded(ref)
   return string.sub(ref, 1, ${CreditLedger.FUNDED_HOLD_PREFIX.length}) == '${CreditLedger.FUNDED_HOLD_PREFIX}'
 end
 
--- Whether a hold of amount can be placed under ref: nil and the plan (from allowance, from USD,
--- the balance before) when it can; otherwise the answer, a refusal or the hold already placed
--- under ref. Nothing is written, so a refusal met after it (a rate limit) leaves no trace.
+-- Whether a hold of amount can be placed under ref: nil and the plan (from allowance, from USD)
+-- when it can; otherwise the answer, a refusal or the hold already placed under ref. Nothing is
+-- written, so a refusal met after it (a rate limit) leaves no trace.
 local function holdCheck(ref, amount)
   local rec = holdRecord(ref, true)
   if rec then
@@ -343,26 +346,26 @@ local function holdCheck(ref, amount)
   end
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
   -- A hold funded outside the balance takes nothing from it.
-  if isFunded(ref) then return nil, { fa = 0, fu = 0, before = balance() } end
+  if isFunded(ref) then return nil, 0, 0 end
   local allowance = field('stake') * NANO - field(AU) - field(AH)
   local total = amount + 0
   local fa = allowance > 0 and math.min(total, allowance) or 0
   local fu = total - fa
   if fu > field('usd') - field('held') then return { 'err', 'InsufficientFunds' } end
-  return nil, { fa = fa, fu = fu, before = balance() }
+  return nil, fa, fu
 end
 
--- plan.nc: the admission found no spend cap to count the hold against; the record says so (nc), and
--- its settlement then reads no cap (a record without nc, also one of an earlier release, has the
--- cap closed as before).
+-- Places the hold holdCheck planned (fa from allowance, fu from USD); returns the record's texts
+-- of fa, fu and the expiry. nc: the admission found no spend cap to count the hold against; the
+-- record says so, and its settlement then reads no cap (a record without nc, also one of an
+-- earlier release, has the cap closed as before).
 -- A price version's JSON text, made once per version (the library keeps the last).
 local versionSeen, versionJson
-local function holdPlace(ref, amount, version, ttl, plan)
-  local fa, fu = plan.fa, plan.fu
+local function holdPlace(ref, amount, version, ttl, fa, fu, nc)
   local faText, fuText, x = s(fa), (fa == 0 and fu ~= 0) and amount or s(fu), timeText(now + ttl)
   if version ~= versionSeen then versionSeen, versionJson = version, cjson.encode(version) end
   redis.call('HSET', H, ref, '{"s":"open","a":"' .. amount .. '","fa":"' .. faText .. '","fu":"' .. fuText .. '","d":"' .. today
-    .. '","x":"' .. x .. '","v":' .. versionJson .. (plan.nc and ',"nc":"1"}' or '}'))
+    .. '","x":"' .. x .. '","v":' .. versionJson .. (nc and ',"nc":"1"}' or '}'))
   schedule(ref, now + ttl, x)
   addField('held', fu)
   addField('open', 1)
@@ -371,21 +374,29 @@ local function holdPlace(ref, amount, version, ttl, plan)
     append('hold', ref, 'DIEM', 0, fa)
   end
   if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu, '0', fuText) end
-  return { 'ok', { amount, faText, fuText, version, x }, plan.before }
+  return faText, fuText, x
 end
 
 local function ledgerHold(ref, amount, version, ttl)
-  local answer, plan = holdCheck(ref, amount)
+  local answer, fa, fu = holdCheck(ref, amount)
   if answer then return answer end
-  return holdPlace(ref, amount, version, ttl, plan)
+  local before = balance()
+  local faText, fuText, x = holdPlace(ref, amount, version, ttl, fa, fu, false)
+  return { 'ok', { amount, faText, fuText, version, x }, before }
 end
 
--- The answer, and the hold's record when there is one. amountText: amount as the caller's text, if
--- it has it.
+-- A capture's usage entry, beside its journal entry e.
+local function usageEntry(e, charge, details)
+  redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', charge, 't', e[2], 'v', details)
+end
+
+-- Captures the hold: nil and its record (captured, with cfa and cfu), or the refusal. A capture
+-- repeated answers the record as the first left it. amountText: amount as the caller's text, if it
+-- has it.
 local function ledgerCapture(ref, amount, details, amountText)
   local rec = holdRecord(ref)
   if not rec then return { 'err', 'UnknownHold' } end
-  if rec.s == 'captured' then return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec end
+  if rec.s == 'captured' then return nil, rec end
   if rec.s ~= 'open' then return { 'err', 'HoldClosed' } end
   if amount > rec.a + 0 then return { 'err', 'ExceedsHold' } end
   local funded = isFunded(ref)
@@ -394,21 +405,20 @@ local function ledgerCapture(ref, amount, details, amountText)
     fa = math.min(amount, rec.fa + 0)
     fu = amount - fa
   end
-  local entries = closeHold(ref, rec, 'captured', fa, fu, fu == amount and amountText or nil)
-  -- An entry's delta is 0 or a charge ("-<amount>"): the usage entries are of the charges, or of
-  -- the last entry when nothing was charged.
-  local charged = {}
-  for _, e in ipairs(entries) do
-    if e[6] ~= '0' then charged[#charged + 1] = e end
+  local diem, usd = closeHold(ref, rec, 'captured', fa, fu, fu == amount and amountText or nil)
+  -- A journal entry's delta is 0 or a charge ("-<amount>"): there is a usage entry per charge, or
+  -- for the last entry when nothing was charged; a funded hold's usage is the amount.
+  local charged = false
+  if diem and diem[6] ~= '0' then
+    usageEntry(diem, funded and s(amount) or string.sub(diem[6], 2), details)
+    charged = true
   end
-  if #charged == 0 then charged[1] = entries[#entries] end
-  for _, e in ipairs(charged) do
-    local charge = e[6]
-    if charge ~= '0' then charge = string.sub(charge, 2) end
-    if funded then charge = s(amount) end
-    redis.call('XADD', U, 'MINID', '~', cutoff(), e[1], 'c', e[5], 'a', charge, 't', e[2], 'v', details)
+  if usd and usd[6] ~= '0' then
+    usageEntry(usd, funded and s(amount) or string.sub(usd[6], 2), details)
+    charged = true
   end
-  return { 'ok', { rec.cfa, rec.cfu }, balance() }, rec
+  if not charged then usageEntry(usd or diem, funded and s(amount) or '0', details) end
+  return nil, rec
 end
 
 local function ledgerRelease(ref)
@@ -448,7 +458,10 @@ local function run()
     return { 'ok', e, balance() }
   end
   if op == 'hold' then return ledgerHold(ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
-  if op == 'capture' then return ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5]) end
+  if op == 'capture' then
+    local refused, rec = ledgerCapture(ARGV[3], tonumber(ARGV[4]), ARGV[5])
+    return refused or { 'ok', { rec.cfa, rec.cfu }, balance() }
+  end
   if op == 'release' then return ledgerRelease(ARGV[3]) end
   return { 'ok', {}, balance() }
 end

@@ -66,7 +66,9 @@ while a <= n do
   o = o + 1
   local head = o
   out[head] = 1
-  local stale
+  -- stale: per rolling group, its buckets that left the window (only once one has); rolling:
+  -- whether the take has a rolling group, whose addition waits for the second pass.
+  local stale, rolling
   a = a0
   for g = 1, groups do
     k = k + 1
@@ -88,7 +90,7 @@ while a <= n do
           if amount == "0" then
             used = tonumber(redis.call("HGET", key, sub(fields, f, f))) or 0
           else
-            used = redis.call("HINCRBY", key, sub(fields, f, f), amount)
+            used = redis.call("HINCRBY", key, m == 1 and fields or sub(fields, f, f), amount)
             if used == amount + 0 then fresh = true end
             if used > A[p + f] + 0 then out[head] = 0 end
           end
@@ -99,7 +101,7 @@ while a <= n do
       end
       a = p + 1 + 2 * m
     else
-      stale = stale or {}
+      rolling = true
       local now = A[a + 1] + 0
       local window = A[a + 2] + 0
       local limit = A[a + 3] + 0
@@ -108,7 +110,7 @@ while a <= n do
       local span = math.floor(window / bucket)
       local oldest = math.floor(now / bucket) - span + 1
       local flat = redis.call("HGETALL", key)
-      local old = {}
+      local old
       local used = 0
       local first
       for f = 1, #flat, 2 do
@@ -117,10 +119,14 @@ while a <= n do
           used = used + flat[f + 1]
           if not first or b < first then first = b end
         else
+          old = old or {}
           old[#old + 1] = flat[f]
         end
       end
-      stale[g] = old
+      if old then
+        stale = stale or {}
+        stale[g] = old
+      end
       local reset, retry = 0, 0
       if first then reset = (first + span) * bucket - now end
       local need = used + amount - limit
@@ -151,7 +157,7 @@ while a <= n do
       a = a + 6
     end
   end
-  if not dry and (out[head] == 0 or stale) then
+  if not dry and (out[head] == 0 or rolling) then
     local admitted = out[head] == 1
     local b = a0
     local j = k0
@@ -184,7 +190,7 @@ while a <= n do
           local id = math.floor(A[b + 1] / A[b + 5])
           if id ~= bucketId then bucketId, bucketText = id, string.format("%d", id) end
           local sum = redis.call("HINCRBY", key, bucketText, amount)
-          if #stale[g] > 0 then redis.call("HDEL", key, unpack(stale[g])) end
+          if stale and stale[g] then redis.call("HDEL", key, unpack(stale[g])) end
           -- A window after its newest bucket's first use, every bucket in the key has left the window.
           if sum == amount + 0 then redis.call("PEXPIRE", key, A[b + 2]) end
         end
