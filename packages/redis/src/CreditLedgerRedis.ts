@@ -141,6 +141,8 @@ local function loadAccount()
   -- The journal position as stored, and the one sweepAt was written at (see sweep).
   storedLastMs, storedSeq, storedSweptId = v[5], v[6], v[10]
 end
+-- Any field by name; the ones loadAccount reads are used as values.<name> (and changed.<name>) on
+-- the paid path, where a function call per read would cost more than the read.
 local function field(name)
   local v = values[name]
   if v == nil then
@@ -159,11 +161,10 @@ end
 local function addField(name, delta) setField(name, field(name) + delta) end
 
 local function nextId()
-  local lastMs, seq = field('lastMs'), field('seq')
+  local lastMs, seq = values.lastMs, values.seq
   if now > lastMs then lastMs = now; seq = 1 else seq = seq + 1 end
   local ms, sq = s(lastMs), s(seq)
-  setField('lastMs', lastMs, ms)
-  setField('seq', seq, sq)
+  values.lastMs, values.seq, changed.lastMs, changed.seq = lastMs, seq, ms, sq
   lastId = ms .. '-' .. sq
   return lastId, ms
 end
@@ -193,8 +194,8 @@ end
 -- usd, held, available, staked tokens, allowance left, as integer strings: the Node client reads
 -- an integer reply near 2^53 (a balance at Money.MAX) one off, and a string is read exactly.
 local function balanceValues()
-  local usd, held, stake = field('usd'), field('held'), field('stake')
-  local allowance = stake * NANO - field(AU) - field(AH)
+  local usd, held, stake = values.usd, values.held, values.stake
+  local allowance = stake * NANO - values[AU] - values[AH]
   if allowance < 0 then allowance = 0 end
   return int(usd), int(held), int(usd - held), int(stake), int(allowance)
 end
@@ -207,7 +208,7 @@ local function balance() return { balanceValues() } end
 -- journal whenever it does.
 local function schedule(ref, at, atText)
   redis.call('ZADD', X, atText, ref)
-  if at < field('sweepAt') then setField('sweepAt', at) end
+  if at < values.sweepAt then values.sweepAt, changed.sweepAt = at, true end
 end
 
 local function saveAccount()
@@ -282,9 +283,8 @@ local function closeHold(ref, rec, state, fa, fu, fuText)
     addField('ah:' .. rec.d, -ha)
     addField('au:' .. rec.d, fa)
   end
-  addField('held', -hu)
-  addField('usd', -fu)
-  addField('open', -1)
+  values.held, values.usd, values.open = values.held - hu, values.usd - fu, values.open - 1
+  changed.held, changed.usd, changed.open = true, true, true
   local kind = 'release'
   if state == 'captured' then kind = 'capture' end
   -- Its journal entries: DIEM's when the allowance was held or taken, USD's otherwise or as well.
@@ -300,7 +300,7 @@ end
 -- force, even when sweepAt says nothing is due (the background sweep, which found something due).
 local function sweep(force)
   loadAccount()
-  local at = field('sweepAt')
+  local at = values.sweepAt
   local journalAt = storedLastMs and storedLastMs .. '-' .. storedSeq
   if not force and now < at and storedSweptId == journalAt then return end
   local due = redis.call('ZRANGEBYSCORE', X, '-inf', s(now), 'LIMIT', '0', '100')
@@ -347,11 +347,11 @@ local function holdCheck(ref, amount)
   if redis.call('HEXISTS', R, ref) == 1 then return { 'err', 'ReferenceConflict' } end
   -- A hold funded outside the balance takes nothing from it.
   if isFunded(ref) then return nil, 0, 0 end
-  local allowance = field('stake') * NANO - field(AU) - field(AH)
+  local allowance = values.stake * NANO - values[AU] - values[AH]
   local total = amount + 0
   local fa = allowance > 0 and math.min(total, allowance) or 0
   local fu = total - fa
-  if fu > field('usd') - field('held') then return { 'err', 'InsufficientFunds' } end
+  if fu > values.usd - values.held then return { 'err', 'InsufficientFunds' } end
   return nil, fa, fu
 end
 
@@ -367,8 +367,7 @@ local function holdPlace(ref, amount, version, ttl, fa, fu, nc)
   redis.call('HSET', H, ref, '{"s":"open","a":"' .. amount .. '","fa":"' .. faText .. '","fu":"' .. fuText .. '","d":"' .. today
     .. '","x":"' .. x .. '","v":' .. versionJson .. (nc and ',"nc":"1"}' or '}'))
   schedule(ref, now + ttl, x)
-  addField('held', fu)
-  addField('open', 1)
+  values.held, values.open, changed.held, changed.open = values.held + fu, values.open + 1, true, true
   if fa > 0 then
     addField(AH, fa)
     append('hold', ref, 'DIEM', 0, fa)
