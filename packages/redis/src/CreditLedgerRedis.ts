@@ -115,7 +115,7 @@ local function ledgerBegin(key, atText)
     A, H, X, R, J, U = key, base .. 'h', base .. 'x', base .. 'r', base .. 'j', base .. 'u'
   end
   now, nowText = atText + 0, atText
-  local d = math.floor(now / DAY)
+  local d = (now - now % DAY) / DAY
   if d ~= day then
     day, today = d, string.format('%d', d)
     AU, AH = 'au:' .. today, 'ah:' .. today
@@ -197,6 +197,11 @@ local function balanceValues()
   local usd, held, stake = values.usd, values.held, values.stake
   local allowance = stake * NANO - values[AU] - values[AH]
   if allowance < 0 then allowance = 0 end
+  -- Within 2^51 either way (2.2 million USD) every one of them, the difference too, is a plain
+  -- integer: int() is then not called for each.
+  if usd < 2251799813685248 and usd > -2251799813685248 and held < 2251799813685248 and held > -2251799813685248 and allowance < 2251799813685248 then
+    return usd, held, usd - held, stake, allowance
+  end
   return int(usd), int(held), int(usd - held), int(stake), int(allowance)
 end
 local function balance() return { balanceValues() } end
@@ -214,19 +219,21 @@ end
 local function saveAccount()
   -- Sized once for the usual changes, instead of grown a slot at a time.
   local args, n = { false, false, false, false, false, false, false, false, false, false, false, false }, 0
+  local sweepMoved = changed.sweepAt
+  -- Emptied as it is read (a field may be cleared while a traversal is on it).
   for name, text in pairs(changed) do
     if text == true then text = s(values[name]) end
     args[n + 1] = name
     args[n + 2] = text
     n = n + 2
+    changed[name] = nil
   end
   local id = lastId or (storedLastMs and storedLastMs .. '-' .. storedSeq)
-  if (lastId or changed.sweepAt) and id then
+  if (lastId or sweepMoved) and id then
     args[n + 1] = 'sweptId'
     args[n + 2] = id
     n = n + 2
   end
-  for name in pairs(changed) do changed[name] = nil end
   if n > 0 then redis.call('HSET', A, unpack(args, 1, n)) end
 end
 
@@ -270,7 +277,8 @@ local function closeHold(ref, rec, state, fa, fu, fuText)
   rec.f = timeText(now + FORGET_MS)
   -- Deleted in batches: the holds closed within one FORGET_STEP are due together, and one sweep
   -- deletes them all (the step's text is made once a step).
-  local forgetAt = math.ceil((now + FORGET_MS) / FORGET_STEP) * FORGET_STEP
+  local forgetAt = now + FORGET_MS
+  if forgetAt % FORGET_STEP > 0 then forgetAt = forgetAt - forgetAt % FORGET_STEP + FORGET_STEP end
   if forgetAt ~= forgetAtLast then forgetAtLast, forgetAtText = forgetAt, s(forgetAt) end
   schedule(ref, forgetAt, forgetAtText)
   if rec.raw then
@@ -401,7 +409,8 @@ local function ledgerCapture(ref, amount, details, amountText)
   local funded = isFunded(ref)
   local fa, fu = 0, 0
   if not funded then
-    fa = math.min(amount, rec.fa + 0)
+    fa = rec.fa + 0
+    if amount < fa then fa = amount end
     fu = amount - fa
   end
   local diem, usd = closeHold(ref, rec, 'captured', fa, fu, fu == amount and amountText or nil)

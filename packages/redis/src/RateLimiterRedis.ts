@@ -107,8 +107,8 @@ while a <= n do
       local limit = A[a + 3] + 0
       local amount = A[a + 4] + 0
       local bucket = A[a + 5] + 0
-      local span = math.floor(window / bucket)
-      local oldest = math.floor(now / bucket) - span + 1
+      local span = (window - window % bucket) / bucket
+      local oldest = (now - now % bucket) / bucket - span + 1
       local flat = redis.call("HGETALL", key)
       local old
       local used = 0
@@ -187,7 +187,8 @@ while a <= n do
       else
         local amount = A[b + 4]
         if admitted and amount ~= "0" then
-          local id = math.floor(A[b + 1] / A[b + 5])
+          local at, size = A[b + 1] + 0, A[b + 5] + 0
+          local id = (at - at % size) / size
           if id ~= bucketId then bucketId, bucketText = id, string.format("%d", id) end
           local sum = redis.call("HINCRBY", key, bucketText, amount)
           if stale and stale[g] then redis.call("HDEL", key, unpack(stale[g])) end
