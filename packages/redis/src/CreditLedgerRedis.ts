@@ -183,11 +183,17 @@ local function cutoff()
   return cutoffId
 end
 
--- d and h: delta and held as text, when the caller has them.
-local function append(kind, ref, currency, delta, held, d, h)
+-- A journal entry of delta and held, given as text (d, h); its id and time.
+local function journal(kind, ref, currency, d, h)
   local id, ts = nextId()
-  d, h = d or s(delta), h or s(held)
   redis.call('XADD', J, 'MINID', '~', cutoff(), id, 'k', kind, 'r', ref, 'c', currency, 'd', d, 'h', h)
+  return id, ts
+end
+
+-- The same, as the entry a reply carries. d and h: delta and held as text, when the caller has them.
+local function append(kind, ref, currency, delta, held, d, h)
+  d, h = d or s(delta), h or s(held)
+  local id, ts = journal(kind, ref, currency, d, h)
   return { id, ts, kind, ref, currency, d, h }
 end
 
@@ -250,7 +256,8 @@ local function readRecord(raw, full)
     local a, fa, fu, d = string.match(raw, OPEN_LAYOUT)
     if a then
       -- A price version is a JSON string, whose quotes are escaped: only nc can put these bytes here.
-      return { s = 'open', a = a, fa = fa, fu = fu, d = d, nc = string.find(raw, ',"nc":"1"', 1, true) and '1' or nil, raw = raw }
+      -- (Made with the slots closeHold fills, so that filling them does not grow the table.)
+      return { s = 'open', a = a, fa = fa, fu = fu, d = d, nc = string.find(raw, ',"nc":"1"', 1, true) and '1' or nil, raw = raw, cfa = false, cfu = false, f = false }
     end
   end
   return cjson.decode(raw)
@@ -378,9 +385,9 @@ local function holdPlace(ref, amount, version, ttl, fa, fu, nc)
   values.held, values.open, changed.held, changed.open = values.held + fu, values.open + 1, true, true
   if fa > 0 then
     addField(AH, fa)
-    append('hold', ref, 'DIEM', 0, fa)
+    journal('hold', ref, 'DIEM', '0', faText)
   end
-  if fu > 0 or fa == 0 then append('hold', ref, 'USD', 0, fu, '0', fuText) end
+  if fu > 0 or fa == 0 then journal('hold', ref, 'USD', '0', fuText) end
   return faText, fuText, x
 end
 
