@@ -421,15 +421,15 @@ local function ledgerCapture(ref, amount, details, amountText)
     fu = amount - fa
   end
   local diem, usd = closeHold(ref, rec, 'captured', fa, fu, fu == amount and amountText or nil)
-  -- A journal entry's delta is 0 or a charge ("-<amount>"): there is a usage entry per charge, or
-  -- for the last entry when nothing was charged; a funded hold's usage is the amount.
+  -- A usage entry per charge (the DIEM and USD parts taken), or for the last entry when nothing
+  -- was charged; a funded hold's usage is the amount.
   local charged = false
-  if diem and diem[6] ~= '0' then
-    usageEntry(diem, funded and s(amount) or string.sub(diem[6], 2), details)
+  if diem and fa > 0 then
+    usageEntry(diem, funded and s(amount) or rec.cfa, details)
     charged = true
   end
-  if usd and usd[6] ~= '0' then
-    usageEntry(usd, funded and s(amount) or string.sub(usd[6], 2), details)
+  if usd and fu > 0 then
+    usageEntry(usd, funded and s(amount) or rec.cfu, details)
     charged = true
   end
   if not charged then usageEntry(usd or diem, funded and s(amount) or '0', details) end

@@ -54,7 +54,9 @@ export const takeLibrary = `
 -- locals between calls), as it changes once a bucket.
 local bucketId, bucketText
 local function takeAll(K, A, k, a, n)
-local out = {}
+-- Sized for a take of a few limits (the slots past its answer are cleared at the end), instead of
+-- grown a slot at a time.
+local out = { false, false, false, false, false, false, false, false }
 local o = 0
 local sub = string.sub
 while a <= n do
@@ -201,6 +203,7 @@ while a <= n do
     end
   end
 end
+for i = o + 1, 8 do out[i] = nil end
 return out
 end
 `
