@@ -197,8 +197,9 @@ local function append(kind, ref, currency, delta, held, d, h)
   return { id, ts, kind, ref, currency, d, h }
 end
 
--- usd, held, available, staked tokens, allowance left, as integer strings: the Node client reads
--- an integer reply near 2^53 (a balance at Money.MAX) one off, and a string is read exactly.
+-- usd, held, available, staked tokens, allowance left, as numbers a reply carries as integers, or
+-- as int() makes them (the Node client reads an integer reply near 2^53, a balance at Money.MAX,
+-- one off, and a string exactly).
 local function balanceValues()
   local usd, held, stake = values.usd, values.held, values.stake
   local allowance = stake * NANO - values[AU] - values[AH]
