@@ -47,14 +47,20 @@ import * as Scripts from "./Scripts.ts"
 // a rolling window, its newest bucket) is new. A take sees the takes before it in the same call, as
 // if they had been separate calls.
 // Amounts go to Redis as the strings they arrived as: a Lua number passed to `redis.call` is
-// formatted with `sprintf`, which costs as much as the command.
+// formatted with `sprintf`, which costs as much as the command. Arguments and counts are read as
+// numbers by arithmetic (`x + 0`), which parses a string once where `tonumber` parses it twice.
 export const takeLibrary = `
+-- A rolling window's current bucket id, as text: the last one is kept (a Function library keeps its
+-- locals between calls), as it changes once a bucket.
+local bucketId, bucketText
 local function takeAll(K, A, k, a, n)
-local out = {}
+-- Sized for a take of a few limits (the slots past its answer are cleared at the end), instead of
+-- grown a slot at a time.
+local out = { false, false, false, false, false, false, false, false }
 local o = 0
 local sub = string.sub
 while a <= n do
-  local groups = tonumber(A[a])
+  local groups = A[a] + 0
   local dry = groups < 0
   if dry then groups = -groups end
   local a0 = a + 1
@@ -62,7 +68,9 @@ while a <= n do
   o = o + 1
   local head = o
   out[head] = 1
-  local stale
+  -- stale: per rolling group, its buckets that left the window (only once one has); rolling:
+  -- whether the take has a rolling group, whose addition waits for the second pass.
+  local stale, rolling
   a = a0
   for g = 1, groups do
     k = k + 1
@@ -84,9 +92,9 @@ while a <= n do
           if amount == "0" then
             used = tonumber(redis.call("HGET", key, sub(fields, f, f))) or 0
           else
-            used = redis.call("HINCRBY", key, sub(fields, f, f), amount)
-            if used == tonumber(amount) then fresh = true end
-            if used > tonumber(A[p + f]) then out[head] = 0 end
+            used = redis.call("HINCRBY", key, m == 1 and fields or sub(fields, f, f), amount)
+            if used == amount + 0 then fresh = true end
+            if used > A[p + f] + 0 then out[head] = 0 end
           end
           o = o + 1
           out[o] = used
@@ -95,28 +103,32 @@ while a <= n do
       end
       a = p + 1 + 2 * m
     else
-      stale = stale or {}
-      local now = tonumber(A[a + 1])
-      local window = tonumber(A[a + 2])
-      local limit = tonumber(A[a + 3])
-      local amount = tonumber(A[a + 4])
-      local bucket = tonumber(A[a + 5])
-      local span = math.floor(window / bucket)
-      local oldest = math.floor(now / bucket) - span + 1
+      rolling = true
+      local now = A[a + 1] + 0
+      local window = A[a + 2] + 0
+      local limit = A[a + 3] + 0
+      local amount = A[a + 4] + 0
+      local bucket = A[a + 5] + 0
+      local span = (window - window % bucket) / bucket
+      local oldest = (now - now % bucket) / bucket - span + 1
       local flat = redis.call("HGETALL", key)
-      local old = {}
+      local old
       local used = 0
       local first
       for f = 1, #flat, 2 do
-        local b = tonumber(flat[f])
+        local b = flat[f] + 0
         if b >= oldest then
-          used = used + tonumber(flat[f + 1])
+          used = used + flat[f + 1]
           if not first or b < first then first = b end
         else
+          old = old or {}
           old[#old + 1] = flat[f]
         end
       end
-      stale[g] = old
+      if old then
+        stale = stale or {}
+        stale[g] = old
+      end
       local reset, retry = 0, 0
       if first then reset = (first + span) * bucket - now end
       local need = used + amount - limit
@@ -147,7 +159,7 @@ while a <= n do
       a = a + 6
     end
   end
-  if not dry and (out[head] == 0 or stale) then
+  if not dry and (out[head] == 0 or rolling) then
     local admitted = out[head] == 1
     local b = a0
     local j = k0
@@ -162,7 +174,7 @@ while a <= n do
           for f = 1, m do
             local amount = A[b + 1 + m + f]
             if amount ~= "0" then
-              if out[q] == tonumber(amount) then
+              if out[q] == amount + 0 then
                 redis.call("HDEL", key, sub(fields, f, f))
               else
                 redis.call("HINCRBY", key, sub(fields, f, f), "-" .. amount)
@@ -177,11 +189,13 @@ while a <= n do
       else
         local amount = A[b + 4]
         if admitted and amount ~= "0" then
-          local bucket = tonumber(A[b + 5])
-          local sum = redis.call("HINCRBY", key, string.format("%d", math.floor(tonumber(A[b + 1]) / bucket)), amount)
-          if #stale[g] > 0 then redis.call("HDEL", key, unpack(stale[g])) end
+          local at, size = A[b + 1] + 0, A[b + 5] + 0
+          local id = (at - at % size) / size
+          if id ~= bucketId then bucketId, bucketText = id, string.format("%d", id) end
+          local sum = redis.call("HINCRBY", key, bucketText, amount)
+          if stale and stale[g] then redis.call("HDEL", key, unpack(stale[g])) end
           -- A window after its newest bucket's first use, every bucket in the key has left the window.
-          if sum == tonumber(amount) then redis.call("PEXPIRE", key, A[b + 2]) end
+          if sum == amount + 0 then redis.call("PEXPIRE", key, A[b + 2]) end
         end
         q = q + 3
         b = b + 6
@@ -189,6 +203,7 @@ while a <= n do
     end
   end
 end
+for i = o + 1, 8 do out[i] = nil end
 return out
 end
 `

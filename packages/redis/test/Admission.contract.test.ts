@@ -259,6 +259,31 @@ Contract.contract(
         assert.strictEqual((yield* records.claim(accountId, "idem-1", "body"))._tag, "Claimed")
       }))
 
+    it.effect("an admission repeated under its reference answers the hold already placed, with its own price version, and places no second hold", () =>
+      Effect.gen(function*() {
+        const accountId = yield* account(10_000)
+        const first = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
+        if (first.reply._tag !== "Admitted") return assert.fail(first.reply._tag)
+        const store = yield* Admission.AdmissionStore
+        const limiter = yield* RateLimiter.RateLimiter
+        const now = yield* Clock.currentTimeMillis
+        const again = yield* store.admit({
+          now,
+          accountId,
+          keyId: "key_1",
+          counters: limiter.plan([limit(accountId, 10)], now).counters,
+          hold: { reference: "r1", amount: nano(625), priceVersion: "v2" }
+        })
+        if (again._tag !== "Admitted") return assert.fail(again._tag)
+        assert.deepStrictEqual(
+          [again.hold.amount, again.hold.fromUsd, again.hold.fromAllowance, again.hold.priceVersion, again.hold.expiresAt],
+          [625, 625, 0, "v1", first.reply.hold.expiresAt]
+        )
+        assert.deepStrictEqual([again.hold.before.usd, again.hold.before.heldUsd, again.hold.before.availableUsd], [10_000, 625, 9_375])
+        const ledger = yield* CreditLedger.CreditLedger
+        assert.strictEqual((yield* ledger.balance(accountId)).heldUsd, 625)
+      }))
+
     it.effect("a hold not settled before its expiry is released by the account's next admission, and settling it then finds it closed", () =>
       Effect.gen(function*() {
         const accountId = yield* account(10_000)
