@@ -29,28 +29,31 @@ import * as RateLimiterRedis from "./RateLimiterRedis.ts"
 import * as Scripts from "./Scripts.ts"
 import * as SettlementGroups from "./SettlementGroups.ts"
 
-// KEYS 1: the account's balances (`CreditLedgerRedis.accountKey`; the ledger names its other keys
-// from it); 2 on: per operation (below); then the counters. ARGV 1: the operation, 2: now.
+/** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */
+const ACCOUNT_KEYS = 6
+
+// KEYS 1-6: the account's ledger keys (`CreditLedgerRedis.accountKeys`); 7 on: per operation
+// (below); then the counters. ARGV 1: the operation, 2: now.
 //
-// admit:    KEYS 2 the account's record, 3 the key's refusal marker (both strings, read in one
-//           MGET), 4 the abuse guard's block of the key, 5 the spend cap of the key paying
+// admit:    KEYS 7 the account's record, 8 the key's refusal marker (both strings, read in one
+//           MGET), 9 the abuse guard's block of the key, 10 the spend cap of the key paying
 //           (`KeyCapsRedis.capKey`). ARGV 3 whether the key's standing is checked ("1"), and its
 //           block too ("2"), 4-7 the hold (reference, amount, price version, ttl), 8 and 9 today's
 //           and this month's period ids (`KeyCaps.periodId`; 8 is "" without a key paying), 10 on
-//           one take of `takeAll` (its keys from 6 on). The cap and the hold are checked before
+//           one take of `takeAll` (its keys from 11 on). The cap and the hold are checked before
 //           the take and counted after it, so a refused payment wins over a rate limit and a
 //           refusal writes nothing. Admitted, the reply is flat: 'ok', the take's reply, the hold's
 //           from allowance, from USD and expiry, the balance before it (USD, held, staked tokens,
 //           allowance left), and the price version of a hold already placed under the reference.
-// settle:   KEYS 2 the idempotency record, 3 the spend cap (unread when the admission found none),
-//           4 on the adjustments' keys. ARGV 3-5 the capture (reference, amount, usage details),
+// settle:   KEYS 7 the idempotency record, 8 the spend cap (unread when the admission found none),
+//           9 on the adjustments' keys. ARGV 3-5 the capture (reference, amount, usage details),
 //           6-8 the record's response (status, headers, body; status "" for none), 9 on the
 //           adjustments of `adjustAll`. Captured, the reply is flat: 'ok', from allowance, from USD,
 //           the balance after (USD, held, staked tokens, allowance left).
-// giveback: KEYS 2 the idempotency record, 3 the spend cap. ARGV 3 the hold's reference, 4 whether
+// giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
 //           the record is abandoned ("1"), 5 on the adjustments.
 // settlemany: several settlements of the account (`SettlementGroups`), each as `settle` lays it
-//           out: KEYS 2 on, per settlement, its record, its cap and its adjustments' keys; ARGV 3
+//           out: KEYS 7 on, per settlement, its record, its cap and its adjustments' keys; ARGV 3
 //           on, per settlement, its count of adjustments, then its ARGV 3 on of `settle`. The
 //           reply is one `settle` reply per settlement, in order. Each is read where it lies.
 const script = (retentionMs: number) =>
@@ -65,12 +68,12 @@ ${KeyCapsRedis.capLibrary}
 
 local function admit(K, V)
   if V[3] ~= '0' then
-    local standing = redis.call('MGET', K[2], K[3])
+    local standing = redis.call('MGET', K[7], K[8])
     -- The marker holds the time the key is refused from (AuthStoreRedis.revokedKey).
     local refused = standing[2] and tonumber(standing[2]) <= now
     if not standing[1] or refused then return { 'key', standing[1] and 1 or 0, refused and 1 or 0 } end
     if V[3] == '2' then
-      local blocked = redis.call('PTTL', K[4])
+      local blocked = redis.call('PTTL', K[9])
       if blocked > 0 then return { 'blocked', blocked } end
     end
   end
@@ -78,12 +81,12 @@ local function admit(K, V)
   local cap
   if V[8] ~= '' then
     local reached
-    reached, cap = capCheck(K[5], amount, V[8], V[9])
+    reached, cap = capCheck(K[10], amount, V[8], V[9])
     if reached then return reached end
   end
   local answer, fa, fu = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
-  local taken = takeAll(K, V, 5, 10, #V)
+  local taken = takeAll(K, V, 10, 10, #V)
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then
     -- The hold already placed under ref (its amount is this one), with its price version.
@@ -92,7 +95,7 @@ local function admit(K, V)
   end
   local usd, held, _, stake, allowance = balanceValues()
   local faText, fuText, x = holdPlace(ref, amount, version, ttl, fa, fu, not cap)
-  if cap then capReserve(K[5], cap, ref, amount, now + ttl) end
+  if cap then capReserve(K[10], cap, ref, amount, now + ttl) end
   return { 'ok', taken, faText, fuText, x, usd, held, stake, allowance }
 end
 
@@ -110,7 +113,7 @@ local function settle(K, V, k, a, n)
 end
 
 local function settleMany(K, V)
-  local replies, k, a = {}, 2, 3
+  local replies, k, a = {}, 7, 3
   while a <= #V do
     local n = V[a] + 0
     replies[#replies + 1] = settle(K, V, k, a + 1, n)
@@ -124,20 +127,20 @@ local function giveBack(K, V)
   ledgerRelease(V[3])
   -- A deferred job may have captured the hold itself: that capture is what counts.
   local rec = holdRecord(V[3])
-  if not (rec and rec.nc) then capClose(K[3], V[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0) end
-  adjustAll(K, V, 3, 5, #K - 3)
-  if V[4] == '1' then abandonRecord(K[2]) end
+  if not (rec and rec.nc) then capClose(K[8], V[3], rec and rec.s == 'captured' and tonumber(rec.cfa) + tonumber(rec.cfu) or 0) end
+  adjustAll(K, V, 8, 5, #K - 8)
+  if V[4] == '1' then abandonRecord(K[7]) end
   return { 'ok' }
 end
 
 local function admission(K, V)
-  ledgerBegin(K[1], V[2])
+  ledgerBegin(K, V[2])
   sweep(false)
   local op, reply = V[1], nil
   if op == 'admit' then
     reply = admit(K, V)
   elseif op == 'settle' then
-    reply = settle(K, V, 2, 3, #K - 3)
+    reply = settle(K, V, 7, 3, #K - 8)
   elseif op == 'settlemany' then
     reply = settleMany(K, V)
   else
@@ -236,11 +239,11 @@ export const make = (options: Options = {}) =>
           only.onError(cause)
         })
       }
-      const keys = [group[0]!.keys[0]!]
+      const keys = group[0]!.keys.slice(0, ACCOUNT_KEYS)
       // The group runs at the latest of its settlements' times.
       const args = ["settlemany", String(Math.max(...group.map((each) => Number(each.args[1]))))]
       for (const each of group) {
-        for (let i = 1; i < each.keys.length; i++) keys.push(each.keys[i]!)
+        for (let i = ACCOUNT_KEYS; i < each.keys.length; i++) keys.push(each.keys[i]!)
         args.push(String(each.adjustments))
         for (let i = 2; i < each.args.length; i++) args.push(each.args[i]!)
       }
@@ -259,7 +262,7 @@ export const make = (options: Options = {}) =>
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
       const { accountId, hold, now } = input
       const keys: Array<string> = [
-        CreditLedgerRedis.accountKey(ledgerPrefix, accountId),
+        ...CreditLedgerRedis.accountKeys(ledgerPrefix, accountId),
         AuthStoreRedis.accountKey(accountId),
         AuthStoreRedis.revokedKey(accountId, input.keyId ?? ""),
         // Unread without a block to check, but in the account's slot like every key here.
@@ -325,7 +328,7 @@ export const make = (options: Options = {}) =>
     const settle = (input: Admission.SettleInput) => {
       const { capture, completion } = input
       const keys: Array<string> = [
-        CreditLedgerRedis.accountKey(ledgerPrefix, capture.accountId),
+        ...CreditLedgerRedis.accountKeys(ledgerPrefix, capture.accountId),
         IdempotencyStoreRedis.recordKey(recordPrefix, completion?.scope ?? capture.accountId, completion?.key ?? ""),
         KeyCapsRedis.capKey(capture.accountId, input.spendKeyId ?? "")
       ]
@@ -362,7 +365,7 @@ export const make = (options: Options = {}) =>
 
     const giveBack = (input: Admission.GiveBackInput) => {
       const keys: Array<string> = [
-        CreditLedgerRedis.accountKey(ledgerPrefix, input.accountId),
+        ...CreditLedgerRedis.accountKeys(ledgerPrefix, input.accountId),
         IdempotencyStoreRedis.recordKey(recordPrefix, input.abandon?.scope ?? input.accountId, input.abandon?.key ?? ""),
         KeyCapsRedis.capKey(input.accountId, input.spendKeyId ?? "")
       ]
