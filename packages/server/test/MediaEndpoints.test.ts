@@ -459,7 +459,16 @@ describe("Each kind's 429 arrives at the spec's per-minute limit, with the x-rat
   }, 120_000)
 
   it("the SDK sees the 429 as a RateLimitError", async () => {
+    // The window the first test filled may have ended since: it is filled (again) here, until a
+    // 429 leaves more than 5 s of its window for the SDK's call.
+    const speech = post("/audio/speech", { model: "dev-tts", input: "hi", voice: "alloy" })
+    for (let sent = 0; ; sent++) {
+      expect(sent).toBeLessThan(1_000)
+      const response = await speech()
+      await response.arrayBuffer()
+      if (response.status === 429 && Number(response.headers.get("x-ratelimit-reset-requests")) * 1000 - Date.now() > 5_000) break
+    }
     const error = await sdk(server).audio.speech.create({ model: "dev-tts", input: "hi", voice: "alloy" }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(OpenAI.RateLimitError)
-  })
+  }, 120_000)
 })
