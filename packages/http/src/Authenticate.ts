@@ -79,7 +79,9 @@ export const upFront = (
       const { confirm, principal } = found.value
       const named = Effect.map(CurrentRequest, (current) => {
         current.principalId = Principal.describe(principal)
-        current.credentials = found.value
+        // Kept as confirmed: the pipeline neither confirms the key again nor has its admission
+        // read the key's standing and block a second time.
+        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined }
         return Option.some(principal)
       })
       return confirm === undefined ? named : Effect.andThen(confirm, named)
