@@ -126,7 +126,10 @@ export const CurrentCaller = Context.Reference<Option.Option<CallerScope>>("@tol
  * @category tracking
  */
 export const identify = (principal: Principal): Effect.Effect<void, RateLimited> =>
-  Effect.flatMap(CurrentCaller, (caller) => Option.isSome(caller) ? caller.value.identify(principal) : Effect.void)
+  Effect.withFiber((fiber) => {
+    const caller = fiber.getRef(CurrentCaller)
+    return Option.isSome(caller) ? caller.value.identify(principal) : Effect.void
+  })
 
 /**
  * `identify` for a principal whose block a store step has read already (the admission script of a
@@ -136,8 +139,10 @@ export const identify = (principal: Principal): Effect.Effect<void, RateLimited>
  * @category tracking
  */
 export const identifyRead = (principal: Principal, blockedMs: number): Effect.Effect<void, RateLimited> =>
-  Effect.flatMap(CurrentCaller, (caller) =>
-    Option.isSome(caller) ? caller.value.identifyRead(principal, blockedMs) : blockedMs > 0 ? Effect.fail(blocked(blockedMs)) : Effect.void)
+  Effect.withFiber((fiber) => {
+    const caller = fiber.getRef(CurrentCaller)
+    return Option.isSome(caller) ? caller.value.identifyRead(principal, blockedMs) : blockedMs > 0 ? Effect.fail(blocked(blockedMs)) : Effect.void
+  })
 
 /**
  * The guard's refusal for a block with `ms` left.

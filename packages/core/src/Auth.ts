@@ -212,6 +212,25 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const standing = (principal: ApiKeyPrincipal) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
     !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
 
+  // Where the store can read the abuse guard's blocks (both on Redis), a key's standing and its
+  // block are read in one round trip (`AuthStore.keyStanding`) rather than one after the other.
+  const blockKeyOf = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))?.blockKey
+
+  /** The store lookup of the key's standing (with its block, where read together), then the verdict. */
+  const confirmation = (
+    principal: ApiKeyPrincipal,
+    verdict: ReturnType<typeof standing>
+  ): Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> => {
+    const { accountId, keyId } = principal
+    const keyStanding = store.keyStanding
+    if (keyStanding === undefined || blockKeyOf === undefined) return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), verdict))
+    const blockKey = blockKeyOf(AbuseGuard.principalCaller(principal))
+    return Effect.suspend(() =>
+      Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found): Effect.Effect<void, Unauthenticated | RateLimited> =>
+        !found.accountExists || found.revoked ? Effect.fail(invalidKey) : AbuseGuard.identifyRead(principal, found.blockedMs))
+    )
+  }
+
   /**
    * What a verified key authenticates as. It depends on the key's claims alone, so it is made
    * once per key and shared by every request that presents it.
@@ -222,7 +241,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     const verdict = standing(principal)
     return Effect.succeed(Option.some<Unconfirmed>({
       principal,
-      confirm: Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), verdict)),
+      confirm: confirmation(principal, verdict),
       pending: { accountId, keyId, standing: verdict }
     }))
   }

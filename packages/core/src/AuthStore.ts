@@ -23,6 +23,16 @@ export interface KeyStatus {
   readonly revoked: boolean
 }
 
+/**
+ * A key's standing and the abuse guard's block of its caller, read together (`keyStanding`).
+ *
+ * @category models
+ */
+export interface KeyStanding extends KeyStatus {
+  /** What is left of the caller's block, in milliseconds; 0 when it is not blocked. */
+  readonly blockedMs: number
+}
+
 /** @category services */
 export class AuthStore extends Context.Service<AuthStore, {
   /** Stores the account unless one with its id exists; returns the stored one. */
@@ -39,6 +49,12 @@ export class AuthStore extends Context.Service<AuthStore, {
   /** Marks the key revoked at `at`; false when the account has no such key. */
   readonly revokeKey: (accountId: string, keyId: string, at: Date) => Effect.Effect<boolean, ServiceUnavailable>
   readonly keyStatus: (accountId: string, keyId: string) => Effect.Effect<KeyStatus, ServiceUnavailable>
+  /**
+   * `keyStatus` and the abuse guard's block under `blockKey` (`AbuseGuard.blockKey`) in one round
+   * trip, for a store that can read the guard's blocks (both on Redis): a key's whole check costs
+   * one wait instead of two. A block that cannot be read counts as none, as the guard fails open.
+   */
+  readonly keyStanding?: (accountId: string, keyId: string, blockKey: string) => Effect.Effect<KeyStanding, ServiceUnavailable>
   /** True the first time `key` is claimed within `ttlMs`, false afterwards. Atomic. */
   readonly claimNonce: (key: string, ttlMs: number) => Effect.Effect<boolean, ServiceUnavailable>
 }>()("@tollgate/core/AuthStore") {}

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { type Auth, Errors, Principal } from "@tollgate/core"
-import { Effect, Option } from "effect"
+import { Context, Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { CurrentRequest } from "./RequestContext.ts"
 
@@ -73,14 +73,19 @@ export const requireAdmin: (
 export const upFront = (
   auth: Auth.Auth["Service"]
 ): Effect.Effect<Option.Option<Principal.Principal>, Failure, HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    Effect.flatMap(auth.authenticateUnconfirmed(request.headers), (found) => {
+  // Every paid call runs it: the request's services are read from the fiber, not as Effect steps.
+  Effect.withFiber((fiber) =>
+    Effect.flatMap(auth.authenticateUnconfirmed(Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest).headers), (found) => {
       if (Option.isNone(found)) return Effect.succeed(Option.none())
       const { confirm, principal } = found.value
-      const named = Effect.map(CurrentRequest, (current) => {
+      const named = () => {
+        const current = fiber.getRef(CurrentRequest)
         current.principalId = Principal.describe(principal)
-        current.credentials = found.value
+        // Kept as confirmed: the pipeline neither confirms the key again nor has its admission
+        // read the key's standing and block a second time.
+        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined }
         return Option.some(principal)
-      })
-      return confirm === undefined ? named : Effect.andThen(confirm, named)
-    }))
+      }
+      return confirm === undefined ? Effect.sync(named) : Effect.map(confirm, named)
+    })
+  )

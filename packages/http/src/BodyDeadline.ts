@@ -73,8 +73,9 @@ const watch = (source: NodeSource, options: Options, last: number): Effect.Effec
  * @category reading
  */
 export const read = <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | Errors.RequestTimeout, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const source = request.source
+  // Every paid call reads its body through it: the request is read from the fiber, not as an Effect step.
+  Effect.withFiber((fiber) => {
+    const source = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest).source
     if (!isNodeSource(source) || source.complete || source.socket === null) return body
-    return Effect.flatMap(BodyDeadline, (options) => Effect.raceFirst(body, watch(source, options, source.socket!.bytesRead)))
+    return Effect.raceFirst(body, watch(source, fiber.getRef(BodyDeadline), source.socket.bytesRead))
   })

@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
-import { type ByteSize, Effect, Schema, type Scope } from "effect"
+import { type ByteSize, Context, Effect, Schema, type Scope } from "effect"
 import { HttpIncomingMessage, type HttpServerError, HttpServerRequest } from "effect/http"
 import * as BodyDeadline from "./BodyDeadline.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
@@ -66,9 +66,12 @@ export const bytes = (
   Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
 > =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+  // The RPC proxy reads every paid call's body here: the request and its cap are read from the
+  // fiber, not as Effect steps.
+  Effect.withFiber((fiber) => {
+    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
     if (maxBytes === undefined) {
-      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap) => BodyDeadline.read(Effect.mapBoth(request.arrayBuffer, bytesRead(cap))))
+      return BodyDeadline.read(Effect.mapBoth(request.arrayBuffer, bytesRead(fiber.getRef(HttpIncomingMessage.MaxBodySize))))
     }
     const body = BodyDeadline.read(Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead(maxBytes)))
     return Effect.andThen(Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes))), body)

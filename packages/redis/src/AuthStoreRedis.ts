@@ -1,7 +1,8 @@
 /**
  * The Redis layer of `AuthStore`. Per account, under the account id as hash tag (one Cluster
  * slot): the account as JSON, a hash of key records, and one marker per revoked or expiring key,
- * so `keyStatus` is a single MGET on every authenticated request. A revocation is a Lua script that
+ * so `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
+ * guard's PTTL of the key's block with it). A revocation is a Lua script that
  * stamps the record and writes the marker together; any instance's next request reads it. Nonces
  * are claimed with `SET NX PX`, which is atomic: of two instances racing on one SIWX header, one
  * wins.
@@ -12,6 +13,7 @@ import { type Auth, AuthStore, Errors, type KeyCaps, type SessionRevocations } f
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
+import { RedisConnection } from "./RedisConnection.ts"
 import * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
 
 const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
@@ -123,6 +125,27 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     const expire = redis.eval(expiryScript)
     const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const statusOf = ([account, refusedFrom]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => ({
+      accountExists: account != null,
+      revoked: refusedFrom != null && Number(refusedFrom) <= now
+    })
+    // Over tollgate's connection (`RedisConnection.layer`), a key's standing and its caller's block
+    // are sent together and answered in one wait.
+    const connection = Option.getOrUndefined(yield* Effect.serviceOption(RedisConnection))
+    const keyStanding = connection === undefined ? undefined : (accountId: string, keyId: string, blockKey: string) =>
+      Effect.clockWith((clock) => {
+        const now = clock.currentTimeMillisUnsafe()
+        const account = accountKey(accountId)
+        return Effect.tryPromise({
+          try: () =>
+            Promise.all([
+              connection.sendCommand(["MGET", account, revokedKey(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
+              // The guard fails open: a block that cannot be read is none.
+              (connection.sendCommand(["PTTL", blockKey], blockKey) as Promise<number>).catch(() => 0)
+            ]),
+          catch: unavailable
+        }).pipe(Effect.map(([standing, blockedMs]): AuthStore.KeyStanding => ({ ...statusOf(standing, now), blockedMs: Math.max(0, blockedMs) })))
+      })
     return AuthStore.AuthStore.of({
       insertAccount: (account) =>
         Effect.map(
@@ -157,10 +180,8 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       keyStatus: (accountId, keyId) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.map(
-            send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId)),
-            ([account, refusedFrom]) => ({ accountExists: account != null, revoked: refusedFrom != null && Number(refusedFrom) <= now })
-          )),
+          Effect.map(send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId)), (standing) => statusOf(standing, now))),
+      ...(keyStanding === undefined ? {} : { keyStanding }),
       claimNonce: (key, ttlMs) =>
         Effect.map(
           send<string | null>("SET", nonceKey(key), "1", "NX", "PX", String(Math.max(1, Math.ceil(ttlMs)))),

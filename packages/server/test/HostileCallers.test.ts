@@ -161,6 +161,24 @@ describe.each(stores)("Finding 1 (%s): a call the client abandons once the backe
     expect(entries[0]!.unit).toBeGreaterThan(0)
     expect(entries[0]!.amount).toBeGreaterThan(0)
   }, 30_000)
+
+  it("12 RPC calls of one account dropped at 1 s on a 3 s upstream are each charged, though their settlements go together after their answers", async () => {
+    const server = serverOf(store)
+    const since = Date.now() - 1
+    const before = slowRpc.answered()
+    const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) =>
+      hangUpAfter(1_000, fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+        method: "POST",
+        headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 100 + i, method: "eth_blockNumber", params: [] }),
+        signal: AbortSignal.timeout(1_000)
+      }))))
+    expect(outcomes.every((outcome) => outcome === "TimeoutError")).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_500))
+    expect(slowRpc.answered()).toBe(before + 12)
+    const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
+    expect(entries).toHaveLength(12)
+  }, 30_000)
 })
 
 const GUARD_MESSAGE = "Too many failed attempts (over 20). Please wait 30s."

@@ -105,7 +105,10 @@ export class PaidCall {
   pendingKey: Auth.Unconfirmed["pending"]
   /** The admission's store step read the key's abuse block, so the guard need not ask its store. */
   blockReadByAdmission = false
-  /** The hold was captured or handed to a job: an interruption after that gives nothing back. */
+  /**
+   * The hold was captured, or handed to a job or to the settlement after the response
+   * (`respondFirst`): an interruption after that gives nothing back.
+   */
   settled = false
   /** An x402 `upto` permit pays the call: its hold is funded by the permit, and learns the capture. */
   funding: PerCallPayment.Funding | undefined = undefined
@@ -396,6 +399,11 @@ export class PaidCall {
         Effect.logError("settling a call after its response failed", cause).pipe(Effect.andThen(this.giveBack(admitted, false)))
       )
     )
+    // Handed over, as a deferred job's hold is: from here the settlement gives back on its own
+    // failure. A client gone meanwhile has its interruption applied when the backend's
+    // uninterruptible step ends, and `admitAndRun`'s release must not give the hold back then, under
+    // a settlement still waiting for its group.
+    this.settled = true
     return Effect.as(this.services.settleLater(Effect.asVoid(settlement)), response)
   }
 

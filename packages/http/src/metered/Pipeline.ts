@@ -104,15 +104,15 @@ export const layer = (options: Options = {}): Layer.Layer<
         return Effect.tapError(paid.start(), paid.countFailure)
       }))
 
-    const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    // Every paid call passes it: the request is read from the fiber, not as an Effect step.
+    const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.withFiber((fiber) => {
+      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
       // A payment is verified when the call starts, and takes precedence over other credentials.
       if (perCall?.carries(request.headers) === true) return Effect.void
       if (Auth.hasCredentials(request.headers)) {
-        return Effect.withFiber((fiber) =>
-          traced("tollgate.auth", Authenticate.upFront(auth)).pipe(
-            Effect.tapError((error) => Effect.sync(() => Metrics.countFailure(error, "auth", "", fiber.context))),
-            Effect.asVoid
-          )
+        return traced("tollgate.auth", Authenticate.upFront(auth)).pipe(
+          Effect.tapError((error) => Effect.sync(() => Metrics.countFailure(error, "auth", "", fiber.context))),
+          Effect.asVoid
         )
       }
       return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {
