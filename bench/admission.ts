@@ -6,9 +6,9 @@
  * fallback, `RedisConnection.layer({ functions: false })`), so Functions' share is measured apart.
  * The baseline, same run and same server, is a bare script that runs the same commands with
  * constant arguments and none of the rules: what the atomic step would cost if it were free to
- * write. The call shape is the RPC route's: an API key's standing, abuse block and spend cap (none
- * set), a fixed per-minute request counter, a rolling daily credit counter, a hold, then its
- * capture with the usage entry.
+ * write. The call shape is the RPC route's: an API key's spend cap (none set; the key's standing
+ * and abuse block were read before the body, outside the script), a fixed per-minute request
+ * counter, a rolling daily credit counter, a hold, then its capture with the usage entry.
  *
  * The settlement is measured a third way: grouped as the server groups them (`AdmissionStoreRedis`
  * with `settlementGroupMs`, `SettlementGroups`: the settlements of an account that meet while one
@@ -18,7 +18,7 @@
  * goes before its settlement is acknowledged (`PaidCall.respondFirst`).
  */
 import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
-import { AbuseGuardRedis, AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
+import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { createClient } from "redis"
@@ -66,9 +66,7 @@ const admit = (way: Way) => (reference: string) => {
   return runtimes[way].runPromise(storeOf(way).admit({
     now,
     accountId,
-    keyId,
     spendKeyId: keyId,
-    abuseBlockKey: AbuseGuardRedis.blockKey(`key:{${accountId}}:${keyId}`),
     counters: counters(now),
     hold: { amount: price, reference, priceVersion: "2026-11-01" }
   })).then((reply) => {
@@ -94,8 +92,6 @@ const tag = `{${accountId}-bare}`
 const bareAdmit = `
 local now = ARGV[1]
 redis.call('HMGET', KEYS[1], 'usd', 'held', 'stake', 'open', 'lastMs', 'seq', 'sweepAt', 'au:1', 'ah:1', 'sweptId')
-redis.call('MGET', KEYS[2], KEYS[3])
-redis.call('PTTL', KEYS[4])
 redis.call('HGET', KEYS[5], ARGV[2])
 redis.call('HEXISTS', KEYS[6], ARGV[2])
 redis.call('HMGET', KEYS[12], 'usd', 'period', 'p', 'spent', 'x')
