@@ -10,12 +10,14 @@
  * and abuse block were read before the body, outside the script), a fixed per-minute request
  * counter, a rolling daily credit counter, a hold, then its capture with the usage entry.
  *
- * The settlement is measured a third way: grouped as the server groups them (`AdmissionStoreRedis`
- * with `settlementGroupMs`, `SettlementGroups`: the settlements of an account that meet while one
- * is in flight go in one call). The last line is the paid call's Redis CPU as it runs (admission
- * plus grouped settlement, as Functions) against its bare commands'. A second table gives a
- * settlement's round trip at 1 and 50 calls in flight: what a response no longer waits for since it
- * goes before its settlement is acknowledged (`PaidCall.respondFirst`).
+ * Both steps are measured a third way: grouped as the server groups them (`AdmissionStoreRedis`
+ * with `admissionGroupMs` and `settlementGroupMs`, `AccountGroups`: the admissions, or the
+ * settlements, of an account that meet while one is in flight go in one call). The last line is the
+ * paid call's Redis CPU as it runs (grouped admission plus grouped settlement, as Functions) against
+ * its bare commands'. A second table gives each step's round trip at 1 and 50 calls in flight, one
+ * script call each and grouped: what grouping adds to an admission, which its call waits for, and
+ * what a response no longer waits for since it goes before its settlement is acknowledged
+ * (`PaidCall.respondFirst`).
  */
 import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
 import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
@@ -34,13 +36,14 @@ const price = Money.unsafeNano(12_500)
 const server = await RedisServer.start()
 const client = createClient({ url: server.url })
 await client.connect()
-const runtimeOf = (functions: boolean, settlementGroupMs = 0) =>
+const runtimeOf = (functions: boolean, groups: Pick<AdmissionStoreRedis.Options, "admissionGroupMs" | "settlementGroupMs"> = {}) =>
   ManagedRuntime.make(
-    Layer.mergeAll(AdmissionStoreRedis.layerRedis({ settlementGroupMs }), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
+    Layer.mergeAll(AdmissionStoreRedis.layerRedis(groups), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
       .pipe(Layer.provideMerge(RedisConnection.layer({ url: server.url, functions })))
   )
-// `grouped`: settlements grouped as the server runs them (`redis.settlementGroupMs`, default 2).
-const runtimes = { functions: runtimeOf(true), evalsha: runtimeOf(false), grouped: runtimeOf(true, 2) }
+// `grouped`: admissions and settlements grouped as the server runs them (`redis.admissionGroupMs`,
+// default 1, and `redis.settlementGroupMs`, default 2).
+const runtimes = { functions: runtimeOf(true), evalsha: runtimeOf(false), grouped: runtimeOf(true, { admissionGroupMs: 1, settlementGroupMs: 2 }) }
 const stores = (runtime: ReturnType<typeof runtimeOf>) =>
   runtime.runPromise(Effect.gen(function*() {
     return {
@@ -198,21 +201,22 @@ for (let round = 0; round < ROUNDS; round++) {
   record("tollgate settlement, EVALSHA", await measure(sha, settle("evalsha")))
   record("bare settlement commands", await measure(fn, bare("settle")))
   const grouped = references("grouped")
-  await pool(grouped, admit("functions"))
+  record("tollgate admission, grouped", await measure(grouped, admit("grouped")))
   record("tollgate settlement, grouped", await measure(grouped, settle("grouped")))
 }
 
-// A settlement's round trip, alone and among 50 in flight, one script call each and grouped.
+// Each step's round trip, alone and among 50 in flight, one script call each and grouped.
 const LATENCY_CALLS = 2_000
 const roundTrips: Array<Record<string, string>> = []
-for (const [name, way] of [["one call per settlement", "functions"], ["grouped", "grouped"]] as const) {
-  const row: Record<string, string> = { settlement: name }
+for (const [name, way] of [["one script call each", "functions"], ["grouped", "grouped"]] as const) {
+  const admissions: Record<string, string> = { step: `admission, ${name}` }
+  const settlements: Record<string, string> = { step: `settlement, ${name}` }
   for (const concurrency of [1, CONCURRENCY]) {
     const references = Array.from({ length: LATENCY_CALLS }, (_, i) => `latency-${way}-${concurrency}-${i}`)
-    await pool(references, admit("functions"))
-    row[`p50 ms, ${concurrency} in flight`] = (await medianMs(references, settle(way), concurrency)).toFixed(3)
+    admissions[`p50 ms, ${concurrency} in flight`] = (await medianMs(references, admit(way), concurrency)).toFixed(3)
+    settlements[`p50 ms, ${concurrency} in flight`] = (await medianMs(references, settle(way), concurrency)).toFixed(3)
   }
-  roundTrips.push(row)
+  roundTrips.push(admissions, settlements)
 }
 const row = (name: string): Sample => {
   const list = samples.get(name)!
@@ -239,7 +243,7 @@ table([...samples.keys()].map((name) => {
   }
 }))
 console.log(`\n${CALLS} calls per row and round, ${CONCURRENCY} at once from one client, median of ${ROUNDS} rounds.`)
-console.log(`\nA settlement's round trip (what a response no longer waits for), ${LATENCY_CALLS} settlements per cell:`)
+console.log(`\nEach step's round trip (a call waits for its admission; its response no longer waits for its settlement), ${LATENCY_CALLS} steps per cell:`)
 table(roundTrips)
 const paid = (admission: string, settlement: string) => {
   const a = row(admission)
@@ -249,10 +253,12 @@ const paid = (admission: string, settlement: string) => {
 const bareCall = paid("bare admission commands", "bare settlement commands")
 const evalshaCall = paid("tollgate admission, EVALSHA", "tollgate settlement, EVALSHA")
 const ungroupedCall = paid("tollgate admission", "tollgate settlement")
-const paidCall = paid("tollgate admission", "tollgate settlement, grouped")
-console.log(`\nRedis commands per paid call: ${paidCall.commands.toFixed(1)} grouped, ${ungroupedCall.commands.toFixed(1)} one call per settlement (bare ${bareCall.commands.toFixed(1)})`)
-console.log(`With EVALSHA instead of Functions, one call per settlement: ${evalshaCall.cpuUs.toFixed(1)} us, ${(evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
-console.log(`With Functions, one call per settlement: ${ungroupedCall.cpuUs.toFixed(1)} us, ${(ungroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+const settlementsGroupedCall = paid("tollgate admission", "tollgate settlement, grouped")
+const paidCall = paid("tollgate admission, grouped", "tollgate settlement, grouped")
+console.log(`\nRedis commands per paid call: ${paidCall.commands.toFixed(1)} grouped, ${ungroupedCall.commands.toFixed(1)} one script call per step (bare ${bareCall.commands.toFixed(1)})`)
+console.log(`With EVALSHA instead of Functions, one script call per step: ${evalshaCall.cpuUs.toFixed(1)} us, ${(evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+console.log(`With Functions, one script call per step: ${ungroupedCall.cpuUs.toFixed(1)} us, ${(ungroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+console.log(`With Functions, settlements grouped, one call per admission: ${settlementsGroupedCall.cpuUs.toFixed(1)} us, ${(settlementsGroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
 console.log(`Redis CPU per paid call: ${paidCall.cpuUs.toFixed(1)} us, ${(paidCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
 
 await client.quit()

@@ -12,22 +12,23 @@
  * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
  *
  * The script goes out straight on the node-redis client (`Scripts.sender`): as a Redis Function
- * (`FCALL`) where Redis offers them, else as `EVALSHA`. With `settlementGroupMs`, settlements of
- * one account that meet within that delay go as one call (`SettlementGroups`, the script's
- * `settlemany`), each still answered on its own.
+ * (`FCALL`) where Redis offers them, else as `EVALSHA`. With `admissionGroupMs` and
+ * `settlementGroupMs`, the admissions (or settlements) of one account that meet within that delay
+ * go as one call (`AccountGroups`, the script's `admitmany` and `settlemany`), each still answered
+ * on its own.
  *
  * @since 0.1.0
  */
 import type { RedisConnection } from "./RedisConnection.ts"
 import { Admission, CreditLedger, Errors, KeyCaps, Money, type RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
+import * as AccountGroups from "./AccountGroups.ts"
 import * as AuthStoreRedis from "./AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
 import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import * as RateLimiterRedis from "./RateLimiterRedis.ts"
 import * as Scripts from "./Scripts.ts"
-import * as SettlementGroups from "./SettlementGroups.ts"
 
 /** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */
 const ACCOUNT_KEYS = 6
@@ -45,6 +46,11 @@ const ACCOUNT_KEYS = 6
 //           refusal writes nothing. Admitted, the reply is flat: 'ok', the take's reply, the hold's
 //           from allowance, from USD and expiry, the balance before it (USD, held, staked tokens,
 //           allowance left), and the price version of a hold already placed under the reference.
+// admitmany: several admissions of the account (`AccountGroups`), each as `admit` lays it out: KEYS
+//           7 on, per admission, its four keys and its counters' keys; ARGV 3 on, per admission,
+//           the count of its counters' keys and of its take's arguments, then its ARGV 3 on of
+//           `admit`. The reply is one `admit` reply per admission, in order: each sees the holds,
+//           counts and spend of those before it, as if they had been separate calls.
 // settle:   KEYS 7 the idempotency record, 8 the spend cap (unread when the admission found none),
 //           9 on the adjustments' keys. ARGV 3-5 the capture (reference, amount, usage details),
 //           6-8 the record's response (status, headers, body; status "" for none), 9 on the
@@ -52,7 +58,7 @@ const ACCOUNT_KEYS = 6
 //           the balance after (USD, held, staked tokens, allowance left).
 // giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
 //           the record is abandoned ("1"), 5 on the adjustments.
-// settlemany: several settlements of the account (`SettlementGroups`), each as `settle` lays it
+// settlemany: several settlements of the account (`AccountGroups`), each as `settle` lays it
 //           out: KEYS 7 on, per settlement, its record, its cap and its adjustments' keys; ARGV 3
 //           on, per settlement, its count of adjustments, then its ARGV 3 on of `settle`. The
 //           reply is one `settle` reply per settlement, in order. Each is read where it lies.
@@ -66,27 +72,29 @@ ${RateLimiterRedis.adjustLibrary}
 ${IdempotencyStoreRedis.recordLibrary}
 ${KeyCapsRedis.capLibrary}
 
-local function admit(K, V)
-  if V[3] ~= '0' then
-    local standing = redis.call('MGET', K[7], K[8])
+-- One admission: its record, refusal marker, block and cap are K[k + 1] to K[k + 4], its counters'
+-- keys follow; its arguments are V[a] to V[last], as ARGV 3 on of admit.
+local function admit(K, V, k, a, last)
+  if V[a] ~= '0' then
+    local standing = redis.call('MGET', K[k + 1], K[k + 2])
     -- The marker holds the time the key is refused from (AuthStoreRedis.revokedKey).
     local refused = standing[2] and tonumber(standing[2]) <= now
     if not standing[1] or refused then return { 'key', standing[1] and 1 or 0, refused and 1 or 0 } end
-    if V[3] == '2' then
-      local blocked = redis.call('PTTL', K[9])
+    if V[a] == '2' then
+      local blocked = redis.call('PTTL', K[k + 3])
       if blocked > 0 then return { 'blocked', blocked } end
     end
   end
-  local ref, amount, version, ttl = V[4], V[5], V[6], V[7] + 0
-  local cap
-  if V[8] ~= '' then
+  local ref, amount, version, ttl = V[a + 1], V[a + 2], V[a + 3], V[a + 4] + 0
+  local capKey, cap = K[k + 4], nil
+  if V[a + 5] ~= '' then
     local reached
-    reached, cap = capCheck(K[10], amount, V[8], V[9])
+    reached, cap = capCheck(capKey, amount, V[a + 5], V[a + 6])
     if reached then return reached end
   end
   local answer, fa, fu = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
-  local taken = takeAll(K, V, 10, 10, #V)
+  local taken = takeAll(K, V, k + 4, a + 7, last)
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then
     -- The hold already placed under ref (its amount is this one), with its price version.
@@ -95,8 +103,19 @@ local function admit(K, V)
   end
   local usd, held, _, stake, allowance = balanceValues()
   local faText, fuText, x = holdPlace(ref, amount, version, ttl, fa, fu, not cap)
-  if cap then capReserve(K[10], cap, ref, amount, now + ttl) end
+  if cap then capReserve(capKey, cap, ref, amount, now + ttl) end
   return { 'ok', taken, faText, fuText, x, usd, held, stake, allowance }
+end
+
+local function admitMany(K, V)
+  local replies, k, a = {}, 6, 3
+  while a <= #V do
+    local keys, args = V[a] + 0, V[a + 1] + 0
+    replies[#replies + 1] = admit(K, V, k, a + 2, a + 8 + args)
+    k = k + 4 + keys
+    a = a + 9 + args
+  end
+  return replies
 end
 
 -- One settlement: its record and cap are K[k] and K[k + 1], its n adjustments' keys follow; its
@@ -138,7 +157,9 @@ local function admission(K, V)
   sweep(false)
   local op, reply = V[1], nil
   if op == 'admit' then
-    reply = admit(K, V)
+    reply = admit(K, V, 6, 3, #V)
+  elseif op == 'admitmany' then
+    reply = admitMany(K, V)
   elseif op == 'settle' then
     reply = settle(K, V, 7, 3, #K - 8)
   elseif op == 'settlemany' then
@@ -166,17 +187,25 @@ export interface Options {
   /** The ledger's retention of journal and usage entries (`CreditLedgerRedis.layerRedis({ retentionMs })`). */
   readonly retentionMs?: number | undefined
   /**
+   * How long an admission may wait to go in one Redis call with other admissions of its account
+   * (`AccountGroups`), in milliseconds. Default 0: each admission is its own call.
+   */
+  readonly admissionGroupMs?: number | undefined
+  /**
    * How long a settlement may wait to go in one Redis call with other settlements of its account
-   * (`SettlementGroups`), in milliseconds. Default 0: each settlement is its own call.
+   * (`AccountGroups`), in milliseconds. Default 0: each settlement is its own call.
    */
   readonly settlementGroupMs?: number | undefined
 }
 
-/** A settlement waiting for its group: its keys and arguments as `settle` lays them out. */
-interface GroupedSettlement {
+/**
+ * An admission or a settlement waiting for its group: its keys and arguments as `admit` or `settle`
+ * lays them out, and the counts that tell the grouped script where its part ends.
+ */
+interface GroupedStep {
   readonly keys: ReadonlyArray<string>
   readonly args: ReadonlyArray<string>
-  readonly adjustments: number
+  readonly counts: ReadonlyArray<string>
   readonly onReply: (reply: unknown) => void
   readonly onError: (cause: unknown) => void
 }
@@ -227,8 +256,9 @@ export const make = (options: Options = {}) =>
         send(lua, command(keys, args), (reply) => resume(decode(reply as Reply)), () => resume(Effect.fail(unavailable())))
       })
 
-    // One settlement goes as `settle`, several as one `settlemany`; each learns its own reply.
-    const sendGroup: SettlementGroups.SendGroup<GroupedSettlement> = (group, done) => {
+    // One step goes as itself (`admit`, `settle`), several as one `many` (`admitmany`,
+    // `settlemany`); each learns its own reply.
+    const sendGroup = (many: string): AccountGroups.SendGroup<GroupedStep> => (group, done) => {
       if (group.length === 1) {
         const only = group[0]!
         return send(lua, command(only.keys, only.args), (reply) => {
@@ -240,11 +270,11 @@ export const make = (options: Options = {}) =>
         })
       }
       const keys = group[0]!.keys.slice(0, ACCOUNT_KEYS)
-      // The group runs at the latest of its settlements' times.
-      const args = ["settlemany", String(Math.max(...group.map((each) => Number(each.args[1]))))]
+      // The group runs at the latest of its steps' times.
+      const args = [many, String(Math.max(...group.map((each) => Number(each.args[1]))))]
       for (const each of group) {
         for (let i = ACCOUNT_KEYS; i < each.keys.length; i++) keys.push(each.keys[i]!)
-        args.push(String(each.adjustments))
+        for (const count of each.counts) args.push(count)
         for (let i = 2; i < each.args.length; i++) args.push(each.args[i]!)
       }
       send(lua, command(keys, args), (reply) => {
@@ -256,8 +286,28 @@ export const make = (options: Options = {}) =>
         for (const each of group) each.onError(cause)
       })
     }
-    const groupMs = options.settlementGroupMs ?? 0
-    const grouped = groupMs > 0 ? SettlementGroups.make(groupMs, sendGroup) : undefined
+    const groupsOf = (many: string, delayMs = 0) => delayMs > 0 ? AccountGroups.make(delayMs, sendGroup(many)) : undefined
+    const admissions = groupsOf("admitmany", options.admissionGroupMs)
+    const settlements = groupsOf("settlemany", options.settlementGroupMs)
+
+    // A step of the account, alone or grouped.
+    const step = <A, E>(
+      groups: ((accountId: string, step: GroupedStep) => void) | undefined,
+      accountId: string,
+      keys: ReadonlyArray<string>,
+      args: ReadonlyArray<string>,
+      counts: () => ReadonlyArray<string>,
+      decode: (reply: Reply) => Effect.Effect<A, E>
+    ): Effect.Effect<A, E | Errors.ServiceUnavailable> =>
+      groups === undefined ? call(keys, args, decode) : Effect.callback((resume) =>
+        groups(accountId, {
+          keys,
+          args,
+          counts: counts(),
+          onReply: (reply) => resume(decode(reply as Reply)),
+          onError: () => resume(Effect.fail(unavailable()))
+        })
+      )
 
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
       const { accountId, hold, now } = input
@@ -287,7 +337,9 @@ export const make = (options: Options = {}) =>
         RateLimiterRedis.decode(take, reply as ReadonlyArray<number>, 0, states)
         return states
       }
-      return call(keys, args, (reply): Effect.Effect<Admission.AdmitReply> => {
+      // Grouped, the script finds where this admission ends by its counts of keys and arguments.
+      const counts = () => [String(keys.length - ACCOUNT_KEYS - 4), String(args.length - 9)]
+      return step(admissions, accountId, keys, args, counts, (reply): Effect.Effect<Admission.AdmitReply> => {
         switch (reply[0]) {
           case "ok": {
             return Effect.succeed({
@@ -351,16 +403,7 @@ export const make = (options: Options = {}) =>
           balance: balanceAt(reply, 3)
         })
       }
-      if (grouped === undefined) return call(keys, args, decode)
-      return Effect.callback<CreditLedger.Settlement, CreditLedger.LedgerError | Errors.ServiceUnavailable>((resume) =>
-        grouped(capture.accountId, {
-          keys,
-          args,
-          adjustments: input.adjustments.length,
-          onReply: (reply) => resume(decode(reply as Reply)),
-          onError: () => resume(Effect.fail(unavailable()))
-        })
-      )
+      return step(settlements, capture.accountId, keys, args, () => [String(input.adjustments.length)], decode)
     }
 
     const giveBack = (input: Admission.GiveBackInput) => {

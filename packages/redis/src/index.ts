@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+export * as AccountGroups from "./AccountGroups.ts"
 export * as AbuseGuardRedis from "./AbuseGuardRedis.ts"
 export * as AdmissionStoreRedis from "./AdmissionStoreRedis.ts"
 export * as AuthStoreRedis from "./AuthStoreRedis.ts"
@@ -17,6 +18,5 @@ export * as RateLimitLogRedis from "./RateLimitLogRedis.ts"
 export * as TopUpTransactionsRedis from "./TopUpTransactionsRedis.ts"
 export * as Scripts from "./Scripts.ts"
 export * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
-export * as SettlementGroups from "./SettlementGroups.ts"
 export * as VideoJobsRedis from "./VideoJobsRedis.ts"
 export * as WebhookStoreRedis from "./WebhookStoreRedis.ts"

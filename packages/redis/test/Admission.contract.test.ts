@@ -122,8 +122,9 @@ Contract.contract(
     // The fallback where Redis refuses Functions: the same script as EVALSHA.
     { name: "redis, EVALSHA", layer: onRedis({ url: redis.url, functions: false }) },
     RedisCluster.backend(cluster, (seeds) => onRedis({ cluster: seeds })),
-    { name: "redis, settlements grouped", layer: onRedis({ url: redis.url }, { settlementGroupMs: 2 }) },
-    { name: "redis cluster, settlements grouped", layer: onRedis({ cluster: cluster.seeds.split(",") }, { settlementGroupMs: 2 }) }
+    // The server's default: admissions and settlements grouped per account.
+    { name: "redis, grouped", layer: onRedis({ url: redis.url }, { admissionGroupMs: 1, settlementGroupMs: 2 }) },
+    { name: "redis cluster, grouped", layer: onRedis({ cluster: cluster.seeds.split(",") }, { admissionGroupMs: 1, settlementGroupMs: 2 }) }
   ],
   (it) => {
     it.effect("a revoked key or an unknown account refuses first, and nothing is written", () =>

@@ -21,8 +21,25 @@ const RedisSeeds = /^[A-Za-z0-9.-]+:[0-9]{1,5}(,[A-Za-z0-9.-]+:[0-9]{1,5})*$/u
 const RedisSeed = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9.-]+:[0-9]{1,5}$/u, { message: "must be host:port" }))
 
 /**
+ * How long an admission waits for others of its account by default: an admission waits only while
+ * one of its account is in flight (`AccountGroups`), so this bounds the wait on a slow Redis, and
+ * the call waits for its admission, so the bound is short.
+ *
+ * @category constants
+ */
+export const DEFAULT_ADMISSION_GROUP_MS = 1
+
+/**
+ * The longest `admissionGroupMs` accepted: an admission that waits longer delays its call more than
+ * the round trip it saves.
+ *
+ * @category constants
+ */
+export const MAX_ADMISSION_GROUP_MS = 20
+
+/**
  * How long a settlement waits for others of its account by default: a settlement waits only while
- * one of its account is in flight (`SettlementGroups`), so this bounds the wait on a slow Redis.
+ * one of its account is in flight (`AccountGroups`), so this bounds the wait on a slow Redis.
  *
  * @category constants
  */
@@ -40,9 +57,11 @@ export const MAX_SETTLEMENT_GROUP_MS = 100
  * The `redis` section of the config file: the seed nodes of a Redis Cluster, the same list
  * `TOLLGATE_REDIS_CLUSTER` takes; how many replicas must acknowledge a credit (top-up, grant,
  * refund) before it is answered (`TOLLGATE_REDIS_WAIT_REPLICAS`, default 0) and how long to wait
- * for them (default 1,000 ms); how long a paid call's settlement may wait to go in one Redis call
- * with other settlements of its account (`settlementGroupMs`, default
- * `DEFAULT_SETTLEMENT_GROUP_MS`, at most `MAX_SETTLEMENT_GROUP_MS`, 0 sends each on its own).
+ * for them (default 1,000 ms); how long a paid call's admission may wait to go in one Redis call
+ * with other admissions of its account (`admissionGroupMs`, default `DEFAULT_ADMISSION_GROUP_MS`,
+ * at most `MAX_ADMISSION_GROUP_MS`), and its settlement with other settlements
+ * (`settlementGroupMs`, default `DEFAULT_SETTLEMENT_GROUP_MS`, at most `MAX_SETTLEMENT_GROUP_MS`);
+ * 0 sends each on its own.
  *
  * @category schemas
  */
@@ -50,6 +69,7 @@ export const RedisSection = Schema.Struct({
   cluster: Schema.optionalKey(Schema.Array(RedisSeed).check(Schema.isMinLength(1))),
   waitReplicas: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   waitTimeoutMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
+  admissionGroupMs: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_ADMISSION_GROUP_MS }))),
   settlementGroupMs: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_SETTLEMENT_GROUP_MS })))
 })
 
@@ -130,6 +150,8 @@ export interface ServerConfig {
    * wait for them (`WAIT`); absent: credits are answered once the master has them.
    */
   readonly redisReplicaAcknowledgment: { readonly replicas: number; readonly timeoutMs: number } | undefined
+  /** How long a paid call's admission may wait to be grouped with others of its account; 0: never. */
+  readonly admissionGroupMs: number
   /** How long a paid call's settlement may wait to be grouped with others of its account; 0: never. */
   readonly settlementGroupMs: number
   /** How many server processes share the port (`node:cluster`); more than one needs Redis. */
@@ -258,6 +280,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       redisReplicaAcknowledgment: waitReplicas === 0
         ? undefined
         : { replicas: waitReplicas, timeoutMs: file.redis?.waitTimeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS },
+      admissionGroupMs: file.redis?.admissionGroupMs ?? DEFAULT_ADMISSION_GROUP_MS,
       settlementGroupMs: file.redis?.settlementGroupMs ?? DEFAULT_SETTLEMENT_GROUP_MS,
       workers,
       publicOrigin: vars.TOLLGATE_PUBLIC_ORIGIN ?? file.publicOrigin ?? `http://localhost:${port}`,

@@ -259,7 +259,12 @@ const stores = (config: ServerConfig) =>
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
       CreditLedgerRedis.layerRedis({ retentionMs: config.retention.retentionMs, replicaAcknowledgment: config.redisReplicaAcknowledgment }),
       IdempotencyStoreRedis.layerRedis,
-      AdmissionStoreRedis.layerRedis({ timeoutMs: 2000, retentionMs: config.retention.retentionMs, settlementGroupMs: config.settlementGroupMs }),
+      AdmissionStoreRedis.layerRedis({
+        timeoutMs: 2000,
+        retentionMs: config.retention.retentionMs,
+        admissionGroupMs: config.admissionGroupMs,
+        settlementGroupMs: config.settlementGroupMs
+      }),
       VideoJobsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,

@@ -1,8 +1,9 @@
 /**
  * A paid call's response goes before its settlement is acknowledged (issue #39), through the
- * shipped server on Redis with settlements grouped (`redis.settlementGroupMs`): what the response
- * says is exact without waiting for the settlement, a replay of its `Idempotency-Key` racing it
- * never runs the call twice, and a thousand calls at once leave the exact balance.
+ * shipped server on Redis with admissions and settlements grouped (`redis.admissionGroupMs`,
+ * `redis.settlementGroupMs`): what the response says is exact without waiting for the settlement,
+ * a replay of its `Idempotency-Key` racing it never runs the call twice, and a thousand calls at
+ * once leave the exact balance.
  */
 import { FakeChatUpstream, RedisServer, ShippedServer } from "@tollgate/testkit"
 import * as Http from "node:http"
@@ -65,7 +66,7 @@ const config = () => ({
   prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
   rpc: { upstreams: { "ethereum-mainnet": [rpc.url] } },
   rateLimits: { accounts: { acct_many: { image: { requests: 5_000 } } } },
-  redis: { settlementGroupMs: 2 }
+  redis: { admissionGroupMs: 1, settlementGroupMs: 2 }
 })
 
 const chat = (api: string, headers: Record<string, string>) =>
@@ -132,7 +133,7 @@ describe("A wallet's response goes before its settlement: X-Balance-Remaining is
   }, 30_000)
 })
 
-describe("Two servers sharing Redis, settlements grouped: a replay racing the first call never runs it twice, and 1,000 calls at once leave the exact balance", () => {
+describe("Two servers sharing Redis, admissions and settlements grouped: a replay racing the first call never runs it twice, and 1,000 calls at once leave the exact balance", () => {
   let servers: ReadonlyArray<ShippedServer.ShippedServer> = []
   let key = ""
 

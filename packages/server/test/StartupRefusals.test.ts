@@ -97,6 +97,13 @@ describe("A settlement grouping delay outside 0 to 100 ms stops the server, nami
   })
 })
 
+describe("An admission grouping delay outside 0 to 20 ms stops the server, naming redis.admissionGroupMs", () => {
+  it("{\"redis\": {\"admissionGroupMs\": 50}} is refused at start", async () => {
+    const result = await refused({ TOLLGATE_CONFIG: configFile("admission-group-too-long", { redis: { admissionGroupMs: 50 } }) })
+    expect(expectOneLine(result, "TOLLGATE_CONFIG.redis.admissionGroupMs")).toContain("Expected a value between 0 and 20")
+  })
+})
+
 describe("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
   it("a secret that is not whsec_ and base64 is refused at start", async () => {
     const result = await refused({

@@ -1,13 +1,14 @@
 import { assert } from "@effect/vitest"
-import { Admission, AuthStore, CreditLedger, Money } from "@tollgate/core"
+import { Admission, AuthStore, CreditLedger, Money, RateLimiter } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
+import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
-import * as SettlementGroups from "../src/SettlementGroups.ts"
+import * as AccountGroups from "../src/AccountGroups.ts"
 
 // Throwaway servers: the test counts every script call they run.
 const redis = await RedisServer.start()
@@ -21,9 +22,10 @@ const fresh = () => `acct-${process.pid}-${Date.now()}-${counter++}`
 
 const grouped = (target: RedisConnection.Target) =>
   Layer.mergeAll(
-    AdmissionStoreRedis.layerRedis({ settlementGroupMs: 50 }),
+    AdmissionStoreRedis.layerRedis({ admissionGroupMs: 50, settlementGroupMs: 50 }),
     AuthStoreRedis.layerRedis,
-    CreditLedgerRedis.layerRedis()
+    CreditLedgerRedis.layerRedis(),
+    RateLimiterRedis.layerRedis()
   ).pipe(Layer.provide(RedisConnection.layer(target)))
 
 /** The script calls (as Functions or by EVALSHA) the nodes ran since `reset`, summed over `urls`. */
@@ -39,6 +41,88 @@ const scriptCalls = (urls: () => Promise<ReadonlyArray<string>>) => ({
 })
 
 const HOLD = 1_000
+
+/** A request counter of `limit` a minute and, for `daily`, a rolling credit counter: admissions of one group carry takes of different sizes. */
+const counters = (accountId: string, limit: number, daily: boolean, now: number) =>
+  Effect.gen(function*() {
+    const limiter = yield* RateLimiter.RateLimiter
+    const limits: Array<RateLimiter.Limit> = [{ type: "user", key: `${accountId}:minute`, hashTag: accountId, requests: { limit, windowMs: 60_000 } }]
+    if (daily) limits.push({ type: "user", key: `${accountId}:day`, hashTag: accountId, credits: { limit: 1e9, windowMs: 86_400_000, reserve: 20 } })
+    return limiter.plan(limits, now).counters
+  })
+
+Contract.contract(
+  "Admissions of one account that meet while one is in flight go in one Redis call, and each is decided as if it had gone alone, after those before it",
+  [
+    { ...RedisServer.backend(redis, (url) => grouped({ url })), name: "redis" },
+    { ...RedisCluster.backend(cluster, (seeds) => grouped({ cluster: seeds })), name: "redis cluster" }
+  ],
+  (it, backend) => {
+    const calls = scriptCalls(async () =>
+      backend === "redis" ? [redis.url] : (await cluster.masters()).map((node) => node.url)
+    )
+
+    it.effect("ten admissions at once against a balance for six: one call alone, nine in one; a revoked key refused alone; the balance refuses the last three and they take no request", () =>
+      Effect.gen(function*() {
+        const auth = yield* AuthStore.AuthStore
+        const ledger = yield* CreditLedger.CreditLedger
+        const store = yield* Admission.AdmissionStore
+        const limiter = yield* RateLimiter.RateLimiter
+        const accountId = fresh()
+        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
+        yield* auth.putKey({ id: "key_1", accountId, type: "INFERENCE", tier: "default", description: "grouped", createdAt: new Date(0) })
+        yield* auth.putKey({ id: "key_2", accountId, type: "INFERENCE", tier: "default", description: "grouped", createdAt: new Date(0) })
+        yield* auth.revokeKey(accountId, "key_2", new Date(0))
+        yield* ledger.grant({ accountId, amount: nano(6 * HOLD), reference: "funds" })
+        const now = yield* Clock.currentTimeMillis
+        yield* calls.reset
+        const replies = yield* Effect.all(
+          Array.from({ length: 10 }, (_, i) =>
+            Effect.flatMap(counters(accountId, 8, i % 2 === 1, now), (planned) =>
+              store.admit({
+                now,
+                accountId,
+                // The fifth call's key was revoked: its standing is read where its part of the group lies.
+                keyId: i === 4 ? "key_2" : "key_1",
+                counters: planned,
+                hold: { reference: `r${i}`, amount: nano(HOLD), priceVersion: "v1" }
+              }))
+          ),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(yield* calls.count, 2)
+        assert.deepStrictEqual(replies.map((reply) => reply._tag), [
+          "Admitted", "Admitted", "Admitted", "Admitted", "KeyRefused", "Admitted", "Admitted", "HoldRefused", "HoldRefused", "HoldRefused"
+        ])
+        // Each admission saw the holds before it: the balance before its own hold, and its request counted after theirs.
+        const admitted = replies.flatMap((reply) => reply._tag === "Admitted" ? [reply] : [])
+        assert.deepStrictEqual(admitted.map((reply) => reply.hold.before.heldUsd), [0, HOLD, 2 * HOLD, 3 * HOLD, 4 * HOLD, 5 * HOLD])
+        assert.deepStrictEqual(admitted.map((reply) => reply.states[0]?.used), [1, 2, 3, 4, 5, 6])
+        const balance = yield* ledger.balance(accountId)
+        assert.deepStrictEqual([balance.usd, balance.heldUsd], [6 * HOLD, 6 * HOLD])
+        const [minute] = yield* limiter.inspect([{ type: "user", key: `${accountId}:minute`, hashTag: accountId, requests: { limit: 8, windowMs: 60_000 } }])
+        assert.strictEqual(minute?.requests?.used, 6)
+      }))
+
+    it.effect("an admission with nothing of its account in flight goes at once, as its own call", () =>
+      Effect.gen(function*() {
+        const auth = yield* AuthStore.AuthStore
+        const ledger = yield* CreditLedger.CreditLedger
+        const store = yield* Admission.AdmissionStore
+        const accountId = fresh()
+        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
+        yield* ledger.grant({ accountId, amount: nano(10_000), reference: "funds" })
+        const now = yield* Clock.currentTimeMillis
+        yield* calls.reset
+        const started = Date.now()
+        const reply = yield* store.admit({ now, accountId, counters: [], hold: { reference: "r", amount: nano(HOLD), priceVersion: "v1" } })
+        // Well under the 50 ms delay: it did not wait for a group.
+        assert.isBelow(Date.now() - started, 40)
+        assert.strictEqual(reply._tag, "Admitted")
+        assert.strictEqual(yield* calls.count, 1)
+      }))
+  }
+)
 
 Contract.contract(
   "Settlements of one account that meet while one is in flight go in one Redis call, and each learns its own answer",
@@ -116,7 +200,7 @@ Contract.contract(
   }
 )
 
-describe("A settlement waits for its group at most the delay, and a group holds at most MAX_GROUP settlements", () => {
+describe("A step waits for its group at most the delay, and a group holds at most MAX_GROUP steps", () => {
   /** The groups handed to Redis, each with the function that answers it. */
   const recorder = () => {
     const sent: Array<{ readonly group: ReadonlyArray<string>; readonly done: () => void }> = []
@@ -125,7 +209,7 @@ describe("A settlement waits for its group at most the delay, and a group holds 
 
   it("behind one that Redis has not answered, the next two go together once the 20 ms delay is up", async () => {
     const { send, sent } = recorder()
-    const submit = SettlementGroups.make(20, send)
+    const submit = AccountGroups.make(20, send)
     submit("acct", "a")
     submit("acct", "b")
     submit("acct", "c")
@@ -136,7 +220,7 @@ describe("A settlement waits for its group at most the delay, and a group holds 
 
   it("an answer sends what waits at once, before the delay; another account's settlement does not wait for it", () => {
     const { send, sent } = recorder()
-    const submit = SettlementGroups.make(1_000, send)
+    const submit = AccountGroups.make(1_000, send)
     submit("acct", "a")
     submit("acct", "b")
     submit("other", "x")
@@ -144,11 +228,11 @@ describe("A settlement waits for its group at most the delay, and a group holds 
     expect(sent.map((each) => each.group)).toEqual([["a"], ["x"], ["b"]])
   })
 
-  it(`the ${SettlementGroups.MAX_GROUP}th waiting settlement sends its group at once`, () => {
+  it(`the ${AccountGroups.MAX_GROUP}th waiting step sends its group at once`, () => {
     const { send, sent } = recorder()
-    const submit = SettlementGroups.make(1_000, send)
-    for (let i = 0; i <= SettlementGroups.MAX_GROUP; i++) submit("acct", `s${i}`)
-    expect(sent.map((each) => each.group.length)).toEqual([1, SettlementGroups.MAX_GROUP])
+    const submit = AccountGroups.make(1_000, send)
+    for (let i = 0; i <= AccountGroups.MAX_GROUP; i++) submit("acct", `s${i}`)
+    expect(sent.map((each) => each.group.length)).toEqual([1, AccountGroups.MAX_GROUP])
     sent.forEach((each) => each.done())
   })
 })

@@ -1,30 +1,31 @@
 /**
- * Settlements grouped per account: several paid calls of one account settled in one Redis call.
- * Redis spends much of a settlement on what does not depend on the call (receiving the script
- * call, reading and writing the account's balances hash, the sweep check), so a group of them
- * costs little more than one; an account's keys share one hash tag, so on a Redis Cluster the group
- * goes to one slot's master like a single settlement.
+ * A paid call's Redis steps grouped per account: several admissions (or several settlements) of
+ * one account sent in one script call. Redis spends much of a step on what does not depend on the
+ * call (receiving the script call, reading and writing the account's balances hash, the sweep
+ * check), so a group of them costs little more than one; an account's keys share one hash tag, so
+ * on a Redis Cluster the group goes to one slot's master like a single step.
  *
- * A settlement waits only while its account already has one in flight, and at most `delayMs`: an
- * account with nothing in flight sends at once (a sequential caller's settlement is never held
- * back), the settlements that arrive while one is in flight go together as soon as it is answered
- * or the delay runs out, and a group reaches at most `MAX_GROUP` settlements, so one script call
- * stays short. The sender answers each settlement of a group on its own (`AdmissionStoreRedis`).
+ * A step waits only while its account already has one of the same kind in flight, and at most
+ * `delayMs`: an account with nothing in flight sends at once (a sequential caller is never held
+ * back), the steps that arrive while one is in flight go together as soon as it is answered or the
+ * delay runs out, and a group reaches at most `MAX_GROUP` steps, so one script call stays short.
+ * Under load the wait replaces a wait Redis would impose anyway, as it runs one script at a time.
+ * The sender answers each step of a group on its own (`AdmissionStoreRedis`).
  *
  * @since 0.1.0
  */
 
 /**
- * The most settlements one Redis call carries: a script blocks Redis while it runs, and this many
- * settlements keep it about a millisecond (`pnpm bench admission`: 25 to 35 us each).
+ * The most steps one Redis call carries: a script blocks Redis while it runs, and this many
+ * admissions or settlements keep it about a millisecond (`pnpm bench admission`: 20 to 35 us each).
  *
  * @category constants
  */
 export const MAX_GROUP = 32
 
 /**
- * Sends one group (one settlement or more, of one account) and calls `done` once Redis answered or
- * the call failed.
+ * Sends one group (one step or more, of one account) and calls `done` once Redis answered or the
+ * call failed.
  *
  * @category models
  */
@@ -37,8 +38,8 @@ interface Account<Item> {
 }
 
 /**
- * A function that hands an account's settlement to `send`, alone or in a group, at most `delayMs`
- * after it is given.
+ * A function that hands an account's step to `send`, alone or in a group, at most `delayMs` after
+ * it is given.
  *
  * @category constructors
  */
