@@ -3,12 +3,12 @@ import { Admission, AuthStore, CreditLedger, Money, RateLimiter } from "@tollgat
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import * as AccountGroups from "../src/AccountGroups.ts"
 import * as AdmissionStoreRedis from "../src/AdmissionStoreRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "../src/CreditLedgerRedis.ts"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
-import * as AccountGroups from "../src/AccountGroups.ts"
 
 // Throwaway servers: the test counts every script call they run.
 const redis = await RedisServer.start()
@@ -40,6 +40,24 @@ const scriptCalls = (urls: () => Promise<ReadonlyArray<string>>) => ({
   })
 })
 
+const backends = [
+  { ...RedisServer.backend(redis, (url) => grouped({ url })), name: "redis" },
+  { ...RedisCluster.backend(cluster, (seeds) => grouped({ cluster: seeds })), name: "redis cluster" }
+]
+const scriptCallsOn = (backend: string) =>
+  scriptCalls(async () => backend === "redis" ? [redis.url] : (await cluster.masters()).map((node) => node.url))
+
+/** A new account with `funds` of credit. */
+const funded = (funds: number) =>
+  Effect.gen(function*() {
+    const auth = yield* AuthStore.AuthStore
+    const ledger = yield* CreditLedger.CreditLedger
+    const accountId = fresh()
+    yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
+    yield* ledger.grant({ accountId, amount: nano(funds), reference: "funds" })
+    return accountId
+  })
+
 const HOLD = 1_000
 
 /** A request counter of `limit` a minute and, for `daily`, a rolling credit counter: admissions of one group carry takes of different sizes. */
@@ -53,14 +71,9 @@ const counters = (accountId: string, limit: number, daily: boolean, now: number)
 
 Contract.contract(
   "Admissions of one account that meet while one is in flight go in one Redis call, and each is decided as if it had gone alone, after those before it",
-  [
-    { ...RedisServer.backend(redis, (url) => grouped({ url })), name: "redis" },
-    { ...RedisCluster.backend(cluster, (seeds) => grouped({ cluster: seeds })), name: "redis cluster" }
-  ],
+  backends,
   (it, backend) => {
-    const calls = scriptCalls(async () =>
-      backend === "redis" ? [redis.url] : (await cluster.masters()).map((node) => node.url)
-    )
+    const calls = scriptCallsOn(backend)
 
     it.effect("ten admissions at once against a balance for six: one call alone, nine in one; a revoked key refused alone; the balance refuses the last three and they take no request", () =>
       Effect.gen(function*() {
@@ -68,12 +81,10 @@ Contract.contract(
         const ledger = yield* CreditLedger.CreditLedger
         const store = yield* Admission.AdmissionStore
         const limiter = yield* RateLimiter.RateLimiter
-        const accountId = fresh()
-        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
+        const accountId = yield* funded(6 * HOLD)
         yield* auth.putKey({ id: "key_1", accountId, type: "INFERENCE", tier: "default", description: "grouped", createdAt: new Date(0) })
         yield* auth.putKey({ id: "key_2", accountId, type: "INFERENCE", tier: "default", description: "grouped", createdAt: new Date(0) })
         yield* auth.revokeKey(accountId, "key_2", new Date(0))
-        yield* ledger.grant({ accountId, amount: nano(6 * HOLD), reference: "funds" })
         const now = yield* Clock.currentTimeMillis
         yield* calls.reset
         const replies = yield* Effect.all(
@@ -106,12 +117,8 @@ Contract.contract(
 
     it.effect("an admission with nothing of its account in flight goes at once, as its own call", () =>
       Effect.gen(function*() {
-        const auth = yield* AuthStore.AuthStore
-        const ledger = yield* CreditLedger.CreditLedger
         const store = yield* Admission.AdmissionStore
-        const accountId = fresh()
-        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
-        yield* ledger.grant({ accountId, amount: nano(10_000), reference: "funds" })
+        const accountId = yield* funded(10_000)
         const now = yield* Clock.currentTimeMillis
         yield* calls.reset
         const started = Date.now()
@@ -126,23 +133,15 @@ Contract.contract(
 
 Contract.contract(
   "Settlements of one account that meet while one is in flight go in one Redis call, and each learns its own answer",
-  [
-    { ...RedisServer.backend(redis, (url) => grouped({ url })), name: "redis" },
-    { ...RedisCluster.backend(cluster, (seeds) => grouped({ cluster: seeds })), name: "redis cluster" }
-  ],
+  backends,
   (it, backend) => {
-    const calls = scriptCalls(async () =>
-      backend === "redis" ? [redis.url] : (await cluster.masters()).map((node) => node.url)
-    )
+    const calls = scriptCallsOn(backend)
 
     it.effect("ten settlements at once: the first goes alone, the nine behind it in one call; a capture over its hold fails alone", () =>
       Effect.gen(function*() {
-        const auth = yield* AuthStore.AuthStore
         const ledger = yield* CreditLedger.CreditLedger
         const store = yield* Admission.AdmissionStore
-        const accountId = fresh()
-        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
-        yield* ledger.grant({ accountId, amount: nano(100_000), reference: "funds" })
+        const accountId = yield* funded(100_000)
         const now = yield* Clock.currentTimeMillis
         for (let i = 0; i < 10; i++) {
           const reply = yield* store.admit({ now, accountId, counters: [], hold: { reference: `r${i}`, amount: nano(HOLD), priceVersion: "v1" } })
@@ -177,12 +176,8 @@ Contract.contract(
 
     it.effect("a settlement with nothing of its account in flight goes at once, as its own call", () =>
       Effect.gen(function*() {
-        const auth = yield* AuthStore.AuthStore
-        const ledger = yield* CreditLedger.CreditLedger
         const store = yield* Admission.AdmissionStore
-        const accountId = fresh()
-        yield* auth.insertAccount({ id: accountId, createdAt: new Date(0) })
-        yield* ledger.grant({ accountId, amount: nano(10_000), reference: "funds" })
+        const accountId = yield* funded(10_000)
         const now = yield* Clock.currentTimeMillis
         yield* store.admit({ now, accountId, counters: [], hold: { reference: "r", amount: nano(HOLD), priceVersion: "v1" } })
         yield* calls.reset
