@@ -33,6 +33,12 @@ import * as Scripts from "./Scripts.ts"
 /** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */
 const ACCOUNT_KEYS = 6
 
+/** An admission's own keys after the account's, before its counters' (`admit`, KEYS 7 to 10). */
+const ADMISSION_KEYS = 4
+
+/** An admission's arguments before its take's (`admit`, ARGV 1 to 9). */
+const ADMISSION_ARGS = 9
+
 // KEYS 1-6: the account's ledger keys (`CreditLedgerRedis.accountKeys`); 7 on: per operation
 // (below); then the counters. ARGV 1: the operation, 2: now.
 //
@@ -338,7 +344,7 @@ export const make = (options: Options = {}) =>
         return states
       }
       // Grouped, the script finds where this admission ends by its counts of keys and arguments.
-      const counts = () => [String(keys.length - ACCOUNT_KEYS - 4), String(args.length - 9)]
+      const counts = () => [String(keys.length - ACCOUNT_KEYS - ADMISSION_KEYS), String(args.length - ADMISSION_ARGS)]
       return step(admissions, accountId, keys, args, counts, (reply): Effect.Effect<Admission.AdmitReply> => {
         switch (reply[0]) {
           case "ok": {
