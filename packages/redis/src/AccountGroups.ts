@@ -17,7 +17,7 @@
 
 /**
  * The most steps one Redis call carries: a script blocks Redis while it runs, and this many
- * admissions or settlements keep it about a millisecond (`pnpm bench admission`: 20 to 35 us each).
+ * admissions or settlements keep it under a millisecond (`pnpm bench admission`: 12 to 22 us each).
  *
  * @category constants
  */
