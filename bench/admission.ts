@@ -21,6 +21,7 @@
  */
 import { Admission, AuthStore, CreditLedger, Money, type RateLimiter } from "@tollgate/core"
 import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
+import * as Config from "@tollgate/server/Config"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { createClient } from "redis"
@@ -41,9 +42,13 @@ const runtimeOf = (functions: boolean, groups: Pick<AdmissionStoreRedis.Options,
     Layer.mergeAll(AdmissionStoreRedis.layerRedis(groups), CreditLedgerRedis.layerRedis(), AuthStoreRedis.layerRedis)
       .pipe(Layer.provideMerge(RedisConnection.layer({ url: server.url, functions })))
   )
-// `grouped`: admissions and settlements grouped as the server runs them (`redis.admissionGroupMs`,
-// default 1, and `redis.settlementGroupMs`, default 2).
-const runtimes = { functions: runtimeOf(true), evalsha: runtimeOf(false), grouped: runtimeOf(true, { admissionGroupMs: 1, settlementGroupMs: 2 }) }
+// `grouped`: admissions and settlements grouped as the server runs them by default
+// (`redis.admissionGroupMs`, `redis.settlementGroupMs`).
+const runtimes = {
+  functions: runtimeOf(true),
+  evalsha: runtimeOf(false),
+  grouped: runtimeOf(true, { admissionGroupMs: Config.DEFAULT_ADMISSION_GROUP_MS, settlementGroupMs: Config.DEFAULT_SETTLEMENT_GROUP_MS })
+}
 const stores = (runtime: ReturnType<typeof runtimeOf>) =>
   runtime.runPromise(Effect.gen(function*() {
     return {

@@ -2,9 +2,11 @@
  * Tollgate with only the RPC proxy route, for `bench/rpc.ts`: `node bench/servers/rpc-tollgate.ts
  * <port>` with `RPC_UPSTREAM` (the node) and `STORE=memory|redis` (`REDIS_URL`). Auth, rate limits
  * and billing all run; the limits are the spec's shape (per-minute requests, rolling 24 h
- * credits) with ceilings no benchmark reaches. Request logs go out as batched JSON lines through the
- * reference server's `logging` layer (`LOG_LEVEL=none` turns them off); tracing is as in the reference
- * server (off unless an OTLP endpoint is set). Prints the API key, then "listening".
+ * credits) with ceilings no benchmark reaches; on Redis, admissions and settlements are grouped per
+ * account as the reference server groups them by default. Request logs go out as batched JSON
+ * lines through the reference server's `logging` layer (`LOG_LEVEL=none` turns them off); tracing
+ * is as in the reference server (off unless an OTLP endpoint is set). Prints the API key, then
+ * "listening".
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
@@ -14,6 +16,7 @@ import * as Metered from "@tollgate/http/Metered"
 import * as X402Route from "@tollgate/http/routes/X402"
 import * as Rpc from "@tollgate/http/routes/Rpc"
 import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RedisConnection } from "@tollgate/redis"
+import * as Config from "@tollgate/server/Config"
 import * as Server from "@tollgate/server/Server"
 import * as Telemetry from "@tollgate/server/Telemetry"
 import { Effect, Layer, Scope } from "effect"
@@ -53,7 +56,7 @@ const stores = redisUrl === undefined
     RateLimiterRedis.layerRedis(),
     CreditLedgerRedis.layerRedis(),
     IdempotencyStoreRedis.layerRedis,
-    AdmissionStoreRedis.layerRedis()
+    AdmissionStoreRedis.layerRedis({ admissionGroupMs: Config.DEFAULT_ADMISSION_GROUP_MS, settlementGroupMs: Config.DEFAULT_SETTLEMENT_GROUP_MS })
   ).pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
 const services = Layer.mergeAll(
   Metered.layer(),
