@@ -233,10 +233,12 @@ const unpricedModel = (models: ReadonlyArray<Models.Model>, tables: PricingEngin
 
 /**
  * The rules of production (a signing key set) that dev mode relaxes: the models are listed (the
- * dev models answer locally and would charge real money for it), and the receiver of wallet
- * payments is the operator's own (never the dev account, whose private key is public).
+ * dev models answer locally and would charge real money for it), the receiver of wallet payments
+ * is the operator's own (never the dev account, whose private key is public), and something settles
+ * the payments sent to it (else every 402 would offer entries whose payments are all refused).
  */
-const checkProduction = (config: ServerConfig, payTo: string | undefined) => {
+const checkProduction = (config: ServerConfig, section: typeof X402Section.Type) => {
+  const payTo = section.payTo?.evm
   if (isDevMode(config)) return Effect.void
   if (config.file.models === undefined) {
     return Effect.fail(new ConfigError({
@@ -246,6 +248,11 @@ const checkProduction = (config: ServerConfig, payTo: string | undefined) => {
   if (payTo?.toLowerCase() === DEV_PAY_TO.toLowerCase()) {
     return Effect.fail(new ConfigError({
       message: "TOLLGATE_CONFIG.x402.payTo.evm: is anvil's dev account, whose private key is public; set your own address"
+    }))
+  }
+  if (section.payTo !== undefined && !settlesBase(section) && section.solana === undefined) {
+    return Effect.fail(new ConfigError({
+      message: "TOLLGATE_CONFIG.x402.payTo: nothing settles the payments sent to it; set x402.relayerKey and x402.evmRpcUrl (Base, settled here), x402.solana (Solana, settled here) or x402.facilitatorUrl (a hosted facilitator)"
     }))
   }
   return Effect.void
@@ -316,7 +323,7 @@ export const layer = (config: ServerConfig) =>
   Layer.unwrap(Effect.gen(function*() {
     const key = yield* signingKey(config)
     const section = config.file.x402 === undefined ? {} : yield* decodeSection(X402Section, "x402", config.file.x402)
-    yield* checkProduction(config, section.payTo?.evm)
+    yield* checkProduction(config, section)
     const x402 = section.payTo === undefined && isDevMode(config) && settlesBase(section)
       ? { ...section, payTo: { evm: DEV_PAY_TO } }
       : section

@@ -156,6 +156,32 @@ describe("Production never receives wallet payments on the public dev account", 
   })
 })
 
+describe("Production with x402.payTo but nothing to settle its payments stops the server, naming x402.payTo", () => {
+  it("payTo.evm with neither the relayer and its RPC URL, a Solana fee payer, nor a hosted facilitator is refused", async () => {
+    const result = await refused({
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_CONFIG: configFile("pay-to-unsettled", {
+        models: [upstreamModel],
+        prices: housePrice,
+        x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" } }
+      })
+    })
+    expect(expectOneLine(result, "TOLLGATE_CONFIG.x402.payTo")).toContain("x402.relayerKey and x402.evmRpcUrl")
+  })
+
+  it("a relayer key without the RPC URL it submits through settles nothing either", async () => {
+    const result = await refused({
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_CONFIG: configFile("pay-to-half-relayer", {
+        models: [upstreamModel],
+        prices: housePrice,
+        x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" }, relayerKey: `0x${"ab".repeat(32)}` }
+      })
+    })
+    expectOneLine(result, "TOLLGATE_CONFIG.x402.payTo")
+  })
+})
+
 describe("An unreachable Redis at start is one line, not a stack trace", () => {
   it("a Redis URL where nothing listens stops the server naming TOLLGATE_REDIS_URL", async () => {
     const port = await FreePort.freePort()

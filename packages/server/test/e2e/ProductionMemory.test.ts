@@ -13,7 +13,7 @@ beforeAll(async () => {
     signingKey: true,
     config: {
       models: Models.defaults.filter((model) => model.id === "local-renderer"),
-      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" } },
+      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" }, facilitatorUrl: "http://127.0.0.1:9" },
       // Never reached: an unpaid call is answered 402 before anything is forwarded.
       rpc: { upstreams: { "base-mainnet": ["http://127.0.0.1:9"] } }
     }

@@ -23,7 +23,7 @@ beforeAll(async () => {
       ],
       prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
       rpc: { upstreams: { "base-mainnet": [anvil.url] } },
-      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" } }
+      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" }, facilitatorUrl: "http://127.0.0.1:9" }
     }
   })
 })

@@ -26,7 +26,7 @@ beforeAll(async () => {
       env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e", TOLLGATE_LOG_LEVEL: "info" },
       config: {
         models: Models.defaults.filter((model) => model.id === "local-renderer"),
-        x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" } }
+        x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" }, facilitatorUrl: "http://127.0.0.1:9" }
       }
     })
   ])
