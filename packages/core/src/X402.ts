@@ -123,8 +123,11 @@ export const DEFAULT_MINIMUM_PER_CALL: Money.Nano = Money.unsafeNano(Money.NANO_
  */
 export const makeConfig = (options: {
   readonly publicOrigin: string
-  /** Absent: wallet payments are off (no `accepts`, the top-up answers 503). */
-  readonly payTo?: { readonly evm: string; readonly solana?: string | undefined } | undefined
+  /**
+   * Absent: wallet payments are off (no `accepts`, the top-up answers 503). A network whose
+   * receiver is absent is not offered (a server with nothing to settle Base payments leaves `evm` out).
+   */
+  readonly payTo?: { readonly evm?: string | undefined; readonly solana?: string | undefined } | undefined
   /** From the facilitator's `/supported` (see `PaymentFacilitator.feePayerOf`). */
   readonly solanaFeePayer?: string | undefined
   readonly evm?: Partial<EvmOption>
@@ -136,7 +139,7 @@ export const makeConfig = (options: {
   readonly docsUrl?: string
 }): Config => ({
   publicOrigin: options.publicOrigin.replace(/\/+$/, ""),
-  ...(options.payTo === undefined ? {} : {
+  ...(options.payTo?.evm === undefined ? {} : {
     evm: {
       network: BASE_MAINNET,
       asset: BASE_USDC,

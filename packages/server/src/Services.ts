@@ -371,7 +371,8 @@ export const layer = (config: ServerConfig) =>
       : undefined
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
-      payTo: x402.payTo,
+      // Base is offered only where something settles it.
+      payTo: x402.payTo === undefined ? undefined : { evm: settlesBase(x402) ? x402.payTo.evm : undefined, solana: x402.payTo.solana },
       ...(upto === undefined ? {} : { evm: { upto } }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),

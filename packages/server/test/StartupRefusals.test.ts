@@ -3,8 +3,9 @@
  * `pnpm start` entry point exits 1 after one JSON line naming the field. The one unsafe setting
  * that is not refused, production without `x402.payTo`, turns wallet payments off instead.
  */
-import { Jwt } from "@tollgate/core"
-import { FreePort, RedisServer } from "@tollgate/testkit"
+import { generateKeyPairSigner } from "@solana/kit"
+import { Jwt, X402 } from "@tollgate/core"
+import { FreePort, RedisServer, SolanaRpc } from "@tollgate/testkit"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -35,6 +36,18 @@ const spawn = (env: Record<string, string>) => {
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
   return { child, exited, stdout: () => stdout, stderr: () => stderr }
+}
+
+/** Starts the server and waits until it listens. */
+const listening = async (env: Record<string, string>) => {
+  const port = await FreePort.freePort()
+  const running = spawn({ PORT: String(port), ...env })
+  const deadline = Date.now() + 20_000
+  while (!running.stdout().includes("listening")) {
+    if (Date.now() > deadline || running.child.exitCode !== null) throw new Error(`server did not start: ${running.stdout()}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  return { port, running }
 }
 
 /** Runs the server to its exit and returns the code and the lines it printed. */
@@ -208,18 +221,11 @@ describe("Waiting for Redis replicas that are not there stops the server, naming
 
 describe("Production without x402.payTo takes no wallet payments: no accepts, and the top-up answers 503", () => {
   it("the 402 offers no payment and the top-up says wallet payments are not configured", async () => {
-    const port = await FreePort.freePort()
-    const running = spawn({
-      PORT: String(port),
+    const { port, running } = await listening({
       TOLLGATE_SIGNING_KEY: signingKey,
       TOLLGATE_CONFIG: configFile("no-pay-to", { models: [upstreamModel], prices: housePrice })
     })
     try {
-      const deadline = Date.now() + 20_000
-      while (!running.stdout().includes("listening")) {
-        if (Date.now() > deadline || running.child.exitCode !== null) throw new Error(`server did not start: ${running.stdout()}`)
-        await new Promise((resolve) => setTimeout(resolve, 25))
-      }
       const paid = await fetch(`http://127.0.0.1:${port}/api/v1/chat/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
@@ -260,5 +266,30 @@ describe("Every line the server prints is JSON on stdout", () => {
     expect(lines.map((line) => line.message)).toEqual(expect.arrayContaining([expect.stringContaining("dev mode"), expect.stringContaining("listening"), "request"]))
     const devKeys = lines.find((line) => line.message.startsWith("dev mode"))!
     expect(devKeys.annotations).toEqual({ accountId: "acct_demo", adminKey: expect.any(String), inferenceKey: expect.any(String) })
+  })
+})
+
+describe("Production that settles only Solana offers no Base entry, whose every payment would be refused", () => {
+  it("payTo.evm and payTo.solana with x402.solana alone: the top-up's 402 offers Solana only", async () => {
+    const { port, running } = await listening({
+      TOLLGATE_SIGNING_KEY: signingKey,
+      TOLLGATE_CONFIG: configFile("solana-only", {
+        models: [upstreamModel],
+        prices: housePrice,
+        x402: {
+          payTo: { evm: "0x1111111111111111111111111111111111111111", solana: (await generateKeyPairSigner()).address },
+          solana: { rpcUrl: "http://127.0.0.1:9", feePayerKey: Array.from(SolanaRpc.keyPairBytes()) }
+        }
+      })
+    })
+    try {
+      const topUp = await fetch(`http://127.0.0.1:${port}/api/v1/x402/top-up`, { method: "POST" })
+      expect(topUp.status).toBe(402)
+      const body = await topUp.json() as { accepts: ReadonlyArray<{ network: string }> }
+      expect(body.accepts.map((entry) => entry.network)).toEqual([X402.SOLANA_MAINNET])
+    } finally {
+      running.child.kill("SIGTERM")
+      await running.exited
+    }
   })
 })
