@@ -38,6 +38,11 @@ export interface ApiKeyRecord {
   readonly createdAt: Date
   readonly expiresAt?: Date
   readonly revokedAt?: Date
+  /**
+   * The signing key that signed the key's secret (`Jwt.VerifyingKey.kid`), so the keys of a leaked
+   * signing key can be listed; absent on keys minted before signing keys were named.
+   */
+  readonly kid?: string
 }
 
 /** @category models */
@@ -134,6 +139,14 @@ export class Auth extends Context.Service<Auth, {
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
   readonly siwxChallenge: Effect.Effect<SiwxChallenge>
+  /** The `kid` new keys are signed with, then those of the earlier signing keys still verified. */
+  readonly signingKeyIds: readonly [signing: string, ...previous: Array<string>]
+  /**
+   * Every account's keys whose secret the signing key `kid` signed, or, with `undefined`, the keys
+   * minted before signing keys were named (all signed by the one signing key of that time). What an
+   * operator re-issues after a signing key leaked. A walk of the whole store.
+   */
+  readonly keysSignedBy: (kid: string | undefined) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
 }>()("@tollgate/core/Auth") {}
 
 /**
@@ -147,7 +160,10 @@ export type NoncePolicy = "single-use" | "reusable"
 
 /** @category options */
 export interface Options {
+  /** The key new API keys are signed with; it verifies them too. */
   readonly signingKey: Jwt.SigningKey
+  /** Earlier signing keys, kept to verify the API keys they signed until the operator drops them. */
+  readonly previousKeys?: ReadonlyArray<Jwt.VerifyingKey> | undefined
   /** The origin clients address, e.g. `https://api.example.com` or `http://localhost:8787`. */
   readonly publicOrigin: string
   /** JSON-RPC URL of the EVM chain, for contract wallets (EIP-1271, EIP-6492). */
@@ -208,6 +224,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const evmVerifier = options.evmRpcUrl === undefined ? Option.none() : Option.some(chainVerifier(options.evmRpcUrl))
 
   const now = Clock.currentTimeMillis
+  const verifyingKeys: ReadonlyArray<Jwt.VerifyingKey> = [options.signingKey, ...(options.previousKeys ?? [])]
 
   const standing = (principal: ApiKeyPrincipal) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
     !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
@@ -263,7 +280,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const verifyKey = (authorization: string, at: number): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated> => {
     const match = BEARER.exec(authorization.trim())
     if (match === null) return Effect.fail(badAuthorization)
-    return Effect.matchEffect(Jwt.verify(options.signingKey, match[1]!, new Date(at)), {
+    return Effect.matchEffect(Jwt.verify(verifyingKeys, match[1]!, new Date(at)), {
       onFailure: (error) => Effect.andThen(Effect.logDebug("API key refused", error.reason), Effect.fail(invalidKey)),
       onSuccess: (claims) => {
         const unconfirmed = unconfirmedKey(claims)
@@ -364,6 +381,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       tier: input.tier ?? "default",
       description: input.description,
       createdAt: new Date(at),
+      kid: options.signingKey.kid,
       ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt })
     }
     // The expiry is the store's, not the signature's, so that it can be changed or removed later.
@@ -438,7 +456,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     getKey,
     setKeyExpiry,
     describeKey,
-    siwxChallenge
+    siwxChallenge,
+    signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)],
+    keysSignedBy: (kid) => Effect.map(store.allKeys, (records) => records.filter((record) => record.kid === kid))
   })
 })
 

@@ -42,6 +42,11 @@ export class AuthStore extends Context.Service<AuthStore, {
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
   /**
+   * Every account's keys: what the operator lists the keys of a signing key from (`Auth.keysSignedBy`).
+   * A walk of the whole store, never run for a request.
+   */
+  readonly allKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
+  /**
    * Sets the key's expiry (`undefined`: none), enforced by `keyStatus` from the next request on;
    * false when the account has no such key. A revoked key stays revoked.
    */
@@ -103,6 +108,7 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
     putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
     getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),
+    allKeys: Effect.sync(() => [...keys.values()].flatMap((map) => [...map.values()])),
     setExpiry: (accountId, keyId, expiresAt) =>
       Effect.sync(() => {
         const map = keys.get(accountId)

@@ -25,6 +25,8 @@ const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
  */
 export const accountKey = (accountId: string) => `${prefix(accountId)}:account`
 const keysKey = (accountId: string) => `${prefix(accountId)}:keys`
+/** The pattern of every account's hash of key records (`allKeys`). */
+const ALL_KEYS = "tollgate:auth:{*}:keys"
 
 /**
  * The marker of a key refused from a time on: its value is that time (ms since the epoch), and the
@@ -89,6 +91,7 @@ interface KeyJson {
   readonly createdAt: string
   readonly expiresAt?: string
   readonly revokedAt?: string
+  readonly kid?: string
 }
 
 const encodeAccount = (account: Auth.Account): string =>
@@ -162,6 +165,16 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       getKey: (accountId, keyId) =>
         Effect.map(send<string | null>("HGET", keysKey(accountId), keyId), (json) => Option.map(Option.fromNullishOr(json), decodeKey)),
+      allKeys: Effect.gen(function*() {
+        const records: Array<Auth.ApiKeyRecord> = []
+        let cursor = "0"
+        do {
+          const [next, found] = yield* send<readonly [string, ReadonlyArray<string>]>("SCAN", cursor, "MATCH", ALL_KEYS, "COUNT", "1000")
+          for (const key of found) records.push(...(yield* send<ReadonlyArray<string>>("HVALS", key)).map(decodeKey))
+          cursor = next
+        } while (cursor !== "0")
+        return records
+      }),
       setExpiry: (accountId, keyId, expiresAt) =>
         Effect.map(
           expire(

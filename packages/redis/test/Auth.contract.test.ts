@@ -179,6 +179,20 @@ Contract.contract(
         assert.strictEqual(yield* tagOf((auth.createAccount({ id: "bad id{}" }))), "InvalidRequest")
       })))
 
+    it.effect("a key's record names the signing key that signed it, and the keys of a signing key are listed across accounts", () =>
+      live(Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const [one, two] = [yield* auth.createAccount(), yield* auth.createAccount()]
+        const a = yield* auth.createKey({ accountId: one.id, type: "ADMIN", description: "" })
+        const b = yield* auth.createKey({ accountId: two.id, type: "INFERENCE", description: "" })
+        assert.strictEqual(a.record.kid, signingKey.kid)
+        assert.strictEqual((yield* auth.getKey(two.id, b.record.id)).kid, signingKey.kid)
+        assert.deepStrictEqual(auth.signingKeyIds, [signingKey.kid])
+        const listed = (yield* auth.keysSignedBy(signingKey.kid)).filter((record) => record.accountId === one.id || record.accountId === two.id)
+        assert.deepStrictEqual(listed.map((record) => record.id).sort(), [a.record.id, b.record.id].sort())
+        assert.deepStrictEqual(yield* auth.keysSignedBy("another-kid"), [])
+      })))
+
     it.effect("a wallet signs in as the account of (family, address), and nothing is stored for it (any number of wallets cost nothing to make)", () =>
       live(Effect.gen(function*() {
         const auth = yield* Auth.Auth

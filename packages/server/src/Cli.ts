@@ -6,12 +6,14 @@
  *
  * ```sh
  * tollgate-cli signing-key --out tollgate-signing-key.pem
+ * tollgate-cli signing-key --id-of tollgate-signing-key.pem
  * tollgate-cli accounts create --description "Acme"
  * tollgate-cli keys mint --account acct_... --type ADMIN
  * tollgate-cli keys mint --account acct_... --type INFERENCE --cap-usd 5 --limit-period MONTH
  * tollgate-cli keys cap --account acct_... --id key_... --usd 0.05 --limit-period EPOCH
  * tollgate-cli keys cap --account acct_... --id key_... --usd none
  * tollgate-cli keys revoke --account acct_... --id key_...
+ * tollgate-cli keys signed-by --kid <kid of a signing key>
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
  * tollgate-cli credits refund --account acct_... --request-id 5b0e... --reason "upstream outage"
  * ```
@@ -116,6 +118,26 @@ const revokeKey = Command.make("revoke", {
     yield* print({ accountId: input.account, keyId: input.id, revoked: true })
   })).pipe(Command.withDescription("Revoke an API key, at once on every server sharing the store"))
 
+const recordJson = (record: Auth.ApiKeyRecord) => ({
+  accountId: record.accountId,
+  keyId: record.id,
+  type: record.type,
+  description: record.description,
+  kid: record.kid ?? null,
+  revoked: record.revokedAt !== undefined
+})
+
+const signedBy = Command.make("signed-by", {
+  kid: Flag.String("kid").pipe(
+    Flag.withDescription("The signing key's id (printed by signing-key --out and logged at start); none: keys minted before keys named their signing key")
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const records = yield* auth.keysSignedBy(input.kid === "none" ? undefined : input.kid).pipe(Effect.mapError(userError))
+    yield* print({ kid: input.kid, keys: records.map(recordJson) })
+  })).pipe(Command.withDescription("List every account's keys signed by a signing key: what to re-issue after it leaked"))
+
 const grantCredits = Command.make("grant", {
   account,
   usd: Flag.String("usd").pipe(Flag.withDescription("Amount in USD, e.g. 25.00")),
@@ -170,17 +192,33 @@ const signingKey = Command.make("signing-key", {
   out: Flag.String("out").pipe(
     Flag.withDescription("Write the key to this file (mode 0600) instead of printing it"),
     Flag.optional
+  ),
+  idOf: Flag.String("id-of").pipe(
+    Flag.withDescription("Print the kid of the signing key (or public key) in this PEM file instead of making one"),
+    Flag.optional
   )
 }, (input) =>
   Effect.gen(function*() {
-    const pem = yield* Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey))
+    if (Option.isSome(input.idOf)) {
+      const file = input.idOf.value
+      const text = yield* Effect.tryPromise({
+        try: () => Fs.readFile(file, "utf8"),
+        catch: (cause) => new CliError.UserError({ cause, userMessage: `--id-of: cannot read ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
+      })
+      const keys = yield* Jwt.importVerifyingKeys(text).pipe(
+        Effect.mapError((error) => new CliError.UserError({ cause: error, userMessage: `--id-of: ${file}: ${error.message}` }))
+      )
+      return yield* print({ kid: keys.map((key) => key.kid).join(",") })
+    }
+    const key = yield* Jwt.generateSigningKey
+    const pem = yield* Jwt.exportSigningKey(key)
     if (Option.isNone(input.out)) return yield* Console.log(pem)
     const file = input.out.value
     yield* Effect.tryPromise({
       try: () => Fs.writeFile(file, `${pem.trimEnd()}\n`, { mode: 0o600, flag: "wx" }),
       catch: (cause) => new CliError.UserError({ cause, userMessage: `--out: cannot write ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
     })
-    yield* print({ written: file })
+    yield* print({ written: file, kid: key.kid })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
 
 /** What the account, key and credit commands need: Auth with the signing key, the keys' caps, and the ledger. */
@@ -203,7 +241,12 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
       ),
       Command.make("keys").pipe(
         Command.withDescription("API keys, signed with TOLLGATE_SIGNING_KEY"),
-        Command.withSubcommands([Command.provide(mintKey, services), Command.provide(capKey, services), Command.provide(revokeKey, services)])
+        Command.withSubcommands([
+          Command.provide(mintKey, services),
+          Command.provide(capKey, services),
+          Command.provide(revokeKey, services),
+          Command.provide(signedBy, services)
+        ])
       ),
       Command.make("credits").pipe(
         Command.withDescription("Prepaid credit of an account"),

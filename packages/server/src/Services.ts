@@ -315,6 +315,19 @@ export const signingKey = (config: ServerConfig) =>
     )
 
 /**
+ * The keys of earlier signing keys that still verify the API keys they signed
+ * (`TOLLGATE_PREVIOUS_SIGNING_KEYS`); none when it is not set.
+ *
+ * @category constructors
+ */
+export const previousSigningKeys = (config: Pick<ServerConfig, "previousSigningKeys">) =>
+  config.previousSigningKeys === undefined
+    ? Effect.succeed<ReadonlyArray<Jwt.VerifyingKey>>([])
+    : Jwt.importVerifyingKeys(config.previousSigningKeys).pipe(
+      Effect.mapError((error) => new ConfigError({ message: `TOLLGATE_PREVIOUS_SIGNING_KEYS: ${error.message}` }))
+    )
+
+/**
  * Every service the routes need, for a configuration.
  *
  * @category layers
@@ -322,6 +335,7 @@ export const signingKey = (config: ServerConfig) =>
 export const layer = (config: ServerConfig) =>
   Layer.unwrap(Effect.gen(function*() {
     const key = yield* signingKey(config)
+    const previousKeys = yield* previousSigningKeys(config)
     const section = config.file.x402 === undefined ? {} : yield* decodeSection(X402Section, "x402", config.file.x402)
     yield* checkProduction(config, section)
     const x402 = section.payTo === undefined && isDevMode(config) && settlesBase(section)
@@ -352,6 +366,7 @@ export const layer = (config: ServerConfig) =>
     )
     const auth = Auth.layer({
       signingKey: key,
+      previousKeys,
       publicOrigin: config.publicOrigin,
       ...(evmRpcUrl === undefined ? {} : { evmRpcUrl })
     })

@@ -138,6 +138,22 @@ describe("The CLI as documented: every command described in --help, signing-key 
   })
 })
 
+describe("Signing keys are named: signing-key prints the kid of the key it makes, and --id-of the kid of a key file", () => {
+  it("the kid printed at creation is the one --id-of reads back, and the one keys minted with it carry", async () => {
+    const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tollgate-kid-"))
+    const file = Path.join(dir, "key.pem")
+    const made = JSON.parse((await runCli(["signing-key", "--out", file])).stdout) as { kid: string }
+    const read = JSON.parse((await runCli(["signing-key", "--id-of", file])).stdout) as { kid: string }
+    expect(read.kid).toBe(made.kid)
+    const key = await Effect.runPromise(Jwt.importSigningKey(await Fs.readFile(file, "utf8")))
+    expect(key.kid).toBe(made.kid)
+    const refused = await runCli(["signing-key", "--id-of", Path.join(dir, "missing.pem")])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr.trim().split("\n")).toHaveLength(1)
+    await Fs.rm(dir, { recursive: true })
+  })
+})
+
 describe("A store command refuses a store nobody chose: the memory default would lose the account as the command exits", () => {
   it("accounts create with no TOLLGATE_STORE prints one line naming TOLLGATE_STORE and TOLLGATE_REDIS_URL, exits 1 and creates nothing", async () => {
     const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
