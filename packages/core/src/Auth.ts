@@ -14,6 +14,7 @@ import * as AbuseGuard from "./AbuseGuard.ts"
 import { AuthStore, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
+import * as KeyRestrictions from "./KeyRestrictions.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
 import * as Siwx from "./Siwx.ts"
 
@@ -43,7 +44,34 @@ export interface ApiKeyRecord {
    * signing key can be listed; absent on keys minted before signing keys were named.
    */
   readonly kid?: string
+  /** What the key may call; absent: whatever its type allows. */
+  readonly restrictions?: KeyRestrictions.Restrictions
+  /** Which of its secrets the key accepts, once rerolled (`rerollKey`); absent: only its first. */
+  readonly secrets?: KeySecrets
 }
+
+/**
+ * The secrets of a rerolled key: the one last issued, and earlier ones still accepted until the end
+ * of the grace period their reroll gave them.
+ *
+ * @category models
+ */
+export interface KeySecrets {
+  /** The number of the secret last issued (`Jwt.Claims.secret`); the first is 0. */
+  readonly current: number
+  /** Earlier secrets still accepted, each until `until` (ms since the epoch). */
+  readonly previous: ReadonlyArray<{ readonly secret: number; readonly until: number }>
+}
+
+/**
+ * Whether a key whose accepted secrets are `secrets` (absent: only the first) accepts `secret` at `now`.
+ *
+ * @category predicates
+ */
+export const acceptsSecret = (secrets: KeySecrets | undefined, secret: number, now: number): boolean =>
+  secrets === undefined
+    ? secret === 0
+    : secret === secrets.current || secrets.previous.some((earlier) => earlier.secret === secret && now < earlier.until)
 
 /** @category models */
 export interface CreateKey {
@@ -52,6 +80,7 @@ export interface CreateKey {
   readonly tier?: Tier
   readonly description: string
   readonly expiresAt?: Date
+  readonly restrictions?: KeyRestrictions.Restrictions
 }
 
 /**
@@ -81,8 +110,13 @@ export interface SiwxChallenge {
  */
 export interface Unconfirmed {
   readonly principal: Principal
-  /** The store lookup of the key's standing, then `standing`'s verdict. */
-  readonly confirm: Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+  /**
+   * The store lookup of the key's standing, then `standing`'s verdict; it answers the key's
+   * restrictions, read in the same lookup (`undefined`: none).
+   */
+  readonly confirm: Effect.Effect<KeyRestrictions.Restrictions | undefined, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+  /** What a confirmed key may call (`KeyRestrictions`); `undefined`: anything its type allows. */
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
   /**
    * For a caller that looks the key up in its own store step (see `Admission`): the key whose
    * standing is pending, and the verdict on what the store found, which `confirm` applies too.
@@ -135,6 +169,17 @@ export class Auth extends Context.Service<Auth, {
    * which still ends it then.
    */
   readonly setKeyExpiry: (accountId: string, keyId: string, expiresAt: Date | undefined) => Effect.Effect<ApiKeyRecord, InvalidRequest | NotFound | ServiceUnavailable>
+  /**
+   * Sets what the key may call (`undefined` or `{}`: whatever its type allows), from its next
+   * request on, on every instance.
+   */
+  readonly restrictKey: (accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
+  /**
+   * Issues a new secret for the key, signed with the current signing key: same id, description,
+   * type, tier, cap and restrictions. The secrets issued before stay valid for `graceMs` more (0:
+   * refused from now on). A revoked key cannot be rerolled.
+   */
+  readonly rerollKey: (accountId: string, keyId: string, graceMs: number) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | NotFound | ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
@@ -226,8 +271,17 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const now = Clock.currentTimeMillis
   const verifyingKeys: ReadonlyArray<Jwt.VerifyingKey> = [options.signingKey, ...(options.previousKeys ?? [])]
 
-  const standing = (principal: ApiKeyPrincipal) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
-    !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
+  /**
+   * Whether the store's standing of a key refuses the secret `secret` of it: no account, revoked or
+   * expired, or a secret its rerolls no longer accept. A key never rerolled needs no clock.
+   */
+  const refuses = (status: KeyStatus, secret: number, clock: Clock.Clock): boolean =>
+    !status.accountExists || status.revoked ||
+    (status.secrets === undefined ? secret !== 0 : !acceptsSecret(status.secrets, secret, clock.currentTimeMillisUnsafe()))
+
+  const standing = (principal: ApiKeyPrincipal, secret: number) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
+    Effect.clockWith((clock): Effect.Effect<void, Unauthenticated | RateLimited> =>
+      refuses(status, secret, clock) ? Effect.fail(invalidKey) : AbuseGuard.identify(principal))
 
   // Where the store can read the abuse guard's blocks (both on Redis), a key's standing and its
   // block are read in one round trip (`AuthStore.keyStanding`) rather than one after the other.
@@ -236,15 +290,22 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   /** The store lookup of the key's standing (with its block, where read together), then the verdict. */
   const confirmation = (
     principal: ApiKeyPrincipal,
+    secret: number,
     verdict: ReturnType<typeof standing>
-  ): Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> => {
+  ): Effect.Effect<KeyRestrictions.Restrictions | undefined, Unauthenticated | ServiceUnavailable | RateLimited> => {
     const { accountId, keyId } = principal
     const keyStanding = store.keyStanding
-    if (keyStanding === undefined || blockKeyOf === undefined) return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), verdict))
+    if (keyStanding === undefined || blockKeyOf === undefined) {
+      return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), (status) => Effect.as(verdict(status), status.restrictions)))
+    }
     const blockKey = blockKeyOf(AbuseGuard.principalCaller(principal))
     return Effect.suspend(() =>
-      Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found): Effect.Effect<void, Unauthenticated | RateLimited> =>
-        !found.accountExists || found.revoked ? Effect.fail(invalidKey) : AbuseGuard.identifyRead(principal, found.blockedMs))
+      Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found) =>
+        Effect.clockWith((clock): Effect.Effect<KeyRestrictions.Restrictions | undefined, Unauthenticated | RateLimited> => {
+          if (refuses(found, secret, clock)) return Effect.fail(invalidKey)
+          const identified: Effect.Effect<void, RateLimited> = AbuseGuard.identifyRead(principal, found.blockedMs)
+          return found.restrictions === undefined ? identified as Effect.Effect<undefined, RateLimited> : Effect.as(identified, found.restrictions)
+        }))
     )
   }
 
@@ -255,10 +316,11 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const unconfirmedKey = (claims: Jwt.Claims): Effect.Effect<Option.Option<Unconfirmed>> => {
     const { accountId, keyId, tier, type } = claims
     const principal = new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier })
-    const verdict = standing(principal)
+    const secret = claims.secret ?? 0
+    const verdict = standing(principal, secret)
     return Effect.succeed(Option.some<Unconfirmed>({
       principal,
-      confirm: confirmation(principal, verdict),
+      confirm: confirmation(principal, secret, verdict),
       pending: { accountId, keyId, standing: verdict }
     }))
   }
@@ -382,7 +444,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       description: input.description,
       createdAt: new Date(at),
       kid: options.signingKey.kid,
-      ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt })
+      ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt }),
+      ...(KeyRestrictions.isRestricted(input.restrictions) ? { restrictions: input.restrictions } : {})
     }
     // The expiry is the store's, not the signature's, so that it can be changed or removed later.
     const key = yield* Jwt.sign(options.signingKey, {
@@ -413,6 +476,38 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     yield* getKey(accountId, keyId)
     yield* store.setExpiry(accountId, keyId, expiresAt)
     return yield* getKey(accountId, keyId)
+  })
+
+  const restrictKey = Effect.fn("Auth.restrictKey")(function*(accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) {
+    const { restrictions: _, ...rest } = yield* getKey(accountId, keyId)
+    const record: ApiKeyRecord = KeyRestrictions.isRestricted(restrictions) ? { ...rest, restrictions } : rest
+    yield* store.putKey(record)
+    return record
+  })
+
+  const rerollKey = Effect.fn("Auth.rerollKey")(function*(accountId: string, keyId: string, graceMs: number) {
+    const found = yield* getKey(accountId, keyId)
+    if (found.revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
+    if (!Number.isSafeInteger(graceMs) || graceMs < 0) return yield* new InvalidRequest({ message: "The grace period must be a whole number of milliseconds, 0 or more" })
+    const at = yield* now
+    const current = found.secrets?.current ?? 0
+    // Earlier secrets whose grace has ended are forgotten; the one replaced now is kept for its grace.
+    const previous = (found.secrets?.previous ?? []).filter((earlier) => earlier.until > at)
+    const secrets: KeySecrets = {
+      current: current + 1,
+      previous: graceMs === 0 ? previous : [...previous, { secret: current, until: at + graceMs }]
+    }
+    const record: ApiKeyRecord = { ...found, kid: options.signingKey.kid, secrets }
+    const key = yield* Jwt.sign(options.signingKey, {
+      accountId,
+      keyId,
+      type: record.type,
+      tier: record.tier,
+      issuedAt: new Date(at),
+      secret: secrets.current
+    })
+    yield* store.putKey(record)
+    return { key, record }
   })
 
   const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
@@ -455,6 +550,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     revokeKey,
     getKey,
     setKeyExpiry,
+    restrictKey,
+    rerollKey,
     describeKey,
     siwxChallenge,
     signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)],

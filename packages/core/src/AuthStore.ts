@@ -7,9 +7,10 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import type { Account, ApiKeyRecord } from "./Auth.ts"
+import type { Account, ApiKeyRecord, KeySecrets } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
+import type * as KeyRestrictions from "./KeyRestrictions.ts"
 import * as SessionRevocations from "./SessionRevocations.ts"
 
 /**
@@ -21,6 +22,10 @@ export interface KeyStatus {
   readonly accountExists: boolean
   /** Revoked, or past the expiry the store holds for it (`setExpiry`). */
   readonly revoked: boolean
+  /** What the key may call, when it is restricted (`ApiKeyRecord.restrictions`). */
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  /** Which of the key's secrets are accepted, once it was rerolled (`ApiKeyRecord.secrets`). */
+  readonly secrets?: KeySecrets | undefined
 }
 
 /**
@@ -38,6 +43,10 @@ export class AuthStore extends Context.Service<AuthStore, {
   /** Stores the account unless one with its id exists; returns the stored one. */
   readonly insertAccount: (account: Account) => Effect.Effect<Account, ServiceUnavailable>
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
+  /**
+   * Stores the key's record; its restrictions and accepted secrets go where `keyStatus` reads them,
+   * in the same step.
+   */
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
@@ -93,7 +102,9 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
     const record = keys.get(accountId)?.get(keyId)
     return {
       accountExists: accounts.has(accountId),
-      revoked: record?.revokedAt !== undefined || (record?.expiresAt !== undefined && record.expiresAt.getTime() <= now)
+      revoked: record?.revokedAt !== undefined || (record?.expiresAt !== undefined && record.expiresAt.getTime() <= now),
+      restrictions: record?.restrictions,
+      secrets: record?.secrets
     }
   }
   const store = AuthStore.of({

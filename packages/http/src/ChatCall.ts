@@ -334,5 +334,6 @@ export const serve = <A extends { readonly prepared: Prepared }>(
   decode,
   quote: ({ prepared }) => prepared.quote,
   shape: ({ prepared }) => prepared.shape,
+  subject: ({ prepared }) => ({ model: prepared.model.id }),
   execute: (input) => Effect.flatMap(input.prepared.search, (found) => answer(input, found))
 })

@@ -1,15 +1,16 @@
 /**
  * The Redis layer of `AuthStore`. Per account, under the account id as hash tag (one Cluster
- * slot): the account as JSON, a hash of key records, and one marker per revoked or expiring key,
- * so `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
- * guard's PTTL of the key's block with it). A revocation is a Lua script that
+ * slot): the account as JSON, a hash of key records, one marker per revoked or expiring key, and
+ * one policy per restricted or rerolled key (its restrictions and accepted secrets as JSON), so
+ * `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
+ * guard's PTTL of the key's block with it). A record and its policy are written by one script. A revocation is a Lua script that
  * stamps the record and writes the marker together; any instance's next request reads it. Nonces
  * are claimed with `SET NX PX`, which is atomic: of two instances racing on one SIWX header, one
  * wins.
  *
  * @since 0.1.0
  */
-import { type Auth, AuthStore, Errors, type KeyCaps, type SessionRevocations } from "@tollgate/core"
+import { type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
@@ -37,6 +38,40 @@ const ALL_KEYS = "tollgate:auth:{*}:keys"
  */
 export const revokedKey = (accountId: string, keyId: string) => `${prefix(accountId)}:revoked:${keyId}`
 const nonceKey = (key: string) => `tollgate:auth:nonce:{${key}}`
+
+/**
+ * The policy of a restricted or rerolled key: `{"restrictions":…,"secrets":…}` as `keyStatus`
+ * reads it. Absent: neither.
+ *
+ * @category internals
+ */
+export const policyKey = (accountId: string, keyId: string) => `${prefix(accountId)}:policy:${keyId}`
+
+const putKeyScript = Redis.script(
+  (keys: string, policy: string, keyId: string, record: string, policyJson: string) => [keys, policy, keyId, record, policyJson],
+  {
+    numberOfKeys: 2,
+    lua: `
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
+return 1
+`
+  }
+).withReturnType<number>()
+
+interface PolicyJson {
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  readonly secrets?: Auth.KeySecrets | undefined
+}
+
+const encodePolicy = (record: Auth.ApiKeyRecord): string =>
+  record.restrictions === undefined && record.secrets === undefined
+    ? ""
+    : JSON.stringify({ restrictions: record.restrictions, secrets: record.secrets } satisfies PolicyJson)
+
+/** What Lua's cjson writes for an empty list is `{}`: read back as the empty list it was. */
+const secretsOf = (secrets: Auth.KeySecrets | undefined): Auth.KeySecrets | undefined =>
+  secrets === undefined ? undefined : { current: secrets.current, previous: Array.isArray(secrets.previous) ? secrets.previous : [] }
 
 const revokeScript = Redis.script(
   (keys: string, marker: string, keyId: string, revokedAt: string) => [keys, marker, keyId, revokedAt],
@@ -92,6 +127,8 @@ interface KeyJson {
   readonly expiresAt?: string
   readonly revokedAt?: string
   readonly kid?: string
+  readonly restrictions?: KeyRestrictions.Restrictions
+  readonly secrets?: Auth.KeySecrets
 }
 
 const encodeAccount = (account: Auth.Account): string =>
@@ -111,9 +148,11 @@ const encodeKey = (record: Auth.ApiKeyRecord): string =>
   })
 
 const decodeKey = (json: string): Auth.ApiKeyRecord => {
-  const { expiresAt, revokedAt, ...raw } = JSON.parse(json) as KeyJson
+  const { expiresAt, revokedAt, secrets, ...raw } = JSON.parse(json) as KeyJson
+  const accepted = secretsOf(secrets)
   return {
     ...raw,
+    ...(accepted === undefined ? {} : { secrets: accepted }),
     createdAt: new Date(raw.createdAt),
     ...(expiresAt === undefined ? {} : { expiresAt: new Date(expiresAt) }),
     ...(revokedAt === undefined ? {} : { revokedAt: new Date(revokedAt) })
@@ -128,10 +167,13 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     const expire = redis.eval(expiryScript)
     const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
-    const statusOf = ([account, refusedFrom]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => ({
-      accountExists: account != null,
-      revoked: refusedFrom != null && Number(refusedFrom) <= now
-    })
+    const putKey = redis.eval(putKeyScript)
+    const statusOf = ([account, refusedFrom, policy]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => {
+      const status = { accountExists: account != null, revoked: refusedFrom != null && Number(refusedFrom) <= now }
+      if (policy == null) return status
+      const { restrictions, secrets } = JSON.parse(policy) as PolicyJson
+      return { ...status, restrictions, secrets: secretsOf(secrets) }
+    }
     // Over tollgate's connection (`RedisConnection.layer`), a key's standing and its caller's block
     // are sent together and answered in one wait.
     const connection = Option.getOrUndefined(yield* Effect.serviceOption(RedisConnection))
@@ -142,7 +184,7 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         return Effect.tryPromise({
           try: () =>
             Promise.all([
-              connection.sendCommand(["MGET", account, revokedKey(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
+              connection.sendCommand(["MGET", account, revokedKey(accountId, keyId), policyKey(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
               // The guard fails open: a block that cannot be read is none.
               (connection.sendCommand(["PTTL", blockKey], blockKey) as Promise<number>).catch(() => 0)
             ]),
@@ -157,7 +199,11 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       getAccount: (id) =>
         Effect.map(send<string | null>("GET", accountKey(id)), (json) => Option.map(Option.fromNullishOr(json), decodeAccount)),
-      putKey: (record) => Effect.asVoid(send("HSET", keysKey(record.accountId), record.id, encodeKey(record))),
+      putKey: (record) =>
+        putKey(keysKey(record.accountId), policyKey(record.accountId, record.id), record.id, encodeKey(record), encodePolicy(record)).pipe(
+          Effect.mapError(unavailable),
+          Effect.asVoid
+        ),
       listKeys: (accountId) =>
         Effect.map(
           send<ReadonlyArray<string>>("HVALS", keysKey(accountId)),
@@ -193,7 +239,7 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       keyStatus: (accountId, keyId) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.map(send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId)), (standing) => statusOf(standing, now))),
+          Effect.map(send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId), policyKey(accountId, keyId)), (standing) => statusOf(standing, now))),
       ...(keyStanding === undefined ? {} : { keyStanding }),
       claimNonce: (key, ttlMs) =>
         Effect.map(

@@ -1,11 +1,12 @@
 import { assert } from "@effect/vitest"
 import { AbuseGuard, Auth, AuthStore, Jwt, Principal } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
-import { Effect, Layer, Option, Result } from "effect"
+import { Effect, Layer, ManagedRuntime, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { createSiweMessage } from "viem/siwe"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { afterAll } from "vitest"
+import { createClient } from "redis"
+import { afterAll, describe, expect, it } from "vitest"
 import * as AbuseGuardRedis from "../src/AbuseGuardRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
@@ -193,6 +194,47 @@ Contract.contract(
         assert.deepStrictEqual(yield* auth.keysSignedBy("another-kid"), [])
       })))
 
+    it.effect("a key's restrictions are stored with it, shown with its metadata, replaced whole and lifted", () =>
+      live(Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const store = yield* AuthStore.AuthStore
+        const account = yield* auth.createAccount()
+        const restrictions = { networks: ["ethereum-mainnet"], ips: ["10.9.9.0/24"] }
+        const { record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "", restrictions })
+        assert.deepStrictEqual((yield* auth.getKey(account.id, record.id)).restrictions, restrictions)
+        assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).restrictions, restrictions)
+        yield* auth.restrictKey(account.id, record.id, { models: ["house-*"] })
+        assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).restrictions, { models: ["house-*"] })
+        // A description change writes the record again: the restrictions stay with it.
+        yield* auth.describeKey(account.id, record.id, "renamed")
+        assert.deepStrictEqual((yield* auth.listKeys(account.id))[0]?.restrictions, { models: ["house-*"] })
+        yield* auth.restrictKey(account.id, record.id, {})
+        assert.isUndefined((yield* auth.getKey(account.id, record.id)).restrictions)
+        assert.isUndefined((yield* store.keyStatus(account.id, record.id)).restrictions)
+      })))
+
+    it.effect("a rerolled key keeps its id and restrictions; its new secret works, the old one for its grace period only", () =>
+      live(Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const account = yield* auth.createAccount()
+        const restrictions = { networks: ["ethereum-mainnet"] }
+        const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent", restrictions })
+        const second = yield* auth.rerollKey(account.id, first.record.id, 60_000)
+        assert.deepStrictEqual([second.record.id, second.record.description, second.record.restrictions], [first.record.id, "agent", restrictions])
+        const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
+        assert.deepStrictEqual([yield* works(first.key), yield* works(second.key)], ["success", "success"])
+        const third = yield* auth.rerollKey(account.id, first.record.id, 0)
+        assert.deepStrictEqual(
+          [yield* works(first.key), yield* works(second.key), yield* works(third.key)],
+          ["success", "Unauthenticated", "success"],
+          "a reroll with no grace ends the secret it replaces at once; an earlier grace runs on"
+        )
+        yield* auth.revokeKey(account.id, first.record.id)
+        assert.strictEqual(yield* works(third.key), "Unauthenticated")
+        assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, first.record.id, 0)), "InvalidRequest")
+        assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, "key_missing", 0)), "NotFound")
+      })))
+
     it.effect("a wallet signs in as the account of (family, address), and nothing is stored for it (any number of wallets cost nothing to make)", () =>
       live(Effect.gen(function*() {
         const auth = yield* Auth.Auth
@@ -314,3 +356,42 @@ Contract.contract(
       })))
   }
 )
+
+describe("A key's restrictions cost no store round trip: a restricted key's check sends what an unrestricted key's does", () => {
+  it("authenticating a restricted key and an unrestricted one sends the same commands (one MGET, one PTTL)", async () => {
+    const stats = createClient({ url: redis.url })
+    await stats.connect()
+    const commands = async () => {
+      const text = String(await stats.sendCommand(["INFO", "commandstats"]))
+      return new Map([...text.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map((match) => [match[1]!, Number(match[2])]))
+    }
+    const sent = async (run: () => Promise<unknown>) => {
+      const before = await commands()
+      await run()
+      const after = await commands()
+      return [...after].flatMap(([name, calls]) => name === "info" || calls === (before.get(name) ?? 0) ? [] : [`${name}:${calls - (before.get(name) ?? 0)}`]).sort()
+    }
+    const runtime = ManagedRuntime.make(guardedAuthLayer({ url: redis.url }))
+    try {
+      const auth = await runtime.runPromise(Effect.service(Auth.Auth))
+      const account = await runtime.runPromise(auth.createAccount())
+      const plain = await runtime.runPromise(auth.createKey({ accountId: account.id, type: "INFERENCE", description: "" }))
+      const restricted = await runtime.runPromise(auth.createKey({
+        accountId: account.id,
+        type: "INFERENCE",
+        description: "",
+        restrictions: { networks: ["ethereum-mainnet"], ips: ["10.9.9.0/24"], models: ["house-*"] }
+      }))
+      const check = (key: string) => () => runtime.runPromise(auth.authenticate({ authorization: `Bearer ${key}` }))
+      // The first use of each verifies its signature; the counts are of the next.
+      await check(plain.key)()
+      await check(restricted.key)()
+      const unrestrictedSent = await sent(check(plain.key))
+      expect(unrestrictedSent).toEqual(["mget:1", "pttl:1"])
+      expect(await sent(check(restricted.key))).toEqual(unrestrictedSent)
+    } finally {
+      await runtime.dispose()
+      await stats.quit()
+    }
+  })
+})

@@ -13,6 +13,8 @@
  * tollgate-cli keys cap --account acct_... --id key_... --usd 0.05 --limit-period EPOCH
  * tollgate-cli keys cap --account acct_... --id key_... --usd none
  * tollgate-cli keys revoke --account acct_... --id key_...
+ * tollgate-cli keys restrict --account acct_... --id key_... --restrictions '{"networks":["ethereum-mainnet"]}'
+ * tollgate-cli keys reroll --account acct_... --id key_... --grace-seconds 3600
  * tollgate-cli keys signed-by --kid <kid of a signing key>
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
  * tollgate-cli credits refund --account acct_... --request-id 5b0e... --reason "upstream outage"
@@ -20,9 +22,9 @@
  *
  * @since 0.1.0
  */
-import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, Money, Refunds } from "@tollgate/core"
+import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, KeyRestrictions, Money, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
-import { Console, Effect, Layer, Option, Result } from "effect"
+import { Console, Effect, Layer, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import { CliError, Command, Flag } from "effect/cli"
 import type { ServerConfig } from "./Config.ts"
@@ -62,6 +64,20 @@ const capOf = (flag: string, usd: string, period: Option.Option<KeyCaps.LimitPer
   return Effect.succeed<KeyCaps.SpendCap>({ usd: amount.success, period: Option.getOrElse(period, () => "EPOCH" as const) })
 }
 
+const decodeRestrictions = Schema.decodeUnknownResult(Schema.fromJsonString(KeyRestrictions.Restrictions))
+
+/** The restrictions of a flag's JSON, or a usage error naming the flag and what is wrong. */
+const restrictionsOf = (flag: string, json: string) => {
+  const decoded = decodeRestrictions(json)
+  return Result.isSuccess(decoded)
+    ? Effect.succeed(decoded.success)
+    : Effect.fail(new CliError.UserError({ cause: decoded.failure, userMessage: `--${flag}: ${decoded.failure.message.replace(/\s+/g, " ")}` }))
+}
+
+const restrictionsFlag = Flag.String("restrictions").pipe(
+  Flag.withDescription("What the key may call, as JSON: models, networks, methods, operations, ips (lists); e.g. '{\"networks\":[\"ethereum-mainnet\"]}'")
+)
+
 const capJson = (cap: KeyCaps.SpendCap | undefined) =>
   cap === undefined ? { capUsd: null } : { capUsd: Money.formatUsd(cap.usd), limitPeriod: cap.period }
 
@@ -75,22 +91,33 @@ const mintKey = Command.make("mint", {
   description: Flag.String("description").pipe(Flag.withDescription("What the key is for, shown in listings"), Flag.withDefault("")),
   expiresAt: Flag.Date("expires-at").pipe(Flag.withDescription("When the key stops working (ISO 8601; default: never)"), Flag.optional),
   capUsd: Flag.String("cap-usd").pipe(Flag.withDescription("The most the key may spend per --limit-period, in USD (default: no cap)"), Flag.optional),
-  limitPeriod
+  limitPeriod,
+  restrictions: Flag.optional(restrictionsFlag)
 }, (input) =>
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     const caps = yield* KeyCaps.KeyCaps
     const cap = Option.isSome(input.capUsd) ? yield* capOf("cap-usd", input.capUsd.value, input.limitPeriod) : undefined
+    const restrictions = Option.isSome(input.restrictions) ? yield* restrictionsOf("restrictions", input.restrictions.value) : undefined
     const { key, record } = yield* auth.createKey({
       accountId: input.account,
       type: input.type,
       tier: input.tier,
       description: input.description,
-      ...Option.match(input.expiresAt, { onNone: () => ({}), onSome: (expiresAt) => ({ expiresAt }) })
+      ...Option.match(input.expiresAt, { onNone: () => ({}), onSome: (expiresAt) => ({ expiresAt }) }),
+      ...(restrictions === undefined ? {} : { restrictions })
     }).pipe(Effect.mapError(userError))
     // The key is printed only once its cap is stored, so no call of it is ever uncapped.
     if (cap !== undefined) yield* caps.set(record.accountId, record.id, cap)
-    yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, tier: record.tier, ...capJson(cap), apiKey: key })
+    yield* print({
+      accountId: record.accountId,
+      keyId: record.id,
+      type: record.type,
+      tier: record.tier,
+      ...capJson(cap),
+      restrictions: record.restrictions ?? null,
+      apiKey: key
+    })
   })).pipe(Command.withDescription("Mint an API key; the key is printed once"))
 
 const capKey = Command.make("cap", {
@@ -117,6 +144,32 @@ const revokeKey = Command.make("revoke", {
     yield* auth.revokeKey(input.account, input.id).pipe(Effect.mapError(userError))
     yield* print({ accountId: input.account, keyId: input.id, revoked: true })
   })).pipe(Command.withDescription("Revoke an API key, at once on every server sharing the store"))
+
+const restrictKey = Command.make("restrict", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("The key id (jti)")),
+  restrictions: restrictionsFlag.pipe(Flag.withDescription("What the key may call, as JSON (replaced whole); none lifts every restriction"))
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const restrictions = input.restrictions === "none" ? undefined : yield* restrictionsOf("restrictions", input.restrictions)
+    const record = yield* auth.restrictKey(input.account, input.id, restrictions).pipe(Effect.mapError(userError))
+    yield* print({ accountId: input.account, keyId: input.id, restrictions: record.restrictions ?? null })
+  })).pipe(Command.withDescription("Set or lift what an API key may call, from its next request on every server"))
+
+const rerollKey = Command.make("reroll", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("The key id (jti)")),
+  graceSeconds: Flag.Int("grace-seconds").pipe(
+    Flag.withDescription("How long the key's earlier secrets stay valid (default 0: refused at once)"),
+    Flag.withDefault(0)
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const { key, record } = yield* auth.rerollKey(input.account, input.id, input.graceSeconds * 1000).pipe(Effect.mapError(userError))
+    yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, graceSeconds: input.graceSeconds, apiKey: key })
+  })).pipe(Command.withDescription("Issue a new secret for an API key (same id, cap and restrictions), signed with the current signing key; printed once"))
 
 const recordJson = (record: Auth.ApiKeyRecord) => ({
   accountId: record.accountId,
@@ -245,6 +298,8 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
           Command.provide(mintKey, services),
           Command.provide(capKey, services),
           Command.provide(revokeKey, services),
+          Command.provide(restrictKey, services),
+          Command.provide(rerollKey, services),
           Command.provide(signedBy, services)
         ])
       ),

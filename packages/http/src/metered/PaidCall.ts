@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, type Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
+import { AbuseGuard, type Admission, type AuthStore, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -74,6 +74,13 @@ const RESPOND_FIRST_MARGIN_MS = 10_000
 /** The USD the call's charge takes: what the hold did not reserve from the allowance (`CreditLedger` capture). */
 const usdOfCharge = (hold: CreditLedger.Hold, charge: Money.Nano): Money.Nano =>
   Money.unsafeNano(charge - Math.min(charge, hold.fromAllowance))
+
+/** A key's credentials confirmed with the store: its standing, and the restrictions read with it. */
+const confirmed = (found: Option.Option<Auth.Unconfirmed>): Effect.Effect<Option.Option<Auth.Unconfirmed>, Errors.ApiError> => {
+  if (Option.isNone(found) || found.value.confirm === undefined) return Effect.succeed(found)
+  const { principal } = found.value
+  return Effect.map(found.value.confirm, (restrictions) => Option.some({ principal, confirm: undefined, pending: undefined, restrictions }))
+}
 
 /** What the admission's store step found of a key it let through: it exists and is not revoked. */
 const keyInGoodStanding: AuthStore.KeyStatus = { accountExists: true, revoked: false }
@@ -159,10 +166,12 @@ export class PaidCall {
         }
       })
     }
-    // Credentials checked before the body was read (`requireCredentials`) are not checked again.
+    // Credentials checked before the body was read (`requireCredentials`) are not checked again;
+    // others are confirmed here, before anything is claimed or held, since the key's standing
+    // brings its restrictions.
     const checked = this.currentRequest.credentials
     const authenticated = checked === undefined
-      ? traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers))
+      ? traced("tollgate.auth", Effect.flatMap(auth.authenticateUnconfirmed(this.request.headers), confirmed))
       : Effect.succeed(Option.some(checked))
     return Effect.flatMap(authenticated, (found) => this.authenticated(found))
   }
@@ -174,10 +183,14 @@ export class PaidCall {
       const { quote, settlesActual } = this.call
       return Effect.flatMap(this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: quote.amount, settlesActual }), Effect.fail)
     }
-    const principal = found.value.principal
+    const { principal, restrictions } = found.value
     this.principal = principal
     this.pendingKey = found.value.pending
     this.currentRequest.principalId = Principal.describe(principal)
+    // A restricted key's call outside its operations, models or methods is refused before any
+    // credit is held or its Idempotency-Key claimed.
+    const refused = restrictions === undefined ? undefined : KeyRestrictions.checkCall(restrictions, this.call.sku, this.call.subject)
+    if (refused !== undefined) return Effect.fail(refused)
     // A wallet's staked tokens set today's allowance, so they are current before the hold.
     if (principal._tag === "Wallet") return Effect.flatMap(this.services.staking.refresh(principal), () => this.claimAndAdmit(found.value))
     return this.claimAndAdmit(found.value)

@@ -1,11 +1,12 @@
 /**
  * Keys an operator can run a business on, through the shipped server in production mode on Redis
- * and the shipped CLI: signing-key rotation without an outage.
+ * and the shipped CLI: signing-key rotation without an outage, keys restricted to what they may
+ * call, keys rerolled with a grace period.
  */
 import { Jwt } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
 import { Effect } from "effect"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const redis = await RedisServer.start()
 const config = { models: [{ id: "house-model", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }], prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } } }
@@ -13,7 +14,34 @@ const config = { models: [{ id: "house-model", type: "text", upstreams: [{ baseU
 // A loaded machine starts a production server slowly; this file starts several.
 const timeoutMs = 180_000
 
-afterAll(() => redis.stop())
+let server: ShippedServer.ShippedServer
+
+beforeAll(async () => {
+  server = await ShippedServer.start({ store: "redis", redisUrl: redis.url, timeoutMs, signingKey: true, config })
+}, timeoutMs)
+
+afterAll(async () => {
+  await server?.stop()
+  await redis.stop()
+})
+
+const admin = () => ({ authorization: `Bearer ${server.credentials!.adminKey}`, "content-type": "application/json" })
+
+/** Mints a key through the API with the account's ADMIN key. */
+const mint = async (body: Record<string, unknown>) => {
+  const response = await fetch(`${server.api}/api_keys`, { method: "POST", headers: admin(), body: JSON.stringify({ apiKeyType: "INFERENCE", description: "", ...body }) })
+  expect(response.status).toBe(201)
+  return await response.json() as { id: string; apiKey: string; restrictions: unknown }
+}
+
+const rpc = (key: string, network: string) =>
+  fetch(`${server.api}/crypto/rpc/${network}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+  })
+
+const rateLimits = (key: string) => fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${key}` } })
 
 const kidOf = (pem: string) => Effect.runPromise(Effect.map(Jwt.importSigningKey(pem), (key) => key.kid))
 
@@ -59,4 +87,59 @@ describe("Signing-key rotation: a key minted under the old signing key works whi
       await dropped.stop()
     }
   }, 600_000)
+})
+
+describe("A restricted key gets 403 naming the restriction outside it, before its body is read or any credit held", () => {
+  it("a key restricted to ethereum-mainnet (POST /api_keys) is refused on base-mainnet; GET /api_keys shows the restriction; PATCH lifts it", async () => {
+    const key = await mint({ description: "mainnet only", restrictions: { networks: ["ethereum-mainnet"] } })
+    expect(key.restrictions).toEqual({ networks: ["ethereum-mainnet"] })
+    const listed = await (await fetch(`${server.api}/api_keys`, { headers: admin() })).json() as { data: Array<{ id: string; restrictions: unknown }> }
+    expect(listed.data.find((entry) => entry.id === key.id)?.restrictions).toEqual({ networks: ["ethereum-mainnet"] })
+
+    const refused = await rpc(key.apiKey, "base-mainnet")
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toEqual({ error: "This API key is restricted: its networks restriction allows ethereum-mainnet, not base-mainnet" })
+    expect((await rpc(key.apiKey, "ethereum-mainnet")).status).not.toBe(403)
+
+    const lifted = await fetch(`${server.api}/api_keys`, { method: "PATCH", headers: admin(), body: JSON.stringify({ id: key.id, restrictions: null }) })
+    expect(((await lifted.json()) as { data: { restrictions: unknown } }).data.restrictions).toBeNull()
+    expect((await rpc(key.apiKey, "base-mainnet")).status).not.toBe(403)
+  })
+
+  it("a key restricted to 10.9.9.0/24 (keys mint --restrictions) gets 403 from 127.0.0.1", async () => {
+    const minted = await server.cli([
+      "keys", "mint", "--account", server.credentials!.accountId, "--type", "INFERENCE", "--restrictions", JSON.stringify({ ips: ["10.9.9.0/24"] })
+    ])
+    expect(minted["restrictions"]).toEqual({ ips: ["10.9.9.0/24"] })
+    const refused = await rpc(String(minted["apiKey"]), "ethereum-mainnet")
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toEqual({ error: "This API key is restricted: its ips restriction allows 10.9.9.0/24, not 127.0.0.1" })
+  })
+
+  it("a restriction that names no real network is refused with the field named", async () => {
+    const response = await fetch(`${server.api}/api_keys`, {
+      method: "POST",
+      headers: admin(),
+      body: JSON.stringify({ apiKeyType: "INFERENCE", description: "", restrictions: { networks: ["moon-mainnet"] } })
+    })
+    expect(response.status).toBe(400)
+    expect(JSON.stringify(await response.json())).toContain("moon-mainnet is not a supported network")
+  })
+})
+
+describe("A rerolled key keeps its id; its old secret works for the grace period the caller chose, then is 401", () => {
+  it("POST /api_keys/{id}/reroll with graceSeconds 2: both secrets work, then only the new one; keys reroll with no grace ends the old one at once", async () => {
+    const key = await mint({ description: "agent", restrictions: { networks: ["ethereum-mainnet"] } })
+    const response = await fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 2 }) })
+    expect(response.status).toBe(200)
+    const rerolled = await response.json() as { id: string; apiKey: string; description: string; restrictions: unknown }
+    expect([rerolled.id, rerolled.description, rerolled.restrictions]).toEqual([key.id, "agent", { networks: ["ethereum-mainnet"] }])
+    expect(rerolled.apiKey).not.toBe(key.apiKey)
+    expect([(await rateLimits(key.apiKey)).status, (await rateLimits(rerolled.apiKey)).status]).toEqual([200, 200])
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    expect([(await rateLimits(key.apiKey)).status, (await rateLimits(rerolled.apiKey)).status]).toEqual([401, 200])
+
+    const again = await server.cli(["keys", "reroll", "--account", server.credentials!.accountId, "--id", key.id])
+    expect([(await rateLimits(rerolled.apiKey)).status, (await rateLimits(String(again["apiKey"]))).status]).toEqual([401, 200])
+  })
 })
