@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import * as AuditLog from "./AuditLog.ts"
 import type { Account, ApiKeyRecord, KeySecrets } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
@@ -152,11 +153,12 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
 
 /**
  * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
- * `Memory`, and the keys' spend caps and the portal's signed-out sessions beside it
- * (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`): wherever keys are stored, they are.
+ * `Memory`, and the keys' spend caps, the portal's signed-out sessions and the audit log of key
+ * management beside it (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`,
+ * `AuditLog.layerMemory`): wherever keys are stored, they are.
  *
  * @category layers
  */
 export const layerMemory: Layer.Layer<
-  AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations
-> = Layer.mergeAll(layerAccounts, KeyCaps.layerMemory, SessionRevocations.layerMemory)
+  AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations | AuditLog.AuditLog
+> = Layer.mergeAll(layerAccounts, KeyCaps.layerMemory, SessionRevocations.layerMemory, AuditLog.layerMemory)

@@ -7,6 +7,7 @@
 export * as ChatOptions from "./ChatOptions.ts"
 export * as AbuseGuard from "./AbuseGuard.ts"
 export * as Admission from "./Admission.ts"
+export * as AuditLog from "./AuditLog.ts"
 export * as Auth from "./Auth.ts"
 export * as AuthStore from "./AuthStore.ts"
 export * as CreditLedger from "./CreditLedger.ts"

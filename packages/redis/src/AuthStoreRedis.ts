@@ -10,9 +10,10 @@
  *
  * @since 0.1.0
  */
-import { type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type SessionRevocations } from "@tollgate/core"
+import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
+import * as AuditLogRedis from "./AuditLogRedis.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import { RedisConnection } from "./RedisConnection.ts"
 import * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
@@ -251,14 +252,14 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
 )
 
 /**
- * `AuthStore` over the `Redis` service in context, with the keys' spend caps and the portal's
- * signed-out sessions beside it (`KeyCapsRedis.layerRedis`, `SessionRevocationsRedis.layerRedis`):
- * wherever keys are stored, they are.
+ * `AuthStore` over the `Redis` service in context, with the keys' spend caps, the portal's
+ * signed-out sessions and the audit log of key management beside it (`KeyCapsRedis.layerRedis`,
+ * `SessionRevocationsRedis.layerRedis`, `AuditLogRedis.layerRedis`): wherever keys are stored, they are.
  *
  * @category layers
  */
 export const layerRedis: Layer.Layer<
-  AuthStore.AuthStore | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations,
+  AuthStore.AuthStore | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations | AuditLog.AuditLog,
   never,
   Redis.Redis
-> = Layer.mergeAll(layerAccounts, KeyCapsRedis.layerRedis, SessionRevocationsRedis.layerRedis)
+> = Layer.mergeAll(layerAccounts, KeyCapsRedis.layerRedis, SessionRevocationsRedis.layerRedis, AuditLogRedis.layerRedis)

@@ -18,11 +18,12 @@
  * tollgate-cli keys signed-by --kid <kid of a signing key>
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
  * tollgate-cli credits refund --account acct_... --request-id 5b0e... --reason "upstream outage"
+ * tollgate-cli audit list --account acct_... --limit 20
  * ```
  *
  * @since 0.1.0
  */
-import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, KeyRestrictions, Money, Refunds } from "@tollgate/core"
+import { AuditLog, Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, KeyRestrictions, Money, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs/promises"
@@ -109,6 +110,12 @@ const mintKey = Command.make("mint", {
     }).pipe(Effect.mapError(userError))
     // The key is printed only once its cap is stored, so no call of it is ever uncapped.
     if (cap !== undefined) yield* caps.set(record.accountId, record.id, cap)
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.minted",
+      accountId: record.accountId,
+      details: { keyId: record.id, type: record.type, tier: record.tier, cap: capJson(cap), restrictions: record.restrictions ?? null }
+    }).pipe(Effect.mapError(userError))
     yield* print({
       accountId: record.accountId,
       keyId: record.id,
@@ -132,6 +139,9 @@ const capKey = Command.make("cap", {
     yield* auth.getKey(input.account, input.id).pipe(Effect.mapError(userError))
     const cap = input.usd === "none" ? undefined : yield* capOf("usd", input.usd, input.limitPeriod)
     yield* caps.set(input.account, input.id, cap).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "key.capped", accountId: input.account, details: { keyId: input.id, cap: capJson(cap) } }).pipe(
+      Effect.mapError(userError)
+    )
     yield* print({ accountId: input.account, keyId: input.id, ...capJson(cap) })
   })).pipe(Command.withDescription("Set or remove an API key's spend cap; the spend of the current period is kept"))
 
@@ -142,6 +152,7 @@ const revokeKey = Command.make("revoke", {
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     yield* auth.revokeKey(input.account, input.id).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "key.revoked", accountId: input.account, details: { keyId: input.id } }).pipe(Effect.mapError(userError))
     yield* print({ accountId: input.account, keyId: input.id, revoked: true })
   })).pipe(Command.withDescription("Revoke an API key, at once on every server sharing the store"))
 
@@ -154,6 +165,12 @@ const restrictKey = Command.make("restrict", {
     const auth = yield* Auth.Auth
     const restrictions = input.restrictions === "none" ? undefined : yield* restrictionsOf("restrictions", input.restrictions)
     const record = yield* auth.restrictKey(input.account, input.id, restrictions).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.restricted",
+      accountId: input.account,
+      details: { keyId: input.id, restrictions: record.restrictions ?? null }
+    }).pipe(Effect.mapError(userError))
     yield* print({ accountId: input.account, keyId: input.id, restrictions: record.restrictions ?? null })
   })).pipe(Command.withDescription("Set or lift what an API key may call, from its next request on every server"))
 
@@ -168,6 +185,12 @@ const rerollKey = Command.make("reroll", {
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     const { key, record } = yield* auth.rerollKey(input.account, input.id, input.graceSeconds * 1000).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.rerolled",
+      accountId: input.account,
+      details: { keyId: input.id, graceSeconds: input.graceSeconds, kid: record.kid }
+    }).pipe(Effect.mapError(userError))
     yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, graceSeconds: input.graceSeconds, apiKey: key })
   })).pipe(Command.withDescription("Issue a new secret for an API key (same id, cap and restrictions), signed with the current signing key; printed once"))
 
@@ -205,6 +228,12 @@ const grantCredits = Command.make("grant", {
     const receipt = yield* ledger.grant({ accountId: input.account, amount: amount.success, reference: `grant:${input.reference}` }).pipe(
       Effect.mapError(userError)
     )
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "credits.granted",
+      accountId: input.account,
+      details: { amountUsd: Money.formatUsd(amount.success), reference: input.reference }
+    }).pipe(Effect.mapError(userError))
     yield* print({
       accountId: input.account,
       amountUsd: Money.formatUsd(amount.success),
@@ -274,8 +303,29 @@ const signingKey = Command.make("signing-key", {
     yield* print({ written: file, kid: key.kid })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
 
-/** What the account, key and credit commands need: Auth with the signing key, the keys' caps, and the ledger. */
-export type Services = Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger
+const auditList = Command.make("list", {
+  account: Flag.String("account").pipe(Flag.withDescription("One account's entries (default: every entry)"), Flag.optional),
+  before: Flag.String("before").pipe(Flag.withDescription("The next of the previous page"), Flag.optional),
+  limit: Flag.Int("limit").pipe(Flag.withDescription(`Entries per page, 1 to ${AuditLog.MAX_PAGE} (default 50)`), Flag.withDefault(50))
+}, (input) =>
+  Effect.gen(function*() {
+    if (input.limit < 1 || input.limit > AuditLog.MAX_PAGE) {
+      return yield* new CliError.UserError({ cause: input.limit, userMessage: `--limit: must be between 1 and ${AuditLog.MAX_PAGE}` })
+    }
+    const log = yield* AuditLog.AuditLog
+    const page = yield* log.list({
+      accountId: Option.getOrUndefined(input.account),
+      before: Option.getOrUndefined(input.before),
+      limit: input.limit
+    }).pipe(Effect.mapError(userError))
+    yield* print({
+      entries: page.entries.map((entry) => ({ ...entry, at: entry.at.toISOString(), accountId: entry.accountId ?? null })),
+      next: page.next ?? null
+    })
+  })).pipe(Command.withDescription("Page through the audit log of key management, newest first: who did what, when"))
+
+/** What the account, key, credit and audit commands need: Auth with the signing key, the keys' caps, the ledger and the audit log. */
+export type Services = Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog
 
 /**
  * The command tree. The account, key and credit commands get their services from `services`,
@@ -306,6 +356,10 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
       Command.make("credits").pipe(
         Command.withDescription("Prepaid credit of an account"),
         Command.withSubcommands([Command.provide(grantCredits, services), Command.provide(refundCall, services)])
+      ),
+      Command.make("audit").pipe(
+        Command.withDescription("The audit log of key management, of every account"),
+        Command.withSubcommands([Command.provide(auditList, services)])
       )
     ])
   )

@@ -16,6 +16,7 @@ import * as WebSearch from "@tollgate/backends/WebSearch"
 import {
   AbuseGuard,
   Admission,
+  AuditLog,
   Auth,
   AuthStore,
   CreditLedger,
@@ -328,6 +329,17 @@ export const previousSigningKeys = (config: Pick<ServerConfig, "previousSigningK
     )
 
 /**
+ * The audit log's entry of the signing keys a server starts with: the one that signs, and those
+ * that still verify. A store that cannot take it is logged, and does not stop the start.
+ */
+const signingKeysInUse = Layer.effectDiscard(Effect.gen(function*() {
+  const [signing, ...verifying] = (yield* Auth.Auth).signingKeyIds
+  yield* AuditLog.record({ actor: "server", action: "signing_keys.in_use", details: { signing, verifying } }).pipe(
+    Effect.catch((error) => Effect.logWarning("the audit log did not take the signing keys in use", error.message))
+  )
+}))
+
+/**
  * Every service the routes need, for a configuration.
  *
  * @category layers
@@ -460,5 +472,7 @@ export const layer = (config: ServerConfig) =>
     const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies, PerCallPayment.layer).pipe(
       Layer.provideMerge(withStaking)
     )
-    return Layer.mergeAll(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer(), Webhooks.layerSender).pipe(Layer.provideMerge(policies))
+    return Layer.mergeAll(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer(), Webhooks.layerSender, signingKeysInUse).pipe(
+      Layer.provideMerge(policies)
+    )
   }))

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Auth, AuthStore, CreditLedger, Jwt, KeyCaps } from "@tollgate/core"
+import { AuditLog, Auth, AuthStore, CreditLedger, Jwt, KeyCaps } from "@tollgate/core"
 import { Effect, Layer, Option } from "effect"
 import { TestConsole } from "effect/testing"
 import * as ChildProcess from "node:child_process"
@@ -25,7 +25,7 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
     Effect.gen(function*() {
       const auth = yield* Auth.Auth
       // The commands act on these very instances, so the test can look at what they did.
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger>())
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>())
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       yield* run(["accounts", "create", "--id", "acct_cli", "--description", "Acme"])
       assert.isTrue(Option.isSome(yield* auth.getAccount("acct_cli")))
@@ -46,7 +46,7 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
   it.effect("keys mint --cap-usd caps a key from its first call; keys cap changes or removes the cap", () =>
     Effect.gen(function*() {
       const caps = yield* KeyCaps.KeyCaps
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger>())
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>())
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       const capOf = (keyId: string) => Effect.map(caps.read("acct_caps", [keyId], Date.now()), (found) => found.get(keyId)?.cap)
       yield* run(["accounts", "create", "--id", "acct_caps"])

@@ -15,9 +15,9 @@
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, Errors, KeyCaps, KeyRestrictions, Money, type Principal } from "@tollgate/core"
+import { AuditLog, type Auth as AuthModels, Errors, KeyCaps, KeyRestrictions, Money, type Principal } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import * as RequestBody from "../RequestBody.ts"
@@ -152,27 +152,40 @@ export const capChange = (
 
 /**
  * A key route: `handler` answers a request made with an ADMIN key (its principal), with the key
- * and cap stores, read once with the route.
+ * and cap stores and the audit log, read once with the route.
  */
 const adminRoute = (
   method: Route.Method,
   path: `/${string}`,
   handler: (
     principal: Principal.ApiKeyPrincipal,
-    stores: { readonly auth: Auth["Service"]; readonly caps: KeyCaps.KeyCaps["Service"] }
+    stores: {
+      readonly auth: Auth["Service"]
+      readonly caps: KeyCaps.KeyCaps["Service"]
+      /** Records an entry in the audit log, where the server keeps one. */
+      readonly log: (entry: AuditLog.NewEntry) => Effect.Effect<void, Errors.ServiceUnavailable>
+    }
   ) => Route.Handler,
   docs: Route.Docs
 ) =>
   Route.make(method, path, Effect.gen(function*() {
-    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps }
+    const audit = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
+    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps, log: audit?.append ?? (() => Effect.void) }
     return Effect.flatMap(Authenticate.requireAdmin(stores.auth), (principal) => handler(principal, stores))
   }), docs)
+
+/** The audit log's name for the ADMIN key that acts. */
+const actorOf = (principal: Principal.ApiKeyPrincipal): AuditLog.Actor => `key:${principal.keyId}`
+
+/** What the audit log records of a cap: its amount in USD and period, or `null` when removed. */
+const capDetails = (spend: KeyCaps.KeySpend | undefined) =>
+  spend === undefined ? null : { usd: Money.formatUsd(spend.cap.usd), period: spend.cap.period }
 
 /** @category routes */
 export const create = adminRoute(
   "POST",
   PATH,
-  (principal, { auth, caps }) =>
+  (principal, { auth, caps, log }) =>
     Effect.gen(function*() {
       const body = yield* RequestBody.schema(CreateRequest)
       if (body.tier === "partner" && principal.tier !== "partner") {
@@ -188,6 +201,12 @@ export const create = adminRoute(
         ...(body.restrictions === undefined ? {} : { restrictions: body.restrictions })
       })
       const spend = yield* storeCap(record.id)
+      yield* log({
+        actor: actorOf(principal),
+        action: "key.minted",
+        accountId: record.accountId,
+        details: { keyId: record.id, type: record.type, tier: record.tier, cap: capDetails(spend), restrictions: record.restrictions ?? null }
+      })
       return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, {
         status: 201,
         headers: { "cache-control": "no-store" }
@@ -230,10 +249,11 @@ export const list = adminRoute(
 export const revoke = adminRoute(
   "DELETE",
   PATH,
-  (principal, { auth }) =>
+  (principal, { auth, log }) =>
     Effect.gen(function*() {
       const query = yield* RequestQuery.schema(RevokeQuery)
       yield* auth.revokeKey(principal.accountId, query.id)
+      yield* log({ actor: actorOf(principal), action: "key.revoked", accountId: principal.accountId, details: { keyId: query.id } })
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true })
     }),
   {
@@ -277,7 +297,7 @@ export const show = adminRoute(
 export const update = adminRoute(
   "PATCH",
   PATH,
-  (principal, { auth, caps }) =>
+  (principal, { auth, caps, log }) =>
     Effect.gen(function*() {
       const body = yield* RequestBody.schema(UpdateRequest)
       const { accountId } = principal
@@ -290,6 +310,13 @@ export const update = adminRoute(
       const described = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
       const record = body.restrictions === undefined ? described : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
       const spend = yield* storeCap(found.id)
+      const logged = { actor: actorOf(principal), accountId }
+      if (body.consumptionLimit !== undefined || body.limitPeriod !== undefined) {
+        yield* log({ ...logged, action: "key.capped", details: { keyId: found.id, cap: capDetails(spend) } })
+      }
+      if (body.restrictions !== undefined) {
+        yield* log({ ...logged, action: "key.restricted", details: { keyId: found.id, restrictions: record.restrictions ?? null } })
+      }
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
     }),
   {
@@ -311,11 +338,13 @@ export const update = adminRoute(
 export const reroll = adminRoute(
   "POST",
   `${PATH}/:id/reroll`,
-  (principal, { auth, caps }) =>
+  (principal, { auth, caps, log }) =>
     Effect.gen(function*() {
       const params = yield* Route.params
       const body = yield* RequestBody.schema(RerollRequest)
-      const { key, record } = yield* auth.rerollKey(principal.accountId, params["id"] ?? "", (body.graceSeconds ?? 0) * 1000)
+      const graceSeconds = body.graceSeconds ?? 0
+      const { key, record } = yield* auth.rerollKey(principal.accountId, params["id"] ?? "", graceSeconds * 1000)
+      yield* log({ actor: actorOf(principal), action: "key.rerolled", accountId: record.accountId, details: { keyId: record.id, graceSeconds, kid: record.kid } })
       const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend.get(record.id)), apiKey: key }, { headers: { "cache-control": "no-store" } })
     }),

@@ -1,7 +1,7 @@
 /**
  * Keys an operator can run a business on, through the shipped server in production mode on Redis
  * and the shipped CLI: signing-key rotation without an outage, keys restricted to what they may
- * call, keys rerolled with a grace period.
+ * call, keys rerolled with a grace period, and the audit log of all of it.
  */
 import { Jwt } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
@@ -17,7 +17,14 @@ const timeoutMs = 180_000
 let server: ShippedServer.ShippedServer
 
 beforeAll(async () => {
-  server = await ShippedServer.start({ store: "redis", redisUrl: redis.url, timeoutMs, signingKey: true, config })
+  server = await ShippedServer.start({
+    store: "redis",
+    redisUrl: redis.url,
+    timeoutMs,
+    signingKey: true,
+    config,
+    env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" }
+  })
 }, timeoutMs)
 
 afterAll(async () => {
@@ -141,5 +148,53 @@ describe("A rerolled key keeps its id; its old secret works for the grace period
 
     const again = await server.cli(["keys", "reroll", "--account", server.credentials!.accountId, "--id", key.id])
     expect([(await rateLimits(rerolled.apiKey)).status, (await rateLimits(String(again["apiKey"]))).status]).toEqual([401, 200])
+  })
+})
+
+describe("The audit log lists each management action: who, when, what changed; an account's own entries, every entry for operators", () => {
+  interface Entry { readonly actor: string; readonly action: string; readonly accountId: string | null; readonly details: Record<string, unknown> }
+  const read = async (query: string) => {
+    const response = await fetch(`${server.api}/audit_log${query}`, { headers: admin() })
+    expect(response.status).toBe(200)
+    return await response.json() as { data: Array<Entry>; next: string | null }
+  }
+
+  it("an ADMIN key reads its account's minted, restricted, rerolled, revoked keys and granted credits, by the key or the CLI that acted", async () => {
+    const adminKeyId = ((await (await fetch(`${server.api}/api_keys`, { headers: admin() })).json()) as { data: Array<{ id: string; apiKeyType: string }> })
+      .data.find((key) => key.apiKeyType === "ADMIN")!.id
+    const key = await mint({ description: "audited" })
+    await fetch(`${server.api}/api_keys`, { method: "PATCH", headers: admin(), body: JSON.stringify({ id: key.id, restrictions: { networks: ["ethereum-mainnet"] } }) })
+    await fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 0 }) })
+    await server.cli(["keys", "revoke", "--account", "acct_e2e", "--id", key.id])
+
+    const own = (await read("?limit=100")).data
+    const about = own.filter((entry) => entry.details["keyId"] === key.id).map((entry) => [entry.action, entry.actor])
+    expect(about).toEqual([
+      ["key.revoked", "cli"],
+      ["key.rerolled", `key:${adminKeyId}`],
+      ["key.restricted", `key:${adminKeyId}`],
+      ["key.minted", `key:${adminKeyId}`]
+    ])
+    expect(own.find((entry) => entry.action === "key.restricted")?.details["restrictions"]).toEqual({ networks: ["ethereum-mainnet"] })
+    expect(own.find((entry) => entry.action === "credits.granted")).toMatchObject({ actor: "cli", details: { amountUsd: "25", reference: "e2e-seed" } })
+    expect(own.every((entry) => entry.accountId === "acct_e2e")).toBe(true)
+
+    const page = await read("?limit=1")
+    const next = await read(`?limit=1&before=${page.next}`)
+    expect(next.data[0]).toEqual(own[1])
+  })
+
+  it("an operator's ADMIN key reads every entry with scope=all, with the signing keys the server started with; the CLI reads the same", async () => {
+    const all = (await read("?scope=all&limit=100")).data
+    expect(all.find((entry) => entry.action === "signing_keys.in_use")).toMatchObject({ actor: "server", accountId: null })
+    const cli = await server.cli(["audit", "list", "--limit", "100"]) as { entries: Array<Entry> }
+    expect(cli.entries.map((entry) => entry.action)).toEqual(all.map((entry) => entry.action))
+    await server.cli(["accounts", "create", "--id", "acct_customer"])
+    const customer = await server.cli(["keys", "mint", "--account", "acct_customer", "--type", "ADMIN"])
+    const headers = { authorization: `Bearer ${String(customer["apiKey"])}` }
+    const refused = await fetch(`${server.api}/audit_log?scope=all`, { headers })
+    expect(refused.status).toBe(403)
+    const customerOwn = await (await fetch(`${server.api}/audit_log`, { headers })).json() as { data: Array<Entry> }
+    expect(customerOwn.data.map((entry) => [entry.action, entry.accountId])).toEqual([["key.minted", "acct_customer"]])
   })
 })
