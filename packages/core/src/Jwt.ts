@@ -6,7 +6,7 @@
  * refused like any other altered token.
  *
  * A key also names the signing key that signed it (`kid`, the RFC 7638 thumbprint of its public
- * half), so a server can keep verifying keys of earlier signing keys while it signs with a new one.
+ * half, in hex), so a server can keep verifying keys of earlier signing keys while it signs with a new one.
  * A key minted before signing keys were named carries no `kid`: it verifies under whichever of the
  * server's keys signed it.
  *
@@ -29,7 +29,7 @@ export const algorithm = "EdDSA"
  * @category models
  */
 export interface VerifyingKey {
-  /** The RFC 7638 thumbprint of the public key: the `kid` of every token it signs. */
+  /** The RFC 7638 SHA-256 thumbprint of the public key, in hex: the `kid` of every token it signs. */
   readonly kid: string
   readonly publicKey: CryptoKey
 }
@@ -100,7 +100,8 @@ const isCanonicalSegment = (segment: string): boolean =>
 const verifyingKeyOf = async (key: CryptoKey): Promise<VerifyingKey> => {
   const { d: _d, ...publicJwk } = await Jose.exportJWK(key)
   const publicKey = await Jose.importJWK(publicJwk, algorithm, { extractable: true }) as CryptoKey
-  return { kid: await Jose.calculateJwkThumbprint(publicJwk, "sha256"), publicKey }
+  // Hex rather than base64url: a kid is typed as a CLI flag's value, which must not start with "-".
+  return { kid: Buffer.from(await Jose.calculateJwkThumbprint(publicJwk, "sha256"), "base64url").toString("hex"), publicKey }
 }
 
 const derivePublicKey = (privateKey: CryptoKey) =>

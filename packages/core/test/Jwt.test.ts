@@ -83,9 +83,10 @@ const unnamed = await new Jose.SignJWT({ type: "INFERENCE", tier: "default" })
   .setProtectedHeader({ alg: "EdDSA", typ: "JWT" }).setSubject("acct_1").setJti("key_old").setIssuedAt().sign(previous.privateKey)
 
 describe("Signing-key rotation: a key names the signing key that signed it, and earlier signing keys keep verifying", () => {
-  it("a key carries its signing key's kid, the RFC 7638 thumbprint of the public key", async () => {
+  it("a key carries its signing key's kid, the RFC 7638 thumbprint of the public key in hex (a CLI flag's value never starts with -)", async () => {
     expect(Jose.decodeProtectedHeader(token).kid).toBe(previous.kid)
-    expect(previous.kid).toBe(await Jose.calculateJwkThumbprint(await Jose.exportJWK(previous.publicKey)))
+    const thumbprint = await Jose.calculateJwkThumbprint(await Jose.exportJWK(previous.publicKey))
+    expect(previous.kid).toBe(Buffer.from(thumbprint, "base64url").toString("hex"))
     expect(await Effect.runPromise(Jwt.verify(previous, token, now))).toMatchObject({ kid: previous.kid })
   })
 
