@@ -73,8 +73,10 @@ export class Application extends Context.Service<Application, {
    * it as `HttpMiddleware.SpanNameGenerator`.
    */
   readonly spanName: (request: HttpServerRequest.HttpServerRequest) => string
-  /** Whether a path (without query) is one the application serves, with any method. */
+  /** Whether a path (a query is ignored) is one the application serves, with any method. */
   readonly serves: (path: string) => boolean
+  /** The path of every route, `:name` for a parameter: what a host routes to the application. */
+  readonly paths: ReadonlyArray<string>
 }>()("@tollgate/http/App/Application") {}
 
 /**
@@ -288,7 +290,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     })
     web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
     const serves = (path: string) => table.lookup("GET", path)._tag !== "NotFound"
-    return { handle, spanName, serves }
+    return { handle, spanName, serves, paths: [...new Set(all.map((route) => route.path))] }
   })
 
 /** The trace id of the request's server span, when an OpenTelemetry tracer (not Effect's own) records it. */
