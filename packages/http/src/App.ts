@@ -149,6 +149,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const trusted = options.trustedProxies ?? ClientAddress.none
 
     // Set once `handle` exists: routes may call the application in process only while serving.
+    // eslint-disable-next-line prefer-const -- read by `dispatch` below, assigned after `handle` is built
     let web: ((request: Request, context?: Context.Context<never>) => Promise<Response>) | undefined
     const dispatch = Dispatch.of({
       routes: all,
