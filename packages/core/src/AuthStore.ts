@@ -8,11 +8,67 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import * as AuditLog from "./AuditLog.ts"
-import type { Account, ApiKeyRecord, KeySecrets } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
 import type * as KeyRestrictions from "./KeyRestrictions.ts"
+import type { KeyType, Tier } from "./Principal.ts"
 import * as SessionRevocations from "./SessionRevocations.ts"
+
+/** @category models */
+export interface Account {
+  readonly id: string
+  readonly createdAt: Date
+  readonly description?: string
+}
+
+/**
+ * The metadata of a key: everything but the secret, which is shown once at creation.
+ *
+ * @category models
+ */
+export interface ApiKeyRecord {
+  readonly id: string
+  readonly accountId: string
+  readonly type: KeyType
+  readonly tier: Tier
+  readonly description: string
+  readonly createdAt: Date
+  readonly expiresAt?: Date
+  readonly revokedAt?: Date
+  /**
+   * The signing key that signed the key's secret (`Jwt.VerifyingKey.kid`), so the keys of a leaked
+   * signing key can be listed; absent on keys minted before signing keys were named.
+   */
+  readonly kid?: string
+  /** What the key may call; absent: whatever its type allows. */
+  readonly restrictions?: KeyRestrictions.Restrictions
+  /** Which of its secrets the key accepts, once rerolled (`Auth.rerollKey`); absent: only its first. */
+  readonly secrets?: KeySecrets
+}
+
+/**
+ * The secrets of a rerolled key: the one last issued, and earlier ones still accepted until the end
+ * of the grace period their reroll gave them.
+ *
+ * @category models
+ */
+export interface KeySecrets {
+  /** The number of the secret last issued (`Jwt.Claims.secret`); the first is 0. */
+  readonly current: number
+  /** Earlier secrets still accepted, each until `until` (ms since the epoch). */
+  readonly previous: ReadonlyArray<{ readonly secret: number; readonly until: number }>
+}
+
+/**
+ * Whether a key whose accepted secrets are `secrets` (absent: only the first) accepts `secret` at `now`.
+ *
+ * @category predicates
+ */
+export const acceptsSecret = (secrets: KeySecrets | undefined, secret: number, now: number): boolean =>
+  secrets === undefined
+    ? secret === 0
+    : secret === secrets.current || secrets.previous.some((earlier) => earlier.secret === secret && now < earlier.until)
+
 
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.

@@ -217,7 +217,9 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         let cursor = "0"
         do {
           const [next, found] = yield* send<readonly [string, ReadonlyArray<string>]>("SCAN", cursor, "MATCH", ALL_KEYS, "COUNT", "1000")
-          for (const key of found) records.push(...(yield* send<ReadonlyArray<string>>("HVALS", key)).map(decodeKey))
+          for (const key of found) {
+            for (const json of yield* send<ReadonlyArray<string>>("HVALS", key)) records.push(decodeKey(json))
+          }
           cursor = next
         } while (cursor !== "0")
         return records

@@ -23,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { AuditLog, Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, KeyRestrictions, Money, Refunds } from "@tollgate/core"
+import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs/promises"
