@@ -16,6 +16,7 @@ import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailab
 import * as Jwt from "./Jwt.ts"
 import * as KeyRestrictions from "./KeyRestrictions.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
+import type * as RateLimits from "./RateLimits.ts"
 import * as Siwx from "./Siwx.ts"
 
 /**
@@ -25,6 +26,18 @@ import * as Siwx from "./Siwx.ts"
  * @category models
  */
 export type { Account, ApiKeyRecord, KeySecrets } from "./AuthStore.ts"
+
+/**
+ * What the store says of a key beyond its standing, read in the same lookup: what it may call
+ * (`KeyRestrictions`; absent: anything its type allows) and the rate-limit overrides of its account
+ * and of the key.
+ *
+ * @category models
+ */
+export interface KeyPolicy {
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  readonly limits?: RateLimits.StoredOverrides | undefined
+}
 
 /** @category models */
 export interface CreateKey {
@@ -64,12 +77,12 @@ export interface SiwxChallenge {
 export interface Unconfirmed {
   readonly principal: Principal
   /**
-   * The store lookup of the key's standing, then `standing`'s verdict; it answers the key's
-   * restrictions, read in the same lookup (`undefined`: none).
+   * The store lookup of the key's standing, then `standing`'s verdict; it answers the key's policy,
+   * read in the same lookup (`undefined`: none).
    */
-  readonly confirm: Effect.Effect<KeyRestrictions.Restrictions | undefined, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
-  /** What a confirmed key may call (`KeyRestrictions`); `undefined`: anything its type allows. */
-  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  readonly confirm: Effect.Effect<KeyPolicy | undefined, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+  /** What the store says of a confirmed key beyond its standing; `undefined`: nothing. */
+  readonly policy?: KeyPolicy | undefined
   /**
    * For a caller that looks the key up in its own store step (see `Admission`): the key whose
    * standing is pending, and the verdict on what the store found, which `confirm` applies too.
@@ -133,6 +146,12 @@ export class Auth extends Context.Service<Auth, {
    * refused from now on). A revoked key cannot be rerolled.
    */
   readonly rerollKey: (accountId: string, keyId: string, graceMs: number) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | NotFound | ServiceUnavailable>
+  /**
+   * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
+   * (`undefined`: removed), kept in the store and read with the key's standing, so every instance
+   * enforces it from the next call on.
+   */
+  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, NotFound | ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
@@ -232,6 +251,10 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     !status.accountExists || status.revoked ||
     (status.secrets === undefined ? secret !== 0 : !acceptsSecret(status.secrets, secret, clock.currentTimeMillisUnsafe()))
 
+  /** The standing read is the policy too, when the key has one: nothing is allocated per call. */
+  const policyOf = (status: KeyStatus): KeyPolicy | undefined =>
+    status.restrictions === undefined && status.limits === undefined ? undefined : status
+
   const standing = (principal: ApiKeyPrincipal, secret: number) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
     Effect.clockWith((clock): Effect.Effect<void, Unauthenticated | RateLimited> =>
       refuses(status, secret, clock) ? Effect.fail(invalidKey) : AbuseGuard.identify(principal))
@@ -245,19 +268,20 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     principal: ApiKeyPrincipal,
     secret: number,
     verdict: ReturnType<typeof standing>
-  ): Effect.Effect<KeyRestrictions.Restrictions | undefined, Unauthenticated | ServiceUnavailable | RateLimited> => {
+  ): Effect.Effect<KeyPolicy | undefined, Unauthenticated | ServiceUnavailable | RateLimited> => {
     const { accountId, keyId } = principal
     const keyStanding = store.keyStanding
     if (keyStanding === undefined || blockKeyOf === undefined) {
-      return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), (status) => Effect.as(verdict(status), status.restrictions)))
+      return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), (status) => Effect.as(verdict(status), policyOf(status))))
     }
     const blockKey = blockKeyOf(AbuseGuard.principalCaller(principal))
     return Effect.suspend(() =>
       Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found) =>
-        Effect.clockWith((clock): Effect.Effect<KeyRestrictions.Restrictions | undefined, Unauthenticated | RateLimited> => {
+        Effect.clockWith((clock): Effect.Effect<KeyPolicy | undefined, Unauthenticated | RateLimited> => {
           if (refuses(found, secret, clock)) return Effect.fail(invalidKey)
           const identified: Effect.Effect<void, RateLimited> = AbuseGuard.identifyRead(principal, found.blockedMs)
-          return found.restrictions === undefined ? identified as Effect.Effect<undefined, RateLimited> : Effect.as(identified, found.restrictions)
+          const policy = policyOf(found)
+          return policy === undefined ? identified as Effect.Effect<undefined, RateLimited> : Effect.as(identified, policy)
         }))
     )
   }
@@ -463,6 +487,12 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     return { key, record }
   })
 
+  const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) {
+    if (keyId !== undefined) yield* getKey(accountId, keyId)
+    else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
+    yield* store.setLimits(accountId, keyId, override)
+  })
+
   const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
     const record = { ...(yield* getKey(accountId, keyId)), description }
     yield* store.putKey(record)
@@ -505,6 +535,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     setKeyExpiry,
     restrictKey,
     rerollKey,
+    setLimits,
     describeKey,
     siwxChallenge,
     signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)],

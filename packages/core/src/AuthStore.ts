@@ -12,6 +12,7 @@ import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
 import type * as KeyRestrictions from "./KeyRestrictions.ts"
 import type { KeyType, Tier } from "./Principal.ts"
+import type * as RateLimits from "./RateLimits.ts"
 import * as SessionRevocations from "./SessionRevocations.ts"
 
 /** @category models */
@@ -83,6 +84,8 @@ export interface KeyStatus {
   readonly restrictions?: KeyRestrictions.Restrictions | undefined
   /** Which of the key's secrets are accepted, once it was rerolled (`ApiKeyRecord.secrets`). */
   readonly secrets?: KeySecrets | undefined
+  /** The rate-limit overrides the store keeps for the key's account and for the key (`setLimits`). */
+  readonly limits?: RateLimits.StoredOverrides | undefined
 }
 
 /**
@@ -126,6 +129,13 @@ export class AuthStore extends Context.Service<AuthStore, {
    * one wait instead of two. A block that cannot be read counts as none, as the guard fails open.
    */
   readonly keyStanding?: (accountId: string, keyId: string, blockKey: string) => Effect.Effect<KeyStanding, ServiceUnavailable>
+  /**
+   * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
+   * (`undefined`: removed), read by `keyStatus` from the next call on, on every instance.
+   */
+  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, ServiceUnavailable>
+  /** The rate-limit overrides of the account and of the key, as `setLimits` left them. */
+  readonly limits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
   /** True the first time `key` is claimed within `ttlMs`, false afterwards. Atomic. */
   readonly claimNonce: (key: string, ttlMs: number) => Effect.Effect<boolean, ServiceUnavailable>
 }>()("@tollgate/core/AuthStore") {}
@@ -144,6 +154,13 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
+  const accountLimits = new Map<string, RateLimits.Override>()
+  const keyLimits = new Map<string, RateLimits.Override>()
+  const limitsOf = (accountId: string, keyId: string | undefined): RateLimits.StoredOverrides | undefined => {
+    const account = accountLimits.get(accountId)
+    const key = keyId === undefined ? undefined : keyLimits.get(`${accountId}\n${keyId}`)
+    return account === undefined && key === undefined ? undefined : { account, key }
+  }
   const keysOf = (accountId: string) => {
     let map = keys.get(accountId)
     if (map === undefined) {
@@ -161,7 +178,8 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
       accountExists: accounts.has(accountId),
       revoked: record?.revokedAt !== undefined || (record?.expiresAt !== undefined && record.expiresAt.getTime() <= now),
       restrictions: record?.restrictions,
-      secrets: record?.secrets
+      secrets: record?.secrets,
+      limits: limitsOf(accountId, keyId)
     }
   }
   const store = AuthStore.of({
@@ -195,6 +213,13 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
         return true
       }),
     keyStatus: (accountId, keyId) => Effect.map(Clock.currentTimeMillis, (now) => keyStatus(accountId, keyId, now)),
+    setLimits: (accountId, keyId, override) =>
+      Effect.sync(() => {
+        const [map, id] = keyId === undefined ? [accountLimits, accountId] : [keyLimits, `${accountId}\n${keyId}`]
+        if (override === undefined) map.delete(id)
+        else map.set(id, override)
+      }),
+    limits: (accountId, keyId) => Effect.sync(() => limitsOf(accountId, keyId) ?? {}),
     claimNonce: (key, ttlMs) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         if (nonces.size > 10_000) sweepNonces(now)

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { type Auth, Errors, type KeyRestrictions, Principal } from "@tollgate/core"
+import { type Auth, Errors, Principal } from "@tollgate/core"
 import { Context, Effect, Option } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { CurrentRequest } from "./RequestContext.ts"
@@ -78,13 +78,13 @@ export const upFront = (
     Effect.flatMap(auth.authenticateUnconfirmed(Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest).headers), (found) => {
       if (Option.isNone(found)) return Effect.succeed(Option.none())
       const { confirm, principal } = found.value
-      const named = (restrictions: KeyRestrictions.Restrictions | undefined) => {
+      const named = (policy: Auth.KeyPolicy | undefined) => {
         const current = fiber.getRef(CurrentRequest)
         current.principalId = Principal.describe(principal)
-        // Kept as confirmed, with the restrictions read with the key's standing: the pipeline
+        // Kept as confirmed, with the policy read with the key's standing: the pipeline
         // neither confirms the key again nor has its admission read the key's standing and block
         // a second time.
-        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined, restrictions }
+        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined, policy }
         return Option.some(principal)
       }
       return confirm === undefined ? Effect.sync(() => named(undefined)) : Effect.map(confirm, named)

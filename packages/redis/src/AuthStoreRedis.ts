@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type SessionRevocations } from "@tollgate/core"
+import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type RateLimits, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as AuditLogRedis from "./AuditLogRedis.ts"
@@ -47,6 +47,14 @@ const nonceKey = (key: string) => `tollgate:auth:nonce:{${key}}`
  * @category internals
  */
 export const policyKey = (accountId: string, keyId: string) => `${prefix(accountId)}:policy:${keyId}`
+
+/**
+ * The rate-limit override an operator set for the account (no key id) or one of its keys, as JSON
+ * (`setLimits`). Absent: none.
+ *
+ * @category internals
+ */
+export const limitsKey = (accountId: string, keyId?: string) => `${prefix(accountId)}:limits${keyId === undefined ? "" : `:${keyId}`}`
 
 const putKeyScript = Redis.script(
   (keys: string, policy: string, keyId: string, record: string, policyJson: string) => [keys, policy, keyId, record, policyJson],
@@ -169,11 +177,23 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     const putKey = redis.eval(putKeyScript)
-    const statusOf = ([account, refusedFrom, policy]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => {
+    const overridesOf = (account: string | null | undefined, key: string | null | undefined): RateLimits.StoredOverrides | undefined =>
+      account == null && key == null
+        ? undefined
+        : {
+          account: account == null ? undefined : JSON.parse(account) as RateLimits.Override,
+          key: key == null ? undefined : JSON.parse(key) as RateLimits.Override
+        }
+    // The account, the key's refusal marker and policy, and the account's and key's rate-limit
+    // overrides: one MGET of keys in the account's slot.
+    const standingKeys = (accountId: string, keyId: string) =>
+      [accountKey(accountId), revokedKey(accountId, keyId), policyKey(accountId, keyId), limitsKey(accountId), limitsKey(accountId, keyId)]
+    const statusOf = ([account, refusedFrom, policy, accountLimits, keyLimits]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => {
       const status = { accountExists: account != null, revoked: refusedFrom != null && Number(refusedFrom) <= now }
-      if (policy == null) return status
+      const limits = overridesOf(accountLimits, keyLimits)
+      if (policy == null) return limits === undefined ? status : { ...status, limits }
       const { restrictions, secrets } = JSON.parse(policy) as PolicyJson
-      return { ...status, restrictions, secrets: secretsOf(secrets) }
+      return { ...status, restrictions, secrets: secretsOf(secrets), limits }
     }
     // Over tollgate's connection (`RedisConnection.layer`), a key's standing and its caller's block
     // are sent together and answered in one wait.
@@ -185,7 +205,7 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         return Effect.tryPromise({
           try: () =>
             Promise.all([
-              connection.sendCommand(["MGET", account, revokedKey(accountId, keyId), policyKey(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
+              connection.sendCommand(["MGET", ...standingKeys(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
               // The guard fails open: a block that cannot be read is none.
               (connection.sendCommand(["PTTL", blockKey], blockKey) as Promise<number>).catch(() => 0)
             ]),
@@ -242,8 +262,17 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       keyStatus: (accountId, keyId) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.map(send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId), policyKey(accountId, keyId)), (standing) => statusOf(standing, now))),
+          Effect.map(send<ReadonlyArray<string | null>>("MGET", ...standingKeys(accountId, keyId)), (standing) => statusOf(standing, now))),
       ...(keyStanding === undefined ? {} : { keyStanding }),
+      setLimits: (accountId, keyId, override) =>
+        Effect.asVoid(override === undefined ? send("DEL", limitsKey(accountId, keyId)) : send("SET", limitsKey(accountId, keyId), JSON.stringify(override))),
+      limits: (accountId, keyId) =>
+        Effect.map(
+          keyId === undefined
+            ? Effect.map(send<string | null>("GET", limitsKey(accountId)), (account) => [account, null] as const)
+            : send<readonly [string | null, string | null]>("MGET", limitsKey(accountId), limitsKey(accountId, keyId)),
+          ([account, key]) => overridesOf(account, key) ?? {}
+        ),
       claimNonce: (key, ttlMs) =>
         Effect.map(
           send<string | null>("SET", nonceKey(key), "1", "NX", "PX", String(Math.max(1, Math.ceil(ttlMs)))),

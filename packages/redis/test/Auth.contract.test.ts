@@ -235,6 +235,24 @@ Contract.contract(
         assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, "key_missing", 0)), "NotFound")
       })))
 
+    it.effect("rate-limit overrides of an account and of a key are kept in the store and read with the key's standing", () =>
+      live(Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const store = yield* AuthStore.AuthStore
+        const account = yield* auth.createAccount()
+        const { record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "" })
+        assert.isUndefined((yield* store.keyStatus(account.id, record.id)).limits)
+        yield* auth.setLimits(account.id, undefined, { "text:M": { requests: 1 } })
+        yield* auth.setLimits(account.id, record.id, { rpc: { requests: 2, credits: 100 } })
+        const expected = { account: { "text:M": { requests: 1 } }, key: { rpc: { requests: 2, credits: 100 } } }
+        assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, expected)
+        assert.deepStrictEqual(yield* store.limits(account.id, record.id), expected)
+        yield* auth.setLimits(account.id, record.id, undefined)
+        assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, { account: { "text:M": { requests: 1 } }, key: undefined })
+        assert.strictEqual(yield* tagOf(auth.setLimits("acct_missing", undefined, {})), "NotFound")
+        assert.strictEqual(yield* tagOf(auth.setLimits(account.id, "key_missing", {})), "NotFound")
+      })))
+
     it.effect("a wallet signs in as the account of (family, address), and nothing is stored for it (any number of wallets cost nothing to make)", () =>
       live(Effect.gen(function*() {
         const auth = yield* Auth.Auth
@@ -357,8 +375,8 @@ Contract.contract(
   }
 )
 
-describe("A key's restrictions cost no store round trip: a restricted key's check sends what an unrestricted key's does", () => {
-  it("authenticating a restricted key and an unrestricted one sends the same commands (one MGET, one PTTL)", async () => {
+describe("A key's restrictions and stored rate-limit overrides cost no store round trip: its check sends what an unrestricted key's does", () => {
+  it("authenticating a restricted key with an override and a plain one sends the same commands (one MGET, one PTTL)", async () => {
     const stats = createClient({ url: redis.url })
     await stats.connect()
     const commands = async () => {
@@ -382,6 +400,7 @@ describe("A key's restrictions cost no store round trip: a restricted key's chec
         description: "",
         restrictions: { networks: ["ethereum-mainnet"], ips: ["10.9.9.0/24"], models: ["house-*"] }
       }))
+      await runtime.runPromise(auth.setLimits(account.id, restricted.record.id, { rpc: { requests: 5 } }))
       const check = (key: string) => () => runtime.runPromise(auth.authenticate({ authorization: `Bearer ${key}` }))
       // The first use of each verifies its signature; the counts are of the next.
       await check(plain.key)()

@@ -19,11 +19,12 @@
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
  * tollgate-cli credits refund --account acct_... --request-id 5b0e... --reason "upstream outage"
  * tollgate-cli audit list --account acct_... --limit 20
+ * tollgate-cli limits set --account acct_... --limits '{"text:M":{"requests":5}}'
  * ```
  *
  * @since 0.1.0
  */
-import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, Refunds } from "@tollgate/core"
+import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, RateLimits, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs/promises"
@@ -303,6 +304,30 @@ const signingKey = Command.make("signing-key", {
     yield* print({ written: file, kid: key.kid })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
 
+const decodeOverride = Schema.decodeUnknownResult(Schema.fromJsonString(RateLimits.OverrideSchema))
+
+const setLimits = Command.make("set", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("One key of the account (default: the account's own override)"), Flag.optional),
+  limits: Flag.String("limits").pipe(
+    Flag.withDescription("Rates per category as JSON, as the config file's rateLimits.accounts, e.g. '{\"text:M\":{\"requests\":5}}'; none removes the override")
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const decoded = input.limits === "none" ? undefined : decodeOverride(input.limits)
+    if (decoded !== undefined && Result.isFailure(decoded)) {
+      return yield* new CliError.UserError({ cause: decoded.failure, userMessage: `--limits: ${decoded.failure.message.replace(/\s+/g, " ")}` })
+    }
+    const override = decoded === undefined ? undefined : decoded.success
+    const keyId = Option.getOrUndefined(input.id)
+    yield* auth.setLimits(input.account, keyId, override).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "limits.changed", accountId: input.account, details: { keyId: keyId ?? null, limits: override ?? null } }).pipe(
+      Effect.mapError(userError)
+    )
+    yield* print({ accountId: input.account, keyId: keyId ?? null, limits: override ?? null })
+  })).pipe(Command.withDescription("Set or remove an account's or a key's rate-limit override, enforced by every server from the next call on"))
+
 const auditList = Command.make("list", {
   account: Flag.String("account").pipe(Flag.withDescription("One account's entries (default: every entry)"), Flag.optional),
   before: Flag.String("before").pipe(Flag.withDescription("The next of the previous page"), Flag.optional),
@@ -356,6 +381,10 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
       Command.make("credits").pipe(
         Command.withDescription("Prepaid credit of an account"),
         Command.withSubcommands([Command.provide(grantCredits, services), Command.provide(refundCall, services)])
+      ),
+      Command.make("limits").pipe(
+        Command.withDescription("Rate-limit overrides kept in the store"),
+        Command.withSubcommands([Command.provide(setLimits, services)])
       ),
       Command.make("audit").pipe(
         Command.withDescription("The audit log of key management, of every account"),

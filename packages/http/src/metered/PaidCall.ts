@@ -18,6 +18,7 @@ import { AbuseGuard, type Admission, type AuthStore, CreditLedger, Errors, KeyCa
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
+import type * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import type * as PerCallPayment from "../PerCallPayment.ts"
@@ -70,11 +71,11 @@ interface Admitted {
 const usdOfCharge = (hold: CreditLedger.Hold, charge: Money.Nano): Money.Nano =>
   Money.unsafeNano(charge - Math.min(charge, hold.fromAllowance))
 
-/** A key's credentials confirmed with the store: its standing, and the restrictions read with it. */
+/** A key's credentials confirmed with the store: its standing, and the policy read with it. */
 const confirmed = (found: Option.Option<Auth.Unconfirmed>): Effect.Effect<Option.Option<Auth.Unconfirmed>, Errors.ApiError> => {
   if (Option.isNone(found) || found.value.confirm === undefined) return Effect.succeed(found)
   const { principal } = found.value
-  return Effect.map(found.value.confirm, (restrictions) => Option.some({ principal, confirm: undefined, pending: undefined, restrictions }))
+  return Effect.map(found.value.confirm, (policy) => Option.some({ principal, confirm: undefined, pending: undefined, policy }))
 }
 
 /** What the admission's store step found of a key it let through: it exists and is not revoked. */
@@ -118,6 +119,8 @@ export class PaidCall {
    * is claimed.
    */
   pendingKey: Auth.Unconfirmed["pending"]
+  /** The rate-limit overrides the store keeps for the caller's account and key, read with its key's standing. */
+  storedLimits: RateLimits.StoredOverrides | undefined = undefined
   /** The admission's store step read the key's abuse block, so the guard need not ask its store. */
   blockReadByAdmission = false
   /**
@@ -208,8 +211,10 @@ export class PaidCall {
       const { quote, settlesActual } = this.call
       return Effect.flatMap(this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: quote.amount, settlesActual }), Effect.fail)
     }
-    const { principal, restrictions } = found.value
+    const { policy, principal } = found.value
+    const restrictions = policy?.restrictions
     this.principal = principal
+    this.storedLimits = policy?.limits
     this.pendingKey = found.value.pending
     this.currentRequest.principalId = Principal.describe(principal)
     // A restricted key's call outside its operations, models or methods is refused before any
@@ -289,7 +294,7 @@ export class PaidCall {
     const { call, context, pendingKey, principal } = this
     const { abuseBlockKeyOf, limiter, policy, store, traced } = this.services
     const now = this.clock.currentTimeMillisUnsafe()
-    const plan = limiter.plan(policy.limitsFor(principal, call), now)
+    const plan = limiter.plan(policy.limitsFor(principal, call, this.storedLimits), now)
     const admitted = store.admit({
       now,
       accountId: principal.accountId,

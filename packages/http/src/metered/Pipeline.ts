@@ -109,7 +109,7 @@ export const layer = (options: Options = {}): Layer.Layer<
     // of its path) refuse the call before its body is read.
     const requestRestricted = (fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<void, Errors.Forbidden> => {
       const current = fiber.getRef(CurrentRequest)
-      const restrictions = current.credentials?.restrictions
+      const restrictions = current.credentials?.policy?.restrictions
       if (restrictions === undefined) return Effect.void
       const refused = KeyRestrictions.checkRequest(restrictions, { address: current.clientAddress ?? "unknown", network: current.params["network"] })
       return refused === undefined ? Effect.void : Effect.fail(refused)

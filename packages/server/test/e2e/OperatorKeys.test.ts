@@ -1,7 +1,8 @@
 /**
  * Keys an operator can run a business on, through the shipped server in production mode on Redis
  * and the shipped CLI: signing-key rotation without an outage, keys restricted to what they may
- * call, keys rerolled with a grace period, and the audit log of all of it.
+ * call, keys rerolled with a grace period, rate-limit overrides kept in the store, and the audit log
+ * of all of it.
  */
 import { Jwt } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
@@ -15,6 +16,8 @@ const config = { models: [{ id: "house-model", type: "text", upstreams: [{ baseU
 const timeoutMs = 180_000
 
 let server: ShippedServer.ShippedServer
+/** A second instance on the same Redis and signing key. */
+let other: ShippedServer.ShippedServer
 
 beforeAll(async () => {
   server = await ShippedServer.start({
@@ -25,9 +28,19 @@ beforeAll(async () => {
     config,
     env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" }
   })
-}, timeoutMs)
+  other = await ShippedServer.start({
+    store: "redis",
+    redisUrl: redis.url,
+    timeoutMs,
+    signingKey: server.signingKey!,
+    provision: false,
+    config,
+    env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" }
+  })
+}, 2 * timeoutMs)
 
 afterAll(async () => {
+  await other?.stop()
   await server?.stop()
   await redis.stop()
 })
@@ -151,6 +164,41 @@ describe("A rerolled key keeps its id; its old secret works for the grace period
   })
 })
 
+describe("A rate-limit override set through the admin API is kept in the store: a second instance enforces it on the next call", () => {
+  const parse = (instance: ShippedServer.ShippedServer) => {
+    const form = new FormData()
+    form.append("file", new Blob(["Hello from a text file.\n"], { type: "text/plain" }), "hello.txt")
+    return fetch(`${instance.api}/augment/text-parser`, { method: "POST", headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` }, body: form })
+      .then((response) => response.status)
+  }
+
+  it("one text request a minute, set on instance A: instance B admits one call and refuses the next with 429; removed with the CLI, B admits again", async () => {
+    const set = await fetch(`${server.api}/rate_limits/overrides`, {
+      method: "PUT",
+      headers: admin(),
+      body: JSON.stringify({ accountId: "acct_e2e", limits: { "text:M": { requests: 1 } } })
+    })
+    expect(set.status).toBe(200)
+    expect([await parse(other), await parse(other)]).toEqual([200, 429])
+    await server.cli(["limits", "set", "--account", "acct_e2e", "--limits", "none"])
+    expect(await parse(other)).toBe(200)
+  })
+
+  it("only an operator account's ADMIN key sets overrides; an unknown account is a 404", async () => {
+    await server.cli(["accounts", "create", "--id", "acct_customer_limits"])
+    const customer = await server.cli(["keys", "mint", "--account", "acct_customer_limits", "--type", "ADMIN"])
+    const body = JSON.stringify({ accountId: "acct_customer_limits", limits: { "text:M": { requests: 1000 } } })
+    const refused = await fetch(`${server.api}/rate_limits/overrides`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${String(customer["apiKey"])}`, "content-type": "application/json" },
+      body
+    })
+    expect(refused.status).toBe(403)
+    const unknown = await fetch(`${server.api}/rate_limits/overrides`, { method: "PUT", headers: admin(), body: JSON.stringify({ accountId: "acct_nobody", limits: null }) })
+    expect(unknown.status).toBe(404)
+  })
+})
+
 describe("The audit log lists each management action: who, when, what changed; an account's own entries, every entry for operators", () => {
   interface Entry { readonly actor: string; readonly action: string; readonly accountId: string | null; readonly details: Record<string, unknown> }
   const read = async (query: string) => {
@@ -178,6 +226,10 @@ describe("The audit log lists each management action: who, when, what changed; a
     expect(own.find((entry) => entry.action === "key.restricted")?.details["restrictions"]).toEqual({ networks: ["ethereum-mainnet"] })
     expect(own.find((entry) => entry.action === "credits.granted")).toMatchObject({ actor: "cli", details: { amountUsd: "25", reference: "e2e-seed" } })
     expect(own.every((entry) => entry.accountId === "acct_e2e")).toBe(true)
+    expect(own.filter((entry) => entry.action === "limits.changed").map((entry) => [entry.actor, entry.details["limits"]])).toEqual([
+      ["cli", null],
+      [`key:${adminKeyId}`, { "text:M": { requests: 1 } }]
+    ])
 
     const page = await read("?limit=1")
     const next = await read(`?limit=1&before=${page.next}`)
