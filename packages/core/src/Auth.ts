@@ -152,6 +152,8 @@ export class Auth extends Context.Service<Auth, {
    * enforces it from the next call on.
    */
   readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, NotFound | ServiceUnavailable>
+  /** The rate-limit overrides the store keeps for the account and the key (`setLimits`). */
+  readonly storedLimits: (accountId: string, keyId: string) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
@@ -536,6 +538,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     restrictKey,
     rerollKey,
     setLimits,
+    storedLimits: store.limits,
     describeKey,
     siwxChallenge,
     signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)],

@@ -447,9 +447,12 @@ const unixSeconds = (status: DimensionStatus) => Math.ceil(status.resetAt / 1000
  *
  * @category accessors
  */
-export const status = Effect.fn("RateLimits.status")(function*(principal: Principal) {
+export const status = Effect.fn("RateLimits.status")(function*(principal: Principal, stored?: StoredOverrides) {
   const limiter = yield* RateLimiter
-  const overrides = (yield* Overrides).forCaller(principal)
+  const configured = (yield* Overrides).forCaller(principal)
+  const overrides = stored === undefined
+    ? configured
+    : { ...configured, account: stored.account ?? configured.account, key: stored.key ?? configured.key }
   const rows = categories.map((category) => {
     const { kind, modelTier } = kindOf(category)
     return { category, limits: limitsFor(principal, { kind, modelTier }, overrides) }

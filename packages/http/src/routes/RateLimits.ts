@@ -75,7 +75,8 @@ export const rateLimits = Route.make(
     const ledger = yield* Effect.serviceOption(CreditLedger.CreditLedger)
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireKey(auth)
-      const limits = yield* RateLimits.status(principal).pipe(Effect.provide(context))
+      const stored = yield* auth.storedLimits(principal.accountId, principal.keyId)
+      const limits = yield* RateLimits.status(principal, stored).pipe(Effect.provide(context))
       const body: Record<string, unknown> = {
         accountId: principal.accountId,
         keyId: principal.keyId,

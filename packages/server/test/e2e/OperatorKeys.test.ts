@@ -179,6 +179,10 @@ describe("A rate-limit override set through the admin API is kept in the store: 
       body: JSON.stringify({ accountId: "acct_e2e", limits: { "text:M": { requests: 1 } } })
     })
     expect(set.status).toBe(200)
+    const shown = await (await rateLimits(server.credentials!.inferenceKey)).json() as {
+      limits: Array<{ kind: string; modelTier?: string; type: string; requests?: { limit: number } }>
+    }
+    expect(shown.limits.find((limit) => limit.kind === "text" && limit.modelTier === "M" && limit.type === "user")?.requests?.limit).toBe(1)
     expect([await parse(other), await parse(other)]).toEqual([200, 429])
     await server.cli(["limits", "set", "--account", "acct_e2e", "--limits", "none"])
     expect(await parse(other)).toBe(200)
