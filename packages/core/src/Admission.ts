@@ -163,7 +163,8 @@ export class AdmissionStore extends Context.Service<AdmissionStore, {
 /**
  * Both operations over the memory stores, each one synchronous step: nothing else runs between its
  * checks and its writes. The idempotency record is completed after the step when the idempotency
- * store is not the memory one (a shared Redis store behind memory stores).
+ * store is not the memory one (a shared Redis store behind memory stores). Its twin on Redis is the
+ * admission's Lua (`@tollgate/redis` `src/lua/admission.lua`), which orders the checks the same way.
  *
  * @category layers
  */

@@ -509,7 +509,8 @@ export class Memory extends Context.Service<Memory, {
 /**
  * The ledger in process memory, with its primitives as `Memory`, keeping what `retention` says.
  * Every operation runs in one synchronous step, so concurrent operations on an account never
- * interleave.
+ * interleave. Its twin on Redis is the ledger's Lua (`@tollgate/redis` `src/lua/ledger.lua` and
+ * `ledger-script.lua`), which must keep the same rules.
  *
  * @category layers
  */
