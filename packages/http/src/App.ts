@@ -149,11 +149,10 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const trusted = options.trustedProxies ?? ClientAddress.none
 
     // Set once `handle` exists: routes may call the application in process only while serving.
-    // eslint-disable-next-line prefer-const -- read by `dispatch` below, assigned after `handle` is built
-    let web: ((request: Request, context?: Context.Context<never>) => Promise<Response>) | undefined
+    const self: { web?: (request: Request, context?: Context.Context<never>) => Promise<Response> } = {}
     const dispatch = Dispatch.of({
       routes: all,
-      fetch: (request, remoteAddress) => web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
+      fetch: (request, remoteAddress) => self.web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
     })
     const services = yield* Effect.context<never>()
 
@@ -295,7 +294,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       fiber.setContext(Context.add(fiber.context, HttpServerRequest.HttpServerRequest, request.modify({ remoteAddress: from })))
       return handle
     })
-    web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
+    self.web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
     const serves = (path: string) => table.lookup("GET", path)._tag !== "NotFound"
     return { handle, spanName, serves, paths: [...new Set(all.map((route) => route.path))] }
   })
