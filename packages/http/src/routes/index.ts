@@ -14,6 +14,7 @@ import * as Billing from "./Billing.ts"
 import * as Characters from "./Characters.ts"
 import * as Chat from "./Chat.ts"
 import * as Embeddings from "./Embeddings.ts"
+import * as Generation from "./Generation.ts"
 import * as Image from "./Image.ts"
 import * as ImageGenerations from "./ImageGenerations.ts"
 import * as ImageOperations from "./ImageOperations.ts"
@@ -39,6 +40,7 @@ const routes = [
   ...ImageOperations.routes,
   Chat.route,
   Responses.route,
+  Generation.route,
   ...Characters.routes,
   Embeddings.route,
   AudioSpeech.route,
