@@ -203,6 +203,8 @@ export interface Prepared {
   readonly request: ChatOptions.ChatRequest
   readonly model: Models.TextModel
   readonly quote: PricingEngine.Quote
+  /** The prompt's tokens as counted here (o200k_base, the service's messages included). */
+  readonly promptTokens: number
   /** The model's tier and the prompt and capped completion reserved against the token limit. */
   readonly shape: Endpoint.Shape
   /** The search the options ask for (none: nothing found), run once the call is admitted. */
@@ -351,6 +353,7 @@ export const preparer = Effect.gen(function*() {
         request,
         model,
         quote,
+        promptTokens: prompt,
         shape: { modelTier: model.tier, reserveTokens: promptReserve + completionReserve },
         search: mode === "none" ? Effect.succeed(nothingFound) : runSearch(provider, search, query, options.enable_web_citations),
         strips: ChatOptions.stripsThinking(options),

@@ -78,6 +78,11 @@ export interface Route<R = never> {
    * what the docs say.
    */
   readonly metered?: boolean
+  /**
+   * How the route's failures are rendered: `anthropic` for Anthropic's Messages API
+   * (`ErrorResponse.renderAnthropic`); by default the spec's bodies.
+   */
+  readonly errorShape?: "anthropic" | undefined
 }
 
 /** @category constructors */

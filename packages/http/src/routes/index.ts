@@ -18,6 +18,7 @@ import * as Generation from "./Generation.ts"
 import * as Image from "./Image.ts"
 import * as ImageGenerations from "./ImageGenerations.ts"
 import * as ImageOperations from "./ImageOperations.ts"
+import * as Messages from "./Messages.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as Portal from "./Portal.ts"
@@ -41,6 +42,7 @@ const routes = [
   Chat.route,
   Responses.route,
   Generation.route,
+  ...Messages.routes,
   ...Characters.routes,
   Embeddings.route,
   AudioSpeech.route,
