@@ -462,10 +462,10 @@ export const serve = <A extends { readonly plan: Plan }>(
       decode,
       quote: ({ plan }) => plan.quote,
       shape: ({ plan }) => plan.shape,
-      execute: (input, quote, context) =>
-        Effect.flatMap(input.plan.search, (found) => {
+      execute: (input, quote, context) => {
+        const startedAt = Date.now()
+        return Effect.flatMap(input.plan.search, (found) => {
           const id = `${prefix}${Crypto.randomUUID().replaceAll("-", "")}`
-          const startedAt = Date.now()
           const cost = (produced: Metered.Produced) => Money.toUsdNumber(Money.min(produced.charge, quote.amount))
           const attempt = (index: number): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> => {
             const call: Call = { id, prepared: input.plan.candidates[index]!, cost, upstream: "local", finished: false }
@@ -483,5 +483,6 @@ export const serve = <A extends { readonly plan: Plan }>(
           }
           return attempt(0)
         })
+      }
     }
   })
