@@ -19,7 +19,7 @@ import * as JsonDepth from "../JsonDepth.ts"
 import type { Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { CurrentRequest } from "../RequestContext.ts"
-import * as Route from "../Route.ts"
+import type * as Route from "../Route.ts"
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
