@@ -106,12 +106,15 @@ const anthropicTypes: Readonly<Record<number, string>> = {
 /**
  * The response of a tagged error in Anthropic's shape (`{type: "error", error: {type, message}}`),
  * for the Messages API: the status and headers `render` gives it, and the message it states
- * (a DetailedError's first problem included, as its `details` have no place there).
+ * (a DetailedError's first problem included, as its `details` have no place there). An x402
+ * payment request keeps its own body.
  *
  * @category rendering
  */
 export const renderAnthropic = (error: Errors.ApiError): HttpServerResponse.HttpServerResponse => {
   const rendered = render(error)
+  // a 402 that asks for a payment keeps the payment protocol's body, which a paying client reads
+  if (error._tag === "PaymentRequired") return rendered
   const message = error._tag === "InvalidRequest" && error.details !== undefined ? detailedMessage(error.message, error.details) : error.message
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(rendered.headers)) {

@@ -341,10 +341,11 @@ export const route = Endpoint.make({
             open = undefined
             return [closed]
           }
+          // the open block is always the last one started: starting one closes the one before
           const text = (piece: string): ReadonlyArray<Json> => {
             if (piece === "") return []
             const opening = open !== undefined && open.tool === undefined ? [] : [...close(), start({ type: "text", text: "" }, undefined)]
-            return [...opening, { type: "content_block_delta", index: open!.index, delta: { type: "text_delta", text: piece } }]
+            return [...opening, { type: "content_block_delta", index: blocks - 1, delta: { type: "text_delta", text: piece } }]
           }
           const start = (block: Json, tool: number | undefined): Json => {
             open = { index: blocks++, tool }
@@ -369,7 +370,7 @@ export const route = Endpoint.make({
               ]
               return [
                 ...opening,
-                ...(piece === "" ? [] : [{ type: "content_block_delta", index: tools.get(index)!, delta: { type: "input_json_delta", partial_json: piece } }])
+                ...(piece === "" ? [] : [{ type: "content_block_delta", index: tools.get(index) ?? blocks - 1, delta: { type: "input_json_delta", partial_json: piece } }])
               ]
             })
           const rewrite = (chunk: ChatBackend.Json): ReadonlyArray<Json> => {

@@ -227,6 +227,14 @@ describe("Keys and errors on the Messages API: x-api-key or Bearer; failures in 
     expect(entries).toHaveLength(0)
   })
 
+  it("a caller without a key gets the x402 payment request every paid route answers, its body the payment protocol's", async () => {
+    const response = await post(hello, {})
+    expect(response.status).toBe(402)
+    const body = await response.json() as { resource: { url: string } }
+    expect(body.resource.url).toBe(`http://localhost:${server.port}/api/v1/messages`)
+    expect(response.headers.get("payment-required")).not.toBeNull()
+  })
+
   it("the SDK reads them as its own errors", async () => {
     await expect(anthropic.messages.create({ ...hello, model: "no-such-model" } as Anthropic.MessageCreateParamsNonStreaming))
       .rejects.toBeInstanceOf(Anthropic.BadRequestError)
