@@ -7,7 +7,8 @@
  *
  * A record is written when the call's charge is known (a non-streamed answer before it is sent, a
  * stream when it ends), with the amount the ledger captures, and kept for `RETENTION_MS`.
- * `layerMemory` is for one process (records leave in the order they came once expired);
+ * `layerMemory` is for one process (records leave in the order they came once expired, or once
+ * there are `MEMORY_RECORDS` of them);
  * `@tollgate/redis` has the shared layer (one string per record, expiring on its own). Both pass
  * `packages/redis/test/Generations.contract.test.ts`.
  *
@@ -46,6 +47,13 @@ export interface Generation {
  */
 export const RETENTION_MS = 7 * 24 * 60 * 60_000
 
+/**
+ * The most records the memory layer keeps: a busy process would otherwise hold a week of calls.
+ *
+ * @category constants
+ */
+export const MEMORY_RECORDS = 100_000
+
 /** @category services */
 export class Generations extends Context.Service<Generations, {
   readonly record: (generation: Generation) => Effect.Effect<void, ServiceUnavailable>
@@ -66,7 +74,7 @@ export const makeMemory = Effect.sync(() => {
     record: (generation) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         for (const [key, oldest] of records) {
-          if (oldest.createdAt + RETENTION_MS > now) break
+          if (oldest.createdAt + RETENTION_MS > now && records.size < MEMORY_RECORDS) break
           records.delete(key)
         }
         records.set(name(generation.accountId, generation.id), generation)
