@@ -163,7 +163,19 @@ const BEARER = /^Bearer +(\S+)$/i
  * @category predicates
  */
 export const hasCredentials = (headers: Headers): boolean =>
-  headers["authorization"] !== undefined || headers["sign-in-with-x"] !== undefined || headers["x-sign-in-with-x"] !== undefined
+  headers["authorization"] !== undefined || headers["x-api-key"] !== undefined || headers["sign-in-with-x"] !== undefined ||
+  headers["x-sign-in-with-x"] !== undefined
+
+/**
+ * The request's bearer credentials: `Authorization`, or an `x-api-key` header (how Anthropic's SDK
+ * and the agents built on it send a key) read as `Bearer <key>`.
+ */
+const authorizationOf = (headers: Headers): string | undefined => {
+  const authorization = headers["authorization"]
+  if (authorization !== undefined) return authorization
+  const key = headers["x-api-key"]
+  return key === undefined ? undefined : `Bearer ${key}`
+}
 
 /** How many verified API keys `authenticate` remembers. */
 const VERIFIED_TOKENS = 10_000
@@ -291,7 +303,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   // No generator and, for a key seen before, no allocation: this runs on every paid request.
   const authenticateUnconfirmed = (headers: Headers): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated | ServiceUnavailable | RateLimited> => {
-    const authorization = headers["authorization"]
+    const authorization = authorizationOf(headers)
     if (authorization !== undefined) {
       return Effect.clockWith((clock) => {
         const at = clock.currentTimeMillisUnsafe()

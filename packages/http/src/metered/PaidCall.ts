@@ -495,7 +495,7 @@ export class PaidCall {
         reference: this.holdReference,
         amount,
         usage: {
-          sku: call.sku,
+          sku: produced.usage.sku ?? call.sku,
           units: produced.usage.units,
           pricePerUnit: produced.usage.pricePerUnit,
           notes: produced.usage.notes,
