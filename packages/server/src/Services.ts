@@ -348,7 +348,12 @@ export const layer = (config: ServerConfig) =>
     const models = Models.layer(modelList)
     const prices = Layer.succeed(PricingEngine.PricingEngine, tables)
     const rpc = RpcUpstream.layerFromUnknown(config.file.rpc ?? { upstreams: {} }).pipe(
-      Layer.catchTag("SchemaError", (error) => Layer.effect(RpcUpstream.RpcUpstream, Effect.fail(sectionError("rpc")(error))))
+      Layer.catchTag("SchemaError", (error) => Layer.effect(RpcUpstream.RpcUpstream, Effect.fail(sectionError("rpc")(error)))),
+      Layer.catchTag("RpcChainMismatch", (mismatch) =>
+        Layer.effect(
+          RpcUpstream.RpcUpstream,
+          Effect.fail(new ConfigError({ message: `TOLLGATE_CONFIG.rpc.upstreams.${mismatch.network}: ${mismatch.message}` }))
+        ))
     )
     const auth = Auth.layer({
       signingKey: key,
