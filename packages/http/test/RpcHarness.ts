@@ -6,7 +6,7 @@
  */
 import { NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { Admission, CreditLedger, IdempotencyStore, Money, Networks, PricingEngine } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, Money, Networks, PricingEngine, RpcCache } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -50,6 +50,8 @@ export const make = async (options: {
   readonly timeoutMs?: number
   /** More of the `rpc` section; head polls are off unless set, so upstream call counts are the calls'. */
   readonly rpc?: Omit<RpcUpstream.Config, "upstreams">
+  /** The cache store; memory with `rpc.cache` unless set. */
+  readonly cache?: Layer.Layer<RpcCache.RpcCache, unknown>
 }): Promise<Harness> => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
   const services = Layer.mergeAll(
@@ -61,7 +63,8 @@ export const make = async (options: {
       ...options.rpc,
       ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs })
     }),
-    ServiceInfo.layer({ version: "test", hostName: "test-host" })
+    ServiceInfo.layer({ version: "test", hostName: "test-host" }),
+    options.cache ?? RpcCache.layerMemory(options.rpc?.cache)
   ).pipe(Layer.provideMerge(Layer.mergeAll(
     TestApp.layerPaymentRequiredBodies(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))),
     RateLimiter.layerMemory(),
@@ -217,6 +220,8 @@ export const scriptedUpstream = async (reply: (request: string) => string): Prom
 export interface StandIn extends FakeUpstream {
   /** Calls of a method received (inside batches too). */
   readonly calls: (method: string) => number
+  /** Calls of a method whose first parameter was `first`. */
+  readonly callsWith: (method: string, first: unknown) => number
   /** Calls of a method answered so far. */
   readonly answered: (method: string) => number
 }
@@ -235,6 +240,7 @@ export const standIn = async (target: string, options: {
   let requests = 0
   const calls = new Map<string, number>()
   const answered = new Map<string, number>()
+  const callsWith = new Map<string, number>()
   const bump = (map: Map<string, number>, method: string) => map.set(method, (map.get(method) ?? 0) + 1)
   const send = async (item: { id?: unknown; method: string; params?: Array<unknown> }): Promise<unknown> => {
     const response = await fetch(target, {
@@ -246,6 +252,7 @@ export const standIn = async (target: string, options: {
   }
   const answer = async (item: { id?: unknown; method: string; params?: Array<unknown> }): Promise<unknown> => {
     bump(calls, item.method)
+    bump(callsWith, `${item.method}\n${JSON.stringify(item.params?.[0])}`)
     const delay = options.delayMs?.[item.method] ?? 0
     if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay))
     let reply: unknown
@@ -283,6 +290,7 @@ export const standIn = async (target: string, options: {
     methods: () => [...calls.keys()],
     calls: (method) => calls.get(method) ?? 0,
     answered: (method) => answered.get(method) ?? 0,
+    callsWith: (method, first) => callsWith.get(`${method}\n${JSON.stringify(first)}`) ?? 0,
     stop: async () => {
       server.closeAllConnections()
       await new Promise((resolve) => server.close(resolve))
