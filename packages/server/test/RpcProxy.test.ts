@@ -3,20 +3,37 @@
  * stand-in nodes: the start-up check of each upstream's chain, the cache and its charges on
  * memory and on Redis, and merged reads.
  */
-import { Anvil, ShippedServer } from "@tollgate/testkit"
+import { Anvil, RedisServer, ShippedServer } from "@tollgate/testkit"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import { createPublicClient, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 let anvil: Anvil.Anvil
+let redis: RedisServer.RedisServer
+
+const direct = async (method: string, params: ReadonlyArray<unknown> = []) => {
+  const response = await fetch(anvil.url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
+  })
+  return (await response.json() as { result: unknown }).result
+}
 
 beforeAll(async () => {
-  anvil = await Anvil.start({ chainId: 1 })
+  ;[anvil, redis] = await Promise.all([Anvil.start({ chainId: 1 }), RedisServer.acquire()])
+  // Enough blocks for anvil's `finalized` tag to pass block 0.
+  await direct("anvil_mine", ["0xc8"])
 }, 60_000)
 
 afterAll(async () => {
   await anvil?.stop()
+  await redis?.stop()
 })
+
+/** nano-USD of credits at the default price (625 nano-USD per credit). */
+const nanoOf = (credits: number) => credits * 625
 
 /** A node that says it is on `chainId` and answers nothing else. */
 const otherChain = async (chainId: number) => {
@@ -71,3 +88,58 @@ describe("RPC proxy: an upstream reporting another chain id stops the server at 
     }
   })
 })
+
+const stores = [
+  { name: "memory", options: (): ShippedServer.Options => ({}) },
+  { name: "redis", options: (): ShippedServer.Options => ({ store: "redis", redisUrl: redis.url }) }
+]
+
+for (const store of stores) {
+  describe(`RPC proxy: a cache hit is charged exactly like a miss, and its usage entry says so (shipped server, ${store.name})`, () => {
+    let server: ShippedServer.ShippedServer
+
+    beforeAll(async () => {
+      server = await ShippedServer.start({
+        ...store.options(),
+        env: { TOLLGATE_METRICS: "open" },
+        config: { rpc: { upstreams: { "ethereum-mainnet": [anvil.url] }, headPollMs: 100 } }
+      })
+    }, 90_000)
+    afterAll(() => server?.stop())
+
+    const balanceNano = async () => {
+      const response = await fetch(`${server.api}/billing/balance`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
+      return Math.round((await response.json() as { balances: { usd: number } }).balances.usd * 1e9)
+    }
+
+    it("viem reads a finalized block twice: MISS then HIT, the same block, 20 credits each, one upstream answer kept", async () => {
+      const finalized = Number.parseInt((await direct("eth_getBlockByNumber", ["finalized", false]) as { number: string }).number, 16)
+      const seen: Array<{ cache: string | null; credits: string | null }> = []
+      const client = createPublicClient({
+        transport: http(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+          fetchOptions: { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } },
+          onFetchResponse: (response) => {
+            seen.push({ cache: response.headers.get("x-cache"), credits: response.headers.get("x-service-rpc-credits") })
+          }
+        })
+      })
+      const before = await balanceNano()
+      const first = await client.getBlock({ blockNumber: BigInt(finalized - 1) })
+      const second = await client.getBlock({ blockNumber: BigInt(finalized - 1) })
+      expect(second.hash).toBe(first.hash)
+      expect(first.hash).toBe((await direct("eth_getBlockByNumber", [`0x${(finalized - 1).toString(16)}`, false]) as { hash: string }).hash)
+      expect(seen).toEqual([{ cache: "MISS", credits: "20" }, { cache: "HIT", credits: "20" }])
+      expect(before - await balanceNano()).toBe(nanoOf(40))
+      const usage = await fetch(`${server.api}/billing/usage-history?limit=2`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })
+      const entries = (await usage.json() as { data: ReadonlyArray<{ notes: string; amount: number }> }).data
+      expect(entries.map((entry) => entry.notes)).toEqual([
+        "1 JSON-RPC call on ethereum-mainnet (cache hit)",
+        "1 JSON-RPC call on ethereum-mainnet"
+      ])
+      const metrics = await (await fetch(`${server.origin}/metrics`)).text()
+      expect(metrics).toMatch(/^tollgate_rpc_cache_hits_total\{network="ethereum-mainnet"\} 1$/m)
+      expect(metrics).toMatch(/^tollgate_rpc_cache_misses_total\{network="ethereum-mainnet"\} 1$/m)
+      expect(metrics).toMatch(/^tollgate_rpc_upstream_calls_total\{network="ethereum-mainnet",upstream="http:\/\/127\.0\.0\.1:\d+\/"\} \d+$/m)
+    })
+  })
+}
