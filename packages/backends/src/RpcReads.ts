@@ -50,6 +50,33 @@ const forCaller = (answer: RpcUpstream.Answer, id: string): RpcUpstream.Answer =
   return { response: answer.response, body: render(id, member, JSON.stringify(parsed[member])) }
 }
 
+const QUANTITY = /^0x[0-9a-fA-F]{1,16}$/u
+
+/**
+ * The block ranges an `eth_getLogs` call is split into: parts of at most `maxRange` blocks, when
+ * its range is two block numbers wider than that and it needs at most `maxParts` parts;
+ * otherwise `undefined` (the call goes as it came).
+ *
+ * @category internals
+ */
+export const logParts = (
+  params: unknown,
+  limits: { readonly maxRange: number; readonly maxParts: number } | undefined
+): ReadonlyArray<readonly [number, number]> | undefined => {
+  if (limits === undefined || !Array.isArray(params) || params.length !== 1 || !isRecord(params[0])) return undefined
+  const { fromBlock, toBlock } = params[0]
+  if (typeof fromBlock !== "string" || typeof toBlock !== "string" || !QUANTITY.test(fromBlock) || !QUANTITY.test(toBlock)) return undefined
+  const from = Number.parseInt(fromBlock, 16)
+  const to = Number.parseInt(toBlock, 16)
+  const span = to - from + 1
+  if (span <= limits.maxRange || Math.ceil(span / limits.maxRange) > limits.maxParts) return undefined
+  const parts: Array<readonly [number, number]> = []
+  for (let start = from; start <= to; start += limits.maxRange) parts.push([start, Math.min(to, start + limits.maxRange - 1)])
+  return parts
+}
+
+const hex = (n: number) => `0x${n.toString(16)}`
+
 /**
  * The reads of one process over an upstream service and a cache.
  *
@@ -77,6 +104,36 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
       return Effect.map(Fiber.join(flight.call), (answer) => sent === body || Buffer.compare(sent, body) === 0 ? answer : forCaller(answer, id))
     })
 
+  /**
+   * One `eth_getLogs` as consecutive calls over `parts`, their logs joined in block order; the
+   * first part not answered with logs is the answer (an error for the whole call).
+   */
+  const split = (
+    network: string,
+    request: JsonRpc.Request,
+    params: ReadonlyArray<Record<string, unknown>>,
+    parts: ReadonlyArray<readonly [number, number]>,
+    id: string
+  ) =>
+    Effect.map(
+      Effect.forEach(parts, ([from, to]) =>
+        upstream.forward(
+          network,
+          request,
+          Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getLogs", params: [{ ...params[0], fromBlock: hex(from), toBlock: hex(to) }] }))
+        ), { concurrency: 4 }),
+      (answers): RpcUpstream.Answer => {
+        const logs: Array<unknown> = []
+        for (const answer of answers) {
+          const parsed = answer.body === undefined ? undefined : JsonText.parse(Buffer.from(answer.body).toString("utf8"))
+          if (!isRecord(parsed) || !Array.isArray(parsed["result"])) return forCaller(answer, id)
+          logs.push(...parsed["result"])
+        }
+        const raw = JSON.stringify(logs)
+        return { response: { jsonrpc: "2.0", result: logs }, body: render(id, "result", raw) }
+      }
+    )
+
   return {
     /**
      * Answers one read with an id (`request` holds one item, not a batch), from the cache or
@@ -97,7 +154,11 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
           : decision._tag === "block"
           ? finalized !== undefined && decision.number <= finalized ? base : undefined
           : base
-        const fetch = Effect.map(shared(base, slug, request, body, id), (answer): Read => ({ answer, hit: false }))
+        const parts = item.method === "eth_getLogs" ? logParts(params, upstream.getLogs) : undefined
+        const fetch = Effect.map(
+          parts === undefined ? shared(base, slug, request, body, id) : split(slug, request, params as ReadonlyArray<Record<string, unknown>>, parts, id),
+          (answer): Read => ({ answer, hit: false })
+        )
         if (key === undefined) return fetch
         return Effect.flatMap(cache.get(key), (cached): Effect.Effect<Read, Failure> => {
           if (cached !== undefined) {

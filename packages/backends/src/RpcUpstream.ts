@@ -85,6 +85,8 @@ export class RpcUpstream extends Context.Service<RpcUpstream, {
   ) => Effect.Effect<Answer, Errors.BadGateway | Errors.GatewayTimeout | Errors.ServiceUnavailable>
   /** What the network's upstreams last reported of its head and finality; `undefined` before any did. */
   readonly chainState: (network: string) => RpcHealth.ChainState | undefined
+  /** How `eth_getLogs` is split (`rpc.getLogs`), when it is. */
+  readonly getLogs: { readonly maxRange: number; readonly maxParts: number } | undefined
 }>()("@tollgate/backends/RpcUpstream") {}
 
 /**
@@ -490,6 +492,7 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
 
     return RpcUpstream.of({
       serves: (network) => (nodes.get(network)?.length ?? 0) > 0,
+      getLogs: config.getLogs === undefined ? undefined : { maxRange: config.getLogs.maxRange, maxParts: config.getLogs.maxParts ?? 10 },
       chainState: (network) => {
         const list = nodes.get(network)
         return list === undefined ? undefined : RpcHealth.chainState(list)

@@ -230,9 +230,11 @@ export interface StandIn extends FakeUpstream {
  * A node in front of a real one (anvil): a real HTTP server that forwards each item and can
  * misbehave like a real node does. `lagBlocks` makes it report a head that many blocks behind
  * (and answer `latest` with that block); `delayMs` slows the answer to a method; `chainId`
- * reports another chain.
+ * reports another chain; `maxLogRange` refuses an `eth_getLogs` over more blocks, as hosted
+ * nodes do.
  */
 export const standIn = async (target: string, options: {
+  readonly maxLogRange?: number
   readonly lagBlocks?: number
   readonly delayMs?: Readonly<Record<string, number>>
   readonly chainId?: number
@@ -256,7 +258,11 @@ export const standIn = async (target: string, options: {
     const delay = options.delayMs?.[item.method] ?? 0
     if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay))
     let reply: unknown
-    if (options.chainId !== undefined && item.method === "eth_chainId") {
+    const filter = item.method === "eth_getLogs" ? item.params?.[0] as { fromBlock: string; toBlock: string } : undefined
+    if (filter !== undefined && options.maxLogRange !== undefined &&
+      Number.parseInt(filter.toBlock, 16) - Number.parseInt(filter.fromBlock, 16) + 1 > options.maxLogRange) {
+      reply = { jsonrpc: "2.0", id: item.id ?? null, error: { code: -32005, message: `query exceeds max block range ${options.maxLogRange}` } }
+    } else if (options.chainId !== undefined && item.method === "eth_chainId") {
       reply = { jsonrpc: "2.0", id: item.id ?? null, result: `0x${options.chainId.toString(16)}` }
     } else if (options.lagBlocks !== undefined && (item.method === "eth_blockNumber" || item.params?.[0] === "latest")) {
       const head = Number.parseInt((await send({ id: 0, method: "eth_blockNumber" }) as { result: string }).result, 16)

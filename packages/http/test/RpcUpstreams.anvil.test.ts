@@ -118,3 +118,36 @@ describe("RPC proxy: a write is never hedged and never sent twice", () => {
     expect(fast.calls("eth_sendRawTransaction")).toBe(0)
   })
 })
+
+describe("RPC proxy: eth_getLogs over a range wider than the node accepts is split into rpc.getLogs.maxRange parts and joined, up to maxParts", () => {
+  it("logs of 121 blocks through a node that takes 50 at most: three calls, the logs anvil gives for the whole range", async () => {
+    // Contracts whose constructor emits one LOG0 (init code PUSH1 0 PUSH1 0 LOG0), spread over the range.
+    const start = Number.parseInt(await direct("eth_blockNumber") as string, 16) + 1
+    for (let i = 0; i < 4; i++) {
+      await direct("eth_sendTransaction", [{ from: dev, data: "0x60006000a000" }])
+      await direct("anvil_mine", ["0x27"])
+    }
+    const end = start + 120
+    await direct("anvil_mine", ["0x40"])
+    const narrow = await standIn({ maxLogRange: 50 })
+    const proxy = await harness([narrow.url], { getLogs: { maxRange: 50, maxParts: 3 } })
+    const filter = { fromBlock: `0x${start.toString(16)}`, toBlock: `0x${end.toString(16)}` }
+    const response = await proxy.fetch("ethereum-mainnet", call("eth_getLogs", [filter], "logs"))
+    const body = await response.json() as { id: string; result: ReadonlyArray<unknown> }
+    expect(body.id).toBe("logs")
+    expect(body.result).toHaveLength(4)
+    expect(body.result).toEqual(await direct("eth_getLogs", [filter]))
+    expect(narrow.calls("eth_getLogs")).toBe(3)
+    expect(response.headers.get("x-service-rpc-credits")).toBe("20")
+  })
+
+  it("a range needing more than maxParts parts goes as it came, and the node's refusal is the answer", async () => {
+    const narrow = await standIn({ maxLogRange: 50 })
+    const proxy = await harness([narrow.url], { getLogs: { maxRange: 50, maxParts: 2 } })
+    const response = await proxy.fetch("ethereum-mainnet", call("eth_getLogs", [{ fromBlock: "0x1", toBlock: "0x97" }]))
+    const body = await response.json() as { error: { code: number } }
+    expect(body.error.code).toBe(-32005)
+    expect(narrow.calls("eth_getLogs")).toBe(1)
+    expect(response.headers.get("x-service-rpc-credits")).toBe("5")
+  })
+})
