@@ -54,7 +54,19 @@ const otherChain = async (chainId: number) => {
   }
 }
 
+describe("RPC proxy: a bad rpc section stops the server at start, naming the key", () => {
+  it("an unknown key in the rpc section -> exit 1, naming it", async () => {
+    const spawned = await ShippedServer.spawn({ config: { rpc: { upstreams: {}, hedgeAfter: 5 } } })
+    const code = await spawned.exited
+    const output = spawned.stdout()
+    await spawned.stop()
+    expect(code).toBe(1)
+    expect(output).toContain("TOLLGATE_CONFIG.rpc.hedgeAfter")
+  })
+})
+
 describe("RPC proxy: an upstream reporting another chain id stops the server at start, with one line naming the URL", () => {
+
   it("an ethereum-mainnet upstream on chain 5 -> exit 1, one FATAL line naming it", async () => {
     const wrong = await otherChain(5)
     try {
@@ -74,8 +86,22 @@ describe("RPC proxy: an upstream reporting another chain id stops the server at 
     }
   })
 
-  it("upstreams on the right chain start", async () => {
-    const server = await ShippedServer.start({ config: { rpc: { upstreams: { "ethereum-mainnet": [anvil.url] } } } })
+  it("upstreams on the right chain start, with every rpc key docs/rpc-proxy.md shows", async () => {
+    const server = await ShippedServer.start({
+      config: {
+        rpc: {
+          upstreams: { "ethereum-mainnet": [anvil.url] },
+          timeoutMs: 30000,
+          attempts: 2,
+          headPollMs: 2000,
+          maxLagBlocks: 5,
+          finalityDepth: { "bsc-mainnet": 15 },
+          hedgeAfterMs: "p90",
+          getLogs: { maxRange: 2000, maxParts: 10 },
+          cache: { maxEntries: 100000, maxBytes: 67108864, headTtlMs: 0, hitDiscountPercent: 0 }
+        }
+      }
+    })
     try {
       const response = await fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
         method: "POST",
