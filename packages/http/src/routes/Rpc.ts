@@ -6,7 +6,9 @@
  * the hold and the 24 h credit reservation are the worst
  * case (every item at its tier), the capture what the upstream's answer actually costs (an item
  * not answered with a result costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight
- * gets 409 from the pipeline; a later one gets the stored response.
+ * gets 409 from the pipeline; a later one gets the stored response. A single read goes through
+ * `RpcReads` (the cache, merging of identical reads in flight); its answer says `X-Cache: HIT` when
+ * the cache gave it, and is charged the same unless the operator set a discount.
  *
  * @since 0.1.0
  */
@@ -137,7 +139,8 @@ export const route = Endpoint.make({
   docs: {
     summary: "Forward JSON-RPC 2.0 calls to a node of a supported chain",
     description: "A single JSON-RPC object or a batch of 1 to 100. Credits per item = baseCredits[chain] x tier " +
-      "multiplier (Standard 1, Advanced 2, Large 4); an item not answered with a result (a JSON-RPC error, an " +
+      "multiplier (Standard 1, Advanced 2, Large 4), for an answer from the cache too (`X-Cache: HIT`); an item not " +
+      "answered with a result (a JSON-RPC error, an " +
       "error for the whole batch, an empty or malformed answer) costs 5 credits. " +
       "A batch with any unsupported, unknown or WebSocket-only method is refused whole, naming every offending " +
       "method. `Idempotency-Key` replays the stored response for 24 hours with `Idempotent-Replayed: true`; " +
