@@ -163,6 +163,22 @@ describe("A tool whose route answers an image answers MCP image content", () => 
   })
 })
 
+describe("parse_document takes the document as an MCP embedded resource too", () => {
+  it("a text resource: its text extracted and charged the flat 0.01 USD", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const resource = { uri: "file:///notes.txt", mimeType: "text/plain", text: "Quarterly figures: revenue rose." }
+    const result = await call(client, "parse_document", { resource })
+    expect(result.isError).toBeUndefined()
+    expect(result.structuredContent).toMatchObject({ text: expect.stringContaining("revenue rose") })
+    const [entry] = await Usage.latest(server, 1)
+    expect(entry).toMatchObject({ nano: 10_000_000, inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    const missing = await call(client, "parse_document", {})
+    expect(missing.isError).toBe(true)
+    expect(missing.structuredContent).toMatchObject({ details: { document: { _errors: [expect.any(String)] } } })
+    await client.close()
+  })
+})
+
 describe("A bad argument is an isError result naming the field, an unknown tool the protocol's invalid-params error; neither is charged", () => {
   it("chat_completion without messages names messages; no tool named nope is InvalidParams", async () => {
     const client = await connect(bearer(server.credentials!.inferenceKey))
