@@ -116,13 +116,17 @@ interface Entry {
  * body through `fromServerError`, a defect as a 500. An interruption (the client went away) stays
  * one, so the server answers it as such.
  */
-const recover = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
+const recoverWith = (render: (error: Errors.ApiError) => HttpServerResponse.HttpServerResponse) =>
+(cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   const error = Cause.findErrorOption(cause)
   if (Option.isNone(error)) return ErrorResponse.fromDefect(Cause.squash(cause))
   if (HttpServerError.isHttpServerError(error.value)) return ErrorResponse.fromServerError(error.value)
-  return Effect.succeed(ErrorResponse.render(error.value as Errors.ApiError))
+  return Effect.succeed(render(error.value as Errors.ApiError))
 }
+
+const recover = recoverWith(ErrorResponse.render)
+const recoverAnthropic = recoverWith(ErrorResponse.renderAnthropic)
 
 const unmatched = "unmatched"
 
@@ -169,7 +173,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ? Effect.succeed(handler.value as HttpServerResponse.HttpServerResponse)
         : undefined
       entries.push([route.method, route.path, {
-        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), recover),
+        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), route.errorShape === "anthropic" ? recoverAnthropic : recover),
         readsBody: !bodiless.has(route.method)
       }])
     }

@@ -19,6 +19,7 @@ import {
   Auth,
   AuthStore,
   CreditLedger,
+  Generations,
   IdempotencyStore,
   Jwt,
   Models,
@@ -45,6 +46,7 @@ import {
   AdmissionStoreRedis,
   AuthStoreRedis,
   CreditLedgerRedis,
+  GenerationsRedis,
   IdempotencyStoreRedis,
   PendingSettlementsRedis,
   RateLimiterRedis,
@@ -273,6 +275,7 @@ const stores = (config: ServerConfig) =>
         settlementGroupMs: config.settlementGroupMs
       }),
       VideoJobsRedis.layerRedis,
+      GenerationsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
@@ -290,7 +293,7 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory, TopUpTransactions.layerMemory)))
+    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, Generations.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory, TopUpTransactions.layerMemory)))
 
 /**
  * The stores with the webhooks over them: with an endpoint configured, the admission store and
