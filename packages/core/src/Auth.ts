@@ -63,11 +63,10 @@ export interface Unconfirmed {
   /** The store lookup of the key's standing, then `standing`'s verdict. */
   readonly confirm: Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
   /**
-   * For a caller that looks the key up in its own store step (see `Admission`): the key whose
-   * standing is pending, and the verdict on what the store found, which `confirm` applies too.
+   * For a caller that looks the key up in its own store step (`Admission.deferStanding`): the key
+   * whose standing is pending, and the verdict on what the store found, which `confirm` applies too.
    */
   readonly pending: {
-    readonly accountId: string
     readonly keyId: string
     readonly standing: (status: KeyStatus) => Effect.Effect<void, Unauthenticated | RateLimited>
   } | undefined
@@ -238,7 +237,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     return Effect.succeed(Option.some<Unconfirmed>({
       principal,
       confirm: confirmation(principal, verdict),
-      pending: { accountId, keyId, standing: verdict }
+      pending: { keyId, standing: verdict }
     }))
   }
 
