@@ -19,6 +19,7 @@ import {
   Auth,
   AuthStore,
   CreditLedger,
+  Generations,
   IdempotencyStore,
   Jwt,
   Models,
@@ -46,6 +47,7 @@ import {
   AdmissionStoreRedis,
   AuthStoreRedis,
   CreditLedgerRedis,
+  GenerationsRedis,
   IdempotencyStoreRedis,
   PendingSettlementsRedis,
   RateLimiterRedis,
@@ -276,6 +278,7 @@ const stores = (config: ServerConfig, rpcCache: RpcCache.Config | undefined) =>
         settlementGroupMs: config.settlementGroupMs
       }),
       VideoJobsRedis.layerRedis,
+      GenerationsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
@@ -295,6 +298,7 @@ const stores = (config: ServerConfig, rpcCache: RpcCache.Config | undefined) =>
       IdempotencyStore.layerMemory
     ))).pipe(Layer.merge(Layer.mergeAll(
       VideoJobs.layerMemory,
+      Generations.layerMemory,
       PendingSettlements.layerMemory,
       Webhooks.layerStoreMemory,
       TopUpTransactions.layerMemory,
