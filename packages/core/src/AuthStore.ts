@@ -191,6 +191,7 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
         return account
       }),
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
+    // Its Redis twin, auth-put-key.lua, writes the record and its policy in one step.
     putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
     getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),

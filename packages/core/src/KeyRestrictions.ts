@@ -119,13 +119,14 @@ export const checkRequest = (restrictions: Restrictions, request: { readonly add
 }
 
 /**
- * What a call's `models` and `methods` restrictions judge of its decoded request: the model it
- * names, the JSON-RPC methods it calls. A call that names neither is not judged by them.
+ * What a call's `models` and `methods` restrictions judge of its decoded request: the models it
+ * may be served by (its model, and the fallbacks it names), the JSON-RPC methods it calls. A call
+ * that names neither is not judged by them.
  *
  * @category models
  */
 export interface Subject {
-  readonly model?: string | undefined
+  readonly models?: ReadonlyArray<string> | undefined
   readonly methods?: ReadonlyArray<string> | undefined
 }
 
@@ -138,8 +139,8 @@ export interface Subject {
 export const checkCall = (restrictions: Restrictions, sku: string, subject: Subject | undefined): Forbidden | undefined => {
   const { methods, models, operations } = restrictions
   if (operations !== undefined && !matches(operations, sku)) return refusal("operations", sku, operations)
-  const model = subject?.model
-  if (models !== undefined && model !== undefined && !matches(models, model)) return refusal("models", model, models)
+  const model = models === undefined ? undefined : subject?.models?.find((candidate) => !matches(models, candidate))
+  if (model !== undefined) return refusal("models", model, models!)
   if (methods !== undefined && subject?.methods !== undefined) {
     const outside = subject.methods.find((method) => !methods.includes(method))
     if (outside !== undefined) return refusal("methods", outside, methods)

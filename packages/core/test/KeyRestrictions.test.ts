@@ -26,13 +26,14 @@ describe("A restricted key may call only what its lists allow; a list it does no
     expect(at("unknown")?._tag).toBe("Forbidden")
   })
 
-  it("operations and models: exact ids, or prefixes ending in *", () => {
+  it("operations and models: exact ids, or prefixes ending in *; every model a call may be served by (its fallbacks too) must be allowed", () => {
     const restrictions = { operations: ["chat:*", "text-parser"], models: ["gpt-4o*", "house-model"] }
-    expect(KeyRestrictions.checkCall(restrictions, "chat:house-model", { model: "house-model" })).toBeUndefined()
-    expect(KeyRestrictions.checkCall(restrictions, "chat:gpt-4o-mini", { model: "gpt-4o-mini" })).toBeUndefined()
+    expect(KeyRestrictions.checkCall(restrictions, "chat:house-model", { models: ["house-model"] })).toBeUndefined()
+    expect(KeyRestrictions.checkCall(restrictions, "chat:gpt-4o-mini", { models: ["gpt-4o-mini"] })).toBeUndefined()
     expect(KeyRestrictions.checkCall(restrictions, "text-parser", undefined)).toBeUndefined()
-    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "image:flux", { model: "flux" }))).toContain("its operations restriction")
-    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:llama", { model: "llama" }))).toContain("its models restriction allows gpt-4o*, house-model, not llama")
+    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "image:flux", { models: ["flux"] }))).toContain("its operations restriction")
+    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:llama", { models: ["llama"] }))).toContain("its models restriction allows gpt-4o*, house-model, not llama")
+    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:house-model", { models: ["house-model", "llama"] }))).toContain("not llama")
   })
 
   it("methods: every method of a batch must be allowed; the first outside is named", () => {

@@ -1,5 +1,5 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
-import { ChatOptions, CreditLedger, Models, Money, PricingEngine } from "@tollgate/core"
+import { ChatOptions, CreditLedger, Generations, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { FakeChatUpstream } from "@tollgate/testkit"
@@ -51,6 +51,7 @@ const searchResults: ReadonlyArray<SearchProvider.SearchResult> = [
 const services = () =>
   TestApp.layerMetered(Layer.mergeAll(
     tables,
+    Generations.layerMemory,
     Models.layer([textModel("fake-chat", upstream.baseUrl), textModel("unreachable-chat", "http://127.0.0.1:9/v1")]),
     ChatBackend.layer({ coolDown: "1 millis" }).pipe(Layer.provide(FetchHttpClient.layer)),
     ChatOptions.layerPrompts({

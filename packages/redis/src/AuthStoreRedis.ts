@@ -14,6 +14,7 @@ import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRest
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as AuditLogRedis from "./AuditLogRedis.ts"
+import * as Lua from "./Lua.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import { RedisConnection } from "./RedisConnection.ts"
 import * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
@@ -60,11 +61,7 @@ const putKeyScript = Redis.script(
   (keys: string, policy: string, keyId: string, record: string, policyJson: string) => [keys, policy, keyId, record, policyJson],
   {
     numberOfKeys: 2,
-    lua: `
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
-return 1
-`
+    lua: Lua.read("auth-put-key")
   }
 ).withReturnType<number>()
 
@@ -86,17 +83,7 @@ const revokeScript = Redis.script(
   (keys: string, marker: string, keyId: string, revokedAt: string) => [keys, marker, keyId, revokedAt],
   {
     numberOfKeys: 2,
-    lua: `
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local record = cjson.decode(raw)
-if not record.revokedAt then
-  record.revokedAt = ARGV[2]
-  redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
-end
-redis.call('SET', KEYS[2], '0')
-return 1
-`
+    lua: Lua.read("auth-revoke")
   }
 ).withReturnType<number>()
 
@@ -104,17 +91,7 @@ const expiryScript = Redis.script(
   (keys: string, marker: string, keyId: string, expiresAt: string, fromMs: string) => [keys, marker, keyId, expiresAt, fromMs],
   {
     numberOfKeys: 2,
-    lua: `
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local record = cjson.decode(raw)
-if ARGV[2] == '' then record.expiresAt = nil else record.expiresAt = ARGV[2] end
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
-if not record.revokedAt then
-  if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
-end
-return 1
-`
+    lua: Lua.read("auth-expiry")
   }
 ).withReturnType<number>()
 

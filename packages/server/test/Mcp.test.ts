@@ -8,6 +8,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { type CallToolResult, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { Models } from "@tollgate/core"
 import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
 import type { PaymentRequired } from "@x402/core/types"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
@@ -40,7 +41,10 @@ beforeAll(async () => {
   upstream = await FakeChatUpstream.start(() => ({ pieces: ["Hello", " there"], usage: USAGE }))
   server = await ShippedServer.start({
     config: {
-      models: [{ id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+      models: [
+        { id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
+        ...Models.defaults.filter((model) => model.id === "local-renderer")
+      ],
       prices: { chat: { "test-model": PRICES } },
       rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
       x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url }
@@ -147,6 +151,34 @@ describe("An API key on the transport pays a tool call: charged once, what the H
   })
 })
 
+describe("A tool whose route answers an image answers MCP image content", () => {
+  it("generate_image with local-renderer: one image content block, its bytes the PNG the route renders", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const result = await call(client, "generate_image", { model: "local-renderer", prompt: "a lighthouse", width: 64, height: 64 })
+    expect(result.isError).toBeUndefined()
+    const [image] = result.content as Array<{ type: string; data: string; mimeType: string }>
+    expect(image).toMatchObject({ type: "image", mimeType: expect.stringMatching(/^image\//) })
+    expect(Buffer.from(image!.data, "base64").length).toBeGreaterThan(0)
+    await client.close()
+  })
+})
+
+describe("parse_document takes the document as an MCP embedded resource too", () => {
+  it("a text resource: its text extracted and charged the flat 0.01 USD", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const resource = { uri: "file:///notes.txt", mimeType: "text/plain", text: "Quarterly figures: revenue rose." }
+    const result = await call(client, "parse_document", { resource })
+    expect(result.isError).toBeUndefined()
+    expect(result.structuredContent).toMatchObject({ text: expect.stringContaining("revenue rose") })
+    const [entry] = await Usage.latest(server, 1)
+    expect(entry).toMatchObject({ nano: 10_000_000, inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    const missing = await call(client, "parse_document", {})
+    expect(missing.isError).toBe(true)
+    expect(missing.structuredContent).toMatchObject({ details: { document: { _errors: [expect.any(String)] } } })
+    await client.close()
+  })
+})
+
 describe("A bad argument is an isError result naming the field, an unknown tool the protocol's invalid-params error; neither is charged", () => {
   it("chat_completion without messages names messages; no tool named nope is InvalidParams", async () => {
     const client = await connect(bearer(server.credentials!.inferenceKey))
@@ -239,4 +271,17 @@ describe("A wallet's prepaid credit pays tool calls through SIWX: two calls from
     expect(await paidBy(wallet.address)).toBe(5_000_000n)
     await client.close()
   }, 60_000)
+})
+
+describe("TOLLGATE_MCP=off turns the MCP server off: /mcp is a 404", () => {
+  it("POST /mcp on a server started with TOLLGATE_MCP=off answers the StandardError 404", async () => {
+    const off = await ShippedServer.start({ env: { TOLLGATE_MCP: "off" } })
+    try {
+      const response = await fetch(`${off.origin}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+      expect(response.status).toBe(404)
+      expect(await response.json()).toEqual({ error: expect.any(String) })
+    } finally {
+      await off.stop()
+    }
+  }, 120_000)
 })
