@@ -3,9 +3,10 @@ import { AbuseGuard, Auth, AuthStore, Principal } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import * as AbuseGuardContract from "@tollgate/testkit/contracts/AbuseGuard"
 import * as AuthContract from "@tollgate/testkit/contracts/Auth"
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer, ManagedRuntime, Result } from "effect"
 import { TestClock } from "effect/testing"
-import { afterAll } from "vitest"
+import { createClient } from "redis"
+import { afterAll, describe, expect, it } from "vitest"
 import * as AbuseGuardRedis from "../src/AbuseGuardRedis.ts"
 import * as AuthStoreRedis from "../src/AuthStoreRedis.ts"
 import * as RedisConnection from "../src/RedisConnection.ts"
@@ -85,3 +86,43 @@ Contract.contract(
       })))
   }
 )
+
+describe("A key's restrictions and stored rate-limit overrides cost no store round trip: its check sends what an unrestricted key's does", () => {
+  it("authenticating a restricted key with an override and a plain one sends the same commands (one MGET, one PTTL)", async () => {
+    const stats = createClient({ url: redis.url })
+    await stats.connect()
+    const commands = async () => {
+      const text = String(await stats.sendCommand(["INFO", "commandstats"]))
+      return new Map([...text.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map((match) => [match[1]!, Number(match[2])]))
+    }
+    const sent = async (run: () => Promise<unknown>) => {
+      const before = await commands()
+      await run()
+      const after = await commands()
+      return [...after].flatMap(([name, calls]) => name === "info" || calls === (before.get(name) ?? 0) ? [] : [`${name}:${calls - (before.get(name) ?? 0)}`]).sort()
+    }
+    const runtime = ManagedRuntime.make(guardedAuthLayer({ url: redis.url }))
+    try {
+      const auth = await runtime.runPromise(Effect.service(Auth.Auth))
+      const account = await runtime.runPromise(auth.createAccount())
+      const plain = await runtime.runPromise(auth.createKey({ accountId: account.id, type: "INFERENCE", description: "" }))
+      const restricted = await runtime.runPromise(auth.createKey({
+        accountId: account.id,
+        type: "INFERENCE",
+        description: "",
+        restrictions: { networks: ["ethereum-mainnet"], ips: ["10.9.9.0/24"], models: ["house-*"] }
+      }))
+      await runtime.runPromise(auth.setLimits(account.id, restricted.record.id, { rpc: { requests: 5 } }))
+      const check = (key: string) => () => runtime.runPromise(auth.authenticate({ authorization: `Bearer ${key}` }))
+      // The first use of each verifies its signature; the counts are of the next.
+      await check(plain.key)()
+      await check(restricted.key)()
+      const unrestrictedSent = await sent(check(plain.key))
+      expect(unrestrictedSent).toEqual(["mget:1", "pttl:1"])
+      expect(await sent(check(restricted.key))).toEqual(unrestrictedSent)
+    } finally {
+      await runtime.dispose()
+      await stats.quit()
+    }
+  })
+})

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { assert } from "@effect/vitest"
-import { Auth, type AuthStore, Jwt, Principal } from "@tollgate/core"
+import { Auth, AuthStore, Jwt, Principal } from "@tollgate/core"
 import { Effect, Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { createSiweMessage } from "viem/siwe"
@@ -187,6 +187,79 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           assert.deepStrictEqual(second, first)
           assert.deepStrictEqual(yield* auth.getAccount(id), Option.some(first))
           assert.strictEqual(yield* tagOf((auth.createAccount({ id: "bad id{}" }))), "InvalidRequest")
+        })))
+
+      it.effect("a key's record names the signing key that signed it, and the keys of a signing key are listed across accounts", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const [one, two] = [yield* auth.createAccount(), yield* auth.createAccount()]
+          const a = yield* auth.createKey({ accountId: one.id, type: "ADMIN", description: "" })
+          const b = yield* auth.createKey({ accountId: two.id, type: "INFERENCE", description: "" })
+          assert.strictEqual(a.record.kid, signingKey.kid)
+          assert.strictEqual((yield* auth.getKey(two.id, b.record.id)).kid, signingKey.kid)
+          assert.deepStrictEqual(auth.signingKeyIds, [signingKey.kid])
+          const listed = (yield* auth.keysSignedBy(signingKey.kid)).filter((record) => record.accountId === one.id || record.accountId === two.id)
+          assert.deepStrictEqual(listed.map((record) => record.id).sort(), [a.record.id, b.record.id].sort())
+          assert.deepStrictEqual(yield* auth.keysSignedBy("another-kid"), [])
+        })))
+
+      it.effect("a key's restrictions are stored with it, shown with its metadata, replaced whole and lifted", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const store = yield* AuthStore.AuthStore
+          const account = yield* auth.createAccount()
+          const restrictions = { networks: ["ethereum-mainnet"], ips: ["10.9.9.0/24"] }
+          const { record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "", restrictions })
+          assert.deepStrictEqual((yield* auth.getKey(account.id, record.id)).restrictions, restrictions)
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).restrictions, restrictions)
+          yield* auth.restrictKey(account.id, record.id, { models: ["house-*"] })
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).restrictions, { models: ["house-*"] })
+          // A description change writes the record again: the restrictions stay with it.
+          yield* auth.describeKey(account.id, record.id, "renamed")
+          assert.deepStrictEqual((yield* auth.listKeys(account.id))[0]?.restrictions, { models: ["house-*"] })
+          yield* auth.restrictKey(account.id, record.id, {})
+          assert.isUndefined((yield* auth.getKey(account.id, record.id)).restrictions)
+          assert.isUndefined((yield* store.keyStatus(account.id, record.id)).restrictions)
+        })))
+
+      it.effect("a rerolled key keeps its id and restrictions; its new secret works, the old one for its grace period only", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const account = yield* auth.createAccount()
+          const restrictions = { networks: ["ethereum-mainnet"] }
+          const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent", restrictions })
+          const second = yield* auth.rerollKey(account.id, first.record.id, 60_000)
+          assert.deepStrictEqual([second.record.id, second.record.description, second.record.restrictions], [first.record.id, "agent", restrictions])
+          const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
+          assert.deepStrictEqual([yield* works(first.key), yield* works(second.key)], ["success", "success"])
+          const third = yield* auth.rerollKey(account.id, first.record.id, 0)
+          assert.deepStrictEqual(
+            [yield* works(first.key), yield* works(second.key), yield* works(third.key)],
+            ["success", "Unauthenticated", "success"],
+            "a reroll with no grace ends the secret it replaces at once; an earlier grace runs on"
+          )
+          yield* auth.revokeKey(account.id, first.record.id)
+          assert.strictEqual(yield* works(third.key), "Unauthenticated")
+          assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, first.record.id, 0)), "InvalidRequest")
+          assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, "key_missing", 0)), "NotFound")
+        })))
+
+      it.effect("rate-limit overrides of an account and of a key are kept in the store and read with the key's standing", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const store = yield* AuthStore.AuthStore
+          const account = yield* auth.createAccount()
+          const { record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "" })
+          assert.isUndefined((yield* store.keyStatus(account.id, record.id)).limits)
+          yield* auth.setLimits(account.id, undefined, { "text:M": { requests: 1 } })
+          yield* auth.setLimits(account.id, record.id, { rpc: { requests: 2, credits: 100 } })
+          const expected = { account: { "text:M": { requests: 1 } }, key: { rpc: { requests: 2, credits: 100 } } }
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, expected)
+          assert.deepStrictEqual(yield* store.limits(account.id, record.id), expected)
+          yield* auth.setLimits(account.id, record.id, undefined)
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, { account: { "text:M": { requests: 1 } }, key: undefined })
+          assert.strictEqual(yield* tagOf(auth.setLimits("acct_missing", undefined, {})), "NotFound")
+          assert.strictEqual(yield* tagOf(auth.setLimits(account.id, "key_missing", {})), "NotFound")
         })))
 
       it.effect("a wallet signs in as the account of (family, address), and nothing is stored for it (any number of wallets cost nothing to make)", () =>
