@@ -54,7 +54,7 @@ export const heaviest = (file: string, limit: number): Array<Record<string, stri
   for (const [id, us] of self) {
     const { functionName, lineNumber, url } = byId.get(id)!.callFrame
     const place = where(url)
-    const name = `${functionName || "(anonymous)"} ${place}${url === "" ? "" : `:${lineNumber + 1}`}`
+    const name = `${(functionName || "(anonymous)").slice(0, 60)} ${place}${url === "" ? "" : `:${lineNumber + 1}`}`
     functions.set(name, (functions.get(name) ?? 0) + us)
     const group = place.startsWith("packages/") ? place.split("/").slice(0, 2).join("/") : place
     packages.set(group, (packages.get(group) ?? 0) + us)

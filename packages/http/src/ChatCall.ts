@@ -3,9 +3,13 @@
  * the two wire shapes are one product with one price, one set of options and one backend.
  *
  * `prepare` checks a parsed request before anything is held (model, options, character, search
- * capability, context) and works out its admission: the prompt's tokens (o200k_base, plus room for
- * search results) and the capped completion (`max_tokens`, at most the model's limit, times `n`)
- * reserved against the token limit, and their worst-case price held. `serve` makes the two routes'
+ * capability, context) and works out its admission: the prompt's tokens (plus room for search
+ * results) and the capped completion (`max_tokens`, at most the model's limit, times `n`) reserved
+ * against the token limit, and their worst-case price held. The prompt is taken at its bound in
+ * o200k_base tokens, its UTF-8 length (`Tokens.conversationBound`), so its size costs nothing
+ * before the first token; it is tokenized before the call only when the bound might not leave the
+ * completion room in the model's context, and after the call only when the upstream reports no
+ * usage. `serve` makes the two routes'
  * declarations (`Endpoint.make`) from it: their decoding ends in `prepare`, their quote and
  * admission are the prepared ones, and their work is the search the options ask for, then the
  * route's own rendering of the upstream's answer. What it used is priced from a `Tally`: the upstream's usage once it arrives;
@@ -235,16 +239,22 @@ export const preparer = Effect.gen(function*() {
         reserveTokens: mode === "scrape" ? urls.length * SCRAPE_TOKENS_PER_URL : mode === "none" ? 0 : SEARCH_TOKENS
       }
       const messages = [...added, ...request.messages]
-      const prompt = Tokens.conversation(messages)
-      const promptReserve = prompt + search.reserveTokens + (search.reserveTokens > 0 ? Tokens.TOKENS_PER_MESSAGE : 0)
-      if (prompt >= model.contextTokens) {
+      const asked = Math.min(request.maxTokens ?? model.maxCompletionTokens, model.maxCompletionTokens)
+      // The prompt is held and reserved at its bound, read from its bytes: tokenizing it would
+      // put its size on the path to the first token. It is counted only when the bound leaves no
+      // room for the completion in the context, since upstreams refuse a max_tokens that does not
+      // fit beside the prompt.
+      const bound = Tokens.conversationBound(messages)
+      const counted = bound + asked <= model.contextTokens ? undefined : Tokens.conversation(messages)
+      if (counted !== undefined && counted >= model.contextTokens) {
         return yield* new Errors.InvalidRequest({
-          message: `The prompt (${prompt} tokens) does not fit the context of ${model.id} (${model.contextTokens} tokens)`,
+          message: `The prompt (${counted} tokens) does not fit the context of ${model.id} (${model.contextTokens} tokens)`,
           details: Errors.fieldErrors([{ path: ["messages"], message: "Prompt too long for the model" }])
         })
       }
-      // upstreams refuse a max_tokens that does not fit beside the prompt in the context
-      const maxTokens = Math.min(request.maxTokens ?? model.maxCompletionTokens, model.maxCompletionTokens, model.contextTokens - prompt)
+      const prompt = counted ?? bound
+      const promptReserve = prompt + search.reserveTokens + (search.reserveTokens > 0 ? Tokens.TOKENS_PER_MESSAGE : 0)
+      const maxTokens = counted === undefined ? asked : Math.min(asked, model.contextTokens - counted)
       const completionReserve = maxTokens * request.choices
       const quote = PricingEngine.chat(tables, {
         model: model.id,
@@ -259,7 +269,9 @@ export const preparer = Effect.gen(function*() {
       }
 
       const price = (found: Found, tally: Tally): Metered.Produced => {
-        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? prompt : Tokens.conversation([found.message, ...messages]))
+        // Counted here only when the upstream reported no usage (a client that hung up).
+        const promptUsed = tally.usage?.prompt ??
+          (found.message === undefined ? counted ?? Tokens.conversation(messages) : Tokens.conversation([found.message, ...messages]))
         const completionUsed = tally.usage?.completion ?? countPieces(tally.pieces)
         const extras = found.performed || found.scrapedUrls > 0
         if (tally.usage === undefined && completionUsed === 0 && !extras) {
