@@ -20,6 +20,7 @@
  */
 import type * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Errors, Models, Money, PricingEngine } from "@tollgate/core"
+import * as JsonText from "@tollgate/core/JsonText"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { ByteSize, Effect, Option, Result } from "effect"
@@ -184,6 +185,17 @@ export const recordUsage = (tally: Tally, usage: unknown) => {
  */
 export const REASONING_FIELDS = ["reasoning_content", "reasoning"] as const
 
+const encoder = new TextEncoder()
+
+/** The JSON array `messages` (its bytes, as they came) with `first` before its elements. */
+const prepended = (first: ReadonlyArray<ChatOptions.Message>, messages: Uint8Array): Uint8Array => {
+  const head = encoder.encode(`${JSON.stringify(first).slice(0, -1)},`)
+  const out = new Uint8Array(head.length + messages.length - 1)
+  out.set(head)
+  out.set(messages.subarray(1), head.length)
+  return out
+}
+
 /**
  * A checked request with its admission worked out.
  *
@@ -203,6 +215,11 @@ export interface Prepared {
   readonly headers: Record<string, string>
   /** The upstream body: the conversation with the service's messages and what was found, capped. */
   readonly upstreamBody: (found: Found) => Json
+  /**
+   * The JSON bytes of the upstream body's `messages` when they can be sent without encoding the
+   * caller's again (`ChatBackend.Call.messages`): the caller's as they came, after the service's.
+   */
+  readonly upstreamMessages: (found: Found) => Uint8Array | undefined
   /** The actual price of what the tally says was used. */
   readonly price: (found: Found, tally: Tally) => Metered.Produced
 }
@@ -218,7 +235,7 @@ export const preparer = Effect.gen(function*() {
   const tables = yield* PricingEngine.PricingEngine
   const prompts = yield* ChatOptions.ChatPrompts
   const provider = yield* SearchProvider.SearchProvider
-  return (request: ChatOptions.ChatRequest): Effect.Effect<Prepared, Errors.ApiError> =>
+  return (request: ChatOptions.ChatRequest, body?: Uint8Array): Effect.Effect<Prepared, Errors.ApiError> =>
     Effect.gen(function*() {
       const model = yield* models.text(request.model)
       const { options } = request
@@ -318,6 +335,11 @@ export const preparer = Effect.gen(function*() {
         return body
       }
 
+      // A found message goes before the caller's last one: that conversation is encoded whole.
+      const sent = body === undefined ? undefined : JsonText.member(body, "messages")
+      const upstreamMessages = (found: Found): Uint8Array | undefined =>
+        sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? sent : prepended(added, sent)
+
       return {
         request,
         model,
@@ -327,6 +349,7 @@ export const preparer = Effect.gen(function*() {
         strips: ChatOptions.stripsThinking(options),
         headers: Models.headersOf(model),
         upstreamBody,
+        upstreamMessages,
         price
       } satisfies Prepared
     })

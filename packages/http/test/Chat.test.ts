@@ -201,6 +201,23 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
   })
 })
 
+describe("A long conversation is forwarded as it came: the caller's messages are not encoded again", () => {
+  it("sends the caller's message bytes unchanged, escapes and spacing included, after the service's system prompt", async () => {
+    const messages = `[ {"role":"user", "content":"caf\\u00e9 \\ud83d\\ude00 \\/ 1", "weight": 1.0} ]`
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: `{"model":"fake-chat","stream":true,"messages":${messages}}`
+    })
+    expect(response.status).toBe(200)
+    await response.text()
+    const sent = upstream.received.at(-1)!
+    expect(sent.text).toContain(`"messages":[${JSON.stringify({ role: "system", content: SYSTEM_PROMPT })}, {"role":"user", "content":"caf\\u00e9`)
+    expect(sent.text).toContain(`\\ud83d\\ude00 \\/ 1", "weight": 1.0} ]}`)
+    expect(sent.body["messages"]).toEqual([{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: "café 😀 / 1", weight: 1 }])
+  })
+})
+
 describe("strip_thinking_response: think blocks are removed, even split across chunks at every boundary", () => {
   const reply = "<think>Let me think.</think>\n\nThe answer."
 

@@ -70,18 +70,17 @@ export const route = Endpoint.make({
   serve: Effect.gen(function*() {
     const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
-    const decode = RequestBody.json(MAX_BODY).pipe(
-      Effect.flatMap((json) => Effect.fromResult(ChatOptions.parseRequest(json))),
-      Effect.flatMap(prepare),
+    const decode = RequestBody.jsonWithBytes(MAX_BODY).pipe(
+      Effect.flatMap(({ bytes, json }) => Effect.flatMap(Effect.fromResult(ChatOptions.parseRequest(json)), (request) => prepare(request, bytes))),
       Effect.map((prepared) => ({ prepared }))
     )
     return ChatCall.serve(decode, ({ prepared }, found) => {
-      const { headers, model, price, request, strips, upstreamBody } = prepared
+      const { headers, model, price, request, strips, upstreamBody, upstreamMessages } = prepared
       const { options } = request
 
       const complete = () =>
         Effect.gen(function*() {
-          const { body } = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const { body } = yield* backend.complete({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
           const tally = newTally()
@@ -115,7 +114,7 @@ export const route = Endpoint.make({
 
       const stream = () =>
         Effect.gen(function*() {
-          const upstream = yield* backend.stream({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const upstream = yield* backend.stream({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
           const tally = newTally()
