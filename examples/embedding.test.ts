@@ -42,7 +42,7 @@ describe.each([
     const balanceOf = (response: Response) => Number(response.headers.get("x-service-balance-usd"))
     expect(balanceOf(first.response)).toBe(25)
     // local-echo's price: 0.1 USD per million input tokens, 0.2 per million output tokens.
-    const { prompt_tokens, completion_tokens } = first.data.usage!
+    const { completion_tokens, prompt_tokens } = first.data.usage!
     expect(prompt_tokens).toBeGreaterThan(0)
     expect(completion_tokens).toBeGreaterThan(0)
     expect(25 - balanceOf(second.response)).toBeCloseTo((prompt_tokens * 0.1 + completion_tokens * 0.2) / 1_000_000, 12)

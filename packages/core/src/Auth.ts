@@ -11,34 +11,18 @@
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
 import { createPublicClient, getAddress, http } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
-import { AuthStore, type KeyStatus } from "./AuthStore.ts"
+import { type Account, type ApiKeyRecord, AuthStore, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
 import * as Siwx from "./Siwx.ts"
 
-/** @category models */
-export interface Account {
-  readonly id: string
-  readonly createdAt: Date
-  readonly description?: string
-}
-
 /**
- * The metadata of a key: everything but the secret, which is shown once at creation.
+ * An account and a key's metadata, as the store keeps them (defined there, which Auth builds on).
  *
  * @category models
  */
-export interface ApiKeyRecord {
-  readonly id: string
-  readonly accountId: string
-  readonly type: KeyType
-  readonly tier: Tier
-  readonly description: string
-  readonly createdAt: Date
-  readonly expiresAt?: Date
-  readonly revokedAt?: Date
-}
+export type { Account, ApiKeyRecord } from "./AuthStore.ts"
 
 /** @category models */
 export interface CreateKey {

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Result, Schema, SchemaIssue } from "effect"
+import { Context, Effect, Layer, Result, Schema, type SchemaIssue } from "effect"
 import { InvalidRequest, fieldErrors, fieldErrorsFromIssue, invalidRequestFromIssue } from "./Errors.ts"
 
 /**

@@ -17,11 +17,11 @@ import { RateLimited, ServiceUnavailable } from "./Errors.ts"
 import * as RateLimitLog from "./RateLimitLog.ts"
 
 /**
- * Which limit applied, as `x-ratelimit-type` says it.
+ * Which limit applied, as `x-ratelimit-type` says it (defined in `RateLimitLog`, which records it).
  *
  * @category models
  */
-export type LimitType = "user" | "api_key" | "global"
+export type LimitType = RateLimitLog.LimitType
 
 /**
  * One limit to check. `key` identifies the counter (e.g. `acct_1:text:M`); `hashTag` groups the

@@ -5,7 +5,8 @@
  * `x-service-version` and `x-service-timestamp` (plus `x-service-host-name` on errors); JSON
  * bodies are compressed by `Accept-Encoding`; request bodies are capped unless a route raises its
  * own cap; an unknown path is a 404 and a known path with the wrong method a 405, both as
- * StandardError JSON.
+ * StandardError JSON; a node request naming an HTTP version other than 1.0 and 1.1 (node's parser
+ * lets `HTTP/2.0` through on a plain connection) is a 505.
  *
  * The dispatch is tollgate's own rather than `HttpRouter`'s: the route table is built once at
  * startup (`RouteTable`), each request is matched once, and the middleware's work (request id,
@@ -73,7 +74,29 @@ export class Application extends Context.Service<Application, {
    * it as `HttpMiddleware.SpanNameGenerator`.
    */
   readonly spanName: (request: HttpServerRequest.HttpServerRequest) => string
+  /** Whether a path (a query is ignored) is one the application serves, with any method. */
+  readonly serves: (path: string) => boolean
+  /** The path of every route, `:name` for a parameter: what a host routes to the application. */
+  readonly paths: ReadonlyArray<string>
 }>()("@tollgate/http/App/Application") {}
+
+/**
+ * The application as its routes may call it in process (`Mcp`, whose tool calls are requests to
+ * the paid routes): every route, and a fetch-style handler over the same dispatch and middleware
+ * a request from the network goes through. `remoteAddress` is the address of the request that
+ * made the call, which the abuse guard and the logs see.
+ *
+ * @category services
+ */
+export class Dispatch extends Context.Service<Dispatch, {
+  readonly routes: ReadonlyArray<Route.Route<any>>
+  readonly fetch: (request: Request, remoteAddress: Option.Option<string>) => Promise<Response>
+}>()("@tollgate/http/App/Dispatch") {}
+
+/** The remote address of an in-process request (`Dispatch.fetch`). */
+const DispatchedFrom = Context.Reference<Option.Option<string>>("@tollgate/http/App/DispatchedFrom", {
+  defaultValue: () => Option.none()
+})
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -125,9 +148,18 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
     const trusted = options.trustedProxies ?? ClientAddress.none
 
+    // Set once `handle` exists: routes may call the application in process only while serving.
+    // eslint-disable-next-line prefer-const -- read by `dispatch` below, assigned after `handle` is built
+    let web: ((request: Request, context?: Context.Context<never>) => Promise<Response>) | undefined
+    const dispatch = Dispatch.of({
+      routes: all,
+      fetch: (request, remoteAddress) => web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
+    })
+    const services = yield* Effect.context<never>()
+
     const entries: Array<readonly [string, string, Entry]> = []
     for (const route of all) {
-      const built: Route.Handler = yield* route.handler
+      const built: Route.Handler = yield* Effect.provideService(route.handler, Dispatch, dispatch)
       // A metered route answers a caller without credentials before it reads or counts the body.
       const handler = route.metered === true && metered !== undefined
         ? Effect.andThen(metered.requireCredentials, built)
@@ -236,7 +268,12 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         if (span !== undefined && span._tag === "Span" && span.sampled) span.attribute("http.route", found.pattern)
       }
 
-      const answer: Handle = found !== undefined
+      const version = unsupportedVersion(request)
+      const answer: Handle = version !== undefined
+        ? Effect.succeed(ErrorResponse.render(
+          new Errors.HttpVersionNotSupported({ message: `HTTP/${version} is not supported; use HTTP/1.1` })
+        ))
+        : found !== undefined
         ? found.value.handler
         : unmatchedAnswer(request, match._tag === "MethodNotAllowed" ? match.allow : undefined)
       // The compression middleware reads `HttpPlatform` from the context set above.
@@ -251,7 +288,16 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const match = table.lookup(request.method, request.url)
       return match._tag === "Found" ? `${request.method} ${match.pattern}` : request.method
     }
-    return { handle, spanName }
+    // An in-process request carries the address of the request that made it.
+    const dispatched: Handle = Effect.withFiber((fiber) => {
+      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+      const from = Context.get(fiber.context, DispatchedFrom)
+      fiber.setContext(Context.add(fiber.context, HttpServerRequest.HttpServerRequest, request.modify({ remoteAddress: from })))
+      return handle
+    })
+    web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
+    const serves = (path: string) => table.lookup("GET", path)._tag !== "NotFound"
+    return { handle, spanName, serves, paths: [...new Set(all.map((route) => route.path))] }
   })
 
 /** The trace id of the request's server span, when an OpenTelemetry tracer (not Effect's own) records it. */
@@ -259,6 +305,16 @@ const traceIdOf = (fiberContext: Context.Context<never>): string | undefined => 
   const span = Context.getOrUndefined(fiberContext, Tracer.ParentSpan)
   if (span === undefined || span._tag !== "Span" || !span.sampled) return undefined
   return Context.get(fiberContext, Tracer.Tracer) === Tracer.nativeTracer ? undefined : span.traceId
+}
+
+/**
+ * The HTTP version a node request names when it is neither 1.0 nor 1.1; a fetch request, which
+ * names none, is served.
+ */
+const unsupportedVersion = (request: HttpServerRequest.HttpServerRequest): string | undefined => {
+  const source = request.source as { readonly httpVersionMajor?: number; readonly httpVersionMinor?: number; readonly httpVersion?: string }
+  if (source.httpVersionMajor === undefined || (source.httpVersionMajor === 1 && source.httpVersionMinor! <= 1)) return undefined
+  return source.httpVersion
 }
 
 const pathOf = (url: string): string => {

@@ -8,7 +8,7 @@
  */
 import { Errors } from "@tollgate/core"
 import { type ByteSize, Cause, Effect } from "effect"
-import { HttpIncomingMessage, HttpServerError, HttpServerResponse } from "effect/http"
+import { HttpIncomingMessage, type HttpServerError, HttpServerResponse } from "effect/http"
 
 const json = (status: number, body: unknown, headers?: Readonly<Record<string, string>>) =>
   HttpServerResponse.jsonUnsafe(body, headers === undefined ? { status } : { status, headers })

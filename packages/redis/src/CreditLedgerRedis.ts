@@ -679,7 +679,7 @@ export const layerRedis = (
         let cursor = "0"
         do {
           const [next, keys] = yield* send<readonly [string, ReadonlyArray<string>]>("SCAN", cursor, "MATCH", `${prefix}{*}${suffix}`, "COUNT", "1000")
-          found.push(...keys)
+          for (const key of keys) found.push(key)
           cursor = next
         } while (cursor !== "0")
         return found

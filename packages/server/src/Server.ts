@@ -6,22 +6,27 @@
  * @since 0.1.0
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { App, type Metered, RequestLog, type Route, ServiceInfo } from "@tollgate/http"
+import { App, Mcp, type Metered, RequestLog, type Route, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
 import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
 import { Effect, Layer, Logger, References } from "effect"
 import { HttpServer } from "effect/http"
+import * as Http from "node:http"
 import * as Config from "./Config.ts"
 import * as DevCredentials from "./DevCredentials.ts"
 import * as DevMode from "./DevMode.ts"
 import * as HttpParserErrors from "./HttpParserErrors.ts"
+import * as LowerCaseHeaders from "./LowerCaseHeaders.ts"
 import * as Services from "./Services.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /** The accounts whose ADMIN keys may grant credit and read the metrics: dev mode's demo account there. */
 const operatorAccountIds = (config: Config.ServerConfig): ReadonlyArray<string> =>
   Config.isDevMode(config) ? [DevCredentials.demoAccountId] : config.operatorAccountIds
+
+/** What the routes of the server need. */
+type RouteRequirements = (typeof Routes.all)[number] extends Route.Route<infer R> ? R | (typeof Mcp.route extends Route.Route<infer M> ? M : never) : never
 
 /**
  * The application layer (routes, middleware and services) for a configuration. `services` defaults
@@ -38,7 +43,12 @@ export const appLayer = (
   endpoints: ReadonlyArray<Route.Route<Metered.Metered>> = []
 ) =>
   Layer.mergeAll(
-    App.layer([...Routes.all, ...Metrics.routes(config.metrics, operatorAccountIds(config)), ...endpoints], {
+    App.layer<RouteRequirements>([
+      ...Routes.all,
+      ...Metrics.routes(config.metrics, operatorAccountIds(config)),
+      ...(config.mcp ? [Mcp.route] : []),
+      ...endpoints
+    ], {
       maxBodyBytes: config.maxBodyBytes,
       trustedProxies: config.trustedProxies,
       uploadMemoryBytes: config.uploadMemoryBytes
@@ -74,12 +84,14 @@ export const layer = (config: Config.ServerConfig) =>
   )
 
 /**
- * The node server. `NodeHttpServer` listens first and attaches the app's handler a moment later;
- * a request that lands in between is answered 503 with `Retry-After: 1` here, never left waiting.
- * Once the handler is attached this listener sees a second one and leaves the request to it.
+ * The node server: its parser's refusals answered as JSON (`HttpParserErrors`), header names lower
+ * case on the wire (`LowerCaseHeaders`). `NodeHttpServer` listens first and attaches the app's
+ * handler a moment later; a request that lands in between is answered 503 with `Retry-After: 1`
+ * here, never left waiting. Once the handler is attached this listener sees a second one and
+ * leaves the request to it.
  */
 const nodeServer = () => {
-  const server = HttpParserErrors.createServer()
+  const server = Http.createServer({ ServerResponse: LowerCaseHeaders.ServerResponse }).on("clientError", HttpParserErrors.answer)
   server.on("request", (_request, response) => {
     if (server.listenerCount("request") > 1) return
     response.writeHead(503, { "content-type": "application/json", "retry-after": "1" })

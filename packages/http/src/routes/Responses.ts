@@ -315,9 +315,9 @@ export const route = Endpoint.make({
           const content = typeof first["content"] === "string" ? first["content"] : ""
           tally.pieces.push(content)
           const reasoning = REASONING_FIELDS.map((field) => first[field]).filter((text): text is string => typeof text === "string")
-          tally.pieces.push(...reasoning)
+          for (const piece of reasoning) tally.pieces.push(piece)
           const calls = callsOf(first)
-          tally.pieces.push(...calls.map((call) => call.arguments))
+          for (const call of calls) tally.pieces.push(call.arguments)
           const produced = price(found, tally)
           const output = [
             ...(strips || reasoning.length === 0 ? [] : [reasoningItem(`rs_${messageId.slice(4)}`, reasoning.join(""))]),
