@@ -271,10 +271,22 @@ const upstreamMessage = (text: string): string | undefined => {
   return undefined
 }
 
+const dataOfChunk = new WeakMap<Json, string>()
+
+/**
+ * The `data:` text a stream chunk was parsed from: a caller that changes nothing in a chunk passes
+ * this on instead of encoding the chunk again.
+ *
+ * @category accessors
+ */
+export const dataOf = (chunk: Json): string | undefined => dataOfChunk.get(chunk)
+
 const parseChunk = (data: string): Json | undefined => {
   try {
     const chunk: unknown = JSON.parse(data)
-    return isObject(chunk) ? chunk : undefined
+    if (!isObject(chunk)) return undefined
+    dataOfChunk.set(chunk, data)
+    return chunk
   } catch {
     return undefined
   }

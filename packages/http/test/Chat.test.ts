@@ -172,6 +172,19 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
     expect(before - await balance()).toBe(priceOf(12, 3))
   })
 
+  it("streams every chunk under the model's id, each otherwise as the upstream wrote it", async () => {
+    upstream.script = () => ({ pieces: ["One", " \"two\""], usage: { prompt_tokens: 12, completion_tokens: 2 } })
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "fake-chat", stream: true, messages: [{ role: "user", content: "Hi" }] })
+    })
+    const events = (await response.text()).split("\n\n").filter((event) => event.startsWith("data: {"))
+    expect(events.map((event) => (JSON.parse(event.slice(6)) as { model: string }).model)).toEqual(events.map(() => "fake-chat"))
+    expect(events).toContain(`data: {"id":"chatcmpl-fake-${upstream.received.length}","object":"chat.completion.chunk","created":1,` +
+      `"model":"fake-chat","choices":[{"index":0,"delta":{"content":" \\"two\\""},"finish_reason":null}]}`)
+  })
+
   it("sends the stream uncompressed even when the client accepts gzip, so no chunk waits in a compressor", async () => {
     const response = await fetch(`${baseURL}/chat/completions`, {
       method: "POST",

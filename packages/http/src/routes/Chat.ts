@@ -36,9 +36,8 @@ const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => (
 const encoder = new TextEncoder()
 const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
 
-/** The chunks of one upstream read as one write: a per-chunk write would cost a syscall each. */
-const sseBatch = (chunks: ReadonlyArray<unknown>) =>
-  encoder.encode(chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join(""))
+/** The chunks (their JSON text) of one upstream read as one write: a per-chunk write would cost a syscall each. */
+const sseBatch = (chunks: ReadonlyArray<string>) => encoder.encode(chunks.map((chunk) => `data: ${chunk}\n\n`).join(""))
 
 /** The request as documented: the fields tollgate reads, the options, and room for any other. */
 const RequestDoc = Schema.StructWithRest(
@@ -126,31 +125,55 @@ export const route = Endpoint.make({
             strippers.set(index, made)
             return made
           }
-          const rewrite = (chunk: ChatBackend.Json): Json => {
+          const count = (chunk: ChatBackend.Json) => {
             recordUsage(tally, chunk["usage"])
+            const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
+            for (const choice of choices) {
+              if (!isObject(choice) || !isObject(choice["delta"])) continue
+              const delta = choice["delta"]
+              if (typeof delta["content"] === "string") tally.pieces.push(delta["content"])
+              for (const field of REASONING_FIELDS) {
+                if (typeof delta[field] === "string") tally.pieces.push(delta[field])
+              }
+            }
+          }
+          const rewrite = (chunk: ChatBackend.Json): Json => {
             const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
             return {
               ...chunk,
               model: model.id,
               choices: choices.map((choice: unknown) => {
-                if (!isObject(choice) || !isObject(choice["delta"])) return choice
+                if (!strips || !isObject(choice) || !isObject(choice["delta"])) return choice
                 const delta: Json = { ...choice["delta"] }
                 const index = typeof choice["index"] === "number" ? choice["index"] : 0
-                if (typeof delta["content"] === "string") {
-                  tally.pieces.push(delta["content"])
-                  if (strips) delta["content"] = stripperOf(index).push(delta["content"])
-                }
-                for (const field of REASONING_FIELDS) {
-                  if (typeof delta[field] === "string") tally.pieces.push(delta[field])
-                  if (strips) delete delta[field]
-                }
-                if (strips && choice["finish_reason"] != null) {
+                if (typeof delta["content"] === "string") delta["content"] = stripperOf(index).push(delta["content"])
+                for (const field of REASONING_FIELDS) delete delta[field]
+                if (choice["finish_reason"] != null) {
                   const rest = stripperOf(index).flush()
                   if (rest.length > 0) delta["content"] = `${typeof delta["content"] === "string" ? delta["content"] : ""}${rest}`
                 }
                 return { ...choice, delta }
               })
             }
+          }
+          // Without stripping, a chunk changes only in its model name: its text goes on as it came,
+          // the upstream's name for the model replaced, when the upstream wrote the name as
+          // JSON.stringify does (every OpenAI-compatible server seen does); else it is encoded again.
+          let upstreamName: unknown
+          let renamed = { from: "", to: "" }
+          const relay = (chunk: ChatBackend.Json): string => {
+            count(chunk)
+            const data = strips ? undefined : ChatBackend.dataOf(chunk)
+            const name = chunk["model"]
+            if (data !== undefined && typeof name === "string") {
+              if (name === model.id) return data
+              if (name !== upstreamName) {
+                upstreamName = name
+                renamed = { from: `"model":${JSON.stringify(name)}`, to: `"model":${JSON.stringify(model.id)}` }
+              }
+              if (data.includes(renamed.from)) return data.replaceAll(renamed.from, renamed.to)
+            }
+            return JSON.stringify(rewrite(chunk))
           }
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
@@ -168,7 +191,7 @@ export const route = Endpoint.make({
           const body = Stream.fromIterable(first).pipe(
             Stream.map(sse),
             Stream.concat(upstream.chunks.pipe(
-              Stream.mapArray((chunks) => [sseBatch(chunks.map(rewrite))] as const),
+              Stream.mapArray((chunks) => [sseBatch(chunks.map(relay))] as const),
               Stream.concat(Stream.succeed(sse("[DONE]"))),
               Stream.catch((error) => Stream.succeed(sse({ error: { message: error.message, type: "upstream_error" } })))
             ))
