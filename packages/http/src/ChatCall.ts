@@ -226,7 +226,7 @@ export interface Prepared {
 
 /**
  * Checks a parsed request and works out its admission; a bad one is a 400 that leaves nothing
- * behind.
+ * behind. With the body's `bytes`, the caller's messages are sent upstream as they came.
  *
  * @category constructors
  */
@@ -235,7 +235,7 @@ export const preparer = Effect.gen(function*() {
   const tables = yield* PricingEngine.PricingEngine
   const prompts = yield* ChatOptions.ChatPrompts
   const provider = yield* SearchProvider.SearchProvider
-  return (request: ChatOptions.ChatRequest, body?: Uint8Array): Effect.Effect<Prepared, Errors.ApiError> =>
+  return (request: ChatOptions.ChatRequest, bytes?: Uint8Array): Effect.Effect<Prepared, Errors.ApiError> =>
     Effect.gen(function*() {
       const model = yield* models.text(request.model)
       const { options } = request
@@ -336,7 +336,7 @@ export const preparer = Effect.gen(function*() {
       }
 
       // A found message goes before the caller's last one: that conversation is encoded whole.
-      const sent = body === undefined ? undefined : JsonText.member(body, "messages")
+      const sent = bytes === undefined ? undefined : JsonText.member(bytes, "messages")
       const upstreamMessages = (found: Found): Uint8Array | undefined =>
         sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? sent : prepended(added, sent)
 
