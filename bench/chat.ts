@@ -88,11 +88,18 @@ interface Child {
   readonly stop: () => Promise<void>
 }
 
+// Every process started here, stopped if this one ends early (a server that failed to start).
+const children: Array<ChildProcess.ChildProcess> = []
+process.on("exit", () => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGKILL")
+})
+
 const spawn = async (script: string, env: Record<string, string>, nodeArgs: ReadonlyArray<string> = []): Promise<Child> => {
   const child = ChildProcess.spawn(process.execPath, [...nodeArgs, script], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "inherit"]
   })
+  children.push(child)
   const lines: Record<string, string> = {}
   for (const line of (await untilListening(child, script)).split("\n")) {
     const [name, ...rest] = line.split(" ")
