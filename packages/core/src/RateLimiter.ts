@@ -574,7 +574,8 @@ export class StoreMemory extends Context.Service<StoreMemory, {
 
 /**
  * One process's counters in a map. `take` runs synchronously, so it is atomic; expired windows
- * are swept out every few thousand operations, so memory stays bounded by the live windows.
+ * are swept out every few thousand operations, so memory stays bounded by the live windows. Its
+ * twin on Redis is the limiter's Lua (`@tollgate/redis` `src/lua/take.lua` and `adjust.lua`).
  *
  * @category store
  */

@@ -116,13 +116,17 @@ interface Entry {
  * body through `fromServerError`, a defect as a 500. An interruption (the client went away) stays
  * one, so the server answers it as such.
  */
-const recover = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
+const recoverWith = (render: (error: Errors.ApiError) => HttpServerResponse.HttpServerResponse) =>
+(cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   const error = Cause.findErrorOption(cause)
   if (Option.isNone(error)) return ErrorResponse.fromDefect(Cause.squash(cause))
   if (HttpServerError.isHttpServerError(error.value)) return ErrorResponse.fromServerError(error.value)
-  return Effect.succeed(ErrorResponse.render(error.value as Errors.ApiError))
+  return Effect.succeed(render(error.value as Errors.ApiError))
 }
+
+const recover = recoverWith(ErrorResponse.render)
+const recoverAnthropic = recoverWith(ErrorResponse.renderAnthropic)
 
 const unmatched = "unmatched"
 
@@ -149,11 +153,10 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const trusted = options.trustedProxies ?? ClientAddress.none
 
     // Set once `handle` exists: routes may call the application in process only while serving.
-    // eslint-disable-next-line prefer-const -- read by `dispatch` below, assigned after `handle` is built
-    let web: ((request: Request, context?: Context.Context<never>) => Promise<Response>) | undefined
+    const self: { web?: (request: Request, context?: Context.Context<never>) => Promise<Response> } = {}
     const dispatch = Dispatch.of({
       routes: all,
-      fetch: (request, remoteAddress) => web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
+      fetch: (request, remoteAddress) => self.web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
     })
     const services = yield* Effect.context<never>()
 
@@ -170,7 +173,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ? Effect.succeed(handler.value as HttpServerResponse.HttpServerResponse)
         : undefined
       entries.push([route.method, route.path, {
-        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), recover),
+        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), route.errorShape === "anthropic" ? recoverAnthropic : recover),
         readsBody: !bodiless.has(route.method)
       }])
     }
@@ -295,7 +298,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       fiber.setContext(Context.add(fiber.context, HttpServerRequest.HttpServerRequest, request.modify({ remoteAddress: from })))
       return handle
     })
-    web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
+    self.web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
     const serves = (path: string) => table.lookup("GET", path)._tag !== "NotFound"
     return { handle, spanName, serves, paths: [...new Set(all.map((route) => route.path))] }
   })

@@ -94,6 +94,11 @@ export interface Route<R = never> {
   readonly metered?: boolean
   /** The route as an MCP tool, when it is an embedder's declared endpoint. */
   readonly tool?: ToolDoc
+  /**
+   * How the route's failures are rendered: `anthropic` for Anthropic's Messages API
+   * (`ErrorResponse.renderAnthropic`); by default the spec's bodies.
+   */
+  readonly errorShape?: "anthropic" | undefined
 }
 
 /** @category constructors */

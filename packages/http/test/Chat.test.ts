@@ -1,5 +1,5 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
-import { ChatOptions, CreditLedger, Models, Money, PricingEngine } from "@tollgate/core"
+import { ChatOptions, CreditLedger, Generations, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { FakeChatUpstream } from "@tollgate/testkit"
@@ -51,6 +51,7 @@ const searchResults: ReadonlyArray<SearchProvider.SearchResult> = [
 const services = () =>
   TestApp.layerMetered(Layer.mergeAll(
     tables,
+    Generations.layerMemory,
     Models.layer([textModel("fake-chat", upstream.baseUrl), textModel("unreachable-chat", "http://127.0.0.1:9/v1")]),
     ChatBackend.layer({ coolDown: "1 millis" }).pipe(Layer.provide(FetchHttpClient.layer)),
     ChatOptions.layerPrompts({
@@ -172,7 +173,7 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
     expect(before - await balance()).toBe(priceOf(12, 3))
   })
 
-  it("streams every chunk under the model's id, each otherwise as the upstream wrote it", async () => {
+  it("streams every chunk under the call's id and the model's id, each otherwise as the upstream wrote it", async () => {
     upstream.script = () => ({ pieces: ["One", " \"two\""], usage: { prompt_tokens: 12, completion_tokens: 2 } })
     const response = await fetch(`${baseURL}/chat/completions`, {
       method: "POST",
@@ -180,8 +181,12 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
       body: JSON.stringify({ model: "fake-chat", stream: true, messages: [{ role: "user", content: "Hi" }] })
     })
     const events = (await response.text()).split("\n\n").filter((event) => event.startsWith("data: {"))
-    expect(events.map((event) => (JSON.parse(event.slice(6)) as { model: string }).model)).toEqual(events.map(() => "fake-chat"))
-    expect(events).toContain(`data: {"id":"chatcmpl-fake-${upstream.received.length}","object":"chat.completion.chunk","created":1,` +
+    const chunks = events.map((event) => JSON.parse(event.slice(6)) as { id: string; model: string })
+    const id = chunks[0]!.id
+    expect(id).toMatch(/^chatcmpl-/)
+    expect(id).not.toContain("fake")
+    expect(chunks.map((chunk) => [chunk.id, chunk.model])).toEqual(chunks.map(() => [id, "fake-chat"]))
+    expect(events).toContain(`data: {"id":"${id}","object":"chat.completion.chunk","created":1,` +
       `"model":"fake-chat","choices":[{"index":0,"delta":{"content":" \\"two\\""},"finish_reason":null}]}`)
   })
 

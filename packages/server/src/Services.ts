@@ -19,6 +19,7 @@ import {
   Auth,
   AuthStore,
   CreditLedger,
+  Generations,
   IdempotencyStore,
   Jwt,
   Models,
@@ -28,6 +29,7 @@ import {
   RateLimiter,
   RateLimitLog,
   RateLimits,
+  RpcCache,
   Staking,
   TopUpTransactions,
   VideoJobs,
@@ -45,11 +47,13 @@ import {
   AdmissionStoreRedis,
   AuthStoreRedis,
   CreditLedgerRedis,
+  GenerationsRedis,
   IdempotencyStoreRedis,
   PendingSettlementsRedis,
   RateLimiterRedis,
   RateLimitLogRedis,
   RedisConnection,
+  RpcCacheRedis,
   TopUpTransactionsRedis,
   VideoJobsRedis,
   WebhookStoreRedis
@@ -258,9 +262,10 @@ const checkProduction = (config: ServerConfig, section: typeof X402Section.Type)
   return Effect.void
 }
 
-const stores = (config: ServerConfig) =>
+const stores = (config: ServerConfig, rpcCache: RpcCache.Config | undefined) =>
   config.store === "redis"
     ? Layer.mergeAll(
+      RpcCacheRedis.layerRedis(rpcCache),
       AuthStoreRedis.layerRedis,
       AbuseGuardRedis.layerRedis,
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
@@ -273,6 +278,7 @@ const stores = (config: ServerConfig) =>
         settlementGroupMs: config.settlementGroupMs
       }),
       VideoJobsRedis.layerRedis,
+      GenerationsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
@@ -290,14 +296,21 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory, TopUpTransactions.layerMemory)))
+    ))).pipe(Layer.merge(Layer.mergeAll(
+      VideoJobs.layerMemory,
+      Generations.layerMemory,
+      PendingSettlements.layerMemory,
+      Webhooks.layerStoreMemory,
+      TopUpTransactions.layerMemory,
+      RpcCache.layerMemory(rpcCache)
+    )))
 
 /**
  * The stores with the webhooks over them: with an endpoint configured, the admission store and
  * the ledger are watched for the events they cross (`Webhooks.layerObserve`).
  */
-const storesWithWebhooks = (config: ServerConfig, options: Webhooks.Options) => {
-  const withWebhooks = Layer.provideMerge(Webhooks.layer(options), stores(config))
+const storesWithWebhooks = (config: ServerConfig, options: Webhooks.Options, rpcCache: RpcCache.Config | undefined) => {
+  const withWebhooks = Layer.provideMerge(Webhooks.layer(options), stores(config, rpcCache))
   return options.endpoints.length === 0 ? withWebhooks : Layer.provideMerge(Webhooks.layerObserve, withWebhooks)
 }
 
@@ -347,8 +360,13 @@ export const layer = (config: ServerConfig) =>
     if (unpriced !== undefined) return yield* new ConfigError({ message: unpriced })
     const models = Models.layer(modelList)
     const prices = Layer.succeed(PricingEngine.PricingEngine, tables)
-    const rpc = RpcUpstream.layerFromUnknown(config.file.rpc ?? { upstreams: {} }).pipe(
-      Layer.catchTag("SchemaError", (error) => Layer.effect(RpcUpstream.RpcUpstream, Effect.fail(sectionError("rpc")(error))))
+    const rpcSection = yield* decodeSection(RpcUpstream.Config, "rpc", config.file.rpc ?? { upstreams: {} })
+    const rpc = RpcUpstream.layer(rpcSection).pipe(
+      Layer.catchTag("RpcChainMismatch", (mismatch) =>
+        Layer.effect(
+          RpcUpstream.RpcUpstream,
+          Effect.fail(new ConfigError({ message: `TOLLGATE_CONFIG.rpc.upstreams.${mismatch.network}: ${mismatch.message}` }))
+        ))
     )
     const auth = Auth.layer({
       signingKey: key,
@@ -432,7 +450,7 @@ export const layer = (config: ServerConfig) =>
       }),
       DocumentExtractor.layer(),
       PortalSession.layerFromSigningKey(key)
-    ).pipe(Layer.provideMerge(storesWithWebhooks(config, webhookOptions)))
+    ).pipe(Layer.provideMerge(storesWithWebhooks(config, webhookOptions, rpcSection.cache)))
     const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)
     const withStaking = staking === undefined ? withAuth : Layer.provideMerge(

@@ -240,3 +240,16 @@ describe("A wallet's prepaid credit pays tool calls through SIWX: two calls from
     await client.close()
   }, 60_000)
 })
+
+describe("TOLLGATE_MCP=off turns the MCP server off: /mcp is a 404", () => {
+  it("POST /mcp on a server started with TOLLGATE_MCP=off answers the StandardError 404", async () => {
+    const off = await ShippedServer.start({ env: { TOLLGATE_MCP: "off" } })
+    try {
+      const response = await fetch(`${off.origin}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+      expect(response.status).toBe(404)
+      expect(await response.json()).toEqual({ error: expect.any(String) })
+    } finally {
+      await off.stop()
+    }
+  }, 120_000)
+})

@@ -23,7 +23,6 @@ import { HttpServerResponse } from "effect/http"
 import * as ChatCall from "../ChatCall.ts"
 import { isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
 import * as Endpoint from "../Endpoint.ts"
-import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 
 const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => ({
@@ -33,11 +32,30 @@ const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => (
   function: { name: "service_web_search_documents", arguments: JSON.stringify({ documents: results }) }
 })
 
+/** The answer's usage: the upstream's (its details kept), or the counts billed when it sent none. */
+const usageOf = (usage: unknown, produced: ChatCall.Priced): Json => {
+  if (isObject(usage)) return usage
+  const prompt = produced.usage.promptTokens ?? 0
+  const completion = produced.usage.completionTokens ?? 0
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+}
+
 const encoder = new TextEncoder()
 const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
 
 /** The chunks (their JSON text) of one upstream read as one write: a per-chunk write would cost a syscall each. */
 const sseBatch = (chunks: ReadonlyArray<string>) => encoder.encode(chunks.map((chunk) => `data: ${chunk}\n\n`).join(""))
+
+/**
+ * `data` (a chunk's JSON text) with its `field`, which holds `value`, holding `ours` instead;
+ * `undefined` when the text does not hold `"field":value` as JSON.stringify writes it.
+ */
+const replaced = (data: string, field: string, value: unknown, ours: string): string | undefined => {
+  if (value === ours) return data
+  if (typeof value !== "string") return undefined
+  const from = `"${field}":${JSON.stringify(value)}`
+  return data.includes(from) ? data.replaceAll(from, `"${field}":${JSON.stringify(ours)}`) : undefined
+}
 
 /** The request as documented: the fields tollgate reads, the options, and room for any other. */
 const RequestDoc = Schema.StructWithRest(
@@ -55,7 +73,13 @@ const ResponseDoc = Schema.StructWithRest(
     created: Schema.Int,
     model: Schema.String,
     choices: Schema.Array(Schema.Record(Schema.String, Schema.Unknown)),
-    usage: Schema.optionalKey(Schema.Struct({ prompt_tokens: Schema.Int, completion_tokens: Schema.Int, total_tokens: Schema.Int }))
+    usage: Schema.optionalKey(Schema.Struct({
+      prompt_tokens: Schema.Int,
+      completion_tokens: Schema.Int,
+      total_tokens: Schema.Int,
+      prompt_tokens_details: Schema.optionalKey(Schema.Struct({ cached_tokens: Schema.Int })),
+      cost: Schema.Finite.annotate({ description: "What the call was charged, in USD (to the nano-USD, as the ledger captured it)" })
+    }))
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
 ).annotate({ identifier: "ChatCompletion" })
@@ -71,22 +95,24 @@ export const route = Endpoint.make({
     const backend = yield* ChatBackend.ChatBackend
     const decode = RequestBody.jsonWithBytes(MAX_BODY).pipe(
       Effect.flatMap(({ bytes, json }) => Effect.flatMap(Effect.fromResult(ChatOptions.parseRequest(json)), (request) => prepare(request, bytes))),
-      Effect.map((prepared) => ({ prepared }))
+      Effect.map((plan) => ({ plan }))
     )
-    return ChatCall.serve(decode, ({ prepared }, found) => {
-      const { headers, model, price, request, strips, upstreamBody, upstreamMessages } = prepared
+    return yield* ChatCall.serve("chatcmpl-", decode, (_, found, call) => {
+      const { headers, model, price, request, strips, upstreamBody, upstreamMessages } = call.prepared
       const { options } = request
 
       const complete = () =>
         Effect.gen(function*() {
-          const { body } = yield* backend.complete({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const { body, upstream } = yield* backend.complete({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
+          call.upstream = upstream
           const tally = newTally()
           recordUsage(tally, body["usage"])
           const choices = Array.isArray(body["choices"]) ? body["choices"] : []
-          const reply = {
+          const reply: Json = {
             ...body,
+            id: call.id,
             model: model.id,
             choices: choices.map((choice: unknown, i) => {
               if (!isObject(choice) || !isObject(choice["message"])) return choice
@@ -105,10 +131,9 @@ export const route = Endpoint.make({
               return { ...choice, message }
             })
           }
-          return {
-            response: HttpServerResponse.jsonUnsafe(reply, { headers }),
-            ...price(found, tally)
-          } satisfies Metered.Outcome
+          const produced = price(found, tally)
+          reply["usage"] = { ...usageOf(body["usage"], produced), cost: call.cost(produced) }
+          return { response: HttpServerResponse.jsonUnsafe(reply, { headers }), ...produced } satisfies ChatCall.Answer
         })
 
       const stream = () =>
@@ -116,6 +141,7 @@ export const route = Endpoint.make({
           const upstream = yield* backend.stream({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
+          call.upstream = upstream.upstream
           const tally = newTally()
           const strippers = new Map<number, ThinkStripper.Stripper>()
           const stripperOf = (index: number) => {
@@ -141,7 +167,9 @@ export const route = Endpoint.make({
             const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
             return {
               ...chunk,
+              id: call.id,
               model: model.id,
+              ...(isObject(chunk["usage"]) ? { usage: { ...chunk["usage"], cost: call.cost(price(found, tally)) } } : {}),
               choices: choices.map((choice: unknown) => {
                 if (!strips || !isObject(choice) || !isObject(choice["delta"])) return choice
                 const delta: Json = { ...choice["delta"] }
@@ -156,32 +184,25 @@ export const route = Endpoint.make({
               })
             }
           }
-          // Without stripping, a chunk changes only in its model name: its text goes on as it came,
-          // the upstream's name for the model replaced, when the upstream wrote the name as
-          // JSON.stringify does (every OpenAI-compatible server seen does); else it is encoded again.
-          let upstreamName: unknown
-          let renamed = { from: "", to: "" }
+          // Without stripping, a chunk other than the usage one (which gains its cost) changes only in
+          // its id and model name: its text goes on as it came with those two replaced, when the
+          // upstream wrote them as JSON.stringify does (every OpenAI-compatible server seen does);
+          // else it is encoded again.
           const relay = (chunk: ChatBackend.Json): string => {
             count(chunk)
-            const data = strips ? undefined : ChatBackend.dataOf(chunk)
-            const name = chunk["model"]
-            if (data !== undefined && typeof name === "string") {
-              if (name === model.id) return data
-              if (name !== upstreamName) {
-                upstreamName = name
-                renamed = { from: `"model":${JSON.stringify(name)}`, to: `"model":${JSON.stringify(model.id)}` }
-              }
-              if (data.includes(renamed.from)) return data.replaceAll(renamed.from, renamed.to)
-            }
-            return JSON.stringify(rewrite(chunk))
+            const data = strips || isObject(chunk["usage"]) ? undefined : ChatBackend.dataOf(chunk)
+            const withId = data === undefined ? undefined : replaced(data, "id", chunk["id"], call.id)
+            const relayed = withId === undefined ? undefined : replaced(withId, "model", chunk["model"], model.id)
+            return relayed ?? JSON.stringify(rewrite(chunk))
           }
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
           if (options.include_search_results_in_stream && found.results.length > 0) {
-            first.push({ object: "chat.completion.chunk", created, model: model.id, choices: [], search_results: found.results })
+            first.push({ id: call.id, object: "chat.completion.chunk", created, model: model.id, choices: [], search_results: found.results })
           }
           if (options.return_search_results_as_documents && found.results.length > 0) {
             first.push({
+              id: call.id,
               object: "chat.completion.chunk",
               created,
               model: model.id,
@@ -192,7 +213,10 @@ export const route = Endpoint.make({
             Stream.map(sse),
             Stream.concat(upstream.chunks.pipe(
               Stream.mapArray((chunks) => [sseBatch(chunks.map(relay))] as const),
-              Stream.concat(Stream.succeed(sse("[DONE]"))),
+              Stream.concat(Stream.sync(() => {
+                call.finished = true
+                return sse("[DONE]")
+              })),
               Stream.catch((error) => Stream.succeed(sse({ error: { message: error.message, type: "upstream_error" } })))
             ))
           )
@@ -202,7 +226,7 @@ export const route = Endpoint.make({
             contentType: "text/event-stream",
             headers: { ...headers, "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" },
             produced: Effect.sync(() => price(found, tally))
-          } satisfies Metered.StreamingOutcome
+          } satisfies ChatCall.Answer
         })
 
       return request.stream ? stream() : complete()
