@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Fiber } from "effect"
+import { Effect, type Fiber } from "effect"
 
 /**
  * How a hedged exchange ended: its outcome, whether the hedge was sent, and whether it won.
@@ -33,41 +33,40 @@ export const race = <A>(first: Effect.Effect<A>, second: Effect.Effect<A>, delay
     // Both sides run with the caller's services (its metric registry, its logger).
     const fork = Effect.runForkWith(fiber.context)
     return Effect.callback<Hedged<A>>((resume) => {
-    let settled = false
-    let firstBad: { readonly outcome: A } | undefined
-    let secondBad: { readonly outcome: A } | undefined
-    let hedge: Fiber.Fiber<A> | undefined
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const finish = (outcome: A, hedgeWon: boolean) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      resume(Effect.succeed({ outcome, hedged: hedge !== undefined, hedgeWon }))
-      if (hedgeWon) primary.interruptUnsafe()
-      else hedge?.interruptUnsafe()
-    }
-    const primary = fork(first)
-    primary.addObserver((exit) => {
-      if (exit._tag !== "Success") return
-      if (good(exit.value) || hedge === undefined) return finish(exit.value, false)
-      firstBad = { outcome: exit.value }
-      if (secondBad !== undefined) finish(exit.value, false)
-    })
-    timer = setTimeout(() => {
-      if (settled) return
-      hedge = fork(second)
-      hedge.addObserver((exit) => {
+      let settled = false
+      let firstBad: { readonly outcome: A } | undefined
+      let secondBad: { readonly outcome: A } | undefined
+      let hedge: Fiber.Fiber<A> | undefined
+      const finish = (outcome: A, hedgeWon: boolean) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resume(Effect.succeed({ outcome, hedged: hedge !== undefined, hedgeWon }))
+        if (hedgeWon) primary.interruptUnsafe()
+        else hedge?.interruptUnsafe()
+      }
+      const timer = setTimeout(() => {
+        if (settled) return
+        hedge = fork(second)
+        hedge.addObserver((exit) => {
+          if (exit._tag !== "Success") return
+          if (good(exit.value)) return finish(exit.value, true)
+          secondBad = { outcome: exit.value }
+          if (firstBad !== undefined) finish(firstBad.outcome, false)
+        })
+      }, delayMs)
+      const primary = fork(first)
+      primary.addObserver((exit) => {
         if (exit._tag !== "Success") return
-        if (good(exit.value)) return finish(exit.value, true)
-        secondBad = { outcome: exit.value }
-        if (firstBad !== undefined) finish(firstBad.outcome, false)
+        if (good(exit.value) || hedge === undefined) return finish(exit.value, false)
+        firstBad = { outcome: exit.value }
+        if (secondBad !== undefined) finish(exit.value, false)
       })
-    }, delayMs)
-    return Effect.sync(() => {
-      settled = true
-      clearTimeout(timer)
-      primary.interruptUnsafe()
-      hedge?.interruptUnsafe()
-    })
+      return Effect.sync(() => {
+        settled = true
+        clearTimeout(timer)
+        primary.interruptUnsafe()
+        hedge?.interruptUnsafe()
+      })
     })
   })

@@ -10,7 +10,8 @@
  *
  * @since 0.1.0
  */
-import { Errors, JsonRpc, JsonText, Networks, RpcCachePolicy } from "@tollgate/core"
+import type { Errors, JsonRpc, Networks } from "@tollgate/core"
+import { JsonText, RpcCachePolicy } from "@tollgate/core"
 import type * as RpcCache from "@tollgate/core/RpcCache"
 import { Effect, Fiber } from "effect"
 import * as RpcMetrics from "./RpcMetrics.ts"
@@ -127,7 +128,7 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
         for (const answer of answers) {
           const parsed = answer.body === undefined ? undefined : JsonText.parse(Buffer.from(answer.body).toString("utf8"))
           if (!isRecord(parsed) || !Array.isArray(parsed["result"])) return forCaller(answer, id)
-          logs.push(...parsed["result"])
+          for (const log of parsed["result"]) logs.push(log)
         }
         const raw = JSON.stringify(logs)
         return { response: { jsonrpc: "2.0", result: logs }, body: render(id, "result", raw) }
