@@ -76,6 +76,14 @@ const settlesBase = (section: typeof X402Section.Type): boolean =>
   (section.relayerKey !== undefined && section.evmRpcUrl !== undefined) || section.facilitatorUrl !== undefined
 
 /**
+ * Whether something settles Solana payments: the local `x402.solana` settlement or a hosted
+ * facilitator. Without either, a Solana receiver and fee payer are not offered: every payment on
+ * such an entry would be refused.
+ */
+const settlesSolana = (section: typeof X402Section.Type): boolean =>
+  section.solana !== undefined || section.facilitatorUrl !== undefined
+
+/**
  * The `x402` section. Without `payTo`, a production server takes no wallet payments: its 402s
  * offer no `accepts` and the top-up answers 503.
  *
@@ -371,8 +379,11 @@ export const layer = (config: ServerConfig) =>
       : undefined
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
-      // Base is offered only where something settles it.
-      payTo: x402.payTo === undefined ? undefined : { evm: settlesBase(x402) ? x402.payTo.evm : undefined, solana: x402.payTo.solana },
+      // A network is offered only where something settles it.
+      payTo: x402.payTo === undefined ? undefined : {
+        evm: settlesBase(x402) ? x402.payTo.evm : undefined,
+        solana: settlesSolana(x402) ? x402.payTo.solana : undefined
+      },
       ...(upto === undefined ? {} : { evm: { upto } }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
