@@ -293,6 +293,7 @@ export interface PaymentRequired {
   readonly extensions: {
     readonly "sign-in-with-x": SiwxChallenge
     readonly "payment-identifier"?: typeof paymentIdentifierDeclaration
+    readonly bazaar?: Readonly<Record<string, unknown>>
   }
 }
 
@@ -515,6 +516,8 @@ export const discoveryBody = (config: Config, input: {
   readonly price?: Money.Nano
   /** The call's charge is known from its outcome: its 402 offers `upto` too. */
   readonly settlesActual?: boolean
+  /** The endpoint's bazaar discovery extension (`@x402/extensions/bazaar`), in `extensions.bazaar`. */
+  readonly bazaar?: Readonly<Record<string, unknown>> | undefined
   readonly error?: string
 }): DiscoveryBody => ({
   x402Version: VERSION,
@@ -527,9 +530,11 @@ export const discoveryBody = (config: Config, input: {
   accepts: input.amount !== undefined
     ? requirements(config, input.amount)
     : endpointRequirements(config, input.price, input.settlesActual === true),
-  extensions: input.price === undefined
-    ? { "sign-in-with-x": input.challenge }
-    : { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration },
+  extensions: {
+    "sign-in-with-x": input.challenge,
+    ...(input.price === undefined ? {} : { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }),
+    ...(input.bazaar === undefined ? {} : { bazaar: input.bazaar })
+  },
   authOptions: {
     apiKey: {
       header: "Authorization",
@@ -578,6 +583,8 @@ export const insufficientBalance = (config: Config, input: {
   readonly resource?: { readonly url: string }
   /** As `discoveryBody`'s. */
   readonly settlesActual?: boolean
+  /** As `discoveryBody`'s. */
+  readonly bazaar?: Readonly<Record<string, unknown>> | undefined
 }): Errors.PaymentRequired => {
   const shortfall = Math.max(0, input.required - input.balance)
   const suggested = Math.max(
@@ -623,7 +630,11 @@ export const insufficientBalance = (config: Config, input: {
     error: "insufficient_balance",
     resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required, input.settlesActual === true), mimeType: "application/json" },
     accepts: endpointRequirements(config, input.required, input.settlesActual === true),
-    extensions: { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }
+    extensions: {
+      "sign-in-with-x": input.challenge,
+      [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration,
+      ...(input.bazaar === undefined ? {} : { bazaar: input.bazaar })
+    }
   }
   return new Errors.PaymentRequired({
     body,

@@ -44,6 +44,7 @@ import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as StoredResponse from "./StoredResponse.ts"
+import { CurrentRequest } from "./RequestContext.ts"
 
 /**
  * The largest body a caller without credentials may send to be priced: the 402 of a call whose
@@ -318,8 +319,8 @@ export const layer: Layer.Layer<
       const path = new URL(request.url, config.publicOrigin).pathname
       const resource = { url: `${config.publicOrigin}${path}` }
       const refuse = (error: string) =>
-        Effect.flatMap(auth.siwxChallenge, (challenge) =>
-          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, error })))
+        Effect.flatMap(Effect.zip(auth.siwxChallenge, CurrentRequest), ([challenge, current]) =>
+          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error })))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
       return X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true)).pipe(
         Effect.flatMap((payment) => payment.requirements.scheme === "upto" ? uptoOnce(payment, serve, refuse) : once(payment, path, serve)),
