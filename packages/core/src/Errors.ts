@@ -203,6 +203,9 @@ export const storeUnavailable = (store: string): ServiceUnavailable =>
 /** 504: an upstream did not answer in time. @category errors */
 export class GatewayTimeout extends Data.TaggedError("GatewayTimeout")<{ readonly message: string }> {}
 
+/** 505: the request line names an HTTP version other than 1.0 and 1.1. @category errors */
+export class HttpVersionNotSupported extends Data.TaggedError("HttpVersionNotSupported")<{ readonly message: string }> {}
+
 /**
  * Every error that reaches a client.
  *
@@ -226,6 +229,7 @@ export type ApiError =
   | BadGateway
   | ServiceUnavailable
   | GatewayTimeout
+  | HttpVersionNotSupported
 
 /**
  * The HTTP status of each error.
@@ -249,7 +253,8 @@ export const statusOf: { readonly [K in ApiError["_tag"]]: number } = {
   InferenceFailed: 500,
   BadGateway: 502,
   ServiceUnavailable: 503,
-  GatewayTimeout: 504
+  GatewayTimeout: 504,
+  HttpVersionNotSupported: 505
 }
 
 /** @category guards */

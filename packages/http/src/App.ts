@@ -5,7 +5,8 @@
  * `x-service-version` and `x-service-timestamp` (plus `x-service-host-name` on errors); JSON
  * bodies are compressed by `Accept-Encoding`; request bodies are capped unless a route raises its
  * own cap; an unknown path is a 404 and a known path with the wrong method a 405, both as
- * StandardError JSON.
+ * StandardError JSON; a node request naming an HTTP version other than 1.0 and 1.1 (node's parser
+ * lets `HTTP/2.0` through on a plain connection) is a 505.
  *
  * The dispatch is tollgate's own rather than `HttpRouter`'s: the route table is built once at
  * startup (`RouteTable`), each request is matched once, and the middleware's work (request id,
@@ -247,7 +248,12 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         if (span !== undefined && span._tag === "Span" && span.sampled) span.attribute("http.route", found.pattern)
       }
 
-      const answer: Handle = found !== undefined
+      const version = unsupportedVersion(request)
+      const answer: Handle = version !== undefined
+        ? Effect.succeed(ErrorResponse.render(
+          new Errors.HttpVersionNotSupported({ message: `HTTP/${version} is not supported; use HTTP/1.1` })
+        ))
+        : found !== undefined
         ? found.value.handler
         : unmatchedAnswer(request, match._tag === "MethodNotAllowed" ? match.allow : undefined)
       // The compression middleware reads `HttpPlatform` from the context set above.
@@ -270,6 +276,16 @@ const traceIdOf = (fiberContext: Context.Context<never>): string | undefined => 
   const span = Context.getOrUndefined(fiberContext, Tracer.ParentSpan)
   if (span === undefined || span._tag !== "Span" || !span.sampled) return undefined
   return Context.get(fiberContext, Tracer.Tracer) === Tracer.nativeTracer ? undefined : span.traceId
+}
+
+/**
+ * The HTTP version a node request names when it is neither 1.0 nor 1.1; a fetch request, which
+ * names none, is served.
+ */
+const unsupportedVersion = (request: HttpServerRequest.HttpServerRequest): string | undefined => {
+  const source = request.source as { readonly httpVersionMajor?: number; readonly httpVersionMinor?: number; readonly httpVersion?: string }
+  if (source.httpVersionMajor === undefined || (source.httpVersionMajor === 1 && source.httpVersionMinor! <= 1)) return undefined
+  return source.httpVersion
 }
 
 const pathOf = (url: string): string => {

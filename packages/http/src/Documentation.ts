@@ -1,7 +1,8 @@
 /**
  * The routes that document the API: `GET /api/v1/openapi.json` (the generated OpenAPI 3.1
  * document of every route, itself included), `GET /docs` (a browsable reference page, Scalar as
- * bundled by `effect/http-api`, with that document inline), `GET /` (links to both) and the pages
+ * bundled by `effect/http-api`, with that document inline), `GET /` (links to both, as a page for
+ * a browser and as JSON for everything else) and the pages
  * the 402 bodies link to (`Pages`). Nothing they serve loads anything from outside the server:
  * Scalar's fonts (a CDN) are replaced by the system's, the favicon is an empty inline one, and
  * the introduction is also in the page itself for a browser without JavaScript.
@@ -13,7 +14,7 @@ import { Effect, Option, Schema } from "effect"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { HttpServerResponse } from "effect/http"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as OpenApi from "./OpenApi.ts"
 import * as Pages from "./Pages.ts"
 import * as Route from "./Route.ts"
@@ -33,11 +34,27 @@ const rootBody = {
   api: "/api/v1"
 }
 
+/** `GET /` for a person: the same links, and the portal's, as a page. */
+const rootPage = Pages.render("tollgate", [
+  "<p>A paid API for inference and blockchain RPC.</p>",
+  "<ul>",
+  `<li><a href="/docs">The API reference</a>: every endpoint, its request and its answers.</li>`,
+  `<li><a href="${Pages.apiKeysPath}">The portal</a>: sign in with a wallet, add credit, create API keys.</li>`,
+  `<li><a href="${openApiPath}">The OpenAPI document</a>, for clients and code generators.</li>`,
+  `<li>The API itself is under <code>${rootBody.api}</code>.</li>`,
+  "</ul>"
+])
+
+/** A browser asks for HTML; a client that asks for anything else, or nothing, gets JSON. */
+const wantsHtml = (accept: string | undefined): boolean => accept !== undefined && accept.includes("text/html")
+
 /**
  * Scalar's configuration: the document of this server inline (no second request before the page
- * shows anything), its fonts off (they come from a CDN), no proxy, no telemetry.
+ * shows anything), its fonts off (they come from a CDN), no proxy, no telemetry. Its list of the
+ * document's schemas is hidden: Scalar titles it "Models", beside the API's own "Models" group,
+ * and every schema is shown where an operation uses it.
  */
-const scalarConfiguration = (document: OpenApi.Document) => ({ content: document, withDefaultFonts: false, telemetry: false })
+const scalarConfiguration = (document: OpenApi.Document) => ({ content: document, withDefaultFonts: false, telemetry: false, hideModels: true })
 
 /** JSON inside a `<script>`: `<` escaped so no string in the document can close the element. */
 const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</gu, "\\u003c")
@@ -134,9 +151,14 @@ export const routes = <R>(
   const root: Route.Route<never> = Route.make(
     "GET",
     "/",
-    Effect.succeed(Effect.sync(() => HttpServerResponse.jsonUnsafe(rootBody))),
+    Effect.succeed(Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+      wantsHtml(request.headers["accept"])
+        ? HttpServerResponse.setHeader(HttpServerResponse.html(rootPage), "vary", "accept")
+        : HttpServerResponse.jsonUnsafe(rootBody, { headers: { vary: "accept" } })
+    )),
     {
       summary: "Where to start: the API reference, the OpenAPI document and the API root",
+      description: "JSON, or an HTML page linking the reference, the portal and the OpenAPI document for a request that accepts `text/html`.",
       tags: ["Documentation"],
       security: "public",
       responses: { 200: { description: "Links", schema: Schema.Struct({ service: Schema.String, docs: Schema.String, openapi: Schema.String, api: Schema.String }) } }

@@ -14,14 +14,16 @@
  * StandardError `INSUFFICIENT_BALANCE`; a wallet gets the authenticated-wallet body and a caller
  * with no credentials the x402 discovery body, both built by the `PaymentRequiredBodies` service
  * so the x402 module owns their shape. A call that carries an x402 payment is paid by it: when
- * `PerCallPayment` is provided, the payment is settled and credited to the paying wallet at the
- * start of the call, which then runs as that wallet.
+ * `PerCallPayment` is provided, the payment is accepted before the call's admission (an `exact`
+ * payment settled and credited to the paying wallet), the call runs as that wallet, and the
+ * payment is finished after the call's settlement (an `upto` permit's charge settled on chain).
  *
  * The pipeline is a folder, one concept per module, and this module is its public entry:
  * `metered/Models.ts` (what a route hands the pipeline and what its work returns),
  * `metered/PaymentRequiredBodies.ts` and `metered/LimitPolicy.ts` (the services it asks for the
  * wallet 402 bodies and the rate limits), `metered/Pipeline.ts` (the `Metered` service and its
- * layer), `metered/PaidCall.ts` (the steps of one call) and `metered/Metrics.ts` (what it counts).
+ * layer), `metered/PaidCall.ts` (the steps of one call), `metered/SettlementChoice.ts` (whether a
+ * call's response waits for its settlement) and `metered/Metrics.ts` (what it counts).
  *
  * @since 0.1.0
  */

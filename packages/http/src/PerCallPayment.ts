@@ -1,8 +1,11 @@
 /**
  * A payment sent with a metered call pays for that call, the way x402 clients expect (the official
  * `wrapFetchWithPayment` re-sends the request with `PAYMENT-SIGNATURE` for an entry of its 402).
- * The metered pipeline hands such a request here before it authenticates, so every paid route, and
- * every endpoint declared on top of `Metered.run`, honours it.
+ * The metered pipeline takes such a payment in two steps, so every paid route, and every endpoint
+ * declared on top of `Metered.run`, honours it: `accept` before the call's admission, in place of
+ * authentication, answers who pays (and the headers every answer carries); `finish` after the
+ * call's settlement, told how the call ended and what it captured, closes the payment and gives
+ * the answer. Neither wraps the call: the pipeline runs it between them as any other call.
  *
  * The payment is matched against the endpoint's requirements (the call at its worst-case price, and
  * the minimum top-up, see `X402.endpointRequirements`), verified and settled by the
@@ -39,7 +42,7 @@ import { Auth } from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/PaymentFacilitator"
 import * as PaymentSigner from "@tollgate/backends/PaymentSigner"
-import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "./ErrorResponse.ts"
@@ -67,36 +70,12 @@ export const headers = {
 } as const
 
 /**
- * An `upto` permit paying a call: the call holds under a reference the permit funds
- * (`CreditLedger.FUNDED_HOLD_PREFIX`) and records here what it captured.
- *
- * @category models
- */
-export interface Funding {
-  charged: Money.Nano | undefined
-}
-
-/**
  * The refusal reason (the 402's `error`) of a payment whose `payment-identifier` was first used by
  * another signer or for other terms.
  *
  * @category constants
  */
 export const PAYMENT_IDENTIFIER_MISMATCH = "payment_identifier_mismatch"
-
-/** @category models */
-export interface PayInput {
-  readonly request: HttpServerRequest.HttpServerRequest
-  /** The call's worst-case price: the amount of its per-call entries. */
-  readonly price: Money.Nano
-  /** The charge is known from the outcome (`MeteredCall.settlesActual`): `upto` is accepted too. */
-  readonly settlesActual?: boolean | undefined
-  /** Runs the call as the paying wallet, signed in; with `funding`, on a hold the permit funds. */
-  readonly serve: (
-    principal: Principal.WalletPrincipal,
-    funding?: Funding
-  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
-}
 
 /** The permit's own reference, `(network, token, payer, Permit2 nonce)`. */
 const uptoKey = (payment: X402.MatchedPayment) =>
@@ -114,17 +93,89 @@ const uptoKey = (payment: X402.MatchedPayment) =>
  */
 export const UPTO_CLAIM_SCOPE = "x402-upto"
 
-/** @category services */
+
+/** @category models */
+export interface AcceptInput {
+  readonly request: HttpServerRequest.HttpServerRequest
+  /** The call's worst-case price: the amount of its per-call entries. */
+  readonly price: Money.Nano
+  /** The charge is known from the outcome (`MeteredCall.settlesActual`): `upto` is accepted too. */
+  readonly settlesActual?: boolean | undefined
+}
+
+/**
+ * A payment accepted for one call, before the call's admission: the call runs as `principal`, and
+ * `finish` closes the payment once the call is settled.
+ *
+ * @category models
+ */
+export interface Accepted {
+  readonly _tag: "Accepted"
+  /** The paying wallet, signed in: the call runs as it. */
+  readonly principal: Principal.WalletPrincipal
+  /**
+   * The payment funds the call's hold (an `upto` permit): the hold's reference starts with
+   * `CreditLedger.FUNDED_HOLD_PREFIX`, so it takes nothing of the wallet's credit, and `finish`
+   * settles the captured charge on chain before the answer goes.
+   */
+  readonly fundsHold: boolean
+  /** Headers every answer to the call carries (an `exact` payment's `PAYMENT-RESPONSE` and credit). */
+  readonly headers: Readonly<Record<string, string>>
+  readonly payment: X402.MatchedPayment
+  /** The claim held while the call runs: the payment's `payment-identifier`, or the `upto` permit. */
+  readonly claim: { readonly scope: string; readonly key: string } | undefined
+  /** Refuses the payment with the endpoint's 402 naming `reason`. */
+  readonly refuse: (reason: string) => Effect.Effect<never, Errors.ApiError>
+}
+
+/**
+ * A payment whose `payment-identifier` was answered before: its kept answer, sent again.
+ *
+ * @category models
+ */
+export interface Replayed {
+  readonly _tag: "Replayed"
+  readonly response: HttpServerResponse.HttpServerResponse
+}
+
+/**
+ * How a paid call ended, told to `finish` after its settlement. `Served` carries the call's answer
+ * and `charge`, what its settlement captured: `undefined` when it captured nothing or its hold
+ * went to a job. A streamed answer is `Served` when its stream has ended (its settlement ran
+ * then), and what `finish` returns for it is no longer sent.
+ *
+ * @category models
+ */
+export type Ended =
+  | { readonly _tag: "Served"; readonly response: HttpServerResponse.HttpServerResponse; readonly charge: Money.Nano | undefined }
+  | { readonly _tag: "Failed"; readonly error: Errors.ApiError }
+
+/**
+ * Per-call payments as two steps around the metered pipeline: `accept` before the call's
+ * admission, `finish` after its settlement (and `abandon` for a call that ends without an answer).
+ *
+ * @category services
+ */
 export class PerCallPayment extends Context.Service<PerCallPayment, {
   /** Whether the request carries a payment this server can take. */
   readonly carries: (headers: Readonly<Record<string, string | undefined>>) => boolean
   /** Whether a request without credentials is small enough to be read and priced for its 402. */
   readonly pricesAnonymous: (headers: Readonly<Record<string, string | undefined>>) => boolean
   /**
-   * Settles and credits the payment, then serves the call. A refused payment is the endpoint's
-   * 402 with the reason in `error`, nothing settled or credited.
+   * Matches, claims and verifies the payment; an `exact` payment is settled and credited to the
+   * paying wallet too. A refused payment is the endpoint's 402 with the reason in `error`, and
+   * nothing is settled, credited or left claimed.
    */
-  readonly pay: (input: PayInput) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
+  readonly accept: (input: AcceptInput) => Effect.Effect<Accepted | Replayed, Errors.ApiError>
+  /**
+   * The answer to an accepted payment's call, once the call is settled: an `upto` permit's
+   * captured charge settled on chain (a refused settlement withholds the answer for a 402), the
+   * payment's headers set, a failed call's error answered as one whose payment stayed as credit,
+   * and the claim completed with the answer or released.
+   */
+  readonly finish: (accepted: Accepted, ended: Ended) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
+  /** Releases the claim of an accepted payment whose call ended without an answer (interrupted). */
+  readonly abandon: (accepted: Accepted) => Effect.Effect<void>
 }>()("@tollgate/http/PerCallPayment") {}
 
 /**
@@ -147,17 +198,22 @@ export const layer: Layer.Layer<
     const idempotency = yield* IdempotencyStore.IdempotencyStore
     const enabled = X402.paymentsEnabled(config)
 
-    /** Verifies, settles and credits the payment, then serves the call as the payer. */
-    const settleAndServe = (
+    const walletOf = (network: string, payer: string) => {
+      const family = X402.familyOf(network)
+      return new Principal.WalletPrincipal({ accountId: Principal.walletAccountId(family, payer), address: payer, family, chainId: network })
+    }
+
+    /** Verifies, settles and credits an `exact` payment: the call then runs on the wallet's credit. */
+    const settleAndCredit = (
       payment: X402.MatchedPayment,
-      serve: PayInput["serve"]
-    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
+      claim: Accepted["claim"],
+      refuse: Accepted["refuse"]
+    ): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> =>
       facilitator.verify(payment).pipe(
         Effect.andThen(facilitator.settle(payment)),
         Effect.flatMap((settled) => {
-          const family = X402.familyOf(settled.network)
-          const accountId = Principal.walletAccountId(family, settled.payer)
-          const credited = ledger.topUp({ accountId, amount: settled.amount, reference: settled.reference }).pipe(
+          const principal = walletOf(settled.network, settled.payer)
+          const credited = ledger.topUp({ accountId: principal.accountId, amount: settled.amount, reference: settled.reference }).pipe(
             Effect.catchTag("LedgerError", (error) =>
               Effect.logError("x402 per-call payment settled but not credited", settled.reference, error.message).pipe(
                 Effect.andThen(Effect.fail(new Errors.ServiceUnavailable({ message: "The payment settled but could not be credited yet" })))
@@ -172,44 +228,35 @@ export const layer: Layer.Layer<
             }),
             [headers.credited]: Money.formatUsd(settled.amount)
           }
-          const principal = new Principal.WalletPrincipal({ accountId, address: settled.payer, family, chainId: settled.network })
-          return Effect.andThen(
-            credited,
-            serve(principal).pipe(
-              Effect.map((response) => HttpServerResponse.setHeaders(response, paid)),
-              // The payment is on the wallet's credit whatever the call did: the answer says so.
-              Effect.catch((error) =>
-                Effect.succeed(HttpServerResponse.setHeaders(ErrorResponse.render(error), { ...paid, [headers.credit]: "kept" })))
-            )
-          )
+          return Effect.as(credited, { _tag: "Accepted", principal, fundsHold: false, headers: paid, payment, claim, refuse } as const)
         })
       )
 
     /**
-     * A payment naming itself (`payment-identifier`) is claimed by its id before it is verified:
-     * a retry with the same id, the same payment re-sent (whose authorization is spent by then) or
-     * one signed anew, gets the first attempt's answer and moves nothing. The id travels outside
-     * the signed part of a payment, so it is no secret: the claim also holds who signed the
-     * payment (`PaymentSigner`, from the signature, offline), and a payment with the same id from
-     * anyone else, or for other terms, is refused like any other refused payment and moves nothing.
-     * A streamed answer cannot be kept, so its id stays claimed until the lease ends.
+     * An `exact` payment naming itself (`payment-identifier`) is claimed by its id before it is
+     * verified: a retry with the same id, the same payment re-sent (whose authorization is spent
+     * by then) or one signed anew, gets the first attempt's answer and moves nothing. The id
+     * travels outside the signed part of a payment, so it is no secret: the claim also holds who
+     * signed the payment (`PaymentSigner`, from the signature, offline), and a payment with the
+     * same id from anyone else, or for other terms, is refused like any other refused payment and
+     * moves nothing. A streamed answer cannot be kept, so its id stays claimed until the lease ends.
      */
-    const once = (
+    const acceptExact = (
       payment: X402.MatchedPayment,
       path: string,
-      serve: PayInput["serve"]
-    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> => {
+      refuse: Accepted["refuse"]
+    ): Effect.Effect<Accepted | Replayed, Errors.ApiError | X402.PaymentRejected> => {
       const id = X402.paymentIdentifier(payment.payload)
-      if (Option.isNone(id)) return settleAndServe(payment, serve)
+      if (Option.isNone(id)) return settleAndCredit(payment, undefined, refuse)
       const { amount, network, payTo, scheme } = payment.requirements
       const claimed = Effect.flatMap(
         PaymentSigner.signerOf(payment),
         (signer) => idempotency.claim(X402.PAYMENT_IDENTIFIER, id.value, `${path} ${scheme} ${network} ${amount} ${payTo} ${signer}`)
       )
-      return Effect.flatMap(claimed, (claim) => {
+      return Effect.flatMap(claimed, (claim): Effect.Effect<Accepted | Replayed, Errors.ApiError | X402.PaymentRejected> => {
         switch (claim._tag) {
           case "Replay":
-            return Effect.succeed(StoredResponse.replayed(claim.response))
+            return Effect.succeed({ _tag: "Replayed", response: StoredResponse.replayed(claim.response) })
           case "InFlight":
             return Effect.fail(new Errors.Conflict({ message: "A payment with this payment-identifier is still being processed" }))
           case "Mismatch":
@@ -220,102 +267,39 @@ export const layer: Layer.Layer<
               })
             )
           case "Claimed":
-            return settleAndServe(payment, serve).pipe(
-              Effect.onError(() => Effect.ignore(idempotency.abandon(X402.PAYMENT_IDENTIFIER, id.value))),
-              Effect.tap((response) =>
-                response.body._tag === "Uint8Array"
-                  ? idempotency.complete(X402.PAYMENT_IDENTIFIER, id.value, StoredResponse.toStored(response))
-                  : Effect.void
-              )
+            return settleAndCredit(payment, { scope: X402.PAYMENT_IDENTIFIER, key: id.value }, refuse).pipe(
+              Effect.onError(() => Effect.ignore(idempotency.abandon(X402.PAYMENT_IDENTIFIER, id.value)))
             )
         }
       })
     }
 
     /**
-     * An `upto` permit: verified, the call served on the hold it funds, then what the call captured
-     * settled on chain. The permit is claimed for the call's run (see the module doc).
+     * An `upto` permit, claimed for its call's run (a replay meanwhile is a 409) and verified: the
+     * call runs on the hold it funds, and `finish` settles what the call captured.
      */
-    const serveThenSettle = (
+    const acceptUpto = (
       payment: X402.MatchedPayment,
-      serve: PayInput["serve"],
-      refuse: (error: string) => Effect.Effect<never, Errors.ApiError>,
-      unclaim: Effect.Effect<void>
-    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
-      Effect.gen(function*() {
-        const { payer } = yield* facilitator.verify(payment)
-        const family = X402.familyOf(payment.requirements.network)
-        const accountId = Principal.walletAccountId(family, payer)
-        const principal = new Principal.WalletPrincipal({ accountId, address: payer, family, chainId: payment.requirements.network })
-        const funding: Funding = { charged: undefined }
-        // Settles what the call captured; the fraction of a base unit rounded up is credited.
-        const settleCharge = Effect.suspend(() => {
-          const charged = funding.charged
-          if (charged === undefined) return Effect.succeed(Option.none<Record<string, string>>())
-          return facilitator.settleActual(payment, charged).pipe(
-            Effect.tap((settled) =>
-              settled.amount > charged
-                ? ledger.topUp({ accountId, amount: Money.subtract(settled.amount, charged), reference: settled.reference }).pipe(
-                  Effect.catch((error) => Effect.logError("x402 upto rounding not credited", settled.reference, error.message))
-                )
-                : Effect.void
-            ),
-            Effect.map((settled) =>
-              Option.some({
-                [X402.headers.paymentResponse]: X402.encodePaymentResponse({
-                  success: true,
-                  transaction: settled.transaction,
-                  network: settled.network,
-                  payer: settled.payer,
-                  amount: Money.toUsdcUnits(settled.amount)
-                })
-              })
-            ),
-            Effect.tapError((error) => Effect.logError("x402 upto call served but its charge not settled", payer, charged, error.message))
-          )
-        })
-        const response = yield* serve(principal, funding).pipe(
-          Effect.catch((error) =>
-            Effect.map(
-              Effect.orElseSucceed(settleCharge, () => Option.none()),
-              (paid) =>
-                HttpServerResponse.setHeaders(ErrorResponse.render(error), Option.getOrElse(paid, () => ({ [headers.credit]: "unsettled" })))
-            )
-          )
-        )
-        if (response.body._tag === "Stream") {
-          const body = response.body
-          return HttpServerResponse.stream(
-            // The permit stays claimed until its charge is settled, after the stream's last byte.
-            Stream.ensuring(body.stream, Effect.ensuring(Effect.ignore(settleCharge), unclaim)),
-            { status: response.status, headers: response.headers, contentType: body.contentType }
-          )
-        }
-        if (funding.charged === undefined) return response
-        return yield* settleCharge.pipe(
-          Effect.map((paid) => HttpServerResponse.setHeaders(response, Option.getOrElse(paid, () => ({})))),
-          Effect.catchTag("PaymentRejected", (rejected) => refuse(rejected.reason))
-        )
-      })
-
-    /** Claims an `upto` permit for its call's run: a replay meanwhile is a 409. */
-    const uptoOnce = (
-      payment: X402.MatchedPayment,
-      serve: PayInput["serve"],
-      refuse: (error: string) => Effect.Effect<never, Errors.ApiError>
-    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError | X402.PaymentRejected> =>
+      refuse: Accepted["refuse"]
+    ): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> =>
       Effect.flatMap(uptoKey(payment), (key) =>
-        Effect.flatMap(idempotency.claim(UPTO_CLAIM_SCOPE, key, key), (claim) =>
+        Effect.flatMap(idempotency.claim(UPTO_CLAIM_SCOPE, key, key), (claim): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> =>
           claim._tag !== "Claimed"
             ? Effect.fail(new Errors.Conflict({ message: "This permit is already paying a call" }))
-            : Effect.suspend(() => {
-              const unclaim = Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key))
-              return serveThenSettle(payment, serve, refuse, unclaim).pipe(
-                Effect.onExit((exit) => exit._tag === "Success" && exit.value.body._tag === "Stream" ? Effect.void : unclaim)
-              )
-            })))
+            : facilitator.verify(payment).pipe(
+              Effect.map(({ payer }): Accepted => ({
+                _tag: "Accepted",
+                principal: walletOf(payment.requirements.network, payer),
+                fundsHold: true,
+                headers: {},
+                payment,
+                claim: { scope: UPTO_CLAIM_SCOPE, key },
+                refuse
+              })),
+              Effect.onError(() => Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key)))
+            )))
 
-    const pay = ({ price, request, serve, settlesActual }: PayInput): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+    const accept = ({ price, request, settlesActual }: AcceptInput): Effect.Effect<Accepted | Replayed, Errors.ApiError> => {
       const path = new URL(request.url, config.publicOrigin).pathname
       const resource = { url: `${config.publicOrigin}${path}` }
       const refuse = (error: string) =>
@@ -323,10 +307,64 @@ export const layer: Layer.Layer<
           Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error })))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
       return X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true)).pipe(
-        Effect.flatMap((payment) => payment.requirements.scheme === "upto" ? uptoOnce(payment, serve, refuse) : once(payment, path, serve)),
+        Effect.flatMap((payment) => payment.requirements.scheme === "upto" ? acceptUpto(payment, refuse) : acceptExact(payment, path, refuse)),
         Effect.catchTag("PaymentRejected", (rejected) =>
           Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
       )
+    }
+
+    const abandon = ({ claim }: Accepted): Effect.Effect<void> =>
+      claim === undefined ? Effect.void : Effect.ignore(idempotency.abandon(claim.scope, claim.key))
+
+    /**
+     * An `exact` payment's answer: the call's, or its error's, saying the payment stayed as credit
+     * (`headers.credit`), kept for the `payment-identifier` when it is whole (not a stream).
+     */
+    const finishExact = (accepted: Accepted, ended: Ended): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+      const response = ended._tag === "Served"
+        ? ended.response
+        : HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { ...accepted.headers, [headers.credit]: "kept" })
+      const { claim } = accepted
+      if (claim === undefined || response.body._tag !== "Uint8Array") return Effect.succeed(response)
+      return Effect.as(idempotency.complete(claim.scope, claim.key, StoredResponse.toStored(response)), response)
+    }
+
+    /**
+     * An `upto` permit's answer: the captured charge settled on chain, the fraction of a base unit
+     * rounded up credited to the wallet; a call that captured nothing settles nothing. The permit's
+     * claim is released then: once settled, Permit2 refuses its nonce.
+     */
+    const finishUpto = (accepted: Accepted, ended: Ended): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+      const { payment, principal } = accepted
+      const settled = (charge: Money.Nano) =>
+        facilitator.settleActual(payment, charge).pipe(
+          Effect.tap((settled) =>
+            settled.amount > charge
+              ? ledger.topUp({ accountId: principal.accountId, amount: Money.subtract(settled.amount, charge), reference: settled.reference }).pipe(
+                Effect.catch((error) => Effect.logError("x402 upto rounding not credited", settled.reference, error.message))
+              )
+              : Effect.void
+          ),
+          Effect.map((settled): Record<string, string> => ({
+            [X402.headers.paymentResponse]: X402.encodePaymentResponse({
+              success: true,
+              transaction: settled.transaction,
+              network: settled.network,
+              payer: settled.payer,
+              amount: Money.toUsdcUnits(settled.amount)
+            })
+          })),
+          Effect.tapError((error) => Effect.logError("x402 upto call served but its charge not settled", principal.address, charge, error.message))
+        )
+      const answered: Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> = ended._tag === "Failed"
+        ? Effect.succeed(HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" }))
+        : ended.charge === undefined
+        ? Effect.succeed(ended.response)
+        : settled(ended.charge).pipe(
+          Effect.map((paid) => HttpServerResponse.setHeaders(ended.response, paid)),
+          Effect.catchTag("PaymentRejected", (rejected) => accepted.refuse(rejected.reason))
+        )
+      return Effect.ensuring(answered, abandon(accepted))
     }
 
     return PerCallPayment.of({
@@ -334,7 +372,9 @@ export const layer: Layer.Layer<
       pricesAnonymous: (requestHeaders) =>
         enabled && requestHeaders["transfer-encoding"] === undefined &&
         Number(requestHeaders["content-length"] ?? 0) <= PRICED_BODY_MAX_BYTES,
-      pay
+      accept,
+      finish: (accepted, ended) => accepted.fundsHold ? finishUpto(accepted, ended) : finishExact(accepted, ended),
+      abandon
     })
   })
 )

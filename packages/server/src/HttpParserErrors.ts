@@ -3,18 +3,20 @@
  * `--max-http-header-size`, a malformed request line, a bad chunk) answered like every other
  * error, with a StandardError JSON body and an `x-request-id`, instead of node's bare status line.
  * This is node's `clientError` event, where the socket is all there is: the response is written on
- * it, then the connection is closed, as node itself does.
+ * it, then the connection is closed, as node itself does. A version the parser does not know
+ * (`HTTP/1.2`, `HTTP/3.0`) is a 505, like one it lets through to the application (`HTTP/2.0`, see
+ * `@tollgate/http` `App`).
  *
  * @since 0.1.0
  */
 import * as Crypto from "node:crypto"
-import * as Http from "node:http"
 import type * as Net from "node:net"
 
 const refusals: Readonly<Record<string, readonly [number, string, string]>> = {
   HPE_HEADER_OVERFLOW: [431, "Request Header Fields Too Large", "The request headers are too large"],
   HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, "Payload Too Large", "The chunk extensions are too large"],
-  ERR_HTTP_REQUEST_TIMEOUT: [408, "Request Timeout", "The request was not received in time"]
+  ERR_HTTP_REQUEST_TIMEOUT: [408, "Request Timeout", "The request was not received in time"],
+  HPE_INVALID_VERSION: [505, "HTTP Version Not Supported", "The HTTP version is not supported; use HTTP/1.1"]
 }
 const badRequest = [400, "Bad Request", "The request is not valid HTTP"] as const
 
@@ -44,10 +46,3 @@ export const answer = (error: NodeJS.ErrnoException, socket: Net.Socket): void =
   }
   socket.end(response(error.code))
 }
-
-/**
- * A `node:http` server that answers parser errors this way.
- *
- * @category constructors
- */
-export const createServer = (): Http.Server => Http.createServer().on("clientError", answer)

@@ -12,10 +12,12 @@ import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
 import { Effect, Layer, Logger, References } from "effect"
 import { HttpServer } from "effect/http"
+import * as Http from "node:http"
 import * as Config from "./Config.ts"
 import * as DevCredentials from "./DevCredentials.ts"
 import * as DevMode from "./DevMode.ts"
 import * as HttpParserErrors from "./HttpParserErrors.ts"
+import * as LowerCaseHeaders from "./LowerCaseHeaders.ts"
 import * as Services from "./Services.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -74,12 +76,14 @@ export const layer = (config: Config.ServerConfig) =>
   )
 
 /**
- * The node server. `NodeHttpServer` listens first and attaches the app's handler a moment later;
- * a request that lands in between is answered 503 with `Retry-After: 1` here, never left waiting.
- * Once the handler is attached this listener sees a second one and leaves the request to it.
+ * The node server: its parser's refusals answered as JSON (`HttpParserErrors`), header names lower
+ * case on the wire (`LowerCaseHeaders`). `NodeHttpServer` listens first and attaches the app's
+ * handler a moment later; a request that lands in between is answered 503 with `Retry-After: 1`
+ * here, never left waiting. Once the handler is attached this listener sees a second one and
+ * leaves the request to it.
  */
 const nodeServer = () => {
-  const server = HttpParserErrors.createServer()
+  const server = Http.createServer({ ServerResponse: LowerCaseHeaders.ServerResponse }).on("clientError", HttpParserErrors.answer)
   server.on("request", (_request, response) => {
     if (server.listenerCount("request") > 1) return
     response.writeHead(503, { "content-type": "application/json", "retry-after": "1" })

@@ -1,10 +1,12 @@
 /**
  * One paid call through the metered pipeline: what its steps share (the caller, the hold's
  * reference, the step a failure is counted under) and the steps, in the order they run:
- * `start` (a payment sent with the call, or authentication), `authenticated`, `claimAndAdmit`
- * (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's work), `respond`
- * (`respondFirst` when the response may go before the settlement is acknowledged) and `settle`,
- * and `giveBack` for a call that fails or is interrupted once admitted.
+ * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated`,
+ * `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's
+ * work), `respond`, which takes the path `SettlementChoice.choose` names (`handOver`,
+ * `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and `giveBack` for a call
+ * that fails or is interrupted once admitted. A payment sent with the call is accepted before the
+ * admission and finished after the settlement (`PerCallPayment`), each path calling `answered`.
  *
  * A mutable class rather than closures: every paid request makes one, and methods on a prototype
  * are not allocated per call (the generator this replaced allocated about 6 KB per call; see
@@ -25,6 +27,7 @@ import type { LimitPolicy } from "./LimitPolicy.ts"
 import * as Metrics from "./Metrics.ts"
 import type { DeferredOutcome, MeteredCall, Outcome, Produced, StreamingOutcome } from "./Models.ts"
 import type { PaymentRequiredBodies } from "./PaymentRequiredBodies.ts"
+import * as SettlementChoice from "./SettlementChoice.ts"
 
 /**
  * The services a paid call uses, resolved once when the pipeline's layer is built.
@@ -63,14 +66,6 @@ interface Admitted {
   readonly admission: RateLimiter.Admission
 }
 
-/**
- * How long before its hold expires a call's response may still go before its settlement: enough
- * for the settlement to wait for its group (`AdmissionStoreRedis.Options.settlementGroupMs`) and
- * for Redis to answer (its timeout), many times over. A call that ran closer to its hold's expiry
- * is settled first, as every call was before: its capture may find the hold released.
- */
-const RESPOND_FIRST_MARGIN_MS = 10_000
-
 /** The USD the call's charge takes: what the hold did not reserve from the allowance (`CreditLedger` capture). */
 const usdOfCharge = (hold: CreditLedger.Hold, charge: Money.Nano): Money.Nano =>
   Money.unsafeNano(charge - Math.min(charge, hold.fromAllowance))
@@ -78,12 +73,25 @@ const usdOfCharge = (hold: CreditLedger.Hold, charge: Money.Nano): Money.Nano =>
 /** What the admission's store step found of a key it let through: it exists and is not revoked. */
 const keyInGoodStanding: AuthStore.KeyStatus = { accountExists: true, revoked: false }
 
-/** The answer's own headers, then the rate-limit headers of the admission and the balance before the call. */
-const callHeaders = ({ admission, hold }: Admitted, own: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+/** A payment sent with the call, accepted by the service that finishes it. */
+interface Payment {
+  readonly service: PerCallPayment.PerCallPayment["Service"]
+  readonly accepted: PerCallPayment.Accepted
+}
+
+/**
+ * The answer's own headers, then the rate-limit headers of the admission, the balance before the
+ * call and those of a payment sent with it.
+ */
+const callHeaders = (
+  { admission, hold }: Admitted,
+  own: Readonly<Record<string, string>> | undefined,
+  payment: Payment | undefined
+): Record<string, string> => {
   const headers: Record<string, string> = Object.assign({}, own, admission.headers)
   headers["x-service-balance-usd"] = Money.formatUsd(hold.before.availableUsd)
   headers["x-service-balance-token"] = Money.formatUsd(hold.before.availableAllowance)
-  return headers
+  return payment === undefined ? headers : Object.assign(headers, payment.accepted.headers)
 }
 
 /**
@@ -110,8 +118,8 @@ export class PaidCall {
    * (`respondFirst`): an interruption after that gives nothing back.
    */
   settled = false
-  /** An x402 `upto` permit pays the call: its hold is funded by the permit, and learns the capture. */
-  funding: PerCallPayment.Funding | undefined = undefined
+  /** A payment sent with the call pays for it (`paidBy`). */
+  payment: Payment | undefined = undefined
   holdReference = ""
   readonly services: Services
   readonly call: MeteredCall
@@ -145,19 +153,15 @@ export class PaidCall {
 
   start(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const { auth, perCall, traced } = this.services
-    // A payment sent with the call pays for it: settled and credited first, then the call runs
-    // as the paying wallet (see `PerCallPayment`).
+    // A payment sent with the call pays for it: accepted first, then the call runs as the paying
+    // wallet (see `PerCallPayment`).
     if (perCall !== undefined && perCall.carries(this.request.headers)) {
       this.step = "other"
-      return perCall.pay({
-        request: this.request,
-        price: this.call.quote.amount,
-        settlesActual: this.call.settlesActual,
-        serve: (principal, funding) => {
-          this.funding = funding
-          return Effect.tapError(this.authenticated(Option.some({ principal, confirm: undefined, pending: undefined })), this.countFailure)
-        }
-      })
+      const { quote, settlesActual } = this.call
+      return Effect.flatMap(
+        perCall.accept({ request: this.request, price: quote.amount, settlesActual }),
+        (accepted) => accepted._tag === "Replayed" ? Effect.succeed(accepted.response) : this.paidBy({ service: perCall, accepted })
+      )
     }
     // Credentials checked before the body was read (`requireCredentials`) are not checked again.
     const checked = this.currentRequest.credentials
@@ -165,6 +169,27 @@ export class PaidCall {
       ? traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers))
       : Effect.succeed(Option.some(checked))
     return Effect.flatMap(authenticated, (found) => this.authenticated(found))
+  }
+
+  /**
+   * The call an accepted payment pays, as its wallet. Its answer is given by the payment's
+   * `finish`: after the settlement on each path (`answered`), and here for a call that failed,
+   * which is answered as one whose payment stayed as credit.
+   */
+  paidBy(payment: Payment): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+    this.payment = payment
+    const { accepted, service } = payment
+    return this.authenticated(Option.some({ principal: accepted.principal, confirm: undefined, pending: undefined })).pipe(
+      Effect.tapError(this.countFailure),
+      Effect.catch((error) => service.finish(accepted, { _tag: "Failed", error })),
+      Effect.onInterrupt(() => service.abandon(accepted))
+    )
+  }
+
+  /** The answer of a call that was settled (`charge` captured) or replayed, finishing its payment. */
+  answered(response: HttpServerResponse.HttpServerResponse, charge: Money.Nano | undefined): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+    const payment = this.payment
+    return payment === undefined ? Effect.succeed(response) : payment.service.finish(payment.accepted, { _tag: "Served", response, charge })
   }
 
   /** The call once its credentials were read: the discovery 402 without any, else the caller's call. */
@@ -197,8 +222,12 @@ export class PaidCall {
     const claiming = this.services.idempotency.claim(this.principal.accountId, idempotencyKey.key, idempotencyKey.fingerprint)
     const claimed = Effect.flatMap(this.inStep("idempotency", claiming), (claim) => {
       switch (claim._tag) {
-        case "Replay":
-          return Effect.succeed(replayed(claim.response))
+        case "Replay": {
+          const response = replayed(claim.response)
+          return this.payment === undefined
+            ? Effect.succeed(response)
+            : this.answered(HttpServerResponse.setHeaders(response, this.payment.accepted.headers), undefined)
+        }
         case "InFlight":
           Metrics.countAdmission("idempotency_conflict", this.context)
           return Effect.fail(new Errors.Conflict({ message: "A request with this Idempotency-Key is still in progress" }))
@@ -216,7 +245,7 @@ export class PaidCall {
   admitAndRun(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const idempotencyKey = this.idempotencyKey
     this.blockReadByAdmission = this.pendingKey !== undefined && this.services.abuseBlockKeyOf !== undefined
-    const funded = this.funding === undefined ? "" : CreditLedger.FUNDED_HOLD_PREFIX
+    const funded = this.payment?.accepted.fundsHold === true ? CreditLedger.FUNDED_HOLD_PREFIX : ""
     this.holdReference = `${funded}${this.currentRequest.requestId}:${crypto.randomUUID()}`
     const admitted = this.admit()
     return Effect.acquireUseRelease(
@@ -312,57 +341,109 @@ export class PaidCall {
     return this.pendingKey === undefined ? executed : Effect.andThen(this.guardAfterStanding(this.pendingKey), executed)
   }
 
+  /** Settles the call and answers it, on the path `SettlementChoice.choose` names. */
   respond(
     admitted: Admitted,
     outcome: Outcome | StreamingOutcome | DeferredOutcome,
     startedAt: number
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
-    const { idempotencyKey, principal } = this
-    const { idempotency } = this.services
-    const accountId = principal.accountId
-    const headers = callHeaders(admitted, "_tag" in outcome ? undefined : outcome.headers)
-    if ("_tag" in outcome) {
-      if (outcome._tag === "Deferred") {
-        this.settled = true
-        const response = HttpServerResponse.setHeaders(outcome.response, headers)
-        const settled = Effect.as(admitted.admission.settle({}), response)
-        if (idempotencyKey === undefined) return settled
-        return Effect.andThen(settled, this.inStep("idempotency", Effect.as(idempotency.complete(accountId, idempotencyKey.key, toStored(response)), response)))
-      }
-      const stream = outcome.stream.pipe(Stream.onExit(() =>
-        outcome.produced.pipe(
-          Effect.flatMap((produced) => Effect.tapError(this.settle(admitted, produced, startedAt, undefined), this.countFailure)),
-          Effect.catchCause((cause) =>
-            Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(this.giveBack(admitted, false)))
-          )
-        )
-      ))
-      return Effect.succeed(HttpServerResponse.stream(stream, {
-        status: outcome.status,
-        headers: { ...outcome.headers, ...headers },
-        contentType: outcome.contentType
-      }))
-    }
-    // A call an `upto` permit pays settles on chain what was captured, after the response is
-    // built (`PerCallPayment`): its capture must be known by then.
-    if (
-      !this.services.store.settlesInProcess &&
-      this.funding === undefined &&
-      this.clock.currentTimeMillisUnsafe() < admitted.hold.expiresAt - RESPOND_FIRST_MARGIN_MS &&
-      (idempotencyKey === undefined || this.services.store.completesRecordsInStep)
+    const { store } = this.services
+    const kind = "_tag" in outcome ? outcome._tag : "Outcome"
+    const headers = callHeaders(admitted, "_tag" in outcome ? undefined : outcome.headers, this.payment)
+    // The choice follows the outcome's kind, so each path gets the outcome it names.
+    switch (
+      SettlementChoice.choose({
+        outcome: kind,
+        settlesInProcess: store.settlesInProcess,
+        paymentSettlesCharge: this.payment?.accepted.fundsHold === true,
+        holdLeftMs: admitted.hold.expiresAt - this.clock.currentTimeMillisUnsafe(),
+        idempotencyKey: this.idempotencyKey !== undefined,
+        completesRecordsInStep: store.completesRecordsInStep
+      })
     ) {
-      return this.respondFirst(admitted, outcome, startedAt, headers)
+      case "Deferred":
+        return this.handOver(admitted, outcome as DeferredOutcome, headers)
+      case "Stream":
+        return this.streamThenSettle(admitted, outcome as StreamingOutcome, startedAt, headers)
+      case "RespondFirst":
+        return this.respondFirst(admitted, outcome as Outcome, startedAt, headers)
+      case "SettleThenRespond":
+        return this.settleThenRespond(admitted, outcome as Outcome, startedAt, headers)
     }
+  }
+
+  /**
+   * The call's work outlives the request (a video job): its hold is left open for the job, the
+   * rate-limit admission is settled as it was taken, and the `Idempotency-Key` record completed.
+   */
+  handOver(admitted: Admitted, outcome: DeferredOutcome, headers: Record<string, string>): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+    const { idempotencyKey } = this
+    this.settled = true
+    const response = HttpServerResponse.setHeaders(outcome.response, headers)
+    const settled = Effect.as(admitted.admission.settle({}), response)
+    const completed = idempotencyKey === undefined
+      ? settled
+      : Effect.andThen(
+        settled,
+        this.inStep("idempotency", Effect.as(this.services.idempotency.complete(this.principal.accountId, idempotencyKey.key, toStored(response)), response))
+      )
+    return this.payment === undefined ? completed : Effect.flatMap(completed, (response) => this.answered(response, undefined))
+  }
+
+  /**
+   * A streamed answer goes at once and is settled when its stream ends, whatever ends it, with
+   * what the call reports it used then; a settlement that fails gives the hold back.
+   */
+  streamThenSettle(
+    admitted: Admitted,
+    outcome: StreamingOutcome,
+    startedAt: number,
+    headers: Record<string, string>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse> {
+    const settled = outcome.produced.pipe(
+      Effect.flatMap((produced) => Effect.as(Effect.tapError(this.settle(admitted, produced, startedAt, undefined), this.countFailure), this.chargeOf(produced))),
+      Effect.catchCause((cause) =>
+        Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(this.giveBack(admitted, false)), Effect.as(undefined))
+      )
+    )
+    const payment = this.payment
+    const stream: Stream.Stream<Uint8Array, Errors.ApiError> = outcome.stream.pipe(Stream.onExit((): Effect.Effect<unknown> =>
+      payment === undefined
+        ? settled
+        // The payment is finished once the stream's settlement is known; its answer is gone by then.
+        : Effect.flatMap(settled, (charge) => Effect.ignore(payment.service.finish(payment.accepted, { _tag: "Served", response, charge })))
+    ))
+    const response: HttpServerResponse.HttpServerResponse = HttpServerResponse.stream(stream, {
+      status: outcome.status,
+      headers: { ...outcome.headers, ...headers },
+      contentType: outcome.contentType
+    })
+    return Effect.succeed(response)
+  }
+
+  /** The response waits for the settlement. */
+  settleThenRespond(
+    admitted: Admitted,
+    outcome: Outcome,
+    startedAt: number,
+    headers: Record<string, string>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+    const { idempotencyKey, principal } = this
+    const accountId = principal.accountId
     if (principal._tag === "Wallet") {
-      // A wallet's response names the balance after the capture, so its idempotency record is
-      // completed after the settlement.
+      // A wallet's response names the balance after the capture, and a payment sent with the call
+      // is finished after it, so its idempotency record is completed after the settlement.
       return Effect.flatMap(this.settle(admitted, outcome, startedAt, undefined), (settlement) => {
         headers["x-balance-remaining"] = Money.formatUsd(settlement.balance.availableUsd)
-        const response = HttpServerResponse.setHeaders(outcome.response, headers)
-        if (idempotencyKey === undefined) return Effect.succeed(response)
-        return this.inStep("idempotency", Effect.as(idempotency.complete(accountId, idempotencyKey.key, toStored(response)), response))
+        const answered = this.answered(HttpServerResponse.setHeaders(outcome.response, headers), this.chargeOf(outcome))
+        if (idempotencyKey === undefined) return answered
+        return Effect.flatMap(
+          answered,
+          (response) => this.inStep("idempotency", Effect.as(this.services.idempotency.complete(accountId, idempotencyKey.key, toStored(response)), response))
+        )
       })
     }
+    // An API key's call: no payment is sent with it (a payment's call runs as its wallet).
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
     const completion = idempotencyKey === undefined ? undefined : { scope: accountId, key: idempotencyKey.key, response: toStored(response) }
     return Effect.as(this.settle(admitted, outcome, startedAt, completion), response)
@@ -385,10 +466,10 @@ export class PaidCall {
     outcome: Outcome,
     startedAt: number,
     headers: Record<string, string>
-  ): Effect.Effect<HttpServerResponse.HttpServerResponse> {
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const { idempotencyKey, principal } = this
+    const charge = this.chargeOf(outcome)
     if (principal._tag === "Wallet") {
-      const charge = Money.min(outcome.charge, this.call.quote.amount)
       headers["x-balance-remaining"] = Money.formatUsd(Money.subtract(admitted.hold.before.availableUsd, usdOfCharge(admitted.hold, charge)))
     }
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
@@ -404,7 +485,13 @@ export class PaidCall {
     // uninterruptible step ends, and `admitAndRun`'s release must not give the hold back then, under
     // a settlement still waiting for its group.
     this.settled = true
-    return Effect.as(this.services.settleLater(Effect.asVoid(settlement)), response)
+    const handed = Effect.as(this.services.settleLater(Effect.asVoid(settlement)), response)
+    return this.payment === undefined ? handed : Effect.flatMap(handed, (response) => this.answered(response, charge))
+  }
+
+  /** What the call's settlement captures: what it used, at most its quote. */
+  chargeOf(produced: Produced): Money.Nano {
+    return Money.min(produced.charge, this.call.quote.amount)
   }
 
   settle(
@@ -414,7 +501,7 @@ export class PaidCall {
     completion: Admission.SettleInput["completion"]
   ): Effect.Effect<CreditLedger.Settlement, Errors.ApiError> {
     const { call, context } = this
-    const amount = Money.min(produced.charge, call.quote.amount)
+    const amount = this.chargeOf(produced)
     const now = this.clock.currentTimeMillisUnsafe()
     const settled = this.services.store.settle({
       now,
@@ -442,7 +529,6 @@ export class PaidCall {
       onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
       onSuccess: (settlement) => {
         this.settled = true
-        if (this.funding !== undefined) this.funding.charged = amount
         Metrics.countCaptured(context, amount)
         return Effect.succeed(settlement)
       }

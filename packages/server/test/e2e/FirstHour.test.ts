@@ -30,15 +30,47 @@ const balance = async () =>
   (await fetch(`${server.api}/billing/balance`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })).headers
     .get("x-service-balance-usd")
 
-describe("GET / is not a 404: it points at the reference and the API", () => {
+describe("GET / is not a 404: it points at the reference and the API, as a page for a browser and JSON for a client", () => {
   it("answers 200 with the paths of /docs, the OpenAPI document and the API root", async () => {
     const response = await fetch(`${server.origin}/`)
     expect(response.status).toBe(200)
+    expect(response.headers.get("vary")).toMatch(/^accept\b/)
     expect(await response.json()).toEqual({ service: "tollgate", docs: "/docs", openapi: "/api/v1/openapi.json", api: "/api/v1" })
   })
+
+  it("a client that accepts JSON, or anything, gets the JSON", async () => {
+    for (const accept of ["application/json", "*/*"]) {
+      const response = await fetch(`${server.origin}/`, { headers: { accept } })
+      expect(response.headers.get("content-type"), accept).toMatch(/^application\/json/)
+    }
+  })
+
+  it("headless Chromium gets a page whose links open the reference, the portal and the OpenAPI document", async () => {
+    const browser = await chromium.launch({ executablePath: Chromium.executablePath, args: [...Chromium.args] })
+    try {
+      const page = await browser.newPage()
+      const response = await page.goto(`${server.origin}/`)
+      expect(response!.status()).toBe(200)
+      expect(response!.headers()["content-type"]).toMatch(/^text\/html/)
+      const links = await page.locator("body > ul a").evaluateAll((anchors) =>
+        anchors.map((anchor) => [anchor.textContent, (anchor as HTMLAnchorElement).pathname])
+      )
+      expect(links).toEqual([
+        ["The API reference", "/docs"],
+        ["The portal", "/api-keys"],
+        ["The OpenAPI document", "/api/v1/openapi.json"]
+      ])
+      for (const [, path] of links) {
+        const target = await page.request.get(`${server.origin}${path}`)
+        expect(target.status(), path!).toBe(200)
+      }
+    } finally {
+      await browser.close()
+    }
+  }, 60_000)
 })
 
-describe("/docs in a browser: the first screen shows the reference, and no request leaves the server", () => {
+describe("/docs in a browser: the first screen shows the reference, each group once, and no request leaves the server", () => {
   it("headless Chromium loads /docs: every request is to the server, none fails, the title is on the first screen", async () => {
     const browser = await chromium.launch({
       executablePath: Chromium.executablePath,
@@ -63,6 +95,9 @@ describe("/docs in a browser: the first screen shows the reference, and no reque
         [...document.querySelectorAll(".loading")].filter((element) => element.getBoundingClientRect().top < window.innerHeight).length
       )
       expect(placeholders).toBe(0)
+      // The sidebar lists the API's groups, "Models" among them, and no second entry of that name
+      const sidebar = await page.locator("aside").first().innerText()
+      expect(sidebar.split("\n").filter((line) => line.trim() === "Models")).toHaveLength(1)
       await page.waitForLoadState("networkidle")
       expect(requests.length).toBeGreaterThan(0)
       expect(requests.filter((url) => new URL(url).origin !== server.origin && !url.startsWith("data:"))).toEqual([])
