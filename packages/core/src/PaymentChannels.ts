@@ -15,13 +15,17 @@
  * allows. The rule exists twice, here for memory and in `PaymentChannelsRedis`'s Lua; both pass
  * `packages/redis/test/PaymentChannels.contract.test.ts`.
  *
- * Amounts are USDC base units. The Redis twin computes in Lua numbers, exact below 2^53 units
- * (9 billion USD), far above any channel's deposit.
+ * Amounts are USDC base units, except what the calls cost, which is kept in nano-USD as well
+ * (`chargedNano`): a call may cost a fraction of a base unit (an RPC call, 12.5 units), and the
+ * cumulative charge in units is that total rounded up, so a thousand such calls charge exactly
+ * 12,500 units, each call 12 or 13. The Redis twin computes in Lua numbers, exact below 2^53
+ * (9 million USD in nano-USD), far above any channel's deposit.
  *
  * @since 0.1.0
  */
 import { Context, Data, Effect, Layer, Option } from "effect"
 import type * as Errors from "./Errors.ts"
+import * as Money from "./Money.ts"
 
 /**
  * The scheme's `ChannelConfig`, as the payer's payload carries it; its EIP-712 hash is the
@@ -52,8 +56,12 @@ export interface Channel {
   readonly totalClaimed: bigint
   /** When the payer started a timed withdrawal (seconds), 0 when none: no call is served then. */
   readonly withdrawRequestedAt: number
-  /** What the calls served on this channel cost, cumulated: what a claim may take. */
+  /**
+   * What the calls served on this channel cost, cumulated, in base units (`chargedNano` rounded
+   * up): what a claim may take.
+   */
   readonly charged: bigint
+  readonly chargedNano: bigint
   /** The latest voucher: its signed cumulative ceiling (at least `charged`) and its signature. */
   readonly signedMax: bigint
   readonly signature: string
@@ -136,8 +144,11 @@ export class PaymentChannels extends Context.Service<PaymentChannels, {
   readonly get: (channelId: string) => Effect.Effect<Option.Option<Channel>, Errors.ServiceUnavailable>
   /** Checks and stores a voucher for one call, holding the channel until `commit` or `release`. */
   readonly reserve: (reservation: Reservation) => Effect.Effect<Channel, VoucherRefused | Errors.ServiceUnavailable>
-  /** The reserved call was served and cost `charge` (at most its price): the channel is free again. */
-  readonly commit: (channelId: string, charge: bigint) => Effect.Effect<Channel, Errors.ServiceUnavailable>
+  /**
+   * The reserved call was served and cost `chargeNano` (at most its price): the cumulative charge
+   * grows by it, and the channel is free again.
+   */
+  readonly commit: (channelId: string, chargeNano: bigint) => Effect.Effect<Channel, Errors.ServiceUnavailable>
   /** The reserved call was not served: nothing is charged, the voucher stays, the channel is free. */
   readonly release: (channelId: string) => Effect.Effect<void, Errors.ServiceUnavailable>
   /** Mirrors what is now claimed on chain (after a claim) and the escrow. */
@@ -190,7 +201,7 @@ export const makeMemory = (): PaymentChannels["Service"] => {
       Effect.sync(() => {
         const existing = entries.get(channelId)
         if (existing !== undefined) {
-          existing.channel = { ...existing.channel, ...onChain, charged: maxOf(existing.channel.charged, onChain.totalClaimed) }
+          existing.channel = mirrored(existing.channel, onChain)
           return existing.channel
         }
         const channel: Channel = {
@@ -198,6 +209,7 @@ export const makeMemory = (): PaymentChannels["Service"] => {
           config,
           ...onChain,
           charged: onChain.totalClaimed,
+          chargedNano: onChain.totalClaimed * NANO_PER_UNIT,
           signedMax: onChain.totalClaimed,
           signature: "",
           lastRequestAt: now
@@ -222,12 +234,13 @@ export const makeMemory = (): PaymentChannels["Service"] => {
         }
         return Effect.succeed(entry.channel)
       }),
-    commit: (channelId, charge) =>
+    commit: (channelId, chargeNano) =>
       Effect.suspend(() => {
         const entry = entries.get(channelId)
         if (entry === undefined) return Effect.die(new Error(`PaymentChannels.commit: no channel ${channelId}`))
         entry.pendingSince = undefined
-        entry.channel = { ...entry.channel, charged: entry.channel.charged + charge }
+        const chargedNano = entry.channel.chargedNano + chargeNano
+        entry.channel = { ...entry.channel, chargedNano, charged: maxOf(entry.channel.charged, unitsOf(chargedNano)) }
         return Effect.succeed(entry.channel)
       }),
     release: (channelId) =>
@@ -236,15 +249,30 @@ export const makeMemory = (): PaymentChannels["Service"] => {
         if (entry !== undefined) entry.pendingSince = undefined
       }),
     mirror: (channelId, onChain) =>
-      Effect.sync(() =>
-        void update(channelId, (channel) => ({ ...channel, ...onChain, charged: maxOf(channel.charged, onChain.totalClaimed) }))
-      ),
+      Effect.sync(() => void update(channelId, (channel) => mirrored(channel, onChain))),
     list: Effect.sync(() => [...entries.values()].map((entry) => entry.channel)),
     remove: (channelId) => Effect.sync(() => void entries.delete(channelId))
   }
 }
 
 const maxOf = (a: bigint, b: bigint) => (a > b ? a : b)
+
+const NANO_PER_UNIT = BigInt(Money.NANO_PER_USDC_UNIT)
+
+/**
+ * A cumulative charge in base units: its nano-USD rounded up.
+ *
+ * @category rules
+ */
+export const unitsOf = (chargedNano: bigint): bigint => (chargedNano + NANO_PER_UNIT - 1n) / NANO_PER_UNIT
+
+/** New on-chain figures: what is claimed on chain counts as charged, whatever this store had lost. */
+const mirrored = (channel: Channel, onChain: OnChain): Channel => ({
+  ...channel,
+  ...onChain,
+  charged: maxOf(channel.charged, onChain.totalClaimed),
+  chargedNano: maxOf(channel.chargedNano, onChain.totalClaimed * NANO_PER_UNIT)
+})
 
 /**
  * The in-memory layer, for one process.

@@ -20,13 +20,21 @@ export const defaultPrefix = "tollgate:channel"
  *
  * @category internals
  */
-export const FIELDS = ["config", "balance", "totalClaimed", "withdrawRequestedAt", "charged", "signedMax", "signature", "lastRequestAt"] as const
+export const FIELDS = ["config", "balance", "totalClaimed", "withdrawRequestedAt", "charged", "chargedNano", "signedMax", "signature", "lastRequestAt"] as const
 
 /** Whole numbers written without an exponent (Lua's `tostring` writes 1e+15). */
 const library = `
-local FIELDS = {'config', 'balance', 'totalClaimed', 'withdrawRequestedAt', 'charged', 'signedMax', 'signature', 'lastRequestAt'}
+local FIELDS = {'config', 'balance', 'totalClaimed', 'withdrawRequestedAt', 'charged', 'chargedNano', 'signedMax', 'signature', 'lastRequestAt'}
+local NANO_PER_UNIT = 1000
 local function whole(n) return string.format('%.0f', n) end
 local function fields(key) return redis.call('HMGET', key, unpack(FIELDS)) end
+-- The twin of PaymentChannels' mirrored: what is claimed on chain counts as charged.
+local function mirror(key, balance, claimed, withdrawRequestedAt)
+  local charged = math.max(tonumber(redis.call('HGET', key, 'charged')), tonumber(claimed))
+  local chargedNano = math.max(tonumber(redis.call('HGET', key, 'chargedNano')), tonumber(claimed) * NANO_PER_UNIT)
+  redis.call('HSET', key, 'balance', balance, 'totalClaimed', claimed, 'withdrawRequestedAt', withdrawRequestedAt,
+    'charged', whole(charged), 'chargedNano', whole(chargedNano))
+end
 `
 
 const openScript = Redis.script(
@@ -35,13 +43,11 @@ const openScript = Redis.script(
   {
     numberOfKeys: 1,
     lua: `${library}
-local claimed = tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local charged = math.max(tonumber(redis.call('HGET', KEYS[1], 'charged')), claimed)
-  redis.call('HSET', KEYS[1], 'balance', ARGV[2], 'totalClaimed', ARGV[3], 'withdrawRequestedAt', ARGV[4], 'charged', whole(charged))
+  mirror(KEYS[1], ARGV[2], ARGV[3], ARGV[4])
 else
   redis.call('HSET', KEYS[1], 'config', ARGV[1], 'balance', ARGV[2], 'totalClaimed', ARGV[3], 'withdrawRequestedAt', ARGV[4],
-    'charged', ARGV[3], 'signedMax', ARGV[3], 'signature', '', 'lastRequestAt', ARGV[5])
+    'charged', ARGV[3], 'chargedNano', whole(tonumber(ARGV[3]) * NANO_PER_UNIT), 'signedMax', ARGV[3], 'signature', '', 'lastRequestAt', ARGV[5])
 end
 return fields(KEYS[1])
 `
@@ -84,12 +90,14 @@ return answer
   }
 ).withReturnType<ReadonlyArray<string | null>>()
 
-const commitScript = Redis.script((key: string, charge: string) => [key, charge], {
+/** The twin of `PaymentChannels`' memory commit and `unitsOf`. */
+const commitScript = Redis.script((key: string, chargeNano: string) => [key, chargeNano], {
   numberOfKeys: 1,
   lua: `${library}
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
-local charged = tonumber(redis.call('HGET', KEYS[1], 'charged')) + tonumber(ARGV[1])
-redis.call('HSET', KEYS[1], 'charged', whole(charged))
+local chargedNano = tonumber(redis.call('HGET', KEYS[1], 'chargedNano')) + tonumber(ARGV[1])
+local charged = math.max(tonumber(redis.call('HGET', KEYS[1], 'charged')), math.ceil(chargedNano / NANO_PER_UNIT))
+redis.call('HSET', KEYS[1], 'charged', whole(charged), 'chargedNano', whole(chargedNano))
 redis.call('HDEL', KEYS[1], 'pendingSince')
 return fields(KEYS[1])
 `
@@ -101,8 +109,7 @@ const mirrorScript = Redis.script(
     numberOfKeys: 1,
     lua: `${library}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local charged = math.max(tonumber(redis.call('HGET', KEYS[1], 'charged')), tonumber(ARGV[2]))
-redis.call('HSET', KEYS[1], 'balance', ARGV[1], 'totalClaimed', ARGV[2], 'withdrawRequestedAt', ARGV[3], 'charged', whole(charged))
+mirror(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 return 1
 `
   }
@@ -127,9 +134,10 @@ export const fromFields = (channelId: string, values: ReadonlyArray<string | nul
   totalClaimed: BigInt(values[2] ?? "0"),
   withdrawRequestedAt: Number(values[3] ?? "0"),
   charged: BigInt(values[4] ?? "0"),
-  signedMax: BigInt(values[5] ?? "0"),
-  signature: values[6] ?? "",
-  lastRequestAt: Number(values[7] ?? "0")
+  chargedNano: BigInt(values[5] ?? "0"),
+  signedMax: BigInt(values[6] ?? "0"),
+  signature: values[7] ?? "",
+  lastRequestAt: Number(values[8] ?? "0")
 })
 
 const unavailable = () => Errors.storeUnavailable("The payment channel store")
@@ -181,8 +189,8 @@ export const make = (options: { readonly prefix?: string } = {}) =>
             }))
           })
         ),
-      commit: (channelId, charge) =>
-        commit(key(channelId), String(charge)).pipe(
+      commit: (channelId, chargeNano) =>
+        commit(key(channelId), String(chargeNano)).pipe(
           Effect.mapError(unavailable),
           Effect.flatMap((values) =>
             values.length === 0

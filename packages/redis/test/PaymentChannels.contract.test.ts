@@ -64,7 +64,16 @@ Contract.contract(
         const channelId = fresh()
         const channel = yield* store.open(channelId, config, { balance: 900n, totalClaimed: 300n, withdrawRequestedAt: 0 }, 5)
         assert.deepStrictEqual(channel, {
-          channelId, config, balance: 900n, totalClaimed: 300n, withdrawRequestedAt: 0, charged: 300n, signedMax: 300n, signature: "", lastRequestAt: 5
+          channelId,
+          config,
+          balance: 900n,
+          totalClaimed: 300n,
+          withdrawRequestedAt: 0,
+          charged: 300n,
+          chargedNano: 300_000n,
+          signedMax: 300n,
+          signature: "",
+          lastRequestAt: 5
         })
         assert.deepStrictEqual(yield* store.get(channelId), Option.some(channel))
       }))
@@ -79,9 +88,26 @@ Contract.contract(
         assert.strictEqual(reserved.charged, 0n)
         // Stored before the call is served: a process lost now leaves a claimable voucher.
         assert.strictEqual(Option.getOrThrow(yield* store.get(channelId)).signedMax, 125n)
-        const committed = yield* store.commit(channelId, 100n)
+        const committed = yield* store.commit(channelId, 100_000n)
         assert.strictEqual(committed.charged, 100n)
         assert.strictEqual((yield* store.reserve(reservation(channelId, 225n, 3_000))).signedMax, 225n)
+      }))
+
+    it.effect("calls costing a fraction of a base unit: the cumulative charge is their nano-USD total rounded up, each call 12 or 13 units", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const channelId = yield* opened()
+        const charges: Array<bigint> = []
+        let charged = 0n
+        for (let call = 0; call < 1_000; call++) {
+          yield* store.reserve({ ...reservation(channelId, charged + 13n, 2_000 + call), price: 13n })
+          const after = (yield* store.commit(channelId, 12_500n)).charged
+          charges.push(after - charged)
+          charged = after
+        }
+        assert.strictEqual(charged, 12_500n)
+        assert.deepStrictEqual([...new Set(charges)].sort(), [12n, 13n])
+        assert.strictEqual(Option.getOrThrow(yield* store.get(channelId)).chargedNano, 12_500_000n)
       }))
 
     it.effect("replayed and lower vouchers, and a higher one than the call, are refused as a cumulative mismatch", () =>
@@ -89,7 +115,7 @@ Contract.contract(
         const store = yield* Store
         const channelId = yield* opened()
         yield* store.reserve(reservation(channelId, 125n))
-        yield* store.commit(channelId, 125n)
+        yield* store.commit(channelId, 125_000n)
         for (const max of [125n, 100n, 300n]) {
           assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, max, 3_000)))), "invalid_batch_settlement_evm_cumulative_amount_mismatch")
         }
@@ -137,7 +163,7 @@ Contract.contract(
         const channelId = yield* opened()
         for (let i = 1n; i <= 4n; i++) {
           yield* store.reserve({ ...reservation(channelId, i * 125_000n), price: 125_000n })
-          yield* store.commit(channelId, 125_000n)
+          yield* store.commit(channelId, 125_000_000n)
         }
         assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 625_000n), price: 125_000n }))), "batch_settlement_exposure_cap")
         yield* store.mirror(channelId, { balance: 1_000_000n, totalClaimed: 500_000n, withdrawRequestedAt: 0 })
