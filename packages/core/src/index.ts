@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+export * as BatchSettlement from "./BatchSettlement.ts"
 export * as ChatOptions from "./ChatOptions.ts"
 export * as AbuseGuard from "./AbuseGuard.ts"
 export * as Admission from "./Admission.ts"
