@@ -208,3 +208,30 @@ export const check = (
       deposit: decoded.type === "deposit" ? BigInt(decoded.deposit.amount) : undefined
     }
   })
+
+/**
+ * How long a call's reservation of its channel holds when its process never ends it (it died
+ * mid-call): the channel is busy that long, then takes vouchers again.
+ *
+ * @category constants
+ */
+export const RESERVATION_LEASE_MS = 5 * 60_000
+
+/**
+ * The `extra` of a paid call's `PAYMENT-RESPONSE`, as the official client reads it: what the call
+ * was charged (base units, the channel's cumulative charge before and after) and the channel as
+ * the server holds it.
+ *
+ * @category constructors
+ */
+export const responseExtra = (before: PaymentChannels.Channel, after: PaymentChannels.Channel) => ({
+  chargedAmount: (after.charged - before.charged).toString(),
+  channelState: {
+    channelId: after.channelId,
+    balance: after.balance.toString(),
+    totalClaimed: after.totalClaimed.toString(),
+    withdrawRequestedAt: after.withdrawRequestedAt,
+    refundNonce: "0",
+    chargedCumulativeAmount: after.charged.toString()
+  }
+})

@@ -157,6 +157,11 @@ export class PaymentChannels extends Context.Service<PaymentChannels, {
   readonly list: Effect.Effect<ReadonlyArray<Channel>, Errors.ServiceUnavailable>
   /** Forgets a channel refunded in full. */
   readonly remove: (channelId: string) => Effect.Effect<void, Errors.ServiceUnavailable>
+  /**
+   * Takes the claim round for `ttlMs` if no one holds it: of the instances sharing the store, one
+   * sends the claims (they share the relayer key, whose nonces they would race for).
+   */
+  readonly lockRound: (owner: string, now: number, ttlMs: number) => Effect.Effect<boolean, Errors.ServiceUnavailable>
 }>()("@tollgate/core/PaymentChannels") {}
 
 /**
@@ -191,6 +196,7 @@ interface Entry {
  */
 export const makeMemory = (): PaymentChannels["Service"] => {
   const entries = new Map<string, Entry>()
+  let round: { owner: string; until: number } | undefined
   const update = (channelId: string, change: (channel: Channel) => Channel) => {
     const entry = entries.get(channelId)
     if (entry !== undefined) entry.channel = change(entry.channel)
@@ -251,7 +257,13 @@ export const makeMemory = (): PaymentChannels["Service"] => {
     mirror: (channelId, onChain) =>
       Effect.sync(() => void update(channelId, (channel) => mirrored(channel, onChain))),
     list: Effect.sync(() => [...entries.values()].map((entry) => entry.channel)),
-    remove: (channelId) => Effect.sync(() => void entries.delete(channelId))
+    remove: (channelId) => Effect.sync(() => void entries.delete(channelId)),
+    lockRound: (owner, now, ttlMs) =>
+      Effect.sync(() => {
+        if (round !== undefined && round.owner !== owner && round.until > now) return false
+        round = { owner, until: now + ttlMs }
+        return true
+      })
   }
 }
 

@@ -253,6 +253,8 @@ export interface SettleResponse {
   readonly amount?: string
   readonly errorReason?: string
   readonly errorMessage?: string
+  /** `batch-settlement`: the call's charge and the channel's state (`BatchSettlement.responseExtra`). */
+  readonly extra?: Readonly<Record<string, unknown>>
 }
 
 /**

@@ -91,6 +91,17 @@ return answer
 ).withReturnType<ReadonlyArray<string | null>>()
 
 /** The twin of `PaymentChannels`' memory commit and `unitsOf`. */
+/** The round's lock: taken when free or already the owner's, for `ttlMs` (Redis's clock, not `now`). */
+const lockScript = Redis.script((key: string, owner: string, ttlMs: number) => [key, owner, ttlMs], {
+  numberOfKeys: 1,
+  lua: `
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`
+}).withReturnType<number>()
+
 const commitScript = Redis.script((key: string, chargeNano: string) => [key, chargeNano], {
   numberOfKeys: 1,
   lua: `${library}
@@ -156,6 +167,7 @@ export const make = (options: { readonly prefix?: string } = {}) =>
     const reserve = redis.eval(reserveScript)
     const commit = redis.eval(commitScript)
     const mirror = redis.eval(mirrorScript)
+    const lock = redis.eval(lockScript)
     const key = (channelId: string) => channelKey(prefix, channelId)
     const get = (channelId: string) =>
       redis.send<ReadonlyArray<string | null>>("HMGET", key(channelId), ...FIELDS).pipe(
@@ -214,7 +226,9 @@ export const make = (options: { readonly prefix?: string } = {}) =>
           Effect.andThen(redis.send("SREM", index, channelId)),
           Effect.asVoid,
           Effect.mapError(unavailable)
-        )
+        ),
+      lockRound: (owner, _now, ttlMs) =>
+        lock(`${prefix}:round`, owner, ttlMs).pipe(Effect.map((taken) => taken === 1), Effect.mapError(unavailable))
     })
   })
 

@@ -157,6 +157,18 @@ Contract.contract(
         assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, 125n)))), "batch_settlement_withdrawal_pending")
       }))
 
+    it.effect("one owner holds the claim round at a time, until its lock expires", () =>
+      Effect.gen(function*() {
+        const store = yield* Store
+        const owner = `a-${fresh()}`
+        assert.isTrue(yield* store.lockRound(owner, 1_000, 200))
+        assert.isTrue(yield* store.lockRound(owner, 1_050, 200))
+        assert.isFalse(yield* store.lockRound(`b-${owner}`, 1_100, 200))
+        // Redis expires the lock by its own clock, the memory store by `now`: both have passed.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+        assert.isTrue(yield* store.lockRound(`b-${owner}`, 1_400, 200))
+      }))
+
     it.effect("what is claimed on chain counts against the exposure cap no more; listed and removed", () =>
       Effect.gen(function*() {
         const store = yield* Store

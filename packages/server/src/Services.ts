@@ -18,6 +18,7 @@ import {
   Admission,
   Auth,
   AuthStore,
+  BatchSettlement,
   CreditLedger,
   IdempotencyStore,
   Jwt,
@@ -83,6 +84,28 @@ const settlesBase = (section: typeof X402Section.Type): boolean =>
 const settlesSolana = (section: typeof X402Section.Type): boolean =>
   section.solana !== undefined || section.facilitatorUrl !== undefined
 
+const UsdAmount = Schema.String.check(Schema.makeFilter((text: string) =>
+  Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD such as \"0.5\""))
+
+/**
+ * The `x402.batchSettlement` section: the channels offered (the withdrawal delay asked of them,
+ * the shortest accepted, the most served on one channel before it is claimed, the deposit
+ * announced) and when claims run (every `claimIntervalSeconds`, and as soon as a channel's
+ * unclaimed charge reaches `claimThresholdUsd`), and how long a channel may sit idle before its
+ * unclaimed escrow is refunded.
+ *
+ * @category schemas
+ */
+export const BatchSettlementSection = Schema.Struct({
+  withdrawDelaySeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))),
+  minimumWithdrawDelaySeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))),
+  exposureCapUsd: Schema.optionalKey(UsdAmount),
+  minDepositUsd: Schema.optionalKey(UsdAmount),
+  claimIntervalSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 86_400 }))),
+  claimThresholdUsd: Schema.optionalKey(UsdAmount),
+  idleRefundSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 60, maximum: 2_592_000 })))
+})
+
 /**
  * The `x402` section. Without `payTo`, a production server takes no wallet payments: its 402s
  * offer no `accepts` and the top-up answers 503.
@@ -116,6 +139,12 @@ export const X402Section = Schema.Struct({
    * Needs `relayerKey` and `evmRpcUrl`: the local facilitator settles it.
    */
   upto: Schema.optionalKey(Schema.Boolean),
+  /**
+   * Calls priced below `minimumPerCallUsd` (RPC) offered a voucher on an x402 `batch-settlement`
+   * payment channel, claimed in batches (docs/wallets.md, "Batch settlement"); on by default with
+   * `relayerKey` and `evmRpcUrl`, `false` turns it off.
+   */
+  batchSettlement: Schema.optionalKey(Schema.Union([Schema.Literal(false), BatchSettlementSection])),
   /** Factories trusted to deploy EIP-6492 counterfactual wallets before their top-up settles. */
   eip6492AllowedFactories: Schema.optionalKey(Schema.Array(
     Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" }))
