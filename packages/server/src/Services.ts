@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
+import { ChannelChain, ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -24,6 +24,7 @@ import {
   Jwt,
   Models,
   Money,
+  PaymentChannels,
   PendingSettlements,
   PricingEngine,
   RateLimiter,
@@ -38,7 +39,7 @@ import {
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
-import { HoldSweeper, Metered, PortalSession } from "@tollgate/http"
+import { ChannelClaims, HoldSweeper, Metered, PortalSession } from "@tollgate/http"
 import * as PerCallPayment from "@tollgate/http/PerCallPayment"
 import * as X402Route from "@tollgate/http/routes/X402"
 import {
@@ -47,6 +48,7 @@ import {
   AuthStoreRedis,
   CreditLedgerRedis,
   IdempotencyStoreRedis,
+  PaymentChannelsRedis,
   PendingSettlementsRedis,
   RateLimiterRedis,
   RateLimitLogRedis,
@@ -56,6 +58,7 @@ import {
   WebhookStoreRedis
 } from "@tollgate/redis"
 import bs58 from "bs58"
+import { privateKeyToAccount } from "viem/accounts"
 import { Duration, Effect, Layer, Redacted, Result, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
@@ -103,7 +106,7 @@ export const BatchSettlementSection = Schema.Struct({
   minDepositUsd: Schema.optionalKey(UsdAmount),
   claimIntervalSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 86_400 }))),
   claimThresholdUsd: Schema.optionalKey(UsdAmount),
-  idleRefundSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 60, maximum: 2_592_000 })))
+  idleRefundSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 2_592_000 })))
 })
 
 /**
@@ -192,6 +195,43 @@ const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
       return yield* new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be a 64-byte key pair (seed and public key)" })
     }
     return { bytes, address: bs58.encode(bytes.subarray(32)) }
+  })
+
+/**
+ * The `batch-settlement` offer and claim schedule of the `x402.batchSettlement` section, with its
+ * defaults: channels asked for a one-day withdrawal delay and refused under one hour, 1 USD
+ * served per channel before a claim, 0.10 USD announced as the deposit; claims every hour and at
+ * 0.50 USD unclaimed on a channel; idle channels refunded after a day.
+ */
+const batchSettlementOf = (relayerKey: `0x${string}`, section: typeof BatchSettlementSection.Type) =>
+  Effect.gen(function*() {
+    const units = (usd: string | undefined, fallback: string, field: string) =>
+      Effect.fromResult(Money.parseUsd(usd ?? fallback)).pipe(
+        Effect.map((nano) => BigInt(Money.toUsdcUnits(nano))),
+        Effect.mapError(() => new ConfigError({ message: `TOLLGATE_CONFIG.x402.batchSettlement.${field}: is out of range` }))
+      )
+    const withdrawDelaySeconds = section.withdrawDelaySeconds ?? 86_400
+    const minimumWithdrawDelaySeconds = section.minimumWithdrawDelaySeconds ?? 3_600
+    if (withdrawDelaySeconds < minimumWithdrawDelaySeconds) {
+      return yield* new ConfigError({
+        message: "TOLLGATE_CONFIG.x402.batchSettlement.withdrawDelaySeconds: is under minimumWithdrawDelaySeconds, so the channels offered would be refused"
+      })
+    }
+    const offer: BatchSettlement.Offer = {
+      receiverAuthorizer: privateKeyToAccount(relayerKey).address,
+      withdrawDelaySeconds,
+      minimumWithdrawDelaySeconds,
+      exposureCap: yield* units(section.exposureCapUsd, "1", "exposureCapUsd"),
+      minDeposit: yield* units(section.minDepositUsd, "0.1", "minDepositUsd")
+    }
+    return {
+      offer,
+      claims: {
+        claimIntervalMs: (section.claimIntervalSeconds ?? 3_600) * 1000,
+        claimThreshold: yield* units(section.claimThresholdUsd, "0.5", "claimThresholdUsd"),
+        idleRefundMs: (section.idleRefundSeconds ?? 86_400) * 1000
+      }
+    }
   })
 
 const WebhookSecret = Schema.String.check(Schema.makeFilter((text: string) =>
@@ -312,6 +352,7 @@ const stores = (config: ServerConfig) =>
       VideoJobsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,
+      PaymentChannelsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       RedisReachable.check(config),
@@ -327,7 +368,13 @@ const stores = (config: ServerConfig) =>
       RateLimiter.layerMemory().pipe(Layer.provideMerge(RateLimitLog.layerMemory())),
       CreditLedger.layerMemoryWith(config.retention),
       IdempotencyStore.layerMemory
-    ))).pipe(Layer.merge(Layer.mergeAll(VideoJobs.layerMemory, PendingSettlements.layerMemory, Webhooks.layerStoreMemory, TopUpTransactions.layerMemory)))
+    ))).pipe(Layer.merge(Layer.mergeAll(
+      VideoJobs.layerMemory,
+      PendingSettlements.layerMemory,
+      PaymentChannels.layerMemory,
+      Webhooks.layerStoreMemory,
+      TopUpTransactions.layerMemory
+    )))
 
 /**
  * The stores with the webhooks over them: with an endpoint configured, the admission store and
@@ -406,6 +453,11 @@ export const layer = (config: ServerConfig) =>
     const upto = x402.relayerKey !== undefined && evmRpcUrl !== undefined && x402.upto !== false
       ? { extra: yield* PaymentFacilitator.uptoExtra(Redacted.make(x402.relayerKey), X402.BASE_MAINNET) }
       : undefined
+    // `batch-settlement` too: the relayer submits the deposits and claims, and is the channels'
+    // receiver authorizer.
+    const batch = x402.relayerKey !== undefined && evmRpcUrl !== undefined && x402.batchSettlement !== false && settlesBase(x402)
+      ? yield* batchSettlementOf(x402.relayerKey, x402.batchSettlement ?? {})
+      : undefined
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
       // A network is offered only where something settles it.
@@ -413,7 +465,9 @@ export const layer = (config: ServerConfig) =>
         evm: settlesBase(x402) ? x402.payTo.evm : undefined,
         solana: settlesSolana(x402) ? x402.payTo.solana : undefined
       },
-      ...(upto === undefined ? {} : { evm: { upto } }),
+      ...(upto === undefined && batch === undefined ? {} : {
+        evm: { ...(upto === undefined ? {} : { upto }), ...(batch === undefined ? {} : { batchSettlement: batch.offer }) }
+      }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
@@ -448,8 +502,18 @@ export const layer = (config: ServerConfig) =>
           Effect.fail(new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: the public half does not match the seed" }))
         ))
     )
+    // The chain side of the channels, and the claim rounds over it.
+    const channelChain = batch === undefined || x402.relayerKey === undefined || evmRpcUrl === undefined || x402.payTo === undefined
+      ? Layer.empty
+      : ChannelClaims.layer({ ...batch.claims, payTo: x402.payTo.evm, token: X402.BASE_USDC }).pipe(Layer.provideMerge(ChannelChain.layer({
+        network: X402.BASE_MAINNET,
+        rpcUrl: evmRpcUrl,
+        relayerKey: Redacted.make(x402.relayerKey),
+        ...(x402.receiptTimeoutSeconds === undefined ? {} : { receiptTimeout: Duration.seconds(x402.receiptTimeoutSeconds) })
+      })))
     const base = Layer.mergeAll(
       prices,
+      channelChain,
       RateLimits.layerOverridesMemory(rateLimits),
       models,
       rpc,
