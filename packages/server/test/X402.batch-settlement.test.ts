@@ -4,16 +4,17 @@
  * (FiatTokenV2_2's EIP-3009) at Base's USDC address and x402's channel contract and ERC-3009
  * deposit collector at their canonical addresses.
  */
-import { Money } from "@tollgate/core"
+import { Money, X402 } from "@tollgate/core"
 import { ShippedServer } from "@tollgate/testkit"
-import { decodePaymentResponseHeader } from "@x402/core/http"
-import { toClientEvmSigner } from "@x402/evm"
-import { BatchSettlementEvmScheme } from "@x402/evm/batch-settlement/client"
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
+import { BATCH_SETTLEMENT_ADDRESS, toClientEvmSigner } from "@x402/evm"
+import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { Result } from "effect"
-import { type Address, createPublicClient, http } from "viem"
+import { type Address, createPublicClient, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { batchSettlementAbi } from "../../http/test/support/BatchSettlementContracts.ts"
 import * as X402Chain from "../../http/test/support/X402Chain.ts"
 
 /** Anvil's third dev key: the relayer, which submits the deposits and claims and authorizes the channels. */
@@ -41,13 +42,50 @@ const serverConfig = (payTo: Address, batchSettlement: Record<string, unknown>) 
 const rpcBody = JSON.stringify({ jsonrpc: "2.0", method: "eth_blockNumber", params: [], id: 1 })
 const rpcInit = (): RequestInit => ({ method: "POST", headers: { "content-type": "application/json" }, body: rpcBody })
 
-/** A payer holding `units` of USDC, and the official client paying with batch-settlement from it. */
+/**
+ * A payer holding `units` of USDC, and the official client paying with batch-settlement from it,
+ * through a fetch that remembers the last payment it sent.
+ */
 const payerWith = async (units: bigint) => {
   const account = privateKeyToAccount(generatePrivateKey())
   await chain.mint(account.address, units)
   const publicClient = createPublicClient({ transport: http(chain.anvil.url) })
   const client = new x402Client().register("eip155:*", new BatchSettlementEvmScheme(toClientEvmSigner(account, publicClient)))
-  return { account, pay: wrapFetchWithPayment(fetch, client) }
+  const sent = { payment: "" }
+  const recording: typeof fetch = (input, init) => {
+    const request = new Request(input, init)
+    sent.payment = request.headers.get("payment-signature") ?? sent.payment
+    return fetch(request)
+  }
+  return { account, sent, pay: wrapFetchWithPayment(recording, client) }
+}
+
+/** The channel the official client opens for `payer` on this server's offer. */
+const channelOf = (payer: Address, payTo: Address) => {
+  const config = {
+    payer,
+    payerAuthorizer: payer,
+    receiver: payTo,
+    receiverAuthorizer: relayer,
+    token: chain.usdc,
+    withdrawDelay: 86_400,
+    salt: `0x${"00".repeat(32)}` as Hex
+  }
+  return { config, channelId: computeChannelId(config, X402.BASE_MAINNET) }
+}
+
+const onChain = async (channelId: Hex) => {
+  const [balance, totalClaimed] = await chain.client.readContract({
+    address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "channels", args: [channelId]
+  })
+  return { balance, totalClaimed }
+}
+
+/** Sends `payment` as it is, with no client: the 402's reason, or the status. */
+const sendRaw = async (url: string, payment: string) => {
+  const response = await fetch(url, { ...rpcInit(), headers: { "content-type": "application/json", "payment-signature": payment } })
+  const header = response.headers.get("payment-required")
+  return { status: response.status, reason: header === null ? undefined : decodePaymentRequiredHeader(header).error, body: await response.text() }
 }
 
 /** What a paid RPC call cost, in nano-USD, from its answer. */
@@ -80,6 +118,8 @@ describe("batch-settlement: one channel, 1,000 RPC calls at the price table's RP
         await response.arrayBuffer()
       }
       const expected = BigInt(Math.ceil(costNano / 1000))
+      // The price table's RPC price: 20 credits at 6.25e-7 USD, 12.5 base units a call.
+      expect(expected).toBe(12_500n)
       await waitFor(async () => (await chain.balanceOf(payTo)) === expected)
       await waitFor(async () => (await chain.balanceOf(payer.account.address)) === 1_000_000n - expected)
       // The relayer sent the deposit, one claim, one transfer to payTo and one refund.
@@ -88,4 +128,93 @@ describe("batch-settlement: one channel, 1,000 RPC calls at the price table's RP
       await server.stop()
     }
   }, 300_000)
+})
+
+describe("batch-settlement: a replayed voucher and a lower cumulative voucher are refused, serve nothing and move nothing", () => {
+  it("after three paid calls, the third's payment sent again and a voucher below it are 402s; the channel is charged for three calls", async () => {
+    const payTo = privateKeyToAccount(generatePrivateKey()).address
+    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 1 }) })
+    try {
+      const payer = await payerWith(1_000_000n)
+      const url = `${server.api}/crypto/rpc/base-mainnet`
+      let costNano = 0
+      for (let call = 0; call < 3; call++) {
+        const response = await payer.pay(url, rpcInit())
+        expect(response.status).toBe(200)
+        costNano += costOf(response)
+      }
+      const third = payer.sent.payment
+      const replay = await sendRaw(url, third)
+      expect(replay).toMatchObject({ status: 402, reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
+      // The 402's body, not the call's answer.
+      expect(JSON.parse(replay.body)).toMatchObject({ x402Version: 2, error: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
+
+      const signed = decodePaymentSignatureHeader(third)
+      const payload = signed.payload as { voucher: { channelId: Hex; maxClaimableAmount: string } }
+      const lower = await signVoucher(payer.account, payload.voucher.channelId, (BigInt(payload.voucher.maxClaimableAmount) - 13n).toString(), X402.BASE_MAINNET)
+      const refused = await sendRaw(url, encodePaymentSignatureHeader({ ...signed, payload: { ...payload, type: "voucher", voucher: lower } }))
+      expect(refused).toMatchObject({ status: 402, reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
+
+      // Nothing was charged for them: the client's next voucher still matches, and payTo receives three calls' worth.
+      const fourth = await payer.pay(url, rpcInit())
+      expect(fourth.status).toBe(200)
+      costNano += costOf(fourth)
+      const expected = BigInt(Math.ceil(costNano / 1000))
+      await waitFor(async () => (await chain.balanceOf(payTo)) === expected)
+      expect((await onChain(channelOf(payer.account.address, payTo).channelId)).totalClaimed).toBe(expected)
+    } finally {
+      await server.stop()
+    }
+  }, 120_000)
+})
+
+describe("batch-settlement: a payer's withdrawal stops calls on its channel, and every served call is claimed before it can finalize", () => {
+  it("calls are refused once the withdrawal is seen; what was served is claimed within the delay, and finalizing returns only the rest", async () => {
+    const payTo = privateKeyToAccount(generatePrivateKey()).address
+    // Claims only at the threshold (never reached here) or on a withdrawal.
+    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }) })
+    try {
+      const payer = await payerWith(1_000_000n)
+      const url = `${server.api}/crypto/rpc/base-mainnet`
+      let costNano = 0
+      for (let call = 0; call < 10; call++) {
+        const response = await payer.pay(url, rpcInit())
+        expect(response.status).toBe(200)
+        costNano += costOf(response)
+      }
+      const { channelId, config } = channelOf(payer.account.address, payTo)
+      const before = await onChain(channelId)
+      expect(before.totalClaimed).toBe(0n)
+      const wallet = await chain.walletOf(payer.account)
+      await chain.client.waitForTransactionReceipt({
+        hash: await wallet.writeContract({
+          address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "initiateWithdraw", args: [config, before.balance]
+        })
+      })
+      // Served until the server's next round reads the withdrawal, then refused.
+      let refusal: string | undefined
+      for (let call = 0; refusal === undefined && call < 200; call++) {
+        const response = await payer.pay(url, rpcInit())
+        if (response.status === 200) {
+          costNano += costOf(response)
+        } else {
+          expect(response.status).toBe(402)
+          refusal = decodePaymentRequiredHeader(response.headers.get("payment-required")!).error
+        }
+      }
+      expect(refusal).toBe("batch_settlement_withdrawal_pending")
+      const served = BigInt(Math.ceil(costNano / 1000))
+      // Claimed at once, long before the one-day delay ends.
+      await waitFor(async () => (await onChain(channelId)).totalClaimed === served)
+      await chain.client.increaseTime({ seconds: 86_401 })
+      await chain.client.mine({ blocks: 1 })
+      await chain.client.waitForTransactionReceipt({
+        hash: await wallet.writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "finalizeWithdraw", args: [config] })
+      })
+      expect(await chain.balanceOf(payer.account.address)).toBe(1_000_000n - served)
+      await waitFor(async () => (await chain.balanceOf(payTo)) === served)
+    } finally {
+      await server.stop()
+    }
+  }, 180_000)
 })
