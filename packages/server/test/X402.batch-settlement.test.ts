@@ -5,7 +5,7 @@
  * deposit collector at their canonical addresses.
  */
 import { Money, X402 } from "@tollgate/core"
-import { ShippedServer } from "@tollgate/testkit"
+import { RedisServer, ShippedServer } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { BATCH_SETTLEMENT_ADDRESS, toClientEvmSigner } from "@x402/evm"
 import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
@@ -128,6 +128,39 @@ describe("batch-settlement: one channel, 1,000 RPC calls at the price table's RP
       await server.stop()
     }
   }, 300_000)
+})
+
+describe("batch-settlement on Redis: two instances share one channel, its cumulative charge and its claims", () => {
+  it("1,000 RPC calls alternating between two instances on one channel are all served; exactly their sum reaches payTo", async () => {
+    const redis = await RedisServer.acquire()
+    const payTo = privateKeyToAccount(generatePrivateKey()).address
+    const options = {
+      store: "redis" as const,
+      redisUrl: redis.url,
+      config: serverConfig(payTo, { claimThresholdUsd: "0.0125", claimIntervalSeconds: 3_600, idleRefundSeconds: 3 })
+    }
+    const instances = await Promise.all([ShippedServer.start(options), ShippedServer.start(options)])
+    try {
+      const payer = await payerWith(1_000_000n)
+      const relayerNonce = await chain.client.getTransactionCount({ address: relayer })
+      let costNano = 0
+      for (let call = 0; call < 1_000; call++) {
+        const response = await payer.pay(`${instances[call % 2]!.api}/crypto/rpc/base-mainnet`, rpcInit())
+        expect(response.status, await response.clone().text()).toBe(200)
+        costNano += costOf(response)
+        await response.arrayBuffer()
+      }
+      const expected = BigInt(Math.ceil(costNano / 1000))
+      expect(expected).toBe(12_500n)
+      await waitFor(async () => (await chain.balanceOf(payTo)) === expected)
+      await waitFor(async () => (await chain.balanceOf(payer.account.address)) === 1_000_000n - expected)
+      // One deposit, one claim, one transfer to payTo, one refund, whichever instance sent them.
+      expect(await chain.client.getTransactionCount({ address: relayer })).toBe(relayerNonce + 4)
+    } finally {
+      await Promise.all(instances.map((instance) => instance.stop()))
+      await redis.stop()
+    }
+  }, 400_000)
 })
 
 describe("batch-settlement: a replayed voucher and a lower cumulative voucher are refused, serve nothing and move nothing", () => {
