@@ -104,7 +104,7 @@ export const processTree = (pid: number): Array<number> => {
   while (pending.length > 0) {
     const next = pending.pop()!
     tree.push(next)
-    pending.push(...(children.get(next) ?? []))
+    for (const child of children.get(next) ?? []) pending.push(child)
   }
   return tree
 }

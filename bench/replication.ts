@@ -52,7 +52,7 @@ const rows: Array<Record<string, string | number>> = []
 const results = new Map<string, Awaited<ReturnType<typeof run>>>()
 for (const concurrency of [1, CONCURRENT]) {
   for (const variant of variants) {
-    const { runtime, ledger } = await ledgerWith(variant.acknowledgment)
+    const { ledger, runtime } = await ledgerWith(variant.acknowledgment)
     const tag = `${variant.acknowledgment === undefined ? "plain" : "wait"}-${concurrency}`
     await run(ledger, `${tag}-warm`, 500, concurrency)
     const result = await run(ledger, tag, concurrency === 1 ? WRITES / 4 : WRITES, concurrency)

@@ -1,4 +1,7 @@
 import { Networks } from "@tollgate/core"
+import { FreePort } from "@tollgate/testkit"
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Express from "./express.ts"
@@ -42,7 +45,7 @@ describe.each([
     const balanceOf = (response: Response) => Number(response.headers.get("x-service-balance-usd"))
     expect(balanceOf(first.response)).toBe(25)
     // local-echo's price: 0.1 USD per million input tokens, 0.2 per million output tokens.
-    const { prompt_tokens, completion_tokens } = first.data.usage!
+    const { completion_tokens, prompt_tokens } = first.data.usage!
     expect(prompt_tokens).toBeGreaterThan(0)
     expect(completion_tokens).toBeGreaterThan(0)
     expect(25 - balanceOf(second.response)).toBeCloseTo((prompt_tokens * 0.1 + completion_tokens * 0.2) / 1_000_000, 12)
@@ -60,4 +63,30 @@ describe.each([
     expect(account.status).toBe(401)
     expect(await account.json()).toEqual({ error: expect.any(String) })
   })
+})
+
+describe("Embedding with Tollgate.make: the dev keys line is printed before the host's own listening line", () => {
+  it("node examples/express.ts: the line with the keys comes before `serving on`", async () => {
+    const port = await FreePort.freePort()
+    const child = ChildProcess.spawn(process.execPath, [Path.join(import.meta.dirname, "express.ts")], {
+      env: { PATH: process.env["PATH"] ?? "", PORT: String(port) },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk: Buffer) => void (output += chunk.toString()))
+    const exited = new Promise((resolve) => child.once("exit", resolve))
+    try {
+      while (!output.includes("serving on")) {
+        if (child.exitCode !== null) throw new Error(output)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      const lines = output.split("\n")
+      const keys = lines.findIndex((line) => line.includes("\"inferenceKey\""))
+      expect(keys).toBeGreaterThanOrEqual(0)
+      expect(keys).toBeLessThan(lines.findIndex((line) => line.startsWith("serving on")))
+    } finally {
+      child.kill("SIGKILL")
+      await exited
+    }
+  }, 90_000)
 })

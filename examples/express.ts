@@ -2,7 +2,7 @@
  * Embedding tollgate in Express 5 under a prefix: Express keeps its own routes, tollgate answers
  * everything under /payments (so the API is at /payments/api/v1/...). Mounting at "/api" instead
  * needs no basePath: tollgate routes on the full path the client sent.
- * Run: `node examples/express.ts`, then call `localhost:3000/payments/api/v1/...`.
+ * Run: `node examples/express.ts` (`PORT` sets the port, default 3000), then call `localhost:3000/payments/api/v1/...`.
  */
 import express from "express"
 import type { AddressInfo } from "node:net"
@@ -28,4 +28,4 @@ export const start = async (port = 3000) => {
   }
 }
 
-if (import.meta.main) console.log(`serving on ${(await start()).url}/payments`)
+if (import.meta.main) console.log(`serving on ${(await start(Number(process.env["PORT"] ?? 3000))).url}/payments`)

@@ -32,4 +32,4 @@ export const start = async (port = 3000) => {
   }
 }
 
-if (import.meta.main) console.log(`serving on ${(await start()).url}/payments`)
+if (import.meta.main) console.log(`serving on ${(await start(Number(process.env["PORT"] ?? 3000))).url}/payments`)

@@ -4,7 +4,7 @@
  * ceilings no benchmark reaches. Prints the API key, then "listening".
  */
 import { ChatBackend } from "@tollgate/backends"
-import { Admission, AuthStore, ChatOptions, CreditLedger, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider, X402 } from "@tollgate/core"
+import { Admission, AuthStore, ChatOptions, CreditLedger, Generations, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
@@ -49,6 +49,7 @@ const services = Layer.mergeAll(
   Models.layer([model("bench-chat", upstream), model("bench-paced", paced)]),
   ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),
   ChatOptions.layerPrompts({ systemPrompt: "You are a benchmark." }),
+  Generations.layerMemory,
   SearchProvider.layerNone,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(

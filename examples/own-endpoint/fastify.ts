@@ -1,6 +1,8 @@
 /**
  * Your own paid endpoints and tollgate's API in Fastify 5: a scope with no content-type parser
- * hands the raw request and response of the paid paths and `/api/*` to tollgate's node handler.
+ * hands the raw request and response of every path tollgate serves (`tollgate.serves`: the paid
+ * paths, `/api`, `/mcp`, the pages and the portal's files) to tollgate's node handler; Fastify's
+ * own routes, more specific than the scope's wildcard, stay Fastify's.
  * Run: `PORT=3000 TOLLGATE_DEV_CREDENTIALS_FILE=creds.json node examples/own-endpoint/fastify.ts`.
  */
 import { Tollgate } from "@tollgate/server"
@@ -13,13 +15,11 @@ app.get("/health", async () => ({ ok: true }))
 await app.register(async (scope) => {
   scope.removeAllContentTypeParsers()
   scope.addContentTypeParser("*", (_request, _payload, done) => done(null))
-  const paid = (request: FastifyRequest, reply: FastifyReply) => {
+  scope.all("/*", (request: FastifyRequest, reply: FastifyReply) => {
+    if (!tollgate.serves(request.url)) return reply.callNotFound()
     reply.hijack()
     tollgate.nodeHandler(request.raw, reply.raw)
-  }
-  scope.post("/v1/summarize", paid)
-  scope.post("/v1/generate", paid)
-  scope.all("/api/*", paid)
+  })
 })
 await app.listen({ port: tollgate.config.port, host: "127.0.0.1" })
 

@@ -1,6 +1,8 @@
 /**
- * Your own paid endpoints and tollgate's API in Hono 4: Hono speaks Request/Response, so the paid
- * paths and `/api/*` go to tollgate's fetch handler. Served on Node by @hono/node-server.
+ * Your own paid endpoints and tollgate's API in Hono 4: Hono speaks Request/Response, so one
+ * middleware sends every path tollgate serves (`tollgate.serves`: the paid paths, `/api`, `/mcp`,
+ * the pages and the portal's files) to tollgate's fetch handler. Served on Node by
+ * @hono/node-server.
  * Run: `PORT=3000 TOLLGATE_DEV_CREDENTIALS_FILE=creds.json node examples/own-endpoint/hono.ts`.
  */
 import { serve } from "@hono/node-server"
@@ -10,10 +12,11 @@ import { generate, summarize } from "./endpoints.ts"
 
 const tollgate = await Tollgate.make({ endpoints: [summarize, generate] })
 const app = new Hono()
+app.use(async (c, next) => {
+  if (tollgate.serves(c.req.path)) return tollgate.fetch(c.req.raw)
+  await next()
+})
 app.get("/health", (c) => c.json({ ok: true }))
-app.post("/v1/summarize", (c) => tollgate.fetch(c.req.raw))
-app.post("/v1/generate", (c) => tollgate.fetch(c.req.raw))
-app.all("/api/*", (c) => tollgate.fetch(c.req.raw))
 const server = serve({ fetch: app.fetch, port: tollgate.config.port, hostname: "127.0.0.1" })
 
 process.once("SIGTERM", () => server.close(() => void tollgate.dispose()))

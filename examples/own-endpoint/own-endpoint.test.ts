@@ -1,3 +1,5 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Host from "./support/Host.ts"
 
@@ -70,11 +72,57 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     }
   })
 
+  it("every link of the 402 body, the pages and what they load answer through the host: GET 200, the endpoint its 402, the top-up (no x402.payTo) its 503", async () => {
+    const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "hi" }))
+    expect(response.status).toBe(402)
+    const links = new Set<string>()
+    const collect = (value: unknown): void => {
+      if (typeof value === "string" && /^https?:\/\//u.test(value)) links.add(new URL(value).pathname)
+      else if (typeof value === "object" && value !== null) Object.values(value).forEach(collect)
+    }
+    collect(await response.json())
+    // The origin (SIWX's), the pages, the top-up and the resource itself.
+    expect([...links].sort()).toEqual(["/", "/api-keys", "/api/v1/x402/top-up", "/docs/authentication", "/docs/wallets", "/v1/summarize"])
+    const portal = await (await fetch(`${host.origin}/api-keys`)).text()
+    const assets = [...portal.matchAll(/(?:src|href)="(portal\/[^"]+)"/gu)].map((match) => `/${match[1]}`)
+    expect(assets).toEqual(["/portal/portal.css", "/portal/portal.js"])
+    for (const path of ["/docs", "/api/v1/openapi.json", ...assets, ...links]) {
+      // The endpoint answers a POST without payment with its 402; the top-up, in dev mode with no
+      // x402.payTo (wallet.test.ts sets one), says that wallet payments are not configured.
+      if (path === "/v1/summarize") {
+        expect((await fetch(`${host.origin}${path}`, json({ text: "hi" }))).status, path).toBe(402)
+        continue
+      }
+      if (path === "/api/v1/x402/top-up") {
+        const topUp = await fetch(`${host.origin}${path}`, { method: "POST" })
+        expect(topUp.status, path).toBe(503)
+        expect(await topUp.json()).toEqual({ error: expect.stringContaining("x402.payTo") })
+        continue
+      }
+      const page = await fetch(`${host.origin}${path}`)
+      expect(page.status, path).toBe(200)
+      await page.arrayBuffer()
+    }
+    // The host's own routes stay the host's (node:http and fetch give tollgate every request).
+    if (name !== "node-http" && name !== "fetch") expect(await (await fetch(`${host.origin}/health`)).json()).toEqual({ ok: true })
+  })
+
+  it("/mcp answers through the host: the MCP SDK client lists both endpoints as tools", async () => {
+    const client = new Client({ name: "own-endpoint-test", version: "1.0.0" })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${host.origin}/mcp`)))
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(["summarize", "generate", "chat_completion"]))
+    await client.close()
+  })
+
   it("a body without text is a 400 DetailedError naming text, and charges nothing", async () => {
     const before = await balance()
     const response = await fetch(`${host.origin}/v1/summarize`, json({ txt: "hello" }, bearer(host.inferenceKey)))
     expect(response.status).toBe(400)
-    expect(await response.json()).toEqual({ error: "Invalid request parameters: text: Required", details: { _errors: [], text: { _errors: [expect.any(String)] } } })
+    expect(await response.json()).toEqual({
+      error: "Invalid request parameters: text: Invalid input: expected string, received undefined",
+      details: { _errors: [], text: { _errors: [expect.any(String)] } }
+    })
     expect(await balance()).toBe(before)
   })
 
@@ -153,9 +201,8 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     while (!host.output().includes(requestId)) await new Promise((resolve) => setTimeout(resolve, 20))
     const line = host.output().split("\n").find((candidate) => candidate.includes(requestId))!
     expect(JSON.parse(line)).toMatchObject({ message: "request", annotations: { method: "POST", route: "/v1/summarize", status } })
-    // The hosts that route only the paid paths and /api to tollgate do not serve its /metrics.
     const metrics = await fetch(`${host.origin}/metrics`)
-    if (name === "node-http" || name === "fetch") expect(await metrics.text()).toMatch(/tollgate_http_requests_total\{[^}]*route="\/v1\/summarize"[^}]*\} \d+/u)
+    expect(await metrics.text()).toMatch(/tollgate_http_requests_total\{[^}]*route="\/v1\/summarize"[^}]*\} \d+/u)
     const openapi = await (await fetch(`${host.origin}/api/v1/openapi.json`)).json() as {
       paths: Record<string, { post?: { parameters?: ReadonlyArray<{ name: string }>; responses: Record<string, unknown> } }>
     }

@@ -84,8 +84,6 @@ export const contentTypes: { readonly [F in ImageRequest.Format]: string } = {
   webp: "image/webp"
 }
 
-const clean: Classification = { adult: false, minor: false, violation: false, adultModelViolation: false }
-
 const ADULT = /\b(nsfw|nude|nudity|naked|explicit|porn\w*|erotic\w*|sex|sexual)\b/iu
 const MINOR = /\b(child|children|kid|kids|minor|minors|toddler|baby|babies|teen|teens|teenager|schoolgirl|schoolboy)\b/iu
 
@@ -122,7 +120,7 @@ const finishOne = (request: ImageRequest.ImageRequest, prompt: string, drawn: Dr
   Effect.tryPromise({
     try: async () => {
       let image = Sharp(drawn.bytes)
-      const { width, height } = await image.metadata()
+      const { height, width } = await image.metadata()
       if (width !== request.width || height !== request.height) {
         image = image.resize(request.width, request.height, { fit: "cover" })
       }
@@ -204,7 +202,7 @@ const hsl = (next: () => number) =>
  */
 export const svgOf = (request: ImageRequest.ImageRequest, prompt: string, variant: number): string => {
   const next = randomOf(`${request.seed}\u0000${variant}\u0000${request.model.id}\u0000${prompt}`)
-  const { width: w, height: h } = request
+  const { height: h, width: w } = request
   const shapes: Array<string> = []
   const count = 6 + Math.floor(next() * 10)
   for (let i = 0; i < count; i++) {

@@ -7,8 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Errors, Models } from "@tollgate/core"
-import { Duration, Effect } from "effect"
+import { Errors, type Models } from "@tollgate/core"
+import { type Duration, Effect } from "effect"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
 
 /** @category options */

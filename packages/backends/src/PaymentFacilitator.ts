@@ -432,7 +432,7 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
   return PaymentFacilitator.of({
     verify: Effect.fn("PaymentFacilitator.evm.verify")(function*(payment: X402.MatchedPayment) {
       if (payment.requirements.scheme === "upto") return yield* verifyUpto(payment)
-      const { payer, signature, reference } = yield* authorizationOf(payment)
+      const { payer, reference, signature } = yield* authorizationOf(payment)
       if (inFlight.has(reference)) return yield* alreadySettling
       const unreachableBefore = unreachable
       const answer = yield* call("verify", () => facilitator.verify(...toSdk(payment)))
@@ -447,7 +447,7 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
     }),
     settle: Effect.fn("PaymentFacilitator.evm.settle")(function*(payment: X402.MatchedPayment) {
       const amount = yield* amountOf(payment.requirements)
-      const { payer, signature, reference } = yield* authorizationOf(payment)
+      const { payer, reference, signature } = yield* authorizationOf(payment)
       if (inFlight.has(reference)) return yield* alreadySettling
       inFlight.add(reference)
       const unreachableBefore = unreachable
@@ -604,7 +604,7 @@ export const makeHttp = (options: HttpOptions): Backend => {
     if (!answer.success || (answer.transaction === "" && amount > 0)) {
       return yield* reject(answer.errorReason ?? "settlement_failed", answer.errorMessage ?? "The facilitator could not settle the permit")
     }
-    const { network, asset } = payment.requirements
+    const { asset, network } = payment.requirements
     const { from, nonce } = permit.permit2Authorization
     return { payer: getAddress(from), transaction: answer.transaction, network, reference: uptoReference(network, asset, from, nonce), amount }
   })

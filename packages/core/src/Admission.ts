@@ -17,12 +17,14 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option } from "effect"
+import * as AbuseGuard from "./AbuseGuard.ts"
 import * as AuthStore from "./AuthStore.ts"
 import * as CreditLedger from "./CreditLedger.ts"
-import type { ServiceUnavailable } from "./Errors.ts"
+import type { RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as IdempotencyStore from "./IdempotencyStore.ts"
 import * as KeyCaps from "./KeyCaps.ts"
 import type * as Money from "./Money.ts"
+import type { Principal } from "./Principal.ts"
 import * as RateLimiter from "./RateLimiter.ts"
 
 /** @category models */
@@ -58,6 +60,58 @@ export type AdmitReply =
   | { readonly _tag: "CapReached"; readonly cap: KeyCaps.SpendCap; readonly spent: Money.Nano }
   | { readonly _tag: "HoldRefused"; readonly error: CreditLedger.LedgerError }
   | { readonly _tag: "RateLimited"; readonly states: ReadonlyArray<RateLimiter.CounterState> }
+
+/**
+ * An API key whose standing is left to the admission's store step, for a caller that did not
+ * confirm it before (`Auth.Unconfirmed.pending`): the key the step reads (`AdmitInput.keyId`),
+ * the abuse guard's block read with it by a store that `readsAbuseBlocks`
+ * (`AdmitInput.abuseBlockKey`), and what the caller makes of what the step found.
+ *
+ * `refused` is the answer to a step that refused the key (`KeyRefused`: its 401; `Blocked`: the
+ * guard's 429). `stands` follows a step that let the key through: the abuse guard names the
+ * principal, and may refuse it, without asking its store when the step read the block. Nothing
+ * may be granted to the key before `stands` succeeds, and it runs before any other refusal of the
+ * step is answered, since a key's own refusal comes first.
+ *
+ * @category models
+ */
+export interface DeferredStanding {
+  readonly keyId: string
+  readonly abuseBlockKey: string | undefined
+  readonly refused: (reply: Extract<AdmitReply, { readonly _tag: "KeyRefused" | "Blocked" }>) => Effect.Effect<never, Unauthenticated | RateLimited>
+  readonly stands: Effect.Effect<void, Unauthenticated | RateLimited>
+}
+
+/** What the step found of a key it let through: its account exists and it is not revoked. */
+const keyInGoodStanding: AuthStore.KeyStatus = { accountExists: true, revoked: false }
+
+/**
+ * The standing of `principal`'s key `keyId`, left to the admission's step. `verdict` is `Auth`'s
+ * on a key's status (`Auth.Unconfirmed.pending.standing`): a refusal when the key does not stand,
+ * else the abuse guard's naming of the principal. `abuseBlockKeyOf` is the guard's name for a
+ * caller's block when the admission's store reads blocks, else `undefined`.
+ *
+ * @category constructors
+ */
+export const deferStanding = (
+  principal: Principal,
+  keyId: string,
+  verdict: (status: AuthStore.KeyStatus) => Effect.Effect<void, Unauthenticated | RateLimited>,
+  abuseBlockKeyOf: ((caller: string) => string) | undefined
+): DeferredStanding => {
+  const abuseBlockKey = abuseBlockKeyOf?.(AbuseGuard.principalCaller(principal))
+  return {
+    keyId,
+    abuseBlockKey,
+    // A refused key's verdict and a blocked caller's naming both fail.
+    refused: (reply) =>
+      (reply._tag === "KeyRefused" ? verdict(reply.status) : AbuseGuard.identifyRead(principal, reply.ms)) as Effect.Effect<
+        never,
+        Unauthenticated | RateLimited
+      >,
+    stands: abuseBlockKey === undefined ? verdict(keyInGoodStanding) : AbuseGuard.identifyRead(principal, 0)
+  }
+}
 
 /** @category models */
 export interface SettleInput {
@@ -109,7 +163,8 @@ export class AdmissionStore extends Context.Service<AdmissionStore, {
 /**
  * Both operations over the memory stores, each one synchronous step: nothing else runs between its
  * checks and its writes. The idempotency record is completed after the step when the idempotency
- * store is not the memory one (a shared Redis store behind memory stores).
+ * store is not the memory one (a shared Redis store behind memory stores). Its twin on Redis is the
+ * admission's Lua (`@tollgate/redis` `src/lua/admission.lua`), which orders the checks the same way.
  *
  * @category layers
  */

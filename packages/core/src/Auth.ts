@@ -11,34 +11,18 @@
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
 import { createPublicClient, getAddress, http } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
-import { AuthStore, type KeyStatus } from "./AuthStore.ts"
+import { type Account, type ApiKeyRecord, AuthStore, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
 import * as Siwx from "./Siwx.ts"
 
-/** @category models */
-export interface Account {
-  readonly id: string
-  readonly createdAt: Date
-  readonly description?: string
-}
-
 /**
- * The metadata of a key: everything but the secret, which is shown once at creation.
+ * An account and a key's metadata, as the store keeps them (defined there, which Auth builds on).
  *
  * @category models
  */
-export interface ApiKeyRecord {
-  readonly id: string
-  readonly accountId: string
-  readonly type: KeyType
-  readonly tier: Tier
-  readonly description: string
-  readonly createdAt: Date
-  readonly expiresAt?: Date
-  readonly revokedAt?: Date
-}
+export type { Account, ApiKeyRecord } from "./AuthStore.ts"
 
 /** @category models */
 export interface CreateKey {
@@ -79,11 +63,10 @@ export interface Unconfirmed {
   /** The store lookup of the key's standing, then `standing`'s verdict. */
   readonly confirm: Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
   /**
-   * For a caller that looks the key up in its own store step (see `Admission`): the key whose
-   * standing is pending, and the verdict on what the store found, which `confirm` applies too.
+   * For a caller that looks the key up in its own store step (`Admission.deferStanding`): the key
+   * whose standing is pending, and the verdict on what the store found, which `confirm` applies too.
    */
   readonly pending: {
-    readonly accountId: string
     readonly keyId: string
     readonly standing: (status: KeyStatus) => Effect.Effect<void, Unauthenticated | RateLimited>
   } | undefined
@@ -180,7 +163,19 @@ const BEARER = /^Bearer +(\S+)$/i
  * @category predicates
  */
 export const hasCredentials = (headers: Headers): boolean =>
-  headers["authorization"] !== undefined || headers["sign-in-with-x"] !== undefined || headers["x-sign-in-with-x"] !== undefined
+  headers["authorization"] !== undefined || headers["x-api-key"] !== undefined || headers["sign-in-with-x"] !== undefined ||
+  headers["x-sign-in-with-x"] !== undefined
+
+/**
+ * The request's bearer credentials: `Authorization`, or an `x-api-key` header (how Anthropic's SDK
+ * and the agents built on it send a key) read as `Bearer <key>`.
+ */
+const authorizationOf = (headers: Headers): string | undefined => {
+  const authorization = headers["authorization"]
+  if (authorization !== undefined) return authorization
+  const key = headers["x-api-key"]
+  return key === undefined ? undefined : `Bearer ${key}`
+}
 
 /** How many verified API keys `authenticate` remembers. */
 const VERIFIED_TOKENS = 10_000
@@ -242,7 +237,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     return Effect.succeed(Option.some<Unconfirmed>({
       principal,
       confirm: confirmation(principal, verdict),
-      pending: { accountId, keyId, standing: verdict }
+      pending: { keyId, standing: verdict }
     }))
   }
 
@@ -308,7 +303,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   // No generator and, for a key seen before, no allocation: this runs on every paid request.
   const authenticateUnconfirmed = (headers: Headers): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated | ServiceUnavailable | RateLimited> => {
-    const authorization = headers["authorization"]
+    const authorization = authorizationOf(headers)
     if (authorization !== undefined) {
       return Effect.clockWith((clock) => {
         const at = clock.currentTimeMillisUnsafe()

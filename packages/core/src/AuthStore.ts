@@ -7,10 +7,33 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import type { Account, ApiKeyRecord } from "./Auth.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
+import type { KeyType, Tier } from "./Principal.ts"
 import * as SessionRevocations from "./SessionRevocations.ts"
+
+/** @category models */
+export interface Account {
+  readonly id: string
+  readonly createdAt: Date
+  readonly description?: string
+}
+
+/**
+ * The metadata of a key: everything but the secret, which is shown once at creation.
+ *
+ * @category models
+ */
+export interface ApiKeyRecord {
+  readonly id: string
+  readonly accountId: string
+  readonly type: KeyType
+  readonly tier: Tier
+  readonly description: string
+  readonly createdAt: Date
+  readonly expiresAt?: Date
+  readonly revokedAt?: Date
+}
 
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.

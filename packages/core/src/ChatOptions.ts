@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Result, Schema, SchemaIssue } from "effect"
+import { Context, Effect, Layer, Result, Schema, type SchemaIssue } from "effect"
 import { InvalidRequest, fieldErrors, fieldErrorsFromIssue, invalidRequestFromIssue } from "./Errors.ts"
 
 /**
@@ -160,13 +160,23 @@ const Message = Schema.Struct({
   content: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(Schema.Unknown), Schema.Null]))
 })
 
+const ModelName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512))
+
+/**
+ * The most models one request may name (`model` and its fallbacks in `models`).
+ *
+ * @category constants
+ */
+export const MAX_MODELS = 8
+
 /**
  * The request fields tollgate reads. Everything else in the body passes through as sent.
  *
  * @category schemas
  */
 export const ChatRequestFields = Schema.Struct({
-  model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512)),
+  model: ModelName,
+  models: Schema.optionalKey(Schema.Array(ModelName).check(Schema.isMinLength(1), Schema.isMaxLength(MAX_MODELS))),
   messages: Schema.Array(Message).check(Schema.isMinLength(1)),
   stream: Schema.optionalKey(Schema.Boolean),
   max_tokens: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
@@ -188,6 +198,11 @@ export type Message = Readonly<Record<string, unknown>> & { readonly role: strin
 export interface ChatRequest {
   /** The model id, suffix removed. */
   readonly model: string
+  /**
+   * The models to try, in order, when `model` cannot serve the call (`models`, without `model`),
+   * as ids: their suffixes are dropped, the request's options apply to each.
+   */
+  readonly fallbacks: ReadonlyArray<string>
   readonly options: ServiceParameters
   readonly messages: ReadonlyArray<Message>
   readonly stream: boolean
@@ -210,15 +225,19 @@ export const parseRequest = (body: unknown): Result.Result<ChatRequest, InvalidR
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     return Result.fail(new InvalidRequest({ message: "The request body must be a JSON object" }))
   }
-  const fields = Schema.decodeUnknownResult(ChatRequestFields)(body, { errors: "all" })
+  // OpenRouter's shape: with `models`, `model` may be left out and the first of them is the model
+  const { model, models, service_parameters, ...passthrough } = body as Record<string, unknown>
+  const named = model === undefined && Array.isArray(models) ? { ...body, model: models[0] } : body
+  const fields = Schema.decodeUnknownResult(ChatRequestFields)(named, { errors: "all" })
   if (Result.isFailure(fields)) return Result.fail(invalidFields(fields.failure.issue))
-  const { model: _model, service_parameters, ...passthrough } = body as Record<string, unknown>
   const { id, suffix } = splitModel(fields.success.model)
+  const fallbacks = [...new Set((fields.success.models ?? []).map((model) => splitModel(model).id))].filter((model) => model !== id)
   return Result.map(parseOptions(service_parameters, suffix), (options) => {
     const { max_completion_tokens, max_tokens } = fields.success
     const limits = [max_tokens, max_completion_tokens].filter((n): n is number => n !== undefined)
     return {
       model: id,
+      fallbacks,
       options,
       messages: (body as { messages: ReadonlyArray<Message> }).messages,
       stream: fields.success.stream === true,

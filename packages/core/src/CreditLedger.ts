@@ -260,6 +260,27 @@ export interface Retention {
   readonly maxEntries?: number | undefined
 }
 
+/** @category models */
+export interface Split {
+  readonly fromAllowance: Money.Nano
+  readonly fromUsd: Money.Nano
+}
+
+/**
+ * How an amount splits between today's allowance and USD: the allowance first, up to `allowance`
+ * (at a hold, the allowance available; at a capture, what the hold reserved from it), the rest in
+ * USD. A hold funded outside the balance (`FUNDED_HOLD_PREFIX`) takes neither. The TypeScript twin
+ * of the split in the ledger's Lua (`holdCheck` and `ledgerCapture` in `@tollgate/redis`'s
+ * `CreditLedgerRedis`), which must agree with it.
+ *
+ * @category constructors
+ */
+export const split = (amount: number, allowance: number, funded: boolean): Split => {
+  if (funded) return { fromAllowance: Money.zero, fromUsd: Money.zero }
+  const fromAllowance = Math.max(0, Math.min(amount, allowance))
+  return { fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(amount - fromAllowance) }
+}
+
 /**
  * The UTC day number of a time: allowance is counted per day.
  *
@@ -488,7 +509,8 @@ export class Memory extends Context.Service<Memory, {
 /**
  * The ledger in process memory, with its primitives as `Memory`, keeping what `retention` says.
  * Every operation runs in one synchronous step, so concurrent operations on an account never
- * interleave.
+ * interleave. Its twin on Redis is the ledger's Lua (`@tollgate/redis` `src/lua/ledger.lua` and
+ * `ledger-script.lua`), which must keep the same rules.
  *
  * @category layers
  */
@@ -655,19 +677,17 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
       return fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
     }
     const before = balanceOf(account, now)
-    const funded = isFundedHold(input.reference)
-    const fromAllowance = funded ? 0 : Math.min(input.amount, before.availableAllowance)
-    const fromUsd = funded ? 0 : input.amount - fromAllowance
+    const { fromAllowance, fromUsd } = split(input.amount, before.availableAllowance, isFundedHold(input.reference))
     if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
-    if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd), priceVersion: input.priceVersion, expiresAt: now, before }
+    if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance, fromUsd, priceVersion: input.priceVersion, expiresAt: now, before }
     accounts.set(input.accountId, account)
     const day = dayOf(now)
     const created: MemoryHold = {
       hold: {
         reference: input.reference,
         amount: input.amount,
-        fromAllowance: Money.unsafeNano(fromAllowance),
-        fromUsd: Money.unsafeNano(fromUsd),
+        fromAllowance,
+        fromUsd,
         priceVersion: input.priceVersion,
         expiresAt: now + (input.ttlMs ?? DEFAULT_HOLD_TTL_MS)
       },
@@ -703,10 +723,10 @@ export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLe
       return fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
     }
     const funded = isFundedHold(input.reference)
-    const fromAllowance = funded ? 0 : Math.min(input.amount, held.hold.fromAllowance)
-    const fromUsd = funded ? 0 : input.amount - fromAllowance
+    const settlement = split(input.amount, held.hold.fromAllowance, funded)
+    const { fromAllowance, fromUsd } = settlement
     held.state = "captured"
-    held.settlement = { fromAllowance: Money.unsafeNano(fromAllowance), fromUsd: Money.unsafeNano(fromUsd) }
+    held.settlement = settlement
     const entries = closeHold(account, now, held, fromAllowance, fromUsd)
     const charged = entries.filter((entry) => entry.delta < 0)
     for (const entry of charged.length > 0 ? charged : entries.slice(-1)) {

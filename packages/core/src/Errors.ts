@@ -45,7 +45,7 @@ export const fieldErrors = (
   issues: Iterable<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
 ): FieldErrors => {
   const root: { _errors: Array<string>; [k: string]: unknown } = { _errors: [] }
-  for (const { path, message } of issues) {
+  for (const { message, path } of issues) {
     let node = root
     for (const segment of path) {
       const key = String(segment)

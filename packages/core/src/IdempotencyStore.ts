@@ -70,7 +70,8 @@ interface Entry {
 
 /**
  * The memory store's `complete` and `abandon` as plain functions, for a caller that runs them
- * inside its own synchronous step with other stores' (see `Admission.layerMemory`).
+ * inside its own synchronous step with other stores' (see `Admission.layerMemory`). Their twin on
+ * Redis is `@tollgate/redis` `src/lua/record.lua`.
  *
  * @category store
  */

@@ -292,7 +292,7 @@ export const decode = Effect.fn("ImageRequest.decode")(function*(models: Models.
   if (typeof raw.model === "string" && model === undefined) {
     issues.push({ path: ["model"], message: `Unknown image model: ${raw.model}` })
   }
-  issues.push(...crossFieldIssues(raw, model))
+  for (const issue of crossFieldIssues(raw, model)) issues.push(issue)
   if (issues.length > 0 || Result.isFailure(decoded) || model === undefined) {
     return yield* Errors.invalidParameters(issues)
   }

@@ -97,7 +97,8 @@ export class KeyCaps extends Context.Service<KeyCaps, {
 
 /**
  * The memory store's primitives, for `Admission.layerMemory`'s synchronous step. `closed` asks the
- * ledger about a hold the cap counts as open (`undefined` while it is open).
+ * ledger about a hold the cap counts as open (`undefined` while it is open). Their twin on Redis is
+ * `@tollgate/redis` `src/lua/cap.lua`.
  *
  * @category store
  */

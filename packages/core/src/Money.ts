@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Brand, Data, Result } from "effect"
+import { type Brand, Data, Result } from "effect"
 
 /**
  * An amount in nano-USD: a safe integer, possibly negative (journal deltas are signed).

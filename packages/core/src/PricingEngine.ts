@@ -48,6 +48,8 @@ export interface ImagePrice {
 export interface ChatPrice {
   readonly inputPerMillion: Money.Nano
   readonly outputPerMillion: Money.Nano
+  /** The price of prompt tokens the upstream read from its prompt cache; absent: `inputPerMillion`. */
+  readonly cachedInputPerMillion?: Money.Nano | undefined
 }
 
 /**
@@ -290,6 +292,8 @@ export const image = (tables: Tables, request: ImageRequest): Quote | Unpriced =
 export interface ChatRequest {
   readonly model: string
   readonly inputTokens: number
+  /** Of `inputTokens`, those the upstream read from its prompt cache. */
+  readonly cachedInputTokens?: number | undefined
   readonly outputTokens: number
   readonly webSearch?: boolean | undefined
   /** URLs scraped (successfully, when settling; the most that may be, when quoting). */
@@ -302,7 +306,8 @@ const perMillion = (tokens: number, price: Money.Nano): number =>
 
 /**
  * The price of a chat completion: input and output tokens at the model's price per million (each
- * rounded up to the nano), plus web search, scraping and native search extras. Quote it with the
+ * rounded up to the nano; cached input tokens at the cached-input price when the model has one),
+ * plus web search, scraping and native search extras. Quote it with the
  * prompt tokens and the capped `max_tokens` for the hold; price it again with the actual counts.
  *
  * @category pricing
@@ -310,7 +315,10 @@ const perMillion = (tokens: number, price: Money.Nano): number =>
 export const chat = (tables: Tables, request: ChatRequest): Quote | Unpriced => {
   const price = tables.chat.models[request.model]
   if (price === undefined) return unpriced("model", `No price for chat model ${request.model}`)
-  const tokens = perMillion(request.inputTokens, price.inputPerMillion)
+  const cachedPrice = price.cachedInputPerMillion
+  const cached = cachedPrice === undefined ? 0 : Math.min(request.cachedInputTokens ?? 0, request.inputTokens)
+  const tokens = perMillion(request.inputTokens - cached, price.inputPerMillion)
+    + (cachedPrice === undefined ? 0 : perMillion(cached, cachedPrice))
     + perMillion(request.outputTokens, price.outputPerMillion)
   const extras = (request.webSearch === true ? tables.chat.webSearch : 0)
     + (request.scrapedUrls ?? 0) * tables.chat.webScrapingPerUrl
@@ -467,7 +475,8 @@ export const PricesConfig = Schema.Struct({
   }))),
   chat: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
     inputPerMillionUsd: Usd,
-    outputPerMillionUsd: Usd
+    outputPerMillionUsd: Usd,
+    cachedInputPerMillionUsd: Schema.optionalKey(Usd)
   }))),
   embedding: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionTokensUsd: Usd }))),
   speech: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionCharactersUsd: Usd }))),
@@ -531,7 +540,8 @@ export const decodeConfig = (input: unknown): Effect.Effect<Tables, Schema.Schem
             ...defaults.chat.models,
             ...Object.fromEntries(Object.entries(prices.chat ?? {}).map(([model, price]) => [model, {
               inputPerMillion: usd(price.inputPerMillionUsd),
-              outputPerMillion: usd(price.outputPerMillionUsd)
+              outputPerMillion: usd(price.outputPerMillionUsd),
+              ...(price.cachedInputPerMillionUsd === undefined ? {} : { cachedInputPerMillion: usd(price.cachedInputPerMillionUsd) })
             }]))
           }
         },

@@ -8,7 +8,13 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import type { ServiceUnavailable } from "./Errors.ts"
-import type { LimitType } from "./RateLimiter.ts"
+
+/**
+ * Which limit applied, as `x-ratelimit-type` says it.
+ *
+ * @category models
+ */
+export type LimitType = "user" | "api_key" | "global"
 
 /**
  * Who was limited and for what, attached to a limit when it is built.

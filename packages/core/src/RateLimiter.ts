@@ -17,11 +17,11 @@ import { RateLimited, ServiceUnavailable } from "./Errors.ts"
 import * as RateLimitLog from "./RateLimitLog.ts"
 
 /**
- * Which limit applied, as `x-ratelimit-type` says it.
+ * Which limit applied, as `x-ratelimit-type` says it (defined in `RateLimitLog`, which records it).
  *
  * @category models
  */
-export type LimitType = "user" | "api_key" | "global"
+export type LimitType = RateLimitLog.LimitType
 
 /**
  * One limit to check. `key` identifies the counter (e.g. `acct_1:text:M`); `hashTag` groups the
@@ -574,7 +574,8 @@ export class StoreMemory extends Context.Service<StoreMemory, {
 
 /**
  * One process's counters in a map. `take` runs synchronously, so it is atomic; expired windows
- * are swept out every few thousand operations, so memory stays bounded by the live windows.
+ * are swept out every few thousand operations, so memory stays bounded by the live windows. Its
+ * twin on Redis is the limiter's Lua (`@tollgate/redis` `src/lua/take.lua` and `adjust.lua`).
  *
  * @category store
  */

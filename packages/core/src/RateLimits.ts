@@ -343,10 +343,10 @@ export const limitsFor = (principal: Principal, call: Call, overrides: CallerOve
   const limits = build("user", `${account}:${category}`, account, user, call, subject)
   const key = overrides.key?.[category]
   if (key !== undefined && principal._tag === "ApiKey") {
-    limits.push(...build("api_key", `${account}:key:${principal.keyId}:${category}`, account, { ...user, ...key }, call, subject))
+    for (const limit of build("api_key", `${account}:key:${principal.keyId}:${category}`, account, { ...user, ...key }, call, subject)) limits.push(limit)
   }
   const global = overrides.global?.[category]
-  if (global !== undefined) limits.push(...build("global", `global:${category}`, "global", global, call, subject))
+  if (global !== undefined) for (const limit of build("global", `global:${category}`, "global", global, call, subject)) limits.push(limit)
   return limits
 }
 

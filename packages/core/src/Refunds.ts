@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as CreditLedger from "./CreditLedger.ts"
+import type * as CreditLedger from "./CreditLedger.ts"
 import * as Errors from "./Errors.ts"
 import * as Money from "./Money.ts"
 

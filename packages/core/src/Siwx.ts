@@ -142,7 +142,8 @@ export const formatSolana = (fields: Fields): string => {
   if (fields.notBefore) lines.push(`Not Before: ${fields.notBefore}`)
   if (fields.requestId) lines.push(`Request ID: ${fields.requestId}`)
   if (fields.resources && fields.resources.length > 0) {
-    lines.push("Resources:", ...fields.resources.map((r) => `- ${r}`))
+    lines.push("Resources:")
+    for (const resource of fields.resources) lines.push(`- ${resource}`)
   }
   return lines.join("\n")
 }

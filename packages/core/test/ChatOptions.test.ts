@@ -130,3 +130,23 @@ describe("chat request: the fields tollgate reads are validated, every other fie
     expect(fail("not an object")._tag).toBe("InvalidRequest")
   })
 })
+
+describe("chat request: models names the fallbacks (OpenRouter's shape), tried after model in their order", () => {
+  it("model then the other models, without repeats or suffixes; models is not sent upstream", () => {
+    const request = ok({ model: "a:enable_web_search=on", models: ["a", "b:disable_thinking=true", "c", "b"], messages })
+    expect(request.model).toBe("a")
+    expect(request.fallbacks).toEqual(["b", "c"])
+    expect(request.options.enable_web_search).toBe("on")
+    expect(request.passthrough).not.toHaveProperty("models")
+  })
+
+  it("without model, the first of models is the model", () => {
+    expect(ok({ models: ["a", "b"], messages })).toMatchObject({ model: "a", fallbacks: ["b"] })
+  })
+
+  it("an empty list, a non-string or more than MAX_MODELS models is a 400 naming models", () => {
+    for (const models of [[], [1], Array.from({ length: ChatOptions.MAX_MODELS + 1 }, (_, i) => `m${i}`)]) {
+      expect(Object.keys(fail({ model: "a", models, messages }).details ?? {})).toContain("models")
+    }
+  })
+})

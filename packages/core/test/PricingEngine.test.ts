@@ -65,6 +65,18 @@ describe("Pricing: chat per million input and output tokens, rounded up to the n
   })
 })
 
+describe("Pricing: cached prompt tokens at the model's cached-input price, when the price table has one", () => {
+  it("the cached share of the prompt at its own price; without one, every prompt token at the input price", async () => {
+    const priced = await Effect.runPromise(PricingEngine.decodeConfig({
+      chat: { cached: { inputPerMillionUsd: "1", outputPerMillionUsd: "2", cachedInputPerMillionUsd: "0.1" } }
+    }))
+    const request = { model: "cached", inputTokens: 1_000, cachedInputTokens: 600, outputTokens: 10 }
+    expect(quote(PricingEngine.chat(priced, request)).amount).toBe(400_000 + 60_000 + 20_000)
+    expect(quote(PricingEngine.chat(tables, { ...request, model: "qwen3-4b" })).amount)
+      .toBe(quote(PricingEngine.chat(tables, { model: "qwen3-4b", inputTokens: 1_000, outputTokens: 10 })).amount)
+  })
+})
+
 describe("Pricing: embeddings per million input tokens, speech per million characters, transcription and video per second", () => {
   it("prices each kind under its own sku, per-million prices rounded up to the nano", () => {
     expect(quote(PricingEngine.media(tables, "embedding", "dev-embedding", 1_000_000))).toMatchObject({ amount: 20_000_000, sku: "embedding:dev-embedding" })

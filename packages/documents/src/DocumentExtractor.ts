@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer } from "effect"
-import { DocumentRefused, DocumentTooLarge, refuse } from "./DocumentError.ts"
+import { type DocumentRefused, DocumentTooLarge, refuse } from "./DocumentError.ts"
 import type * as Extraction from "./Extraction.ts"
 import * as WorkerPool from "./WorkerPool.ts"
 

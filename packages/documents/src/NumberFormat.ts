@@ -132,6 +132,7 @@ const formatDate = (serial: number, tokens: ReadonlyArray<Token>): string => {
   const pattern = tokens.map((token) => token.literal ? `\u0000${token.text}\u0000` : token.text).join("")
   const ampm = /AM\/PM|A\/P/i.test(pattern)
   const hours = date.getUTCHours()
+  // eslint-disable-next-line no-control-regex -- NUL delimits a quoted literal: no format string contains one
   const parts = pattern.split(/(\u0000[^\u0000]*\u0000|\[h+\]|\[m+\]|\[s+\]|AM\/PM|A\/P|y+|m+|d+|h+|s+|\.0+)/i)
   let out = ""
   let lastWasHour = false
@@ -154,6 +155,7 @@ const formatDate = (serial: number, tokens: ReadonlyArray<Token>): string => {
       out += lower.length === 1 ? String(h) : pad(h, 2)
     } else if (lower[0] === "s") out += lower.length === 1 ? String(date.getUTCSeconds()) : pad(date.getUTCSeconds(), 2)
     else if (lower[0] === "m") {
+      // eslint-disable-next-line no-control-regex -- as above
       const rest = parts.slice(i + 1).join("").replace(/\u0000[^\u0000]*\u0000/g, "")
       const minutes = lastWasHour || /^[^a-z]*s/i.test(rest)
       if (minutes) out += lower.length === 1 ? String(date.getUTCMinutes()) : pad(date.getUTCMinutes(), 2)

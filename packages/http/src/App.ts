@@ -80,7 +80,29 @@ export class Application extends Context.Service<Application, {
    * it as `HttpMiddleware.SpanNameGenerator`.
    */
   readonly spanName: (request: HttpServerRequest.HttpServerRequest) => string
+  /** Whether a path (a query is ignored) is one the application serves, with any method. */
+  readonly serves: (path: string) => boolean
+  /** The path of every route, `:name` for a parameter: what a host routes to the application. */
+  readonly paths: ReadonlyArray<string>
 }>()("@tollgate/http/App/Application") {}
+
+/**
+ * The application as its routes may call it in process (`Mcp`, whose tool calls are requests to
+ * the paid routes): every route, and a fetch-style handler over the same dispatch and middleware
+ * a request from the network goes through. `remoteAddress` is the address of the request that
+ * made the call, which the abuse guard and the logs see.
+ *
+ * @category services
+ */
+export class Dispatch extends Context.Service<Dispatch, {
+  readonly routes: ReadonlyArray<Route.Route<any>>
+  readonly fetch: (request: Request, remoteAddress: Option.Option<string>) => Promise<Response>
+}>()("@tollgate/http/App/Dispatch") {}
+
+/** The remote address of an in-process request (`Dispatch.fetch`). */
+const DispatchedFrom = Context.Reference<Option.Option<string>>("@tollgate/http/App/DispatchedFrom", {
+  defaultValue: () => Option.none()
+})
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -102,13 +124,17 @@ interface Entry {
  * body through `fromServerError`, a defect as a 500. An interruption (the client went away) stays
  * one, so the server answers it as such.
  */
-const recover = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
+const recoverWith = (render: (error: Errors.ApiError) => HttpServerResponse.HttpServerResponse) =>
+(cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   const error = Cause.findErrorOption(cause)
   if (Option.isNone(error)) return ErrorResponse.fromDefect(Cause.squash(cause))
   if (HttpServerError.isHttpServerError(error.value)) return ErrorResponse.fromServerError(error.value)
-  return Effect.succeed(ErrorResponse.render(error.value as Errors.ApiError))
+  return Effect.succeed(render(error.value as Errors.ApiError))
 }
+
+const recover = recoverWith(ErrorResponse.render)
+const recoverAnthropic = recoverWith(ErrorResponse.renderAnthropic)
 
 const unmatched = "unmatched"
 
@@ -135,9 +161,17 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const maxBodySize = ByteSize.bytes(options.maxBodyBytes ?? 1_048_576)
     const trusted = options.trustedProxies ?? ClientAddress.none
 
+    // Set once `handle` exists: routes may call the application in process only while serving.
+    const self: { web?: (request: Request, context?: Context.Context<never>) => Promise<Response> } = {}
+    const dispatch = Dispatch.of({
+      routes: all,
+      fetch: (request, remoteAddress) => self.web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
+    })
+    const services = yield* Effect.context<never>()
+
     const entries: Array<readonly [string, string, Entry]> = []
     for (const route of all) {
-      const built: Route.Handler = yield* route.handler
+      const built: Route.Handler = yield* Effect.provideService(route.handler, Dispatch, dispatch)
       // A metered route answers a caller without credentials before it reads or counts the body.
       const handler = route.metered === true && metered !== undefined
         ? Effect.andThen(metered.requireCredentials, built)
@@ -148,7 +182,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ? Effect.succeed(handler.value as HttpServerResponse.HttpServerResponse)
         : undefined
       entries.push([route.method, route.path, {
-        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), recover),
+        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), route.errorShape === "anthropic" ? recoverAnthropic : recover),
         readsBody: !bodiless.has(route.method),
         bazaar: Bazaar.extension(route)
       }])
@@ -268,7 +302,16 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const match = table.lookup(request.method, request.url)
       return match._tag === "Found" ? `${request.method} ${match.pattern}` : request.method
     }
-    return { handle, spanName }
+    // An in-process request carries the address of the request that made it.
+    const dispatched: Handle = Effect.withFiber((fiber) => {
+      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+      const from = Context.get(fiber.context, DispatchedFrom)
+      fiber.setContext(Context.add(fiber.context, HttpServerRequest.HttpServerRequest, request.modify({ remoteAddress: from })))
+      return handle
+    })
+    self.web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)
+    const serves = (path: string) => table.lookup("GET", path)._tag !== "NotFound"
+    return { handle, spanName, serves, paths: [...new Set(all.map((route) => route.path))] }
   })
 
 /** The trace id of the request's server span, when an OpenTelemetry tracer (not Effect's own) records it. */

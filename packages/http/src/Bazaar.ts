@@ -7,8 +7,9 @@
  * the request's content type and JSON Schema (the schema the route decodes with), the declared
  * request example, and the schema and example of its 200 answer. The price is the 402's own
  * `accepts`. The list names each paid route of the application (tollgate's and an embedder's
- * declared endpoints, which are routes like any other) and any other paid resource the embedder
- * hands `App` (`Options.resources`, for example MCP tools with their bazaar declaration).
+ * declared endpoints, which are routes like any other), each paid MCP tool when the application
+ * serves `/mcp` (`McpTools.list`, declared as the bazaar declares a tool), and any other paid
+ * resource the embedder hands `App` (`Options.paidResources`).
  *
  * @since 0.1.0
  */
@@ -16,6 +17,7 @@ import { Money, PricingEngine, X402 } from "@tollgate/core"
 import { declareDiscoveryExtension } from "@x402/extensions/bazaar"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
+import * as McpTools from "./McpTools.ts"
 import * as Route from "./Route.ts"
 
 /** The path of the list of paid resources. @category constants */
@@ -48,6 +50,39 @@ export interface Resource {
   readonly price: { readonly priceUsd: string } | { readonly quoted: string }
   readonly extensions: { readonly bazaar: Extension }
 }
+
+/** The path MCP is served at (`Mcp.PATH`, not imported: `Mcp` serves the whole application). */
+const MCP_PATH = "/mcp"
+
+/**
+ * The paid MCP tools of `routes` as resources: the MCP endpoint, the tool's name, description and
+ * input schema in the bazaar's MCP declaration, and its price as the tool listing states it.
+ *
+ * @category constructors
+ */
+export const toolResources = (
+  routes: ReadonlyArray<Route.Route<any>>,
+  config: X402.Config,
+  tables: PricingEngine.Tables
+): ReadonlyArray<Resource> =>
+  McpTools.list(routes, tables).flatMap((tool): Array<Resource> =>
+    tool.price === undefined ? [] : [{
+      resource: `${config.publicOrigin}${MCP_PATH}`,
+      type: "mcp",
+      x402Version: X402.VERSION,
+      description: tool.description,
+      mimeType: "application/json",
+      accepts: [],
+      price: { quoted: tool.price.text },
+      extensions: {
+        bazaar: declareDiscoveryExtension({
+          toolName: tool.name,
+          description: tool.description,
+          transport: "streamable-http",
+          inputSchema: tool.inputSchema as Record<string, unknown>
+        })["bazaar"] as unknown as Extension
+      }
+    }])
 
 /**
  * A schema as one self-contained JSON Schema: the bazaar nests it inside its own, where a `$ref`
@@ -172,8 +207,11 @@ export const routes = (
     Effect.gen(function*() {
       const config = yield* Effect.serviceOption(X402.X402Config)
       const tables = Option.getOrUndefined(yield* Effect.serviceOption(PricingEngine.PricingEngine))
+      const mcp = paid.some((route) => route.path === MCP_PATH) && Option.isSome(config) && tables !== undefined
+        ? toolResources(paid, config.value, tables)
+        : []
       const items = Option.isSome(config) && X402.paymentsEnabled(config.value)
-        ? resources(paid, config.value, tables, others)
+        ? resources(paid, config.value, tables, [...mcp, ...others])
         : []
       const body = { version: 1, x402Version: X402.VERSION, resources: items.map((item) => item.resource), items }
       return Effect.sync(() => HttpServerResponse.jsonUnsafe(body, { headers: { "cache-control": "public, max-age=300" } }))

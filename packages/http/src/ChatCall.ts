@@ -15,10 +15,11 @@
  * @since 0.1.0
  */
 import type * as ChatBackend from "@tollgate/backends/ChatBackend"
-import { ChatOptions, Errors, Models, Money, PricingEngine } from "@tollgate/core"
+import { ChatOptions, Errors, Generations, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { ByteSize, Effect, Option, Result } from "effect"
+import * as Crypto from "node:crypto"
 import type * as Endpoint from "./Endpoint.ts"
 import type * as Metered from "./Metered.ts"
 import type * as Route from "./Route.ts"
@@ -152,7 +153,7 @@ const runSearch = (
  * @category models
  */
 export interface Tally {
-  usage: { readonly prompt: number; readonly completion: number } | undefined
+  usage: { readonly prompt: number; readonly completion: number; readonly cached: number } | undefined
   readonly pieces: Array<string>
 }
 
@@ -163,13 +164,16 @@ export const newTally = (): Tally => ({ usage: undefined, pieces: [] })
 const countPieces = (pieces: ReadonlyArray<string>) => pieces.reduce((sum, piece) => sum + Tokens.count(piece), 0)
 
 /**
- * Keeps an OpenAI `usage` object's counts when it has them.
+ * Keeps an OpenAI `usage` object's counts when it has them, with the prompt tokens the upstream
+ * read from its cache (`prompt_tokens_details.cached_tokens`).
  *
  * @category accounting
  */
 export const recordUsage = (tally: Tally, usage: unknown) => {
   if (isObject(usage) && typeof usage["prompt_tokens"] === "number" && typeof usage["completion_tokens"] === "number") {
-    tally.usage = { prompt: usage["prompt_tokens"], completion: usage["completion_tokens"] }
+    const details = usage["prompt_tokens_details"]
+    const cached = isObject(details) && typeof details["cached_tokens"] === "number" ? details["cached_tokens"] : 0
+    tally.usage = { prompt: usage["prompt_tokens"], completion: usage["completion_tokens"], cached: Math.min(Math.max(0, cached), usage["prompt_tokens"]) }
   }
 }
 
@@ -181,7 +185,17 @@ export const recordUsage = (tally: Tally, usage: unknown) => {
 export const REASONING_FIELDS = ["reasoning_content", "reasoning"] as const
 
 /**
- * A checked request with its admission worked out.
+ * What a call used, priced: the pipeline's `Produced`, and the prompt tokens read from the
+ * upstream's cache (billed at the cached-input price when the model has one).
+ *
+ * @category models
+ */
+export interface Priced extends Metered.Produced {
+  readonly cachedTokens: number
+}
+
+/**
+ * A checked request for one model with its admission worked out.
  *
  * @category models
  */
@@ -189,6 +203,8 @@ export interface Prepared {
   readonly request: ChatOptions.ChatRequest
   readonly model: Models.TextModel
   readonly quote: PricingEngine.Quote
+  /** The prompt's tokens as counted here (o200k_base, the service's messages included). */
+  readonly promptTokens: number
   /** The model's tier and the prompt and capped completion reserved against the token limit. */
   readonly shape: Endpoint.Shape
   /** The search the options ask for (none: nothing found), run once the call is admitted. */
@@ -199,13 +215,30 @@ export interface Prepared {
   readonly headers: Record<string, string>
   /** The upstream body: the conversation with the service's messages and what was found, capped. */
   readonly upstreamBody: (found: Found) => Json
-  /** The actual price of what the tally says was used. */
-  readonly price: (found: Found, tally: Tally) => Metered.Produced
+  /** The actual price of what the tally says was used, under this model's sku. */
+  readonly price: (found: Found, tally: Tally) => Priced
+}
+
+/**
+ * A checked request with the models that may serve it, in the order they are tried (`model`, then
+ * the fallbacks of `models` that passed the same checks), and the admission that covers any of
+ * them: the most expensive one's price held and its tokens reserved, under the first one's tier.
+ *
+ * @category models
+ */
+export interface Plan {
+  readonly candidates: readonly [Prepared, ...Array<Prepared>]
+  readonly quote: PricingEngine.Quote
+  readonly shape: Endpoint.Shape
+  /** The search the options ask for (none: nothing found), run once the call is admitted. */
+  readonly search: Effect.Effect<Found>
 }
 
 /**
  * Checks a parsed request and works out its admission; a bad one is a 400 that leaves nothing
- * behind.
+ * behind. With fallbacks (`models`), each model is checked the same way; one that fails the checks,
+ * is unknown, or is deprecated (while another is not) is left out, and only when none is left is the
+ * request refused, with the first model's problem.
  *
  * @category constructors
  */
@@ -214,9 +247,9 @@ export const preparer = Effect.gen(function*() {
   const tables = yield* PricingEngine.PricingEngine
   const prompts = yield* ChatOptions.ChatPrompts
   const provider = yield* SearchProvider.SearchProvider
-  return (request: ChatOptions.ChatRequest): Effect.Effect<Prepared, Errors.ApiError> =>
+  const prepare = (request: ChatOptions.ChatRequest, id: string): Effect.Effect<Prepared, Errors.ApiError> =>
     Effect.gen(function*() {
-      const model = yield* models.text(request.model)
+      const model = yield* models.text(id)
       const { options } = request
       const added = yield* Effect.fromResult(ChatOptions.serviceMessages(prompts, options))
       const mode = ChatOptions.searchMode(options)
@@ -258,16 +291,23 @@ export const preparer = Effect.gen(function*() {
         return yield* Errors.invalidField(quote.field, quote.message)
       }
 
-      const price = (found: Found, tally: Tally): Metered.Produced => {
+      const price = (found: Found, tally: Tally): Priced => {
         const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? prompt : Tokens.conversation([found.message, ...messages]))
         const completionUsed = tally.usage?.completion ?? countPieces(tally.pieces)
         const extras = found.performed || found.scrapedUrls > 0
+        const cachedUsed = tally.usage?.cached ?? 0
         if (tally.usage === undefined && completionUsed === 0 && !extras) {
-          return { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit, promptTokens: 0, completionTokens: 0 }, actualTokens: 0 }
+          return {
+            charge: Money.zero,
+            usage: { units: 0, pricePerUnit: quote.pricePerUnit, promptTokens: 0, completionTokens: 0, sku: quote.sku },
+            actualTokens: 0,
+            cachedTokens: 0
+          }
         }
         const actual = PricingEngine.chat(tables, {
           model: model.id,
           inputTokens: promptUsed,
+          cachedInputTokens: cachedUsed,
           outputTokens: completionUsed,
           webSearch: found.performed && mode === "web",
           scrapedUrls: found.scrapedUrls,
@@ -281,12 +321,15 @@ export const preparer = Effect.gen(function*() {
             pricePerUnit: PricingEngine.isUnpriced(actual) ? quote.pricePerUnit : actual.pricePerUnit,
             promptTokens: promptUsed,
             completionTokens: completionUsed,
+            sku: quote.sku,
             notes: [
+              ...(cachedUsed > 0 ? [`${cachedUsed} cached prompt tokens`] : []),
               ...(found.performed ? [`${mode} search`] : []),
               ...(found.scrapedUrls > 0 ? [`${found.scrapedUrls} URLs scraped`] : [])
             ].join(", ") || undefined
           },
-          actualTokens: promptUsed + completionUsed
+          actualTokens: promptUsed + completionUsed,
+          cachedTokens: cachedUsed
         }
       }
 
@@ -310,6 +353,7 @@ export const preparer = Effect.gen(function*() {
         request,
         model,
         quote,
+        promptTokens: prompt,
         shape: { modelTier: model.tier, reserveTokens: promptReserve + completionReserve },
         search: mode === "none" ? Effect.succeed(nothingFound) : runSearch(provider, search, query, options.enable_web_citations),
         strips: ChatOptions.stripsThinking(options),
@@ -318,21 +362,127 @@ export const preparer = Effect.gen(function*() {
         price
       } satisfies Prepared
     })
+  return (request: ChatOptions.ChatRequest): Effect.Effect<Plan, Errors.ApiError> => {
+    if (request.fallbacks.length === 0) return Effect.map(prepare(request, request.model), (prepared) => planOf([prepared]))
+    return Effect.flatMap(
+      Effect.forEach([request.model, ...request.fallbacks], (id) => Effect.result(prepare(request, id))),
+      (results) => {
+        const usable = results.filter(Result.isSuccess).map((result) => result.success)
+        const current = usable.filter((prepared) => prepared.model.deprecation === undefined)
+        const [first, ...rest] = current.length > 0 ? current : usable
+        return first === undefined
+          // every model was refused: the first one's problem is the answer
+          ? Effect.map(Effect.fromResult(results[0]!), (prepared) => planOf([prepared]))
+          : Effect.succeed(planOf([first, ...rest]))
+      }
+    )
+  }
 })
+
+const planOf = (candidates: Plan["candidates"]): Plan => {
+  const [first] = candidates
+  const dearest = candidates.reduce((a, b) => b.quote.amount > a.quote.amount ? b : a)
+  return {
+    candidates,
+    quote: dearest.quote,
+    shape: { modelTier: first.shape.modelTier, reserveTokens: Math.max(...candidates.map((prepared) => prepared.shape.reserveTokens ?? 0)) },
+    search: first.search
+  }
+}
+
+/**
+ * One call as a route answers it: its answer's id (tollgate's own), the model that serves it, and
+ * what `GET /generation` says of it (the upstream that answered, whether the answer ran to its end).
+ *
+ * @category models
+ */
+export interface Call {
+  readonly id: string
+  readonly prepared: Prepared
+  /** The answer's `usage.cost`: what the ledger captures of `produced`, in USD. */
+  readonly cost: (produced: Metered.Produced) => number
+  /** The base URL of the upstream that answered (`ChatBackend`'s), or `local`. */
+  upstream: string
+  /** A stream reached its end (a non-streamed answer always does). */
+  finished: boolean
+}
+
+/**
+ * A route's answer: a response with what it used, priced, or a stream whose use is priced when it
+ * ends.
+ *
+ * @category models
+ */
+export type Answer =
+  | (Metered.Outcome & Priced)
+  | (Metered.StreamingOutcome & { readonly produced: Effect.Effect<Priced> })
+
+const hostOf = (upstream: string) => {
+  try {
+    return new URL(upstream).host
+  } catch {
+    return upstream
+  }
+}
 
 /**
  * How a chat route serves a request (`Endpoint.Serve`): `decode` reads its wire shape and ends in
- * `prepare`; the quote and the admission are the prepared ones; the work is the search, then
- * `answer`, the route's rendering of the upstream's answer from what was found.
+ * `prepare`; the quote and the admission are the plan's; the work is the search, then `answer`,
+ * the route's rendering of the upstream's answer from what was found, by the first model of the
+ * plan that answers: a model whose answer fails before anything was sent to the client (every
+ * upstream refused, timed out or failed) gives way to the next, and a stream that has started
+ * stays with its model. The call is recorded for `GET /generation` under `prefix` and a random id
+ * once its charge is known.
  *
  * @category constructors
  */
-export const serve = <A extends { readonly prepared: Prepared }>(
+export const serve = <A extends { readonly plan: Plan }>(
+  prefix: string,
   decode: Effect.Effect<A, Errors.ApiError, Route.RequestServices>,
-  answer: (input: A, found: Found) => Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError>
-): Endpoint.Serve<A> => ({
-  decode,
-  quote: ({ prepared }) => prepared.quote,
-  shape: ({ prepared }) => prepared.shape,
-  execute: (input) => Effect.flatMap(input.prepared.search, (found) => answer(input, found))
-})
+  answer: (input: A, found: Found, call: Call) => Effect.Effect<Answer, Errors.ApiError>
+): Effect.Effect<Endpoint.Serve<A>, never, Generations.Generations> =>
+  Effect.map(Generations.Generations, (generations) => {
+    const record = (call: Call, priced: Priced, context: Metered.CallContext, quote: PricingEngine.Quote, startedAt: number) => {
+      const now = Date.now()
+      return generations.record({
+        id: call.id,
+        accountId: context.principal.accountId,
+        model: call.prepared.model.id,
+        upstream: hostOf(call.upstream),
+        promptTokens: priced.usage.promptTokens ?? 0,
+        completionTokens: priced.usage.completionTokens ?? 0,
+        cachedTokens: priced.cachedTokens,
+        cost: Money.min(priced.charge, quote.amount),
+        latencyMs: now - startedAt,
+        cutShort: !call.finished,
+        createdAt: now
+      }).pipe(Effect.catch((error) => Effect.logWarning("a call's generation record was not stored", error.message)))
+    }
+    return {
+      decode,
+      quote: ({ plan }) => plan.quote,
+      shape: ({ plan }) => plan.shape,
+      execute: (input, quote, context) => {
+        const startedAt = Date.now()
+        return Effect.flatMap(input.plan.search, (found) => {
+          const id = `${prefix}${Crypto.randomUUID().replaceAll("-", "")}`
+          const cost = (produced: Metered.Produced) => Money.toUsdNumber(Money.min(produced.charge, quote.amount))
+          const attempt = (index: number): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> => {
+            const call: Call = { id, prepared: input.plan.candidates[index]!, cost, upstream: "local", finished: false }
+            const served = Effect.flatMap(answer(input, found, call), (outcome): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome> => {
+              if ("_tag" in outcome) {
+                return Effect.succeed({
+                  ...outcome,
+                  produced: Effect.tap(outcome.produced, (produced) => record(call, produced, context, quote, startedAt))
+                })
+              }
+              call.finished = true
+              return Effect.as(record(call, outcome, context, quote, startedAt), outcome)
+            })
+            return index + 1 < input.plan.candidates.length ? Effect.catch(served, () => attempt(index + 1)) : served
+          }
+          return attempt(0)
+        })
+      }
+    }
+  })

@@ -82,6 +82,8 @@ export interface Declaration<A, R> {
   readonly settlesActual?: boolean | undefined
   readonly serve: Effect.Effect<Serve<A>, never, R>
   readonly docs: Omit<Route.Docs, "security" | "x402SettlesActual">
+  /** How failures are rendered (`Route.Route.errorShape`); by default the spec's bodies. */
+  readonly errorShape?: Route.Route["errorShape"]
 }
 
 /**
@@ -167,7 +169,8 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
       : Effect.flatMap(decode, (input) => call(input, undefined))
     return answer
   })
-  return { ...Route.make(method, path, handler, docs), metered: true }
+  const route = { ...Route.make(method, path, handler, docs), metered: true }
+  return declaration.errorShape === undefined ? route : { ...route, errorShape: declaration.errorShape }
 }
 
 /**

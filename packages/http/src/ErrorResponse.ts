@@ -2,13 +2,14 @@
  * The one place where errors become responses. Tagged errors from `@tollgate/core` map to their
  * status and the spec's body (StandardError, DetailedError, the 402 forms, the 429 with its
  * headers); anything else a client could not have caused is a 500 whose body says nothing about
- * the internals.
+ * the internals. Anthropic's Messages API renders the same errors in Anthropic's shape
+ * (`renderAnthropic`), with the same statuses and headers.
  *
  * @since 0.1.0
  */
 import { Errors } from "@tollgate/core"
 import { type ByteSize, Cause, Effect } from "effect"
-import { HttpIncomingMessage, HttpServerError, HttpServerResponse } from "effect/http"
+import { HttpIncomingMessage, type HttpServerError, HttpServerResponse } from "effect/http"
 
 const json = (status: number, body: unknown, headers?: Readonly<Record<string, string>>) =>
   HttpServerResponse.jsonUnsafe(body, headers === undefined ? { status } : { status, headers })
@@ -87,6 +88,39 @@ export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerRes
     default:
       return json(status, { error: error.message })
   }
+}
+
+/** The `error.type` Anthropic's clients read for each status. */
+const anthropicTypes: Readonly<Record<number, string>> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  402: "billing_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  503: "overloaded_error",
+  504: "timeout_error"
+}
+
+/**
+ * The response of a tagged error in Anthropic's shape (`{type: "error", error: {type, message}}`),
+ * for the Messages API: the status and headers `render` gives it, and the message it states
+ * (a DetailedError's first problem included, as its `details` have no place there). An x402
+ * payment request keeps its own body.
+ *
+ * @category rendering
+ */
+export const renderAnthropic = (error: Errors.ApiError): HttpServerResponse.HttpServerResponse => {
+  const rendered = render(error)
+  // a 402 that asks for a payment keeps the payment protocol's body, which a paying client reads
+  if (error._tag === "PaymentRequired") return rendered
+  const message = error._tag === "InvalidRequest" && error.details !== undefined ? detailedMessage(error.message, error.details) : error.message
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(rendered.headers)) {
+    if (name !== "content-type" && typeof value === "string") headers[name] = value
+  }
+  return json(rendered.status, { type: "error", error: { type: anthropicTypes[rendered.status] ?? "api_error", message } }, headers)
 }
 
 /**

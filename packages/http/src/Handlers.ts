@@ -71,6 +71,14 @@ export const toNodeHandler = async <A, E>(app: Layer.Layer<A | Application, E, A
 export interface Handlers {
   readonly fetch: (request: Request) => Promise<Response>
   readonly nodeHandler: (request: IncomingMessage, response: ServerResponse) => void
+  /**
+   * Whether tollgate serves a path the client sent (under `basePath`, if any), with any method: the
+   * one test a host needs to send tollgate everything it serves (the API, the pages and the
+   * portal's files, `/mcp`, the host's declared endpoints) and keep the rest.
+   */
+  readonly serves: (path: string) => boolean
+  /** Every path tollgate serves (`:name` for a parameter), under `basePath`. */
+  readonly paths: ReadonlyArray<string>
   readonly dispose: () => Promise<void>
 }
 
@@ -112,9 +120,14 @@ export const make = async <A, E>(
   const built = await Effect.runPromise(
     Effect.gen(function*() {
       const context = yield* Layer.buildWithScope(app.pipe(Layer.provideMerge(NodeHttpServer.layerHttpServices)), scope)
-      const { handle } = Context.get(context, Application)
+      const { handle, paths, serves } = Context.get(context, Application)
       const node = yield* NodeHttpServer.makeHandler(handle, { scope }).pipe(Effect.provideContext(context))
-      return { node, web: HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(context as Context.Context<never>)(handle) }
+      return {
+        node,
+        web: HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(context as Context.Context<never>)(handle),
+        paths,
+        serves
+      }
     })
   ).catch(async (error: unknown) => {
     await dispose()
@@ -134,6 +147,12 @@ export const make = async <A, E>(
       request.url = basePath === undefined ? full : strip(basePath, full)
       built.node(request, response)
     },
+    serves: (path) => {
+      if (basePath === undefined) return built.serves(path)
+      const inside = strip(basePath, path)
+      return inside !== path && built.serves(inside)
+    },
+    paths: basePath === undefined ? built.paths : built.paths.map((path) => `${basePath}${path}`),
     dispose
   }
 }

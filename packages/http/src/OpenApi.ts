@@ -1,13 +1,4 @@
 /**
- * The introduction of the API, as the document's `info.description` and the `/docs` page show it.
- *
- * @category constants
- */
-export const description = "A paid inference API: text parser, image generation, blockchain JSON-RPC proxy, " +
-  "OpenAI-compatible chat, billing, and x402 wallet access. Authenticate with an API key (/api-keys) " +
-  "or a wallet (/docs/authentication); wallets buy prepaid credit over x402 (/docs/wallets)."
-
-/**
  * The OpenAPI 3.1 document of the public API, generated from the route list: each route's docs
  * name the schemas it decodes with, so the document and the validation cannot drift apart. Error
  * responses come from the same error schemas `ErrorResponse` renders, and the security schemes
@@ -19,6 +10,15 @@ import { Errors, Money, type PricingEngine, X402 } from "@tollgate/core"
 import { Schema } from "effect"
 import * as Bazaar from "./Bazaar.ts"
 import type * as Route from "./Route.ts"
+
+/**
+ * The introduction of the API, as the document's `info.description` and the `/docs` page show it.
+ *
+ * @category constants
+ */
+export const description = "A paid inference API: text parser, image generation, blockchain JSON-RPC proxy, " +
+  "OpenAI-compatible chat, billing, and x402 wallet access. Authenticate with an API key (/api-keys) " +
+  "or a wallet (/docs/authentication); wallets buy prepaid credit over x402 (/docs/wallets)."
 
 /** @category models */
 export interface Document {

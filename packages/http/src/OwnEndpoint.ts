@@ -17,6 +17,7 @@ import { Errors, Money, type Principal, type PricingEngine, type RateLimits } fr
 import { Effect, Result, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Endpoint from "./Endpoint.ts"
+import * as ToolPrice from "./ToolPrice.ts"
 import type * as Metered from "./Metered.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as RequestQuery from "./RequestQuery.ts"
@@ -31,6 +32,11 @@ import type * as Route from "./Route.ts"
 export interface StandardSchema<Out> {
   readonly "~standard": {
     readonly validate: (value: unknown) => StandardResult<Out> | Promise<StandardResult<Out>>
+    /**
+     * Standard JSON Schema (zod 4.2 and later, Effect's `Schema.toStandardJSONSchemaV1`): the
+     * input's JSON Schema, which the endpoint's MCP tool lists as its input schema.
+     */
+    readonly jsonSchema?: { readonly input: (options: { readonly target: string }) => Record<string, unknown> } | undefined
   }
 }
 
@@ -144,7 +150,12 @@ export interface Options<Body> {
   /** Opt in to `Idempotency-Key`. */
   readonly idempotency?: boolean | undefined
   readonly handle: (call: Call<Body>) => Promise<Reply>
-  /** What the OpenAPI document says of the endpoint. */
+  /**
+   * The endpoint's name as an MCP tool at `/mcp` (default: the sku, with characters other than
+   * letters, digits, `_` and `-` as `_`).
+   */
+  readonly toolName?: string | undefined
+  /** What the OpenAPI document (and the MCP tool's description) says of the endpoint. */
   readonly summary?: string | undefined
   readonly description?: string | undefined
 }
@@ -232,7 +243,7 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
         ? Effect.succeed(result.value)
         : Effect.fail(Errors.invalidParameters(result.issues.map((issue) => ({ path: pathOf(issue.path), message: issue.message })))))
   })
-  return Endpoint.make({
+  const route = Endpoint.make({
     method,
     path: options.path,
     kind: options.kind ?? "text",
@@ -289,4 +300,25 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
       responses: { 200: { description: "The endpoint's answer" } }
     }
   })
+  const tool: Route.ToolDoc = {
+    name: options.toolName ?? sku.replace(/[^A-Za-z0-9_-]/gu, "_"),
+    description: options.description ?? options.summary ?? `${method} ${options.path}`,
+    inputSchema: inputSchemaOf(check),
+    price: toolPrice(price)
+  }
+  return { ...route, tool }
+}
+
+/** The input schema of a body's validator, when it publishes one (Standard JSON Schema); else any object. */
+const inputSchemaOf = (check: StandardSchema<unknown> | undefined): Route.ToolDoc["inputSchema"] => {
+  const published = check?.["~standard"].jsonSchema?.input({ target: "draft-2020-12" })
+  const { $schema: _, ...schema } = published ?? {}
+  return { ...schema, type: "object" }
+}
+
+/** The price in the words of the 402, for the tool listing. */
+const toolPrice = (price: Price<never>): ToolPrice.ToolPrice => {
+  if ("usd" in price) return ToolPrice.flat(usdOf(price.usd))
+  if ("usdPerUnit" in price) return ToolPrice.perUnit(usdOf(price.usdPerUnit), "unit", "the most units the request may use")
+  return ToolPrice.quoted("from the request")
 }

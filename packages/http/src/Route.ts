@@ -11,6 +11,7 @@ import type { Errors, Money, PricingEngine } from "@tollgate/core"
 import { Effect, type Schema, type Scope } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentRequest } from "./RequestContext.ts"
+import type * as ToolPrice from "./ToolPrice.ts"
 
 /** @category models */
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
@@ -72,6 +73,19 @@ export interface Docs {
   readonly x402SettlesActual?: boolean
 }
 
+/**
+ * A declared endpoint as an MCP tool (`McpTools`): its name, what it does, the JSON Schema of its
+ * input and its price. Set by `OwnEndpoint.make`; tollgate's own routes are listed by `McpTools`.
+ *
+ * @category models
+ */
+export interface ToolDoc {
+  readonly name: string
+  readonly description: string
+  readonly inputSchema: { readonly type: "object" } & Readonly<Record<string, unknown>>
+  readonly price: ToolPrice.ToolPrice
+}
+
 /** @category models */
 export interface Route<R = never> {
   readonly method: Method
@@ -85,6 +99,13 @@ export interface Route<R = never> {
    * what the docs say.
    */
   readonly metered?: boolean
+  /** The route as an MCP tool, when it is an embedder's declared endpoint. */
+  readonly tool?: ToolDoc
+  /**
+   * How the route's failures are rendered: `anthropic` for Anthropic's Messages API
+   * (`ErrorResponse.renderAnthropic`); by default the spec's bodies.
+   */
+  readonly errorShape?: "anthropic" | undefined
 }
 
 /** @category constructors */

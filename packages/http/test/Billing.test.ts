@@ -159,7 +159,7 @@ describe("GET /billing/usage-history: keyset pages; every entry appears exactly 
       const response: Response = await get(`/api/v1/billing/usage-history?limit=2${cursor === null ? "" : `&cursor=${cursor}`}`, caller.admin)
       expect(response.status).toBe(200)
       const body = await response.json() as { data: Array<{ inferenceDetails: { requestId: string } }>; nextCursor: string | null }
-      seen.push(...body.data.map((entry) => entry.inferenceDetails.requestId))
+      for (const entry of body.data) seen.push(entry.inferenceDetails.requestId)
       cursor = body.nextCursor
       await charge(caller.id, 1)
     } while (cursor !== null)

@@ -1,5 +1,5 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
-import { ChatOptions, CreditLedger, Models, Money, PricingEngine } from "@tollgate/core"
+import { ChatOptions, CreditLedger, Generations, Models, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { FakeChatUpstream } from "@tollgate/testkit"
@@ -51,6 +51,7 @@ const searchResults: ReadonlyArray<SearchProvider.SearchResult> = [
 const services = () =>
   TestApp.layerMetered(Layer.mergeAll(
     tables,
+    Generations.layerMemory,
     Models.layer([textModel("fake-chat", upstream.baseUrl), textModel("unreachable-chat", "http://127.0.0.1:9/v1")]),
     ChatBackend.layer({ coolDown: "1 millis" }).pipe(Layer.provide(FetchHttpClient.layer)),
     ChatOptions.layerPrompts({
@@ -77,7 +78,7 @@ beforeAll(async () => {
   const server = Http.createServer(node.handler)
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`
-  const { key, id } = await TestApp.seedAccount(context, { label: "chat", grant: GRANT })
+  const { id, key } = await TestApp.seedAccount(context, { label: "chat", grant: GRANT })
   accountId = id
   apiKey = key
   client = new OpenAI({ apiKey: key, baseURL, maxRetries: 0 })
@@ -193,7 +194,7 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
   it("refuses a prompt longer than the model's context with a 400, before anything is held", async () => {
     const before = await balance()
     const calls = upstream.received.length
-    const { status, body } = await post({ model: "fake-chat", messages: [{ role: "user", content: "word ".repeat(40_000) }] })
+    const { body, status } = await post({ model: "fake-chat", messages: [{ role: "user", content: "word ".repeat(40_000) }] })
     expect(status).toBe(400)
     expect(body).toMatchObject({ details: { messages: { _errors: ["Prompt too long for the model"] } } })
     expect(upstream.received.length).toBe(calls)

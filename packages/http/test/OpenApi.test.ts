@@ -69,7 +69,7 @@ describe("The reference reads as the API's: every operation tagged and summarise
   )
 
   it("every operation has a tag and a summary that is not its method and path", () => {
-    for (const { path, method, operation } of operations) {
+    for (const { method, operation, path } of operations) {
       expect([path, operation.tags.length]).not.toEqual([path, 0])
       expect(operation.summary).not.toBe(`${method.toUpperCase()} ${path}`)
     }

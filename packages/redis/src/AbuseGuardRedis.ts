@@ -13,6 +13,7 @@
 import { AbuseGuard, Errors } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
+import * as Lua from "./Lua.ts"
 
 // A principal's caller name carries its account as a hash tag (`AbuseGuard.principalCaller`), so
 // its records sit in the account's slot; an address is a hash tag of its own.
@@ -37,20 +38,7 @@ const recordScript = Redis.script(
   ],
   {
     numberOfKeys: 2,
-    lua: `
-local left = redis.call('PTTL', KEYS[2])
-if left > 0 then return left end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
-redis.call('ZADD', KEYS[1], now, time[1] .. '.' .. time[2] .. '.' .. redis.call('ZCARD', KEYS[1]))
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-  redis.call('DEL', KEYS[1])
-end
-return 0
-`
+    lua: Lua.read("abuse-record")
   }
 ).withReturnType<number>()
 

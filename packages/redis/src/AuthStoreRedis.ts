@@ -12,6 +12,7 @@
 import { type Auth, AuthStore, Errors, type KeyCaps, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
+import * as Lua from "./Lua.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import { RedisConnection } from "./RedisConnection.ts"
 import * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
@@ -40,17 +41,7 @@ const revokeScript = Redis.script(
   (keys: string, marker: string, keyId: string, revokedAt: string) => [keys, marker, keyId, revokedAt],
   {
     numberOfKeys: 2,
-    lua: `
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local record = cjson.decode(raw)
-if not record.revokedAt then
-  record.revokedAt = ARGV[2]
-  redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
-end
-redis.call('SET', KEYS[2], '0')
-return 1
-`
+    lua: Lua.read("auth-revoke")
   }
 ).withReturnType<number>()
 
@@ -58,17 +49,7 @@ const expiryScript = Redis.script(
   (keys: string, marker: string, keyId: string, expiresAt: string, fromMs: string) => [keys, marker, keyId, expiresAt, fromMs],
   {
     numberOfKeys: 2,
-    lua: `
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local record = cjson.decode(raw)
-if ARGV[2] == '' then record.expiresAt = nil else record.expiresAt = ARGV[2] end
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(record))
-if not record.revokedAt then
-  if ARGV[3] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[3]) end
-end
-return 1
-`
+    lua: Lua.read("auth-expiry")
   }
 ).withReturnType<number>()
 

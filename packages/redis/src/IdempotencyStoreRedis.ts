@@ -10,29 +10,13 @@
 import { Errors, IdempotencyStore } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
+import * as Lua from "./Lua.ts"
 
 const claimScript = Redis.script(
   (key: string, fingerprint: string, ttlMs: number, leaseMs: number) => [key, fingerprint, ttlMs, leaseMs],
   {
     numberOfKeys: 1,
-    lua: `
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local current = redis.call('HMGET', KEYS[1], 'fingerprint', 'claimedAt', 'status')
-if not current[1] then
-  redis.call('HSET', KEYS[1], 'fingerprint', ARGV[1], 'claimedAt', now)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {'Claimed'}
-end
-if current[1] ~= ARGV[1] then return {'Mismatch'} end
-if current[3] then
-  local stored = redis.call('HMGET', KEYS[1], 'status', 'headers', 'body')
-  return {'Replay', stored[1], stored[2], stored[3]}
-end
-if now - tonumber(current[2]) < tonumber(ARGV[3]) then return {'InFlight'} end
-redis.call('HSET', KEYS[1], 'claimedAt', now)
-return {'Claimed'}
-`
+    lua: Lua.read("idempotency-claim")
   }
 ).withReturnType<ReadonlyArray<string>>()
 
@@ -42,36 +26,19 @@ return {'Claimed'}
  *
  * @category internals
  */
-export const recordLibrary = `
-local function completeRecord(key, status, headers, body)
-  -- Every record holds its claim's fingerprint: one without a status is claimed and not completed.
-  local record = redis.call('HMGET', key, 'fingerprint', 'status')
-  if record[1] and not record[2] then
-    redis.call('HSET', key, 'status', status, 'headers', headers, 'body', body)
-  end
-end
-local function abandonRecord(key)
-  if redis.call('HEXISTS', key, 'status') == 0 then redis.call('DEL', key) end
-end
-`
+export const recordLibrary = Lua.read("record")
 
 const completeScript = Redis.script(
   (key: string, status: number, headers: string, body: string) => [key, status, headers, body],
   {
     numberOfKeys: 1,
-    lua: `${recordLibrary}
-completeRecord(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
-return 1
-`
+    lua: `${recordLibrary}${Lua.read("idempotency-complete")}`
   }
 )
 
 const abandonScript = Redis.script((key: string) => [key], {
   numberOfKeys: 1,
-  lua: `${recordLibrary}
-abandonRecord(KEYS[1])
-return 1
-`
+  lua: `${recordLibrary}${Lua.read("idempotency-abandon")}`
 })
 
 /** @category constants */

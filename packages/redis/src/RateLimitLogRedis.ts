@@ -8,17 +8,13 @@
 import { Errors, RateLimitLog } from "@tollgate/core"
 import { Clock, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
+import * as Lua from "./Lua.ts"
 
 const recordScript = Redis.script(
   (key: string, entry: string, maxEntries: number, retentionMs: number) => [key, entry, maxEntries, retentionMs],
   {
     numberOfKeys: 1,
-    lua: `
-redis.call("LPUSH", KEYS[1], ARGV[1])
-redis.call("LTRIM", KEYS[1], 0, tonumber(ARGV[2]) - 1)
-redis.call("PEXPIRE", KEYS[1], ARGV[3])
-return 1
-`
+    lua: Lua.read("rate-limit-log-record")
   }
 )
 

@@ -11,6 +11,7 @@
 import { Errors, Webhooks } from "@tollgate/core"
 import { Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
+import * as Lua from "./Lua.ts"
 
 const PREFIX = "tollgate:{webhooks}"
 const deliveriesKey = `${PREFIX}:deliveries`
@@ -22,13 +23,7 @@ const claimScript = Redis.script(
   (deliveries: string, due: string, now: number, leaseMs: number, limit: number) => [deliveries, due, now, leaseMs, limit],
   {
     numberOfKeys: 2,
-    lua: `
-local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', '0', ARGV[3])
-if #ids == 0 then return {} end
-local lease = tonumber(ARGV[1]) + tonumber(ARGV[2])
-for _, id in ipairs(ids) do redis.call('ZADD', KEYS[2], lease, id) end
-return redis.call('HMGET', KEYS[1], unpack(ids))
-`
+    lua: Lua.read("webhook-claim")
   }
 ).withReturnType<ReadonlyArray<string | null>>()
 
@@ -36,21 +31,7 @@ const enqueueScript = Redis.script(
   (deliveries: string, due: string, log: string, size: number, ...rows: ReadonlyArray<string | number>) => [deliveries, due, log, size, ...rows],
   {
     numberOfKeys: 3,
-    lua: `
-for i = 2, #ARGV, 3 do
-  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
-  redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i])
-  redis.call('ZADD', KEYS[3], ARGV[i + 1], ARGV[i])
-end
-local over = redis.call('ZCARD', KEYS[3]) - tonumber(ARGV[1])
-if over > 0 then
-  local old = redis.call('ZRANGE', KEYS[3], 0, over - 1)
-  redis.call('HDEL', KEYS[1], unpack(old))
-  redis.call('ZREM', KEYS[2], unpack(old))
-  redis.call('ZREM', KEYS[3], unpack(old))
-end
-return 1
-`
+    lua: Lua.read("webhook-enqueue")
   }
 ).withReturnType<number>()
 
@@ -58,12 +39,7 @@ const updateScript = Redis.script(
   (deliveries: string, due: string, id: string, json: string, nextAt: string) => [deliveries, due, id, json, nextAt],
   {
     numberOfKeys: 2,
-    lua: `
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] == '' then redis.call('ZREM', KEYS[2], ARGV[1]) else redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) end
-return 1
-`
+    lua: Lua.read("webhook-update")
   }
 ).withReturnType<number>()
 

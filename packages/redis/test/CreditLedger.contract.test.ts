@@ -34,7 +34,7 @@ const allJournal = (ledger: CreditLedger.CreditLedger["Service"], accountId: str
     let after: string | undefined
     while (true) {
       const page = yield* ledger.journal(accountId, after === undefined ? { limit: 500 } : { after, limit: 500 })
-      entries.push(...page)
+      for (const entry of page) entries.push(entry)
       if (page.length < 500) return entries
       after = page.at(-1)!.id
     }
@@ -285,7 +285,7 @@ Contract.contract(
           let after: string | undefined
           do {
             const page: CreditLedger.UsagePage = yield* ledger.usage(account, { order, limit: 4, after })
-            seen.push(...page.entries.map((entry) => entry.requestId))
+            for (const entry of page.entries) seen.push(entry.requestId)
             after = page.next
             yield* charge
             yield* charge

@@ -76,7 +76,7 @@ const servedInFull = (call: Awaited<ReturnType<typeof paidCall>>) => {
 
 describe("Where Redis offers Functions, the paid path's scripts load once as a library named for their version and run by FCALL", () => {
   it("the admission, the settlement and the limiter's reading go as FCALL; the log line says Functions once", async () => {
-    const { runtime, lines } = instance({ url: redis.url })
+    const { lines, runtime } = instance({ url: redis.url })
     try {
       const before = await RedisServer.scriptCalls(redis.url)
       servedInFull(await paidCall(runtime))
@@ -120,7 +120,7 @@ describe("Where Redis offers Functions, the paid path's scripts load once as a l
   })
 
   it("on a Redis Cluster the library is on every primary, and a paid call is served by FCALL", async () => {
-    const { runtime, lines } = instance({ cluster: cluster.seeds.split(",") })
+    const { lines, runtime } = instance({ cluster: cluster.seeds.split(",") })
     try {
       servedInFull(await paidCall(runtime))
       const masters = await cluster.masters()
@@ -140,7 +140,7 @@ describe("Where Redis refuses Functions, or they are switched off, the scripts r
     try {
       await RedisServer.command(server.url, "ACL", "SETUSER", "tollgate", "on", ">secret", "~*", "&*", "+@all", "-function")
       const url = `redis://tollgate:secret@127.0.0.1:${server.port}`
-      const { runtime, lines } = instance({ url })
+      const { lines, runtime } = instance({ url })
       try {
         servedInFull(await paidCall(runtime))
         const calls = await RedisServer.scriptCalls(server.url)
@@ -161,7 +161,7 @@ describe("Where Redis refuses Functions, or they are switched off, the scripts r
   it("functions: false (the switch): EVALSHA, no library loaded, and the log line says Functions are switched off", async () => {
     const server = await RedisServer.start()
     try {
-      const { runtime, lines } = instance({ url: server.url, functions: false })
+      const { lines, runtime } = instance({ url: server.url, functions: false })
       try {
         servedInFull(await paidCall(runtime))
         expect((await RedisServer.scriptCalls(server.url)).fcall).toBe(0)

@@ -231,7 +231,7 @@ const asPreviousRelease = (accountId: string, reference: string, nc: boolean) =>
     const { sendCommand } = yield* RedisConnection.RedisConnection
     const holds = CreditLedgerRedis.accountKeys(CreditLedgerRedis.defaultPrefix, accountId)[1]
     const raw = String(yield* Effect.promise(() => sendCommand(["HGET", holds, reference], holds)))
-    const { s, a, fa, fu, d, x, v } = JSON.parse(raw) as Record<string, string>
+    const { a, d, fa, fu, s, v, x } = JSON.parse(raw) as Record<string, string>
     const previous = JSON.stringify({ v, x, d, fu, fa, a, s, ...(nc ? { nc: "1" } : {}) })
     assert.notStrictEqual(previous.slice(0, 16), raw.slice(0, 16))
     yield* Effect.promise(() => sendCommand(["HSET", holds, reference, previous], holds))

@@ -1,5 +1,5 @@
 import { assert } from "@effect/vitest"
-import { Errors, Principal, RateLimiter, RateLimitLog, RateLimits } from "@tollgate/core"
+import { type Errors, Principal, RateLimiter, RateLimitLog, RateLimits } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
 import { Clock, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"

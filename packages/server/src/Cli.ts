@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Auth, AuthStore, CreditLedger, Errors, Jwt, KeyCaps, Money, Refunds } from "@tollgate/core"
+import { Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, Money, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result } from "effect"
 import * as Fs from "node:fs/promises"

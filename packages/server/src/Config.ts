@@ -101,6 +101,7 @@ export const Environment = Schema.Struct({
   TOLLGATE_MAX_BODY_BYTES: Schema.optionalKey(PositiveInt),
   TOLLGATE_LOG_LEVEL: Schema.optionalKey(Schema.Literals(["trace", "debug", "info", "warn", "error", "none"])),
   TOLLGATE_METRICS: Schema.optionalKey(Schema.Literals(["off", "open", "admin"])),
+  TOLLGATE_MCP: Schema.optionalKey(Schema.Literals(["on", "off"])),
   TOLLGATE_OPERATOR_ACCOUNTS: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$/u, {
     message: "must be a comma-separated list of account ids"
   }))),
@@ -167,6 +168,8 @@ export interface ServerConfig {
   readonly operatorAccountIds: ReadonlyArray<string>
   /** Who may scrape `GET /metrics`: nobody, anyone, or ADMIN keys. */
   readonly metrics: "off" | "open" | "admin"
+  /** Whether `POST /mcp` serves the MCP tools (`TOLLGATE_MCP`, default on). */
+  readonly mcp: boolean
   /** How long usage and journal entries are kept, and (memory) how many per account. */
   readonly retention: { readonly retentionMs: number; readonly maxEntries: number }
   /**
@@ -290,6 +293,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       maxBodyBytes: vars.TOLLGATE_MAX_BODY_BYTES ?? 1_048_576,
       logLevel: vars.TOLLGATE_LOG_LEVEL ?? "info",
       metrics: vars.TOLLGATE_METRICS ?? "off",
+      mcp: vars.TOLLGATE_MCP !== "off",
       operatorAccountIds: vars.TOLLGATE_OPERATOR_ACCOUNTS?.split(",") ?? [],
       retention: {
         retentionMs: vars.TOLLGATE_RETENTION_DAYS === undefined

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { CreditLedger, Money } from "@tollgate/core"
-import { Effect, identity, Layer } from "effect"
+import { Effect, identity, Layer, Logger } from "effect"
 import type { ServerConfig } from "./Config.ts"
 import * as DevCredentials from "./DevCredentials.ts"
 
@@ -44,7 +44,7 @@ export interface Options {
 
 /**
  * Creates the demo credentials and credit when the layer is built; logs them (one line, the keys
- * as annotations) when `announce` is set (the server does, embedded apps and tests need not),
+ * as annotations, written before the layer is built) when `announce` is set (the server does, embedded apps and tests need not),
  * followed on a terminal by `terminalBlock`.
  *
  * @category layers
@@ -60,11 +60,14 @@ export const layer = (
     yield* ledger.grant({ accountId: credentials.accountId, amount: demoCredit, reference: "dev-mode-demo-credit" })
     options.onCredentials?.(credentials)
     if (options.announce) {
+      // Written at once, not in the next batch of log lines: a host embedding tollgate prints its
+      // own listening line as soon as `Tollgate.make` resolves, and a script waiting for that line
+      // finds the keys before it.
       yield* Effect.logInfo(DevCredentials.banner).pipe(Effect.annotateLogs({
         accountId: credentials.accountId,
         adminKey: credentials.adminKey,
         inferenceKey: credentials.inferenceKey
-      }), notice)
+      }), notice, Effect.provide(Logger.layer([Logger.consoleJson])))
       if (process.stdout.isTTY) process.stdout.write(terminalBlock(credentials, config.publicOrigin))
     }
   }))

@@ -23,8 +23,8 @@ const lower = (_match: string, name: string) => `\r\n${name.toLowerCase()}:`
 export class ServerResponse<Request extends Http.IncomingMessage = Http.IncomingMessage> extends Http.ServerResponse<Request> {
   override writeHead(
     statusCode: number,
-    messageOrHeaders?: string | Http.OutgoingHttpHeaders | Http.OutgoingHttpHeader[],
-    headers?: Http.OutgoingHttpHeaders | Http.OutgoingHttpHeader[]
+    messageOrHeaders?: string | Http.OutgoingHttpHeaders | Array<Http.OutgoingHttpHeader>,
+    headers?: Http.OutgoingHttpHeaders | Array<Http.OutgoingHttpHeader>
   ): this {
     super.writeHead(statusCode, messageOrHeaders as string, headers)
     const written = this as unknown as { _header: string | null }

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { App, type Metered, RequestLog, type Route, ServiceInfo } from "@tollgate/http"
+import { App, Mcp, type Metered, RequestLog, type Route, ServiceInfo } from "@tollgate/http"
 import * as Routes from "@tollgate/http/routes/index"
 import * as Billing from "@tollgate/http/routes/Billing"
 import * as Metrics from "@tollgate/http/routes/Metrics"
@@ -25,6 +25,9 @@ import * as Telemetry from "./Telemetry.ts"
 const operatorAccountIds = (config: Config.ServerConfig): ReadonlyArray<string> =>
   Config.isDevMode(config) ? [DevCredentials.demoAccountId] : config.operatorAccountIds
 
+/** What the routes of the server need. */
+type RouteRequirements = (typeof Routes.all)[number] extends Route.Route<infer R> ? R | (typeof Mcp.route extends Route.Route<infer M> ? M : never) : never
+
 /**
  * The application layer (routes, middleware and services) for a configuration. `services` defaults
  * to `Services.layer(config)`; passing the same layer value elsewhere in one build shares its
@@ -40,7 +43,12 @@ export const appLayer = (
   endpoints: ReadonlyArray<Route.Route<Metered.Metered>> = []
 ) =>
   Layer.mergeAll(
-    App.layer([...Routes.all, ...Metrics.routes(config.metrics, operatorAccountIds(config)), ...endpoints], {
+    App.layer<RouteRequirements>([
+      ...Routes.all,
+      ...Metrics.routes(config.metrics, operatorAccountIds(config)),
+      ...(config.mcp ? [Mcp.route] : []),
+      ...endpoints
+    ], {
       maxBodyBytes: config.maxBodyBytes,
       trustedProxies: config.trustedProxies,
       uploadMemoryBytes: config.uploadMemoryBytes

@@ -20,6 +20,7 @@ import {
   AuthStore,
   BatchSettlement,
   CreditLedger,
+  Generations,
   IdempotencyStore,
   Jwt,
   Models,
@@ -47,6 +48,7 @@ import {
   AdmissionStoreRedis,
   AuthStoreRedis,
   CreditLedgerRedis,
+  GenerationsRedis,
   IdempotencyStoreRedis,
   PaymentChannelsRedis,
   PendingSettlementsRedis,
@@ -350,6 +352,7 @@ const stores = (config: ServerConfig) =>
         settlementGroupMs: config.settlementGroupMs
       }),
       VideoJobsRedis.layerRedis,
+      GenerationsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,
       PaymentChannelsRedis.layerRedis,
@@ -370,6 +373,7 @@ const stores = (config: ServerConfig) =>
       IdempotencyStore.layerMemory
     ))).pipe(Layer.merge(Layer.mergeAll(
       VideoJobs.layerMemory,
+      Generations.layerMemory,
       PendingSettlements.layerMemory,
       PaymentChannels.layerMemory,
       Webhooks.layerStoreMemory,

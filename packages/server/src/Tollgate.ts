@@ -6,8 +6,11 @@
  * host's own paid endpoints (`endpoint`) are served by the same handlers, on the same ledger.
  *
  * ```ts
- * const tollgate = await Tollgate.make({ basePath: "/payments" })
- * expressApp.use("/payments", tollgate.nodeHandler)
+ * const tollgate = await Tollgate.make({ endpoints: [summarize] })
+ * app.use((request, response, next) => {
+ *   if (tollgate.serves(request.path)) tollgate.nodeHandler(request, response)
+ *   else next()
+ * })
  * ```
  *
  * @since 0.1.0
@@ -44,6 +47,13 @@ export const endpoint = OwnEndpoint.make
 export interface Tollgate {
   readonly fetch: (request: Request) => Promise<Response>
   readonly nodeHandler: (request: IncomingMessage, response: ServerResponse) => void
+  /**
+   * Whether tollgate serves a path: the one test that sends a host's requests for the API, the
+   * pages and the portal's files, `/mcp` and the declared endpoints to tollgate, and keeps the rest.
+   */
+  readonly serves: (path: string) => boolean
+  /** Every path tollgate serves, `:name` for a parameter. */
+  readonly paths: ReadonlyArray<string>
   /** Releases the services (store connections, worker processes, log buffers). */
   readonly dispose: () => Promise<void>
   readonly config: Config.ServerConfig

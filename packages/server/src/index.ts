@@ -6,6 +6,7 @@
  */
 // First: on an older Node this throws one line naming the version needed, before a dependency fails.
 import "../bin/require-node.mjs"
+
 export * as Cli from "./Cli.ts"
 export * as Config from "./Config.ts"
 export * as DevCredentials from "./DevCredentials.ts"

@@ -9,7 +9,7 @@
 // First: run directly (not through bin/), an older Node still gets the line naming the version.
 import "../bin/require-node.mjs"
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Exit, Layer, Logger, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, type Runtime } from "effect"
 import * as Config from "./Config.ts"
 import * as Workers from "./Workers.ts"
 

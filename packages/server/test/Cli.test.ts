@@ -129,7 +129,7 @@ describe("The CLI as documented: every command described in --help, signing-key 
   })
 
   it("a command that needs the signing key, run without one, prints one line and exits 1", async () => {
-    const { code, stdout, stderr } = await runCli(["accounts", "create"], { TOLLGATE_STORE: "memory" })
+    const { code, stderr, stdout } = await runCli(["accounts", "create"], { TOLLGATE_STORE: "memory" })
     expect(code).toBe(1)
     expect(stdout).toBe("")
     expect(stderr.trim().split("\n")).toEqual([
@@ -141,7 +141,7 @@ describe("The CLI as documented: every command described in --help, signing-key 
 describe("A store command refuses a store nobody chose: the memory default would lose the account as the command exits", () => {
   it("accounts create with no TOLLGATE_STORE prints one line naming TOLLGATE_STORE and TOLLGATE_REDIS_URL, exits 1 and creates nothing", async () => {
     const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
-    const { code, stdout, stderr } = await runCli(["accounts", "create", "--id", "acct_lost"], { TOLLGATE_SIGNING_KEY: signingKey })
+    const { code, stderr, stdout } = await runCli(["accounts", "create", "--id", "acct_lost"], { TOLLGATE_SIGNING_KEY: signingKey })
     expect(code).toBe(1)
     expect(stdout).toBe("")
     expect(stderr.trim().split("\n")).toEqual([
@@ -169,7 +169,7 @@ describe("A store command on a Redis that does not answer prints one line naming
       })
     })
     const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
-    const { code, stdout, stderr } = await runCli(["accounts", "create", "--id", "acct_nowhere"], {
+    const { code, stderr, stdout } = await runCli(["accounts", "create", "--id", "acct_nowhere"], {
       TOLLGATE_SIGNING_KEY: signingKey,
       TOLLGATE_STORE: "redis",
       TOLLGATE_REDIS_URL: `redis://127.0.0.1:${closed}`

@@ -8,7 +8,7 @@ import { Auth, CreditLedger, Money } from "@tollgate/core"
 import { Handlers, RequestLog } from "@tollgate/http"
 import { RedisServer } from "@tollgate/testkit"
 import * as WorkerPool from "@tollgate/documents/WorkerPool"
-import { Context, Effect, Layer, Logger, Metric, References } from "effect"
+import { type Context, Effect, Layer, Logger, Metric, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Config from "../src/Config.ts"
 import * as Server from "../src/Server.ts"
@@ -291,11 +291,12 @@ describe("Log lines carry the request id, principal, route, status and latency, 
 
     const statuses: Array<number> = []
     for (let batch = 0; batch < 1000; batch += 50) {
-      statuses.push(...await Promise.all(Array.from({ length: 50 }, (_, j) =>
+      const answered = await Promise.all(Array.from({ length: 50 }, (_, j) =>
         instance.web.handler(requestFor(batch + j)).then(async (response) => {
           await response.arrayBuffer()
           return response.status
-        }))))
+        })))
+      for (const status of answered) statuses.push(status)
     }
     statuses.forEach((status, i) => {
       expect(status, `request ${i}`).toBe(i % 100 === 49 ? 401 : i % 100 === 99 ? 400 : 200)

@@ -132,7 +132,7 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
   const balance = () =>
     Effect.runPromise(Effect.gen(function*() {
       const ledger = yield* CreditLedger.CreditLedger
-      const { usd, heldUsd, availableUsd } = yield* ledger.balance(accountId)
+      const { availableUsd, heldUsd, usd } = yield* ledger.balance(accountId)
       return { usd: Number(usd), heldUsd: Number(heldUsd), availableUsd: Number(availableUsd) }
     }).pipe(
       Effect.provide(Cli.layer({ store: "redis", redisUrl: "", redisCluster: cluster.seeds.split(","), publicOrigin: "http://localhost", signingKey }))

@@ -64,7 +64,7 @@ const expectOneLine = (result: Awaited<ReturnType<typeof refused>>, field: strin
   const line = JSON.parse(result.lines[0]!) as { message: string; level: string }
   expect(line.level).toBe("FATAL")
   expect(line.message).toContain(`${field}: `)
-  expect(line.message).not.toMatch(/\n|    at /)
+  expect(line.message).not.toMatch(/\n| {4}at /)
   return line.message
 }
 

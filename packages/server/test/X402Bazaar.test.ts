@@ -18,6 +18,7 @@ let server: ShippedServer.ShippedServer
 
 interface Item {
   readonly resource: string
+  readonly type: string
   readonly method: string
   readonly accepts: ReadonlyArray<X402.PaymentRequirements>
   readonly price: Record<string, string>
@@ -67,8 +68,8 @@ describe("Bazaar: a paid call's 402 carries its operation's discovery extension 
     })
     expect(bazaar.info.output).toMatchObject({ example: { jsonrpc: "2.0", id: 1, result: "0x1b4" } })
     expect((bazaar as { routeTemplate?: string }).routeTemplate).toBe("/api/v1/crypto/rpc/:network")
-    // The price is the 402's own: the top-up below the per-call floor.
-    expect(required.accepts.map((accept) => accept.amount)).toEqual(["5000000"])
+    // The price is the 402's own: a voucher of 12.5 base units rounded up, below the per-call floor, then the top-up.
+    expect(required.accepts.map((accept) => [accept.scheme, accept.amount])).toEqual([["batch-settlement", "13"], ["exact", "5000000"]])
     const body = (await answer.json()) as { extensions: Record<string, unknown> }
     expect(body.extensions["bazaar"]).toEqual(bazaar)
   })
@@ -113,12 +114,13 @@ describe("GET /.well-known/x402 lists every paid resource, each with the extensi
     expect(listed.version).toBe(1)
     expect(listed.x402Version).toBe(2)
     expect(listed.resources).toEqual(listed.items.map((item) => item.resource))
-    expect(listed.items.map((item) => `${item.method} ${new URL(item.resource).pathname}`).sort()).toEqual(metered)
+    const http = listed.items.filter((item) => item.type === "http")
+    expect(http.map((item) => `${item.method} ${new URL(item.resource).pathname}`).sort()).toEqual(metered)
     expect(metered.length).toBeGreaterThan(15)
   })
 
   it("each listed resource answers a caller without credentials with a 402 carrying the listed extension, valid by the SDK's own check", async () => {
-    for (const item of (await discovery()).items) {
+    for (const item of (await discovery()).items.filter((item) => item.type === "http")) {
       expect(validateDiscoveryExtensionSpec(item.extensions.bazaar as unknown as Record<string, unknown>), item.resource).toEqual({ valid: true })
       // A body of unknown length: the 402 comes before the body is read, whatever the operation takes.
       const path = new URL(item.resource).pathname.replace(":network", "base-mainnet")
@@ -130,6 +132,17 @@ describe("GET /.well-known/x402 lists every paid resource, each with the extensi
       expect(answer.status, item.resource).toBe(402)
       const required = decodePaymentRequiredHeader(answer.headers.get("payment-required")!)
       expect(required.extensions?.["bazaar"], item.resource).toEqual(item.extensions.bazaar)
+    }
+  })
+
+  it("the paid MCP tools are listed at /mcp, each with the bazaar's MCP declaration of its name and input schema", async () => {
+    const tools = (await discovery()).items.filter((item) => item.type === "mcp")
+    expect(tools.map((tool) => (tool.extensions.bazaar.info.input as { toolName: string }).toolName)).toEqual(
+      expect.arrayContaining(["rpc", "parse_document", "chat_completion"])
+    )
+    for (const tool of tools) {
+      expect(tool.resource).toBe(`${new URL(tool.resource).origin}/mcp`)
+      expect(validateDiscoveryExtension(tool.extensions.bazaar)).toEqual({ valid: true })
     }
   })
 

@@ -24,7 +24,12 @@ export interface Script {
   readonly status?: number
   readonly headers?: Readonly<Record<string, string>>
   /** Usage to report; by default prompt 10 and one completion token per piece. */
-  readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number }
+  readonly usage?: {
+    readonly prompt_tokens: number
+    readonly completion_tokens: number
+    /** The prompt tokens read from the upstream's prompt cache, as OpenAI reports them. */
+    readonly prompt_tokens_details?: { readonly cached_tokens: number }
+  }
   /**
    * Function calls the model makes after its pieces (`tool_calls`, finish reason `tool_calls`);
    * streamed as the name first, then the arguments in two halves.

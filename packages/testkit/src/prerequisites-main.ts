@@ -10,6 +10,6 @@ import * as RedisServer from "./RedisServer.ts"
 try {
   RedisServer.requireRedisServer()
 } catch (error) {
-  console.error(error instanceof Error ? error.message : String(error))
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`)
   process.exitCode = 1
 }

@@ -25,6 +25,8 @@ export interface Usage {
   readonly notes?: string | undefined
   readonly promptTokens?: number | undefined
   readonly completionTokens?: number | undefined
+  /** The sku the usage is recorded under when the work chose it (a fallback model); else the call's. */
+  readonly sku?: string | undefined
 }
 
 /**

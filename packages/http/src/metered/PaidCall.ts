@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, type Admission, type AuthStore, CreditLedger, Errors, KeyCaps, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
+import { Admission, CreditLedger, Errors, KeyCaps, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -66,13 +66,6 @@ interface Admitted {
   readonly admission: RateLimiter.Admission
 }
 
-/** The USD the call's charge takes: what the hold did not reserve from the allowance (`CreditLedger` capture). */
-const usdOfCharge = (hold: CreditLedger.Hold, charge: Money.Nano): Money.Nano =>
-  Money.unsafeNano(charge - Math.min(charge, hold.fromAllowance))
-
-/** What the admission's store step found of a key it let through: it exists and is not revoked. */
-const keyInGoodStanding: AuthStore.KeyStatus = { accountExists: true, revoked: false }
-
 /** A payment sent with the call, accepted by the service that finishes it. */
 interface Payment {
   readonly service: PerCallPayment.PerCallPayment["Service"]
@@ -104,15 +97,11 @@ export class PaidCall {
   step: Metrics.Step = "auth"
   principal!: Principal.Principal
   /**
-   * An API key whose standing (exists, not revoked) is still to be looked up: the admission's
-   * store step looks it up with everything else, and what follows a good standing (the abuse
-   * guard) runs after it (`guardAfterStanding`). `undefined` for a wallet, a paying caller, a key
-   * checked before the body was read, and a key confirmed on its own before its `Idempotency-Key`
-   * is claimed.
+   * An API key whose standing the admission's store step reads with everything else. `undefined`
+   * for a wallet, a paying caller, a key checked before the body was read, and a key confirmed on
+   * its own before its `Idempotency-Key` is claimed.
    */
-  pendingKey: Auth.Unconfirmed["pending"]
-  /** The admission's store step read the key's abuse block, so the guard need not ask its store. */
-  blockReadByAdmission = false
+  standing: Admission.DeferredStanding | undefined = undefined
   /**
    * The hold was captured, or handed to a job or to the settlement after the response
    * (`respondFirst`): an interruption after that gives nothing back.
@@ -201,7 +190,6 @@ export class PaidCall {
     }
     const principal = found.value.principal
     this.principal = principal
-    this.pendingKey = found.value.pending
     this.currentRequest.principalId = Principal.describe(principal)
     // A wallet's staked tokens set today's allowance, so they are current before the hold.
     if (principal._tag === "Wallet") return Effect.flatMap(this.services.staking.refresh(principal), () => this.claimAndAdmit(found.value))
@@ -216,9 +204,12 @@ export class PaidCall {
   /** Claims the `Idempotency-Key`, when there is one, then admits. */
   claimAndAdmit(found: Auth.Unconfirmed): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const idempotencyKey = this.idempotencyKey
-    if (idempotencyKey === undefined) return this.admitAndRun()
+    if (idempotencyKey === undefined) {
+      const { pending } = found
+      if (pending !== undefined) this.standing = Admission.deferStanding(this.principal, pending.keyId, pending.standing, this.services.abuseBlockKeyOf)
+      return this.admitAndRun()
+    }
     // A key is claimed only for a confirmed caller, so a revoked key burns no key.
-    this.pendingKey = undefined
     const claiming = this.services.idempotency.claim(this.principal.accountId, idempotencyKey.key, idempotencyKey.fingerprint)
     const claimed = Effect.flatMap(this.inStep("idempotency", claiming), (claim) => {
       switch (claim._tag) {
@@ -244,7 +235,6 @@ export class PaidCall {
   /** Admits the call and runs it; an admitted call that fails or is interrupted gives back what it took. */
   admitAndRun(): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const idempotencyKey = this.idempotencyKey
-    this.blockReadByAdmission = this.pendingKey !== undefined && this.services.abuseBlockKeyOf !== undefined
     const funded = this.payment?.accepted.fundsHold === true ? CreditLedger.FUNDED_HOLD_PREFIX : ""
     this.holdReference = `${funded}${this.currentRequest.requestId}:${crypto.randomUUID()}`
     const admitted = this.admit()
@@ -257,31 +247,26 @@ export class PaidCall {
     )
   }
 
-  // What follows a key's standing found good: the abuse guard names the principal and may
-  // refuse it, without asking its store again when the admission read the block.
-  guardAfterStanding(pendingKey: NonNullable<Auth.Unconfirmed["pending"]>): Effect.Effect<void, Errors.ApiError> {
-    return this.inStep("auth", this.blockReadByAdmission ? AbuseGuard.identifyRead(this.principal, 0) : pendingKey.standing(keyInGoodStanding))
-  }
-
-  // A refusal after the key's standing was found good: the abuse guard's check runs before the
-  // refusal is answered, since the guard's refusal comes first.
+  // A refusal of the admission after it let the key through: what follows the key's standing
+  // runs before the refusal is answered, since the key's own refusal comes first.
   refuseAfterStanding(refusal: Effect.Effect<never, Errors.ApiError>): Effect.Effect<never, Errors.ApiError> {
-    return this.pendingKey === undefined ? refusal : Effect.andThen(this.guardAfterStanding(this.pendingKey), this.inStep("other", refusal))
+    const { standing } = this
+    return standing === undefined ? refusal : Effect.andThen(this.inStep("auth", standing.stands), this.inStep("other", refusal))
   }
 
   // One store step decides the admission; what it refused decides the answer (the key's
   // standing first, then a refused payment, the one a client can act on, then the rate limit),
   // and a refusal wrote nothing, so nothing is given back.
   admit(): Effect.Effect<Admitted, Errors.ApiError> {
-    const { call, context, pendingKey, principal } = this
-    const { abuseBlockKeyOf, limiter, policy, store, traced } = this.services
+    const { call, context, principal, standing } = this
+    const { limiter, policy, store, traced } = this.services
     const now = this.clock.currentTimeMillisUnsafe()
     const plan = limiter.plan(policy.limitsFor(principal, call), now)
     const admitted = store.admit({
       now,
       accountId: principal.accountId,
-      keyId: pendingKey?.keyId,
-      abuseBlockKey: this.blockReadByAdmission ? abuseBlockKeyOf!(AbuseGuard.principalCaller(principal)) : undefined,
+      keyId: standing?.keyId,
+      abuseBlockKey: standing?.abuseBlockKey,
       spendKeyId: this.spendKeyId(),
       counters: plan.counters,
       hold: { amount: call.quote.amount, reference: this.holdReference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? this.services.holdTtlMs }
@@ -293,11 +278,10 @@ export class PaidCall {
           Metrics.countAdmission("admitted", context)
           return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
         case "KeyRefused":
-          this.step = "auth"
-          return pendingKey!.standing(reply.status) as Effect.Effect<never, Errors.ApiError>
         case "Blocked":
           this.step = "auth"
-          return AbuseGuard.identifyRead(principal, reply.ms) as Effect.Effect<never, Errors.ApiError>
+          // Only a call whose key's standing was left to the step sends a key to refuse.
+          return standing!.refused(reply)
         case "CapReached":
           Metrics.countAdmission("balance", context)
           return this.refuseAfterStanding(Effect.fail(KeyCaps.refusal(reply.cap, reply.spent)))
@@ -338,7 +322,7 @@ export class PaidCall {
       const outcome = this.call.execute({ principal: this.principal, requestId: this.currentRequest.requestId, holdReference: this.holdReference })
       return Effect.flatMap(this.services.traced("tollgate.backend", outcome, { sku: this.call.sku }), (outcome) => this.respond(admitted, outcome, startedAt))
     }))
-    return this.pendingKey === undefined ? executed : Effect.andThen(this.guardAfterStanding(this.pendingKey), executed)
+    return this.standing === undefined ? executed : Effect.andThen(this.inStep("auth", this.standing.stands), executed)
   }
 
   /** Settles the call and answers it, on the path `SettlementChoice.choose` names. */
@@ -470,7 +454,7 @@ export class PaidCall {
     const { idempotencyKey, principal } = this
     const charge = this.chargeOf(outcome)
     if (principal._tag === "Wallet") {
-      headers["x-balance-remaining"] = Money.formatUsd(Money.subtract(admitted.hold.before.availableUsd, usdOfCharge(admitted.hold, charge)))
+      headers["x-balance-remaining"] = Money.formatUsd(Money.subtract(admitted.hold.before.availableUsd, CreditLedger.split(charge, admitted.hold.fromAllowance, this.payment?.accepted.fundsHold === true).fromUsd))
     }
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
     const completion = idempotencyKey === undefined ? undefined : { scope: principal.accountId, key: idempotencyKey.key, response: toStored(response) }
@@ -511,7 +495,7 @@ export class PaidCall {
         reference: this.holdReference,
         amount,
         usage: {
-          sku: call.sku,
+          sku: produced.usage.sku ?? call.sku,
           units: produced.usage.units,
           pricePerUnit: produced.usage.pricePerUnit,
           notes: produced.usage.notes,

@@ -22,7 +22,7 @@
  * @since 0.1.0
  */
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
-import { Errors, Models, Money, PricingEngine, VideoJobs } from "@tollgate/core"
+import { Errors, Models, PricingEngine, VideoJobs } from "@tollgate/core"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "../Endpoint.ts"

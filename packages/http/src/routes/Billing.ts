@@ -430,7 +430,7 @@ export const usageAnalytics = Route.make(
       let after: string | undefined
       do {
         const page = yield* ledger.usage(principal.accountId, { from, to, order: "asc", limit: 500, after })
-        entries.push(...page.entries)
+        for (const entry of page.entries) entries.push(entry)
         after = page.next
       } while (after !== undefined)
       const keys = new Map((yield* auth.listKeys(principal.accountId)).map((key) => [key.id, key.description]))

@@ -23,7 +23,6 @@ import { HttpServerResponse } from "effect/http"
 import * as ChatCall from "../ChatCall.ts"
 import { isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
 import * as Endpoint from "../Endpoint.ts"
-import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 
 const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => ({
@@ -32,6 +31,14 @@ const documentsCall = (results: ReadonlyArray<SearchProvider.SearchResult>) => (
   type: "function",
   function: { name: "service_web_search_documents", arguments: JSON.stringify({ documents: results }) }
 })
+
+/** The answer's usage: the upstream's (its details kept), or the counts billed when it sent none. */
+const usageOf = (usage: unknown, produced: ChatCall.Priced): Json => {
+  if (isObject(usage)) return usage
+  const prompt = produced.usage.promptTokens ?? 0
+  const completion = produced.usage.completionTokens ?? 0
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+}
 
 const encoder = new TextEncoder()
 const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
@@ -56,7 +63,13 @@ const ResponseDoc = Schema.StructWithRest(
     created: Schema.Int,
     model: Schema.String,
     choices: Schema.Array(Schema.Record(Schema.String, Schema.Unknown)),
-    usage: Schema.optionalKey(Schema.Struct({ prompt_tokens: Schema.Int, completion_tokens: Schema.Int, total_tokens: Schema.Int }))
+    usage: Schema.optionalKey(Schema.Struct({
+      prompt_tokens: Schema.Int,
+      completion_tokens: Schema.Int,
+      total_tokens: Schema.Int,
+      prompt_tokens_details: Schema.optionalKey(Schema.Struct({ cached_tokens: Schema.Int })),
+      cost: Schema.Finite.annotate({ description: "What the call was charged, in USD (to the nano-USD, as the ledger captured it)" })
+    }))
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
 ).annotate({ identifier: "ChatCompletion" })
@@ -73,22 +86,24 @@ export const route = Endpoint.make({
     const decode = RequestBody.json(MAX_BODY).pipe(
       Effect.flatMap((json) => Effect.fromResult(ChatOptions.parseRequest(json))),
       Effect.flatMap(prepare),
-      Effect.map((prepared) => ({ prepared }))
+      Effect.map((plan) => ({ plan }))
     )
-    return ChatCall.serve(decode, ({ prepared }, found) => {
-      const { headers, model, price, request, strips, upstreamBody } = prepared
+    return yield* ChatCall.serve("chatcmpl-", decode, (_, found, call) => {
+      const { headers, model, price, request, strips, upstreamBody } = call.prepared
       const { options } = request
 
       const complete = () =>
         Effect.gen(function*() {
-          const { body } = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const { body, upstream } = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
+          call.upstream = upstream
           const tally = newTally()
           recordUsage(tally, body["usage"])
           const choices = Array.isArray(body["choices"]) ? body["choices"] : []
-          const reply = {
+          const reply: Json = {
             ...body,
+            id: call.id,
             model: model.id,
             choices: choices.map((choice: unknown, i) => {
               if (!isObject(choice) || !isObject(choice["message"])) return choice
@@ -107,10 +122,9 @@ export const route = Endpoint.make({
               return { ...choice, message }
             })
           }
-          return {
-            response: HttpServerResponse.jsonUnsafe(reply, { headers }),
-            ...price(found, tally)
-          } satisfies Metered.Outcome
+          const produced = price(found, tally)
+          reply["usage"] = { ...usageOf(body["usage"], produced), cost: call.cost(produced) }
+          return { response: HttpServerResponse.jsonUnsafe(reply, { headers }), ...produced } satisfies ChatCall.Answer
         })
 
       const stream = () =>
@@ -118,6 +132,7 @@ export const route = Endpoint.make({
           const upstream = yield* backend.stream({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
+          call.upstream = upstream.upstream
           const tally = newTally()
           const strippers = new Map<number, ThinkStripper.Stripper>()
           const stripperOf = (index: number) => {
@@ -132,7 +147,9 @@ export const route = Endpoint.make({
             const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
             return {
               ...chunk,
+              id: call.id,
               model: model.id,
+              ...(isObject(chunk["usage"]) ? { usage: { ...chunk["usage"], cost: call.cost(price(found, tally)) } } : {}),
               choices: choices.map((choice: unknown) => {
                 if (!isObject(choice) || !isObject(choice["delta"])) return choice
                 const delta: Json = { ...choice["delta"] }
@@ -156,10 +173,11 @@ export const route = Endpoint.make({
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
           if (options.include_search_results_in_stream && found.results.length > 0) {
-            first.push({ object: "chat.completion.chunk", created, model: model.id, choices: [], search_results: found.results })
+            first.push({ id: call.id, object: "chat.completion.chunk", created, model: model.id, choices: [], search_results: found.results })
           }
           if (options.return_search_results_as_documents && found.results.length > 0) {
             first.push({
+              id: call.id,
               object: "chat.completion.chunk",
               created,
               model: model.id,
@@ -170,7 +188,10 @@ export const route = Endpoint.make({
             Stream.map(sse),
             Stream.concat(upstream.chunks.pipe(
               Stream.mapArray((chunks) => [sseBatch(chunks.map(rewrite))] as const),
-              Stream.concat(Stream.succeed(sse("[DONE]"))),
+              Stream.concat(Stream.sync(() => {
+                call.finished = true
+                return sse("[DONE]")
+              })),
               Stream.catch((error) => Stream.succeed(sse({ error: { message: error.message, type: "upstream_error" } })))
             ))
           )
@@ -180,7 +201,7 @@ export const route = Endpoint.make({
             contentType: "text/event-stream",
             headers: { ...headers, "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" },
             produced: Effect.sync(() => price(found, tally))
-          } satisfies Metered.StreamingOutcome
+          } satisfies ChatCall.Answer
         })
 
       return request.stream ? stream() : complete()

@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
-import { Errors, Models, PricingEngine } from "@tollgate/core"
+import { Errors, Models, Money, PricingEngine } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
@@ -48,7 +48,11 @@ export const EmbeddingResponse = Schema.Struct({
     embedding: Schema.Union([Schema.Array(Schema.Finite), Schema.String])
   })),
   model: Schema.String,
-  usage: Schema.Struct({ prompt_tokens: Schema.Int, total_tokens: Schema.Int })
+  usage: Schema.Struct({
+    prompt_tokens: Schema.Int,
+    total_tokens: Schema.Int,
+    cost: Schema.Finite.annotate({ description: "What the call was charged, in USD (to the nano-USD, as the ledger captured it)" })
+  })
 }).annotate({ identifier: "EmbeddingResponse" })
 
 type Body = typeof EmbeddingRequest.Type
@@ -115,6 +119,7 @@ export const route = Endpoint.make({
           const billed = Math.min(embedded.promptTokens ?? tokens, tokens)
           const actual = PricingEngine.media(tables, "embedding", model.id, billed)
           const base64 = body.encoding_format === "base64"
+          const charge = PricingEngine.isUnpriced(actual) ? quote.amount : Money.min(actual.amount, quote.amount)
           return {
             response: HttpServerResponse.jsonUnsafe({
               object: "list",
@@ -124,9 +129,9 @@ export const route = Endpoint.make({
                 embedding: base64 ? base64Of(vector) : vector
               })),
               model: model.id,
-              usage: { prompt_tokens: billed, total_tokens: billed }
+              usage: { prompt_tokens: billed, total_tokens: billed, cost: Money.toUsdNumber(charge) }
             }, { headers: Models.headersOf(model) }),
-            charge: PricingEngine.isUnpriced(actual) ? quote.amount : actual.amount,
+            charge,
             usage: { units: billed, pricePerUnit: quote.pricePerUnit, promptTokens: billed, notes: `${inputs.length} inputs` }
           }
         })

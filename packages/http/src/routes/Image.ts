@@ -13,13 +13,13 @@
  */
 import * as ImageBackend from "@tollgate/backends/ImageBackend"
 import { PromptEnhancer } from "@tollgate/backends/PromptEnhancer"
-import { Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
+import { type Errors, ImageRequest, Models, PricingEngine } from "@tollgate/core"
 import { ByteSize, Clock, Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "../Endpoint.ts"
 import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
-import * as Route from "../Route.ts"
+import type * as Route from "../Route.ts"
 
 /** Style references may carry images, so the body may be larger than the app's default cap. */
 const MAX_BODY = ByteSize.megabytes(16)

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, ImageRequest, Models } from "@tollgate/core"
+import { Errors, ImageRequest, type Models } from "@tollgate/core"
 import { ByteSize, Clock, Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as RequestBody from "../RequestBody.ts"

@@ -359,7 +359,7 @@ const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: s
     let after = `${since}-0`
     while (entries.length < MAX_ENTRIES) {
       const page = yield* ledger.journal(accountId, { after, limit: PAGE })
-      entries.push(...page)
+      for (const entry of page) entries.push(entry)
       if (page.length < PAGE) break
       after = page.at(-1)!.id
     }
@@ -557,7 +557,7 @@ const usageSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: str
     let after: string | undefined
     while (entries.length < MAX_ENTRIES) {
       const page = yield* ledger.usage(accountId, { from, order: "desc", limit: PAGE, after })
-      entries.push(...page.entries)
+      for (const entry of page.entries) entries.push(entry)
       if (page.next === undefined) break
       after = page.next
     }

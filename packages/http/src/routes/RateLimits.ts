@@ -8,7 +8,7 @@
  */
 import { CreditLedger, Money, RateLimitLog, RateLimits } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { RateLimiter } from "@tollgate/core/RateLimiter"
+import { type RateLimiter } from "@tollgate/core/RateLimiter"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"

@@ -36,7 +36,6 @@ import {
   type Json,
   MAX_BODY,
   newTally,
-  type Prepared,
   preparer,
   REASONING_FIELDS,
   recordUsage,
@@ -44,7 +43,6 @@ import {
   upstreamFailure
 } from "../ChatCall.ts"
 import * as Endpoint from "../Endpoint.ts"
-import type * as Metered from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 
 const Part = Schema.Union([
@@ -97,6 +95,9 @@ const ToolChoice = Schema.Union([
  */
 export const Request = Schema.Struct({
   model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512)),
+  models: Schema.optionalKey(
+    Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512))).check(Schema.isMinLength(1), Schema.isMaxLength(ChatOptions.MAX_MODELS))
+  ),
   input: Schema.Union([Schema.String.check(Schema.isMinLength(1)), Schema.Array(InputItem).check(Schema.isMinLength(1))]),
   tools: Schema.optionalKey(Schema.Array(FunctionTool)),
   tool_choice: Schema.optionalKey(ToolChoice),
@@ -114,7 +115,8 @@ const Usage = Schema.Struct({
   output_tokens: Schema.Int,
   total_tokens: Schema.Int,
   input_tokens_details: Schema.Struct({ cached_tokens: Schema.Int }),
-  output_tokens_details: Schema.Struct({ reasoning_tokens: Schema.Int })
+  output_tokens_details: Schema.Struct({ reasoning_tokens: Schema.Int }),
+  cost: Schema.Finite.annotate({ description: "What the call was charged, in USD (to the nano-USD, as the ledger captured it)" })
 })
 
 /** @category schemas */
@@ -170,6 +172,7 @@ const chatToolChoice = (choice: typeof ToolChoice.Type) =>
  */
 export const chatBody = (body: typeof Request.Type): Json => ({
   model: body.model,
+  ...(body.models === undefined ? {} : { models: body.models }),
   messages: [
     ...(body.instructions === undefined || body.instructions === null ? [] : [{ role: "system", content: body.instructions }]),
     ...(typeof body.input === "string" ? [{ role: "user", content: body.input }] : messagesOf(body.input))
@@ -203,20 +206,21 @@ const decodeRequest = Effect.fnUntraced(function*(raw: unknown) {
   )
 })
 
-const usageOf = (produced: Metered.Produced) => {
+const usageOf = (produced: ChatCall.Priced, call: ChatCall.Call) => {
   const input = produced.usage.promptTokens ?? 0
   const output = produced.usage.completionTokens ?? 0
   return {
     input_tokens: input,
     output_tokens: output,
     total_tokens: input + output,
-    input_tokens_details: { cached_tokens: 0 },
-    output_tokens_details: { reasoning_tokens: 0 }
+    input_tokens_details: { cached_tokens: produced.cachedTokens },
+    output_tokens_details: { reasoning_tokens: 0 },
+    cost: call.cost(produced)
   }
 }
 
 /** The parts of a response object that do not depend on what the model said. */
-const envelope = (id: string, createdAt: number, prepared: Prepared, body: typeof Request.Type) => ({
+const envelope = (id: string, createdAt: number, prepared: ChatCall.Prepared, body: typeof Request.Type) => ({
   id,
   object: "response" as const,
   created_at: createdAt,
@@ -293,12 +297,13 @@ export const route = Endpoint.make({
     const backend = yield* ChatBackend.ChatBackend
     const decode = Effect.gen(function*() {
       const body = yield* decodeRequest(yield* RequestBody.json(MAX_BODY))
-      const prepared = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body))))
-      return { body, prepared }
+      const plan = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body))))
+      return { body, plan }
     })
-    return ChatCall.serve(decode, ({ body, prepared }, found) => {
+    return yield* ChatCall.serve("resp_", decode, ({ body }, found, call) => {
+      const { prepared } = call
       const { headers, model, price, request, strips, upstreamBody } = prepared
-      const id = `resp_${Crypto.randomUUID().replaceAll("-", "")}`
+      const id = call.id
       const messageId = `msg_${Crypto.randomUUID().replaceAll("-", "")}`
       const createdAt = Math.floor(Date.now() / 1000)
       const base = envelope(id, createdAt, prepared, body)
@@ -308,6 +313,7 @@ export const route = Endpoint.make({
           const completion = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
+          call.upstream = completion.upstream
           const tally = newTally()
           recordUsage(tally, completion.body["usage"])
           const choices = completion.body["choices"]
@@ -315,9 +321,9 @@ export const route = Endpoint.make({
           const content = typeof first["content"] === "string" ? first["content"] : ""
           tally.pieces.push(content)
           const reasoning = REASONING_FIELDS.map((field) => first[field]).filter((text): text is string => typeof text === "string")
-          tally.pieces.push(...reasoning)
+          for (const piece of reasoning) tally.pieces.push(piece)
           const calls = callsOf(first)
-          tally.pieces.push(...calls.map((call) => call.arguments))
+          for (const call of calls) tally.pieces.push(call.arguments)
           const produced = price(found, tally)
           const output = [
             ...(strips || reasoning.length === 0 ? [] : [reasoningItem(`rs_${messageId.slice(4)}`, reasoning.join(""))]),
@@ -325,9 +331,9 @@ export const route = Endpoint.make({
             ...calls.map((call) => callItem(call, "completed"))
           ]
           return {
-            response: HttpServerResponse.jsonUnsafe({ ...base, status: "completed", output, usage: usageOf(produced) }, { headers }),
+            response: HttpServerResponse.jsonUnsafe({ ...base, status: "completed", output, usage: usageOf(produced, call) }, { headers }),
             ...produced
-          } satisfies Metered.Outcome
+          } satisfies ChatCall.Answer
         })
 
       const stream = () =>
@@ -335,6 +341,7 @@ export const route = Endpoint.make({
           const upstream = yield* backend.stream({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
+          call.upstream = upstream.upstream
           const tally: Tally = newTally()
           const stripper = ThinkStripper.make()
           let sequence = 0
@@ -394,6 +401,7 @@ export const route = Endpoint.make({
             event("response.content_part.added", { ...at, part: { type: "output_text", text: "", annotations: [] } })
           ]
           const closing = Effect.sync(() => {
+            call.finished = true
             const item = messageItem(messageId, text, "completed")
             const called = [...calls.values()]
             return sseEvents([
@@ -409,7 +417,7 @@ export const route = Endpoint.make({
                   ...base,
                   status: "completed",
                   output: [item, ...called.map((call) => callItem(call, "completed"))],
-                  usage: usageOf(price(found, tally))
+                  usage: usageOf(price(found, tally), call)
                 }
               })
             ])
@@ -429,7 +437,7 @@ export const route = Endpoint.make({
             contentType: "text/event-stream",
             headers: { ...headers, "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" },
             produced: Effect.sync(() => price(found, tally))
-          } satisfies Metered.StreamingOutcome
+          } satisfies ChatCall.Answer
         })
 
       return body.stream === true ? stream() : complete()

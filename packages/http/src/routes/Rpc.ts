@@ -19,7 +19,7 @@ import * as JsonDepth from "../JsonDepth.ts"
 import type { Outcome } from "../Metered.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { CurrentRequest } from "../RequestContext.ts"
-import * as Route from "../Route.ts"
+import type * as Route from "../Route.ts"
 
 const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequest> => {
   try {
@@ -30,7 +30,8 @@ const parseJson = (bytes: Uint8Array): Result.Result<unknown, Errors.InvalidRequ
   }
 }
 
-const JsonRpcItem = Schema.Struct({
+/** One JSON-RPC item of the body, as decoded. @category schemas */
+export const JsonRpcItem = Schema.Struct({
   jsonrpc: Schema.Literal("2.0"),
   method: Schema.String,
   params: Schema.optionalKey(Schema.Union([Schema.Array(Schema.Unknown), Schema.Record(Schema.String, Schema.Unknown)])),

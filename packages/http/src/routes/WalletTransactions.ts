@@ -85,7 +85,7 @@ export const transactions = Route.make(
       let after: string | undefined
       for (;;) {
         const batch = yield* ledger.journal(accountId, { limit: BATCH, ...(after === undefined ? {} : { after }) })
-        journal.push(...batch)
+        for (const entry of batch) journal.push(entry)
         if (batch.length < BATCH) break
         after = batch.at(-1)!.id
       }

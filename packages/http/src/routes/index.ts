@@ -14,9 +14,11 @@ import * as Billing from "./Billing.ts"
 import * as Characters from "./Characters.ts"
 import * as Chat from "./Chat.ts"
 import * as Embeddings from "./Embeddings.ts"
+import * as Generation from "./Generation.ts"
 import * as Image from "./Image.ts"
 import * as ImageGenerations from "./ImageGenerations.ts"
 import * as ImageOperations from "./ImageOperations.ts"
+import * as Messages from "./Messages.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
 import * as Portal from "./Portal.ts"
@@ -39,6 +41,8 @@ const routes = [
   ...ImageOperations.routes,
   Chat.route,
   Responses.route,
+  Generation.route,
+  ...Messages.routes,
   ...Characters.routes,
   Embeddings.route,
   AudioSpeech.route,

@@ -8,7 +8,7 @@ import { Admission, CreditLedger, IdempotencyStore, type Money, X402 } from "@to
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
-import * as KeyCaps from "@tollgate/core/KeyCaps"
+import type * as KeyCaps from "@tollgate/core/KeyCaps"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { Context, Effect, Layer, Scope } from "effect"
 import { expect } from "vitest"

@@ -1,5 +1,5 @@
 import { Money, PricingEngine, RateLimitLog, RateLimits } from "@tollgate/core"
-import * as Auth from "@tollgate/core/Auth"
+import type * as Auth from "@tollgate/core/Auth"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { RateWindow } from "@tollgate/testkit"
 import { Effect, Layer, Schema } from "effect"

@@ -75,7 +75,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
   const target = () => targets().find((candidate) => candidate.store === store)!
 
   it("the whole charge comes back; a retry answers the same refund and moves nothing; usage-history still lists the charge", async () => {
-    const { server, operatorKey, customer } = target()
+    const { customer, operatorKey, server } = target()
     const before = await balanceOf(server, customer.inferenceKey)
     const requestId = await parseText(server, bearer(customer.inferenceKey))
     expect(Number(before) - Number(await balanceOf(server, customer.inferenceKey))).toBeCloseTo(0.01, 9)
@@ -111,7 +111,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
   })
 
   it("10 refunds of one call sent at once move its charge once, and all answer the same entry", async () => {
-    const { server, operatorKey, customer } = target()
+    const { customer, operatorKey, server } = target()
     const before = await balanceOf(server, customer.inferenceKey)
     const requestId = await parseText(server, bearer(customer.inferenceKey))
     const answers = await Promise.all(Array.from({ length: 10 }, () =>
@@ -123,7 +123,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
   })
 
   it("a refund above the charge is a 400 naming the charge; a part is refunded, and a second refund of the call is a 400 naming what was refunded", async () => {
-    const { server, operatorKey, customer } = target()
+    const { customer, operatorKey, server } = target()
     const before = await balanceOf(server, customer.inferenceKey)
     const requestId = await parseText(server, bearer(customer.inferenceKey))
     const call = { accountId: customer.accountId, requestId, reason: "partial outage" }
@@ -149,7 +149,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
   })
 
   it("an unknown call is a 404 and a body without a reason a 400 naming it; neither moves money", async () => {
-    const { server, operatorKey, customer } = target()
+    const { customer, operatorKey, server } = target()
     const before = await balanceOf(server, customer.inferenceKey)
     const unknown = await refund(server, operatorKey, { accountId: customer.accountId, requestId: "no-such-call", reason: "typo" })
     expect(unknown.status).toBe(404)
@@ -163,7 +163,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
   })
 
   it("a wallet's refund shows in /x402/transactions as a REFUND after its CHARGE, with the balance after each", async () => {
-    const { server, operatorKey } = target()
+    const { operatorKey, server } = target()
     const wallet = privateKeyToAccount(generatePrivateKey())
     const accountId = `wallet:evm:${wallet.address.toLowerCase()}`
     const granted = await fetch(`${server.api}/billing/credits`, {
@@ -182,7 +182,7 @@ describe.each(["memory", "Redis"] as const)("On %s, an operator's refund of a ch
     expect(listed.status).toBe(200)
     const { data } = await listed.json() as { data: { currentBalance: number; transactions: Array<Record<string, unknown>> } }
     expect(data.currentBalance).toBe(1)
-    expect(data.transactions.map(({ type, amount, balanceAfter, requestId, reference }) => ({ type, amount, balanceAfter, requestId, reference }))).toEqual([
+    expect(data.transactions.map(({ amount, balanceAfter, reference, requestId, type }) => ({ type, amount, balanceAfter, requestId, reference }))).toEqual([
       { type: "REFUND", amount: 0.01, balanceAfter: 1, requestId: null, reference: `refund:${requestId}` },
       { type: "CHARGE", amount: -0.01, balanceAfter: 0.99, requestId, reference: expect.any(String) },
       { type: "GRANT", amount: 1, balanceAfter: 1, requestId: null, reference: `grant:wallet-seed-${wallet.address}` }

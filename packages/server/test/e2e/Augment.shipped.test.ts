@@ -3,7 +3,7 @@
  * web search pointed at a fake SearXNG instance (a real HTTP server speaking its JSON API) and the
  * scraper on. Every address here is loopback, which the scraper refuses: so the refusals are what
  * this file shows (loopback, link-local, a name resolving to loopback), each uncharged; a scraped
- * page and a redirect to loopback are in packages/http/test/Augment.test.ts, where a loopback
+ * page and a redirect to loopback are in packages/http/test/Augment.app.test.ts, where a loopback
  * address can stand for a public host.
  */
 import { ShippedServer } from "@tollgate/testkit"

@@ -1,4 +1,4 @@
-import { CreditLedger, Jwt, KeyCaps, Money, SessionRevocations } from "@tollgate/core"
+import { CreditLedger, Jwt, KeyCaps, Money, type SessionRevocations } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import { Effect, Layer } from "effect"
@@ -81,7 +81,7 @@ describe("The account lists its 20 latest credits, newest first", () => {
       }))
       const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!
       const account = await app.handler(new Request("http://localhost/api/v1/portal/account", { headers: { cookie } }))
-      const { transactions, balanceUsd } = await account.json() as { transactions: Array<{ kind: string; amountUsd: string }>; balanceUsd: string }
+      const { balanceUsd, transactions } = await account.json() as { transactions: Array<{ kind: string; amountUsd: string }>; balanceUsd: string }
       expect(balanceUsd).toBe("325")
       expect(transactions.map((entry) => entry.amountUsd)).toEqual(Array.from({ length: 20 }, (_, index) => String(25 - index)))
       expect(new Set(transactions.map((entry) => entry.kind))).toEqual(new Set(["grant"]))

@@ -3,7 +3,7 @@
  * for a public host: the only way to show a page that is scraped and charged, and a redirect from
  * a "public" page to loopback refused at its hop, without the internet. The refusals a public
  * server makes from the URL alone (loopback, link-local, a name resolving to loopback) are shown
- * through the shipped server in packages/server/test/e2e/Augment.test.ts.
+ * through the shipped server in packages/server/test/e2e/Augment.shipped.test.ts.
  */
 import * as WebSearch from "@tollgate/backends/WebSearch"
 import { CreditLedger, Money, PricingEngine } from "@tollgate/core"

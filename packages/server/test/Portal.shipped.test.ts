@@ -74,7 +74,7 @@ const answerWallet = async (method: string, params: ReadonlyArray<unknown>): Pro
     case "personal_sign":
       return wallet.signMessage({ message: { raw: params[0] as Hex } })
     case "eth_signTypedData_v4": {
-      const { types: { EIP712Domain: _domain, ...types }, domain, primaryType, message } = JSON.parse(params[1] as string)
+      const { domain, message, primaryType, types: { EIP712Domain: _domain, ...types } } = JSON.parse(params[1] as string)
       return wallet.signTypedData({ domain, types, primaryType, message })
     }
     default:
@@ -581,7 +581,7 @@ describe("A key's spend cap is set and removed through the portal with PATCH /ap
   }
 
   it("a cap of 1.5 USD a month: the key's metadata carries it and a spend of 0; the list shows the same", async () => {
-    const { id, cap, listed } = await capKey()
+    const { cap, id, listed } = await capKey()
     const response = await cap({ id, consumptionLimit: { usd: 1.5 }, limitPeriod: "MONTH" })
     expect(response.status).toBe(200)
     expect(response.headers.get("cache-control")).toBe("no-store, private")
@@ -594,7 +594,7 @@ describe("A key's spend cap is set and removed through the portal with PATCH /ap
   })
 
   it("without the CSRF token a 403 that changes nothing; a negative cap or a period alone on an uncapped key a 400; another account's key a 404", async () => {
-    const { session, id, cap, listed } = await capKey()
+    const { cap, id, listed, session } = await capKey()
     const before = await listed()
     const refused = await cap({ id, consumptionLimit: { usd: 1 } }, { ...json, cookie: session.cookie })
     expect(refused.status).toBe(403)

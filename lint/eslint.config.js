@@ -1,0 +1,71 @@
+/**
+ * The workspace's lint rules: ESLint's and typescript-eslint's recommended sets, the rules Effect's
+ * own repository adds to them (Effect-TS/effect, `eslint.config.mjs`, with `import-x` in place of
+ * `import`). Import cycles are checked by `cycles.ts`, which counts type-only imports.
+ *
+ * Details: this is a workspace package of its own because typescript-eslint parses with the
+ * TypeScript 5 compiler API, which TypeScript 7 (the workspace's `tsc`) no longer has; its own
+ * `typescript` 5.9 is what its parser resolves. The formatting rule is in `format.config.js`.
+ */
+import js from "@eslint/js"
+import { importX } from "eslint-plugin-import-x"
+import sortDestructureKeys from "eslint-plugin-sort-destructure-keys"
+import tseslint from "typescript-eslint"
+
+/** @type {import("eslint").Linter.Config["ignores"]} */
+export const ignores = ["**/dist/**", "**/node_modules/**", "**/fixtures/**", "tarballs/**", "**/*.md", "**/*.mjs", "**/*.js", "**/*.cjs"]
+
+/** @type {import("eslint").Linter.Config} */
+export const typescript = {
+  files: ["**/*.ts"],
+  languageOptions: { parser: tseslint.parser, ecmaVersion: 2022, sourceType: "module" }
+}
+
+export default tseslint.config(
+  { ignores },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  typescript,
+  {
+    files: ["**/*.ts"],
+    plugins: { "import-x": importX, "sort-destructure-keys": sortDestructureKeys },
+    rules: {
+      // The rules Effect's repository sets on top of the recommended ones.
+      "no-fallthrough": "off",
+      "no-irregular-whitespace": "off",
+      "object-shorthand": "error",
+      "prefer-destructuring": "off",
+      "sort-imports": "off",
+      "no-restricted-syntax": ["error", {
+        selector: "CallExpression[callee.property.name='push'] > SpreadElement.arguments",
+        message: "Do not use spread arguments in Array.push"
+      }],
+      "no-unused-vars": "off",
+      "require-yield": "off",
+      "prefer-rest-params": "off",
+      "prefer-spread": "off",
+      "import-x/first": "error",
+      "import-x/newline-after-import": "error",
+      "import-x/no-duplicates": "error",
+      "sort-destructure-keys/sort-destructure-keys": "error",
+      "@typescript-eslint/array-type": ["warn", { default: "generic", readonly: "generic" }],
+      "@typescript-eslint/no-non-null-assertion": "off",
+      "@typescript-eslint/no-explicit-any": "off",
+      "@typescript-eslint/no-empty-object-type": "off",
+      "@typescript-eslint/no-unsafe-function-type": "off",
+      "@typescript-eslint/no-wrapper-object-types": "off",
+      "@typescript-eslint/consistent-type-imports": ["warn", { fixStyle: "inline-type-imports" }],
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/ban-ts-comment": "off",
+      "@typescript-eslint/explicit-function-return-type": "off",
+      "@typescript-eslint/explicit-module-boundary-types": "off",
+      "@typescript-eslint/no-array-constructor": "off",
+      "@typescript-eslint/no-use-before-define": "off",
+      "@typescript-eslint/no-namespace": "off"
+    }
+  },
+  {
+    files: ["packages/*/src/**/*.ts"],
+    rules: { "no-console": "error" }
+  }
+)

@@ -1,0 +1,255 @@
+/**
+ * Paid MCP tools through the shipped server, driven by the official MCP SDK client over Streamable
+ * HTTP: the tools and their prices, a call paid with an API key (charged once, as the HTTP route
+ * charges it, and once more for nothing on a retry), a call paid per call with x402 in
+ * `_meta["x402/payment"]` (`exact`, and `upto` for a chat) on anvil with FiatTokenV2_2, a wallet's
+ * prepaid credit through SIWX, and the errors (a bad argument named, an unknown tool refused).
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { type CallToolResult, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
+import type { PaymentRequired } from "@x402/core/types"
+import { registerExactEvmScheme } from "@x402/evm/exact/client"
+import { UptoEvmScheme } from "@x402/evm/upto/client"
+import { createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-with-x"
+import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
+import { maxUint256 } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as X402Chain from "../../http/test/support/X402Chain.ts"
+import * as Usage from "./e2e/support/Usage.ts"
+
+/** Anvil's third dev key: the relayer, so its nonces never race the test's own transactions. */
+const RELAYER_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+const payTo = privateKeyToAccount(generatePrivateKey()).address
+
+/** 1 nano-USD per input token and 2 per output token: a completion's charge is exact in USDC units. */
+const PRICES = { inputPerMillionUsd: "1000", outputPerMillionUsd: "2000" }
+const USAGE = { prompt_tokens: 10, completion_tokens: 2 }
+/** 10 x 0.001 + 2 x 0.002 USD, in USDC units. */
+const CHAT_CHARGE_UNITS = 14_000n
+const FUNDS = 10_000_000n
+
+let chain: X402Chain.Chain
+let upstream: FakeChatUpstream.FakeChatUpstream
+let server: ShippedServer.ShippedServer
+
+beforeAll(async () => {
+  chain = await X402Chain.start()
+  upstream = await FakeChatUpstream.start(() => ({ pieces: ["Hello", " there"], usage: USAGE }))
+  server = await ShippedServer.start({
+    config: {
+      models: [{ id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+      prices: { chat: { "test-model": PRICES } },
+      rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
+      x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url }
+    }
+  })
+}, 120_000)
+
+afterAll(async () => {
+  await server?.stop()
+  await upstream?.close()
+  await chain?.stop()
+})
+
+/** An MCP client connected to the server's `/mcp`, sending `headers` on every request. */
+const connect = async (headers: Record<string, string> = {}) => {
+  const client = new Client({ name: "tollgate-test", version: "1.0.0" })
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.origin}/mcp`), { requestInit: { headers } }))
+  return client
+}
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+
+const chatArguments = { model: "test-model", max_tokens: 100, messages: [{ role: "user", content: "hi" }] }
+
+const call = (client: Client, name: string, args: Record<string, unknown>, meta?: Record<string, unknown>) =>
+  client.callTool({ name, arguments: args, ...(meta === undefined ? {} : { _meta: meta }) }) as Promise<CallToolResult>
+
+const fundedWallet = async () => {
+  const wallet = privateKeyToAccount(generatePrivateKey())
+  await chain.mint(wallet.address, FUNDS)
+  return wallet
+}
+
+const paidBy = async (address: `0x${string}`) => FUNDS - (await chain.balanceOf(address))
+
+const creditUnits = async (address: string) => {
+  const { balanceUsd } = (await (await fetch(`${server.api}/x402/balance/${address}`)).json()) as { balanceUsd: string }
+  return BigInt(Math.round(Number(balanceUsd) * 1_000_000))
+}
+
+describe("tools/list: every paid tool states its price in words and in _meta, every tool has an input schema", () => {
+  it("chat_completion, embeddings, generate_image, speech, web_search, web_scrape, parse_document, rpc and the free tools", async () => {
+    const client = await connect()
+    const { tools } = await client.listTools()
+    const names = tools.map((tool) => tool.name)
+    expect(names).toEqual(expect.arrayContaining([
+      "chat_completion", "embeddings", "generate_image", "speech", "web_search", "web_scrape", "parse_document", "rpc",
+      "list_models", "list_networks", "balance", "recent_usage"
+    ]))
+    const chat = tools.find((tool) => tool.name === "chat_completion")!
+    expect(chat.description).toContain("test-model 1000 USD input, 2000 USD output")
+    expect(chat._meta).toEqual({ "tollgate/price": { mode: "per_model", unit: "per million tokens", models: expect.objectContaining({ "test-model": { input: "1000", output: "2000" } }) } })
+    expect(chat.inputSchema).toMatchObject({ type: "object", properties: { model: expect.any(Object), messages: expect.any(Object) } })
+    const parser = tools.find((tool) => tool.name === "parse_document")!
+    expect(parser.description).toContain("Price: 0.01 USD per call.")
+    expect(parser._meta).toEqual({ "tollgate/price": { mode: "flat", usd: "0.01" } })
+    const rpc = tools.find((tool) => tool.name === "rpc")!
+    expect(rpc.inputSchema).toMatchObject({ type: "object", properties: { network: { enum: expect.arrayContaining(["base-mainnet"]) } }, required: ["network", "method"] })
+    for (const free of ["list_models", "list_networks", "balance", "recent_usage"]) {
+      expect(tools.find((tool) => tool.name === free)!._meta).toBeUndefined()
+    }
+    await client.close()
+  })
+})
+
+describe("An API key on the transport pays a tool call: charged once, what the HTTP route charges", () => {
+  it("chat_completion: the answer, one usage entry naming the call's request id, the same amount as POST /chat/completions", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const result = await call(client, "chat_completion", chatArguments)
+    expect(result.isError).toBeUndefined()
+    expect(result.structuredContent).toMatchObject({ choices: [{ message: { content: "Hello there" } }] })
+    const requestId = result._meta?.["tollgate/request-id"]
+    const [entry] = await Usage.latest(server, 1)
+    expect(entry?.inferenceDetails.requestId).toBe(requestId)
+
+    const http = await fetch(`${server.api}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...bearer(server.credentials!.inferenceKey) },
+      body: JSON.stringify(chatArguments)
+    })
+    expect(http.status).toBe(200)
+    const [httpEntry, mcpEntry] = await Usage.latest(server, 2)
+    expect(mcpEntry?.inferenceDetails.requestId).toBe(requestId)
+    expect(mcpEntry?.nano).toBe(httpEntry?.nano)
+    expect(mcpEntry?.nano).toBe(Number(CHAT_CHARGE_UNITS) * 1000)
+    await client.close()
+  })
+
+  it("rpc with an idempotency-key in _meta: the retry is answered from the record and charged nothing more", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const meta = { "idempotency-key": `mcp-${Date.now()}` }
+    const args = { network: "base-mainnet", method: "eth_blockNumber" }
+    const first = await call(client, "rpc", args, meta)
+    expect(first.isError).toBeUndefined()
+    expect(first.structuredContent).toMatchObject({ jsonrpc: "2.0", id: 1, result: expect.stringMatching(/^0x/) })
+    const [charged] = await Usage.latest(server, 1)
+    expect(charged?.inferenceDetails.requestId).toBe(first._meta?.["tollgate/request-id"])
+    expect(charged?.nano).toBeGreaterThan(0)
+    const replay = await call(client, "rpc", args, meta)
+    expect(replay.structuredContent).toEqual(first.structuredContent)
+    const [latest] = await Usage.latest(server, 1)
+    expect(latest?.inferenceDetails.requestId).toBe(charged?.inferenceDetails.requestId)
+    await client.close()
+  })
+})
+
+describe("A bad argument is an isError result naming the field, an unknown tool the protocol's invalid-params error; neither is charged", () => {
+  it("chat_completion without messages names messages; no tool named nope is InvalidParams", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const [before] = await Usage.latest(server, 1)
+    const bad = await call(client, "chat_completion", { model: "test-model" })
+    expect(bad.isError).toBe(true)
+    expect(bad.structuredContent).toMatchObject({ error: expect.stringContaining("messages"), details: { messages: { _errors: [expect.any(String)] } } })
+    const unknown = await call(client, "nope", {}).then(() => undefined, (error: unknown) => error)
+    expect(unknown).toBeInstanceOf(McpError)
+    expect((unknown as McpError).code).toBe(ErrorCode.InvalidParams)
+    const [after] = await Usage.latest(server, 1)
+    expect(after?.inferenceDetails.requestId).toBe(before?.inferenceDetails.requestId)
+    await client.close()
+  })
+})
+
+describe("A call with no credentials gets x402's PaymentRequired tool result: the 402's accepts, top-up and SIWX challenge", () => {
+  it("parse_document without payment: isError, structuredContent the PaymentRequired, content[0] its JSON", async () => {
+    const client = await connect()
+    const result = await call(client, "parse_document", { document: Buffer.from("Quarterly figures.").toString("base64"), filename: "notes.txt" })
+    expect(result.isError).toBe(true)
+    const required = result.structuredContent as unknown as PaymentRequired
+    expect(required).toMatchObject({ x402Version: 2, accepts: [{ scheme: "exact", amount: "10000", payTo }, { scheme: "exact", amount: "5000000" }] })
+    expect(required.extensions?.["sign-in-with-x"]).toEqual(expect.any(Object))
+    expect(JSON.parse((result.content as Array<{ text: string }>)[0]!.text)).toEqual(required)
+    await client.close()
+  })
+})
+
+/** The PaymentRequired of a tool called with no credentials. */
+const paymentRequired = async (client: Client, name: string, args: Record<string, unknown>) => {
+  const result = await call(client, name, args)
+  expect(result.isError).toBe(true)
+  return result.structuredContent as unknown as PaymentRequired
+}
+
+describe("x402 per call in _meta[\"x402/payment\"], built by the official clients: exact moves the entry's amount, upto only what the call used", () => {
+  it("parse_document paid exact: 0.01 USDC leaves the payer, the result carries x402/payment-response", async () => {
+    const wallet = await fundedWallet()
+    const client = await connect()
+    const args = { document: Buffer.from("Quarterly figures: revenue rose.").toString("base64"), filename: "notes.txt" }
+    const payer = new x402Client()
+    registerExactEvmScheme(payer, { signer: wallet })
+    const payment = await payer.createPaymentPayload(await paymentRequired(client, "parse_document", args))
+    const result = await call(client, "parse_document", args, { "x402/payment": payment })
+    expect(result.isError).toBeUndefined()
+    expect(result.structuredContent).toMatchObject({ text: expect.stringContaining("revenue rose") })
+    expect(result._meta?.["x402/payment-response"]).toMatchObject({ success: true, payer: wallet.address, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+    expect(await paidBy(wallet.address)).toBe(BigInt(payment.accepted.amount))
+    expect(payment.accepted.amount).toBe("10000")
+    await client.close()
+  }, 60_000)
+
+  it("chat_completion paid upto: the payer signs the worst case, exactly the charge leaves it, no credit is left", async () => {
+    const wallet = await fundedWallet()
+    await chain.approvePermit2(wallet, maxUint256)
+    const client = await connect()
+    const payer = new x402Client().register("eip155:*", new UptoEvmScheme(wallet))
+    const required = await paymentRequired(client, "chat_completion", chatArguments)
+    expect(required.accepts[0]).toMatchObject({ scheme: "upto", payTo })
+    const payment = await payer.createPaymentPayload(required)
+    expect(BigInt(payment.accepted.amount)).toBeGreaterThan(CHAT_CHARGE_UNITS)
+    const result = await call(client, "chat_completion", chatArguments, { "x402/payment": payment })
+    expect(result.isError).toBeUndefined()
+    expect(result._meta?.["x402/payment-response"]).toMatchObject({ success: true, payer: wallet.address, amount: String(CHAT_CHARGE_UNITS) })
+    expect(await paidBy(wallet.address)).toBe(CHAT_CHARGE_UNITS)
+    expect(await creditUnits(wallet.address)).toBe(0n)
+    await client.close()
+  }, 60_000)
+})
+
+describe("A wallet's prepaid credit pays tool calls through SIWX: two calls from one top-up, one settlement", () => {
+  it("top-up 5 USD with @x402/fetch, then two parse_document calls signed in via _meta: 0.01 USD each from credit, nothing more on chain", async () => {
+    const wallet = await fundedWallet()
+    const payer = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
+    registerExactEvmScheme(payer, { signer: wallet })
+    const topUp = await wrapFetchWithPayment(fetch, payer)(`${server.api}/x402/top-up`, { method: "POST" })
+    expect(topUp.status).toBe(200)
+    expect(await paidBy(wallet.address)).toBe(5_000_000n)
+    const client = await connect()
+    const args = { document: Buffer.from("Paid from credit.").toString("base64"), filename: "notes.txt" }
+    for (let n = 1; n <= 2; n++) {
+      const challenge = (await paymentRequired(client, "parse_document", args)).extensions!["sign-in-with-x"] as { info: Record<string, unknown> }
+      const proof = await createSIWxPayload({ ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never, wallet, `${server.origin.replace("127.0.0.1", "localhost")}/mcp`)
+      const result = await call(client, "parse_document", args, { "sign-in-with-x": encodeSIWxHeader(proof) })
+      expect(result.isError).toBeUndefined()
+      expect(result._meta?.["x402/payment-response"]).toBeUndefined()
+      expect(await creditUnits(wallet.address)).toBe(5_000_000n - BigInt(n) * 10_000n)
+    }
+    expect(await paidBy(wallet.address)).toBe(5_000_000n)
+    await client.close()
+  }, 60_000)
+})
+
+describe("TOLLGATE_MCP=off turns the MCP server off: /mcp is a 404", () => {
+  it("POST /mcp on a server started with TOLLGATE_MCP=off answers the StandardError 404", async () => {
+    const off = await ShippedServer.start({ env: { TOLLGATE_MCP: "off" } })
+    try {
+      const response = await fetch(`${off.origin}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+      expect(response.status).toBe(404)
+      expect(await response.json()).toEqual({ error: expect.any(String) })
+    } finally {
+      await off.stop()
+    }
+  }, 120_000)
+})
