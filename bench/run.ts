@@ -21,7 +21,8 @@ const benches = [
   "peers.ts",
   "ratelimit.ts",
   "replication.ts",
-  "rpc.ts"
+  "rpc.ts",
+  "voucher.ts"
 ]
 
 // Names first, then the flags handed to every selected benchmark: `pnpm bench peers --rounds 3`.

@@ -1,7 +1,8 @@
 import { BatchSettlement, Money, X402 } from "@tollgate/core"
 import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
 import { Effect, Exit } from "effect"
-import { zeroAddress } from "viem"
+import { voucherTypes } from "@x402/evm"
+import { hashTypedData, zeroAddress } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { describe, expect, it } from "vitest"
 
@@ -107,6 +108,16 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
     const payload = await voucherPayload()
     expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, withdrawDelay: 900 } })).toBe(BatchSettlement.WITHDRAW_DELAY_TOO_SHORT)
     expect(await refusal(payload, 100_000)).toBe(BatchSettlement.WITHDRAW_DELAY_TOO_SHORT)
+  })
+
+  it("the voucher digest is the EIP-712 hash the official client signs", async () => {
+    const payload = await voucherPayload()
+    expect(BatchSettlement.voucherDigest(8453, payload.voucher.channelId, 13n)).toBe(hashTypedData({
+      domain: BatchSettlement.domain(8453),
+      types: voucherTypes,
+      primaryType: "Voucher",
+      message: { channelId: payload.voucher.channelId, maxClaimableAmount: 13n }
+    }))
   })
 
   it("with no voucher key named, the payer's own key must sign", async () => {
