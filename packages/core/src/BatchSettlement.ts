@@ -168,6 +168,15 @@ export const voucherDigest = (chainId: number, channelId: string, maxClaimable: 
   return keccak256(`0x1901${separator.slice(2)}${struct.slice(2)}`)
 }
 
+/**
+ * Half the order of secp256k1: the contract recovers vouchers with OpenZeppelin's `ECDSA`, which
+ * refuses a signature whose `s` is above it. Such a voucher could never be claimed, and one in a
+ * claim batch would revert the whole batch.
+ */
+const HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n
+
+const highS = (signature: string) => signature.length === 132 && BigInt(`0x${signature.slice(66, 130)}`) > HALF_ORDER
+
 /** Channel ids by network and config: a channel's vouchers all carry the same config. */
 const channelIds = new Map<string, string>()
 const CHANNEL_IDS_KEPT = 10_000
@@ -222,6 +231,9 @@ export const check = (
     }
     const signer = isAddressEqual(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer
     const maxClaimable = BigInt(voucher.maxClaimableAmount)
+    if (highS(voucher.signature)) {
+      return yield* refuse("invalid_batch_settlement_evm_voucher_signature", "The voucher's signature is not in the low-s form the contract accepts")
+    }
     const recovered = yield* Effect.tryPromise(() =>
       recoverAddress({ hash: voucherDigest(chainIdOf(requirement.network), channelId, maxClaimable), signature: voucher.signature as HexString })
     ).pipe(Effect.orElseSucceed(() => zeroAddress))

@@ -110,6 +110,16 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
     expect(await refusal(payload, 100_000)).toBe(BatchSettlement.WITHDRAW_DELAY_TOO_SHORT)
   })
 
+  it("the same signature in its high-s form is refused: the contract's ECDSA would refuse its claim", async () => {
+    const payload = await voucherPayload()
+    const signature = payload.voucher.signature
+    const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n
+    const s = BigInt(`0x${signature.slice(66, 130)}`)
+    const v = Number.parseInt(signature.slice(130), 16)
+    const flipped = `${signature.slice(0, 66)}${(n - s).toString(16).padStart(64, "0")}${(v === 27 ? 28 : 27).toString(16)}`
+    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: flipped } })).toBe("invalid_batch_settlement_evm_voucher_signature")
+  })
+
   it("the voucher digest is the EIP-712 hash the official client signs", async () => {
     const payload = await voucherPayload()
     expect(BatchSettlement.voucherDigest(8453, payload.voucher.channelId, 13n)).toBe(hashTypedData({

@@ -82,12 +82,26 @@ export const make = (options: Options) =>
       let claimTransaction: string | undefined
       let settled = 0n
       if (due) {
-        claimTransaction = yield* chain.claim(unclaimed.map((channel) => ({
+        const rowOf = (channel: PaymentChannels.Channel) => ({
           config: channel.config,
           signedMax: channel.signedMax,
           signature: channel.signature,
           totalClaimed: channel.charged
-        })))
+        })
+        // One row that cannot be claimed (its escrow withdrawn meanwhile) reverts the whole batch:
+        // then each channel is claimed alone, and those that still fail are logged and counted.
+        claimTransaction = yield* chain.claim(unclaimed.map(rowOf)).pipe(
+          Effect.catch(() =>
+            Effect.forEach(unclaimed, (channel) =>
+              chain.claim([rowOf(channel)]).pipe(
+                Effect.catch((error) =>
+                  Observability.count(Observability.channelClaims, { outcome: "failed" }).pipe(
+                    Effect.andThen(Effect.logError("x402 batch-settlement claim failed", { channelId: channel.channelId, charged: channel.charged.toString(), error: error.message })),
+                    Effect.as("")
+                  ))
+              )).pipe(Effect.map((hashes) => hashes.filter((hash) => hash !== "").join(",")))
+          )
+        )
         lastClaimAt = now
         const units = unclaimed.reduce((sum, channel) => sum + channel.charged - channel.totalClaimed, 0n)
         yield* Observability.count(Observability.channelClaims, { outcome: "claimed" })
