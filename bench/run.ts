@@ -22,6 +22,7 @@ const benches = [
   "ratelimit.ts",
   "replication.ts",
   "rpc.ts",
+  "rpc-cache.ts",
   "voucher.ts"
 ]
 

@@ -9,12 +9,16 @@ import { RpcUpstream } from "@tollgate/backends"
 import { Errors, JsonRpc, Networks } from "@tollgate/core"
 import { ErrorResponse } from "@tollgate/http"
 import * as RequestBody from "@tollgate/http/RequestBody"
-import { Effect, Result } from "effect"
+import { Effect, Result, Scope } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { serve } from "./EffectOnly.ts"
 
 const slug = "ethereum-mainnet"
-const upstream = RpcUpstream.make({ upstreams: { [slug]: [process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"] } })
+// The service lives as long as the process: its scope is never closed.
+const upstream = await Effect.runPromise(Effect.flatMap(
+  Scope.make(),
+  (scope) => RpcUpstream.make({ upstreams: { [slug]: [process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"] } }).pipe(Scope.provide(scope))
+))
 const network = Networks.findNetwork(slug)!
 
 const parse = (body: Uint8Array) => {

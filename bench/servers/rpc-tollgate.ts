@@ -10,12 +10,20 @@
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter, X402 } from "@tollgate/core"
+import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter, RpcCache, X402 } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
 import * as X402Route from "@tollgate/http/routes/X402"
 import * as Rpc from "@tollgate/http/routes/Rpc"
-import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RedisConnection } from "@tollgate/redis"
+import {
+  AdmissionStoreRedis,
+  AuthStoreRedis,
+  CreditLedgerRedis,
+  IdempotencyStoreRedis,
+  RateLimiterRedis,
+  RedisConnection,
+  RpcCacheRedis
+} from "@tollgate/redis"
 import * as Config from "@tollgate/server/Config"
 import * as Server from "@tollgate/server/Server"
 import * as Telemetry from "@tollgate/server/Telemetry"
@@ -62,6 +70,7 @@ const services = Layer.mergeAll(
   Metered.layer(),
   PricingEngine.layer(),
   RpcUpstream.layer({ upstreams: { "ethereum-mainnet": [upstream] } }),
+  redisUrl === undefined ? RpcCache.layerMemory() : RpcCacheRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: redisUrl }))),
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
   X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),

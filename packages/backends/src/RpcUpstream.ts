@@ -1,14 +1,18 @@
 /**
  * The nodes behind the RPC proxy: for each network slug, one or more JSON-RPC HTTP upstreams from
- * the config file (`{"rpc": {"upstreams": {"<slug>": ["http://..."]}}}`). A call goes to the first
- * upstream; when a connection cannot be made it fails over to the next, and a batch of reads is
- * also retried after a connection that broke mid-call (a write is retried only when its connection
- * was refused, so it was never sent). The answer comes back with the request's order restored and
- * every "method not found" dialect (-32004, -32001, "not supported", HTTP 405/415) turned into
- * -32601, its `message` kept. Nothing else is changed: a batch is reordered on the raw text of its
- * items (never through JS numbers, so an id or a result of `12345678901234567890` survives), and
- * only an item whose code is rewritten is encoded again. An upstream that cannot be reached is a
- * 502, one that does not answer in time a 504.
+ * the config file (`{"rpc": {"upstreams": {"<slug>": ["http://..."]}}}`). Each EVM upstream's chain
+ * id is checked when the service starts (another chain fails it), and its head and finalized
+ * block are polled; a call tries the upstreams best first (`RpcHealth`: a read skips one lagging
+ * behind the others, the rest are ranked by latency and failures), and a read not answered after
+ * the hedge delay is also sent to the next one (`RpcHedge`). When a connection cannot be made the
+ * call fails over to the next upstream, and a batch of reads is also retried after a connection
+ * that broke mid-call (a write is retried only when its connection was refused, so it was never
+ * sent, and is never hedged). The answer comes back with the request's order restored and every
+ * "method not found" dialect (-32004, -32001, "not supported", HTTP 405/415) turned into -32601,
+ * its `message` kept. Nothing else is changed: a batch is reordered on the raw text of its items
+ * (never through JS numbers, so an id or a result of `12345678901234567890` survives), and only
+ * an item whose code is rewritten is encoded again. An upstream that cannot be reached is a 502,
+ * one that does not answer in time a 504.
  *
  * The upstreams are reached through undici's dispatcher API (one keep-alive `Agent`, a handler that
  * collects the reply's bytes) rather than `node:http`'s client or undici's `request` with its body
@@ -19,10 +23,14 @@
  *
  * @since 0.1.0
  */
-import { Errors, JsonRpc } from "@tollgate/core"
+import { Errors, JsonRpc, Networks } from "@tollgate/core"
 import * as JsonText from "@tollgate/core/JsonText"
-import { Context, Effect, Layer, Schema } from "effect"
+import * as RpcCache from "@tollgate/core/RpcCache"
+import { Context, Data, Effect, Layer, Schedule, Schema, type Scope } from "effect"
 import * as Undici from "undici"
+import * as RpcHealth from "./RpcHealth.ts"
+import * as RpcHedge from "./RpcHedge.ts"
+import * as RpcMetrics from "./RpcMetrics.ts"
 
 /**
  * The `rpc` section of the config file.
@@ -38,7 +46,21 @@ export const Config = Schema.Struct({
   /** Per attempt; default 30 s. */
   timeoutMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
   /** Attempts per call across the upstreams of a slug; default: each upstream once, at least 2. */
-  attempts: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0)))
+  attempts: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
+  /** Blocks an upstream may be behind the best head before reads skip it; default 5. */
+  maxLagBlocks: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** How often each EVM upstream's head and finalized block are read; default 2000 ms, 0: never. */
+  headPollMs: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** Per network slug: the finalized block as this many blocks below the head, instead of the `finalized` tag. */
+  finalityDepth: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)))),
+  /** When a read is also sent to a second upstream: after this many ms, after the first's p90 (default), or never. */
+  hedgeAfterMs: Schema.optionalKey(Schema.Union([Schema.Int.check(Schema.isGreaterThan(0)), Schema.Literals(["p90", "off"])])),
+  /** `eth_getLogs` over more than `maxRange` blocks is split into parts of `maxRange`, at most `maxParts` (default 10). */
+  getLogs: Schema.optionalKey(Schema.Struct({
+    maxRange: Schema.Int.check(Schema.isGreaterThan(0)),
+    maxParts: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0)))
+  })),
+  cache: Schema.optionalKey(RpcCache.Config)
 })
 
 /** @category models */
@@ -65,7 +87,27 @@ export class RpcUpstream extends Context.Service<RpcUpstream, {
     request: JsonRpc.Request,
     body: Uint8Array
   ) => Effect.Effect<Answer, Errors.BadGateway | Errors.GatewayTimeout | Errors.ServiceUnavailable>
+  /** What the network's upstreams last reported of its head and finality; `undefined` before any did. */
+  readonly chainState: (network: string) => RpcHealth.ChainState | undefined
+  /** How `eth_getLogs` is split (`rpc.getLogs`), when it is. */
+  readonly getLogs: { readonly maxRange: number; readonly maxParts: number } | undefined
 }>()("@tollgate/backends/RpcUpstream") {}
+
+/**
+ * An upstream that answers `eth_chainId` with another chain than its network's: the server does
+ * not start.
+ *
+ * @category errors
+ */
+export class ChainMismatch extends Data.TaggedError("RpcChainMismatch")<{ readonly network: string; readonly message: string }> {}
+
+/**
+ * Whether a method sends something (a transaction, an airdrop): such a call is never sent twice,
+ * never hedged, never merged and never cached.
+ *
+ * @category models
+ */
+export const isWrite = (method: string): boolean => WRITES.has(method)
 
 const WRITES = new Set([
   "eth_sendRawTransaction", "eth_sendRawTransactionSync", "eth_sendUserOperation",
@@ -325,51 +367,193 @@ const describeFailure = (failure: Failure): string => {
   }
 }
 
+/** One configured upstream: where it is sent, and what is known of it. */
+interface Node extends RpcHealth.Upstream {
+  readonly target: Target
+}
+
+/** A failure of the node itself, as the health score counts it (a JSON-RPC error answer is not). */
+const isFailure = (sent: Reply | Failure): boolean => "_tag" in sent || sent.status >= 500
+
 /**
- * An upstream service over the config's URLs.
- *
- * @category constructors
+ * One timed exchange with an upstream; its latency and failure go to the upstream's health and
+ * to the metrics. An exchange abandoned for a hedge that won counts its time so far.
  */
-export const make = (config: Config) => {
-  const timeoutMs = config.timeoutMs ?? 30_000
-  const upstreams = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [slug, urls.map((url) => toTarget(new URL(url)))]))
-  return RpcUpstream.of({
-    serves: (network) => (upstreams.get(network)?.length ?? 0) > 0,
-    // Untraced, and the attempts chained by hand rather than by a generator: every paid RPC call
-    // runs this, inside the metered pipeline's `tollgate.backend` span.
-    forward: (network: string, request: JsonRpc.Request, body: Uint8Array) => {
-      const urls = upstreams.get(network) ?? []
-      if (urls.length === 0) {
-        return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}: add its node URLs under rpc.upstreams.${network} in the TOLLGATE_CONFIG file` }))
-      }
-      const readOnly = request.items.every((item) => !WRITES.has(item.method))
-      const attempts = config.attempts ?? Math.max(urls.length, 2)
-      const failed = (last: Failure): Effect.Effect<never, Errors.BadGateway | Errors.GatewayTimeout> =>
-        last._tag === "timeout"
-          ? Effect.fail(new Errors.GatewayTimeout({ message: `The ${network} upstream did not answer within ${timeoutMs} ms` }))
-          : Effect.andThen(
-            Effect.logWarning("RPC upstream failed", { network, cause: describeFailure(last) }),
-            Effect.fail(new Errors.BadGateway({ message: callerMessage(network, last) }))
-          )
-      const attempt = (n: number): Effect.Effect<Answer, Errors.BadGateway | Errors.GatewayTimeout> =>
-        Effect.flatMap(post(urls[n % urls.length]!, body, timeoutMs), (sent) => {
-          const outcome = "_tag" in sent ? sent : interpret(request, sent)
-          if (!("_tag" in outcome)) return Effect.succeed(outcome)
-          const retry = outcome._tag === "refused" ||
-            (readOnly && (outcome._tag === "broken" || (outcome._tag === "status" && outcome.status >= 500)))
-          return retry && n + 1 < attempts ? attempt(n + 1) : failed(outcome)
-        })
-      return attempt(0)
-    }
+const exchange = (network: string, node: Node, body: Uint8Array, timeoutMs: number) =>
+  Effect.withFiber((fiber) => {
+    const started = performance.now()
+    return post(node.target, body, timeoutMs).pipe(
+      Effect.map((sent) => {
+        const latencyMs = performance.now() - started
+        const failed = isFailure(sent)
+        RpcHealth.record(node, latencyMs, failed)
+        RpcMetrics.recordExchange(fiber.context, network, node.label, latencyMs, failed)
+        return sent
+      }),
+      Effect.onInterrupt(() => Effect.sync(() => RpcHealth.record(node, performance.now() - started, false)))
+    )
   })
+
+/** The hex quantity of a JSON-RPC result, or `undefined`. */
+const quantity = (value: unknown): number | undefined =>
+  typeof value === "string" && /^0x[0-9a-f]+$/iu.test(value) ? Number.parseInt(value, 16) : undefined
+
+/** The probe sent to an EVM upstream: its head, its finalized block, and its chain id until confirmed. */
+const probe = (withChainId: boolean) =>
+  Buffer.from(JSON.stringify([
+    { jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: ["latest", false] },
+    { jsonrpc: "2.0", id: 2, method: "eth_getBlockByNumber", params: ["finalized", false] },
+    ...(withChainId ? [{ jsonrpc: "2.0", id: 3, method: "eth_chainId", params: [] }] : [])
+  ]))
+
+/** The results of a probe's answer by id; empty when it was not a batch answer. */
+const probeResults = (sent: Reply | Failure): Map<unknown, unknown> => {
+  if ("_tag" in sent || sent.status !== 200) return new Map()
+  try {
+    const parsed: unknown = JSON.parse(sent.body.toString("utf8"))
+    if (!Array.isArray(parsed)) return new Map()
+    return new Map(parsed.filter(isRecord).filter((item) => "result" in item).map((item) => [item["id"], item["result"]]))
+  } catch {
+    return new Map()
+  }
 }
 
 /**
- * The service from a decoded `rpc` config section.
+ * An upstream service over the config's URLs: the chain id of every EVM upstream checked once
+ * (a mismatch fails with `ChainMismatch`; an upstream that does not answer is checked again by
+ * each poll until it does), then each upstream's head and finalized block read every `headPollMs`
+ * for as long as the scope lives.
+ *
+ * @category constructors
+ */
+export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], ChainMismatch, Scope.Scope> =>
+  Effect.gen(function*() {
+    const timeoutMs = config.timeoutMs ?? 30_000
+    const maxLagBlocks = config.maxLagBlocks ?? 5
+    const headPollMs = config.headPollMs ?? 2000
+    const nodes = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [
+      slug,
+      urls.map((url): Node => ({ ...RpcHealth.make(url), target: toTarget(new URL(url)) }))
+    ]))
+
+    const poll = (network: string, chainId: number, node: Node, probeTimeoutMs: number) =>
+      Effect.withFiber((fiber) =>
+        Effect.flatMap(exchange(network, node, probe(node.chainConfirmed !== true), probeTimeoutMs), (sent) => {
+          const results = probeResults(sent)
+          const reported = quantity(results.get(3))
+          if (reported !== undefined) node.chainConfirmed = reported === chainId
+          if (node.chainConfirmed === false) {
+            return Effect.fail(
+              new ChainMismatch({ network, message: `${node.label} reports chain id ${reported}, not ${chainId} (${network})` })
+            )
+          }
+          const latest = results.get(1)
+          if (isRecord(latest)) {
+            node.head = quantity(latest["number"])
+            node.headHash = typeof latest["hash"] === "string" ? latest["hash"] : undefined
+            const depth = config.finalityDepth?.[network]
+            const finalized = results.get(2)
+            node.finalized = depth !== undefined && node.head !== undefined
+              ? Math.max(0, node.head - depth)
+              : isRecord(finalized) ? quantity(finalized["number"]) : undefined
+          }
+          const all = nodes.get(network) ?? []
+          const best = RpcHealth.bestHead(all)
+          for (const each of all) {
+            if (best !== undefined && each.head !== undefined) {
+              RpcMetrics.headLag.of({ network, upstream: each.label }).updateUnsafe(best - each.head, fiber.context)
+            }
+          }
+          return Effect.void
+        })
+      )
+
+    const evm = [...nodes].flatMap(([network, list]) => {
+      const chainId = Networks.findNetwork(network)?.chainId
+      return chainId === undefined ? [] : list.map((node) => ({ network, chainId, node }))
+    })
+    yield* Effect.forEach(evm, ({ chainId, network, node }) => poll(network, chainId, node, Math.min(timeoutMs, 5000)), {
+      concurrency: "unbounded",
+      discard: true
+    })
+    if (headPollMs > 0) {
+      yield* Effect.forEach(evm, ({ chainId, network, node }) =>
+        poll(network, chainId, node, Math.min(timeoutMs, headPollMs * 5)).pipe(
+          Effect.catchTag("RpcChainMismatch", (mismatch) => Effect.logError("RPC upstream on another chain; it is no longer used", { cause: mismatch.message })),
+          Effect.repeat(Schedule.spaced(headPollMs)),
+          Effect.delay(headPollMs),
+          Effect.forkScoped
+        ), { discard: true })
+    }
+
+    const hedgeDelay = (node: Node): number | undefined => {
+      const setting = config.hedgeAfterMs ?? "p90"
+      if (setting === "off") return undefined
+      if (typeof setting === "number") return setting
+      const p90 = RpcHealth.p90(node)
+      return p90 === undefined ? undefined : Math.max(1, Math.ceil(p90))
+    }
+
+    return RpcUpstream.of({
+      serves: (network) => (nodes.get(network)?.length ?? 0) > 0,
+      getLogs: config.getLogs === undefined ? undefined : { maxRange: config.getLogs.maxRange, maxParts: config.getLogs.maxParts ?? 10 },
+      chainState: (network) => {
+        const list = nodes.get(network)
+        return list === undefined ? undefined : RpcHealth.chainState(list)
+      },
+      // Untraced, and the attempts chained by hand rather than by a generator: every paid RPC call
+      // runs this, inside the metered pipeline's `tollgate.backend` span.
+      forward: (network: string, request: JsonRpc.Request, body: Uint8Array) => {
+        const all = nodes.get(network) ?? []
+        if (all.length === 0) {
+          return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}: add its node URLs under rpc.upstreams.${network} in the TOLLGATE_CONFIG file` }))
+        }
+        const readOnly = request.items.every((item) => !WRITES.has(item.method))
+        const ordered = RpcHealth.order(all, readOnly, maxLagBlocks)
+        const attempts = config.attempts ?? Math.max(all.length, 2)
+        const failed = (last: Failure): Effect.Effect<never, Errors.BadGateway | Errors.GatewayTimeout> =>
+          last._tag === "timeout"
+            ? Effect.fail(new Errors.GatewayTimeout({ message: `The ${network} upstream did not answer within ${timeoutMs} ms` }))
+            : Effect.andThen(
+              Effect.logWarning("RPC upstream failed", { network, cause: describeFailure(last) }),
+              Effect.fail(new Errors.BadGateway({ message: callerMessage(network, last) }))
+            )
+        const outcome = (node: Node) =>
+          Effect.map(exchange(network, node, body, timeoutMs), (sent) => "_tag" in sent ? sent : interpret(request, sent))
+        const attempt = (n: number): Effect.Effect<Answer, Errors.BadGateway | Errors.GatewayTimeout> => {
+          const node = ordered[n % ordered.length]!
+          // A write is never hedged: it must not reach two nodes.
+          const delay = readOnly && ordered.length > 1 ? hedgeDelay(node) : undefined
+          const sent = delay === undefined
+            ? Effect.map(outcome(node), (result) => ({ result, next: n + 1 }))
+            : Effect.withFiber((fiber) =>
+              Effect.map(
+                RpcHedge.race(outcome(node), outcome(ordered[(n + 1) % ordered.length]!), delay, (result) => !("_tag" in result)),
+                (hedged) => {
+                  if (hedged.hedged) RpcMetrics.hedgesSent.of({ network }).updateUnsafe(1, fiber.context)
+                  if (hedged.hedgeWon) RpcMetrics.hedgesWon.of({ network }).updateUnsafe(1, fiber.context)
+                  return { result: hedged.outcome, next: hedged.hedged ? n + 2 : n + 1 }
+                }
+              )
+            )
+          return Effect.flatMap(sent, ({ next, result }) => {
+            if (!("_tag" in result)) return Effect.succeed(result)
+            const retry = result._tag === "refused" ||
+              (readOnly && (result._tag === "broken" || (result._tag === "status" && result.status >= 500)))
+            return retry && next < attempts ? attempt(next) : failed(result)
+          })
+        }
+        return attempt(0)
+      }
+    })
+  })
+
+/**
+ * The service from a decoded `rpc` config section; its head polls end with the layer's scope.
  *
  * @category layers
  */
-export const layer = (config: Config): Layer.Layer<RpcUpstream> => Layer.succeed(RpcUpstream, make(config))
+export const layer = (config: Config): Layer.Layer<RpcUpstream, ChainMismatch> => Layer.effect(RpcUpstream, make(config))
 
 /**
  * The service from the raw `rpc` section of the config file; a bad section fails with the field
@@ -377,5 +561,5 @@ export const layer = (config: Config): Layer.Layer<RpcUpstream> => Layer.succeed
  *
  * @category layers
  */
-export const layerFromUnknown = (section: unknown): Layer.Layer<RpcUpstream, Schema.SchemaError> =>
-  Layer.effect(RpcUpstream, Effect.map(Schema.decodeUnknownEffect(Config)(section ?? { upstreams: {} }), make))
+export const layerFromUnknown = (section: unknown): Layer.Layer<RpcUpstream, Schema.SchemaError | ChainMismatch> =>
+  Layer.effect(RpcUpstream, Effect.flatMap(Schema.decodeUnknownEffect(Config)(section ?? { upstreams: {} }), make))

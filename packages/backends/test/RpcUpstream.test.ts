@@ -50,7 +50,12 @@ const server = async (
 
 const forward = (config: RpcUpstream.Config, body: unknown) => {
   const { bytes, checked } = request(body)
-  return Effect.runPromise(Effect.result(RpcUpstream.make(config).forward("ethereum-mainnet", checked, bytes)))
+  // Served as a network without a chain id (no probe at start), so a node's requests are the call's.
+  const { upstreams, ...rest } = config
+  return Effect.runPromise(Effect.result(Effect.scoped(Effect.flatMap(
+    RpcUpstream.make({ ...rest, upstreams: { "solana-mainnet": upstreams["ethereum-mainnet"] ?? [] }, headPollMs: 0 }),
+    (upstream) => upstream.forward("solana-mainnet", checked, bytes)
+  ))))
 }
 
 let good: Server
@@ -209,7 +214,11 @@ describe("RpcUpstream: a call whose caller went away is abandoned upstream too",
     try {
       const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`
       const { bytes, checked } = request({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
-      const fiber = Effect.runFork(RpcUpstream.make({ upstreams: { "ethereum-mainnet": [url] } }).forward("ethereum-mainnet", checked, bytes))
+      // A network without a chain id to check at start, so the first request the node sees is the call.
+      const fiber = Effect.runFork(Effect.scoped(Effect.flatMap(
+        RpcUpstream.make({ upstreams: { "solana-mainnet": [url] }, headPollMs: 0 }),
+        (upstream) => upstream.forward("solana-mainnet", checked, bytes)
+      )))
       await arrival
       await Effect.runPromise(Fiber.interrupt(fiber))
       await closing

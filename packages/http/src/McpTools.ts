@@ -47,7 +47,7 @@ export interface Tool {
   readonly inputSchema: JsonSchema
   /** Absent: the tool is free. */
   readonly price?: ToolPrice.ToolPrice | undefined
-  /** The route's request for the arguments; a string names the argument that is wrong. */
+  /** The route's request for the arguments, or the argument that cannot make one (`invalid`) and why. */
   readonly request: (args: Readonly<Record<string, unknown>>) => HttpCall | { readonly invalid: string; readonly message: string }
 }
 

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import * as RpcMetrics from "@tollgate/backends/RpcMetrics"
 import * as WorkerPool from "@tollgate/documents/WorkerPool"
 import { type Context, Effect, Metric } from "effect"
 
@@ -111,6 +112,14 @@ export const extractionQueueDepth = WorkerPool.queueDepth
 /** @category metrics */
 export const extractionChildRestarts = WorkerPool.childRestarts
 
+/**
+ * The RPC proxy's, per network and upstream: calls, failures, latency, head lag, cache hits and
+ * misses, hedges sent and won. Recorded by `@tollgate/backends`, which defines them.
+ *
+ * @category metrics
+ */
+export const rpc = RpcMetrics.all
+
 /** @category metrics */
 export const processResidentMemory = Metric.gauge("process_resident_memory_bytes", { description: "Resident set size of the process" })
 
@@ -166,7 +175,8 @@ const knownSeries = (): ReadonlyArray<Metric.Metric<any, any>> => [
   channelClaimedUnits,
   channelRefunds,
   extractionQueueDepth,
-  extractionChildRestarts
+  extractionChildRestarts,
+  ...rpc
 ]
 
 /**

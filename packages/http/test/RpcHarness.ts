@@ -6,7 +6,7 @@
  */
 import { NodeRedis } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
-import { Admission, CreditLedger, IdempotencyStore, Money, PricingEngine } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, Money, Networks, PricingEngine, RpcCache } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -48,13 +48,23 @@ export const make = async (options: {
   readonly upstreams: Readonly<Record<string, ReadonlyArray<string>>>
   readonly idempotency?: Layer.Layer<IdempotencyStore.IdempotencyStore, unknown>
   readonly timeoutMs?: number
+  /** More of the `rpc` section; head polls are off unless set, so upstream call counts are the calls'. */
+  readonly rpc?: Omit<RpcUpstream.Config, "upstreams">
+  /** The cache store; memory with `rpc.cache` unless set. */
+  readonly cache?: Layer.Layer<RpcCache.RpcCache, unknown>
 }): Promise<Harness> => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
   const services = Layer.mergeAll(
     Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
     PricingEngine.layer(),
-    RpcUpstream.layer({ upstreams: options.upstreams, ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }) }),
-    ServiceInfo.layer({ version: "test", hostName: "test-host" })
+    RpcUpstream.layer({
+      upstreams: options.upstreams,
+      headPollMs: 0,
+      ...options.rpc,
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs })
+    }),
+    ServiceInfo.layer({ version: "test", hostName: "test-host" }),
+    options.cache ?? RpcCache.layerMemory(options.rpc?.cache)
   ).pipe(Layer.provideMerge(Layer.mergeAll(
     TestApp.layerPaymentRequiredBodies(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))),
     RateLimiter.layerMemory(),
@@ -135,6 +145,8 @@ export interface FakeUpstream {
 /**
  * A JSON-RPC 2.0 server over `node:http`: canned answers per method, `unknown` for the rest (by
  * default the standard -32601), batches answered in reverse order so the proxy must restore it.
+ * Reached at `<url>/<slug>`, it answers `eth_chainId` with that network's chain id, so one fake
+ * can stand for every network (the proxy checks each upstream's chain id at start).
  */
 export const fakeUpstream = async (
   answers: Readonly<Record<string, Answer>>,
@@ -142,18 +154,21 @@ export const fakeUpstream = async (
 ): Promise<FakeUpstream> => {
   let requests = 0
   const methods: Array<string> = []
-  const answer = (item: { id?: unknown; method: string }) => {
+  const answer = (chainId: number | undefined) => (item: { id?: unknown; method: string }) => {
     methods.push(item.method)
-    const found = answers[item.method] ?? options.unknown ?? { error: { code: -32601, message: "Method not found" } }
+    const found = chainId !== undefined && item.method === "eth_chainId"
+      ? { result: `0x${chainId.toString(16)}` }
+      : answers[item.method] ?? options.unknown ?? { error: { code: -32601, message: "Method not found" } }
     return { jsonrpc: "2.0", id: item.id ?? null, ...found }
   }
   const server = Http.createServer((request, response) => {
     requests++
     const chunks: Array<Buffer> = []
+    const chainId = Networks.findNetwork((request.url ?? "/").slice(1))?.chainId
     request.on("data", (chunk: Buffer) => chunks.push(chunk))
     request.on("end", () => {
       const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown
-      const reply = Array.isArray(body) ? body.map(answer).reverse() : answer(body as { method: string })
+      const reply = Array.isArray(body) ? body.map(answer(chainId)).reverse() : answer(chainId)(body as { method: string })
       setTimeout(() => {
         response.writeHead(200, { "content-type": "application/json" })
         response.end(JSON.stringify(reply))
@@ -195,6 +210,93 @@ export const scriptedUpstream = async (reply: (request: string) => string): Prom
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests: () => requests,
     methods: () => [],
+    stop: async () => {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }
+}
+
+export interface StandIn extends FakeUpstream {
+  /** Calls of a method received (inside batches too). */
+  readonly calls: (method: string) => number
+  /** Calls of a method whose first parameter was `first`. */
+  readonly callsWith: (method: string, first: unknown) => number
+  /** Calls of a method answered so far. */
+  readonly answered: (method: string) => number
+}
+
+/**
+ * A node in front of a real one (anvil): a real HTTP server that forwards each item and can
+ * misbehave like a real node does. `lagBlocks` makes it report a head that many blocks behind
+ * (and answer `latest` with that block); `delayMs` slows the answer to a method; `chainId`
+ * reports another chain; `maxLogRange` refuses an `eth_getLogs` over more blocks, as hosted
+ * nodes do.
+ */
+export const standIn = async (target: string, options: {
+  readonly maxLogRange?: number
+  readonly lagBlocks?: number
+  readonly delayMs?: Readonly<Record<string, number>>
+  readonly chainId?: number
+} = {}): Promise<StandIn> => {
+  let requests = 0
+  const calls = new Map<string, number>()
+  const answered = new Map<string, number>()
+  const callsWith = new Map<string, number>()
+  const bump = (map: Map<string, number>, method: string) => map.set(method, (map.get(method) ?? 0) + 1)
+  const send = async (item: { id?: unknown; method: string; params?: Array<unknown> }): Promise<unknown> => {
+    const response = await fetch(target, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: item.id ?? null, method: item.method, params: item.params ?? [] })
+    })
+    return response.json()
+  }
+  const answer = async (item: { id?: unknown; method: string; params?: Array<unknown> }): Promise<unknown> => {
+    bump(calls, item.method)
+    bump(callsWith, `${item.method}\n${JSON.stringify(item.params?.[0])}`)
+    const delay = options.delayMs?.[item.method] ?? 0
+    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay))
+    let reply: unknown
+    const filter = item.method === "eth_getLogs" ? item.params?.[0] as { fromBlock: string; toBlock: string } : undefined
+    if (filter !== undefined && options.maxLogRange !== undefined &&
+      Number.parseInt(filter.toBlock, 16) - Number.parseInt(filter.fromBlock, 16) + 1 > options.maxLogRange) {
+      reply = { jsonrpc: "2.0", id: item.id ?? null, error: { code: -32005, message: `query exceeds max block range ${options.maxLogRange}` } }
+    } else if (options.chainId !== undefined && item.method === "eth_chainId") {
+      reply = { jsonrpc: "2.0", id: item.id ?? null, result: `0x${options.chainId.toString(16)}` }
+    } else if (options.lagBlocks !== undefined && (item.method === "eth_blockNumber" || item.params?.[0] === "latest")) {
+      const head = Number.parseInt((await send({ id: 0, method: "eth_blockNumber" }) as { result: string }).result, 16)
+      const behind = `0x${Math.max(0, head - options.lagBlocks).toString(16)}`
+      reply = item.method === "eth_blockNumber"
+        ? { jsonrpc: "2.0", id: item.id ?? null, result: behind }
+        : await send({ ...item, params: [behind, ...(item.params ?? []).slice(1)] })
+    } else {
+      reply = await send(item)
+    }
+    bump(answered, item.method)
+    return reply
+  }
+  const server = Http.createServer((request, response) => {
+    requests++
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown
+      const reply = Array.isArray(body) ? Promise.all(body.map(answer)) : answer(body as { method: string })
+      reply.then((value) => {
+        response.writeHead(200, { "content-type": "application/json" })
+        response.end(JSON.stringify(value))
+      }, () => response.destroy())
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests: () => requests,
+    methods: () => [...calls.keys()],
+    calls: (method) => calls.get(method) ?? 0,
+    answered: (method) => answered.get(method) ?? 0,
+    callsWith: (method, first) => callsWith.get(`${method}\n${JSON.stringify(first)}`) ?? 0,
     stop: async () => {
       server.closeAllConnections()
       await new Promise((resolve) => server.close(resolve))

@@ -40,7 +40,7 @@ const canned: Record<string, RpcHarness.Answer> = {
 beforeAll(async () => {
   upstream = await RpcHarness.fakeUpstream(canned)
   harness = await RpcHarness.make({
-    upstreams: Object.fromEntries(Networks.slugs.map((slug) => [slug, [upstream.url]]))
+    upstreams: Object.fromEntries(Networks.slugs.map((slug) => [slug, [`${upstream.url}/${slug}`]]))
   })
 })
 
@@ -243,7 +243,7 @@ describe("RPC proxy: an upstream that cannot be reached is 502, one too slow is 
     slow = await RpcHarness.fakeUpstream(canned, { delayMs: 20_000 })
     dead = `http://127.0.0.1:${await FreePort.freePort()}`
     local = await RpcHarness.make({
-      upstreams: { "ethereum-mainnet": [dead], "base-mainnet": [slow.url], "bsc-mainnet": [dead, upstream.url] },
+      upstreams: { "ethereum-mainnet": [dead], "base-mainnet": [slow.url], "bsc-mainnet": [dead, `${upstream.url}/bsc-mainnet`] },
       timeoutMs: 2_000
     })
   })
@@ -304,7 +304,10 @@ for (const backend of idempotencyBackends) {
 
     beforeAll(async () => {
       counted = await RpcHarness.fakeUpstream(canned, { delayMs: 200 })
-      local = await RpcHarness.make({ upstreams: { "ethereum-mainnet": [counted.url], "base-mainnet": [counted.url] }, idempotency: backend.layer() })
+      local = await RpcHarness.make({
+        upstreams: { "ethereum-mainnet": [counted.url], "base-mainnet": [`${counted.url}/base-mainnet`] },
+        idempotency: backend.layer()
+      })
     })
     afterAll(async () => {
       await local?.dispose()
@@ -410,7 +413,7 @@ describe("RPC proxy (property): a batch of allowlisted methods plus junk is forw
     let proxy: RpcHarness.Harness | undefined
     try {
       local = await RpcHarness.fakeUpstream({}, { unknown: { result: "0x1" } })
-      proxy = await RpcHarness.make({ upstreams: { [network.slug]: [local.url] } })
+      proxy = await RpcHarness.make({ upstreams: { [network.slug]: [`${local.url}/${network.slug}`] } })
       await fc.assert(fc.asyncProperty(
         fc.array(fc.oneof(fc.constantFrom(...allowed).map((entry) => ({ junk: false, method: entry[0], tier: entry[1] })), junk.map((method) => ({ junk: true, method, tier: "S" as const }))), { minLength: 1, maxLength: 20 }),
         async (items) => {

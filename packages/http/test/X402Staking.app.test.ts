@@ -1,4 +1,4 @@
-import { type CreditLedger, IdempotencyStore, Money, PricingEngine, Staking, X402 } from "@tollgate/core"
+import { type CreditLedger, IdempotencyStore, Money, PricingEngine, RpcCache, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -89,6 +89,7 @@ beforeAll(async () => {
     // One USD per eth_blockNumber, so three staked tokens pay for three calls a day.
     PricingEngine.layer({ rpc: { nanoPerCredit: Money.unsafeNano(Money.NANO_PER_USD), baseCredits: { "base-mainnet": 1 } } }),
     RpcUpstream.layer({ upstreams: { "base-mainnet": [anvil.url] } }),
+    RpcCache.layerMemory(),
     Metered.layerLimitsDefault,
     ServiceInfo.layer({ version: "test", hostName: "test-host" }),
     Layer.succeed(Clock.Clock, movableClock)

@@ -1,4 +1,4 @@
-import { CreditLedger, IdempotencyStore, Money, PricingEngine, X402 } from "@tollgate/core"
+import { CreditLedger, IdempotencyStore, Money, PricingEngine, RpcCache, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -52,6 +52,7 @@ beforeAll(async () => {
     IdempotencyStore.layerMemory,
     PricingEngine.layer(),
     RpcUpstream.layer({ upstreams: { "base-mainnet": [chain.anvil.url] } }),
+    RpcCache.layerMemory(),
     Metered.layerLimitsDefault,
     ServiceInfo.layer({ version: "test", hostName: "test-host" })
   )

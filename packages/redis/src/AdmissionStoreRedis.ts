@@ -34,41 +34,190 @@ import * as Scripts from "./Scripts.ts"
 /** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */
 const ACCOUNT_KEYS = 6
 
-/** An admission's own keys after the account's, before its counters' (`admit`, KEYS 7 to 10). */
-const ADMISSION_KEYS = 4
+/**
+ * Where an operation of the script reads its KEYS and ARGV (`src/lua/admission.lua`): the
+ * account's ledger keys, then the operation's own keys in the order `keys` names them, then those
+ * of its counters or adjustments; and `op` and the caller's time, then its own arguments in the
+ * order `args` names them, then those of its take or adjustments. `pack` writes by it, `unpack`
+ * reads by it, and the Lua names the same parts at the same places.
+ *
+ * @category internals
+ */
+export interface Layout {
+  readonly op: "admit" | "settle" | "giveback"
+  readonly keys: ReadonlyArray<string>
+  readonly args: ReadonlyArray<string>
+}
 
-/** An admission's arguments before its take's (`admit`, ARGV 1 to 9). */
-const ADMISSION_ARGS = 9
+/**
+ * `admit`: the account's record and the key's refusal marker (read in one `MGET`), the abuse
+ * guard's block of the key, the paying key's spend cap (`KeyCapsRedis.capKey`); whether the key's
+ * standing is read (`"0"` no, `"1"` yes, `"2"` with its block), the hold, and today's and this
+ * month's period ids (`KeyCaps.periodId`; `""` without a key paying). Its take follows
+ * (`RateLimiterRedis.encode`). Admitted, the reply is flat: 'ok', the take's reply, the hold's
+ * from allowance, from USD and expiry, the balance before it (USD, held, staked tokens, allowance
+ * left), and the price version of a hold already placed under the reference.
+ *
+ * @category internals
+ */
+export const admitLayout: Layout = {
+  op: "admit",
+  keys: ["record", "refusal", "block", "cap"],
+  args: ["standing", "reference", "amount", "priceVersion", "ttlMs", "day", "month"]
+}
 
-// KEYS 1-6: the account's ledger keys (`CreditLedgerRedis.accountKeys`); 7 on: per operation
-// (below); then the counters. ARGV 1: the operation, 2: now.
-//
-// admit:    KEYS 7 the account's record, 8 the key's refusal marker (both strings, read in one
-//           MGET), 9 the abuse guard's block of the key, 10 the spend cap of the key paying
-//           (`KeyCapsRedis.capKey`). ARGV 3 whether the key's standing is checked ("1"), and its
-//           block too ("2"), 4-7 the hold (reference, amount, price version, ttl), 8 and 9 today's
-//           and this month's period ids (`KeyCaps.periodId`; 8 is "" without a key paying), 10 on
-//           one take of `takeAll` (its keys from 11 on). The cap and the hold are checked before
-//           the take and counted after it, so a refused payment wins over a rate limit and a
-//           refusal writes nothing. Admitted, the reply is flat: 'ok', the take's reply, the hold's
-//           from allowance, from USD and expiry, the balance before it (USD, held, staked tokens,
-//           allowance left), and the price version of a hold already placed under the reference.
-// admitmany: several admissions of the account (`AccountGroups`), each as `admit` lays it out: KEYS
-//           7 on, per admission, its four keys and its counters' keys; ARGV 3 on, per admission,
-//           the count of its counters' keys and of its take's arguments, then its ARGV 3 on of
-//           `admit`. The reply is one `admit` reply per admission, in order: each sees the holds,
-//           counts and spend of those before it, as if they had been separate calls.
-// settle:   KEYS 7 the idempotency record, 8 the spend cap (unread when the admission found none),
-//           9 on the adjustments' keys. ARGV 3-5 the capture (reference, amount, usage details),
-//           6-8 the record's response (status, headers, body; status "" for none), 9 on the
-//           adjustments of `adjustAll`. Captured, the reply is flat: 'ok', from allowance, from USD,
-//           the balance after (USD, held, staked tokens, allowance left).
-// giveback: KEYS 7 the idempotency record, 8 the spend cap. ARGV 3 the hold's reference, 4 whether
-//           the record is abandoned ("1"), 5 on the adjustments.
-// settlemany: several settlements of the account (`AccountGroups`), each as `settle` lays it
-//           out: KEYS 7 on, per settlement, its record, its cap and its adjustments' keys; ARGV 3
-//           on, per settlement, its count of adjustments, then its ARGV 3 on of `settle`. The
-//           reply is one `settle` reply per settlement, in order. Each is read where it lies.
+/**
+ * `settle`: the idempotency record, the spend cap (unread when the admission found none); the
+ * capture, then the record's response (`status` `""` for none). Its adjustments follow, a key
+ * and two arguments each (`adjustAll`). Captured, the reply is flat: 'ok', from allowance, from
+ * USD, the balance after (USD, held, staked tokens, allowance left).
+ *
+ * @category internals
+ */
+export const settleLayout: Layout = {
+  op: "settle",
+  keys: ["record", "cap"],
+  args: ["reference", "amount", "usage", "status", "headers", "body"]
+}
+
+/**
+ * `giveback`: the idempotency record and the spend cap; the hold's reference and whether the
+ * record is abandoned (`"1"`). Its adjustments follow, as `settle`'s.
+ *
+ * @category internals
+ */
+export const giveBackLayout: Layout = {
+  op: "giveback",
+  keys: ["record", "cap"],
+  args: ["reference", "abandon"]
+}
+
+// Grouped (`AccountGroups`), `admitmany` and `settlemany` carry several admissions or settlements
+// of one account: the account's keys once, then per step its own keys and its counters' or
+// adjustments' keys; `op` and the latest time once, then per step the counts that tell where its
+// part ends (`GroupedStep.counts`) and its arguments after the time. Each is answered as if alone,
+// after those before it.
+
+/**
+ * A script call's KEYS and ARGV.
+ *
+ * @category internals
+ */
+export interface Packed {
+  readonly keys: Array<string>
+  readonly args: Array<string>
+}
+
+/**
+ * The key prefixes of the stores the script writes (`Options.ledgerPrefix`, `idempotencyPrefix`).
+ *
+ * @category internals
+ */
+export interface Prefixes {
+  readonly ledger: string
+  readonly records: string
+}
+
+/**
+ * An operation's parts named by its layout: the account's keys, its own keys and arguments by
+ * name, and what follows them (its counters or adjustments). What `pack` wrote, read back.
+ *
+ * @category internals
+ */
+export const unpack = (layout: Layout, packed: Packed) => {
+  const { args, keys } = packed
+  const named = (names: ReadonlyArray<string>, values: ReadonlyArray<string>, from: number) =>
+    Object.fromEntries(names.map((name, i) => [name, values[from + i]!]))
+  return {
+    op: args[0]!,
+    now: args[1]!,
+    account: keys.slice(0, ACCOUNT_KEYS),
+    keys: named(layout.keys, keys, ACCOUNT_KEYS),
+    args: named(layout.args, args, 2),
+    restKeys: keys.slice(ACCOUNT_KEYS + layout.keys.length),
+    restArgs: args.slice(2 + layout.args.length)
+  }
+}
+
+const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: ReadonlyArray<RateLimiter.Adjustment>) => {
+  for (const adjustment of adjustments) {
+    keys.push(adjustment.key)
+    args.push(adjustment.rolling ? String(adjustment.bucket) : adjustment.field, String(adjustment.delta))
+  }
+}
+
+/**
+ * An admission as `admitLayout` lays it out, its take last.
+ *
+ * @category internals
+ */
+export const packAdmit = (prefixes: Prefixes, input: Admission.AdmitInput): Packed => {
+  const { accountId, hold, now } = input
+  const keys: Array<string> = [
+    ...CreditLedgerRedis.accountKeys(prefixes.ledger, accountId),
+    AuthStoreRedis.accountKey(accountId),
+    AuthStoreRedis.revokedKey(accountId, input.keyId ?? ""),
+    // Unread without a block to check, but in the account's slot like every key here.
+    input.abuseBlockKey ?? AuthStoreRedis.accountKey(accountId),
+    KeyCapsRedis.capKey(accountId, input.spendKeyId ?? "")
+  ]
+  const args = [
+    admitLayout.op,
+    String(now),
+    input.keyId === undefined ? "0" : input.abuseBlockKey === undefined ? "1" : "2",
+    hold.reference,
+    String(hold.amount),
+    hold.priceVersion,
+    String(hold.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS),
+    input.spendKeyId === undefined ? "" : KeyCaps.periodId("EPOCH", now),
+    input.spendKeyId === undefined ? "" : KeyCaps.periodId("MONTH", now)
+  ]
+  RateLimiterRedis.encode({ now, counters: input.counters, dryRun: false }, keys, args)
+  return { keys, args }
+}
+
+/**
+ * A settlement as `settleLayout` lays it out, its adjustments last.
+ *
+ * @category internals
+ */
+export const packSettle = (prefixes: Prefixes, input: Admission.SettleInput): Packed => {
+  const { capture, completion } = input
+  const keys: Array<string> = [
+    ...CreditLedgerRedis.accountKeys(prefixes.ledger, capture.accountId),
+    IdempotencyStoreRedis.recordKey(prefixes.records, completion?.scope ?? capture.accountId, completion?.key ?? ""),
+    KeyCapsRedis.capKey(capture.accountId, input.spendKeyId ?? "")
+  ]
+  const args = [
+    settleLayout.op,
+    String(input.now),
+    capture.reference,
+    String(capture.amount),
+    JSON.stringify(capture.usage),
+    completion === undefined ? "" : String(completion.response.status),
+    completion === undefined ? "" : JSON.stringify(completion.response.headers),
+    completion === undefined ? "" : completion.response.body
+  ]
+  pushAdjustments(keys, args, input.adjustments)
+  return { keys, args }
+}
+
+/**
+ * A give-back as `giveBackLayout` lays it out, its adjustments last.
+ *
+ * @category internals
+ */
+export const packGiveBack = (prefixes: Prefixes, input: Admission.GiveBackInput): Packed => {
+  const keys: Array<string> = [
+    ...CreditLedgerRedis.accountKeys(prefixes.ledger, input.accountId),
+    IdempotencyStoreRedis.recordKey(prefixes.records, input.abandon?.scope ?? input.accountId, input.abandon?.key ?? ""),
+    KeyCapsRedis.capKey(input.accountId, input.spendKeyId ?? "")
+  ]
+  const args = [giveBackLayout.op, String(input.now), input.reference, input.abandon === undefined ? "" : "1"]
+  pushAdjustments(keys, args, input.adjustments)
+  return { keys, args }
+}
+
 /** The admission's own Lua, after the stores' (`src/lua/admission.lua`). */
 const admissionSource = Lua.read("admission")
 
@@ -137,13 +286,6 @@ const balanceAt = (reply: Reply, i: number): CreditLedger.Balance => {
   }
 }
 
-const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: ReadonlyArray<RateLimiter.Adjustment>) => {
-  for (const adjustment of adjustments) {
-    keys.push(adjustment.key)
-    args.push(adjustment.rolling ? String(adjustment.bucket) : adjustment.field, String(adjustment.delta))
-  }
-}
-
 /**
  * The admission store over the `RedisConnection` in context.
  *
@@ -151,8 +293,10 @@ const pushAdjustments = (keys: Array<string>, args: Array<string>, adjustments: 
  */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
-    const ledgerPrefix = options.ledgerPrefix ?? CreditLedgerRedis.defaultPrefix
-    const recordPrefix = options.idempotencyPrefix ?? IdempotencyStoreRedis.defaultPrefix
+    const prefixes: Prefixes = {
+      ledger: options.ledgerPrefix ?? CreditLedgerRedis.defaultPrefix,
+      records: options.idempotencyPrefix ?? IdempotencyStoreRedis.defaultPrefix
+    }
     const lua = script(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
     const send = yield* Scripts.sender(options.timeoutMs ?? 1000, [lua])
 
@@ -222,36 +366,17 @@ export const make = (options: Options = {}) =>
       )
 
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
-      const { accountId, hold, now } = input
-      const keys: Array<string> = [
-        ...CreditLedgerRedis.accountKeys(ledgerPrefix, accountId),
-        AuthStoreRedis.accountKey(accountId),
-        AuthStoreRedis.revokedKey(accountId, input.keyId ?? ""),
-        // Unread without a block to check, but in the account's slot like every key here.
-        input.abuseBlockKey ?? AuthStoreRedis.accountKey(accountId),
-        KeyCapsRedis.capKey(accountId, input.spendKeyId ?? "")
-      ]
-      const args = [
-        "admit",
-        String(now),
-        input.keyId === undefined ? "0" : input.abuseBlockKey === undefined ? "1" : "2",
-        hold.reference,
-        String(hold.amount),
-        hold.priceVersion,
-        String(hold.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS),
-        input.spendKeyId === undefined ? "" : KeyCaps.periodId("EPOCH", now),
-        input.spendKeyId === undefined ? "" : KeyCaps.periodId("MONTH", now)
-      ]
+      const { hold, now } = input
+      const { args, keys } = packAdmit(prefixes, input)
       const take: RateLimiterRedis.TakeInput = { now, counters: input.counters, dryRun: false }
-      RateLimiterRedis.encode(take, keys, args)
       const statesOf = (reply: unknown) => {
         const states: Array<RateLimiter.CounterState> = new Array(input.counters.length)
         RateLimiterRedis.decode(take, reply as ReadonlyArray<number>, 0, states)
         return states
       }
       // Grouped, the script finds where this admission ends by its counts of keys and arguments.
-      const counts = () => [String(keys.length - ACCOUNT_KEYS - ADMISSION_KEYS), String(args.length - ADMISSION_ARGS)]
-      return step(admissions, accountId, keys, args, counts, (reply): Effect.Effect<Admission.AdmitReply> => {
+      const counts = () => [String(keys.length - ACCOUNT_KEYS - admitLayout.keys.length), String(args.length - 2 - admitLayout.args.length)]
+      return step(admissions, input.accountId, keys, args, counts, (reply): Effect.Effect<Admission.AdmitReply> => {
         switch (reply[0]) {
           case "ok": {
             return Effect.succeed({
@@ -290,23 +415,7 @@ export const make = (options: Options = {}) =>
     }
 
     const settle = (input: Admission.SettleInput) => {
-      const { capture, completion } = input
-      const keys: Array<string> = [
-        ...CreditLedgerRedis.accountKeys(ledgerPrefix, capture.accountId),
-        IdempotencyStoreRedis.recordKey(recordPrefix, completion?.scope ?? capture.accountId, completion?.key ?? ""),
-        KeyCapsRedis.capKey(capture.accountId, input.spendKeyId ?? "")
-      ]
-      const args = [
-        "settle",
-        String(input.now),
-        capture.reference,
-        String(capture.amount),
-        JSON.stringify(capture.usage),
-        completion === undefined ? "" : String(completion.response.status),
-        completion === undefined ? "" : JSON.stringify(completion.response.headers),
-        completion === undefined ? "" : completion.response.body
-      ]
-      pushAdjustments(keys, args, input.adjustments)
+      const { args, keys } = packSettle(prefixes, input)
       const decode = (reply: Reply): Effect.Effect<CreditLedger.Settlement, CreditLedger.LedgerError> => {
         if (reply[0] === "err") return Effect.fail(CreditLedgerRedis.ledgerError(reply[1] as CreditLedger.LedgerError["reason"]))
         return Effect.succeed({
@@ -315,17 +424,11 @@ export const make = (options: Options = {}) =>
           balance: balanceAt(reply, 3)
         })
       }
-      return step(settlements, capture.accountId, keys, args, () => [String(input.adjustments.length)], decode)
+      return step(settlements, input.capture.accountId, keys, args, () => [String(input.adjustments.length)], decode)
     }
 
     const giveBack = (input: Admission.GiveBackInput) => {
-      const keys: Array<string> = [
-        ...CreditLedgerRedis.accountKeys(ledgerPrefix, input.accountId),
-        IdempotencyStoreRedis.recordKey(recordPrefix, input.abandon?.scope ?? input.accountId, input.abandon?.key ?? ""),
-        KeyCapsRedis.capKey(input.accountId, input.spendKeyId ?? "")
-      ]
-      const args = ["giveback", String(input.now), input.reference, input.abandon === undefined ? "" : "1"]
-      pushAdjustments(keys, args, input.adjustments)
+      const { args, keys } = packGiveBack(prefixes, input)
       return call(keys, args, () => Effect.void)
     }
 

@@ -35,6 +35,7 @@ import { Clock, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
 import * as Lua from "./Lua.ts"
 import * as RedisConnection from "./RedisConnection.ts"
+import * as Scripts from "./Scripts.ts"
 
 /**
  * The ledger's Lua functions over the account's keys: `ledgerHold` (or `holdCheck` then
@@ -50,17 +51,13 @@ export const ledgerLibrary = (retentionMs: number): string => `${Lua.header(rete
 
 const ledgerSource = Lua.read("ledger")
 
-const lua = (retentionMs: number) => `${ledgerLibrary(retentionMs)}${ledgerScriptSource}`
+const ledgerOperations = Lua.read("ledger-script")
 
-const ledgerScriptSource = Lua.read("ledger-script")
+/** The ledger's script: its library, then its own operations (`src/lua/ledger-script.lua`). */
+const ledgerScript = (retentionMs: number) =>
+  Scripts.make("ledger", `${ledgerLibrary(retentionMs)}${ledgerOperations}`, "ledgerOperation(keys, args)")
 
 type Reply = readonly [status: string, detail: ReadonlyArray<string> | string, balance?: ReadonlyArray<string>]
-
-const ledgerScript = (retentionMs: number) =>
-  Redis.script(
-    (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) => [...keys, op, now, ...args],
-    { numberOfKeys: 6, lua: lua(retentionMs) }
-  ).withReturnType<Reply>()
 
 const unavailable = () => Errors.storeUnavailable("The credit ledger")
 
@@ -159,6 +156,8 @@ export const layerRedis = (
     readonly prefix?: string
     readonly retentionMs?: number | undefined
     readonly replicaAcknowledgment?: RedisConnection.ReplicaAcknowledgment | undefined
+    /** How long Redis may take to answer a script call before it counts as a failure. Default 2000. */
+    readonly timeoutMs?: number | undefined
   } = {}
 ): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis | RedisConnection.RedisConnection> =>
   Layer.effect(CreditLedger.CreditLedger, Effect.gen(function*() {
@@ -167,7 +166,15 @@ export const layerRedis = (
     const acknowledgment = options.replicaAcknowledgment
     const prefix = options.prefix ?? defaultPrefix
     const keysOf = (accountId: string) => accountKeys(prefix, accountId)
-    const run = redis.eval(ledgerScript(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS))
+    // The same runner as the admission's (`Scripts.sender`): a Function where Redis offers them.
+    const script = ledgerScript(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
+    const sendScript = yield* Scripts.sender(options.timeoutMs ?? 2000, [script])
+    const run = (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) =>
+      Effect.callback<Reply, unknown>((resume) => {
+        const command = ["", "", String(keys.length), ...keys, op, String(now)]
+        for (const arg of args) command.push(String(arg))
+        sendScript(script, command, (reply) => resume(Effect.succeed(reply as Reply)), (cause) => resume(Effect.fail(cause)))
+      })
     const span = yield* Spans.current
 
     const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>

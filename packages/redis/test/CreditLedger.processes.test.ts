@@ -12,10 +12,11 @@ afterAll(() => redis.stop())
 
 const fixture = Path.join(Path.dirname(new URL(import.meta.url).pathname), "fixtures", "holds.ts")
 
+// The count is the child's last line, after what its stores log at start.
 const holdsIn = (url: string, accountId: string, count: number, prefix: string) =>
   new Promise<number>((resolve, reject) => {
     ChildProcess.execFile(process.execPath, [fixture, url, accountId, String(count), prefix], (error, stdout, stderr) =>
-      error === null ? resolve(Number(stdout)) : reject(new Error(`${error.message}\n${stderr}`)))
+      error === null ? resolve(Number(stdout.trim().split("\n").at(-1))) : reject(new Error(`${error.message}\n${stderr}`)))
   })
 
 describe("CreditLedger on one Redis, two server processes: no balance is spent twice", () => {

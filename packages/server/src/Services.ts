@@ -31,6 +31,7 @@ import {
   RateLimiter,
   RateLimitLog,
   RateLimits,
+  RpcCache,
   Staking,
   TopUpTransactions,
   VideoJobs,
@@ -55,6 +56,7 @@ import {
   RateLimiterRedis,
   RateLimitLogRedis,
   RedisConnection,
+  RpcCacheRedis,
   TopUpTransactionsRedis,
   VideoJobsRedis,
   WebhookStoreRedis
@@ -337,9 +339,10 @@ const checkProduction = (config: ServerConfig, section: typeof X402Section.Type)
   return Effect.void
 }
 
-const stores = (config: ServerConfig) =>
+const stores = (config: ServerConfig, rpcCache: RpcCache.Config | undefined) =>
   config.store === "redis"
     ? Layer.mergeAll(
+      RpcCacheRedis.layerRedis(rpcCache),
       AuthStoreRedis.layerRedis,
       AbuseGuardRedis.layerRedis,
       RateLimiterRedis.layerRedis({ timeoutMs: 2000 }).pipe(Layer.provideMerge(RateLimitLogRedis.layerRedis())),
@@ -377,15 +380,16 @@ const stores = (config: ServerConfig) =>
       PendingSettlements.layerMemory,
       PaymentChannels.layerMemory,
       Webhooks.layerStoreMemory,
-      TopUpTransactions.layerMemory
+      TopUpTransactions.layerMemory,
+      RpcCache.layerMemory(rpcCache)
     )))
 
 /**
  * The stores with the webhooks over them: with an endpoint configured, the admission store and
  * the ledger are watched for the events they cross (`Webhooks.layerObserve`).
  */
-const storesWithWebhooks = (config: ServerConfig, options: Webhooks.Options) => {
-  const withWebhooks = Layer.provideMerge(Webhooks.layer(options), stores(config))
+const storesWithWebhooks = (config: ServerConfig, options: Webhooks.Options, rpcCache: RpcCache.Config | undefined) => {
+  const withWebhooks = Layer.provideMerge(Webhooks.layer(options), stores(config, rpcCache))
   return options.endpoints.length === 0 ? withWebhooks : Layer.provideMerge(Webhooks.layerObserve, withWebhooks)
 }
 
@@ -435,8 +439,13 @@ export const layer = (config: ServerConfig) =>
     if (unpriced !== undefined) return yield* new ConfigError({ message: unpriced })
     const models = Models.layer(modelList)
     const prices = Layer.succeed(PricingEngine.PricingEngine, tables)
-    const rpc = RpcUpstream.layerFromUnknown(config.file.rpc ?? { upstreams: {} }).pipe(
-      Layer.catchTag("SchemaError", (error) => Layer.effect(RpcUpstream.RpcUpstream, Effect.fail(sectionError("rpc")(error))))
+    const rpcSection = yield* decodeSection(RpcUpstream.Config, "rpc", config.file.rpc ?? { upstreams: {} })
+    const rpc = RpcUpstream.layer(rpcSection).pipe(
+      Layer.catchTag("RpcChainMismatch", (mismatch) =>
+        Layer.effect(
+          RpcUpstream.RpcUpstream,
+          Effect.fail(new ConfigError({ message: `TOLLGATE_CONFIG.rpc.upstreams.${mismatch.network}: ${mismatch.message}` }))
+        ))
     )
     const auth = Auth.layer({
       signingKey: key,
@@ -540,7 +549,7 @@ export const layer = (config: ServerConfig) =>
       }),
       DocumentExtractor.layer(),
       PortalSession.layerFromSigningKey(key)
-    ).pipe(Layer.provideMerge(storesWithWebhooks(config, webhookOptions)))
+    ).pipe(Layer.provideMerge(storesWithWebhooks(config, webhookOptions, rpcSection.cache)))
     const staking = x402.staking
     const withAuth = Layer.provideMerge(auth, base)
     const withStaking = staking === undefined ? withAuth : Layer.provideMerge(

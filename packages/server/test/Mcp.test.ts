@@ -8,6 +8,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { type CallToolResult, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { Models } from "@tollgate/core"
 import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
 import type { PaymentRequired } from "@x402/core/types"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
@@ -40,7 +41,10 @@ beforeAll(async () => {
   upstream = await FakeChatUpstream.start(() => ({ pieces: ["Hello", " there"], usage: USAGE }))
   server = await ShippedServer.start({
     config: {
-      models: [{ id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+      models: [
+        { id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
+        ...Models.defaults.filter((model) => model.id === "local-renderer")
+      ],
       prices: { chat: { "test-model": PRICES } },
       rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
       x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url }
@@ -143,6 +147,34 @@ describe("An API key on the transport pays a tool call: charged once, what the H
     expect(replay.structuredContent).toEqual(first.structuredContent)
     const [latest] = await Usage.latest(server, 1)
     expect(latest?.inferenceDetails.requestId).toBe(charged?.inferenceDetails.requestId)
+    await client.close()
+  })
+})
+
+describe("A tool whose route answers an image answers MCP image content", () => {
+  it("generate_image with local-renderer: one image content block, its bytes the PNG the route renders", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const result = await call(client, "generate_image", { model: "local-renderer", prompt: "a lighthouse", width: 64, height: 64 })
+    expect(result.isError).toBeUndefined()
+    const [image] = result.content as Array<{ type: string; data: string; mimeType: string }>
+    expect(image).toMatchObject({ type: "image", mimeType: expect.stringMatching(/^image\//) })
+    expect(Buffer.from(image!.data, "base64").length).toBeGreaterThan(0)
+    await client.close()
+  })
+})
+
+describe("parse_document takes the document as an MCP embedded resource too", () => {
+  it("a text resource: its text extracted and charged the flat 0.01 USD", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const resource = { uri: "file:///notes.txt", mimeType: "text/plain", text: "Quarterly figures: revenue rose." }
+    const result = await call(client, "parse_document", { resource })
+    expect(result.isError).toBeUndefined()
+    expect(result.structuredContent).toMatchObject({ text: expect.stringContaining("revenue rose") })
+    const [entry] = await Usage.latest(server, 1)
+    expect(entry).toMatchObject({ nano: 10_000_000, inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    const missing = await call(client, "parse_document", {})
+    expect(missing.isError).toBe(true)
+    expect(missing.structuredContent).toMatchObject({ details: { document: { _errors: [expect.any(String)] } } })
     await client.close()
   })
 })

@@ -37,6 +37,8 @@ export interface Script {
   readonly toolCalls?: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
   /** Stream the pieces, then send nothing more and keep the connection open. */
   readonly stall?: boolean
+  /** Stream the pieces, then drop the connection, as an upstream that breaks off does. */
+  readonly breakOff?: boolean
   /**
    * Milliseconds between stream chunks; a completion that is not streamed is answered after as long
    * as its stream would take (this many milliseconds per piece), so a slow upstream is slow either way.
@@ -232,6 +234,11 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
       }
     }
     if (reply.stall === true) return
+    if (reply.breakOff === true) {
+      // once what was written has left, so the pieces arrive before the connection drops
+      finished = true
+      return void response.write("", () => setTimeout(() => response.socket?.destroy(), 50))
+    }
     response.write(chunk(id, body["model"], {}, reply.toolCalls === undefined ? "stop" : "tool_calls"))
     const streamOptions = body["stream_options"] as { include_usage?: boolean } | undefined
     if (streamOptions?.include_usage === true) {

@@ -1,8 +1,9 @@
 -- A paid call's admission, settlement and give-back on Redis (AdmissionStoreRedis), after the
 -- stores' libraries. TypeScript twin: @tollgate/core Admission.layerMemory, which orders the
 -- checks the same way.
--- One admission: its record, refusal marker, block and cap are K[k + 1] to K[k + 4], its counters'
--- keys follow; its arguments are V[a] to V[last], as ARGV 3 on of admit.
+-- One admission, laid out as AdmissionStoreRedis.admitLayout: its record, refusal marker, block and
+-- cap are K[k + 1] to K[k + 4], its counters' keys follow; its standing, hold and periods are V[a]
+-- to V[a + 6], its take's arguments follow, to V[last].
 local function admit(K, V, k, a, last)
   if V[a] ~= '0' then
     local standing = redis.call('MGET', K[k + 1], K[k + 2])
@@ -47,8 +48,9 @@ local function admitMany(K, V)
   return replies
 end
 
--- One settlement: its record and cap are K[k] and K[k + 1], its n adjustments' keys follow; its
--- arguments start at V[a] (the reference), as ARGV 3 on of settle.
+-- One settlement, laid out as AdmissionStoreRedis.settleLayout: its record and cap are K[k] and
+-- K[k + 1], its n adjustments' keys follow; its capture and response are V[a] to V[a + 5], its
+-- adjustments' arguments follow.
 local function settle(K, V, k, a, n)
   local ref = V[a]
   local refused, rec = ledgerCapture(ref, V[a + 1] + 0, V[a + 2], V[a + 1])
@@ -71,6 +73,7 @@ local function settleMany(K, V)
   return replies
 end
 
+-- A give-back, laid out as AdmissionStoreRedis.giveBackLayout.
 local function giveBack(K, V)
   ledgerRelease(V[3])
   -- A deferred job may have captured the hold itself: that capture is what counts.

@@ -35,24 +35,27 @@ beforeAll(async () => {
     store: "redis",
     redisUrl: redis.url,
     signingKey: true,
+    timeoutMs: 150_000,
     config: {
       models: [
         ...Models.defaults,
         { id: "fake-down", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] },
         { id: "fake-chat", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
+        { id: "fake-other", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
         { id: "fake-cached", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }
       ],
       prices: {
         chat: {
           "fake-down": { inputPerMillionUsd: "9", outputPerMillionUsd: "9" },
           "fake-chat": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" },
+          "fake-other": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" },
           "fake-cached": { inputPerMillionUsd: "1", outputPerMillionUsd: "2", cachedInputPerMillionUsd: "0.1" }
         }
       }
     }
   })
   client = new OpenAI({ apiKey: server.credentials!.inferenceKey, baseURL: server.api, maxRetries: 0 })
-}, 120_000)
+}, 180_000)
 
 afterAll(async () => {
   await server?.stop()
@@ -190,6 +193,31 @@ describe("models: [a, b] with a's upstream down is served by b, named b and bill
     expect(streamed).toMatchObject({ sku: "chat:fake-chat", nano: priceOf("fake-chat", 11, 2) })
     const { data } = await (await generation(completion.id)).json() as { data: Record<string, unknown> }
     expect(data["model"]).toBe("fake-chat")
+  })
+
+  it("a stream that has started stays with its model: an upstream that breaks off ends it, the next model is not asked", async () => {
+    upstream.script = () => ({ pieces: ["one", " two"], breakOff: true })
+    const asked = upstream.received.length
+    const stream = await client.chat.completions.create({
+      models: ["fake-chat", "fake-other"],
+      messages: [{ role: "user", content: "go" }],
+      stream: true
+    } as unknown as OpenAI.Chat.ChatCompletionCreateParamsStreaming)
+    let id = ""
+    let text = ""
+    await expect((async () => {
+      for await (const chunk of stream) {
+        id = chunk.id
+        text += chunk.choices[0]?.delta.content ?? ""
+      }
+    })()).rejects.toThrow()
+    expect(text).toBe("one two")
+    expect(upstream.received.slice(asked).map((received) => received.body["model"])).toEqual(["fake-chat"])
+    const data = await waitFor(async () => {
+      const response = await generation(id)
+      return response.status === 200 ? (await response.json() as { data: Record<string, unknown> }).data : undefined
+    })
+    expect(data).toMatchObject({ model: "fake-chat", cut_short: true })
   })
 
   it("a Responses call", async () => {

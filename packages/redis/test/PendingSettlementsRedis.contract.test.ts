@@ -1,8 +1,8 @@
 import { assert } from "@effect/vitest"
 import { PendingSettlements } from "@tollgate/core"
 import { Contract, RedisCluster, RedisServer } from "@tollgate/testkit"
+import * as PendingSettlementsContract from "@tollgate/testkit/contracts/PendingSettlements"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
-import * as Crypto from "node:crypto"
 import { createClient } from "redis"
 import { afterAll, describe, expect, it } from "vitest"
 import * as PendingSettlementsRedis from "../src/PendingSettlementsRedis.ts"
@@ -14,58 +14,13 @@ const cluster = await RedisCluster.start()
 afterAll(() => cluster.stop())
 
 const Store = PendingSettlements.PendingSettlements
-
-/** A payment signature as the SDK keys it: 65 bytes of hex, or `bytes` for a contract wallet's. */
-const signature = (bytes = 65) => `0x${Crypto.randomBytes(bytes).toString("hex")}`
-const txHash = () => `0x${Crypto.randomBytes(32).toString("hex")}`
+const { signature, txHash } = PendingSettlementsContract
 const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
 
-Contract.contract(
-  "PendingSettlements contract: a payment's sent transaction is kept until it is deleted",
-  [
-    { name: "memory", layer: PendingSettlements.layerMemory },
-    RedisServer.backend(redis, (url) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))),
-    RedisCluster.backend(cluster, (seeds) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
-  ],
-  (it) => {
-    it.effect("a payment never sent has no pending transaction", () =>
-      Effect.gen(function*() {
-        const store = yield* Store
-        assert.strictEqual(yield* promise(() => store.get(signature())), undefined)
-      }))
-
-    it.effect("a set transaction reads back; setting again replaces it", () =>
-      Effect.gen(function*() {
-        const store = yield* Store
-        const key = signature()
-        const [first, second] = [txHash(), txHash()]
-        yield* promise(() => store.set(key, first))
-        assert.strictEqual(yield* promise(() => store.get(key)), first)
-        yield* promise(() => store.set(key, second))
-        assert.strictEqual(yield* promise(() => store.get(key)), second)
-      }))
-
-    it.effect("delete forgets it; deleting a payment with no entry is no error", () =>
-      Effect.gen(function*() {
-        const store = yield* Store
-        const key = signature()
-        yield* promise(() => store.set(key, txHash()))
-        yield* promise(() => store.delete(key))
-        assert.strictEqual(yield* promise(() => store.get(key)), undefined)
-        yield* promise(() => store.delete(key))
-      }))
-
-    it.effect("each payment has its own entry, a 2 KB EIP-6492 signature as well as a 65-byte one", () =>
-      Effect.gen(function*() {
-        const store = yield* Store
-        const entries = [signature(), signature(2048), signature()].map((key) => [key, txHash()] as const)
-        yield* Effect.forEach(entries, ([key, hash]) => promise(() => store.set(key, hash)), { concurrency: "unbounded" })
-        for (const [key, hash] of entries) assert.strictEqual(yield* promise(() => store.get(key)), hash)
-        yield* promise(() => store.delete(entries[0]![0]))
-        assert.strictEqual(yield* promise(() => store.get(entries[1]![0])), entries[1]![1])
-      }))
-  }
-)
+PendingSettlementsContract.run([
+  RedisServer.backend(redis, (url) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))),
+  RedisCluster.backend(cluster, (seeds) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+])
 
 /** A second instance: its own connection to the same Redis, as another process has. */
 class OtherInstance extends Context.Service<OtherInstance, PendingSettlements.PendingSettlements["Service"]>()("test/OtherInstance") {}

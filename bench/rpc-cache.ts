@@ -1,0 +1,112 @@
+/**
+ * The RPC cache, same run, same anvil: the CPU of a paid cache hit against the CPU of the
+ * node:http pass-through proxying the same call (target: a hit at most 1.5x, since it makes no
+ * upstream call), and the throughput of cached reads against uncached ones through tollgate.
+ *
+ * - cached: `eth_getBlockByNumber` of a block below anvil's finalized one, answered from the
+ *   cache after the first call (memory, then Redis);
+ * - uncached: `eth_getBlockByNumber("latest")`, which the cache never keeps (`headTtlMs` 0). The
+ *   load sends one body over 50 connections, so identical reads in flight are merged: the number
+ *   is what a crowd asking for the head gets;
+ * - pass-through: the cached call's body through `servers/rpc-passthrough.ts` to anvil.
+ *
+ * CPU is the server process's utime + stime over the measured load, per answered request.
+ *
+ * Options: --duration 6 (seconds of each measured load at 50 connections, after a 2 s warm-up).
+ */
+import { Anvil, RedisServer } from "@tollgate/testkit"
+import * as ChildProcess from "node:child_process"
+import * as Path from "node:path"
+import { parseArgs } from "node:util"
+import { cpuSeconds, dir, freePort, load, type LoadResult, requireAnswered, startServer, table, untilListening } from "./Harness.ts"
+
+const duration = Number(parseArgs({ options: { duration: { type: "string", default: "6" } } }).values.duration)
+if (!(duration > 0)) throw new Error("usage: node bench/rpc-cache.ts [--duration <seconds>]")
+
+const rpc = async (url: string, method: string, params: ReadonlyArray<unknown>) => {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
+  })
+  return (await response.json() as { result: unknown }).result
+}
+
+const startTollgate = async (env: Record<string, string>) => {
+  const port = await freePort()
+  const child = ChildProcess.spawn(process.execPath, [Path.join(dir, "servers/rpc-tollgate.ts"), String(port)], {
+    env: { ...process.env, LOG_LEVEL: "none", ...env },
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  const key = /key (\S+)\n/.exec(await untilListening(child, "rpc-tollgate"))?.[1] ?? ""
+  return {
+    url: `http://127.0.0.1:${port}/api/v1/crypto/rpc/ethereum-mainnet`,
+    pid: child.pid!,
+    headers: { authorization: `Bearer ${key}` },
+    stop: async () => {
+      const exited = new Promise((resolve) => child.once("exit", resolve))
+      child.kill("SIGKILL")
+      await exited
+    }
+  }
+}
+
+interface Row {
+  readonly name: string
+  readonly throughput: LoadResult
+  readonly cpuUsPerCall: number
+}
+
+const measure = async (name: string, pid: number, url: string, body: string, headers: Record<string, string> = {}): Promise<Row> => {
+  const options = { url, method: "POST" as const, body, headers: { "content-type": "application/json", ...headers } }
+  await load({ ...options, duration: 2 })
+  const before = cpuSeconds(pid)
+  const throughput = await load({ ...options, duration })
+  const cpu = cpuSeconds(pid) - before
+  requireAnswered(name, throughput)
+  return { name, throughput, cpuUsPerCall: (cpu / Math.max(1, throughput.ok)) * 1e6 }
+}
+
+const anvil = await Anvil.start({ chainId: 1 })
+const redis = await RedisServer.start()
+const rows: Array<Row> = []
+try {
+  await rpc(anvil.url, "anvil_mine", ["0xc8"])
+  const finalized = await rpc(anvil.url, "eth_getBlockByNumber", ["finalized", false]) as { number: string }
+  const block = `0x${(Number.parseInt(finalized.number, 16) - 1).toString(16)}`
+  const cached = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: [block, false] })
+  const uncached = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: ["latest", false] })
+  const passThrough = await startServer("servers/rpc-passthrough.ts", { RPC_UPSTREAM: anvil.url })
+  try {
+    rows.push(await measure("node:http pass-through (baseline)", passThrough.pid, passThrough.url, cached))
+  } finally {
+    await passThrough.stop()
+  }
+  for (const [store, env] of [["memory", { STORE: "memory" }], ["Redis", { STORE: "redis", REDIS_URL: redis.url }]] as const) {
+    const tollgate = await startTollgate({ RPC_UPSTREAM: anvil.url, ...env })
+    try {
+      rows.push(await measure(`tollgate, ${store}, cached`, tollgate.pid, tollgate.url, cached, tollgate.headers))
+      rows.push(await measure(`tollgate, ${store}, uncached`, tollgate.pid, tollgate.url, uncached, tollgate.headers))
+    } finally {
+      await tollgate.stop()
+    }
+  }
+} finally {
+  await anvil.stop()
+  await redis.stop()
+}
+
+const baseline = rows[0]!
+table(rows.map((row) => ({
+  target: row.name,
+  "req/s (50 conn)": Math.round(row.throughput.requestsPerSecond),
+  "CPU us/call": row.cpuUsPerCall.toFixed(0),
+  "CPU x pass-through": (row.cpuUsPerCall / baseline.cpuUsPerCall).toFixed(2),
+  "non-2xx": row.throughput.non2xx,
+  errors: row.throughput.errors
+})))
+for (const store of ["memory", "Redis"]) {
+  const hit = rows.find((row) => row.name === `tollgate, ${store}, cached`)!
+  const miss = rows.find((row) => row.name === `tollgate, ${store}, uncached`)!
+  console.log(`${store}: cached ${Math.round(hit.throughput.requestsPerSecond)} req/s vs uncached ${Math.round(miss.throughput.requestsPerSecond)} req/s (${(hit.throughput.requestsPerSecond / miss.throughput.requestsPerSecond).toFixed(2)}x)`)
+}

@@ -1,0 +1,181 @@
+/**
+ * Single JSON-RPC reads on their way to an upstream: answered from the cache when the policy
+ * (`RpcCachePolicy`) allows, else merged with identical reads in flight, so that one upstream call
+ * answers them all, and stored when the answer may be kept. Each caller gets its own `id` back:
+ * a cached or shared answer is written again around the caller's id, its result kept as the
+ * node's text (never through JS numbers).
+ *
+ * Reads are identical when the network, the method and the parameters (as JSON text) are; the id
+ * is not part of it. A write is never merged nor cached, and a batch goes upstream as it came.
+ *
+ * @since 0.1.0
+ */
+import type { Errors, JsonRpc, Networks } from "@tollgate/core"
+import { JsonText, RpcCachePolicy } from "@tollgate/core"
+import type * as RpcCache from "@tollgate/core/RpcCache"
+import { Effect, Fiber } from "effect"
+import * as RpcMetrics from "./RpcMetrics.ts"
+import type * as RpcUpstream from "./RpcUpstream.ts"
+
+/**
+ * A read's answer and where it came from: `hit` when the cache answered (no upstream call).
+ *
+ * @category models
+ */
+export interface Read {
+  readonly answer: RpcUpstream.Answer
+  readonly hit: boolean
+}
+
+type Failure = Errors.BadGateway | Errors.GatewayTimeout | Errors.ServiceUnavailable
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** One answer object around `id`, its member (`result` or `error`) as JSON text. */
+const render = (id: string, member: "result" | "error", raw: string): Uint8Array =>
+  Buffer.from(`{"jsonrpc":"2.0","id":${id},"${member}":${raw}}`)
+
+/** What billing reads of a cached answer: that it is a result (only results are cached). */
+const CACHED = { result: null }
+
+/**
+ * The answer of a shared call for a caller with another id: the node's answer object written
+ * again around that id, or the answer as it is when it is not one answer object.
+ */
+const forCaller = (answer: RpcUpstream.Answer, id: string): RpcUpstream.Answer => {
+  if (answer.body === undefined || !isRecord(answer.response)) return answer
+  const parsed = JsonText.parse(Buffer.from(answer.body).toString("utf8"))
+  if (!isRecord(parsed)) return answer
+  const member = "result" in parsed ? "result" : "error" in parsed ? "error" : undefined
+  if (member === undefined) return answer
+  return { response: answer.response, body: render(id, member, JSON.stringify(parsed[member])) }
+}
+
+const QUANTITY = /^0x[0-9a-fA-F]{1,16}$/u
+
+/**
+ * The block ranges an `eth_getLogs` call is split into: parts of at most `maxRange` blocks, when
+ * its range is two block numbers wider than that and it needs at most `maxParts` parts;
+ * otherwise `undefined` (the call goes as it came).
+ *
+ * @category internals
+ */
+export const logParts = (
+  params: unknown,
+  limits: { readonly maxRange: number; readonly maxParts: number } | undefined
+): ReadonlyArray<readonly [number, number]> | undefined => {
+  if (limits === undefined || !Array.isArray(params) || params.length !== 1 || !isRecord(params[0])) return undefined
+  const { fromBlock, toBlock } = params[0]
+  if (typeof fromBlock !== "string" || typeof toBlock !== "string" || !QUANTITY.test(fromBlock) || !QUANTITY.test(toBlock)) return undefined
+  const from = Number.parseInt(fromBlock, 16)
+  const to = Number.parseInt(toBlock, 16)
+  const span = to - from + 1
+  if (span <= limits.maxRange || Math.ceil(span / limits.maxRange) > limits.maxParts) return undefined
+  const parts: Array<readonly [number, number]> = []
+  for (let start = from; start <= to; start += limits.maxRange) parts.push([start, Math.min(to, start + limits.maxRange - 1)])
+  return parts
+}
+
+const hex = (n: number) => `0x${n.toString(16)}`
+
+/**
+ * The reads of one process over an upstream service and a cache.
+ *
+ * @category constructors
+ */
+export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCache.RpcCache["Service"]) => {
+  const inFlight = new Map<string, { readonly call: Fiber.Fiber<RpcUpstream.Answer, Failure>; readonly body: Uint8Array }>()
+  const settings = cache.settings
+
+  /**
+   * The upstream call of `key`, shared with every identical read that arrives before it ends. A
+   * caller whose body is not the one sent gets the answer around its own id.
+   */
+  const shared = (key: string, network: string, request: JsonRpc.Request, body: Uint8Array, id: string) =>
+    Effect.withFiber((fiber) => {
+      let flight = inFlight.get(key)
+      if (flight === undefined) {
+        // Forked apart from the caller: a caller that goes away leaves the call to the others.
+        const call = Effect.runForkWith(fiber.context)(upstream.forward(network, request, body))
+        flight = { call, body }
+        inFlight.set(key, flight)
+        call.addObserver(() => inFlight.delete(key))
+      }
+      const sent = flight.body
+      return Effect.map(Fiber.join(flight.call), (answer) => sent === body || Buffer.compare(sent, body) === 0 ? answer : forCaller(answer, id))
+    })
+
+  /**
+   * One `eth_getLogs` as consecutive calls over `parts`, their logs joined in block order; the
+   * first part not answered with logs is the answer (an error for the whole call).
+   */
+  const split = (
+    network: string,
+    request: JsonRpc.Request,
+    params: ReadonlyArray<Record<string, unknown>>,
+    parts: ReadonlyArray<readonly [number, number]>,
+    id: string
+  ) =>
+    Effect.map(
+      Effect.forEach(parts, ([from, to]) =>
+        upstream.forward(
+          network,
+          request,
+          Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getLogs", params: [{ ...params[0], fromBlock: hex(from), toBlock: hex(to) }] }))
+        ), { concurrency: 4 }),
+      (answers): RpcUpstream.Answer => {
+        const logs: Array<unknown> = []
+        for (const answer of answers) {
+          const parsed = answer.body === undefined ? undefined : JsonText.parse(Buffer.from(answer.body).toString("utf8"))
+          if (!isRecord(parsed) || !Array.isArray(parsed["result"])) return forCaller(answer, id)
+          for (const log of parsed["result"]) logs.push(log)
+        }
+        const raw = JSON.stringify(logs)
+        return { response: { jsonrpc: "2.0", result: logs }, body: render(id, "result", raw) }
+      }
+    )
+
+  return {
+    /**
+     * Answers one read with an id (`request` holds one item, not a batch), from the cache or
+     * upstream.
+     */
+    read: (network: Networks.Network, request: JsonRpc.Request, params: unknown, body: Uint8Array) =>
+      Effect.withFiber((fiber): Effect.Effect<Read, Failure> => {
+        const item = request.items[0]!
+        const id = item.id!
+        const slug = network.slug
+        const base = `${slug}\n${item.method}\n${params === undefined ? "" : JSON.stringify(params)}`
+        const decision = settings.enabled ? RpcCachePolicy.decide(network, item.method, params) : { _tag: "none" as const }
+        const chain = decision._tag === "none" ? undefined : upstream.chainState(slug)
+        const finalized = chain?.finalized
+        // Where the answer would be stored; undefined when this call may neither read nor keep one.
+        const key = decision._tag === "none" ? undefined : decision._tag === "head"
+          ? settings.headTtlMs > 0 && chain !== undefined ? `${base}\n${chain.headHash}` : undefined
+          : decision._tag === "block"
+          ? finalized !== undefined && decision.number <= finalized ? base : undefined
+          : base
+        const parts = item.method === "eth_getLogs" ? logParts(params, upstream.getLogs) : undefined
+        const fetch = Effect.map(
+          parts === undefined ? shared(base, slug, request, body, id) : split(slug, request, params as ReadonlyArray<Record<string, unknown>>, parts, id),
+          (answer): Read => ({ answer, hit: false })
+        )
+        if (key === undefined) return fetch
+        return Effect.flatMap(cache.get(key), (cached): Effect.Effect<Read, Failure> => {
+          if (cached !== undefined) {
+            RpcMetrics.cacheHits.of({ network: slug }).updateUnsafe(1, fiber.context)
+            return Effect.succeed({ answer: { response: CACHED, body: render(id, "result", cached) }, hit: true })
+          }
+          RpcMetrics.cacheMisses.of({ network: slug }).updateUnsafe(1, fiber.context)
+          return Effect.tap(fetch, (read) => {
+            const response = read.answer.response
+            if (!isRecord(response) || !("result" in response) || read.answer.body === undefined) return Effect.void
+            const ttlMs = RpcCachePolicy.lifetime(decision, response["result"], upstream.chainState(slug)?.finalized, settings)
+            if (ttlMs === undefined) return Effect.void
+            const parsed = JsonText.parse(Buffer.from(read.answer.body).toString("utf8")) as Record<string, unknown>
+            return cache.set(key, JSON.stringify(parsed["result"]), ttlMs)
+          })
+        })
+      })
+  }
+}
