@@ -23,7 +23,8 @@ const benches = [
   "replication.ts",
   "restrictions.ts",
   "rpc.ts",
-  "rpc-cache.ts"
+  "rpc-cache.ts",
+  "voucher.ts"
 ]
 
 // Names first, then the flags handed to every selected benchmark: `pnpm bench peers --rounds 3`.

@@ -16,9 +16,10 @@ describe.each([
   ["Hono 4 under /payments", Hono.start]
 ] as const)("Embedding with Tollgate.make: %s serves the API and charges for a paid call", (_host, start) => {
   let host: Awaited<ReturnType<typeof start>>
+  // Building tollgate starts its document workers: on a loaded machine that takes longer than vitest's 10 s.
   beforeAll(async () => {
     host = await start(0)
-  })
+  }, 60_000)
   afterAll(() => host.close())
 
   it("the public networks route and a StandardError 404 answer through the host", async () => {
