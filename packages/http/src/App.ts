@@ -239,12 +239,14 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const match = table.lookup(request.method, request.url)
       const found = match._tag === "Found" ? match : undefined
       const sent = request.headers["x-request-id"]
+      const clientAddress = Option.isSome(request.remoteAddress) ? ClientAddress.resolve(request.remoteAddress.value, request.headers, trusted) : "unknown"
       const context: RequestContext.RequestContext = {
         requestId: crypto.randomUUID(),
         clientRequestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : undefined,
         startedAt: performance.now(),
         route: found === undefined ? unmatched : found.pattern,
         params: found === undefined ? {} : found.params,
+        clientAddress,
         bazaar: found?.value.bazaar,
         principalId: undefined
       }
@@ -252,7 +254,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ? undefined
         : AbuseGuard.track(
           guard,
-          Option.isSome(request.remoteAddress) ? ClientAddress.resolve(request.remoteAddress.value, request.headers, trusted) : "unknown",
+          clientAddress,
           Auth.hasCredentials(request.headers)
         )
       HttpEffect.appendPreResponseHandlerUnsafe(fiberContext, (_request, response) => {

@@ -22,6 +22,11 @@ export interface RequestContext {
   readonly bazaar?: Readonly<Record<string, unknown>> | undefined
   /** The path parameters of the pattern, decoded. */
   readonly params: Readonly<Record<string, string>>
+  /**
+   * The client's address as the abuse guard judges it (`ClientAddress.resolve`, with the trusted
+   * proxies); what a key's `ips` restriction is checked against.
+   */
+  readonly clientAddress?: string | undefined
   /** Set by the route once authentication succeeded; never a secret. */
   principalId: string | undefined
   /**

@@ -7,6 +7,7 @@
 export * as AccountGroups from "./AccountGroups.ts"
 export * as AbuseGuardRedis from "./AbuseGuardRedis.ts"
 export * as AdmissionStoreRedis from "./AdmissionStoreRedis.ts"
+export * as AuditLogRedis from "./AuditLogRedis.ts"
 export * as AuthStoreRedis from "./AuthStoreRedis.ts"
 export * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
 export * as GenerationsRedis from "./GenerationsRedis.ts"

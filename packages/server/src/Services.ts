@@ -16,6 +16,7 @@ import * as WebSearch from "@tollgate/backends/WebSearch"
 import {
   AbuseGuard,
   Admission,
+  AuditLog,
   Auth,
   AuthStore,
   BatchSettlement,
@@ -407,6 +408,30 @@ export const signingKey = (config: ServerConfig) =>
     )
 
 /**
+ * The keys of earlier signing keys that still verify the API keys they signed
+ * (`TOLLGATE_PREVIOUS_SIGNING_KEYS`); none when it is not set.
+ *
+ * @category constructors
+ */
+export const previousSigningKeys = (config: Pick<ServerConfig, "previousSigningKeys">) =>
+  config.previousSigningKeys === undefined
+    ? Effect.succeed<ReadonlyArray<Jwt.VerifyingKey>>([])
+    : Jwt.importVerifyingKeys(config.previousSigningKeys).pipe(
+      Effect.mapError((error) => new ConfigError({ message: `TOLLGATE_PREVIOUS_SIGNING_KEYS: ${error.message}` }))
+    )
+
+/**
+ * The audit log's entry of the signing keys a server starts with: the one that signs, and those
+ * that still verify. A store that cannot take it is logged, and does not stop the start.
+ */
+const signingKeysInUse = Layer.effectDiscard(Effect.gen(function*() {
+  const [signing, ...verifying] = (yield* Auth.Auth).signingKeyIds
+  yield* AuditLog.record({ actor: "server", action: "signing_keys.in_use", details: { signing, verifying } }).pipe(
+    Effect.catch((error) => Effect.logWarning("the audit log did not take the signing keys in use", error.message))
+  )
+}))
+
+/**
  * Every service the routes need, for a configuration.
  *
  * @category layers
@@ -414,6 +439,7 @@ export const signingKey = (config: ServerConfig) =>
 export const layer = (config: ServerConfig) =>
   Layer.unwrap(Effect.gen(function*() {
     const key = yield* signingKey(config)
+    const previousKeys = yield* previousSigningKeys(config)
     const section = config.file.x402 === undefined ? {} : yield* decodeSection(X402Section, "x402", config.file.x402)
     yield* checkProduction(config, section)
     const x402 = section.payTo === undefined && isDevMode(config) && settlesBase(section)
@@ -449,6 +475,7 @@ export const layer = (config: ServerConfig) =>
     )
     const auth = Auth.layer({
       signingKey: key,
+      previousKeys,
       publicOrigin: config.publicOrigin,
       ...(evmRpcUrl === undefined ? {} : { evmRpcUrl })
     })
@@ -562,5 +589,7 @@ export const layer = (config: ServerConfig) =>
     const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies, PerCallPayment.layer).pipe(
       Layer.provideMerge(withStaking)
     )
-    return Layer.mergeAll(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer(), Webhooks.layerSender).pipe(Layer.provideMerge(policies))
+    return Layer.mergeAll(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer(), Webhooks.layerSender, signingKeysInUse).pipe(
+      Layer.provideMerge(policies)
+    )
   }))

@@ -61,6 +61,7 @@ export const route = Endpoint.make({
         }
         return { body, model, format, characters } satisfies Checked
       }),
+      subject: ({ model }: Checked) => ({ models: [model.id] }),
       quote: ({ characters, model }: Checked) => PricingEngine.media(tables, "speech", model.id, characters),
       execute: ({ body, characters, format, model }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(

@@ -113,6 +113,7 @@ export const route = Endpoint.make({
         if (problems.length > 0) return yield* Errors.invalidParameters(problems)
         return { body, model, inputs, tokens: counts.reduce((sum, count) => sum + count, 0) } satisfies Checked
       }),
+      subject: ({ model }: Checked) => ({ models: [model.id] }),
       quote: ({ model, tokens }: Checked) => PricingEngine.media(tables, "embedding", model.id, tokens),
       execute: ({ body, inputs, model, tokens }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(backend.embed({ model, inputs, dimensions: body.dimensions, user: body.user }), (embedded) => {

@@ -99,6 +99,7 @@ export const route = Endpoint.make({
       decode,
       quote: ({ slug, worst }: Checked) => PricingEngine.rpcFromCredits(tables, slug, worst),
       shape: ({ worst }: Checked) => ({ reserveCredits: worst }),
+      subject: ({ rpc }: Checked) => ({ methods: rpc.items.map((item) => item.method) }),
       // The network and the bytes as sent: a key reused on another network or with another body is refused.
       fingerprint: ({ body, slug }: Checked) => Buffer.concat([Buffer.from(`${slug}\n`), body]),
       /**
