@@ -78,7 +78,8 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     const links = new Set<string>()
     const collect = (value: unknown): void => {
       if (typeof value === "string" && /^https?:\/\//u.test(value)) links.add(new URL(value).pathname)
-      else if (typeof value === "object" && value !== null) Object.values(value).forEach(collect)
+      // A JSON Schema's `$schema` (the bazaar extension's schemas) names its dialect, not a page.
+      else if (typeof value === "object" && value !== null) Object.entries(value).forEach(([key, inner]) => key === "$schema" || collect(inner))
     }
     collect(await response.json())
     // The origin (SIWX's), the pages, the top-up and the resource itself.
