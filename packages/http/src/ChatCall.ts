@@ -500,6 +500,7 @@ export const serve = <A extends { readonly plan: Plan }>(
       decode,
       quote: ({ plan }) => plan.quote,
       shape: ({ plan }) => plan.shape,
+      subject: ({ plan }) => ({ models: plan.candidates.map((prepared) => prepared.model.id) }),
       execute: (input, quote, context) => {
         const startedAt = Date.now()
         return Effect.flatMap(input.plan.search, (found) => {

@@ -238,7 +238,11 @@ export const route = Endpoint.make({
       "not listed pass through to the model unvalidated. Billed per prompt and completion token; a stream cut by " +
       "the client is billed for what was produced.",
     tags: ["Chat"],
-    request: { contentType: "application/json", schema: RequestDoc },
+    request: {
+      contentType: "application/json",
+      schema: RequestDoc,
+      example: { model: "llama-3.3-70b", max_tokens: 100, messages: [{ role: "user", content: "Say hello" }] }
+    },
     responses: {
       200: {
         description: "The completion (application/json), or with stream: true a text/event-stream of chat.completion.chunk " +
