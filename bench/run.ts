@@ -21,6 +21,7 @@ const benches = [
   "peers.ts",
   "ratelimit.ts",
   "replication.ts",
+  "restrictions.ts",
   "rpc.ts",
   "rpc-cache.ts",
   "voucher.ts"
