@@ -4,7 +4,7 @@
  *
  * Before anything is held, the body, the options (object and model suffix), the model, the
  * character and the search capability are checked; a bad one is a 400 that leaves nothing behind
- * (`ChatCall`, shared with `POST /responses`). Admission reserves the prompt's tokens (at most its UTF-8 length, plus room for search results) and the capped
+ * (`ChatCall`, shared with `POST /responses`). Admission reserves the prompt's tokens (at their bound, the prompt's UTF-8 length, plus room for search results) and the capped
  * completion (`max_tokens`, at most the model's limit, times `n`) against the token limit, and holds
  * their worst-case price. The upstream is asked for usage; its counts settle the call. A streamed
  * call settles when its stream ends or the client hangs up: a client that leaves mid-stream pays
@@ -186,8 +186,7 @@ export const route = Endpoint.make({
           }
           // Without stripping, a chunk other than the usage one (which gains its cost) changes only in
           // its id and model name: its text goes on as it came with those two replaced, when the
-          // upstream wrote them as JSON.stringify does (every OpenAI-compatible server seen does);
-          // else it is encoded again.
+          // upstream wrote them as JSON.stringify does; else it is encoded again.
           const relay = (chunk: ChatBackend.Json): string => {
             count(chunk)
             const data = strips || isObject(chunk["usage"]) ? undefined : ChatBackend.dataOf(chunk)
