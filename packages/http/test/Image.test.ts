@@ -193,7 +193,7 @@ describe("Bad image requests are a 400 DetailedError, with nothing held or charg
   it("a valid request without credentials is the 402 discovery answer and one with a bad key a 401", async () => {
     const anonymous = await generate({ model: "local-renderer", prompt: "a" }, {})
     expect(anonymous.status).toBe(402)
-    expect(await anonymous.json()).toEqual(TestApp.discoveryBody("/api/v1/image/generate"))
+    expect(await anonymous.json()).toEqual(TestApp.operationDiscoveryBody("/api/v1/image/generate"))
     expect((await generate({ model: "local-renderer", prompt: "a" }, { authorization: "Bearer nope" })).status).toBe(401)
   })
 })

@@ -228,7 +228,7 @@ describe("RPC proxy: a malformed request is a 400 that reaches no upstream and c
     const before = upstream.requests()
     const response = await harness.fetch("ethereum-mainnet", call("eth_blockNumber"), { authorization: null })
     expect(response.status).toBe(402)
-    expect(await response.json()).toEqual(TestApp.discoveryBody("/api/v1/crypto/rpc/ethereum-mainnet"))
+    expect(await response.json()).toEqual(TestApp.operationDiscoveryBody("/api/v1/crypto/rpc/ethereum-mainnet"))
     expect(upstream.requests()).toBe(before)
   })
 })

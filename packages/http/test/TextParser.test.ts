@@ -187,7 +187,7 @@ describe("Authentication comes before any work: no credentials is the 402 discov
   it("answers 402 without reading the document into a charge", async () => {
     const response = await parse(form({ file: blob("words") }), {})
     expect(response.status).toBe(402)
-    expect(await response.json()).toEqual(TestApp.discoveryBody("/api/v1/augment/text-parser"))
+    expect(await response.json()).toEqual(TestApp.operationDiscoveryBody("/api/v1/augment/text-parser"))
   })
 })
 

@@ -98,6 +98,21 @@ export const discoveryBody = (path: string, perCall?: { readonly usd: string; re
   }
 })
 
+/**
+ * The discovery 402 of one of tollgate's own operations: `discoveryBody` with the bazaar discovery
+ * extension describing the operation (`Bazaar`).
+ */
+export const operationDiscoveryBody = (path: string) => {
+  const body = discoveryBody(path)
+  return {
+    ...body,
+    extensions: {
+      ...body.extensions,
+      bazaar: expect.objectContaining({ info: expect.objectContaining({ input: expect.objectContaining({ type: "http", method: "POST" }) }), schema: expect.any(Object) })
+    }
+  }
+}
+
 const layerAround = <E>(
   auth: Layer.Layer<AuthParts, E>,
   ledger: Layer.Layer<CreditLedger.CreditLedger | CreditLedger.Memory>
