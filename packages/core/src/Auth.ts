@@ -11,18 +11,33 @@
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
 import { createPublicClient, getAddress, http } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
-import { type Account, type ApiKeyRecord, AuthStore, type KeyStatus } from "./AuthStore.ts"
+import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeySecrets, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
+import * as KeyRestrictions from "./KeyRestrictions.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
+import type * as RateLimits from "./RateLimits.ts"
 import * as Siwx from "./Siwx.ts"
 
 /**
- * An account and a key's metadata, as the store keeps them (defined there, which Auth builds on).
+ * An account, a key's metadata and a rerolled key's secrets, as the store keeps them (defined
+ * there, which Auth builds on).
  *
  * @category models
  */
-export type { Account, ApiKeyRecord } from "./AuthStore.ts"
+export type { Account, ApiKeyRecord, KeySecrets } from "./AuthStore.ts"
+
+/**
+ * What the store says of a key beyond its standing, read in the same lookup: what it may call
+ * (`KeyRestrictions`; absent: anything its type allows) and the rate-limit overrides of its account
+ * and of the key.
+ *
+ * @category models
+ */
+export interface KeyPolicy {
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  readonly limits?: RateLimits.StoredOverrides | undefined
+}
 
 /** @category models */
 export interface CreateKey {
@@ -31,6 +46,7 @@ export interface CreateKey {
   readonly tier?: Tier
   readonly description: string
   readonly expiresAt?: Date
+  readonly restrictions?: KeyRestrictions.Restrictions
 }
 
 /**
@@ -60,8 +76,13 @@ export interface SiwxChallenge {
  */
 export interface Unconfirmed {
   readonly principal: Principal
-  /** The store lookup of the key's standing, then `standing`'s verdict. */
-  readonly confirm: Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+  /**
+   * The store lookup of the key's standing, then `standing`'s verdict; it answers the key's policy,
+   * read in the same lookup (`undefined`: none).
+   */
+  readonly confirm: Effect.Effect<KeyPolicy | undefined, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
+  /** What the store says of a confirmed key beyond its standing; `undefined`: nothing. */
+  readonly policy?: KeyPolicy | undefined
   /**
    * For a caller that looks the key up in its own store step (`Admission.deferStanding`): the key
    * whose standing is pending, and the verdict on what the store found, which `confirm` applies too.
@@ -113,10 +134,37 @@ export class Auth extends Context.Service<Auth, {
    * which still ends it then.
    */
   readonly setKeyExpiry: (accountId: string, keyId: string, expiresAt: Date | undefined) => Effect.Effect<ApiKeyRecord, InvalidRequest | NotFound | ServiceUnavailable>
+  /**
+   * Sets what the key may call (`undefined` or `{}`: whatever its type allows), from its next
+   * request on, on every instance.
+   */
+  readonly restrictKey: (accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
+  /**
+   * Issues a new secret for the key, signed with the current signing key: same id, description,
+   * type, tier, cap and restrictions. The secrets issued before stay valid for `graceMs` more (0:
+   * refused from now on). A revoked key cannot be rerolled.
+   */
+  readonly rerollKey: (accountId: string, keyId: string, graceMs: number) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | NotFound | ServiceUnavailable>
+  /**
+   * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
+   * (`undefined`: removed), kept in the store and read with the key's standing, so every instance
+   * enforces it from the next call on.
+   */
+  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, NotFound | ServiceUnavailable>
+  /** The rate-limit overrides the store keeps for the account and the key (`setLimits`). */
+  readonly storedLimits: (accountId: string, keyId: string) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
   readonly siwxChallenge: Effect.Effect<SiwxChallenge>
+  /** The `kid` new keys are signed with, then those of the earlier signing keys still verified. */
+  readonly signingKeyIds: readonly [signing: string, ...previous: Array<string>]
+  /**
+   * Every account's keys whose secret the signing key `kid` signed, or, with `undefined`, the keys
+   * minted before signing keys were named (all signed by the one signing key of that time). What an
+   * operator re-issues after a signing key leaked. A walk of the whole store.
+   */
+  readonly keysSignedBy: (kid: string | undefined) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
 }>()("@tollgate/core/Auth") {}
 
 /**
@@ -130,7 +178,10 @@ export type NoncePolicy = "single-use" | "reusable"
 
 /** @category options */
 export interface Options {
+  /** The key new API keys are signed with; it verifies them too. */
   readonly signingKey: Jwt.SigningKey
+  /** Earlier signing keys, kept to verify the API keys they signed until the operator drops them. */
+  readonly previousKeys?: ReadonlyArray<Jwt.VerifyingKey> | undefined
   /** The origin clients address, e.g. `https://api.example.com` or `http://localhost:8787`. */
   readonly publicOrigin: string
   /** JSON-RPC URL of the EVM chain, for contract wallets (EIP-1271, EIP-6492). */
@@ -203,9 +254,23 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const evmVerifier = options.evmRpcUrl === undefined ? Option.none() : Option.some(chainVerifier(options.evmRpcUrl))
 
   const now = Clock.currentTimeMillis
+  const verifyingKeys: ReadonlyArray<Jwt.VerifyingKey> = [options.signingKey, ...(options.previousKeys ?? [])]
 
-  const standing = (principal: ApiKeyPrincipal) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
-    !status.accountExists || status.revoked ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
+  /**
+   * Whether the store's standing of a key refuses the secret `secret` of it: no account, revoked or
+   * expired, or a secret its rerolls no longer accept. A key never rerolled needs no clock.
+   */
+  const refuses = (status: KeyStatus, secret: number, clock: Clock.Clock): boolean =>
+    !status.accountExists || status.revoked ||
+    (status.secrets === undefined ? secret !== 0 : !acceptsSecret(status.secrets, secret, clock.currentTimeMillisUnsafe()))
+
+  /** The standing read is the policy too, when the key has one: nothing is allocated per call. */
+  const policyOf = (status: KeyStatus): KeyPolicy | undefined =>
+    status.restrictions === undefined && status.limits === undefined ? undefined : status
+
+  const standing = (principal: ApiKeyPrincipal, secret: number) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
+    Effect.clockWith((clock): Effect.Effect<void, Unauthenticated | RateLimited> =>
+      refuses(status, secret, clock) ? Effect.fail(invalidKey) : AbuseGuard.identify(principal))
 
   // Where the store can read the abuse guard's blocks (both on Redis), a key's standing and its
   // block are read in one round trip (`AuthStore.keyStanding`) rather than one after the other.
@@ -214,15 +279,23 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   /** The store lookup of the key's standing (with its block, where read together), then the verdict. */
   const confirmation = (
     principal: ApiKeyPrincipal,
+    secret: number,
     verdict: ReturnType<typeof standing>
-  ): Effect.Effect<void, Unauthenticated | ServiceUnavailable | RateLimited> => {
+  ): Effect.Effect<KeyPolicy | undefined, Unauthenticated | ServiceUnavailable | RateLimited> => {
     const { accountId, keyId } = principal
     const keyStanding = store.keyStanding
-    if (keyStanding === undefined || blockKeyOf === undefined) return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), verdict))
+    if (keyStanding === undefined || blockKeyOf === undefined) {
+      return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), (status) => Effect.as(verdict(status), policyOf(status))))
+    }
     const blockKey = blockKeyOf(AbuseGuard.principalCaller(principal))
     return Effect.suspend(() =>
-      Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found): Effect.Effect<void, Unauthenticated | RateLimited> =>
-        !found.accountExists || found.revoked ? Effect.fail(invalidKey) : AbuseGuard.identifyRead(principal, found.blockedMs))
+      Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found) =>
+        Effect.clockWith((clock): Effect.Effect<KeyPolicy | undefined, Unauthenticated | RateLimited> => {
+          if (refuses(found, secret, clock)) return Effect.fail(invalidKey)
+          const identified: Effect.Effect<void, RateLimited> = AbuseGuard.identifyRead(principal, found.blockedMs)
+          const policy = policyOf(found)
+          return policy === undefined ? identified as Effect.Effect<undefined, RateLimited> : Effect.as(identified, policy)
+        }))
     )
   }
 
@@ -233,10 +306,11 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const unconfirmedKey = (claims: Jwt.Claims): Effect.Effect<Option.Option<Unconfirmed>> => {
     const { accountId, keyId, tier, type } = claims
     const principal = new ApiKeyPrincipal({ accountId, keyId, keyType: type, tier })
-    const verdict = standing(principal)
+    const secret = claims.secret ?? 0
+    const verdict = standing(principal, secret)
     return Effect.succeed(Option.some<Unconfirmed>({
       principal,
-      confirm: confirmation(principal, verdict),
+      confirm: confirmation(principal, secret, verdict),
       pending: { keyId, standing: verdict }
     }))
   }
@@ -258,7 +332,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const verifyKey = (authorization: string, at: number): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated> => {
     const match = BEARER.exec(authorization.trim())
     if (match === null) return Effect.fail(badAuthorization)
-    return Effect.matchEffect(Jwt.verify(options.signingKey, match[1]!, new Date(at)), {
+    return Effect.matchEffect(Jwt.verify(verifyingKeys, match[1]!, new Date(at)), {
       onFailure: (error) => Effect.andThen(Effect.logDebug("API key refused", error.reason), Effect.fail(invalidKey)),
       onSuccess: (claims) => {
         const unconfirmed = unconfirmedKey(claims)
@@ -359,7 +433,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       tier: input.tier ?? "default",
       description: input.description,
       createdAt: new Date(at),
-      ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt })
+      kid: options.signingKey.kid,
+      ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt }),
+      ...(KeyRestrictions.isRestricted(input.restrictions) ? { restrictions: input.restrictions } : {})
     }
     // The expiry is the store's, not the signature's, so that it can be changed or removed later.
     const key = yield* Jwt.sign(options.signingKey, {
@@ -390,6 +466,44 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     yield* getKey(accountId, keyId)
     yield* store.setExpiry(accountId, keyId, expiresAt)
     return yield* getKey(accountId, keyId)
+  })
+
+  const restrictKey = Effect.fn("Auth.restrictKey")(function*(accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) {
+    const { restrictions: _, ...rest } = yield* getKey(accountId, keyId)
+    const record: ApiKeyRecord = KeyRestrictions.isRestricted(restrictions) ? { ...rest, restrictions } : rest
+    yield* store.putKey(record)
+    return record
+  })
+
+  const rerollKey = Effect.fn("Auth.rerollKey")(function*(accountId: string, keyId: string, graceMs: number) {
+    const found = yield* getKey(accountId, keyId)
+    if (found.revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
+    if (!Number.isSafeInteger(graceMs) || graceMs < 0) return yield* new InvalidRequest({ message: "The grace period must be a whole number of milliseconds, 0 or more" })
+    const at = yield* now
+    const current = found.secrets?.current ?? 0
+    // Earlier secrets whose grace has ended are forgotten; the one replaced now is kept for its grace.
+    const previous = (found.secrets?.previous ?? []).filter((earlier) => earlier.until > at)
+    const secrets: KeySecrets = {
+      current: current + 1,
+      previous: graceMs === 0 ? previous : [...previous, { secret: current, until: at + graceMs }]
+    }
+    const record: ApiKeyRecord = { ...found, kid: options.signingKey.kid, secrets }
+    const key = yield* Jwt.sign(options.signingKey, {
+      accountId,
+      keyId,
+      type: record.type,
+      tier: record.tier,
+      issuedAt: new Date(at),
+      secret: secrets.current
+    })
+    yield* store.putKey(record)
+    return { key, record }
+  })
+
+  const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) {
+    if (keyId !== undefined) yield* getKey(accountId, keyId)
+    else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
+    yield* store.setLimits(accountId, keyId, override)
   })
 
   const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
@@ -432,8 +546,14 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     revokeKey,
     getKey,
     setKeyExpiry,
+    restrictKey,
+    rerollKey,
+    setLimits,
+    storedLimits: store.limits,
     describeKey,
-    siwxChallenge
+    siwxChallenge,
+    signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)],
+    keysSignedBy: (kid) => Effect.map(store.allKeys, (records) => records.filter((record) => record.kid === kid))
   })
 })
 

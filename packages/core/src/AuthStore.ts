@@ -7,9 +7,12 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import * as AuditLog from "./AuditLog.ts"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
+import type * as KeyRestrictions from "./KeyRestrictions.ts"
 import type { KeyType, Tier } from "./Principal.ts"
+import type * as RateLimits from "./RateLimits.ts"
 import * as SessionRevocations from "./SessionRevocations.ts"
 
 /** @category models */
@@ -33,7 +36,40 @@ export interface ApiKeyRecord {
   readonly createdAt: Date
   readonly expiresAt?: Date
   readonly revokedAt?: Date
+  /**
+   * The signing key that signed the key's secret (`Jwt.VerifyingKey.kid`), so the keys of a leaked
+   * signing key can be listed; absent on keys minted before signing keys were named.
+   */
+  readonly kid?: string
+  /** What the key may call; absent: whatever its type allows. */
+  readonly restrictions?: KeyRestrictions.Restrictions
+  /** Which of its secrets the key accepts, once rerolled (`Auth.rerollKey`); absent: only its first. */
+  readonly secrets?: KeySecrets
 }
+
+/**
+ * The secrets of a rerolled key: the one last issued, and earlier ones still accepted until the end
+ * of the grace period their reroll gave them.
+ *
+ * @category models
+ */
+export interface KeySecrets {
+  /** The number of the secret last issued (`Jwt.Claims.secret`); the first is 0. */
+  readonly current: number
+  /** Earlier secrets still accepted, each until `until` (ms since the epoch). */
+  readonly previous: ReadonlyArray<{ readonly secret: number; readonly until: number }>
+}
+
+/**
+ * Whether a key whose accepted secrets are `secrets` (absent: only the first) accepts `secret` at `now`.
+ *
+ * @category predicates
+ */
+export const acceptsSecret = (secrets: KeySecrets | undefined, secret: number, now: number): boolean =>
+  secrets === undefined
+    ? secret === 0
+    : secret === secrets.current || secrets.previous.some((earlier) => earlier.secret === secret && now < earlier.until)
+
 
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.
@@ -44,6 +80,12 @@ export interface KeyStatus {
   readonly accountExists: boolean
   /** Revoked, or past the expiry the store holds for it (`setExpiry`). */
   readonly revoked: boolean
+  /** What the key may call, when it is restricted (`ApiKeyRecord.restrictions`). */
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  /** Which of the key's secrets are accepted, once it was rerolled (`ApiKeyRecord.secrets`). */
+  readonly secrets?: KeySecrets | undefined
+  /** The rate-limit overrides the store keeps for the key's account and for the key (`setLimits`). */
+  readonly limits?: RateLimits.StoredOverrides | undefined
 }
 
 /**
@@ -61,9 +103,18 @@ export class AuthStore extends Context.Service<AuthStore, {
   /** Stores the account unless one with its id exists; returns the stored one. */
   readonly insertAccount: (account: Account) => Effect.Effect<Account, ServiceUnavailable>
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
+  /**
+   * Stores the key's record; its restrictions and accepted secrets go where `keyStatus` reads them,
+   * in the same step.
+   */
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
+  /**
+   * Every account's keys: what the operator lists the keys of a signing key from (`Auth.keysSignedBy`).
+   * A walk of the whole store, never run for a request.
+   */
+  readonly allKeys: Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   /**
    * Sets the key's expiry (`undefined`: none), enforced by `keyStatus` from the next request on;
    * false when the account has no such key. A revoked key stays revoked.
@@ -78,6 +129,13 @@ export class AuthStore extends Context.Service<AuthStore, {
    * one wait instead of two. A block that cannot be read counts as none, as the guard fails open.
    */
   readonly keyStanding?: (accountId: string, keyId: string, blockKey: string) => Effect.Effect<KeyStanding, ServiceUnavailable>
+  /**
+   * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
+   * (`undefined`: removed), read by `keyStatus` from the next call on, on every instance.
+   */
+  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, ServiceUnavailable>
+  /** The rate-limit overrides of the account and of the key, as `setLimits` left them. */
+  readonly limits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
   /** True the first time `key` is claimed within `ttlMs`, false afterwards. Atomic. */
   readonly claimNonce: (key: string, ttlMs: number) => Effect.Effect<boolean, ServiceUnavailable>
 }>()("@tollgate/core/AuthStore") {}
@@ -96,6 +154,13 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
+  const accountLimits = new Map<string, RateLimits.Override>()
+  const keyLimits = new Map<string, RateLimits.Override>()
+  const limitsOf = (accountId: string, keyId: string | undefined): RateLimits.StoredOverrides | undefined => {
+    const account = accountLimits.get(accountId)
+    const key = keyId === undefined ? undefined : keyLimits.get(`${accountId}\n${keyId}`)
+    return account === undefined && key === undefined ? undefined : { account, key }
+  }
   const keysOf = (accountId: string) => {
     let map = keys.get(accountId)
     if (map === undefined) {
@@ -111,7 +176,10 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
     const record = keys.get(accountId)?.get(keyId)
     return {
       accountExists: accounts.has(accountId),
-      revoked: record?.revokedAt !== undefined || (record?.expiresAt !== undefined && record.expiresAt.getTime() <= now)
+      revoked: record?.revokedAt !== undefined || (record?.expiresAt !== undefined && record.expiresAt.getTime() <= now),
+      restrictions: record?.restrictions,
+      secrets: record?.secrets,
+      limits: limitsOf(accountId, keyId)
     }
   }
   const store = AuthStore.of({
@@ -123,9 +191,11 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
         return account
       }),
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
+    // Its Redis twin, auth-put-key.lua, writes the record and its policy in one step.
     putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
     getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),
+    allKeys: Effect.sync(() => [...keys.values()].flatMap((map) => [...map.values()])),
     setExpiry: (accountId, keyId, expiresAt) =>
       Effect.sync(() => {
         const map = keys.get(accountId)
@@ -144,6 +214,13 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
         return true
       }),
     keyStatus: (accountId, keyId) => Effect.map(Clock.currentTimeMillis, (now) => keyStatus(accountId, keyId, now)),
+    setLimits: (accountId, keyId, override) =>
+      Effect.sync(() => {
+        const [map, id] = keyId === undefined ? [accountLimits, accountId] : [keyLimits, `${accountId}\n${keyId}`]
+        if (override === undefined) map.delete(id)
+        else map.set(id, override)
+      }),
+    limits: (accountId, keyId) => Effect.sync(() => limitsOf(accountId, keyId) ?? {}),
     claimNonce: (key, ttlMs) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         if (nonces.size > 10_000) sweepNonces(now)
@@ -158,11 +235,12 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
 
 /**
  * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
- * `Memory`, and the keys' spend caps and the portal's signed-out sessions beside it
- * (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`): wherever keys are stored, they are.
+ * `Memory`, and the keys' spend caps, the portal's signed-out sessions and the audit log of key
+ * management beside it (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`,
+ * `AuditLog.layerMemory`): wherever keys are stored, they are.
  *
  * @category layers
  */
 export const layerMemory: Layer.Layer<
-  AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations
-> = Layer.mergeAll(layerAccounts, KeyCaps.layerMemory, SessionRevocations.layerMemory)
+  AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations | AuditLog.AuditLog
+> = Layer.mergeAll(layerAccounts, KeyCaps.layerMemory, SessionRevocations.layerMemory, AuditLog.layerMemory)

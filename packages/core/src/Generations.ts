@@ -10,7 +10,7 @@
  * `layerMemory` is for one process (records leave in the order they came once expired, or once
  * there are `MEMORY_RECORDS` of them);
  * `@tollgate/redis` has the shared layer (one string per record, expiring on its own). Both pass
- * `packages/redis/test/Generations.contract.test.ts`.
+ * the contract in `@tollgate/testkit/contracts/Generations`.
  *
  * @since 0.1.0
  */

@@ -208,6 +208,18 @@ export class Overrides extends Context.Service<Overrides, {
 }>()("@tollgate/core/RateLimits/Overrides") {}
 
 /**
+ * The overrides an operator keeps in the store for an account and for one of its keys, read with
+ * the key's standing on each call (`AuthStore.KeyStatus.limits`), so every instance enforces the
+ * same numbers from the next call on. They win over the configured and in-process ones.
+ *
+ * @category models
+ */
+export interface StoredOverrides {
+  readonly account?: Override | undefined
+  readonly key?: Override | undefined
+}
+
+/**
  * Overrides in process memory, seeded from config.
  *
  * @category layers
@@ -383,8 +395,11 @@ const SHAPES_PER_KEY = 64
 export const policy = Effect.map(Overrides, (overrides) => {
   const remembered = new WeakMap<Principal, Map<string, { readonly overrides: CallerOverrides; readonly limits: ReadonlyArray<Limit> }>>()
   return {
-    limitsFor: (principal: Principal, call: Call): ReadonlyArray<Limit> => {
-      const current = overrides.forCaller(principal)
+    limitsFor: (principal: Principal, call: Call, stored?: StoredOverrides): ReadonlyArray<Limit> => {
+      const configured = overrides.forCaller(principal)
+      const current = stored === undefined
+        ? configured
+        : { ...configured, account: stored.account ?? configured.account, key: stored.key ?? configured.key }
       // A wallet's principal is made per request: nothing to find again.
       if (principal._tag !== "ApiKey") return limitsFor(principal, call, current)
       let byShape = remembered.get(principal)
@@ -432,9 +447,12 @@ const unixSeconds = (status: DimensionStatus) => Math.ceil(status.resetAt / 1000
  *
  * @category accessors
  */
-export const status = Effect.fn("RateLimits.status")(function*(principal: Principal) {
+export const status = Effect.fn("RateLimits.status")(function*(principal: Principal, stored?: StoredOverrides) {
   const limiter = yield* RateLimiter
-  const overrides = (yield* Overrides).forCaller(principal)
+  const configured = (yield* Overrides).forCaller(principal)
+  const overrides = stored === undefined
+    ? configured
+    : { ...configured, account: stored.account ?? configured.account, key: stored.key ?? configured.key }
   const rows = categories.map((category) => {
     const { kind, modelTier } = kindOf(category)
     return { category, limits: limitsFor(principal, { kind, modelTier }, overrides) }

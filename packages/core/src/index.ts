@@ -4,9 +4,11 @@
  *
  * @since 0.1.0
  */
+export * as BatchSettlement from "./BatchSettlement.ts"
 export * as ChatOptions from "./ChatOptions.ts"
 export * as AbuseGuard from "./AbuseGuard.ts"
 export * as Admission from "./Admission.ts"
+export * as AuditLog from "./AuditLog.ts"
 export * as Auth from "./Auth.ts"
 export * as AuthStore from "./AuthStore.ts"
 export * as CreditLedger from "./CreditLedger.ts"
@@ -19,9 +21,11 @@ export * as ImageRequest from "./ImageRequest.ts"
 export * as JsonRpc from "./JsonRpc.ts"
 export * as JsonText from "./JsonText.ts"
 export * as KeyCaps from "./KeyCaps.ts"
+export * as KeyRestrictions from "./KeyRestrictions.ts"
 export * as Models from "./Models.ts"
 export * as Money from "./Money.ts"
 export * as Networks from "./Networks.ts"
+export * as PaymentChannels from "./PaymentChannels.ts"
 export * as PendingSettlements from "./PendingSettlements.ts"
 export * as Principal from "./Principal.ts"
 export * as PricingEngine from "./PricingEngine.ts"

@@ -76,3 +76,50 @@ describe("Expiry is checked against the verification time", () => {
     )
   })
 })
+
+const previous = key
+const next = await Effect.runPromise(Jwt.generateSigningKey)
+const unnamed = await new Jose.SignJWT({ type: "INFERENCE", tier: "default" })
+  .setProtectedHeader({ alg: "EdDSA", typ: "JWT" }).setSubject("acct_1").setJti("key_old").setIssuedAt().sign(previous.privateKey)
+
+describe("Signing-key rotation: a key names the signing key that signed it, and earlier signing keys keep verifying", () => {
+  it("a key carries its signing key's kid, the RFC 7638 thumbprint of the public key in hex (a CLI flag's value never starts with -)", async () => {
+    expect(Jose.decodeProtectedHeader(token).kid).toBe(previous.kid)
+    const thumbprint = await Jose.calculateJwkThumbprint(await Jose.exportJWK(previous.publicKey))
+    expect(previous.kid).toBe(Buffer.from(thumbprint, "base64url").toString("hex"))
+    expect(await Effect.runPromise(Jwt.verify(previous, token, now))).toMatchObject({ kid: previous.kid })
+  })
+
+  it("a key of the previous signing key verifies with it among the keys, and not once it is dropped", async () => {
+    expect(await Effect.runPromise(Jwt.verify([next, previous], token, now))).toMatchObject({ keyId: "key_1", kid: previous.kid })
+    expect(Exit.isFailure(await Effect.runPromise(Effect.exit(Jwt.verify([next], token, now))))).toBe(true)
+  })
+
+  it("a key minted before keys were named verifies under the signing key that signed it, wherever it is in the list", async () => {
+    expect(await Effect.runPromise(Jwt.verify([next, previous], unnamed, now))).toMatchObject({ keyId: "key_old", kid: previous.kid })
+    expect(Exit.isFailure(await Effect.runPromise(Effect.exit(Jwt.verify([next], unnamed, now))))).toBe(true)
+  })
+
+  it("a kid no configured key has is refused, even when another key would verify the signature", async () => {
+    const misnamed = await new Jose.SignJWT({ type: "INFERENCE", tier: "default" })
+      .setProtectedHeader({ alg: "EdDSA", typ: "JWT", kid: next.kid }).setSubject("acct_1").setJti("key_x").sign(previous.privateKey)
+    expect(Exit.isFailure(await Effect.runPromise(Effect.exit(Jwt.verify([next, previous], misnamed, now))))).toBe(true)
+  })
+
+  it("previous keys are read from PEMs one after the other, private (PKCS#8) or public (SPKI)", async () => {
+    const pems = `${await Effect.runPromise(Jwt.exportSigningKey(next))}\n${await Effect.runPromise(Jwt.exportVerifyingKey(previous))}`
+    const keys = await Effect.runPromise(Jwt.importVerifyingKeys(pems))
+    expect(keys.map((k) => k.kid)).toEqual([next.kid, previous.kid])
+    expect(await Effect.runPromise(Jwt.verify(keys, token, now))).toMatchObject({ keyId: "key_1" })
+  })
+
+  it("text that is not one or more Ed25519 PEMs is refused, naming what is wrong", async () => {
+    const refused = async (text: string) => {
+      const exit = await Effect.runPromise(Effect.exit(Jwt.importVerifyingKeys(text)))
+      return Exit.isFailure(exit) ? String(exit.cause) : "accepted"
+    }
+    expect(await refused("not a pem")).toContain("expected one or more PEMs")
+    const es = (await Jose.generateKeyPair("ES256", { extractable: true })).publicKey
+    expect(await refused(await Jose.exportSPKI(es))).toContain("PEM 1 (PUBLIC KEY) is not an Ed25519 key")
+  })
+})

@@ -78,14 +78,15 @@ export const upFront = (
     Effect.flatMap(auth.authenticateUnconfirmed(Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest).headers), (found) => {
       if (Option.isNone(found)) return Effect.succeed(Option.none())
       const { confirm, principal } = found.value
-      const named = () => {
+      const named = (policy: Auth.KeyPolicy | undefined) => {
         const current = fiber.getRef(CurrentRequest)
         current.principalId = Principal.describe(principal)
-        // Kept as confirmed: the pipeline neither confirms the key again nor has its admission
-        // read the key's standing and block a second time.
-        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined }
+        // Kept as confirmed, with the policy read with the key's standing: the pipeline
+        // neither confirms the key again nor has its admission read the key's standing and block
+        // a second time.
+        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined, policy }
         return Option.some(principal)
       }
-      return confirm === undefined ? Effect.sync(named) : Effect.map(confirm, named)
+      return confirm === undefined ? Effect.sync(() => named(undefined)) : Effect.map(confirm, named)
     })
   )

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, IdempotencyStore, type Money, PricingEngine, type RateLimits } from "@tollgate/core"
+import { Errors, IdempotencyStore, type KeyRestrictions, type Money, PricingEngine, type RateLimits } from "@tollgate/core"
 import { Context, Effect, Result, Stream } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as Crypto from "node:crypto"
@@ -54,6 +54,11 @@ export interface Serve<A> {
    * default the JSON of the input. Read only for a request that carries a key.
    */
   readonly fingerprint?: ((input: A) => string | Uint8Array) | undefined
+  /**
+   * What a key's `models` and `methods` restrictions judge of the decoded request: the model it
+   * names, the JSON-RPC methods it calls. Judged before any credit is held.
+   */
+  readonly subject?: ((input: A) => KeyRestrictions.Subject) | undefined
   readonly execute: (
     input: A,
     quote: PricingEngine.Quote,
@@ -139,7 +144,7 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
   const handler = Effect.gen(function*() {
     const metered = yield* Metered.Metered
     const serve = yield* declaration.serve
-    const { decode, execute, quote: quoteOf, shape: shapeOf } = serve
+    const { decode, execute, quote: quoteOf, shape: shapeOf, subject: subjectOf } = serve
     const fingerprint = serve.fingerprint ?? ((input: A) => JSON.stringify(input))
     // Every paid call runs what follows: plain steps, no generator, one call object.
     const call = (input: A, key: string | undefined) => {
@@ -155,6 +160,7 @@ export const make = <A, R>(declaration: Declaration<A, R>): Route.Route<R | Mete
         reserveTokens: shape?.reserveTokens,
         reserveCredits: shape?.reserveCredits,
         holdTtlMs: shape?.holdTtlMs,
+        subject: subjectOf?.(input),
         settlesActual,
         idempotency: key === undefined ? undefined : { key, fingerprint: fingerprintOf(path, fingerprint(input)) },
         execute: (context) => execute(input, quote, context)

@@ -18,8 +18,15 @@ export interface RequestContext {
   readonly startedAt: number
   /** The route pattern, e.g. `/api/v1/crypto/rpc/:network`; `unmatched` for a 404 or 405. */
   readonly route: string
+  /** The bazaar extension of the matched paid route (`Bazaar.extension`), which its 402s carry. */
+  readonly bazaar?: Readonly<Record<string, unknown>> | undefined
   /** The path parameters of the pattern, decoded. */
   readonly params: Readonly<Record<string, string>>
+  /**
+   * The client's address as the abuse guard judges it (`ClientAddress.resolve`, with the trusted
+   * proxies); what a key's `ips` restriction is checked against.
+   */
+  readonly clientAddress?: string | undefined
   /** Set by the route once authentication succeeded; never a secret. */
   principalId: string | undefined
   /**

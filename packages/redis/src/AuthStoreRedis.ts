@@ -1,17 +1,19 @@
 /**
  * The Redis layer of `AuthStore`. Per account, under the account id as hash tag (one Cluster
- * slot): the account as JSON, a hash of key records, and one marker per revoked or expiring key,
- * so `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
- * guard's PTTL of the key's block with it). A revocation is a Lua script that
+ * slot): the account as JSON, a hash of key records, one marker per revoked or expiring key, and
+ * one policy per restricted or rerolled key (its restrictions and accepted secrets as JSON), so
+ * `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
+ * guard's PTTL of the key's block with it). A record and its policy are written by one script. A revocation is a Lua script that
  * stamps the record and writes the marker together; any instance's next request reads it. Nonces
  * are claimed with `SET NX PX`, which is atomic: of two instances racing on one SIWX header, one
  * wins.
  *
  * @since 0.1.0
  */
-import { type Auth, AuthStore, Errors, type KeyCaps, type SessionRevocations } from "@tollgate/core"
+import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type RateLimits, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
+import * as AuditLogRedis from "./AuditLogRedis.ts"
 import * as Lua from "./Lua.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import { RedisConnection } from "./RedisConnection.ts"
@@ -26,6 +28,8 @@ const prefix = (accountId: string) => `tollgate:auth:{${accountId}}`
  */
 export const accountKey = (accountId: string) => `${prefix(accountId)}:account`
 const keysKey = (accountId: string) => `${prefix(accountId)}:keys`
+/** The pattern of every account's hash of key records (`allKeys`). */
+const ALL_KEYS = "tollgate:auth:{*}:keys"
 
 /**
  * The marker of a key refused from a time on: its value is that time (ms since the epoch), and the
@@ -36,6 +40,44 @@ const keysKey = (accountId: string) => `${prefix(accountId)}:keys`
  */
 export const revokedKey = (accountId: string, keyId: string) => `${prefix(accountId)}:revoked:${keyId}`
 const nonceKey = (key: string) => `tollgate:auth:nonce:{${key}}`
+
+/**
+ * The policy of a restricted or rerolled key: `{"restrictions":…,"secrets":…}` as `keyStatus`
+ * reads it. Absent: neither.
+ *
+ * @category internals
+ */
+export const policyKey = (accountId: string, keyId: string) => `${prefix(accountId)}:policy:${keyId}`
+
+/**
+ * The rate-limit override an operator set for the account (no key id) or one of its keys, as JSON
+ * (`setLimits`). Absent: none.
+ *
+ * @category internals
+ */
+export const limitsKey = (accountId: string, keyId?: string) => `${prefix(accountId)}:limits${keyId === undefined ? "" : `:${keyId}`}`
+
+const putKeyScript = Redis.script(
+  (keys: string, policy: string, keyId: string, record: string, policyJson: string) => [keys, policy, keyId, record, policyJson],
+  {
+    numberOfKeys: 2,
+    lua: Lua.read("auth-put-key")
+  }
+).withReturnType<number>()
+
+interface PolicyJson {
+  readonly restrictions?: KeyRestrictions.Restrictions | undefined
+  readonly secrets?: Auth.KeySecrets | undefined
+}
+
+const encodePolicy = (record: Auth.ApiKeyRecord): string =>
+  record.restrictions === undefined && record.secrets === undefined
+    ? ""
+    : JSON.stringify({ restrictions: record.restrictions, secrets: record.secrets } satisfies PolicyJson)
+
+/** What Lua's cjson writes for an empty list is `{}`: read back as the empty list it was. */
+const secretsOf = (secrets: Auth.KeySecrets | undefined): Auth.KeySecrets | undefined =>
+  secrets === undefined ? undefined : { current: secrets.current, previous: Array.isArray(secrets.previous) ? secrets.previous : [] }
 
 const revokeScript = Redis.script(
   (keys: string, marker: string, keyId: string, revokedAt: string) => [keys, marker, keyId, revokedAt],
@@ -70,6 +112,9 @@ interface KeyJson {
   readonly createdAt: string
   readonly expiresAt?: string
   readonly revokedAt?: string
+  readonly kid?: string
+  readonly restrictions?: KeyRestrictions.Restrictions
+  readonly secrets?: Auth.KeySecrets
 }
 
 const encodeAccount = (account: Auth.Account): string =>
@@ -89,9 +134,11 @@ const encodeKey = (record: Auth.ApiKeyRecord): string =>
   })
 
 const decodeKey = (json: string): Auth.ApiKeyRecord => {
-  const { expiresAt, revokedAt, ...raw } = JSON.parse(json) as KeyJson
+  const { expiresAt, revokedAt, secrets, ...raw } = JSON.parse(json) as KeyJson
+  const accepted = secretsOf(secrets)
   return {
     ...raw,
+    ...(accepted === undefined ? {} : { secrets: accepted }),
     createdAt: new Date(raw.createdAt),
     ...(expiresAt === undefined ? {} : { expiresAt: new Date(expiresAt) }),
     ...(revokedAt === undefined ? {} : { revokedAt: new Date(revokedAt) })
@@ -106,10 +153,25 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     const expire = redis.eval(expiryScript)
     const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
-    const statusOf = ([account, refusedFrom]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => ({
-      accountExists: account != null,
-      revoked: refusedFrom != null && Number(refusedFrom) <= now
-    })
+    const putKey = redis.eval(putKeyScript)
+    const overridesOf = (account: string | null | undefined, key: string | null | undefined): RateLimits.StoredOverrides | undefined =>
+      account == null && key == null
+        ? undefined
+        : {
+          account: account == null ? undefined : JSON.parse(account) as RateLimits.Override,
+          key: key == null ? undefined : JSON.parse(key) as RateLimits.Override
+        }
+    // The account, the key's refusal marker and policy, and the account's and key's rate-limit
+    // overrides: one MGET of keys in the account's slot.
+    const standingKeys = (accountId: string, keyId: string) =>
+      [accountKey(accountId), revokedKey(accountId, keyId), policyKey(accountId, keyId), limitsKey(accountId), limitsKey(accountId, keyId)]
+    const statusOf = ([account, refusedFrom, policy, accountLimits, keyLimits]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => {
+      const status = { accountExists: account != null, revoked: refusedFrom != null && Number(refusedFrom) <= now }
+      const limits = overridesOf(accountLimits, keyLimits)
+      if (policy == null) return limits === undefined ? status : { ...status, limits }
+      const { restrictions, secrets } = JSON.parse(policy) as PolicyJson
+      return { ...status, restrictions, secrets: secretsOf(secrets), limits }
+    }
     // Over tollgate's connection (`RedisConnection.layer`), a key's standing and its caller's block
     // are sent together and answered in one wait.
     const connection = Option.getOrUndefined(yield* Effect.serviceOption(RedisConnection))
@@ -120,7 +182,7 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         return Effect.tryPromise({
           try: () =>
             Promise.all([
-              connection.sendCommand(["MGET", account, revokedKey(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
+              connection.sendCommand(["MGET", ...standingKeys(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
               // The guard fails open: a block that cannot be read is none.
               (connection.sendCommand(["PTTL", blockKey], blockKey) as Promise<number>).catch(() => 0)
             ]),
@@ -135,7 +197,11 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       getAccount: (id) =>
         Effect.map(send<string | null>("GET", accountKey(id)), (json) => Option.map(Option.fromNullishOr(json), decodeAccount)),
-      putKey: (record) => Effect.asVoid(send("HSET", keysKey(record.accountId), record.id, encodeKey(record))),
+      putKey: (record) =>
+        putKey(keysKey(record.accountId), policyKey(record.accountId, record.id), record.id, encodeKey(record), encodePolicy(record)).pipe(
+          Effect.mapError(unavailable),
+          Effect.asVoid
+        ),
       listKeys: (accountId) =>
         Effect.map(
           send<ReadonlyArray<string>>("HVALS", keysKey(accountId)),
@@ -143,6 +209,18 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       getKey: (accountId, keyId) =>
         Effect.map(send<string | null>("HGET", keysKey(accountId), keyId), (json) => Option.map(Option.fromNullishOr(json), decodeKey)),
+      allKeys: Effect.gen(function*() {
+        const records: Array<Auth.ApiKeyRecord> = []
+        let cursor = "0"
+        do {
+          const [next, found] = yield* send<readonly [string, ReadonlyArray<string>]>("SCAN", cursor, "MATCH", ALL_KEYS, "COUNT", "1000")
+          for (const key of found) {
+            for (const json of yield* send<ReadonlyArray<string>>("HVALS", key)) records.push(decodeKey(json))
+          }
+          cursor = next
+        } while (cursor !== "0")
+        return records
+      }),
       setExpiry: (accountId, keyId, expiresAt) =>
         Effect.map(
           expire(
@@ -161,8 +239,17 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       keyStatus: (accountId, keyId) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.map(send<ReadonlyArray<string | null>>("MGET", accountKey(accountId), revokedKey(accountId, keyId)), (standing) => statusOf(standing, now))),
+          Effect.map(send<ReadonlyArray<string | null>>("MGET", ...standingKeys(accountId, keyId)), (standing) => statusOf(standing, now))),
       ...(keyStanding === undefined ? {} : { keyStanding }),
+      setLimits: (accountId, keyId, override) =>
+        Effect.asVoid(override === undefined ? send("DEL", limitsKey(accountId, keyId)) : send("SET", limitsKey(accountId, keyId), JSON.stringify(override))),
+      limits: (accountId, keyId) =>
+        Effect.map(
+          keyId === undefined
+            ? Effect.map(send<string | null>("GET", limitsKey(accountId)), (account) => [account, null] as const)
+            : send<readonly [string | null, string | null]>("MGET", limitsKey(accountId), limitsKey(accountId, keyId)),
+          ([account, key]) => overridesOf(account, key) ?? {}
+        ),
       claimNonce: (key, ttlMs) =>
         Effect.map(
           send<string | null>("SET", nonceKey(key), "1", "NX", "PX", String(Math.max(1, Math.ceil(ttlMs)))),
@@ -173,14 +260,14 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
 )
 
 /**
- * `AuthStore` over the `Redis` service in context, with the keys' spend caps and the portal's
- * signed-out sessions beside it (`KeyCapsRedis.layerRedis`, `SessionRevocationsRedis.layerRedis`):
- * wherever keys are stored, they are.
+ * `AuthStore` over the `Redis` service in context, with the keys' spend caps, the portal's
+ * signed-out sessions and the audit log of key management beside it (`KeyCapsRedis.layerRedis`,
+ * `SessionRevocationsRedis.layerRedis`, `AuditLogRedis.layerRedis`): wherever keys are stored, they are.
  *
  * @category layers
  */
 export const layerRedis: Layer.Layer<
-  AuthStore.AuthStore | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations,
+  AuthStore.AuthStore | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations | AuditLog.AuditLog,
   never,
   Redis.Redis
-> = Layer.mergeAll(layerAccounts, KeyCapsRedis.layerRedis, SessionRevocationsRedis.layerRedis)
+> = Layer.mergeAll(layerAccounts, KeyCapsRedis.layerRedis, SessionRevocationsRedis.layerRedis, AuditLogRedis.layerRedis)

@@ -6,21 +6,27 @@
  *
  * ```sh
  * tollgate-cli signing-key --out tollgate-signing-key.pem
+ * tollgate-cli signing-key --id-of tollgate-signing-key.pem
  * tollgate-cli accounts create --description "Acme"
  * tollgate-cli keys mint --account acct_... --type ADMIN
  * tollgate-cli keys mint --account acct_... --type INFERENCE --cap-usd 5 --limit-period MONTH
  * tollgate-cli keys cap --account acct_... --id key_... --usd 0.05 --limit-period EPOCH
  * tollgate-cli keys cap --account acct_... --id key_... --usd none
  * tollgate-cli keys revoke --account acct_... --id key_...
+ * tollgate-cli keys restrict --account acct_... --id key_... --restrictions '{"networks":["ethereum-mainnet"]}'
+ * tollgate-cli keys reroll --account acct_... --id key_... --grace-seconds 3600
+ * tollgate-cli keys signed-by --kid <kid of a signing key>
  * tollgate-cli credits grant --account acct_... --usd 25.00 --reference invoice-42
  * tollgate-cli credits refund --account acct_... --request-id 5b0e... --reason "upstream outage"
+ * tollgate-cli audit list --account acct_... --limit 20
+ * tollgate-cli limits set --account acct_... --limits '{"text:M":{"requests":5}}'
  * ```
  *
  * @since 0.1.0
  */
-import { Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, Money, Refunds } from "@tollgate/core"
+import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, RateLimits, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
-import { Console, Effect, Layer, Option, Result } from "effect"
+import { Console, Effect, Layer, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import { CliError, Command, Flag } from "effect/cli"
 import type { ServerConfig } from "./Config.ts"
@@ -60,6 +66,20 @@ const capOf = (flag: string, usd: string, period: Option.Option<KeyCaps.LimitPer
   return Effect.succeed<KeyCaps.SpendCap>({ usd: amount.success, period: Option.getOrElse(period, () => "EPOCH" as const) })
 }
 
+const decodeRestrictions = Schema.decodeUnknownResult(Schema.fromJsonString(KeyRestrictions.Restrictions))
+
+/** The restrictions of a flag's JSON, or a usage error naming the flag and what is wrong. */
+const restrictionsOf = (flag: string, json: string) => {
+  const decoded = decodeRestrictions(json)
+  return Result.isSuccess(decoded)
+    ? Effect.succeed(decoded.success)
+    : Effect.fail(new CliError.UserError({ cause: decoded.failure, userMessage: `--${flag}: ${decoded.failure.message.replace(/\s+/g, " ")}` }))
+}
+
+const restrictionsFlag = Flag.String("restrictions").pipe(
+  Flag.withDescription("What the key may call, as JSON: models, networks, methods, operations, ips (lists); e.g. '{\"networks\":[\"ethereum-mainnet\"]}'")
+)
+
 const capJson = (cap: KeyCaps.SpendCap | undefined) =>
   cap === undefined ? { capUsd: null } : { capUsd: Money.formatUsd(cap.usd), limitPeriod: cap.period }
 
@@ -73,22 +93,39 @@ const mintKey = Command.make("mint", {
   description: Flag.String("description").pipe(Flag.withDescription("What the key is for, shown in listings"), Flag.withDefault("")),
   expiresAt: Flag.Date("expires-at").pipe(Flag.withDescription("When the key stops working (ISO 8601; default: never)"), Flag.optional),
   capUsd: Flag.String("cap-usd").pipe(Flag.withDescription("The most the key may spend per --limit-period, in USD (default: no cap)"), Flag.optional),
-  limitPeriod
+  limitPeriod,
+  restrictions: Flag.optional(restrictionsFlag)
 }, (input) =>
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     const caps = yield* KeyCaps.KeyCaps
     const cap = Option.isSome(input.capUsd) ? yield* capOf("cap-usd", input.capUsd.value, input.limitPeriod) : undefined
+    const restrictions = Option.isSome(input.restrictions) ? yield* restrictionsOf("restrictions", input.restrictions.value) : undefined
     const { key, record } = yield* auth.createKey({
       accountId: input.account,
       type: input.type,
       tier: input.tier,
       description: input.description,
-      ...Option.match(input.expiresAt, { onNone: () => ({}), onSome: (expiresAt) => ({ expiresAt }) })
+      ...Option.match(input.expiresAt, { onNone: () => ({}), onSome: (expiresAt) => ({ expiresAt }) }),
+      ...(restrictions === undefined ? {} : { restrictions })
     }).pipe(Effect.mapError(userError))
     // The key is printed only once its cap is stored, so no call of it is ever uncapped.
     if (cap !== undefined) yield* caps.set(record.accountId, record.id, cap)
-    yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, tier: record.tier, ...capJson(cap), apiKey: key })
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.minted",
+      accountId: record.accountId,
+      details: { keyId: record.id, type: record.type, tier: record.tier, cap: capJson(cap), restrictions: record.restrictions ?? null }
+    }).pipe(Effect.mapError(userError))
+    yield* print({
+      accountId: record.accountId,
+      keyId: record.id,
+      type: record.type,
+      tier: record.tier,
+      ...capJson(cap),
+      restrictions: record.restrictions ?? null,
+      apiKey: key
+    })
   })).pipe(Command.withDescription("Mint an API key; the key is printed once"))
 
 const capKey = Command.make("cap", {
@@ -103,6 +140,9 @@ const capKey = Command.make("cap", {
     yield* auth.getKey(input.account, input.id).pipe(Effect.mapError(userError))
     const cap = input.usd === "none" ? undefined : yield* capOf("usd", input.usd, input.limitPeriod)
     yield* caps.set(input.account, input.id, cap).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "key.capped", accountId: input.account, details: { keyId: input.id, cap: capJson(cap) } }).pipe(
+      Effect.mapError(userError)
+    )
     yield* print({ accountId: input.account, keyId: input.id, ...capJson(cap) })
   })).pipe(Command.withDescription("Set or remove an API key's spend cap; the spend of the current period is kept"))
 
@@ -113,8 +153,67 @@ const revokeKey = Command.make("revoke", {
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     yield* auth.revokeKey(input.account, input.id).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "key.revoked", accountId: input.account, details: { keyId: input.id } }).pipe(Effect.mapError(userError))
     yield* print({ accountId: input.account, keyId: input.id, revoked: true })
   })).pipe(Command.withDescription("Revoke an API key, at once on every server sharing the store"))
+
+const restrictKey = Command.make("restrict", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("The key id (jti)")),
+  restrictions: restrictionsFlag.pipe(Flag.withDescription("What the key may call, as JSON (replaced whole); none lifts every restriction"))
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const restrictions = input.restrictions === "none" ? undefined : yield* restrictionsOf("restrictions", input.restrictions)
+    const record = yield* auth.restrictKey(input.account, input.id, restrictions).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.restricted",
+      accountId: input.account,
+      details: { keyId: input.id, restrictions: record.restrictions ?? null }
+    }).pipe(Effect.mapError(userError))
+    yield* print({ accountId: input.account, keyId: input.id, restrictions: record.restrictions ?? null })
+  })).pipe(Command.withDescription("Set or lift what an API key may call, from its next request on every server"))
+
+const rerollKey = Command.make("reroll", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("The key id (jti)")),
+  graceSeconds: Flag.Int("grace-seconds").pipe(
+    Flag.withDescription("How long the key's earlier secrets stay valid (default 0: refused at once)"),
+    Flag.withDefault(0)
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const { key, record } = yield* auth.rerollKey(input.account, input.id, input.graceSeconds * 1000).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.rerolled",
+      accountId: input.account,
+      details: { keyId: input.id, graceSeconds: input.graceSeconds, kid: record.kid }
+    }).pipe(Effect.mapError(userError))
+    yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, graceSeconds: input.graceSeconds, apiKey: key })
+  })).pipe(Command.withDescription("Issue a new secret for an API key (same id, cap and restrictions), signed with the current signing key; printed once"))
+
+const recordJson = (record: Auth.ApiKeyRecord) => ({
+  accountId: record.accountId,
+  keyId: record.id,
+  type: record.type,
+  description: record.description,
+  kid: record.kid ?? null,
+  revoked: record.revokedAt !== undefined
+})
+
+const signedBy = Command.make("signed-by", {
+  kid: Flag.String("kid").pipe(
+    Flag.withDescription("The signing key's id (printed by signing-key --out and logged at start); none: keys minted before keys named their signing key")
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const records = yield* auth.keysSignedBy(input.kid === "none" ? undefined : input.kid).pipe(Effect.mapError(userError))
+    yield* print({ kid: input.kid, keys: records.map(recordJson) })
+  })).pipe(Command.withDescription("List every account's keys signed by a signing key: what to re-issue after it leaked"))
 
 const grantCredits = Command.make("grant", {
   account,
@@ -130,6 +229,12 @@ const grantCredits = Command.make("grant", {
     const receipt = yield* ledger.grant({ accountId: input.account, amount: amount.success, reference: `grant:${input.reference}` }).pipe(
       Effect.mapError(userError)
     )
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "credits.granted",
+      accountId: input.account,
+      details: { amountUsd: Money.formatUsd(amount.success), reference: input.reference }
+    }).pipe(Effect.mapError(userError))
     yield* print({
       accountId: input.account,
       amountUsd: Money.formatUsd(amount.success),
@@ -170,21 +275,82 @@ const signingKey = Command.make("signing-key", {
   out: Flag.String("out").pipe(
     Flag.withDescription("Write the key to this file (mode 0600) instead of printing it"),
     Flag.optional
+  ),
+  idOf: Flag.String("id-of").pipe(
+    Flag.withDescription("Print the kid of the signing key (or public key) in this PEM file instead of making one"),
+    Flag.optional
   )
 }, (input) =>
   Effect.gen(function*() {
-    const pem = yield* Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey))
+    if (Option.isSome(input.idOf)) {
+      const file = input.idOf.value
+      const text = yield* Effect.tryPromise({
+        try: () => Fs.readFile(file, "utf8"),
+        catch: (cause) => new CliError.UserError({ cause, userMessage: `--id-of: cannot read ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
+      })
+      const keys = yield* Jwt.importVerifyingKeys(text).pipe(
+        Effect.mapError((error) => new CliError.UserError({ cause: error, userMessage: `--id-of: ${file}: ${error.message}` }))
+      )
+      return yield* print({ kid: keys.map((key) => key.kid).join(",") })
+    }
+    const key = yield* Jwt.generateSigningKey
+    const pem = yield* Jwt.exportSigningKey(key)
     if (Option.isNone(input.out)) return yield* Console.log(pem)
     const file = input.out.value
     yield* Effect.tryPromise({
       try: () => Fs.writeFile(file, `${pem.trimEnd()}\n`, { mode: 0o600, flag: "wx" }),
       catch: (cause) => new CliError.UserError({ cause, userMessage: `--out: cannot write ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
     })
-    yield* print({ written: file })
+    yield* print({ written: file, kid: key.kid })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
 
-/** What the account, key and credit commands need: Auth with the signing key, the keys' caps, and the ledger. */
-export type Services = Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger
+const decodeOverride = Schema.decodeUnknownResult(Schema.fromJsonString(RateLimits.OverrideSchema))
+
+const setLimits = Command.make("set", {
+  account,
+  id: Flag.String("id").pipe(Flag.withDescription("One key of the account (default: the account's own override)"), Flag.optional),
+  limits: Flag.String("limits").pipe(
+    Flag.withDescription("Rates per category as JSON, as the config file's rateLimits.accounts, e.g. '{\"text:M\":{\"requests\":5}}'; none removes the override")
+  )
+}, (input) =>
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const decoded = input.limits === "none" ? undefined : decodeOverride(input.limits)
+    if (decoded !== undefined && Result.isFailure(decoded)) {
+      return yield* new CliError.UserError({ cause: decoded.failure, userMessage: `--limits: ${decoded.failure.message.replace(/\s+/g, " ")}` })
+    }
+    const override = decoded === undefined ? undefined : decoded.success
+    const keyId = Option.getOrUndefined(input.id)
+    yield* auth.setLimits(input.account, keyId, override).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "limits.changed", accountId: input.account, details: { keyId: keyId ?? null, limits: override ?? null } }).pipe(
+      Effect.mapError(userError)
+    )
+    yield* print({ accountId: input.account, keyId: keyId ?? null, limits: override ?? null })
+  })).pipe(Command.withDescription("Set or remove an account's or a key's rate-limit override, enforced by every server from the next call on"))
+
+const auditList = Command.make("list", {
+  account: Flag.String("account").pipe(Flag.withDescription("One account's entries (default: every entry)"), Flag.optional),
+  before: Flag.String("before").pipe(Flag.withDescription("The next of the previous page"), Flag.optional),
+  limit: Flag.Int("limit").pipe(Flag.withDescription(`Entries per page, 1 to ${AuditLog.MAX_PAGE} (default 50)`), Flag.withDefault(50))
+}, (input) =>
+  Effect.gen(function*() {
+    if (input.limit < 1 || input.limit > AuditLog.MAX_PAGE) {
+      return yield* new CliError.UserError({ cause: input.limit, userMessage: `--limit: must be between 1 and ${AuditLog.MAX_PAGE}` })
+    }
+    const log = yield* AuditLog.AuditLog
+    const page = yield* log.list({
+      accountId: Option.getOrUndefined(input.account),
+      before: Option.getOrUndefined(input.before),
+      limit: input.limit
+    }).pipe(Effect.mapError(userError))
+    yield* print({
+      entries: page.entries.map((entry) => ({ ...entry, at: entry.at.toISOString(), accountId: entry.accountId ?? null })),
+      next: page.next ?? null
+    })
+  })).pipe(Command.withDescription("Page through the audit log of key management, newest first: who did what, when"))
+
+/** What the account, key, credit and audit commands need: Auth with the signing key, the keys' caps, the ledger and the audit log. */
+export type Services = Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog
 
 /**
  * The command tree. The account, key and credit commands get their services from `services`,
@@ -203,11 +369,26 @@ export const make = <E>(services: Layer.Layer<Services, E>) => {
       ),
       Command.make("keys").pipe(
         Command.withDescription("API keys, signed with TOLLGATE_SIGNING_KEY"),
-        Command.withSubcommands([Command.provide(mintKey, services), Command.provide(capKey, services), Command.provide(revokeKey, services)])
+        Command.withSubcommands([
+          Command.provide(mintKey, services),
+          Command.provide(capKey, services),
+          Command.provide(revokeKey, services),
+          Command.provide(restrictKey, services),
+          Command.provide(rerollKey, services),
+          Command.provide(signedBy, services)
+        ])
       ),
       Command.make("credits").pipe(
         Command.withDescription("Prepaid credit of an account"),
         Command.withSubcommands([Command.provide(grantCredits, services), Command.provide(refundCall, services)])
+      ),
+      Command.make("limits").pipe(
+        Command.withDescription("Rate-limit overrides kept in the store"),
+        Command.withSubcommands([Command.provide(setLimits, services)])
+      ),
+      Command.make("audit").pipe(
+        Command.withDescription("The audit log of key management, of every account"),
+        Command.withSubcommands([Command.provide(auditList, services)])
       )
     ])
   )

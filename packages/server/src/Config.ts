@@ -97,6 +97,7 @@ export const Environment = Schema.Struct({
   }))),
   TOLLGATE_SERVICE_VERSION: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_SIGNING_KEY: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
+  TOLLGATE_PREVIOUS_SIGNING_KEYS: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_DEV_CREDENTIALS_FILE: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   TOLLGATE_MAX_BODY_BYTES: Schema.optionalKey(PositiveInt),
   TOLLGATE_LOG_LEVEL: Schema.optionalKey(Schema.Literals(["trace", "debug", "info", "warn", "error", "none"])),
@@ -161,6 +162,11 @@ export interface ServerConfig {
   readonly serviceVersion: string | undefined
   /** Absent: dev mode. */
   readonly signingKey: string | undefined
+  /**
+   * Earlier signing keys whose API keys still verify (PEMs, private or public), after a rotation:
+   * `TOLLGATE_PREVIOUS_SIGNING_KEYS`.
+   */
+  readonly previousSigningKeys: string | undefined
   readonly devCredentialsFile: string | undefined
   readonly maxBodyBytes: number
   readonly logLevel: "trace" | "debug" | "info" | "warn" | "error" | "none"
@@ -254,6 +260,9 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       return yield* new ConfigError({ message: "TOLLGATE_REDIS_WAIT_REPLICAS: replicas are waited for only with TOLLGATE_STORE=redis" })
     }
     const production = vars.TOLLGATE_SIGNING_KEY !== undefined
+    if (vars.TOLLGATE_PREVIOUS_SIGNING_KEYS !== undefined && !production) {
+      return yield* new ConfigError({ message: "TOLLGATE_PREVIOUS_SIGNING_KEYS: needs TOLLGATE_SIGNING_KEY (the key new API keys are signed with)" })
+    }
     const workers = vars.TOLLGATE_WORKERS === "auto" || (vars.TOLLGATE_WORKERS === undefined && store === "redis" && production)
       ? Os.availableParallelism()
       : vars.TOLLGATE_WORKERS ?? 1
@@ -289,6 +298,7 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
       publicOrigin: vars.TOLLGATE_PUBLIC_ORIGIN ?? file.publicOrigin ?? `http://localhost:${port}`,
       serviceVersion: vars.TOLLGATE_SERVICE_VERSION,
       signingKey: vars.TOLLGATE_SIGNING_KEY,
+      previousSigningKeys: vars.TOLLGATE_PREVIOUS_SIGNING_KEYS,
       devCredentialsFile: vars.TOLLGATE_DEV_CREDENTIALS_FILE,
       maxBodyBytes: vars.TOLLGATE_MAX_BODY_BYTES ?? 1_048_576,
       logLevel: vars.TOLLGATE_LOG_LEVEL ?? "info",

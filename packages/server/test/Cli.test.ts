@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, expect, it } from "@effect/vitest"
-import { Auth, AuthStore, CreditLedger, Jwt, KeyCaps } from "@tollgate/core"
+import { type AuditLog, Auth, AuthStore, CreditLedger, Jwt, KeyCaps } from "@tollgate/core"
 import { Effect, Layer, Option } from "effect"
 import { TestConsole } from "effect/testing"
 import * as ChildProcess from "node:child_process"
@@ -25,7 +25,7 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
     Effect.gen(function*() {
       const auth = yield* Auth.Auth
       // The commands act on these very instances, so the test can look at what they did.
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger>())
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>())
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       yield* run(["accounts", "create", "--id", "acct_cli", "--description", "Acme"])
       assert.isTrue(Option.isSome(yield* auth.getAccount("acct_cli")))
@@ -46,7 +46,7 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
   it.effect("keys mint --cap-usd caps a key from its first call; keys cap changes or removes the cap", () =>
     Effect.gen(function*() {
       const caps = yield* KeyCaps.KeyCaps
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger>())
+      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>())
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       const capOf = (keyId: string) => Effect.map(caps.read("acct_caps", [keyId], Date.now()), (found) => found.get(keyId)?.cap)
       yield* run(["accounts", "create", "--id", "acct_caps"])
@@ -135,6 +135,22 @@ describe("The CLI as documented: every command described in --help, signing-key 
     expect(stderr.trim().split("\n")).toEqual([
       "tollgate-cli: TOLLGATE_SIGNING_KEY must be set: accounts, keys and credits are managed with the servers' signing key (tollgate-cli signing-key makes one)"
     ])
+  })
+})
+
+describe("Signing keys are named: signing-key prints the kid of the key it makes, and --id-of the kid of a key file", () => {
+  it("the kid printed at creation is the one --id-of reads back, and the one keys minted with it carry", async () => {
+    const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tollgate-kid-"))
+    const file = Path.join(dir, "key.pem")
+    const made = JSON.parse((await runCli(["signing-key", "--out", file])).stdout) as { kid: string }
+    const read = JSON.parse((await runCli(["signing-key", "--id-of", file])).stdout) as { kid: string }
+    expect(read.kid).toBe(made.kid)
+    const key = await Effect.runPromise(Jwt.importSigningKey(await Fs.readFile(file, "utf8")))
+    expect(key.kid).toBe(made.kid)
+    const refused = await runCli(["signing-key", "--id-of", Path.join(dir, "missing.pem")])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr.trim().split("\n")).toHaveLength(1)
+    await Fs.rm(dir, { recursive: true })
   })
 })
 

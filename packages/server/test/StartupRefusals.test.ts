@@ -155,6 +155,25 @@ describe("Production (a signing key set) lists its models: the local dev models 
   })
 })
 
+describe("Signing keys that cannot verify stop the server at start, naming TOLLGATE_PREVIOUS_SIGNING_KEYS", () => {
+  it("text that is no PEM is refused", async () => {
+    const result = await refused({ TOLLGATE_SIGNING_KEY: signingKey, TOLLGATE_PREVIOUS_SIGNING_KEYS: "old-key" })
+    expect(expectOneLine(result, "TOLLGATE_PREVIOUS_SIGNING_KEYS")).toContain("expected one or more PEMs")
+  })
+
+  it("a PEM that is not an Ed25519 key is refused, naming which one", async () => {
+    const rsa = ChildProcess.execFileSync(process.execPath, ["-e",
+      "process.stdout.write(require('node:crypto').generateKeyPairSync('rsa',{modulusLength:2048}).publicKey.export({type:'spki',format:'pem'}))"]).toString()
+    const result = await refused({ TOLLGATE_SIGNING_KEY: signingKey, TOLLGATE_PREVIOUS_SIGNING_KEYS: `${signingKey}\n${rsa}` })
+    expect(expectOneLine(result, "TOLLGATE_PREVIOUS_SIGNING_KEYS")).toContain("PEM 2 (PUBLIC KEY) is not an Ed25519 key")
+  })
+
+  it("previous keys without a signing key (dev mode) are refused", async () => {
+    const result = await refused({ TOLLGATE_PREVIOUS_SIGNING_KEYS: signingKey })
+    expectOneLine(result, "TOLLGATE_PREVIOUS_SIGNING_KEYS")
+  })
+})
+
 describe("Production never receives wallet payments on the public dev account", () => {
   it("x402.payTo.evm set to anvil's dev account is refused", async () => {
     const result = await refused({

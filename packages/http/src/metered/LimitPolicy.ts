@@ -18,7 +18,8 @@ import { Context, Layer } from "effect"
  * @category services
  */
 export class LimitPolicy extends Context.Service<LimitPolicy, {
-  readonly limitsFor: (principal: Principal.Principal, call: RateLimits.Call) => ReadonlyArray<RateLimiter.Limit>
+  /** `stored`: the overrides the store keeps for the caller's account and key, read with its key's standing. */
+  readonly limitsFor: (principal: Principal.Principal, call: RateLimits.Call, stored?: RateLimits.StoredOverrides) => ReadonlyArray<RateLimiter.Limit>
 }>()("@tollgate/http/Metered/LimitPolicy") {}
 
 /**
@@ -27,7 +28,7 @@ export class LimitPolicy extends Context.Service<LimitPolicy, {
  * @category layers
  */
 export const layerLimitsDefault: Layer.Layer<LimitPolicy> = Layer.succeed(LimitPolicy, {
-  limitsFor: (principal, call) => RateLimits.limitsFor(principal, call)
+  limitsFor: (principal, call, stored) => RateLimits.limitsFor(principal, call, stored ?? {})
 })
 
 /**

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import type { Errors, Money, PricingEngine, Principal } from "@tollgate/core"
+import type { Errors, KeyRestrictions, Money, PricingEngine, Principal } from "@tollgate/core"
 import type * as RateLimits from "@tollgate/core/RateLimits"
 import type { Effect, Stream } from "effect"
 import type { HttpServerResponse } from "effect/http"
@@ -114,5 +114,7 @@ export interface MeteredCall {
   readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined
   /** How long the hold lives if nothing settles it; by default the pipeline's `holdTtlMs`. */
   readonly holdTtlMs?: number | undefined
+  /** What a key's `models` and `methods` restrictions judge of the call (`KeyRestrictions.Subject`). */
+  readonly subject?: KeyRestrictions.Subject | undefined
   readonly execute: (context: CallContext) => Effect.Effect<Outcome | StreamingOutcome | DeferredOutcome, Errors.ApiError>
 }

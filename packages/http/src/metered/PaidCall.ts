@@ -14,10 +14,11 @@
  *
  * @since 0.1.0
  */
-import { Admission, CreditLedger, Errors, KeyCaps, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
+import { Admission, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
+import type * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import type * as PerCallPayment from "../PerCallPayment.ts"
@@ -66,6 +67,13 @@ interface Admitted {
   readonly admission: RateLimiter.Admission
 }
 
+/** A key's credentials confirmed with the store: its standing, and the policy read with it. */
+const confirmed = (found: Option.Option<Auth.Unconfirmed>): Effect.Effect<Option.Option<Auth.Unconfirmed>, Errors.ApiError> => {
+  if (Option.isNone(found) || found.value.confirm === undefined) return Effect.succeed(found)
+  const { principal } = found.value
+  return Effect.map(found.value.confirm, (policy) => Option.some({ principal, confirm: undefined, pending: undefined, policy }))
+}
+
 /** A payment sent with the call, accepted by the service that finishes it. */
 interface Payment {
   readonly service: PerCallPayment.PerCallPayment["Service"]
@@ -102,6 +110,8 @@ export class PaidCall {
    * its own before its `Idempotency-Key` is claimed.
    */
   standing: Admission.DeferredStanding | undefined = undefined
+  /** The rate-limit overrides the store keeps for the caller's account and key, read with its key's standing. */
+  storedLimits: RateLimits.StoredOverrides | undefined = undefined
   /**
    * The hold was captured, or handed to a job or to the settlement after the response
    * (`respondFirst`): an interruption after that gives nothing back.
@@ -152,10 +162,12 @@ export class PaidCall {
         (accepted) => accepted._tag === "Replayed" ? Effect.succeed(accepted.response) : this.paidBy({ service: perCall, accepted })
       )
     }
-    // Credentials checked before the body was read (`requireCredentials`) are not checked again.
+    // Credentials checked before the body was read (`requireCredentials`) are not checked again;
+    // others are confirmed here, before anything is claimed or held, since the key's standing
+    // brings its restrictions.
     const checked = this.currentRequest.credentials
     const authenticated = checked === undefined
-      ? traced("tollgate.auth", auth.authenticateUnconfirmed(this.request.headers))
+      ? traced("tollgate.auth", Effect.flatMap(auth.authenticateUnconfirmed(this.request.headers), confirmed))
       : Effect.succeed(Option.some(checked))
     return Effect.flatMap(authenticated, (found) => this.authenticated(found))
   }
@@ -188,9 +200,15 @@ export class PaidCall {
       const { quote, settlesActual } = this.call
       return Effect.flatMap(this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: quote.amount, settlesActual }), Effect.fail)
     }
-    const principal = found.value.principal
+    const { policy, principal } = found.value
+    const restrictions = policy?.restrictions
     this.principal = principal
+    this.storedLimits = policy?.limits
     this.currentRequest.principalId = Principal.describe(principal)
+    // A restricted key's call outside its operations, models or methods is refused before any
+    // credit is held or its Idempotency-Key claimed.
+    const refused = restrictions === undefined ? undefined : KeyRestrictions.checkCall(restrictions, this.call.sku, this.call.subject)
+    if (refused !== undefined) return Effect.fail(refused)
     // A wallet's staked tokens set today's allowance, so they are current before the hold.
     if (principal._tag === "Wallet") return Effect.flatMap(this.services.staking.refresh(principal), () => this.claimAndAdmit(found.value))
     return this.claimAndAdmit(found.value)
@@ -261,7 +279,7 @@ export class PaidCall {
     const { call, context, principal, standing } = this
     const { limiter, policy, store, traced } = this.services
     const now = this.clock.currentTimeMillisUnsafe()
-    const plan = limiter.plan(policy.limitsFor(principal, call), now)
+    const plan = limiter.plan(policy.limitsFor(principal, call, this.storedLimits), now)
     const admitted = store.admit({
       now,
       accountId: principal.accountId,

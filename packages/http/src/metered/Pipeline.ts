@@ -6,15 +6,16 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, Admission, CreditLedger, type Errors, Spans, Staking, X402 } from "@tollgate/core"
+import { AbuseGuard, Admission, CreditLedger, type Errors, KeyRestrictions, Spans, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import { Context, Effect, FiberSet, Layer, Option } from "effect"
+import { Context, Effect, type Fiber, FiberSet, Layer, Option } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import * as ErrorResponse from "../ErrorResponse.ts"
 import * as PerCallPayment from "../PerCallPayment.ts"
+import { CurrentRequest } from "../RequestContext.ts"
 import { LimitPolicy } from "./LimitPolicy.ts"
 import * as Metrics from "./Metrics.ts"
 import type { MeteredCall } from "./Models.ts"
@@ -104,15 +105,24 @@ export const layer = (options: Options = {}): Layer.Layer<
         return Effect.tapError(paid.start(), paid.countFailure)
       }))
 
+    // A key's restrictions that the request line and headers decide (its address, the RPC network
+    // of its path) refuse the call before its body is read.
+    const requestRestricted = (fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<void, Errors.Forbidden> => {
+      const current = fiber.getRef(CurrentRequest)
+      const restrictions = current.credentials?.policy?.restrictions
+      if (restrictions === undefined) return Effect.void
+      const refused = KeyRestrictions.checkRequest(restrictions, { address: current.clientAddress ?? "unknown", network: current.params["network"] })
+      return refused === undefined ? Effect.void : Effect.fail(refused)
+    }
+
     // Every paid call passes it: the request is read from the fiber, not as an Effect step.
     const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.withFiber((fiber) => {
       const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
       // A payment is verified when the call starts, and takes precedence over other credentials.
       if (perCall?.carries(request.headers) === true) return Effect.void
       if (Auth.hasCredentials(request.headers)) {
-        return traced("tollgate.auth", Authenticate.upFront(auth)).pipe(
-          Effect.tapError((error) => Effect.sync(() => Metrics.countFailure(error, "auth", "", fiber.context))),
-          Effect.asVoid
+        return traced("tollgate.auth", Effect.flatMap(Authenticate.upFront(auth), () => requestRestricted(fiber))).pipe(
+          Effect.tapError((error) => Effect.sync(() => Metrics.countFailure(error, "auth", "", fiber.context)))
         )
       }
       return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {

@@ -1,9 +1,10 @@
 /**
  * Key management for ADMIN keys: `POST /api_keys` mints a key for the caller's account (the secret
  * is in this response and nowhere else, ever), `GET /api_keys` lists the account's keys as
- * metadata, `GET /api_keys/:id` shows one, `PATCH /api_keys` changes a key's description, expiry
- * and spend cap, `DELETE /api_keys?id=...` revokes one, effective at once on every instance sharing the
- * store. No credentials or bad ones are a 401; a wallet or an INFERENCE key is a 403; a key of
+ * metadata, `GET /api_keys/:id` shows one, `PATCH /api_keys` changes a key's description, expiry,
+ * spend cap and restrictions, `POST /api_keys/:id/reroll` issues a new secret for a key (the old
+ * one valid for the grace period asked), `DELETE /api_keys?id=...` revokes one, effective at once on
+ * every instance sharing the store. No credentials or bad ones are a 401; a wallet or an INFERENCE key is a 403; a key of
  * another account is a 404. A key never mints a tier above its own, so an account cannot raise its
  * own limits.
  *
@@ -14,9 +15,9 @@
  *
  * @since 0.1.0
  */
-import { type Auth as AuthModels, Errors, KeyCaps, Money, type Principal } from "@tollgate/core"
+import { AuditLog, type Auth as AuthModels, Errors, KeyCaps, KeyRestrictions, Money, type Principal } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import * as RequestBody from "../RequestBody.ts"
@@ -48,7 +49,8 @@ export const CreateRequest = Schema.Struct({
   tier: Schema.optionalKey(Schema.Literals(["default", "partner"])),
   expiresAt: Schema.optionalKey(IsoTimestamp),
   consumptionLimit: Schema.optionalKey(ConsumptionLimit),
-  limitPeriod: Schema.optionalKey(LimitPeriod)
+  limitPeriod: Schema.optionalKey(LimitPeriod),
+  restrictions: Schema.optionalKey(KeyRestrictions.Restrictions)
 })
 
 const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
@@ -61,7 +63,18 @@ export const UpdateRequest = Schema.Struct({
   /** A timestamp, or a date (its 00:00 UTC); `""` or `null` removes the expiry. */
   expiresAt: Schema.optionalKey(Schema.NullOr(Schema.Union([Schema.Literal(""), IsoTimestamp, IsoDate]))),
   consumptionLimit: Schema.optionalKey(ConsumptionLimit),
-  limitPeriod: Schema.optionalKey(LimitPeriod)
+  limitPeriod: Schema.optionalKey(LimitPeriod),
+  /** Replaces the key's restrictions; `null` or `{}` lifts them. */
+  restrictions: Schema.optionalKey(Schema.NullOr(KeyRestrictions.Restrictions))
+})
+
+/** The longest grace period a reroll may give the secrets it replaces: 30 days. */
+const MAX_GRACE_SECONDS = 30 * 24 * 3600
+
+/** @category schemas */
+export const RerollRequest = Schema.Struct({
+  /** How long the key's earlier secrets stay valid, in seconds; 0 (the default): not at all. */
+  graceSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_GRACE_SECONDS })))
 })
 
 /** @category schemas */
@@ -84,6 +97,7 @@ export const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpen
   revokedAt: record.revokedAt?.toISOString() ?? null,
   consumptionLimits: { usd: spend === undefined ? null : Money.toUsdNumber(spend.cap.usd) },
   limitPeriod: spend?.cap.period ?? "EPOCH",
+  restrictions: record.restrictions ?? null,
   ...(spend === undefined ? {} : { currentPeriodUsage: { usd: Money.formatUsd(spend.spent) } })
 })
 
@@ -138,27 +152,40 @@ export const capChange = (
 
 /**
  * A key route: `handler` answers a request made with an ADMIN key (its principal), with the key
- * and cap stores, read once with the route.
+ * and cap stores and the audit log, read once with the route.
  */
 const adminRoute = (
   method: Route.Method,
   path: `/${string}`,
   handler: (
     principal: Principal.ApiKeyPrincipal,
-    stores: { readonly auth: Auth["Service"]; readonly caps: KeyCaps.KeyCaps["Service"] }
+    stores: {
+      readonly auth: Auth["Service"]
+      readonly caps: KeyCaps.KeyCaps["Service"]
+      /** Records an entry in the audit log, where the server keeps one. */
+      readonly log: (entry: AuditLog.NewEntry) => Effect.Effect<void, Errors.ServiceUnavailable>
+    }
   ) => Route.Handler,
   docs: Route.Docs
 ) =>
   Route.make(method, path, Effect.gen(function*() {
-    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps }
+    const audit = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
+    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps, log: audit?.append ?? (() => Effect.void) }
     return Effect.flatMap(Authenticate.requireAdmin(stores.auth), (principal) => handler(principal, stores))
   }), docs)
+
+/** The audit log's name for the ADMIN key that acts. */
+const actorOf = (principal: Principal.ApiKeyPrincipal): AuditLog.Actor => `key:${principal.keyId}`
+
+/** What the audit log records of a cap: its amount in USD and period, or `null` when removed. */
+const capDetails = (spend: KeyCaps.KeySpend | undefined) =>
+  spend === undefined ? null : { usd: Money.formatUsd(spend.cap.usd), period: spend.cap.period }
 
 /** @category routes */
 export const create = adminRoute(
   "POST",
   PATH,
-  (principal, { auth, caps }) =>
+  (principal, { auth, caps, log }) =>
     Effect.gen(function*() {
       const body = yield* RequestBody.schema(CreateRequest)
       if (body.tier === "partner" && principal.tier !== "partner") {
@@ -170,9 +197,16 @@ export const create = adminRoute(
         type: body.apiKeyType,
         tier: body.tier ?? principal.tier,
         description: body.description,
-        ...(body.expiresAt === undefined ? {} : { expiresAt: new Date(body.expiresAt) })
+        ...(body.expiresAt === undefined ? {} : { expiresAt: new Date(body.expiresAt) }),
+        ...(body.restrictions === undefined ? {} : { restrictions: body.restrictions })
       })
       const spend = yield* storeCap(record.id)
+      yield* log({
+        actor: actorOf(principal),
+        action: "key.minted",
+        accountId: record.accountId,
+        details: { keyId: record.id, type: record.type, tier: record.tier, cap: capDetails(spend), restrictions: record.restrictions ?? null }
+      })
       return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, {
         status: 201,
         headers: { "cache-control": "no-store" }
@@ -181,7 +215,7 @@ export const create = adminRoute(
   {
     summary: "Create an API key",
     description:
-      "ADMIN key. The key is returned once, in this response, and never again. `consumptionLimit.usd` caps what the key may spend per `limitPeriod` (`EPOCH`: UTC day, the default; `MONTH`; `LIFETIME`); a call the cap cannot fit is refused with 402 `SPEND_CAP_REACHED`.",
+      "ADMIN key. The key is returned once, in this response, and never again. `consumptionLimit.usd` caps what the key may spend per `limitPeriod` (`EPOCH`: UTC day, the default; `MONTH`; `LIFETIME`); a call the cap cannot fit is refused with 402 `SPEND_CAP_REACHED`. `restrictions` limits what the key may call (`models`, `networks`, `methods`, `operations`, `ips`): a call outside them is a 403 naming the restriction.",
     tags: ["API keys"],
     security: "admin",
     request: { contentType: "application/json", schema: CreateRequest },
@@ -215,10 +249,11 @@ export const list = adminRoute(
 export const revoke = adminRoute(
   "DELETE",
   PATH,
-  (principal, { auth }) =>
+  (principal, { auth, log }) =>
     Effect.gen(function*() {
       const query = yield* RequestQuery.schema(RevokeQuery)
       yield* auth.revokeKey(principal.accountId, query.id)
+      yield* log({ actor: actorOf(principal), action: "key.revoked", accountId: principal.accountId, details: { keyId: query.id } })
       return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true })
     }),
   {
@@ -262,7 +297,7 @@ export const show = adminRoute(
 export const update = adminRoute(
   "PATCH",
   PATH,
-  (principal, { auth, caps }) =>
+  (principal, { auth, caps, log }) =>
     Effect.gen(function*() {
       const body = yield* RequestBody.schema(UpdateRequest)
       const { accountId } = principal
@@ -272,14 +307,22 @@ export const update = adminRoute(
       const expiring = body.expiresAt === undefined
         ? found
         : yield* auth.setKeyExpiry(accountId, found.id, body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt))
-      const record = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
+      const described = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
+      const record = body.restrictions === undefined ? described : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
       const spend = yield* storeCap(found.id)
+      const logged = { actor: actorOf(principal), accountId }
+      if (body.consumptionLimit !== undefined || body.limitPeriod !== undefined) {
+        yield* log({ ...logged, action: "key.capped", details: { keyId: found.id, cap: capDetails(spend) } })
+      }
+      if (body.restrictions !== undefined) {
+        yield* log({ ...logged, action: "key.restricted", details: { keyId: found.id, restrictions: record.restrictions ?? null } })
+      }
       return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend), success: true })
     }),
   {
     summary: "Update an API key",
     description:
-      "ADMIN key. Changes a key's `description`, `expiresAt` (`\"\"` or `null` removes it; effective on the next request), `consumptionLimit` (`{\"usd\": null}` removes the cap) and `limitPeriod`. The spend of the current period is kept when the cap changes, and starts afresh when the period does.",
+      "ADMIN key. Changes a key's `description`, `expiresAt` (`\"\"` or `null` removes it; effective on the next request), `consumptionLimit` (`{\"usd\": null}` removes the cap), `limitPeriod` and `restrictions` (replaced whole; `null` lifts them). The spend of the current period is kept when the cap changes, and starts afresh when the period does.",
     tags: ["API keys"],
     security: "admin",
     request: { contentType: "application/json", schema: UpdateRequest },
@@ -292,4 +335,33 @@ export const update = adminRoute(
 )
 
 /** @category routes */
-export const routes = [create, list, show, update, revoke] as const
+export const reroll = adminRoute(
+  "POST",
+  `${PATH}/:id/reroll`,
+  (principal, { auth, caps, log }) =>
+    Effect.gen(function*() {
+      const params = yield* Route.params
+      const body = yield* RequestBody.schema(RerollRequest)
+      const graceSeconds = body.graceSeconds ?? 0
+      const { key, record } = yield* auth.rerollKey(principal.accountId, params["id"] ?? "", graceSeconds * 1000)
+      yield* log({ actor: actorOf(principal), action: "key.rerolled", accountId: record.accountId, details: { keyId: record.id, graceSeconds, kid: record.kid } })
+      const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
+      return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend.get(record.id)), apiKey: key }, { headers: { "cache-control": "no-store" } })
+    }),
+  {
+    summary: "Reroll an API key",
+    description:
+      "ADMIN key. Issues a new secret for the key, returned once in this response: the same id, description, type, tier, spend cap and restrictions. The secrets issued before stay valid for `graceSeconds` more (0, the default: refused from now on).",
+    tags: ["API keys"],
+    security: "admin",
+    request: { contentType: "application/json", schema: RerollRequest },
+    responses: {
+      200: { description: "The key's new secret (`apiKey`) and its metadata" },
+      400: { description: "Invalid body, or a revoked key", schema: Errors.DetailedError },
+      404: { description: "No key with this id in the account", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const routes = [create, list, show, update, revoke, reroll] as const

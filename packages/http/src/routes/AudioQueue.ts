@@ -123,6 +123,7 @@ export const queue = Endpoint.make({
         }
         return { prompt: body.prompt, speed: body.speed ?? 1, model, voice, characters } satisfies Queueing
       }),
+      subject: ({ model }: Queueing) => ({ models: [model.id] }),
       quote: ({ characters, model }: Queueing) => PricingEngine.media(tables, "speech", model.id, characters),
       shape: () => QueuedJob.holdFor(JOB_TTL_MS),
       execute: ({ characters, model, prompt, speed, voice }: Queueing, quote: PricingEngine.Quote, context: Metered.CallContext) =>

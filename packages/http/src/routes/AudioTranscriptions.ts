@@ -132,6 +132,7 @@ export const route = Endpoint.make({
         const heldSeconds = Math.max(1, Math.ceil(wavSeconds ?? form.file.length / FLOOR_BYTES_PER_SECOND))
         return { form, model, format: format as Models.TranscriptionFormat, temperature, wavSeconds, heldSeconds } satisfies Checked
       }),
+      subject: ({ model }: Checked) => ({ models: [model.id] }),
       quote: ({ heldSeconds, model }: Checked) => PricingEngine.media(tables, "transcription", model.id, heldSeconds),
       execute: ({ form, format, heldSeconds, model, temperature, wavSeconds }: Checked, quote: PricingEngine.Quote) =>
         Effect.map(

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Refunds, Usage, UsageAnalytics } from "@tollgate/core"
+import { AuditLog, CreditLedger, Errors, Money, Refunds, Usage, UsageAnalytics } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
 import { Clock, Context, Effect, Option, Result, Schema } from "effect"
@@ -354,8 +354,9 @@ export const grantCredits = Route.make(
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
     const options = yield* BillingOptions
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
     return Effect.gen(function*() {
-      yield* requireOperator(auth, options, "grant credits")
+      const principal = yield* requireOperator(auth, options, "grant credits")
       const body = yield* RequestBody.schema(GrantRequest)
       if (!WALLET_ACCOUNT_ID.test(body.accountId) && Option.isNone(yield* auth.getAccount(body.accountId))) {
         return yield* new Errors.InvalidRequest({
@@ -370,6 +371,14 @@ export const grantCredits = Route.make(
             ? Effect.fail(new Errors.Conflict({ message: "This reference was already used for another grant" }))
             : Effect.fail(new Errors.InvalidRequest({ message: error.message })))
       )
+      if (log !== undefined) {
+        yield* log.append({
+          actor: `key:${principal.keyId}`,
+          action: "credits.granted",
+          accountId: body.accountId,
+          details: { amountUsd: Money.formatUsd(amount), reference: body.reference, byAccount: principal.accountId }
+        })
+      }
       return HttpServerResponse.jsonUnsafe({
         accountId: body.accountId,
         amountUsd: Money.formatUsd(amount),

@@ -131,6 +131,7 @@ export const generation = (declaration: {
           const generating = yield* decode
           return { ...generating, started, decoded: yield* Clock.currentTimeMillis } satisfies Timed
         }),
+        subject: ({ request }: Timed) => ({ models: [request.model.id] }),
         quote: ({ request }: Timed) =>
           PricingEngine.image(tables, {
             model: request.model.id,

@@ -198,6 +198,7 @@ const editing = <F extends EditRequest>({ decode, docs, path, respond, what }: {
       const imageEditor = yield* ImageEditor.ImageEditor
       return {
         decode: decode(yield* Models.ModelList),
+        subject: ({ model }: Editing<F>) => ({ models: [model.id] }),
         quote: ({ model }: Editing<F>) => PricingEngine.image(tables, { model: model.id }),
         execute: ({ fields, images, model }: Editing<F>, quote: PricingEngine.Quote) => {
           const format = formatOf(fields.output_format)

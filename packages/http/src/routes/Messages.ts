@@ -14,7 +14,7 @@
  * `tool_result` (a `tool` message, its text). `max_tokens`, `stop_sequences` (`stop`),
  * `temperature`, `top_p` and `top_k` carry over; `tools` become function tools, `tool_choice`
  * `auto`/`any`/`tool`/`none` chat's `auto`/`required`/the function/`none`, and
- * `disable_parallel_tool_use` turns off parallel calls. Extended thinking, server tools and other
+ * `disable_parallel_tool_use` turns off parallel calls; `models` names fallback models as on chat. Extended thinking, server tools and other
  * block types (documents, thinking blocks) are not translated: each is a 400 naming its field.
  *
  * The answer is a `message`: a `text` block, then a `tool_use` block per call the model made, its
@@ -88,8 +88,12 @@ const ToolChoice = Schema.Union([
   Schema.Struct({ type: Schema.Literal("tool"), name: Schema.String, disable_parallel_tool_use: Schema.optionalKey(Schema.Boolean) })
 ])
 
+const ModelName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512))
+
 const fields = {
-  model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512)),
+  model: ModelName,
+  /** Fallback models, as on chat (`ChatCall`): tried in order while nothing was sent. */
+  models: Schema.optionalKey(Schema.Array(ModelName).check(Schema.isMinLength(1), Schema.isMaxLength(ChatOptions.MAX_MODELS))),
   messages: Schema.Array(Message).check(Schema.isMinLength(1)),
   system: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(TextBlock)])),
   tools: Schema.optionalKey(Schema.Array(Tool)),
@@ -184,6 +188,7 @@ const chatToolChoice = (choice: typeof ToolChoice.Type) =>
  */
 export const chatBody = (body: Body): Json => ({
   model: body.model,
+  ...(body.models === undefined ? {} : { models: body.models }),
   messages: [
     ...(body.system === undefined ? [] : [{ role: "system", content: typeof body.system === "string" ? body.system : textOf(body.system) }]),
     ...body.messages.flatMap(messagesOf)

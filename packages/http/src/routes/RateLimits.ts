@@ -3,16 +3,20 @@
  * limit (per text model tier and per kind, with the account's and key's overrides applied) and
  * what remains of it, plus the account's balances when a `CreditLedger` is provided;
  * `GET /api_keys/rate_limit_logs` lists the account's recent requests that hit a limit.
- * *
+ * `PUT /rate_limits/overrides` is the operators': it sets an account's or a key's override in the
+ * store, which every instance reads with the key's standing on its next call.
+ *
  * @since 0.1.0
  */
-import { CreditLedger, Money, RateLimitLog, RateLimits } from "@tollgate/core"
+import { AuditLog, CreditLedger, Errors, Money, RateLimitLog, RateLimits } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { type RateLimiter } from "@tollgate/core/RateLimiter"
 import { Effect, Option, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
+import * as RequestBody from "../RequestBody.ts"
 import * as Route from "../Route.ts"
+import { BillingOptions } from "./Billing.ts"
 
 const Window = Schema.Struct({ limit: Schema.Int, remaining: Schema.Int, reset: Schema.Int })
 
@@ -71,7 +75,8 @@ export const rateLimits = Route.make(
     const ledger = yield* Effect.serviceOption(CreditLedger.CreditLedger)
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireKey(auth)
-      const limits = yield* RateLimits.status(principal).pipe(Effect.provide(context))
+      const stored = yield* auth.storedLimits(principal.accountId, principal.keyId)
+      const limits = yield* RateLimits.status(principal, stored).pipe(Effect.provide(context))
       const body: Record<string, unknown> = {
         accountId: principal.accountId,
         keyId: principal.keyId,
@@ -139,4 +144,56 @@ export const rateLimitLogs = Route.make(
 )
 
 /** @category routes */
-export const routes = [rateLimits, rateLimitLogs] as const
+/** @category schemas */
+export const OverrideRequest = Schema.Struct({
+  accountId: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)),
+  /** One key of the account; absent: the account's own override. */
+  keyId: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))),
+  /** The rates per category, as in the config file's `rateLimits.accounts`; `null` removes the override. */
+  limits: Schema.NullOr(RateLimits.OverrideSchema)
+})
+
+/** @category routes */
+export const setOverride = Route.make(
+  "PUT",
+  "/api/v1/rate_limits/overrides",
+  Effect.gen(function*() {
+    const auth = yield* Auth
+    const { operatorAccountIds } = yield* BillingOptions
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
+    return Effect.gen(function*() {
+      const principal = yield* Authenticate.requireAdmin(auth)
+      if (!operatorAccountIds.includes(principal.accountId)) {
+        return yield* new Errors.Forbidden({ message: "Only operator accounts may set rate-limit overrides: the server lists them in TOLLGATE_OPERATOR_ACCOUNTS" })
+      }
+      const body = yield* RequestBody.schema(OverrideRequest)
+      yield* auth.setLimits(body.accountId, body.keyId, body.limits ?? undefined)
+      if (log !== undefined) {
+        yield* log.append({
+          actor: `key:${principal.keyId}`,
+          action: "limits.changed",
+          accountId: body.accountId,
+          details: { keyId: body.keyId ?? null, limits: body.limits }
+        })
+      }
+      return HttpServerResponse.jsonUnsafe({ accountId: body.accountId, keyId: body.keyId ?? null, limits: body.limits })
+    })
+  }),
+  {
+    summary: "Set an account's or a key's rate-limit override (operators)",
+    description:
+      "ADMIN key of an operator account. The override (rates per category, as the config file's `rateLimits.accounts`) is kept in the store and read with the key's standing on each call, so every instance enforces it from the next call on; `limits: null` removes it. It wins over the config file's override of the same account or key. Wallets' calls are not governed by it.",
+    tags: ["Rate limits"],
+    security: "admin",
+    request: { contentType: "application/json", schema: OverrideRequest },
+    responses: {
+      200: { description: "The override as set" },
+      400: { description: "Invalid body", schema: Errors.DetailedError },
+      403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
+      404: { description: "No such account or key", schema: Errors.StandardError }
+    }
+  }
+)
+
+/** @category routes */
+export const routes = [rateLimits, rateLimitLogs, setOverride] as const

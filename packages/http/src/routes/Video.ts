@@ -149,6 +149,7 @@ export const queue = Endpoint.make({
         return { raw, prompt: body.prompt, ...priced } satisfies Queueing
       }),
       quote: ({ quote }: Queueing) => quote,
+      subject: ({ model }: Queueing) => ({ models: [model.id] }),
       fingerprint: ({ raw }: Queueing) => JSON.stringify(raw),
       shape: ({ model }: Queueing) => QueuedJob.holdFor(model.jobTtlSeconds * 1000),
       execute: ({ model, prompt, seconds, size }: Queueing, quote: PricingEngine.Quote, context: Metered.CallContext) =>

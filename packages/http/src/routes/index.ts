@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as ApiKeys from "./ApiKeys.ts"
+import * as AuditLog from "./AuditLog.ts"
 import * as AudioQueue from "./AudioQueue.ts"
 import * as AudioSpeech from "./AudioSpeech.ts"
 import * as AudioTranscriptions from "./AudioTranscriptions.ts"
@@ -57,6 +58,7 @@ const routes = [
   ...WalletTransactions.routes,
   ...Billing.routes,
   ...ApiKeys.routes,
+  ...AuditLog.routes,
   ...RateLimits.routes,
   ...Portal.routes,
   ...Webhooks.routes

@@ -220,6 +220,19 @@ describe("models: [a, b] with a's upstream down is served by b, named b and bill
     expect(data).toMatchObject({ model: "fake-chat", cut_short: true })
   })
 
+  it("the hold covers the dearest model of the list: a balance enough for b alone is refused for [b, a]", async () => {
+    await server.cli(["accounts", "create", "--id", "acct_small"])
+    const key = String((await server.cli(["keys", "mint", "--account", "acct_small", "--type", "INFERENCE"]))["apiKey"])
+    await server.cli(["credits", "grant", "--account", "acct_small", "--usd", "0.0001", "--reference", "small"])
+    const small = new OpenAI({ apiKey: key, baseURL: server.api, maxRetries: 0 })
+    upstream.script = () => ({ pieces: ["ok"], usage: { prompt_tokens: 5, completion_tokens: 1 } })
+    const request = { model: "fake-chat", max_tokens: 10, messages: [{ role: "user" as const, content: "hi" }] }
+    await expect(small.chat.completions.create({ ...request, models: ["fake-chat", "fake-down"] } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming))
+      .rejects.toMatchObject({ status: 402 })
+    const served = await small.chat.completions.create(request)
+    expect(served.model).toBe("fake-chat")
+  })
+
   it("a Responses call", async () => {
     upstream.script = () => ({ pieces: ["b"], usage: { prompt_tokens: 5, completion_tokens: 1 } })
     const response = await client.responses.create({ model: "fake-down", models: ["fake-chat"], input: "hi" } as OpenAI.Responses.ResponseCreateParamsNonStreaming)

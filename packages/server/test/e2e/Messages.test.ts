@@ -112,6 +112,16 @@ describe("messages.create: the model's answer as an Anthropic message, billed on
   })
 })
 
+describe("models: fallback models, as on chat: the first model that can serve the call does, under its own name and price", () => {
+  it("an unknown first model gives way to the next", async () => {
+    const { entries, result: message } = await billed(() =>
+      anthropic.messages.create({ model: "no-such-model", models: ["llama-3.3-70b"], max_tokens: 64, messages: [{ role: "user", content: "hi" }] } as Anthropic.MessageCreateParamsNonStreaming)
+    )
+    expect(message.model).toBe("llama-3.3-70b")
+    expect(entries.map((entry) => entry.sku)).toEqual(["chat:llama-3.3-70b"])
+  })
+})
+
 describe("messages.stream: Anthropic's event sequence, with the billed usage in message_delta", () => {
   it("message_start, the text block, message_delta and message_stop; billed once at the price of the same chat call", async () => {
     const { entries, result } = await billed(async () => {
