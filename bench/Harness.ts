@@ -34,7 +34,8 @@ export interface ChildServer {
 export const untilListening = (child: ChildProcess.ChildProcess, name: string): Promise<string> =>
   new Promise((resolve, reject) => {
     let output = ""
-    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 20_000)
+    // Generous: on a machine shared with other builds, loading a server's modules alone has taken 20 s.
+    const timer = setTimeout(() => reject(new Error(`${name} did not start in 60 s`)), 60_000)
     const onData = (chunk: Buffer) => {
       output += chunk.toString()
       if (!output.includes("listening")) return

@@ -22,7 +22,8 @@ const benches = [
   "ratelimit.ts",
   "replication.ts",
   "rpc.ts",
-  "rpc-cache.ts"
+  "rpc-cache.ts",
+  "voucher.ts"
 ]
 
 // Names first, then the flags handed to every selected benchmark: `pnpm bench peers --rounds 3`.

@@ -1,7 +1,10 @@
 /**
  * Tollgate with only the chat route, for `bench/chat.ts`: model `bench-chat` is served by
- * `CHAT_UPSTREAM` and `bench-paced` by `CHAT_UPSTREAM_PACED` (base URLs). Auth, token limits, the credit hold and the capture all run (memory stores); the limits have
- * ceilings no benchmark reaches. Prints the API key, then "listening".
+ * `CHAT_UPSTREAM`, `bench-long` by `CHAT_UPSTREAM_LONG` and `bench-paced` by `CHAT_UPSTREAM_PACED`
+ * (base URLs). Auth, token limits, the credit hold and the capture all run (memory stores); the
+ * limits have ceilings no benchmark reaches, and the models a context of a million tokens (as
+ * long-context models have), so the longest prompt fits. Prints the API key, then "listening";
+ * exits on SIGTERM, so a `--cpu-prof` run writes its profile.
  */
 import { ChatBackend } from "@tollgate/backends"
 import { Admission, AuthStore, ChatOptions, CreditLedger, Generations, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider, X402 } from "@tollgate/core"
@@ -17,6 +20,7 @@ import { seedKey } from "./Seed.ts"
 
 const upstream = process.env["CHAT_UPSTREAM"] ?? "http://127.0.0.1:8000/v1"
 const paced = process.env["CHAT_UPSTREAM_PACED"] ?? upstream
+const long = process.env["CHAT_UPSTREAM_LONG"] ?? upstream
 const unreachable = 1_000_000_000
 const limits = Layer.succeed(Metered.LimitPolicy, {
   limitsFor: (principal, call) => [{
@@ -34,7 +38,7 @@ const model = (id: string, baseUrl: string): Models.TextModel => ({
   router: "bench",
   tier: "XS",
   upstreams: [{ baseUrl }],
-  contextTokens: 32_768,
+  contextTokens: 1_048_576,
   maxCompletionTokens: 4_096,
   supportsThinking: false,
   supportsWebSearch: false,
@@ -45,8 +49,8 @@ const price = { inputPerMillion: Money.usd(1), outputPerMillion: Money.usd(2) }
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const services = Layer.mergeAll(
   Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
-  PricingEngine.layer({ chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-paced": price } } }),
-  Models.layer([model("bench-chat", upstream), model("bench-paced", paced)]),
+  PricingEngine.layer({ chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-long": price, "bench-paced": price } } }),
+  Models.layer([model("bench-chat", upstream), model("bench-long", long), model("bench-paced", paced)]),
   ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),
   ChatOptions.layerPrompts({ systemPrompt: "You are a benchmark." }),
   Generations.layerMemory,
@@ -62,6 +66,7 @@ const key = await seedKey(context)
 
 const node = await Handlers.toNodeHandler(App.layer([Chat.route]).pipe(Layer.provide(Layer.succeedContext(context))))
 const server = Http.createServer(node.handler)
+process.on("SIGTERM", () => process.exit(0))
 server.listen(0, "127.0.0.1", () => {
   const address = server.address()
   console.log(`url http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}/api/v1\nkey ${key}\nlistening`)

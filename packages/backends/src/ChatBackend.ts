@@ -50,6 +50,11 @@ export interface Call {
   readonly model: Models.TextModel
   /** The OpenAI request body, without `model` (each upstream gets its own model name). */
   readonly body: Json
+  /**
+   * The JSON bytes of `body.messages`, when the caller has them as they came: sent as they are
+   * instead of encoded again (a long conversation is most of a body).
+   */
+  readonly messages?: Uint8Array | undefined
   readonly promptCacheKey?: string | undefined
 }
 
@@ -136,6 +141,23 @@ const isRetryable = (error: UpstreamError) =>
 
 const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 
+const encoder = new TextEncoder()
+const MESSAGES_MEMBER = encoder.encode(`,"messages":`)
+const CLOSE_OBJECT = 125
+
+/** `body` encoded with `messages` (JSON bytes) as its last member, those bytes copied as they are. */
+const withMessages = (body: Json, messages: Uint8Array): Uint8Array => {
+  const { messages: _, ...rest } = body
+  const head = encoder.encode(JSON.stringify(rest))
+  const open = head.length - 1 // without its closing brace; `rest` has `model`, so it is not empty
+  const out = new Uint8Array(open + MESSAGES_MEMBER.length + messages.length + 1)
+  out.set(head.subarray(0, open))
+  out.set(MESSAGES_MEMBER, open)
+  out.set(messages, open + MESSAGES_MEMBER.length)
+  out[out.length - 1] = CLOSE_OBJECT
+  return out
+}
+
 /**
  * The adapter over an `HttpClient` (provide `FetchHttpClient.layer` or
  * `NodeHttpClient.layerUndici`).
@@ -158,7 +180,9 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       ...(stream ? { stream: true, stream_options: { ...(isObject(call.body["stream_options"]) ? call.body["stream_options"] : {}), include_usage: true } } : {})
     }
     const request = HttpClientRequest.post(`${upstream.baseUrl.replace(/\/+$/, "")}/chat/completions`).pipe(
-      HttpClientRequest.bodyJsonUnsafe(body),
+      call.messages === undefined
+        ? HttpClientRequest.bodyJsonUnsafe(body)
+        : HttpClientRequest.bodyUint8Array(withMessages(body, call.messages), "application/json"),
       HttpClientRequest.acceptJson,
       upstream.apiKey === undefined ? (r) => r : HttpClientRequest.bearerToken(upstream.apiKey)
     )
@@ -247,10 +271,22 @@ const upstreamMessage = (text: string): string | undefined => {
   return undefined
 }
 
+const dataOfChunk = new WeakMap<Json, string>()
+
+/**
+ * The `data:` text a stream chunk was parsed from: a caller that changes nothing in a chunk passes
+ * this on instead of encoding the chunk again.
+ *
+ * @category accessors
+ */
+export const dataOf = (chunk: Json): string | undefined => dataOfChunk.get(chunk)
+
 const parseChunk = (data: string): Json | undefined => {
   try {
     const chunk: unknown = JSON.parse(data)
-    return isObject(chunk) ? chunk : undefined
+    if (!isObject(chunk)) return undefined
+    dataOfChunk.set(chunk, data)
+    return chunk
   } catch {
     return undefined
   }

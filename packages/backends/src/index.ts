@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+export * as ChannelChain from "./ChannelChain.ts"
 export * as ChatBackend from "./ChatBackend.ts"
 export * as ImageBackend from "./ImageBackend.ts"
 export * as ImageEditor from "./ImageEditor.ts"

@@ -1,8 +1,10 @@
 /**
  * JSON kept as text, for passing a document on without changing what it says: a lossless parse,
  * in which a number a double cannot hold exactly (`12345678901234567890`, `1.0`) stays its source
- * text and `JSON.stringify` writes it back as it came, and the raw text of each element of a
- * top-level array, so an array can be reordered without re-encoding its elements.
+ * text and `JSON.stringify` writes it back as it came, the raw text of each element of a
+ * top-level array, so an array can be reordered without re-encoding its elements, and the raw
+ * bytes of one member of a top-level object, so a large member (a chat's messages) is forwarded as
+ * it came while the small ones around it change.
  *
  * Both use the engine's own JSON (source text access in `JSON.parse` revivers, and `JSON.rawJSON`,
  * in V8 since 11.4): a lossless JSON library would re-encode every element. The element scanner is
@@ -94,6 +96,73 @@ export const elements = (text: string): ReadonlyArray<string> => {
       start = -1
     } else if (depth === 0 && code === CLOSE_ARRAY) {
       if (start >= 0) found.push(text.slice(start, end))
+      break
+    } else {
+      end = i + 1
+    }
+  }
+  return found
+}
+
+const COLON = 58
+
+/**
+ * The index of the byte closing the string opened at `open` in UTF-8 `bytes` (no byte of a
+ * multi-byte character is ASCII, so a quote byte is a quote).
+ */
+const closingQuoteByte = (bytes: Uint8Array, open: number): number => {
+  let close = bytes.indexOf(QUOTE, open + 1)
+  for (;;) {
+    if (close === -1) return bytes.length // not JSON: the scan ends
+    let backslashes = 0
+    while (bytes[close - 1 - backslashes] === BACKSLASH) backslashes++
+    if (backslashes % 2 === 0) return close
+    close = bytes.indexOf(QUOTE, close + 1)
+  }
+}
+
+const keyDecoder = new TextDecoder()
+
+/**
+ * The bytes of the value of `key` in `bytes`, the UTF-8 text of a JSON object that `JSON.parse`
+ * accepts, without the whitespace around it; the last one when the key repeats (the one
+ * `JSON.parse` keeps), `undefined` when it is absent. A view of `bytes`, not a copy.
+ *
+ * @category parsing
+ */
+export const member = (bytes: Uint8Array, key: string): Uint8Array | undefined => {
+  let found: Uint8Array | undefined
+  let depth = 0
+  let name: string | undefined
+  let start = -1
+  let end = -1
+  const close = () => {
+    if (name === key) found = bytes.subarray(start, end)
+    name = undefined
+    start = -1
+  }
+  for (let i = 0; i < bytes.length; i++) {
+    const code = bytes[i]!
+    if (isSpace(code)) continue
+    if (depth === 1 && name === undefined && code === QUOTE) {
+      const quote = closingQuoteByte(bytes, i)
+      name = JSON.parse(keyDecoder.decode(bytes.subarray(i, quote + 1))) as string
+      i = quote
+      continue
+    }
+    if (depth === 1 && code === COLON) continue
+    if (depth === 1 && start < 0 && code !== COMMA && code !== CLOSE_OBJECT) start = i
+    if (code === QUOTE) {
+      i = closingQuoteByte(bytes, i)
+      end = i + 1
+      continue
+    }
+    if (code === OPEN_ARRAY || code === OPEN_OBJECT) depth++
+    else if (code === CLOSE_ARRAY || code === CLOSE_OBJECT) depth--
+    if (depth === 1 && code === COMMA) {
+      close()
+    } else if (depth === 0 && code === CLOSE_OBJECT) {
+      if (name !== undefined) close()
       break
     } else {
       end = i + 1

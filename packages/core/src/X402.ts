@@ -15,6 +15,7 @@ import bs58 from "bs58"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import { getAddress, isAddress } from "viem"
 import type { SiwxChallenge } from "./Auth.ts"
+import * as BatchSettlement from "./BatchSettlement.ts"
 import * as Errors from "./Errors.ts"
 import * as Money from "./Money.ts"
 import type { ChainFamily } from "./Principal.ts"
@@ -68,6 +69,11 @@ export interface EvmOption {
    * method and the facilitator address the payer's permit names (`@x402/evm/upto/server`).
    */
   readonly upto?: { readonly extra: Readonly<Record<string, unknown>> } | undefined
+  /**
+   * Present when a facilitator here settles `batch-settlement` (deposits, claims): calls below
+   * `minimumPerCall` are offered a voucher on a payment channel, on these terms.
+   */
+  readonly batchSettlement?: BatchSettlement.Offer | undefined
 }
 
 /**
@@ -247,6 +253,8 @@ export interface SettleResponse {
   readonly amount?: string
   readonly errorReason?: string
   readonly errorMessage?: string
+  /** `batch-settlement`: the call's charge and the channel's state (`BatchSettlement.responseExtra`). */
+  readonly extra?: Readonly<Record<string, unknown>>
 }
 
 /**
@@ -293,6 +301,7 @@ export interface PaymentRequired {
   readonly extensions: {
     readonly "sign-in-with-x": SiwxChallenge
     readonly "payment-identifier"?: typeof paymentIdentifierDeclaration
+    readonly bazaar?: Readonly<Record<string, unknown>>
   }
 }
 
@@ -378,9 +387,10 @@ export const requirements = (config: Config, amount: Money.Nano): ReadonlyArray<
 
 /**
  * What a metered endpoint accepts: the call paid on its own at `price` (its worst-case quote; what
- * the call does not use stays as credit), unless that is below `minimumPerCall`, then the minimum
- * top-up, which a payment sent to the endpoint credits too. Per-call entries come first because the
- * official client pays the first entry it can.
+ * the call does not use stays as credit), unless that is below `minimumPerCall`, then a voucher on
+ * a payment channel (`batch-settlement`, where Base is settled here) and the minimum top-up, which
+ * a payment sent to the endpoint credits too. Per-call entries come first because the official
+ * client pays the first entry it can.
  *
  * @category constructors
  */
@@ -390,7 +400,7 @@ export const endpointRequirements = (
   settlesActual = false
 ): ReadonlyArray<PaymentRequirements> => {
   const topUp = requirements(config, config.minimumTopUp)
-  if (!perCallOffered(config, price)) return topUp
+  if (!perCallOffered(config, price)) return price === undefined || price <= 0 ? topUp : [...batchSettlementRequirements(config, price), ...topUp]
   const perCall = requirements(config, price)
   const upto = settlesActual ? uptoRequirements(config, price) : []
   return [
@@ -399,6 +409,25 @@ export const endpointRequirements = (
     ...topUp.filter((entry) => !perCall.some((own) => own.network === entry.network && own.amount === entry.amount))
   ]
 }
+
+/**
+ * The `batch-settlement` entry of a call below the per-call floor: a voucher for the channel's
+ * cumulative charge plus `price`, rounded up to a base unit (what the call is charged may be less:
+ * its charge in nano-USD is added to the channel's, see `PaymentChannels`). Base only, and only
+ * when a facilitator here settles the scheme (`EvmOption.batchSettlement`).
+ *
+ * @category constructors
+ */
+export const batchSettlementRequirements = (config: Config, price: Money.Nano): ReadonlyArray<PaymentRequirements> =>
+  config.evm?.batchSettlement === undefined ? [] : [{
+    scheme: BatchSettlement.SCHEME,
+    network: config.evm.network,
+    asset: config.evm.asset,
+    amount: Money.toUsdcUnits(price),
+    payTo: config.evm.payTo,
+    maxTimeoutSeconds: config.maxTimeoutSeconds,
+    extra: BatchSettlement.extra(config.evm.batchSettlement, config.evm.eip712)
+  }]
 
 /**
  * The `upto` entry of a call whose charge is known only from its outcome: a Permit2 permit for at
@@ -495,6 +524,10 @@ const endpointDescription = (config: Config, price: Money.Nano | undefined, sett
       "or sign in with a wallet holding prepaid credit"
   }
   if (price === undefined) return defaultDescription(config)
+  if (config.evm?.batchSettlement !== undefined && price > 0) {
+    return `Pay this call (${Money.formatUsd(price)} USD) with a batch-settlement voucher on a USDC payment channel, claimed ` +
+      "in batches; or top up USDC credit (a payment sent here is credited too), then sign in with SIWX"
+  }
   return `This call (${Money.formatUsd(price)} USD) is below the ${Money.formatUsd(config.minimumPerCall)} USD paid per call: ` +
     "top up USDC credit (a payment sent here is credited too), then sign in with SIWX"
 }
@@ -515,6 +548,8 @@ export const discoveryBody = (config: Config, input: {
   readonly price?: Money.Nano
   /** The call's charge is known from its outcome: its 402 offers `upto` too. */
   readonly settlesActual?: boolean
+  /** The endpoint's bazaar discovery extension (`@x402/extensions/bazaar`), in `extensions.bazaar`. */
+  readonly bazaar?: Readonly<Record<string, unknown>> | undefined
   readonly error?: string
 }): DiscoveryBody => ({
   x402Version: VERSION,
@@ -527,9 +562,11 @@ export const discoveryBody = (config: Config, input: {
   accepts: input.amount !== undefined
     ? requirements(config, input.amount)
     : endpointRequirements(config, input.price, input.settlesActual === true),
-  extensions: input.price === undefined
-    ? { "sign-in-with-x": input.challenge }
-    : { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration },
+  extensions: {
+    "sign-in-with-x": input.challenge,
+    ...(input.price === undefined ? {} : { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }),
+    ...(input.bazaar === undefined ? {} : { bazaar: input.bazaar })
+  },
   authOptions: {
     apiKey: {
       header: "Authorization",
@@ -578,6 +615,8 @@ export const insufficientBalance = (config: Config, input: {
   readonly resource?: { readonly url: string }
   /** As `discoveryBody`'s. */
   readonly settlesActual?: boolean
+  /** As `discoveryBody`'s. */
+  readonly bazaar?: Readonly<Record<string, unknown>> | undefined
 }): Errors.PaymentRequired => {
   const shortfall = Math.max(0, input.required - input.balance)
   const suggested = Math.max(
@@ -623,7 +662,11 @@ export const insufficientBalance = (config: Config, input: {
     error: "insufficient_balance",
     resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required, input.settlesActual === true), mimeType: "application/json" },
     accepts: endpointRequirements(config, input.required, input.settlesActual === true),
-    extensions: { "sign-in-with-x": input.challenge, [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }
+    extensions: {
+      "sign-in-with-x": input.challenge,
+      [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration,
+      ...(input.bazaar === undefined ? {} : { bazaar: input.bazaar })
+    }
   }
   return new Errors.PaymentRequired({
     body,

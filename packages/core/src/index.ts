@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+export * as BatchSettlement from "./BatchSettlement.ts"
 export * as ChatOptions from "./ChatOptions.ts"
 export * as AbuseGuard from "./AbuseGuard.ts"
 export * as Admission from "./Admission.ts"
@@ -24,6 +25,7 @@ export * as KeyRestrictions from "./KeyRestrictions.ts"
 export * as Models from "./Models.ts"
 export * as Money from "./Money.ts"
 export * as Networks from "./Networks.ts"
+export * as PaymentChannels from "./PaymentChannels.ts"
 export * as PendingSettlements from "./PendingSettlements.ts"
 export * as Principal from "./Principal.ts"
 export * as PricingEngine from "./PricingEngine.ts"

@@ -27,3 +27,32 @@ describe("JsonText.elements gives the source text of each element of a top-level
     }), { numRuns: 300 })
   })
 })
+
+describe("JsonText.member gives the bytes of one member of a top-level object, as they came", () => {
+  const encoder = new TextEncoder()
+  const decoder = new TextDecoder()
+  const member = (text: string, key: string) => {
+    const found = JsonText.member(encoder.encode(text), key)
+    return found === undefined ? undefined : decoder.decode(found)
+  }
+
+  it("strings with braces, colons, quotes and escapes, nested values, whitespace, multi-byte text, a repeated key", () => {
+    const text = ` { "a" : {"b":"}:,{\\\\"} , "c\\"d":[1,{"e":"ü€😀"}],"m":"x\\\\",\n"n" : null, "a":[ "last" ] } `
+    expect(JSON.parse(text)).toMatchObject({ a: ["last"], "c\"d": [1, { e: "ü€😀" }], m: "x\\" })
+    expect(member(text, "a")).toBe(`[ "last" ]`)
+    expect(member(text, `c"d`)).toBe(`[1,{"e":"ü€😀"}]`)
+    expect(member(text, "m")).toBe(`"x\\\\"`)
+    expect(member(text, "n")).toBe("null")
+    expect(member(text, "b")).toBeUndefined()
+    expect(member("{}", "a")).toBeUndefined()
+  })
+
+  it("(property) each member's bytes parse to the value JSON.parse gives it", () => {
+    fc.assert(fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.boolean(), (object, pretty) => {
+      const text = JSON.stringify(object, null, pretty ? 2 : undefined)
+      for (const key of Object.keys(object)) {
+        expect(JSON.parse(member(text, key)!)).toEqual(JSON.parse(text)[key])
+      }
+    }), { numRuns: 300 })
+  })
+})

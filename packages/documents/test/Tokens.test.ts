@@ -65,3 +65,25 @@ describe("Tokens are counted with o200k_base, special-token text as plain text, 
     expect(Tokens.countJoined(pages.map(Tokens.piece), "\n\n")).toBe(Tokens.count(pages.join("\n\n")))
   })
 })
+
+describe("A conversation's bound is never below its count: a token stands for at least one byte", () => {
+  const message = Fc.record({
+    role: Fc.constantFrom("system", "user", "assistant"),
+    content: Fc.oneof(
+      Fc.string({ unit: "binary", maxLength: 300 }),
+      Fc.array(piece, { maxLength: 6 }).map((pieces) => pieces.join("")),
+      Fc.constantFrom("<|endoftext|><|endofprompt|>", "\u0000\uffff", "a".repeat(2_000)),
+      Fc.array(Fc.record({ type: Fc.constant("text"), text: Fc.string({ unit: "grapheme", maxLength: 80 }) }), { maxLength: 4 })
+    ),
+    name: Fc.option(Fc.string({ unit: "grapheme-ascii", maxLength: 20 }), { nil: undefined })
+  }, { requiredKeys: ["role", "content"] })
+
+  it("any messages, any text: conversationBound >= conversation", () => {
+    Fc.assert(
+      Fc.property(Fc.array(message, { maxLength: 6 }), (messages) => {
+        expect(Tokens.conversationBound(messages)).toBeGreaterThanOrEqual(Tokens.conversation(messages))
+      }),
+      { numRuns: 500 }
+    )
+  })
+})

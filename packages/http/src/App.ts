@@ -29,6 +29,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "effect/http"
+import * as Bazaar from "./Bazaar.ts"
 import * as ClientAddress from "./ClientAddress.ts"
 import * as Documentation from "./Documentation.ts"
 import * as ErrorResponse from "./ErrorResponse.ts"
@@ -52,6 +53,11 @@ export interface Options {
   readonly trustedProxies?: ClientAddress.TrustedProxies
   /** Bytes of upload bodies held in memory at once (`UploadBudget`); default `UploadBudget.DEFAULT_MAX_BYTES`. */
   readonly uploadMemoryBytes?: number
+  /**
+   * Paid resources served outside these routes (MCP tools), listed at `GET /.well-known/x402`
+   * after the paid routes.
+   */
+  readonly paidResources?: ReadonlyArray<Bazaar.Resource>
 }
 
 /**
@@ -109,6 +115,8 @@ const bodiless = new Set(["GET", "HEAD"])
 interface Entry {
   readonly handler: Handle
   readonly readsBody: boolean
+  /** A paid route's bazaar extension, for its 402s. */
+  readonly bazaar: Bazaar.Extension | undefined
 }
 
 /**
@@ -138,7 +146,8 @@ const unmatched = "unmatched"
  */
 export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options = {}) =>
   Effect.gen(function*() {
-    const all = [...routes, ...Documentation.routes(routes, options)]
+    const discovery = Bazaar.routes(routes, options.paidResources)
+    const all = [...routes, ...discovery, ...Documentation.routes([...routes, ...discovery], options)]
     yield* Observability.initialize
     const info = yield* ServiceInfo
     const platform = yield* HttpPlatform.HttpPlatform
@@ -174,7 +183,8 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         : undefined
       entries.push([route.method, route.path, {
         handler: constant ?? Effect.catchCause(Effect.interruptible(handler), route.errorShape === "anthropic" ? recoverAnthropic : recover),
-        readsBody: !bodiless.has(route.method)
+        readsBody: !bodiless.has(route.method),
+        bazaar: Bazaar.extension(route)
       }])
     }
     const table = RouteTable.make(entries)
@@ -237,6 +247,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         route: found === undefined ? unmatched : found.pattern,
         params: found === undefined ? {} : found.params,
         clientAddress,
+        bazaar: found?.value.bazaar,
         principalId: undefined
       }
       const tracking = guard === undefined

@@ -3,9 +3,13 @@
  * the two wire shapes are one product with one price, one set of options and one backend.
  *
  * `prepare` checks a parsed request before anything is held (model, options, character, search
- * capability, context) and works out its admission: the prompt's tokens (o200k_base, plus room for
- * search results) and the capped completion (`max_tokens`, at most the model's limit, times `n`)
- * reserved against the token limit, and their worst-case price held. `serve` makes the two routes'
+ * capability, context) and works out its admission: the prompt's tokens (plus room for search
+ * results) and the capped completion (`max_tokens`, at most the model's limit, times `n`) reserved
+ * against the token limit, and their worst-case price held. The prompt is taken at its bound in
+ * o200k_base tokens, its UTF-8 length (`Tokens.conversationBound`), so its size costs nothing
+ * before the first token; it is tokenized before the call only when the bound might not leave the
+ * completion room in the model's context, and after the call only when the upstream reports no
+ * usage (or a route asks for the count). `serve` makes the two routes'
  * declarations (`Endpoint.make`) from it: their decoding ends in `prepare`, their quote and
  * admission are the prepared ones, and their work is the search the options ask for, then the
  * route's own rendering of the upstream's answer. What it used is priced from a `Tally`: the upstream's usage once it arrives;
@@ -16,6 +20,7 @@
  */
 import type * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Errors, Generations, Models, Money, PricingEngine } from "@tollgate/core"
+import * as JsonText from "@tollgate/core/JsonText"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { ByteSize, Effect, Option, Result } from "effect"
@@ -184,6 +189,17 @@ export const recordUsage = (tally: Tally, usage: unknown) => {
  */
 export const REASONING_FIELDS = ["reasoning_content", "reasoning"] as const
 
+const encoder = new TextEncoder()
+
+/** The JSON array `messages` (its bytes, as they came) with `first` before its elements. */
+const prepended = (first: ReadonlyArray<ChatOptions.Message>, messages: Uint8Array): Uint8Array => {
+  const head = encoder.encode(`${JSON.stringify(first).slice(0, -1)},`)
+  const out = new Uint8Array(head.length + messages.length - 1)
+  out.set(head)
+  out.set(messages.subarray(1), head.length)
+  return out
+}
+
 /**
  * What a call used, priced: the pipeline's `Produced`, and the prompt tokens read from the
  * upstream's cache (billed at the cached-input price when the model has one).
@@ -203,7 +219,7 @@ export interface Prepared {
   readonly request: ChatOptions.ChatRequest
   readonly model: Models.TextModel
   readonly quote: PricingEngine.Quote
-  /** The prompt's tokens as counted here (o200k_base, the service's messages included). */
+  /** The prompt's tokens as counted here (o200k_base, the service's messages included), counted when first read. */
   readonly promptTokens: number
   /** The model's tier and the prompt and capped completion reserved against the token limit. */
   readonly shape: Endpoint.Shape
@@ -215,6 +231,11 @@ export interface Prepared {
   readonly headers: Record<string, string>
   /** The upstream body: the conversation with the service's messages and what was found, capped. */
   readonly upstreamBody: (found: Found) => Json
+  /**
+   * The JSON bytes of the upstream body's `messages` when they can be sent without encoding the
+   * caller's again (`ChatBackend.Call.messages`): the caller's as they came, after the service's.
+   */
+  readonly upstreamMessages: (found: Found) => Uint8Array | undefined
   /** The actual price of what the tally says was used, under this model's sku. */
   readonly price: (found: Found, tally: Tally) => Priced
 }
@@ -238,7 +259,8 @@ export interface Plan {
  * Checks a parsed request and works out its admission; a bad one is a 400 that leaves nothing
  * behind. With fallbacks (`models`), each model is checked the same way; one that fails the checks,
  * is unknown, or is deprecated (while another is not) is left out, and only when none is left is the
- * request refused, with the first model's problem.
+ * request refused, with the first model's problem. With the body's `bytes`, the caller's messages
+ * are sent upstream as they came.
  *
  * @category constructors
  */
@@ -247,7 +269,7 @@ export const preparer = Effect.gen(function*() {
   const tables = yield* PricingEngine.PricingEngine
   const prompts = yield* ChatOptions.ChatPrompts
   const provider = yield* SearchProvider.SearchProvider
-  const prepare = (request: ChatOptions.ChatRequest, id: string): Effect.Effect<Prepared, Errors.ApiError> =>
+  const prepare = (request: ChatOptions.ChatRequest, id: string, bytes: Uint8Array | undefined): Effect.Effect<Prepared, Errors.ApiError> =>
     Effect.gen(function*() {
       const model = yield* models.text(id)
       const { options } = request
@@ -268,16 +290,23 @@ export const preparer = Effect.gen(function*() {
         reserveTokens: mode === "scrape" ? urls.length * SCRAPE_TOKENS_PER_URL : mode === "none" ? 0 : SEARCH_TOKENS
       }
       const messages = [...added, ...request.messages]
-      const prompt = Tokens.conversation(messages)
-      const promptReserve = prompt + search.reserveTokens + (search.reserveTokens > 0 ? Tokens.TOKENS_PER_MESSAGE : 0)
-      if (prompt >= model.contextTokens) {
+      const asked = Math.min(request.maxTokens ?? model.maxCompletionTokens, model.maxCompletionTokens)
+      // The prompt is held and reserved at its bound, read from its bytes: tokenizing it would
+      // put its size on the path to the first token. It is counted only when the bound leaves no
+      // room for the completion in the context, since upstreams refuse a max_tokens that does not
+      // fit beside the prompt.
+      const bound = Tokens.conversationBound(messages)
+      const counted = bound + asked <= model.contextTokens ? undefined : Tokens.conversation(messages)
+      if (counted !== undefined && counted >= model.contextTokens) {
         return yield* new Errors.InvalidRequest({
-          message: `The prompt (${prompt} tokens) does not fit the context of ${model.id} (${model.contextTokens} tokens)`,
+          message: `The prompt (${counted} tokens) does not fit the context of ${model.id} (${model.contextTokens} tokens)`,
           details: Errors.fieldErrors([{ path: ["messages"], message: "Prompt too long for the model" }])
         })
       }
-      // upstreams refuse a max_tokens that does not fit beside the prompt in the context
-      const maxTokens = Math.min(request.maxTokens ?? model.maxCompletionTokens, model.maxCompletionTokens, model.contextTokens - prompt)
+      let exact = counted
+      const count = () => exact ??= Tokens.conversation(messages)
+      const promptReserve = (counted ?? bound) + search.reserveTokens + (search.reserveTokens > 0 ? Tokens.TOKENS_PER_MESSAGE : 0)
+      const maxTokens = counted === undefined ? asked : Math.min(asked, model.contextTokens - counted)
       const completionReserve = maxTokens * request.choices
       const quote = PricingEngine.chat(tables, {
         model: model.id,
@@ -292,7 +321,8 @@ export const preparer = Effect.gen(function*() {
       }
 
       const price = (found: Found, tally: Tally): Priced => {
-        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? prompt : Tokens.conversation([found.message, ...messages]))
+        // Counted here only when the upstream reported no usage (a client that hung up).
+        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? count() : Tokens.conversation([found.message, ...messages]))
         const completionUsed = tally.usage?.completion ?? countPieces(tally.pieces)
         const extras = found.performed || found.scrapedUrls > 0
         const cachedUsed = tally.usage?.cached ?? 0
@@ -349,23 +379,31 @@ export const preparer = Effect.gen(function*() {
         return body
       }
 
+      // A found message goes before the caller's last one: that conversation is encoded whole.
+      const sent = bytes === undefined ? undefined : JsonText.member(bytes, "messages")
+      const upstreamMessages = (found: Found): Uint8Array | undefined =>
+        sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? sent : prepended(added, sent)
+
       return {
         request,
         model,
         quote,
-        promptTokens: prompt,
+        get promptTokens() {
+          return count()
+        },
         shape: { modelTier: model.tier, reserveTokens: promptReserve + completionReserve },
         search: mode === "none" ? Effect.succeed(nothingFound) : runSearch(provider, search, query, options.enable_web_citations),
         strips: ChatOptions.stripsThinking(options),
         headers: Models.headersOf(model),
         upstreamBody,
+        upstreamMessages,
         price
       } satisfies Prepared
     })
-  return (request: ChatOptions.ChatRequest): Effect.Effect<Plan, Errors.ApiError> => {
-    if (request.fallbacks.length === 0) return Effect.map(prepare(request, request.model), (prepared) => planOf([prepared]))
+  return (request: ChatOptions.ChatRequest, bytes?: Uint8Array): Effect.Effect<Plan, Errors.ApiError> => {
+    if (request.fallbacks.length === 0) return Effect.map(prepare(request, request.model, bytes), (prepared) => planOf([prepared]))
     return Effect.flatMap(
-      Effect.forEach([request.model, ...request.fallbacks], (id) => Effect.result(prepare(request, id))),
+      Effect.forEach([request.model, ...request.fallbacks], (id) => Effect.result(prepare(request, id, bytes))),
       (results) => {
         const usable = results.filter(Result.isSuccess).map((result) => result.success)
         const current = usable.filter((prepared) => prepared.model.deprecation === undefined)

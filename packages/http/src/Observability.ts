@@ -80,6 +80,28 @@ export const upstreamErrors = labelledCounter("tollgate_upstream_errors_total", 
 })
 
 /**
+ * `batch-settlement` claims sent (`ChannelClaims`), by outcome.
+ *
+ * @category metrics
+ */
+export const channelClaims = labelledCounter("tollgate_channel_claims_total", {
+  description: "batch-settlement claim transactions sent, by outcome",
+  incremental: true
+})
+
+/** @category metrics */
+export const channelClaimedUnits = Metric.counter("tollgate_channel_claimed_usdc_units_total", {
+  description: "USDC base units claimed from batch-settlement channels",
+  incremental: true
+})
+
+/** @category metrics */
+export const channelRefunds = Metric.counter("tollgate_channel_refunds_total", {
+  description: "Idle batch-settlement channels refunded to their payer",
+  incremental: true
+})
+
+/**
  * Recorded by the extraction worker pool, which defines them (`@tollgate/documents` does not depend
  * on this package).
  *
@@ -149,6 +171,9 @@ const knownSeries = (): ReadonlyArray<Metric.Metric<any, any>> => [
   ...["auth", "idempotency", "admission"].map((service) => labelled(redisErrors, { service, policy: "fail-closed" })),
   labelled(redisErrors, { service: "rate_limiter", policy: "fail-open" }),
   upstreamErrors,
+  labelled(channelClaims, { outcome: "claimed" }),
+  channelClaimedUnits,
+  channelRefunds,
   extractionQueueDepth,
   extractionChildRestarts,
   ...rpc

@@ -7,8 +7,8 @@
  * @since 0.1.0
  */
 import { Errors, Money, type PricingEngine, X402 } from "@tollgate/core"
-import { declareDiscoveryExtension } from "@x402/extensions/bazaar"
 import { Schema } from "effect"
+import * as Bazaar from "./Bazaar.ts"
 import type * as Route from "./Route.ts"
 
 /**
@@ -42,17 +42,14 @@ export interface Options {
   readonly x402?: { readonly config: X402.Config; readonly tables: PricingEngine.Tables } | undefined
 }
 
-const bodyTypeOf = (contentType: string): "json" | "form-data" | "text" =>
-  contentType === "application/json" ? "json" : contentType === "multipart/form-data" ? "form-data" : "text"
-
 /**
  * A metered operation's x402 payment, for agents and directories that read the document: the
  * call's price and the `accepts` its 402 offers when the price is the same for every call, else
  * how the price is quoted. Calls below `minimumPerCall` are paid from credit (top-up, then SIWX).
- * `extensions.bazaar` is the SDK's discovery info (`declareDiscoveryExtension`) of the request,
- * whose schema references this document's components.
+ * `extensions.bazaar` is the operation's discovery extension, the one its 402s carry (`Bazaar`).
  */
-const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs, requestSchema: unknown) => {
+const x402Payment = (x402: NonNullable<Options["x402"]>, route: Route.Route<any>, docs: Route.Docs) => {
+  const bazaar = Bazaar.extension(route)
   const price = docs.x402Price?.(x402.tables)
   const perCall = X402.perCallOffered(x402.config, price)
   const upto = docs.x402SettlesActual === true && x402.config.evm?.upto !== undefined
@@ -68,12 +65,7 @@ const x402Payment = (x402: NonNullable<Options["x402"]>, docs: Route.Docs, reque
     ...(perCall || price === undefined ? {} : { paidPerCall: false }),
     ...(price === undefined ? {} : { accepts: X402.endpointRequirements(x402.config, price) }),
     topUp: X402.topUpUrl(x402.config),
-    ...(docs.request === undefined ? {} : {
-      extensions: declareDiscoveryExtension({
-        bodyType: bodyTypeOf(docs.request.contentType),
-        inputSchema: requestSchema as Record<string, unknown>
-      })
-    })
+    ...(bazaar === undefined ? {} : { extensions: { bazaar } })
   }
 }
 
@@ -242,7 +234,7 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
       operation["requestBody"] = { required: true, content: { [docs.request.contentType]: { schema: requestSchema } } }
     }
     if (docs?.security === "metered" && options.x402 !== undefined && X402.paymentsEnabled(options.x402.config)) {
-      operation["x-x402"] = x402Payment(options.x402, docs, requestSchema)
+      operation["x-x402"] = x402Payment(options.x402, route, docs)
     }
     const path = toOpenApiPath(route.path)
     paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation }

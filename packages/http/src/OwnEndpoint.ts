@@ -295,6 +295,8 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
       summary: options.summary ?? `${method} ${options.path}`,
       ...(options.description === undefined ? {} : { description: options.description }),
       tags: ["Own endpoints"],
+      // A flat price is the same for every call: the OpenAPI document and the x402 discovery list show it.
+      ...("usd" in price ? { x402Price: () => usdOf(price.usd) } : {}),
       responses: { 200: { description: "The endpoint's answer" } }
     }
   })

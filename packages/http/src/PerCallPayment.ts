@@ -37,9 +37,10 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, Principal, X402 } from "@tollgate/core"
+import { BatchSettlement, CreditLedger, Errors, Money, PaymentChannels, Principal, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
+import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/PaymentFacilitator"
 import * as PaymentSigner from "@tollgate/backends/PaymentSigner"
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -47,6 +48,7 @@ import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "./ErrorResponse.ts"
 import * as StoredResponse from "./StoredResponse.ts"
+import { CurrentRequest } from "./RequestContext.ts"
 
 /**
  * The largest body a caller without credentials may send to be priced: the 402 of a call whose
@@ -123,6 +125,11 @@ export interface Accepted {
   readonly payment: X402.MatchedPayment
   /** The claim held while the call runs: the payment's `payment-identifier`, or the `upto` permit. */
   readonly claim: { readonly scope: string; readonly key: string } | undefined
+  /**
+   * A `batch-settlement` voucher: the channel as it was reserved for the call, and the deposit
+   * transaction that opened or topped it up with this payment, if any.
+   */
+  readonly channel?: { readonly reserved: PaymentChannels.Channel; readonly deposit: { readonly transaction: string; readonly amount: bigint } | undefined } | undefined
   /** Refuses the payment with the endpoint's 402 naming `reason`. */
   readonly refuse: (reason: string) => Effect.Effect<never, Errors.ApiError>
 }
@@ -196,6 +203,9 @@ export const layer: Layer.Layer<
     const auth = yield* Auth
     const idempotency = yield* IdempotencyStore.IdempotencyStore
     const enabled = X402.paymentsEnabled(config)
+    // Present where `batch-settlement` is offered (`X402.EvmOption.batchSettlement`).
+    const channels = Option.getOrUndefined(yield* Effect.serviceOption(PaymentChannels.PaymentChannels))
+    const chain = Option.getOrUndefined(yield* Effect.serviceOption(ChannelChain))
 
     const walletOf = (network: string, payer: string) => {
       const family = X402.familyOf(network)
@@ -298,22 +308,118 @@ export const layer: Layer.Layer<
               Effect.onError(() => Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key)))
             )))
 
+    /**
+     * A `batch-settlement` voucher, checked offline (`BatchSettlement.check`), then reserved on its
+     * channel: stored, and the channel held, before the call runs. A deposit with it is submitted
+     * first, and opens or tops up the channel; a voucher on a channel this server has not seen yet
+     * reads the channel's escrow from the chain once.
+     */
+    const acceptVoucher = (
+      payment: X402.MatchedPayment,
+      refuse: Accepted["refuse"]
+    ): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> => {
+      const offer = config.evm?.batchSettlement
+      if (offer === undefined || channels === undefined || chain === undefined) {
+        return Effect.fail(new X402.PaymentRejected({ reason: "unsupported_scheme", message: "batch-settlement is not settled here" }))
+      }
+      return Effect.gen(function*() {
+        const checked = yield* BatchSettlement.check(payment.requirements, offer.minimumWithdrawDelaySeconds, payment.payload.payload).pipe(
+          Effect.mapError((refused) => new X402.PaymentRejected({ reason: refused.reason, message: refused.message }))
+        )
+        const now = Date.now()
+        let deposit: { readonly transaction: string; readonly amount: bigint } | undefined
+        if (checked.deposit !== undefined) {
+          const deposited = yield* chain.deposit(payment)
+          deposit = { transaction: deposited.transaction, amount: checked.deposit }
+          yield* channels.open(checked.channelId, checked.config, deposited.onChain, now)
+        } else if (Option.isNone(yield* channels.get(checked.channelId))) {
+          const onChain = yield* chain.read(checked.channelId)
+          if (onChain.balance === 0n) {
+            return yield* new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" })
+          }
+          yield* channels.open(checked.channelId, checked.config, onChain, now)
+        }
+        const reserved = yield* channels.reserve({
+          channelId: checked.channelId,
+          maxClaimable: checked.maxClaimable,
+          signature: checked.signature,
+          price: BigInt(payment.requirements.amount),
+          exposureCap: offer.exposureCap,
+          now,
+          leaseMs: BatchSettlement.RESERVATION_LEASE_MS
+        }).pipe(
+          Effect.catchTag("VoucherRefused", (refused) =>
+            Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` })))
+        )
+        return {
+          _tag: "Accepted",
+          principal: walletOf(payment.requirements.network, checked.payer),
+          fundsHold: true,
+          headers: {},
+          payment,
+          claim: undefined,
+          refuse,
+          channel: { reserved, deposit }
+        } satisfies Accepted
+      })
+    }
+
     const accept = ({ price, request, settlesActual }: AcceptInput): Effect.Effect<Accepted | Replayed, Errors.ApiError> => {
       const path = new URL(request.url, config.publicOrigin).pathname
       const resource = { url: `${config.publicOrigin}${path}` }
       const refuse = (error: string) =>
-        Effect.flatMap(auth.siwxChallenge, (challenge) =>
-          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, error })))
+        Effect.flatMap(Effect.zip(auth.siwxChallenge, CurrentRequest), ([challenge, current]) =>
+          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error })))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
       return X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true)).pipe(
-        Effect.flatMap((payment) => payment.requirements.scheme === "upto" ? acceptUpto(payment, refuse) : acceptExact(payment, path, refuse)),
+        Effect.flatMap((payment) =>
+          payment.requirements.scheme === "upto"
+            ? acceptUpto(payment, refuse)
+            : payment.requirements.scheme === BatchSettlement.SCHEME
+            ? acceptVoucher(payment, refuse)
+            : acceptExact(payment, path, refuse)
+        ),
         Effect.catchTag("PaymentRejected", (rejected) =>
           Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
       )
     }
 
-    const abandon = ({ claim }: Accepted): Effect.Effect<void> =>
-      claim === undefined ? Effect.void : Effect.ignore(idempotency.abandon(claim.scope, claim.key))
+    const abandon = ({ channel, claim }: Accepted): Effect.Effect<void> =>
+      channel !== undefined && channels !== undefined
+        ? Effect.ignore(channels.release(channel.reserved.channelId))
+        : claim === undefined
+        ? Effect.void
+        : Effect.ignore(idempotency.abandon(claim.scope, claim.key))
+
+    /**
+     * A voucher's answer: the call's charge added to its channel (the call was served, its voucher
+     * is stored already), with the charge and the channel in `PAYMENT-RESPONSE`; a call that failed
+     * charges nothing and frees the channel, and the same voucher may be sent again.
+     */
+    const finishVoucher = (
+      accepted: Accepted,
+      channel: NonNullable<Accepted["channel"]>,
+      ended: Ended
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> => {
+      if (channels === undefined || ended._tag === "Failed") {
+        return Effect.as(
+          abandon(accepted),
+          ended._tag === "Failed" ? HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" }) : ended.response
+        )
+      }
+      const { deposit, reserved } = channel
+      return Effect.map(channels.commit(reserved.channelId, BigInt(ended.charge ?? 0)), (after) =>
+        HttpServerResponse.setHeaders(ended.response, {
+          [X402.headers.paymentResponse]: X402.encodePaymentResponse({
+            success: true,
+            transaction: deposit?.transaction ?? "",
+            network: accepted.payment.requirements.network,
+            payer: accepted.principal.address,
+            amount: deposit === undefined ? "" : deposit.amount.toString(),
+            extra: BatchSettlement.responseExtra(reserved, after)
+          })
+        }))
+    }
 
     /**
      * An `exact` payment's answer: the call's, or its error's, saying the payment stayed as credit
@@ -372,7 +478,12 @@ export const layer: Layer.Layer<
         enabled && requestHeaders["transfer-encoding"] === undefined &&
         Number(requestHeaders["content-length"] ?? 0) <= PRICED_BODY_MAX_BYTES,
       accept,
-      finish: (accepted, ended) => accepted.fundsHold ? finishUpto(accepted, ended) : finishExact(accepted, ended),
+      finish: (accepted, ended) =>
+        accepted.channel !== undefined
+          ? finishVoucher(accepted, accepted.channel, ended)
+          : accepted.fundsHold
+          ? finishUpto(accepted, ended)
+          : finishExact(accepted, ended),
       abandon
     })
   })

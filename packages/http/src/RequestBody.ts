@@ -45,6 +45,32 @@ export const json = (
     return parsed
   })
 
+const decoder = new TextDecoder()
+
+/**
+ * The JSON body with its bytes, read and refused as `json` reads and refuses it: for routes that
+ * forward part of the body as it came (the chat route's messages, found with `JsonText.member`)
+ * instead of encoding again what they did not change.
+ *
+ * @category reading
+ */
+export const jsonWithBytes = (
+  maxBytes?: ByteSize.ByteSize
+): Effect.Effect<
+  { readonly json: unknown; readonly bytes: Uint8Array },
+  Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
+  HttpServerRequest.HttpServerRequest | Scope.Scope
+> =>
+  Effect.flatMap(bytes(maxBytes), (bytes) => {
+    let json: unknown
+    try {
+      json = bytes.length === 0 ? null : JSON.parse(decoder.decode(bytes))
+    } catch (cause) {
+      return Effect.fail(new Errors.InvalidRequest({ message: unparsable(cause) }))
+    }
+    return JsonDepth.exceeds(json) ? Effect.fail(JsonDepth.tooDeep) : Effect.succeed({ json, bytes })
+  })
+
 /**
  * Where a body that is not JSON broke, in the parser's words (`Unexpected token '}',
  * ..."ssages": [}" is not valid JSON`, or `... at position 14 (line 1 column 15)`): a client

@@ -18,6 +18,8 @@ export interface RequestContext {
   readonly startedAt: number
   /** The route pattern, e.g. `/api/v1/crypto/rpc/:network`; `unmatched` for a 404 or 405. */
   readonly route: string
+  /** The bazaar extension of the matched paid route (`Bazaar.extension`), which its 402s carry. */
+  readonly bazaar?: Readonly<Record<string, unknown>> | undefined
   /** The path parameters of the pattern, decoded. */
   readonly params: Readonly<Record<string, string>>
   /**

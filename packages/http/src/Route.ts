@@ -38,6 +38,8 @@ export interface ResponseDoc {
   readonly contentType?: string
   readonly schema?: Schema.Top
   readonly headers?: ReadonlyArray<string>
+  /** An answer as the schema describes it: a paid route's bazaar entry shows it (`Bazaar`). */
+  readonly example?: unknown
 }
 
 /**
@@ -52,7 +54,12 @@ export interface Docs {
   readonly tags: ReadonlyArray<string>
   /** `public`: no credentials; `key`: bearer API key; `metered`: key or SIWX wallet (or pay). */
   readonly security: "public" | "key" | "admin" | "metered"
-  readonly request?: { readonly contentType: string; readonly schema: Schema.Top }
+  readonly request?: {
+    readonly contentType: string
+    readonly schema: Schema.Top
+    /** A valid request: a paid route's bazaar entry shows it to agents (`Bazaar`). */
+    readonly example?: unknown
+  }
   readonly query?: Schema.Top
   readonly headers?: ReadonlyArray<{ readonly name: string; readonly description: string; readonly required?: boolean }>
   readonly responses: Readonly<Record<number, ResponseDoc>>

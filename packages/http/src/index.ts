@@ -6,6 +6,7 @@
  */
 export * as App from "./App.ts"
 export * as Authenticate from "./Authenticate.ts"
+export * as ChannelClaims from "./ChannelClaims.ts"
 export * as ClientAddress from "./ClientAddress.ts"
 export * as Endpoint from "./Endpoint.ts"
 export * as ErrorResponse from "./ErrorResponse.ts"

@@ -173,6 +173,23 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
     expect(before - await balance()).toBe(priceOf(12, 3))
   })
 
+  it("streams every chunk under the call's id and the model's id, each otherwise as the upstream wrote it", async () => {
+    upstream.script = () => ({ pieces: ["One", " \"two\""], usage: { prompt_tokens: 12, completion_tokens: 2 } })
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "fake-chat", stream: true, messages: [{ role: "user", content: "Hi" }] })
+    })
+    const events = (await response.text()).split("\n\n").filter((event) => event.startsWith("data: {"))
+    const chunks = events.map((event) => JSON.parse(event.slice(6)) as { id: string; model: string })
+    const id = chunks[0]!.id
+    expect(id).toMatch(/^chatcmpl-/)
+    expect(id).not.toContain("fake")
+    expect(chunks.map((chunk) => [chunk.id, chunk.model])).toEqual(chunks.map(() => [id, "fake-chat"]))
+    expect(events).toContain(`data: {"id":"${id}","object":"chat.completion.chunk","created":1,` +
+      `"model":"fake-chat","choices":[{"index":0,"delta":{"content":" \\"two\\""},"finish_reason":null}]}`)
+  })
+
   it("sends the stream uncompressed even when the client accepts gzip, so no chunk waits in a compressor", async () => {
     const response = await fetch(`${baseURL}/chat/completions`, {
       method: "POST",
@@ -199,6 +216,23 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
     expect(body).toMatchObject({ details: { messages: { _errors: ["Prompt too long for the model"] } } })
     expect(upstream.received.length).toBe(calls)
     expect(await balance()).toBe(before)
+  })
+})
+
+describe("A long conversation is forwarded as it came: the caller's messages are not encoded again", () => {
+  it("sends the caller's message bytes unchanged, escapes and spacing included, after the service's system prompt", async () => {
+    const messages = `[ {"role":"user", "content":"caf\\u00e9 \\ud83d\\ude00 \\/ 1", "weight": 1.0} ]`
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: `{"model":"fake-chat","stream":true,"messages":${messages}}`
+    })
+    expect(response.status).toBe(200)
+    await response.text()
+    const sent = upstream.received.at(-1)!
+    expect(sent.text).toContain(`"messages":[${JSON.stringify({ role: "system", content: SYSTEM_PROMPT })}, {"role":"user", "content":"caf\\u00e9`)
+    expect(sent.text).toContain(`\\ud83d\\ude00 \\/ 1", "weight": 1.0} ]}`)
+    expect(sent.body["messages"]).toEqual([{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: "café 😀 / 1", weight: 1 }])
   })
 })
 

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
+import { ChannelChain, ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -19,12 +19,14 @@ import {
   AuditLog,
   Auth,
   AuthStore,
+  BatchSettlement,
   CreditLedger,
   Generations,
   IdempotencyStore,
   Jwt,
   Models,
   Money,
+  PaymentChannels,
   PendingSettlements,
   PricingEngine,
   RateLimiter,
@@ -40,7 +42,7 @@ import {
 import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
-import { HoldSweeper, Metered, PortalSession } from "@tollgate/http"
+import { ChannelClaims, HoldSweeper, Metered, PortalSession } from "@tollgate/http"
 import * as PerCallPayment from "@tollgate/http/PerCallPayment"
 import * as X402Route from "@tollgate/http/routes/X402"
 import {
@@ -50,6 +52,7 @@ import {
   CreditLedgerRedis,
   GenerationsRedis,
   IdempotencyStoreRedis,
+  PaymentChannelsRedis,
   PendingSettlementsRedis,
   RateLimiterRedis,
   RateLimitLogRedis,
@@ -60,6 +63,7 @@ import {
   WebhookStoreRedis
 } from "@tollgate/redis"
 import bs58 from "bs58"
+import { privateKeyToAccount } from "viem/accounts"
 import { Duration, Effect, Layer, Redacted, Result, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
@@ -79,6 +83,36 @@ const DEV_PAY_TO = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
  */
 const settlesBase = (section: typeof X402Section.Type): boolean =>
   (section.relayerKey !== undefined && section.evmRpcUrl !== undefined) || section.facilitatorUrl !== undefined
+
+/**
+ * Whether something settles Solana payments: the local `x402.solana` settlement or a hosted
+ * facilitator. Without either, a Solana receiver and fee payer are not offered: every payment on
+ * such an entry would be refused.
+ */
+const settlesSolana = (section: typeof X402Section.Type): boolean =>
+  section.solana !== undefined || section.facilitatorUrl !== undefined
+
+const UsdAmount = Schema.String.check(Schema.makeFilter((text: string) =>
+  Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD such as \"0.5\""))
+
+/**
+ * The `x402.batchSettlement` section: the channels offered (the withdrawal delay asked of them,
+ * the shortest accepted, the most served on one channel before it is claimed, the deposit
+ * announced) and when claims run (every `claimIntervalSeconds`, and as soon as a channel's
+ * unclaimed charge reaches `claimThresholdUsd`), and how long a channel may sit idle before its
+ * unclaimed escrow is refunded.
+ *
+ * @category schemas
+ */
+export const BatchSettlementSection = Schema.Struct({
+  withdrawDelaySeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))),
+  minimumWithdrawDelaySeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))),
+  exposureCapUsd: Schema.optionalKey(UsdAmount),
+  minDepositUsd: Schema.optionalKey(UsdAmount),
+  claimIntervalSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 86_400 }))),
+  claimThresholdUsd: Schema.optionalKey(UsdAmount),
+  idleRefundSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 2_592_000 })))
+})
 
 /**
  * The `x402` section. Without `payTo`, a production server takes no wallet payments: its 402s
@@ -113,6 +147,12 @@ export const X402Section = Schema.Struct({
    * Needs `relayerKey` and `evmRpcUrl`: the local facilitator settles it.
    */
   upto: Schema.optionalKey(Schema.Boolean),
+  /**
+   * Calls priced below `minimumPerCallUsd` (RPC) offered a voucher on an x402 `batch-settlement`
+   * payment channel, claimed in batches (docs/wallets.md, "Batch settlement"); on by default with
+   * `relayerKey` and `evmRpcUrl`, `false` turns it off.
+   */
+  batchSettlement: Schema.optionalKey(Schema.Union([Schema.Literal(false), BatchSettlementSection])),
   /** Factories trusted to deploy EIP-6492 counterfactual wallets before their top-up settles. */
   eip6492AllowedFactories: Schema.optionalKey(Schema.Array(
     Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" }))
@@ -160,6 +200,43 @@ const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
       return yield* new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be a 64-byte key pair (seed and public key)" })
     }
     return { bytes, address: bs58.encode(bytes.subarray(32)) }
+  })
+
+/**
+ * The `batch-settlement` offer and claim schedule of the `x402.batchSettlement` section, with its
+ * defaults: channels asked for a one-day withdrawal delay and refused under one hour, 1 USD
+ * served per channel before a claim, 0.10 USD announced as the deposit; claims every hour and at
+ * 0.50 USD unclaimed on a channel; idle channels refunded after a day.
+ */
+const batchSettlementOf = (relayerKey: `0x${string}`, section: typeof BatchSettlementSection.Type) =>
+  Effect.gen(function*() {
+    const units = (usd: string | undefined, fallback: string, field: string) =>
+      Effect.fromResult(Money.parseUsd(usd ?? fallback)).pipe(
+        Effect.map((nano) => BigInt(Money.toUsdcUnits(nano))),
+        Effect.mapError(() => new ConfigError({ message: `TOLLGATE_CONFIG.x402.batchSettlement.${field}: is out of range` }))
+      )
+    const withdrawDelaySeconds = section.withdrawDelaySeconds ?? 86_400
+    const minimumWithdrawDelaySeconds = section.minimumWithdrawDelaySeconds ?? 3_600
+    if (withdrawDelaySeconds < minimumWithdrawDelaySeconds) {
+      return yield* new ConfigError({
+        message: "TOLLGATE_CONFIG.x402.batchSettlement.withdrawDelaySeconds: is under minimumWithdrawDelaySeconds, so the channels offered would be refused"
+      })
+    }
+    const offer: BatchSettlement.Offer = {
+      receiverAuthorizer: privateKeyToAccount(relayerKey).address,
+      withdrawDelaySeconds,
+      minimumWithdrawDelaySeconds,
+      exposureCap: yield* units(section.exposureCapUsd, "1", "exposureCapUsd"),
+      minDeposit: yield* units(section.minDepositUsd, "0.1", "minDepositUsd")
+    }
+    return {
+      offer,
+      claims: {
+        claimIntervalMs: (section.claimIntervalSeconds ?? 3_600) * 1000,
+        claimThreshold: yield* units(section.claimThresholdUsd, "0.5", "claimThresholdUsd"),
+        idleRefundMs: (section.idleRefundSeconds ?? 86_400) * 1000
+      }
+    }
   })
 
 const WebhookSecret = Schema.String.check(Schema.makeFilter((text: string) =>
@@ -282,6 +359,7 @@ const stores = (config: ServerConfig, rpcCache: RpcCache.Config | undefined) =>
       GenerationsRedis.layerRedis,
       WebhookStoreRedis.layerRedis,
       TopUpTransactionsRedis.layerRedis,
+      PaymentChannelsRedis.layerRedis,
       PendingSettlementsRedis.layerRedis({ replicaAcknowledgment: config.redisReplicaAcknowledgment })
     ).pipe(Layer.provide(Layer.unwrap(Effect.as(
       RedisReachable.check(config),
@@ -301,6 +379,7 @@ const stores = (config: ServerConfig, rpcCache: RpcCache.Config | undefined) =>
       VideoJobs.layerMemory,
       Generations.layerMemory,
       PendingSettlements.layerMemory,
+      PaymentChannels.layerMemory,
       Webhooks.layerStoreMemory,
       TopUpTransactions.layerMemory,
       RpcCache.layerMemory(rpcCache)
@@ -414,11 +493,21 @@ export const layer = (config: ServerConfig) =>
     const upto = x402.relayerKey !== undefined && evmRpcUrl !== undefined && x402.upto !== false
       ? { extra: yield* PaymentFacilitator.uptoExtra(Redacted.make(x402.relayerKey), X402.BASE_MAINNET) }
       : undefined
+    // `batch-settlement` too: the relayer submits the deposits and claims, and is the channels'
+    // receiver authorizer.
+    const batch = x402.relayerKey !== undefined && evmRpcUrl !== undefined && x402.batchSettlement !== false && settlesBase(x402)
+      ? yield* batchSettlementOf(x402.relayerKey, x402.batchSettlement ?? {})
+      : undefined
     const x402Config = X402.layer(X402.makeConfig({
       publicOrigin: config.publicOrigin,
-      // Base is offered only where something settles it.
-      payTo: x402.payTo === undefined ? undefined : { evm: settlesBase(x402) ? x402.payTo.evm : undefined, solana: x402.payTo.solana },
-      ...(upto === undefined ? {} : { evm: { upto } }),
+      // A network is offered only where something settles it.
+      payTo: x402.payTo === undefined ? undefined : {
+        evm: settlesBase(x402) ? x402.payTo.evm : undefined,
+        solana: settlesSolana(x402) ? x402.payTo.solana : undefined
+      },
+      ...(upto === undefined && batch === undefined ? {} : {
+        evm: { ...(upto === undefined ? {} : { upto }), ...(batch === undefined ? {} : { batchSettlement: batch.offer }) }
+      }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
       ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
@@ -453,8 +542,18 @@ export const layer = (config: ServerConfig) =>
           Effect.fail(new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: the public half does not match the seed" }))
         ))
     )
+    // The chain side of the channels, and the claim rounds over it.
+    const channelChain = batch === undefined || x402.relayerKey === undefined || evmRpcUrl === undefined || x402.payTo === undefined
+      ? Layer.empty
+      : ChannelClaims.layer({ ...batch.claims, payTo: x402.payTo.evm, token: X402.BASE_USDC }).pipe(Layer.provideMerge(ChannelChain.layer({
+        network: X402.BASE_MAINNET,
+        rpcUrl: evmRpcUrl,
+        relayerKey: Redacted.make(x402.relayerKey),
+        ...(x402.receiptTimeoutSeconds === undefined ? {} : { receiptTimeout: Duration.seconds(x402.receiptTimeoutSeconds) })
+      })))
     const base = Layer.mergeAll(
       prices,
+      channelChain,
       RateLimits.layerOverridesMemory(rateLimits),
       models,
       rpc,

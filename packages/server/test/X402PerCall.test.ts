@@ -162,8 +162,8 @@ describe("A streamed chat completion paid with the call: the stream is served, a
   }, 60_000)
 })
 
-describe("The discovery 402 of a metered call offers the call at its price, then the minimum top-up; below the floor, the top-up only", () => {
-  it("text-parser: exact 0.01 USDC first, 5 USDC second; an RPC call (below 0.001 USD) offers 5 USDC and says to top up and sign in", async () => {
+describe("The discovery 402 of a metered call offers the call at its price, then the minimum top-up; below the floor, a voucher on a payment channel and the top-up", () => {
+  it("text-parser: exact 0.01 USDC first, 5 USDC second; an RPC call (below 0.001 USD) offers a batch-settlement voucher, then 5 USDC", async () => {
     const parser = await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
     expect(parser.status).toBe(402)
     const offered = decodePaymentRequiredHeader(parser.headers.get("payment-required")!)
@@ -176,8 +176,9 @@ describe("The discovery 402 of a metered call offers the call at its price, then
     })
     expect(rpc.status).toBe(402)
     const cheap = decodePaymentRequiredHeader(rpc.headers.get("payment-required")!)
-    expect(cheap.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
-    expect(cheap.resource.description).toMatch(/below the 0\.001 USD paid per call: top up .* then sign in with SIWX/)
+    // Below the floor: a batch-settlement voucher (Base is settled here), then the top-up.
+    expect(cheap.accepts.map((entry) => [entry.scheme, entry.amount])).toEqual([["batch-settlement", "13"], ["exact", "5000000"]])
+    expect(cheap.resource.description).toMatch(/with a batch-settlement voucher .* or top up USDC credit .* then sign in with SIWX/)
   })
 
   it("an anonymous body over 64 KiB is not read to be priced: its 402 offers the minimum top-up only", async () => {
@@ -190,7 +191,7 @@ describe("The discovery 402 of a metered call offers the call at its price, then
   })
 })
 
-describe("A call below the per-call floor takes the top-up entry's payment: the 5 USD are credited and the call is charged to them", () => {
+describe("A call below the per-call floor takes the top-up entry's payment (a client that knows only exact): the 5 USD are credited and the call is charged to them", () => {
   it("an RPC call paid with the 5 USDC entry of its 402: 200 with the block number, 5 USDC moved, 4.9999875 USD of credit left", async () => {
     const wallet = await fundedWallet()
     const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$10" })

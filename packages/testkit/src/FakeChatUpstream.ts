@@ -52,6 +52,8 @@ export interface Received {
   readonly path: string
   /** The JSON body; for multipart, the text fields, and the file as `{name, type, size}`. */
   readonly body: Record<string, unknown>
+  /** The body's text as it arrived, for a chat completion. */
+  readonly text?: string
   readonly headers: Http.IncomingHttpHeaders
   /** Resolves when the caller closed the connection before the reply ended. */
   readonly hungUp: Promise<void>
@@ -179,10 +181,11 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
       response.writeHead(other.status, { "content-type": other.type }).end(other.body)
       return
     }
-    const body = JSON.parse(Buffer.concat(parts).toString("utf8")) as Record<string, unknown>
+    const text = Buffer.concat(parts).toString("utf8")
+    const body = JSON.parse(text) as Record<string, unknown>
     let finished = false
     const hungUp = new Promise<void>((resolve) => response.on("close", () => { if (!finished) resolve() }))
-    received.push({ path, body, headers: request.headers, hungUp })
+    received.push({ path, body, text, headers: request.headers, hungUp })
     const reply = upstream.script(body)
     if (reply.status !== undefined && (reply.status < 200 || reply.status >= 300)) {
       finished = true

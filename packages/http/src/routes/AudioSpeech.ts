@@ -86,7 +86,7 @@ export const route = Endpoint.make({
       `as the model supports; see GET /models) at speed ${Models.SPEECH_SPEED.minimum} to ${Models.SPEECH_SPEED.maximum}. ` +
       "Billed per input character.",
     tags: ["Audio"],
-    request: { contentType: "application/json", schema: SpeechRequest },
+    request: { contentType: "application/json", schema: SpeechRequest, example: { model: "tts-1", input: "Hello there", voice: "alloy" } },
     responses: {
       200: { description: "The audio, under the format's audio/* Content-Type", contentType: "audio/*", headers: Models.headerNames }
     }

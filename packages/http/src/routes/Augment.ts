@@ -89,7 +89,7 @@ export const search = Endpoint.make({
     description: "The results of a web search through the search provider chat uses (limit 1 to 20, default 10, at most " +
       "what the provider returns). Priced per search; a failed search is a 502 and is not charged.",
     tags: ["Augment"],
-    request: { contentType: "application/json", schema: SearchRequest },
+    request: { contentType: "application/json", schema: SearchRequest, example: { query: "x402 payment protocol", limit: 5 } },
     responses: { 200: { description: "The results", schema: SearchResponse } }
   }
 })
@@ -118,7 +118,7 @@ export const scrape = Endpoint.make({
       "checked. Priced per URL scraped; a page that cannot be scraped (not public, not found, too slow) is a 400 naming " +
       "url and is not charged.",
     tags: ["Augment"],
-    request: { contentType: "application/json", schema: ScrapeRequest },
+    request: { contentType: "application/json", schema: ScrapeRequest, example: { url: "https://example.com/" } },
     responses: { 200: { description: "The page's text", schema: ScrapeResponse } }
   }
 })

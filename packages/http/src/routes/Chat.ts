@@ -4,7 +4,7 @@
  *
  * Before anything is held, the body, the options (object and model suffix), the model, the
  * character and the search capability are checked; a bad one is a 400 that leaves nothing behind
- * (`ChatCall`, shared with `POST /responses`). Admission reserves the prompt's tokens (o200k_base, plus room for search results) and the capped
+ * (`ChatCall`, shared with `POST /responses`). Admission reserves the prompt's tokens (at most its UTF-8 length, plus room for search results) and the capped
  * completion (`max_tokens`, at most the model's limit, times `n`) against the token limit, and holds
  * their worst-case price. The upstream is asked for usage; its counts settle the call. A streamed
  * call settles when its stream ends or the client hangs up: a client that leaves mid-stream pays
@@ -43,9 +43,19 @@ const usageOf = (usage: unknown, produced: ChatCall.Priced): Json => {
 const encoder = new TextEncoder()
 const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
 
-/** The chunks of one upstream read as one write: a per-chunk write would cost a syscall each. */
-const sseBatch = (chunks: ReadonlyArray<unknown>) =>
-  encoder.encode(chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join(""))
+/** The chunks (their JSON text) of one upstream read as one write: a per-chunk write would cost a syscall each. */
+const sseBatch = (chunks: ReadonlyArray<string>) => encoder.encode(chunks.map((chunk) => `data: ${chunk}\n\n`).join(""))
+
+/**
+ * `data` (a chunk's JSON text) with its `field`, which holds `value`, holding `ours` instead;
+ * `undefined` when the text does not hold `"field":value` as JSON.stringify writes it.
+ */
+const replaced = (data: string, field: string, value: unknown, ours: string): string | undefined => {
+  if (value === ours) return data
+  if (typeof value !== "string") return undefined
+  const from = `"${field}":${JSON.stringify(value)}`
+  return data.includes(from) ? data.replaceAll(from, `"${field}":${JSON.stringify(ours)}`) : undefined
+}
 
 /** The request as documented: the fields tollgate reads, the options, and room for any other. */
 const RequestDoc = Schema.StructWithRest(
@@ -83,18 +93,17 @@ export const route = Endpoint.make({
   serve: Effect.gen(function*() {
     const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
-    const decode = RequestBody.json(MAX_BODY).pipe(
-      Effect.flatMap((json) => Effect.fromResult(ChatOptions.parseRequest(json))),
-      Effect.flatMap(prepare),
+    const decode = RequestBody.jsonWithBytes(MAX_BODY).pipe(
+      Effect.flatMap(({ bytes, json }) => Effect.flatMap(Effect.fromResult(ChatOptions.parseRequest(json)), (request) => prepare(request, bytes))),
       Effect.map((plan) => ({ plan }))
     )
     return yield* ChatCall.serve("chatcmpl-", decode, (_, found, call) => {
-      const { headers, model, price, request, strips, upstreamBody } = call.prepared
+      const { headers, model, price, request, strips, upstreamBody, upstreamMessages } = call.prepared
       const { options } = request
 
       const complete = () =>
         Effect.gen(function*() {
-          const { body, upstream } = yield* backend.complete({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const { body, upstream } = yield* backend.complete({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
           call.upstream = upstream
@@ -129,7 +138,7 @@ export const route = Endpoint.make({
 
       const stream = () =>
         Effect.gen(function*() {
-          const upstream = yield* backend.stream({ model, body: upstreamBody(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const upstream = yield* backend.stream({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
             Effect.mapError(upstreamFailure)
           )
           call.upstream = upstream.upstream
@@ -142,8 +151,19 @@ export const route = Endpoint.make({
             strippers.set(index, made)
             return made
           }
-          const rewrite = (chunk: ChatBackend.Json): Json => {
+          const count = (chunk: ChatBackend.Json) => {
             recordUsage(tally, chunk["usage"])
+            const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
+            for (const choice of choices) {
+              if (!isObject(choice) || !isObject(choice["delta"])) continue
+              const delta = choice["delta"]
+              if (typeof delta["content"] === "string") tally.pieces.push(delta["content"])
+              for (const field of REASONING_FIELDS) {
+                if (typeof delta[field] === "string") tally.pieces.push(delta[field])
+              }
+            }
+          }
+          const rewrite = (chunk: ChatBackend.Json): Json => {
             const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
             return {
               ...chunk,
@@ -151,24 +171,29 @@ export const route = Endpoint.make({
               model: model.id,
               ...(isObject(chunk["usage"]) ? { usage: { ...chunk["usage"], cost: call.cost(price(found, tally)) } } : {}),
               choices: choices.map((choice: unknown) => {
-                if (!isObject(choice) || !isObject(choice["delta"])) return choice
+                if (!strips || !isObject(choice) || !isObject(choice["delta"])) return choice
                 const delta: Json = { ...choice["delta"] }
                 const index = typeof choice["index"] === "number" ? choice["index"] : 0
-                if (typeof delta["content"] === "string") {
-                  tally.pieces.push(delta["content"])
-                  if (strips) delta["content"] = stripperOf(index).push(delta["content"])
-                }
-                for (const field of REASONING_FIELDS) {
-                  if (typeof delta[field] === "string") tally.pieces.push(delta[field])
-                  if (strips) delete delta[field]
-                }
-                if (strips && choice["finish_reason"] != null) {
+                if (typeof delta["content"] === "string") delta["content"] = stripperOf(index).push(delta["content"])
+                for (const field of REASONING_FIELDS) delete delta[field]
+                if (choice["finish_reason"] != null) {
                   const rest = stripperOf(index).flush()
                   if (rest.length > 0) delta["content"] = `${typeof delta["content"] === "string" ? delta["content"] : ""}${rest}`
                 }
                 return { ...choice, delta }
               })
             }
+          }
+          // Without stripping, a chunk other than the usage one (which gains its cost) changes only in
+          // its id and model name: its text goes on as it came with those two replaced, when the
+          // upstream wrote them as JSON.stringify does (every OpenAI-compatible server seen does);
+          // else it is encoded again.
+          const relay = (chunk: ChatBackend.Json): string => {
+            count(chunk)
+            const data = strips || isObject(chunk["usage"]) ? undefined : ChatBackend.dataOf(chunk)
+            const withId = data === undefined ? undefined : replaced(data, "id", chunk["id"], call.id)
+            const relayed = withId === undefined ? undefined : replaced(withId, "model", chunk["model"], model.id)
+            return relayed ?? JSON.stringify(rewrite(chunk))
           }
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
@@ -187,7 +212,7 @@ export const route = Endpoint.make({
           const body = Stream.fromIterable(first).pipe(
             Stream.map(sse),
             Stream.concat(upstream.chunks.pipe(
-              Stream.mapArray((chunks) => [sseBatch(chunks.map(rewrite))] as const),
+              Stream.mapArray((chunks) => [sseBatch(chunks.map(relay))] as const),
               Stream.concat(Stream.sync(() => {
                 call.finished = true
                 return sse("[DONE]")
@@ -214,7 +239,11 @@ export const route = Endpoint.make({
       "not listed pass through to the model unvalidated. Billed per prompt and completion token; a stream cut by " +
       "the client is billed for what was produced.",
     tags: ["Chat"],
-    request: { contentType: "application/json", schema: RequestDoc },
+    request: {
+      contentType: "application/json",
+      schema: RequestDoc,
+      example: { model: "llama-3.3-70b", max_tokens: 100, messages: [{ role: "user", content: "Say hello" }] }
+    },
     responses: {
       200: {
         description: "The completion (application/json), or with stream: true a text/event-stream of chat.completion.chunk " +

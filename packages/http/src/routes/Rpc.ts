@@ -150,11 +150,13 @@ export const route = Endpoint.make({
     tags: ["Crypto RPC"],
     request: {
       contentType: "application/json",
-      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(JsonRpc.MAX_BATCH))])
+      schema: Schema.Union([JsonRpcItem, Schema.Array(JsonRpcItem).check(Schema.isMinLength(1), Schema.isMaxLength(JsonRpc.MAX_BATCH))]),
+      example: { jsonrpc: "2.0", method: "eth_blockNumber", params: [], id: 1 }
     },
     responses: {
       200: {
         description: "The upstream's JSON-RPC response; items may carry an `error`",
+        example: { jsonrpc: "2.0", id: 1, result: "0x1b4" },
         headers: ["X-Service-RPC-Credits", "X-Service-RPC-Cost-USD", "X-Cache", "X-Request-ID", "X-RateLimit-Limit-Requests", "X-RateLimit-Remaining-Requests", "Idempotent-Replayed"]
       },
       204: { description: "The request held notifications only" },

@@ -20,6 +20,7 @@ import { Effect, Layer, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as JsonDepth from "../JsonDepth.ts"
 import { PaymentRequiredBodies } from "../Metered.ts"
+import { CurrentRequest } from "../RequestContext.ts"
 import * as Route from "../Route.ts"
 
 const invalid = (message: string) => new Errors.InvalidRequest({ message })
@@ -213,6 +214,7 @@ export const routes = [topUp, balance] as const
  * The wallet 402s of the metered pipeline, built by `X402` with a fresh SIWX challenge each: the
  * discovery body offers the call at its price (above `minimumPerCall`) and the minimum top-up; the
  * insufficient-balance body says what the call needs, and its `PAYMENT-REQUIRED` offers the same.
+ * Both carry the route's bazaar extension (`Bazaar`), which `App` puts in `CurrentRequest`.
  *
  * @category layers
  */
@@ -224,19 +226,21 @@ export const layerPaymentRequiredBodies: Layer.Layer<PaymentRequiredBodies, neve
     const absolute = (url: string) => url.startsWith("/") ? `${config.publicOrigin}${url}` : url
     return PaymentRequiredBodies.of({
       discovery: ({ price, settlesActual, url }) =>
-        Effect.map(auth.siwxChallenge, (challenge) =>
+        Effect.zipWith(auth.siwxChallenge, CurrentRequest, (challenge, current) =>
           X402.discovery(config, {
             resource: { url: absolute(url) },
             challenge,
+            bazaar: current.bazaar,
             ...(price === undefined ? {} : { price }),
             ...(settlesActual === true ? { settlesActual } : {})
           })),
       insufficientBalance: ({ balance, call, url }) =>
-        Effect.map(auth.siwxChallenge, (challenge) =>
+        Effect.zipWith(auth.siwxChallenge, CurrentRequest, (challenge, current) =>
           X402.insufficientBalance(config, {
             balance: balance.availableUsd,
             required: call.quote.amount,
             challenge,
+            bazaar: current.bazaar,
             ...(call.settlesActual === true ? { settlesActual: true } : {}),
             ...(url === undefined ? {} : { resource: { url: absolute(url) } })
           }))

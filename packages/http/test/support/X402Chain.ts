@@ -4,7 +4,8 @@
  * x402 client treats it as the real USDC, and Multicall3's `tryAggregate` at Multicall3's canonical
  * address, as on Base (the official facilitator simulates EIP-6492 deployments and diagnoses
  * refused transfers through it). Permit2 and x402's upto proxy sit at the addresses `@x402/evm`
- * expects (`Permit2Contracts`), for the `upto` scheme. Also signs EIP-3009 authorizations by hand,
+ * expects (`Permit2Contracts`), for the `upto` scheme, and x402's channel contract with its ERC-3009
+ * deposit collector at theirs (`BatchSettlementContracts`), for `batch-settlement`. Also signs EIP-3009 authorizations by hand,
  * for the payments the official client would never produce (forged, expired, misdirected).
  */
 import { PaymentFacilitator } from "@tollgate/backends"
@@ -30,6 +31,12 @@ import {
   toHex
 } from "viem"
 import { type LocalAccount, privateKeyToAccount } from "viem/accounts"
+import {
+  BATCH_SETTLEMENT_ADDRESS,
+  batchSettlementRuntime,
+  ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+  erc3009DepositCollectorRuntime
+} from "./BatchSettlementContracts.ts"
 import { PERMIT2_ADDRESS, permit2Runtime, uptoProxyRuntime } from "./Permit2Contracts.ts"
 
 const compile = (): {
@@ -85,6 +92,8 @@ export const start = async () => {
   await client.setCode({ address: MULTICALL3, bytecode: compiled.multicall.runtime })
   await client.setCode({ address: PERMIT2_ADDRESS, bytecode: permit2Runtime })
   await client.setCode({ address: x402UptoPermit2ProxyAddress, bytecode: uptoProxyRuntime })
+  await client.setCode({ address: BATCH_SETTLEMENT_ADDRESS, bytecode: batchSettlementRuntime })
+  await client.setCode({ address: ERC3009_DEPOSIT_COLLECTOR_ADDRESS, bytecode: erc3009DepositCollectorRuntime })
   const send = async (functionName: "mint" | "setBlocked", args: readonly [Address, bigint] | readonly [Address, boolean]) => {
     const hash = await admin.writeContract({ address: usdc, abi: usdcAbi, functionName, args } as never)
     await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
@@ -130,6 +139,11 @@ export const start = async () => {
       }
     },
     codeAt: (address: Address) => client.getCode({ address }),
+    /** A wallet client of `account`, given ETH for its gas. */
+    walletOf: async (account: LocalAccount) => {
+      await client.setBalance({ address: account.address, value: 10n ** 18n })
+      return createWalletClient({ chain, transport: http(anvil.url), account, pollingInterval: 50 })
+    },
     stop: () => anvil.stop()
   }
 }

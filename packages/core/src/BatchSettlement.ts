@@ -1,0 +1,279 @@
+/**
+ * The x402 `batch-settlement` scheme on EVM as tollgate takes it, for calls priced below the per-call
+ * floor: the payer deposits USDC once into a channel of x402's channel contract, then signs one
+ * voucher per call, each for the cumulative amount the channel has been charged plus the call's
+ * price. Tollgate serves on a voucher checked here, with no chain round trip, and claims the
+ * vouchers on chain in batches later (`PaymentChannels` keeps what each channel was charged).
+ *
+ * This module holds the scheme's pure parts: the entry a 402 offers (`requirement`), the payload a
+ * client sends (a `voucher`, or a `deposit` that opens or tops up the channel with a voucher), and
+ * the offline check of that payload against the entry: the channel's config matches what was
+ * offered (token, receiver, receiver authorizer, withdrawal delay, and that delay at least the
+ * configured minimum), it hashes to the channel id, and the voucher's EIP-712 signature recovers to
+ * the payer's voucher signer. What the store checks atomically (the cumulative amount, the deposit,
+ * the exposure cap) is `PaymentChannels.reserve`'s. The refusals are the scheme's error codes, and
+ * tollgate's own for the one rule the scheme leaves to the server.
+ *
+ * @since 0.1.0
+ */
+import { BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_DOMAIN, BATCH_SETTLEMENT_SCHEME } from "@x402/evm"
+import { computeChannelId } from "@x402/evm/batch-settlement/client"
+import { Data, Effect, Schema } from "effect"
+import { domainSeparator, getAddress, type Hex as HexString, isAddressEqual, keccak256, recoverAddress, toBytes, zeroAddress } from "viem"
+import type * as PaymentChannels from "./PaymentChannels.ts"
+
+/** @category constants */
+export const SCHEME = BATCH_SETTLEMENT_SCHEME
+
+/**
+ * The contract's shortest withdrawal delay (`MIN_WITHDRAW_DELAY`, 15 minutes), which the SDK does
+ * not export: a server may ask for more, never less.
+ *
+ * @category constants
+ */
+export const CONTRACT_MIN_WITHDRAW_DELAY_SECONDS = 900
+
+/**
+ * What a server that settles `batch-settlement` offers: the receiver authorizer its channels name
+ * (the relayer, which sends the claims), the withdrawal delay it asks of new channels, the
+ * shortest it accepts, the most it serves on one channel before those calls are claimed on chain,
+ * and the deposit it announces (`extra.minDeposit`, which the official client deposits).
+ *
+ * @category models
+ */
+export interface Offer {
+  readonly receiverAuthorizer: string
+  readonly withdrawDelaySeconds: number
+  readonly minimumWithdrawDelaySeconds: number
+  /** USDC base units. */
+  readonly exposureCap: bigint
+  /** USDC base units. */
+  readonly minDeposit: bigint
+}
+
+/**
+ * The `extra` of a `batch-settlement` entry, as the scheme's server writes it: the channel
+ * parameters the payer must use, the token's EIP-712 domain, the announced deposit.
+ *
+ * @category constructors
+ */
+export const extra = (offer: Offer, eip712: { readonly name: string; readonly version: string }) => ({
+  receiverAuthorizer: offer.receiverAuthorizer,
+  withdrawDelay: offer.withdrawDelaySeconds,
+  name: eip712.name,
+  version: eip712.version,
+  minDeposit: offer.minDeposit.toString()
+})
+
+const Hex = Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]*$/))
+const Address = Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/)) as unknown as Schema.Codec<`0x${string}`, string>
+const Units = Schema.String.check(Schema.isPattern(/^\d{1,30}$/))
+
+/** @category schemas */
+export const ChannelConfig = Schema.Struct({
+  payer: Address,
+  payerAuthorizer: Address,
+  receiver: Address,
+  receiverAuthorizer: Address,
+  token: Address,
+  withdrawDelay: Schema.Int,
+  salt: Hex
+})
+
+/** @category schemas */
+export const Voucher = Schema.Struct({ channelId: Hex, maxClaimableAmount: Units, signature: Hex })
+
+/**
+ * What a client sends for a `batch-settlement` entry: a voucher on a funded channel, or a deposit
+ * (the ERC-3009 authorization the facilitator submits) with the voucher of the call it pays.
+ *
+ * @category schemas
+ */
+export const Payload = Schema.Union([
+  Schema.Struct({ type: Schema.Literal("voucher"), channelConfig: ChannelConfig, voucher: Voucher }),
+  Schema.Struct({
+    type: Schema.Literal("deposit"),
+    channelConfig: ChannelConfig,
+    voucher: Voucher,
+    deposit: Schema.Struct({ amount: Units, authorization: Schema.Record(Schema.String, Schema.Unknown) })
+  })
+])
+
+/** @category models */
+export type Payload = typeof Payload.Type
+
+/**
+ * A payload that passed the offline check.
+ *
+ * @category models
+ */
+export interface Checked {
+  readonly type: Payload["type"]
+  readonly channelId: string
+  readonly config: PaymentChannels.ChannelConfig
+  readonly maxClaimable: bigint
+  readonly signature: string
+  readonly payer: string
+  /** A deposit's amount, in base units. */
+  readonly deposit: bigint | undefined
+}
+
+/**
+ * Why a payload was refused: the scheme's code, or tollgate's own.
+ *
+ * @category errors
+ */
+export class PayloadRefused extends Data.TaggedError("PayloadRefused")<{
+  readonly reason: string
+  readonly message: string
+}> {}
+
+const refuse = (reason: string, message: string) => new PayloadRefused({ reason, message })
+
+/**
+ * The refusal of a channel whose withdrawal delay is shorter than the server accepts: the payer
+ * could start a withdrawal and take the escrow before the served calls are claimed.
+ *
+ * @category constants
+ */
+export const WITHDRAW_DELAY_TOO_SHORT = "batch_settlement_withdraw_delay_too_short"
+
+/**
+ * The EIP-712 domain of vouchers on `chainId`: the channel contract's at its canonical address.
+ *
+ * @category constructors
+ */
+export const domain = (chainId: number) => ({ ...BATCH_SETTLEMENT_DOMAIN, chainId, verifyingContract: BATCH_SETTLEMENT_ADDRESS })
+
+const chainIdOf = (network: string) => Number(network.slice("eip155:".length))
+
+const VOUCHER_TYPEHASH = keccak256(toBytes("Voucher(bytes32 channelId,uint128 maxClaimableAmount)"))
+const separators = new Map<number, HexString>()
+
+/**
+ * The EIP-712 digest a voucher signs, the contract's `getVoucherDigest`. Written out rather than
+ * through viem's `hashTypedData`, which validates and encodes the types on every call: the domain
+ * separator is computed once per chain and the struct is three words (measured in
+ * `bench/voucher.ts`, where the typed-data path was most of a voucher's CPU).
+ *
+ * @category verification
+ */
+export const voucherDigest = (chainId: number, channelId: string, maxClaimable: bigint): HexString => {
+  let separator = separators.get(chainId)
+  if (separator === undefined) {
+    separator = domainSeparator({ domain: domain(chainId) })
+    separators.set(chainId, separator)
+  }
+  const struct = keccak256(`${VOUCHER_TYPEHASH}${channelId.slice(2).toLowerCase()}${maxClaimable.toString(16).padStart(64, "0")}`)
+  return keccak256(`0x1901${separator.slice(2)}${struct.slice(2)}`)
+}
+
+/**
+ * Half the order of secp256k1: the contract recovers vouchers with OpenZeppelin's `ECDSA`, which
+ * refuses a signature whose `s` is above it. Such a voucher could never be claimed, and one in a
+ * claim batch would revert the whole batch.
+ */
+const HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n
+
+const highS = (signature: string) => signature.length === 132 && BigInt(`0x${signature.slice(66, 130)}`) > HALF_ORDER
+
+/** Channel ids by network and config: a channel's vouchers all carry the same config. */
+const channelIds = new Map<string, string>()
+const CHANNEL_IDS_KEPT = 10_000
+
+const channelIdOf = (config: typeof ChannelConfig.Type, network: string): string => {
+  const key = `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
+  let id = channelIds.get(key)
+  if (id === undefined) {
+    if (channelIds.size >= CHANNEL_IDS_KEPT) channelIds.clear()
+    id = computeChannelId(config as Parameters<typeof computeChannelId>[0], network)
+    channelIds.set(key, id)
+  }
+  return id
+}
+
+/**
+ * Checks a payload against the entry it paid, offline: the channel's config is the one offered,
+ * its hash is the channel id, and the voucher is signed by the payer's voucher signer (the
+ * `payerAuthorizer` key, or the payer's own key when none is named; a contract wallet must name a
+ * voucher key, as the official client does by default, since its signature needs the chain).
+ *
+ * @category verification
+ */
+export const check = (
+  requirement: { readonly network: string; readonly asset: string; readonly payTo: string; readonly extra?: Readonly<Record<string, unknown>> | undefined },
+  minimumWithdrawDelaySeconds: number,
+  payload: unknown
+): Effect.Effect<Checked, PayloadRefused> =>
+  Effect.gen(function*() {
+    const decoded = yield* Schema.decodeUnknownEffect(Payload)(payload).pipe(
+      Effect.mapError(() => refuse("invalid_batch_settlement_evm_voucher_payload", "The payload is not a batch-settlement voucher or deposit"))
+    )
+    const { channelConfig: config, voucher } = decoded
+    if (!isAddressEqual(config.token, requirement.asset as `0x${string}`)) {
+      return yield* refuse("invalid_batch_settlement_evm_token_mismatch", "The channel's token is not the one offered")
+    }
+    if (!isAddressEqual(config.receiver, requirement.payTo as `0x${string}`)) {
+      return yield* refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo")
+    }
+    if (!isAddressEqual(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]) as `0x${string}`)) {
+      return yield* refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered")
+    }
+    if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
+      return yield* refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`)
+    }
+    if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
+      return yield* refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered")
+    }
+    const channelId = channelIdOf(config, requirement.network)
+    if (channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
+      return yield* refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id")
+    }
+    const signer = isAddressEqual(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer
+    const maxClaimable = BigInt(voucher.maxClaimableAmount)
+    if (highS(voucher.signature)) {
+      return yield* refuse("invalid_batch_settlement_evm_voucher_signature", "The voucher's signature is not in the low-s form the contract accepts")
+    }
+    const recovered = yield* Effect.tryPromise(() =>
+      recoverAddress({ hash: voucherDigest(chainIdOf(requirement.network), channelId, maxClaimable), signature: voucher.signature as HexString })
+    ).pipe(Effect.orElseSucceed(() => zeroAddress))
+    if (!isAddressEqual(recovered, signer)) {
+      return yield* refuse("invalid_batch_settlement_evm_voucher_signature", "The voucher is not signed by the channel's voucher signer")
+    }
+    return {
+      type: decoded.type,
+      channelId,
+      config: { ...config, payer: getAddress(config.payer), receiver: getAddress(config.receiver) },
+      maxClaimable,
+      signature: voucher.signature,
+      payer: getAddress(config.payer),
+      deposit: decoded.type === "deposit" ? BigInt(decoded.deposit.amount) : undefined
+    }
+  })
+
+/**
+ * How long a call's reservation of its channel holds when its process never ends it (it died
+ * mid-call): the channel is busy that long, then takes vouchers again.
+ *
+ * @category constants
+ */
+export const RESERVATION_LEASE_MS = 5 * 60_000
+
+/**
+ * The `extra` of a paid call's `PAYMENT-RESPONSE`, as the official client reads it: what the call
+ * was charged (base units, the channel's cumulative charge before and after) and the channel as
+ * the server holds it.
+ *
+ * @category constructors
+ */
+export const responseExtra = (before: PaymentChannels.Channel, after: PaymentChannels.Channel) => ({
+  chargedAmount: (after.charged - before.charged).toString(),
+  channelState: {
+    channelId: after.channelId,
+    balance: after.balance.toString(),
+    totalClaimed: after.totalClaimed.toString(),
+    withdrawRequestedAt: after.withdrawRequestedAt,
+    refundNonce: "0",
+    chargedCumulativeAmount: after.charged.toString()
+  }
+})
