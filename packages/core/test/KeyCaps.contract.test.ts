@@ -1,0 +1,3 @@
+import * as KeyCapsContract from "@tollgate/testkit/contracts/KeyCaps"
+
+KeyCapsContract.run([{ name: "memory", layer: KeyCapsContract.memory }])
