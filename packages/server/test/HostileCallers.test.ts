@@ -42,22 +42,22 @@ const RPC_MS = 3_000
 const CHAT_USAGE = { prompt_tokens: 26_000, completion_tokens: 2 }
 
 /**
- * A JSON-RPC node that answers `eth_blockNumber` after `RPC_MS` (anvil cannot be made slow), and
- * counts the calls it answered in full.
+ * A JSON-RPC node that answers every call after `RPC_MS` (anvil cannot be made slow), and counts
+ * the single calls it answered in full by method (the proxy's own head polls are batches).
  */
 const startSlowRpc = async () => {
-  let answered = 0
+  const answered = new Map<string, number>()
   const server = Http.createServer(async (request, response) => {
     const parts: Array<Buffer> = []
     for await (const part of request) parts.push(part as Buffer)
-    const call = JSON.parse(Buffer.concat(parts).toString("utf8")) as { id: number }
+    const call = JSON.parse(Buffer.concat(parts).toString("utf8")) as { id: number; method?: string }
     await new Promise((resolve) => setTimeout(resolve, RPC_MS))
-    answered++
+    if (call.method !== undefined) answered.set(call.method, (answered.get(call.method) ?? 0) + 1)
     response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: call.id, result: "0x10" }))
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const { port } = server.address() as Net.AddressInfo
-  return { url: `http://127.0.0.1:${port}`, answered: () => answered, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
+  return { url: `http://127.0.0.1:${port}`, answered: (method: string) => answered.get(method) ?? 0, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
 }
 
 const localRenderer = {
@@ -146,7 +146,7 @@ describe.each(stores)("Finding 1 (%s): a call the client abandons once the backe
   it("an RPC call dropped at 1 s on a 3 s upstream is forwarded to its end and charged its credits", async () => {
     const server = serverOf(store)
     const since = Date.now() - 1
-    const before = slowRpc.answered()
+    const before = slowRpc.answered("eth_blockNumber")
     const outcome = await hangUpAfter(1_000, fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
       method: "POST",
       headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
@@ -155,7 +155,7 @@ describe.each(stores)("Finding 1 (%s): a call the client abandons once the backe
     }))
     expect(outcome).toBe("TimeoutError")
     await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_000))
-    expect(slowRpc.answered()).toBe(before + 1)
+    expect(slowRpc.answered("eth_blockNumber")).toBe(before + 1)
     const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
     expect(entries).toHaveLength(1)
     expect(entries[0]!.unit).toBeGreaterThan(0)
@@ -165,17 +165,18 @@ describe.each(stores)("Finding 1 (%s): a call the client abandons once the backe
   it("12 RPC calls of one account dropped at 1 s on a 3 s upstream are each charged, though their settlements go together after their answers", async () => {
     const server = serverOf(store)
     const since = Date.now() - 1
-    const before = slowRpc.answered()
+    const before = slowRpc.answered("eth_getBalance")
+    // Twelve different reads: identical reads in flight would share one upstream call.
     const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) =>
       hangUpAfter(1_000, fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
         method: "POST",
         headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 100 + i, method: "eth_blockNumber", params: [] }),
+        body: JSON.stringify({ jsonrpc: "2.0", id: 100 + i, method: "eth_getBalance", params: [`0x${String(i + 1).padStart(40, "0")}`, "latest"] }),
         signal: AbortSignal.timeout(1_000)
       }))))
     expect(outcomes.every((outcome) => outcome === "TimeoutError")).toBe(true)
     await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_500))
-    expect(slowRpc.answered()).toBe(before + 12)
+    expect(slowRpc.answered("eth_getBalance")).toBe(before + 12)
     const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
     expect(entries).toHaveLength(12)
   }, 30_000)
