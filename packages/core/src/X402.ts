@@ -583,6 +583,22 @@ export const discoveryBody = (config: Config, input: {
 })
 
 /**
+ * The most a `PAYMENT-REQUIRED` header may take with the bazaar extension in it. Proxies commonly
+ * refuse header lines over 8 KiB; an operation whose discovery schemas would push the header
+ * past this keeps its bazaar extension in the body (and `GET /.well-known/x402`) only.
+ */
+const PAYMENT_REQUIRED_HEADER_BUDGET = 8_000
+
+/** `PAYMENT-REQUIRED` for `required`: with its bazaar extension while the header stays within its budget. */
+const paymentRequiredHeader = (required: { readonly extensions?: Readonly<Record<string, unknown>> }): string => {
+  const encode = (value: unknown) => encodePaymentRequiredHeader(value as Parameters<typeof encodePaymentRequiredHeader>[0])
+  const whole = encode(required)
+  if (whole.length <= PAYMENT_REQUIRED_HEADER_BUDGET || required.extensions?.["bazaar"] === undefined) return whole
+  const { bazaar: _bazaar, ...extensions } = required.extensions
+  return encode({ ...required, extensions })
+}
+
+/**
  * The 402 of form 2 as an error: the body, and the same object in `PAYMENT-REQUIRED` so the
  * official v2 client (which reads only the header) can pay it.
  *
@@ -593,7 +609,7 @@ export const discovery = (config: Config, input: Parameters<typeof discoveryBody
   return new Errors.PaymentRequired({
     body,
     headers: {
-      [headers.paymentRequired]: encodePaymentRequiredHeader(body as unknown as Parameters<typeof encodePaymentRequiredHeader>[0]),
+      [headers.paymentRequired]: paymentRequiredHeader(body),
       "cache-control": "no-store"
     }
   })
@@ -671,7 +687,7 @@ export const insufficientBalance = (config: Config, input: {
   return new Errors.PaymentRequired({
     body,
     headers: {
-      [headers.paymentRequired]: encodePaymentRequiredHeader(required as unknown as Parameters<typeof encodePaymentRequiredHeader>[0]),
+      [headers.paymentRequired]: paymentRequiredHeader(required),
       "cache-control": "no-store"
     }
   })
