@@ -23,7 +23,7 @@ import { ChatOptions, Errors, Generations, Models, Money, PricingEngine } from "
 import * as JsonText from "@tollgate/core/JsonText"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { ByteSize, Effect, Option, Result } from "effect"
+import { ByteSize, Duration, Effect, Fiber, Option, Result } from "effect"
 import * as Crypto from "node:crypto"
 import type * as Endpoint from "./Endpoint.ts"
 import type * as Metered from "./Metered.ts"
@@ -455,6 +455,9 @@ export type Answer =
   | (Metered.Outcome & Priced)
   | (Metered.StreamingOutcome & { readonly produced: Effect.Effect<Priced> })
 
+/** How long a non-streamed answer waits for its `/generation` record before it goes anyway. */
+const RECORD_WAIT = Duration.millis(100)
+
 const hostOf = (upstream: string) => {
   try {
     return new URL(upstream).host
@@ -516,7 +519,12 @@ export const serve = <A extends { readonly plan: Plan }>(
                 })
               }
               call.finished = true
-              return Effect.as(record(call, outcome, context, quote, startedAt), outcome)
+              // The answer waits for its record briefly, so a `/generation` read right after it finds
+              // it, but never for a store that stalls: the record then lands on its own.
+              return Effect.forkDetach(record(call, outcome, context, quote, startedAt)).pipe(
+                Effect.flatMap((recording) => Effect.timeoutOption(Fiber.join(recording), RECORD_WAIT)),
+                Effect.as(outcome)
+              )
             })
             return index + 1 < input.plan.candidates.length ? Effect.catch(served, () => attempt(index + 1)) : served
           }

@@ -31,14 +31,17 @@ const localRenderer = {
   promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
 }
 
-/** A JSON-RPC node that answers `eth_blockNumber` after `UPSTREAM_MS`, counting the calls it got. */
+/**
+ * A JSON-RPC node that answers `eth_blockNumber` after `UPSTREAM_MS`, counting the `eth_blockNumber`
+ * calls it got (the proxy's own head polls are batches, and not counted).
+ */
 const startSlowRpc = async () => {
   let received = 0
   const server = Http.createServer(async (request, response) => {
-    received++
     const parts: Array<Buffer> = []
     for await (const part of request) parts.push(part as Buffer)
-    const call = JSON.parse(Buffer.concat(parts).toString("utf8")) as { id: number }
+    const call = JSON.parse(Buffer.concat(parts).toString("utf8")) as { id: number; method?: string }
+    if (call.method === "eth_blockNumber") received++
     await new Promise((resolve) => setTimeout(resolve, UPSTREAM_MS))
     response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: call.id, result: "0x10" }))
   })
