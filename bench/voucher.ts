@@ -9,20 +9,24 @@
  * `wrapFetchWithPayment` makes it (each call first meets the 402, then pays). Target: the paid
  * request's CPU at most 1.5x the key-paid call's.
  *
- * Options: --calls 500 (per measured batch), --rounds 2.
+ * Options: --calls 500 (per measured batch), --rounds 2, --profile <dir> (the server runs under
+ * `node --cpu-prof`; its profile is written there and its heaviest functions printed).
  */
 import { ShippedServer } from "@tollgate/testkit"
 import { toClientEvmSigner } from "@x402/evm"
 import { BatchSettlementEvmScheme } from "@x402/evm/batch-settlement/client"
 import { wrapFetchWithPayment, x402Client, x402HTTPClient } from "@x402/fetch"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { parseArgs } from "node:util"
 import { createPublicClient, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import * as X402Chain from "../packages/http/test/support/X402Chain.ts"
 import { table } from "./Harness.ts"
 
-const { values } = parseArgs({ options: { calls: { type: "string", default: "500" }, rounds: { type: "string", default: "2" } } })
+const { values } = parseArgs({
+  options: { calls: { type: "string", default: "500" }, rounds: { type: "string", default: "2" }, profile: { type: "string", default: "" } }
+})
 const calls = Number(values.calls)
 const rounds = Number(values.rounds)
 
@@ -49,7 +53,10 @@ const server = await ShippedServer.start({
       batchSettlement: { claimIntervalSeconds: 86_400, claimThresholdUsd: "100", exposureCapUsd: "100", minDepositUsd: "10" }
     }
   },
-  env: { TOLLGATE_LOG_LEVEL: "warn" }
+  env: {
+    TOLLGATE_LOG_LEVEL: "warn",
+    ...(values.profile === "" ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${Path.resolve(values.profile)}` })
+  }
 })
 const url = `${server.api}/crypto/rpc/base-mainnet`
 const key = server.credentials!.inferenceKey
@@ -107,4 +114,14 @@ try {
 } finally {
   await server.stop()
   await chain.stop()
+}
+
+if (values.profile !== "") {
+  const file = Fs.readdirSync(values.profile).filter((name) => name.endsWith(".cpuprofile")).map((name) => Path.join(values.profile!, name))
+    .sort((a, b) => Fs.statSync(b).mtimeMs - Fs.statSync(a).mtimeMs)[0]
+  if (file !== undefined) {
+    const { heaviest } = await import("./Profile.ts")
+    console.log(`\nThe tollgate process's heaviest functions by self time (${file})\n`)
+    table(heaviest(file, 25))
+  }
 }

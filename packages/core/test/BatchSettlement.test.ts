@@ -120,6 +120,16 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
     expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: flipped } })).toBe("invalid_batch_settlement_evm_voucher_signature")
   })
 
+  it("the same signature with v written 0 or 1 is refused: the contract's ecrecover takes only 27 or 28", async () => {
+    const payload = await voucherPayload()
+    const signature = payload.voucher.signature
+    const v = Number.parseInt(signature.slice(130), 16)
+    const zeroBased = `${signature.slice(0, 130)}0${v - 27}`
+    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: zeroBased } })).toBe("invalid_batch_settlement_evm_voucher_signature")
+    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: signature.slice(0, 130) } }))
+      .toBe("invalid_batch_settlement_evm_voucher_signature")
+  })
+
   it("the voucher digest is the EIP-712 hash the official client signs", async () => {
     const payload = await voucherPayload()
     expect(BatchSettlement.voucherDigest(8453, payload.voucher.channelId, 13n)).toBe(hashTypedData({
