@@ -14,9 +14,11 @@
  * the exposure cap) is `PaymentChannels.reserve`'s. The refusals are the scheme's error codes, and
  * tollgate's own for the one rule the scheme leaves to the server.
  *
- * The signer is recovered with libsecp256k1 compiled to WebAssembly (`tiny-secp256k1`), not
- * viem's `recoverAddress` (`@noble/curves` in JavaScript): one recovery is most of a voucher's
- * CPU, and the WebAssembly one took 0.3 ms against 2.4 ms (`bench/voucher.ts`, docs/benchmarks.md).
+ * The signer is recovered by libsecp256k1 (the `secp256k1` package, whose native build ships for
+ * Linux x64, macOS arm64 and Windows x64), not viem's `recoverAddress` (`@noble/curves` in
+ * JavaScript): one recovery was most of a voucher's CPU, and the native one takes 0.07 ms against
+ * 0.3 ms for libsecp256k1 in WebAssembly and 2.4 ms for viem's (`bench/voucher.ts`,
+ * docs/benchmarks.md).
  *
  * @since 0.1.0
  */
@@ -24,7 +26,7 @@ import { keccak_256 } from "@noble/hashes/sha3.js"
 import { BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_DOMAIN, BATCH_SETTLEMENT_SCHEME } from "@x402/evm"
 import { computeChannelId } from "@x402/evm/batch-settlement/client"
 import { Data, Effect, Schema } from "effect"
-import * as Secp256k1 from "tiny-secp256k1"
+import Secp256k1 from "secp256k1"
 import { bytesToHex, domainSeparator, getAddress, type Hex as HexString, hexToBytes, isAddressEqual, zeroAddress } from "viem"
 import type * as PaymentChannels from "./PaymentChannels.ts"
 
@@ -204,8 +206,8 @@ const signerOf = (digest: Uint8Array, signature: string): string | undefined => 
   const v = bytes[64]!
   if ((v !== 27 && v !== 28) || BigInt(`0x${signature.slice(66, 130)}`) > HALF_ORDER) return undefined
   try {
-    const key = Secp256k1.recover(digest, bytes.subarray(0, 64), v === 27 ? 0 : 1, false)
-    return key === null ? undefined : bytesToHex(keccak_256(key.subarray(1)).subarray(12))
+    const key = Secp256k1.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false)
+    return bytesToHex(keccak_256(key.subarray(1)).subarray(12))
   } catch {
     // r or s zero or past the curve's order, or r not the x of a point: no key signed this.
     return undefined
