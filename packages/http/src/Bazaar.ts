@@ -51,9 +51,6 @@ export interface Resource {
   readonly extensions: { readonly bazaar: Extension }
 }
 
-/** The path MCP is served at (`Mcp.PATH`, not imported: `Mcp` serves the whole application). */
-const MCP_PATH = "/mcp"
-
 /**
  * The paid MCP tools of `routes` as resources: the MCP endpoint, the tool's name, description and
  * input schema in the bazaar's MCP declaration, and its price as the tool listing states it.
@@ -67,7 +64,7 @@ export const toolResources = (
 ): ReadonlyArray<Resource> =>
   McpTools.list(routes, tables).flatMap((tool): Array<Resource> =>
     tool.price === undefined ? [] : [{
-      resource: `${config.publicOrigin}${MCP_PATH}`,
+      resource: `${config.publicOrigin}${McpTools.PATH}`,
       type: "mcp",
       x402Version: X402.VERSION,
       description: tool.description,
@@ -207,7 +204,7 @@ export const routes = (
     Effect.gen(function*() {
       const config = yield* Effect.serviceOption(X402.X402Config)
       const tables = Option.getOrUndefined(yield* Effect.serviceOption(PricingEngine.PricingEngine))
-      const mcp = paid.some((route) => route.path === MCP_PATH) && Option.isSome(config) && tables !== undefined
+      const mcp = paid.some((route) => route.path === McpTools.PATH) && Option.isSome(config) && tables !== undefined
         ? toolResources(paid, config.value, tables)
         : []
       const items = Option.isSome(config) && X402.paymentsEnabled(config.value)

@@ -38,7 +38,7 @@ import * as ToolPrice from "./ToolPrice.ts"
  *
  * @category constants
  */
-export const PATH = "/mcp"
+export const PATH = McpTools.PATH
 
 /**
  * The `_meta` keys a tool call and its result carry.

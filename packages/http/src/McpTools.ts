@@ -18,6 +18,13 @@ import * as Rpc from "./routes/Rpc.ts"
 import * as TextParser from "./routes/TextParser.ts"
 
 /**
+ * Where the MCP server answers (`Mcp` serves it; `Bazaar` lists its paid tools there).
+ *
+ * @category constants
+ */
+export const PATH = "/mcp"
+
+/**
  * A JSON Schema object, as a tool's `inputSchema`.
  *
  * @category models
