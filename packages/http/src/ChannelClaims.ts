@@ -3,14 +3,17 @@
  * tollgate served calls on into USDC at `payTo`. Each round, the instance that holds the round's
  * lock (`PaymentChannels.lockRound`; instances share the relayer key):
  *
- * - reads every channel's escrow and pending withdrawal from the chain into the store, so a
- *   channel whose payer started a timed withdrawal takes no more vouchers at once;
+ * - reads from the chain into the store the escrow and pending withdrawal of each channel with
+ *   calls served and not yet claimed, or with a withdrawal seen, so a channel whose payer started
+ *   a timed withdrawal takes no more vouchers at once. A channel whose calls are all claimed is not
+ *   read: a withdrawal from it takes nothing the operator was owed, and is seen in the round after
+ *   its next call, which the exposure cap bounds and the withdrawal delay leaves time to claim;
  * - claims, in one transaction, the latest voucher of every channel with unclaimed charges, when
  *   the claim interval has passed since the last claim, when a channel's unclaimed charge reaches
  *   the threshold, or at once when a channel's withdrawal is pending (its vouchers reserve nothing
  *   on chain until claimed); then settles what was claimed to `payTo` in one transfer;
  * - refunds, cooperatively, the unclaimed escrow of a channel idle for `idleRefundMs` once all its
- *   charges are claimed, and forgets it.
+ *   charges are claimed (read from the chain first), and forgets it.
  *
  * Each claim and refund is counted (`tollgate_channel_claims_total`,
  * `tollgate_channel_claimed_usdc_units_total`, `tollgate_channel_refunds_total`) and logged with
@@ -20,7 +23,7 @@
  */
 import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import { PaymentChannels } from "@tollgate/core"
-import { Effect, Layer, Metric, Schedule } from "effect"
+import { Effect, Layer, Metric, Option, Schedule } from "effect"
 import * as Observability from "./Observability.ts"
 
 /** @category options */
@@ -34,7 +37,7 @@ export interface Options {
   readonly claimThreshold: bigint
   /** A channel idle this long, with everything claimed, is refunded and forgotten. */
   readonly idleRefundMs: number
-  /** How often a round runs (and the chain is read for withdrawals); default 1 second. */
+  /** How often a round runs (and channels with unclaimed calls are read for withdrawals); default 1 second. */
   readonly roundMs?: number
 }
 
@@ -71,7 +74,9 @@ export const make = (options: Options) =>
       if (!(yield* channels.lockRound(owner, now, roundMs * 10))) return { claimed: [], claimTransaction: undefined, settled: 0n, refunded: [] }
       // The chain first: a withdrawal started since the last round stops the channel's calls now.
       for (const channel of yield* channels.list) {
-        yield* channels.mirror(channel.channelId, yield* chain.read(channel.channelId))
+        if (channel.charged > channel.totalClaimed || channel.withdrawRequestedAt !== 0) {
+          yield* channels.mirror(channel.channelId, yield* chain.read(channel.channelId))
+        }
       }
       const known = yield* channels.list
       const unclaimed = known.filter((channel) => channel.charged > channel.totalClaimed && channel.signature !== "")
@@ -120,10 +125,17 @@ export const make = (options: Options) =>
         })
       }
       const refunded: Array<string> = []
-      for (const channel of yield* channels.list) {
-        const idle = now - channel.lastRequestAt >= options.idleRefundMs
-        const settledAll = channel.charged === channel.totalClaimed && channel.withdrawRequestedAt === 0
-        if (!idle || !settledAll || channel.balance <= channel.totalClaimed) continue
+      const refundable = (channel: PaymentChannels.Channel) =>
+        now - channel.lastRequestAt >= options.idleRefundMs &&
+        channel.charged === channel.totalClaimed &&
+        channel.withdrawRequestedAt === 0 &&
+        channel.balance > channel.totalClaimed
+      for (const stored of yield* channels.list) {
+        if (!refundable(stored)) continue
+        // The escrow as the chain holds it now: it was last read when the channel had calls to claim.
+        yield* channels.mirror(stored.channelId, yield* chain.read(stored.channelId))
+        const channel = Option.getOrUndefined(yield* channels.get(stored.channelId))
+        if (channel === undefined || !refundable(channel)) continue
         const transaction = yield* chain.refund(channel.config, channel.balance - channel.totalClaimed)
         yield* channels.remove(channel.channelId)
         refunded.push(channel.channelId)
