@@ -772,7 +772,10 @@ export const decodePayment = Effect.fn("X402.decodePayment")(function*(
   const json = yield* Effect.fromOption(decodeHeader(header)).pipe(
     Effect.mapError(() => new PaymentRejected({ reason: "invalid_payload", message: "The payment header is not base64 JSON" }))
   )
-  const v1 = Schema.decodeUnknownOption(PaymentPayloadV1)(json)
+  // Only a payload that says it is v1 is decoded as one: a failed decode costs more than the check.
+  const v1 = typeof json === "object" && json !== null && (json as { readonly x402Version?: unknown }).x402Version === 1
+    ? Schema.decodeUnknownOption(PaymentPayloadV1)(json)
+    : Option.none()
   if (Option.isSome(v1)) {
     const network = LEGACY_NETWORKS[v1.value.network] ?? v1.value.network
     const match = candidates.find((c) => c.scheme === v1.value.scheme && c.network === network)
