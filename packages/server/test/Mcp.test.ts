@@ -151,6 +151,23 @@ describe("An API key on the transport pays a tool call: charged once, what the H
   })
 })
 
+describe("A tool call's usage entry names the tool: GET /billing/usage-history shows which tool an entry paid for", () => {
+  it("a key-paid parse_document call's entry notes MCP tool parse_document; the same request over HTTP names no tool", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const result = await call(client, "parse_document", { document: Buffer.from("Named by its tool.").toString("base64"), filename: "notes.txt" })
+    expect(result.isError).toBeUndefined()
+    const form = new FormData()
+    form.append("file", new Blob(["Named by its tool."]), "notes.txt")
+    const http = await fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: bearer(server.credentials!.inferenceKey), body: form })
+    expect(http.status).toBe(200)
+    const [httpEntry, mcpEntry] = await Usage.latest(server, 2)
+    expect(mcpEntry).toMatchObject({ notes: expect.stringMatching(/^MCP tool parse_document(, |$)/), inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    expect(httpEntry?.notes).not.toContain("MCP tool")
+    expect(httpEntry?.nano).toBe(mcpEntry?.nano)
+    await client.close()
+  })
+})
+
 describe("A tool whose route answers an image answers MCP image content", () => {
   it("generate_image with local-renderer: one image content block, its bytes the PNG the route renders", async () => {
     const client = await connect(bearer(server.credentials!.inferenceKey))
