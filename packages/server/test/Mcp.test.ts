@@ -374,25 +374,60 @@ describe("x402 per call in _meta[\"x402/payment\"], built by the official client
   }, 60_000)
 })
 
+/** A funded wallet that topped up the minimum (5 USD) with @x402/fetch: its prepaid credit. */
+const toppedUpWallet = async () => {
+  const wallet = await fundedWallet()
+  const payer = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
+  registerExactEvmScheme(payer, { signer: wallet })
+  const topUp = await wrapFetchWithPayment(fetch, payer)(`${server.api}/x402/top-up`, { method: "POST" })
+  expect(topUp.status).toBe(200)
+  expect(await paidBy(wallet.address)).toBe(5_000_000n)
+  return wallet
+}
+
+const documentArguments = { document: Buffer.from("Paid from credit.").toString("base64"), filename: "notes.txt" }
+
+/** A SIWX proof for `_meta["sign-in-with-x"]`, over the challenge of a payment-required result (each proof is used once). */
+const signedIn = async (client: Client, wallet: ReturnType<typeof privateKeyToAccount>) => {
+  const challenge = (await paymentRequired(client, "parse_document", documentArguments)).extensions!["sign-in-with-x"] as { info: Record<string, unknown> }
+  const proof = await createSIWxPayload({ ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never, wallet, `${server.origin.replace("127.0.0.1", "localhost")}/mcp`)
+  return { "sign-in-with-x": encodeSIWxHeader(proof) }
+}
+
 describe("A wallet's prepaid credit pays tool calls through SIWX: two calls from one top-up, one settlement", () => {
   it("top-up 5 USD with @x402/fetch, then two parse_document calls signed in via _meta: 0.01 USD each from credit, nothing more on chain", async () => {
-    const wallet = await fundedWallet()
-    const payer = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
-    registerExactEvmScheme(payer, { signer: wallet })
-    const topUp = await wrapFetchWithPayment(fetch, payer)(`${server.api}/x402/top-up`, { method: "POST" })
-    expect(topUp.status).toBe(200)
-    expect(await paidBy(wallet.address)).toBe(5_000_000n)
+    const wallet = await toppedUpWallet()
     const client = await connect()
-    const args = { document: Buffer.from("Paid from credit.").toString("base64"), filename: "notes.txt" }
+    const args = documentArguments
     for (let n = 1; n <= 2; n++) {
-      const challenge = (await paymentRequired(client, "parse_document", args)).extensions!["sign-in-with-x"] as { info: Record<string, unknown> }
-      const proof = await createSIWxPayload({ ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never, wallet, `${server.origin.replace("127.0.0.1", "localhost")}/mcp`)
-      const result = await call(client, "parse_document", args, { "sign-in-with-x": encodeSIWxHeader(proof) })
+      const result = await call(client, "parse_document", args, await signedIn(client, wallet))
       expect(result.isError).toBeUndefined()
       expect(result._meta?.["x402/payment-response"]).toBeUndefined()
       expect(await creditUnits(wallet.address)).toBe(5_000_000n - BigInt(n) * 10_000n)
     }
     expect(await paidBy(wallet.address)).toBe(5_000_000n)
+    await client.close()
+  }, 60_000)
+})
+
+describe("A wallet signed in with SIWX reads its own balance and recent usage over MCP, as a key reads its account's", () => {
+  it("after one parse_document paid from credit: balance 4.99 USD, recent_usage that one entry naming the tool; nothing charged for either", async () => {
+    const wallet = await toppedUpWallet()
+    const client = await connect()
+    const paid = await call(client, "parse_document", documentArguments, await signedIn(client, wallet))
+    expect(paid.isError).toBeUndefined()
+    const balance = await call(client, "balance", {}, await signedIn(client, wallet))
+    expect(balance.isError).toBeUndefined()
+    expect(balance.structuredContent).toMatchObject({ canConsume: true, consumptionCurrency: "USD", balances: { usd: 4.99 } })
+    const usage = await call(client, "recent_usage", { limit: 5 }, await signedIn(client, wallet))
+    expect(usage.isError).toBeUndefined()
+    expect(usage.structuredContent).toMatchObject({
+      data: [{ sku: "text-parser", amount: 0.01, notes: expect.stringMatching(/^MCP tool parse_document/), inferenceDetails: { requestId: paid._meta?.["tollgate/request-id"] } }],
+      hasMore: false
+    })
+    expect(await creditUnits(wallet.address)).toBe(5_000_000n - 10_000n)
+    const anonymous = await call(client, "recent_usage", {})
+    expect(anonymous).toMatchObject({ isError: true, structuredContent: { error: expect.stringContaining("SIGN-IN-WITH-X") } })
     await client.close()
   }, 60_000)
 })
