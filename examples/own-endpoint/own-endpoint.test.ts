@@ -75,15 +75,9 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
   it("every link of the 402 body, the pages and what they load answer 200 through the host (the endpoint its 402); the top-up link says how to pay in dev mode", async () => {
     const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "hi" }))
     expect(response.status).toBe(402)
-    const links = new Set<string>()
-    const collect = (value: unknown): void => {
-      if (typeof value === "string" && /^https?:\/\//u.test(value)) links.add(new URL(value).pathname)
-      // A JSON Schema's `$schema` (the bazaar extension's schemas) names its dialect, not a page.
-      else if (typeof value === "object" && value !== null) Object.entries(value).forEach(([key, inner]) => key === "$schema" || collect(inner))
-    }
-    collect(await response.json())
+    const links = Host.links(await response.json())
     // The origin (SIWX's), the pages, the top-up and the resource itself.
-    expect([...links].sort()).toEqual(["/", "/api-keys", "/api/v1/x402/top-up", "/docs/authentication", "/docs/wallets", "/v1/summarize"])
+    expect(links).toEqual(["/", "/api-keys", "/api/v1/x402/top-up", "/docs/authentication", "/docs/wallets", "/v1/summarize"])
     const portal = await (await fetch(`${host.origin}/api-keys`)).text()
     const assets = [...portal.matchAll(/(?:src|href)="(portal\/[^"]+)"/gu)].map((match) => `/${match[1]}`)
     expect(assets).toEqual(["/portal/portal.css", "/portal/portal.js"])
