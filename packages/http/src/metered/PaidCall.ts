@@ -81,6 +81,13 @@ interface Payment {
 }
 
 /**
+ * The notes of a call's usage entry: the MCP tool that ran it first, so an operator reading the
+ * usage history sees which tool an entry paid for, then the route's own notes.
+ */
+const notesOf = (notes: string | undefined, tool: string | undefined): string | undefined =>
+  tool === undefined ? notes : notes === undefined || notes === "" ? `MCP tool ${tool}` : `MCP tool ${tool}, ${notes}`
+
+/**
  * The answer's own headers, then the rate-limit headers of the admission, the balance before the
  * call and those of a payment sent with it.
  */
@@ -516,7 +523,7 @@ export class PaidCall {
           sku: produced.usage.sku ?? call.sku,
           units: produced.usage.units,
           pricePerUnit: produced.usage.pricePerUnit,
-          notes: produced.usage.notes,
+          notes: notesOf(produced.usage.notes, this.currentRequest.tool),
           requestId: this.currentRequest.requestId,
           executionMs: now - startedAt,
           promptTokens: produced.usage.promptTokens,
