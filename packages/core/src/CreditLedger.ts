@@ -18,7 +18,7 @@
  * changes a balance.
  *
  * `layerMemory` is the single-process ledger; `@tollgate/redis` has the shared one. Both pass the
- * contract suite in `packages/redis/test/CreditLedger.contract.test.ts`.
+ * contract suite in `packages/testkit/src/contracts/CreditLedger.ts`.
  *
  * @since 0.1.0
  */
