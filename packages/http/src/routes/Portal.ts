@@ -18,7 +18,7 @@
 import { CreditLedger, Errors, KeyCaps, Money, Principal, SessionRevocations, Siwx, Staking, Usage, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { AuthStore } from "@tollgate/core/AuthStore"
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Fs from "node:fs"
 import * as Pages from "../Pages.ts"
@@ -42,8 +42,6 @@ export const RECENT_TRANSACTIONS = 20
 
 /** The most entries read for one answer: the ledger's default memory cap per account. */
 const MAX_ENTRIES = CreditLedger.DEFAULT_MAX_ENTRIES
-
-const PAGE = 500
 
 /**
  * What the page and its assets may do: scripts and styles of this server only, requests to it
@@ -354,17 +352,7 @@ const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", 
  * their millisecond, so a window starts at an id.
  */
 const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, since: number) =>
-  Effect.gen(function*() {
-    const entries: Array<CreditLedger.JournalEntry> = []
-    let after = `${since}-0`
-    while (entries.length < MAX_ENTRIES) {
-      const page = yield* ledger.journal(accountId, { after, limit: PAGE })
-      for (const entry of page) entries.push(entry)
-      if (page.length < PAGE) break
-      after = page.at(-1)!.id
-    }
-    return entries
-  })
+  CreditLedger.journalStream(ledger, accountId, `${since}-0`).pipe(Stream.take(MAX_ENTRIES), Stream.runCollect)
 
 /**
  * The latest credits of the window, newest first. The journal reads forward only and mostly holds
@@ -552,17 +540,7 @@ export const revokeKey = sessionRoute(
  * page through.
  */
 const usageSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, from: number) =>
-  Effect.gen(function*() {
-    const entries: Array<CreditLedger.UsageEntry> = []
-    let after: string | undefined
-    while (entries.length < MAX_ENTRIES) {
-      const page = yield* ledger.usage(accountId, { from, order: "desc", limit: PAGE, after })
-      for (const entry of page.entries) entries.push(entry)
-      if (page.next === undefined) break
-      after = page.next
-    }
-    return entries
-  })
+  CreditLedger.usageStream(ledger, accountId, { from, order: "desc" }).pipe(Stream.take(MAX_ENTRIES), Stream.runCollect)
 
 const dateOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 

@@ -8,7 +8,7 @@
  */
 import { assert } from "@effect/vitest"
 import { CreditLedger, Money } from "@tollgate/core"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import * as Contract from "../Contract.ts"
@@ -31,16 +31,7 @@ export const usage = (requestId: string): CreditLedger.UsageDetails => ({
 
 /** Every journal entry of an account, oldest first. */
 export const allJournal = (ledger: CreditLedger.CreditLedger["Service"], accountId: string) =>
-  Effect.gen(function*() {
-    const entries: Array<CreditLedger.JournalEntry> = []
-    let after: string | undefined
-    while (true) {
-      const page = yield* ledger.journal(accountId, after === undefined ? { limit: 500 } : { after, limit: 500 })
-      for (const entry of page) entries.push(entry)
-      if (page.length < 500) return entries
-      after = page.at(-1)!.id
-    }
-  })
+  Stream.runCollect(CreditLedger.journalStream(ledger, accountId))
 
 /** The balance the journal says: settled USD and USD held by open holds. */
 export const journalSums = (entries: ReadonlyArray<CreditLedger.JournalEntry>) => {
@@ -321,7 +312,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           assert.strictEqual((yield* ledger.usage(account, { order: "asc", limit: 10, currency: "DIEM" })).entries.length, 0)
         }))
 
-      it.effect("1,000 concurrent holds against a balance that affords exactly 250: 250 succeed, the balance ends at 0", () =>
+      it.effect("1,000 concurrent holds against a balance that affords exactly 250: 250 succeed, the balance ends at 0, and the journal streams every entry once", () =>
         Effect.gen(function*() {
           const ledger = yield* Ledger
           const account = fresh()
@@ -342,7 +333,12 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           )
           const after = yield* ledger.balance(account)
           assert.deepStrictEqual([after.usd, after.heldUsd], [0, 0])
-          assert.strictEqual(journalSums(yield* allJournal(ledger, account)).usd, 0)
+          // More than one read of the stream: the top-up, 250 holds and 250 captures.
+          const journal = yield* allJournal(ledger, account)
+          assert.deepStrictEqual([journal.length, new Set(journal.map((entry) => entry.id)).size], [501, 501])
+          assert.strictEqual(journalSums(journal).usd, 0)
+          const charges = yield* Stream.runCollect(CreditLedger.usageStream(ledger, account, { order: "desc" }))
+          assert.strictEqual(charges.length, 250)
         }))
 
       it.effect("properties: random interleavings never make a balance negative; balance = journal sum after each step; replaying a reference changes nothing", () =>
