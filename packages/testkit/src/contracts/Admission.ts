@@ -1,6 +1,6 @@
 /**
- * The contract of the admission store: one admission takes the key's standing, every rate limit
- * and the hold, all or nothing; one settlement or give-back closes them. Written once;
+ * The contract of the admission store: one admission takes every rate limit and the hold, all or
+ * nothing; one settlement or give-back closes them. Written once;
  * `@tollgate/core` runs it against the memory stores and `@tollgate/redis` against Redis, Redis
  * Cluster, and the script's other ways of running (EVALSHA, grouped per account). Its fixtures are
  * exported for the Redis-only tests beside it.
@@ -38,14 +38,11 @@ export const limit = (accountId: string, requests: number): RateLimiter.Limit =>
   requests: { limit: requests, windowMs: 60_000 }
 })
 
-/** An account with a key and `funds` of credit. */
+/** An account with `funds` of credit. */
 export const account = (funds: number) =>
   Effect.gen(function*() {
-    const store = yield* AuthStore.AuthStore
     const ledger = yield* CreditLedger.CreditLedger
     const accountId = fresh()
-    yield* store.insertAccount({ id: accountId, createdAt: new Date(0) })
-    yield* store.putKey({ id: "key_1", accountId, type: "INFERENCE", tier: "default", description: "contract", createdAt: new Date(0) })
     if (funds > 0) yield* ledger.grant({ accountId, amount: nano(funds), reference: "funds" })
     return accountId
   })
@@ -57,8 +54,6 @@ export const admit = (
     readonly reference: string
     readonly amount: number
     readonly requests: number
-    readonly keyId?: string
-    readonly abuseBlockKey?: string
     readonly ttlMs?: number
   }
 ) =>
@@ -70,8 +65,6 @@ export const admit = (
     const reply = yield* store.admit({
       now,
       accountId,
-      keyId: options.keyId ?? "key_1",
-      abuseBlockKey: options.abuseBlockKey,
       counters: plan.counters,
       hold: {
         reference: options.reference,
@@ -99,12 +92,6 @@ export const journalKinds = (accountId: string) =>
     return entries.map((entry) => entry.kind)
   })
 
-/** A key refusal's verdict: the standing the store found (its restrictions and overrides aside). */
-export const refusal = (reply: { readonly _tag: string; readonly status?: AuthStore.KeyStatus }) =>
-  reply.status === undefined
-    ? { _tag: reply._tag }
-    : { _tag: reply._tag, accountExists: reply.status.accountExists, revoked: reply.status.revoked }
-
 /**
  * Runs the contract against each backend.
  *
@@ -112,41 +99,13 @@ export const refusal = (reply: { readonly _tag: string; readonly status?: AuthSt
  */
 export const run = <E>(
   backends: ReadonlyArray<
-    Contract.Backend<Admission.AdmissionStore | AuthStore.AuthStore | CreditLedger.CreditLedger | IdempotencyStore.IdempotencyStore | RateLimiter.RateLimiter, E>
+    Contract.Backend<Admission.AdmissionStore | CreditLedger.CreditLedger | IdempotencyStore.IdempotencyStore | RateLimiter.RateLimiter, E>
   >
 ) =>
   Contract.contract(
-    "Admission contract: one admission takes the key's standing, every rate limit and the hold, all or nothing; one settlement closes them",
+    "Admission contract: one admission takes every rate limit and the hold, all or nothing; one settlement closes them",
     backends,
     (it) => {
-      it.effect("a revoked key or an unknown account refuses first, and nothing is written", () =>
-        Effect.gen(function*() {
-          const accountId = yield* account(10_000)
-          const store = yield* AuthStore.AuthStore
-          yield* store.revokeKey(accountId, "key_1", new Date(0))
-          const { reply } = yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })
-          assert.deepStrictEqual(refusal(reply), { _tag: "KeyRefused", accountExists: true, revoked: true })
-          const unknown = yield* admit(`${accountId}-none`, { reference: "r2", amount: 625, requests: 10 })
-          assert.strictEqual(unknown.reply._tag, "KeyRefused")
-          const ledger = yield* CreditLedger.CreditLedger
-          assert.strictEqual((yield* ledger.balance(accountId)).heldUsd, 0)
-          assert.strictEqual(yield* used(accountId), 0)
-          assert.deepStrictEqual(yield* journalKinds(accountId), ["grant"])
-        }))
-
-      it.effect("a key past the expiry the store holds for it is refused like a revoked one, and nothing is written", () =>
-        Effect.gen(function*() {
-          const accountId = yield* account(10_000)
-          const store = yield* AuthStore.AuthStore
-          const now = yield* Clock.currentTimeMillis
-          yield* store.setExpiry(accountId, "key_1", new Date(now + 1_000))
-          assert.strictEqual((yield* admit(accountId, { reference: "r1", amount: 625, requests: 10 })).reply._tag, "Admitted")
-          yield* TestClock.adjust("1 second")
-          const { reply } = yield* admit(accountId, { reference: "r2", amount: 625, requests: 10 })
-          assert.deepStrictEqual(refusal(reply), { _tag: "KeyRefused", accountExists: true, revoked: true })
-          assert.strictEqual(yield* used(accountId), 1)
-        }))
-
       it.effect("a hold the balance cannot cover refuses before a rate limit, and takes no request", () =>
         Effect.gen(function*() {
           const accountId = yield* account(100)
@@ -263,7 +222,6 @@ export const run = <E>(
           const again = yield* store.admit({
             now,
             accountId,
-            keyId: "key_1",
             counters: limiter.plan([limit(accountId, 10)], now).counters,
             hold: { reference: "r1", amount: nano(625), priceVersion: "v2" }
           })

@@ -39,7 +39,6 @@ export const admit = (accountId: string, reference: string, amount: number, ttlM
     return yield* store.admit({
       now: yield* Clock.currentTimeMillis,
       accountId,
-      keyId: KEY,
       spendKeyId: KEY,
       counters: [],
       hold: { reference, amount: nano(amount), priceVersion: "v1", ...(ttlMs === undefined ? {} : { ttlMs }) }
