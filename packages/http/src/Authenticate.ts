@@ -117,10 +117,9 @@ export const upFront = (
       const named = (policy: Auth.KeyPolicy | undefined) => {
         const current = fiber.getRef(CurrentRequest)
         current.principalId = Principal.describe(principal)
-        // Kept as confirmed, with the policy read with the key's standing: the pipeline
-        // neither confirms the key again nor has its admission read the key's standing and block
-        // a second time.
-        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined, policy }
+        // Kept as confirmed, with the policy read with the key's standing: the pipeline does not
+        // confirm the key a second time.
+        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, policy }
         return Option.some(principal)
       }
       return confirm === undefined ? Effect.sync(() => named(undefined)) : Effect.map(confirm, named)

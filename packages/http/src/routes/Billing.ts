@@ -21,7 +21,7 @@
 import { AuditLog, CreditLedger, Errors, Money, Refunds, Usage, UsageAnalytics } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
-import { Clock, Context, Effect, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Option, Result, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import { LimitPolicy } from "../Metered.ts"
@@ -439,13 +439,7 @@ export const usageAnalytics = Route.make(
       const { from, to } = days === undefined
         ? { from: now - Number(lookback.slice(0, -1)) * DAY_MS, to: now }
         : { from: days.from, to: days.to! + DAY_MS - 1 }
-      const entries: Array<CreditLedger.UsageEntry> = []
-      let after: string | undefined
-      do {
-        const page = yield* ledger.usage(principal.accountId, { from, to, order: "asc", limit: 500, after })
-        for (const entry of page.entries) entries.push(entry)
-        after = page.next
-      } while (after !== undefined)
+      const entries = yield* Stream.runCollect(CreditLedger.usageStream(ledger, principal.accountId, { from, to, order: "asc" }))
       const keys = new Map((yield* auth.listKeys(principal.accountId)).map((key) => [key.id, key.description]))
       return HttpServerResponse.jsonUnsafe(UsageAnalytics.report(lookback, entries, keys), { headers: { "cache-control": "no-store" } })
     })
