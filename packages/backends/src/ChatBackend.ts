@@ -278,7 +278,12 @@ const upstreamMessage = (text: string): string | undefined => {
   return undefined
 }
 
-const dataOfChunk = new WeakMap<Json, string>()
+/**
+ * Where a parsed chunk keeps the text it was parsed from: a non-enumerable property, so a copy of
+ * the chunk (a spread) never carries the original's text. A `WeakMap` from chunk to text cost as
+ * much per chunk as parsing it, most of it in the collector.
+ */
+const DATA = Symbol.for("@tollgate/backends/ChatBackend/data")
 
 /**
  * The `data:` text a stream chunk was parsed from: a caller that changes nothing in a chunk passes
@@ -286,13 +291,13 @@ const dataOfChunk = new WeakMap<Json, string>()
  *
  * @category accessors
  */
-export const dataOf = (chunk: Json): string | undefined => dataOfChunk.get(chunk)
+export const dataOf = (chunk: Json): string | undefined => (chunk as { readonly [DATA]?: string })[DATA]
 
 const parseChunk = (data: string): Json | undefined => {
   try {
     const chunk: unknown = JSON.parse(data)
     if (!isObject(chunk)) return undefined
-    dataOfChunk.set(chunk, data)
+    Object.defineProperty(chunk, DATA, { value: data })
     return chunk
   } catch {
     return undefined
