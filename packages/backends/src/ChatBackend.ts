@@ -21,7 +21,7 @@
  */
 import { type Models, Spans } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, Stream } from "effect"
+import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
@@ -170,6 +170,12 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
   // Spans without a call-site stack, and none with tracing off: `Effect.fn` would capture a stack
   // on every call, which is on the way to a stream's first chunk.
   const traced = yield* Spans.current
+  // With tracing off, the HTTP client still makes a span per call (a no-op one), reads the
+  // response's headers into it and writes its ids into the upstream request's headers; told not to
+  // propagate, it does none of that.
+  const execute = (yield* References.TracerEnabled)
+    ? http.execute
+    : (request: HttpClientRequest.HttpClientRequest) => Effect.provideService(http.execute(request), Tracer.DisablePropagation, true)
   const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? "60 seconds")
   const completionTimeout = Duration.fromInputUnsafe(options.completionTimeout ?? "10 minutes")
   const idleTimeout = Duration.fromInputUnsafe(options.idleTimeout ?? "60 seconds")
@@ -190,7 +196,7 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       HttpClientRequest.acceptJson,
       upstream.apiKey === undefined ? (r) => r : HttpClientRequest.bearerToken(upstream.apiKey)
     )
-    return http.execute(request).pipe(
+    return execute(request).pipe(
       Effect.timeoutOrElse({
         duration: stream ? connectTimeout : completionTimeout,
         orElse: () => Effect.fail(new UpstreamError({ kind: "timeout", message: `${upstream.baseUrl} did not answer in time` }))
