@@ -155,19 +155,22 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
           : decision._tag === "block"
           ? finalized !== undefined && decision.number <= finalized ? base : undefined
           : base
-        const parts = item.method === "eth_getLogs" ? logParts(params, upstream.getLogs) : undefined
-        const fetch = Effect.map(
-          parts === undefined ? shared(base, slug, request, body, id) : split(slug, request, params as ReadonlyArray<Record<string, unknown>>, parts, id),
-          (answer): Read => ({ answer, hit: false })
-        )
-        if (key === undefined) return fetch
+        // Built only when the cache cannot answer: a hit takes no step an upstream call needs.
+        const fetch = () => {
+          const parts = item.method === "eth_getLogs" ? logParts(params, upstream.getLogs) : undefined
+          return Effect.map(
+            parts === undefined ? shared(base, slug, request, body, id) : split(slug, request, params as ReadonlyArray<Record<string, unknown>>, parts, id),
+            (answer): Read => ({ answer, hit: false })
+          )
+        }
+        if (key === undefined) return fetch()
         return Effect.flatMap(cache.get(key), (cached): Effect.Effect<Read, Failure> => {
           if (cached !== undefined) {
             RpcMetrics.cacheHits.of({ network: slug }).updateUnsafe(1, fiber.context)
             return Effect.succeed({ answer: { response: CACHED, body: render(id, "result", cached) }, hit: true })
           }
           RpcMetrics.cacheMisses.of({ network: slug }).updateUnsafe(1, fiber.context)
-          return Effect.tap(fetch, (read) => {
+          return Effect.tap(fetch(), (read) => {
             const response = read.answer.response
             if (!isRecord(response) || !("result" in response) || read.answer.body === undefined) return Effect.void
             const ttlMs = RpcCachePolicy.lifetime(decision, response["result"], upstream.chainState(slug)?.finalized, settings)
