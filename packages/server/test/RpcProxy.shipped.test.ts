@@ -1,9 +1,9 @@
 /**
  * The RPC proxy through the shipped server (`pnpm start`'s entry on a real port), over anvil and
  * stand-in nodes: the start-up check of each upstream's chain, the cache and its charges on
- * memory and on Redis, and merged reads.
+ * memory and on Redis, merged reads, and the hedge and head-lag metrics.
  */
-import { Anvil, RedisServer, ShippedServer } from "@tollgate/testkit"
+import { Anvil, RedisServer, RpcStandIn, ShippedServer } from "@tollgate/testkit"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { createPublicClient, http } from "viem"
@@ -169,3 +169,53 @@ for (const store of stores) {
     })
   })
 }
+
+describe("RPC proxy: /metrics counts the hedges sent and won and shows each upstream's head lag (shipped server)", () => {
+  let server: ShippedServer.ShippedServer
+  const nodes: Array<RpcStandIn.StandIn> = []
+
+  beforeAll(async () => {
+    // The slow node answers the head polls at once and so ranks first for reads; the fast one is
+    // slow only to the polls. The lagging node reports a head 10 blocks behind.
+    const slow = await RpcStandIn.start(anvil.url, { delayMs: { eth_getBalance: 5_000 } })
+    const fast = await RpcStandIn.start(anvil.url, { delayMs: { eth_getBlockByNumber: 50 } })
+    const lagging = await RpcStandIn.start(anvil.url, { lagBlocks: 10 })
+    nodes.push(slow, fast, lagging)
+    server = await ShippedServer.start({
+      env: { TOLLGATE_METRICS: "open" },
+      config: { rpc: { upstreams: { "ethereum-mainnet": [slow.url, fast.url, lagging.url] }, headPollMs: 100, maxLagBlocks: 5, hedgeAfterMs: 100 } }
+    })
+  }, 90_000)
+  afterAll(async () => {
+    await server?.stop()
+    for (const node of nodes) await node.stop()
+  })
+
+  const metrics = async () => (await fetch(`${server.origin}/metrics`)).text()
+  const label = (node: RpcStandIn.StandIn) => `${node.url}/`.replace(/[./]/g, (c) => `\\${c}`)
+
+  it("a lagging node's lag is its distance to the best head; the others' is 0", async () => {
+    const [slow, fast, lagging] = nodes as [RpcStandIn.StandIn, RpcStandIn.StandIn, RpcStandIn.StandIn]
+    const lag = (node: RpcStandIn.StandIn) =>
+      new RegExp(`^tollgate_rpc_upstream_head_lag_blocks\\{network="ethereum-mainnet",upstream="${label(node)}"\\} (\\d+)$`, "m")
+    await expect.poll(async () => lag(lagging).exec(await metrics())?.[1], { timeout: 20_000 }).toBe("10")
+    const text = await metrics()
+    expect(lag(slow).exec(text)?.[1]).toBe("0")
+    expect(lag(fast).exec(text)?.[1]).toBe("0")
+  })
+
+  it("a read the slow node holds past hedgeAfterMs is answered by the fast node: one hedge sent, one won, the lagging node never asked", async () => {
+    const [slow, fast, lagging] = nodes as [RpcStandIn.StandIn, RpcStandIn.StandIn, RpcStandIn.StandIn]
+    const dev = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+    const response = await fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.credentials!.inferenceKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: "hedged", method: "eth_getBalance", params: [dev, "latest"] })
+    })
+    expect(await response.json()).toEqual({ jsonrpc: "2.0", id: "hedged", result: await direct("eth_getBalance", [dev, "latest"]) })
+    expect([slow.calls("eth_getBalance"), slow.answered("eth_getBalance"), fast.answered("eth_getBalance"), lagging.calls("eth_getBalance")]).toEqual([1, 0, 1, 0])
+    const text = await metrics()
+    expect(text).toMatch(/^tollgate_rpc_hedges_sent_total\{network="ethereum-mainnet"\} 1$/m)
+    expect(text).toMatch(/^tollgate_rpc_hedges_won_total\{network="ethereum-mainnet"\} 1$/m)
+  })
+})
