@@ -11,7 +11,7 @@ import { Admission, AuthStore, ChatOptions, CreditLedger, Generations, Idempoten
 import * as Auth from "@tollgate/core/Auth"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import * as Chat from "@tollgate/http/routes/Chat"
 import { Effect, Layer, Scope } from "effect"
 import { FetchHttpClient } from "effect/http"
@@ -57,7 +57,7 @@ const services = Layer.mergeAll(
   SearchProvider.layerNone,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
   limits
 )), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)))
 

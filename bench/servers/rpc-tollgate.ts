@@ -13,7 +13,7 @@ import { RpcUpstream } from "@tollgate/backends"
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter, RpcCache, X402 } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import * as Rpc from "@tollgate/http/routes/Rpc"
 import {
   AdmissionStoreRedis,
@@ -73,7 +73,7 @@ const services = Layer.mergeAll(
   redisUrl === undefined ? RpcCache.layerMemory() : RpcCacheRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: redisUrl }))),
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
   limits
 )), Layer.provideMerge(stores))
 

@@ -506,7 +506,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const siwxChallenge = Effect.map(now, (at): SiwxChallenge => ({
     info: {
       domain: origin.host,
-      uri: `${origin.origin}/`,
+      // The public origin with the path tollgate is mounted under, if any: the page a wallet signs in to.
+      uri: `${origin.href.replace(/\/+$/u, "")}/`,
       version: "1",
       // The spec's nonce is a 16-character hex string: 8 random bytes.
       nonce: Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex"),

@@ -1,7 +1,8 @@
 /**
  * Bearer authentication for the routes outside the metered pipeline (key management, billing,
- * rate limits, metrics), written once: the request's credentials become an API-key principal, a
- * request without one is a 401, a key without the right is a 403, and the principal is named in
+ * rate limits, metrics), written once: the request's credentials become an API-key principal (or,
+ * where a wallet reads its own account, a wallet's), a request without one is a 401, a key without
+ * the right is a 403, and the principal is named in
  * `CurrentRequest` for the logs, as `Metered.run` does for the paid routes. `upFront` is the check
  * of a metered route's credentials before its body is read.
  *
@@ -18,7 +19,7 @@ export type Failure = Errors.Unauthenticated | Errors.Forbidden | Errors.Service
 const credentials = (auth: Auth.Auth["Service"]) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => auth.authenticate(request.headers))
 
-const identify = (principal: Principal.ApiKeyPrincipal) =>
+const identify = <P extends Principal.Principal>(principal: P) =>
   Effect.map(CurrentRequest, (current) => {
     current.principalId = Principal.describe(principal)
     return principal
@@ -58,6 +59,41 @@ export const requireAdmin: (
   // requireAdmin refuses wallets already; this narrows the principal to its key
   if (principal._tag !== "ApiKey") return yield* new Errors.Forbidden({ message: "This operation requires an ADMIN API key" })
   return yield* identify(principal)
+})
+
+/**
+ * The account of the request's caller: an API key of any type, or a wallet signed in with
+ * SIGN-IN-WITH-X, whose account is its own; no credentials is a 401.
+ *
+ * @category authentication
+ */
+export const requireAccount: (
+  auth: Auth.Auth["Service"]
+) => Effect.Effect<Principal.Principal, Failure, HttpServerRequest.HttpServerRequest> = Effect.fn(
+  "Authenticate.requireAccount"
+)(function*(auth) {
+  const found = yield* credentials(auth)
+  if (Option.isNone(found)) {
+    return yield* new Errors.Unauthenticated({ message: "This operation needs 'Authorization: Bearer <API key>' or a wallet's SIGN-IN-WITH-X" })
+  }
+  return yield* identify(found.value)
+})
+
+/**
+ * Whoever may read everything of an account: an ADMIN API key of it, or the wallet that is the
+ * account, signed in with SIGN-IN-WITH-X. No credentials is a 401, any other key a 403.
+ *
+ * @category authentication
+ */
+export const requireOwner: (
+  auth: Auth.Auth["Service"]
+) => Effect.Effect<Principal.Principal, Failure, HttpServerRequest.HttpServerRequest> = Effect.fn(
+  "Authenticate.requireOwner"
+)(function*(auth) {
+  const found = yield* credentials(auth)
+  if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key or a wallet's SIGN-IN-WITH-X is required" })
+  if (found.value._tag === "ApiKey") yield* auth.requireAdmin(found.value)
+  return yield* identify(found.value)
 })
 
 /**

@@ -21,7 +21,7 @@ import type * as RateLimiter from "@tollgate/core/RateLimiter"
 import type * as RateLimits from "@tollgate/core/RateLimits"
 import { Clock, Context, Effect, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import type * as PerCallPayment from "../PerCallPayment.ts"
+import type * as PerCallPayment from "../payment/PerCallPayment.ts"
 import * as RequestContext from "../RequestContext.ts"
 import { replayed, toStored } from "../StoredResponse.ts"
 import type { LimitPolicy } from "./LimitPolicy.ts"
@@ -73,6 +73,13 @@ interface Payment {
   readonly service: PerCallPayment.PerCallPayment["Service"]
   readonly accepted: PerCallPayment.Accepted
 }
+
+/**
+ * The notes of a call's usage entry: the MCP tool that ran it first, so an operator reading the
+ * usage history sees which tool an entry paid for, then the route's own notes.
+ */
+const notesOf = (notes: string | undefined, tool: string | undefined): string | undefined =>
+  tool === undefined ? notes : notes === undefined || notes === "" ? `MCP tool ${tool}` : `MCP tool ${tool}, ${notes}`
 
 /**
  * The answer's own headers, then the rate-limit headers of the admission, the balance before the
@@ -483,7 +490,7 @@ export class PaidCall {
           sku: produced.usage.sku ?? call.sku,
           units: produced.usage.units,
           pricePerUnit: produced.usage.pricePerUnit,
-          notes: produced.usage.notes,
+          notes: notesOf(produced.usage.notes, this.currentRequest.tool),
           requestId: this.currentRequest.requestId,
           executionMs: now - startedAt,
           promptTokens: produced.usage.promptTokens,

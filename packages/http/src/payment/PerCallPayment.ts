@@ -41,14 +41,14 @@ import { BatchSettlement, CreditLedger, Errors, Money, PaymentChannels, Principa
 import { Auth } from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import { ChannelChain } from "@tollgate/backends/ChannelChain"
-import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/PaymentFacilitator"
-import * as PaymentSigner from "@tollgate/backends/PaymentSigner"
+import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/payment/PaymentFacilitator"
+import * as PaymentSigner from "@tollgate/backends/payment/PaymentSigner"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
-import * as ErrorResponse from "./ErrorResponse.ts"
-import * as StoredResponse from "./StoredResponse.ts"
-import { CurrentRequest } from "./RequestContext.ts"
+import * as ErrorResponse from "../ErrorResponse.ts"
+import * as StoredResponse from "../StoredResponse.ts"
+import { CurrentRequest } from "../RequestContext.ts"
 
 /**
  * The largest body a caller without credentials may send to be priced: the 402 of a call whose
