@@ -6,7 +6,7 @@
  * account as the reference server groups them by default. Request logs go out as batched JSON
  * lines through the reference server's `logging` layer (`LOG_LEVEL=none` turns them off); tracing
  * is as in the reference server (off unless an OTLP endpoint is set). Prints the API key, then
- * "listening".
+ * "listening". Exits on SIGTERM, so a `--cpu-prof` run writes its profile.
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
@@ -31,6 +31,8 @@ import { Effect, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import * as Http from "node:http"
 import { seedKey } from "./Seed.ts"
+
+process.on("SIGTERM", () => process.exit(0))
 
 const port = Number(process.argv[2] ?? 0)
 const upstream = process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"

@@ -561,8 +561,8 @@ export const layer = (config: ServerConfig) =>
       facilitator,
       ImageBackend.layerLocal,
       PromptEnhancer.layerLocal,
+      ChatBackend.layerUndici(),
       Layer.mergeAll(
-        ChatBackend.layer(),
         ImageEditor.layer(),
         EmbeddingBackend.layer(),
         SpeechBackend.layer(),
