@@ -420,7 +420,8 @@ export const route = Endpoint.make({
     return yield* ChatCall.serve("msg_", decode, ({ body }, found, call) => {
       const { headers, model, price, request, strips, upstreamBody } = call.prepared
       const stops = body.stop_sequences ?? []
-      // The model's reasoning goes out as thinking blocks only when the request turned thinking on.
+      // The model's reasoning goes out as thinking blocks only when the request turned thinking on:
+      // the reasoning sent apart, then the think-tag blocks of its text.
       const thinks = body.thinking?.type === "enabled" && !strips
       const envelope = { id: call.id, type: "message", role: "assistant", model: model.id }
 
@@ -454,7 +455,12 @@ export const route = Endpoint.make({
               }]
               : []
           )
-          const shown = strips ? ThinkStripper.strip(text) : text
+          let shown = text
+          if (strips) shown = ThinkStripper.strip(text)
+          else if (thinks) {
+            const splitter = ThinkStripper.make((inline) => void (thought += inline))
+            shown = splitter.push(text) + splitter.flush()
+          }
           const produced = price(found, tally)
           const stop = stopOf(choice, stops)
           return {
@@ -480,7 +486,10 @@ export const route = Endpoint.make({
           )
           call.upstream = upstream.upstream
           const tally = newTally()
-          const stripper = ThinkStripper.make()
+          // With thinking on, the think-tag blocks of the text are thought, not text.
+          let inline = ""
+          const stripper = ThinkStripper.make(thinks ? (thought) => void (inline += thought) : undefined)
+          const splits = strips || thinks
           let blocks = 0
           // the block being streamed: thinking, text, or a tool call by its chat index
           let open: { readonly index: number; readonly kind: "thinking" | "text" | "tool"; readonly tool?: number } | undefined
@@ -544,11 +553,16 @@ export const route = Endpoint.make({
                 thought += delta[field]
               }
             }
-            if (choice["finish_reason"] != null) stop = stopOf(choice, stops)
+            const finished = choice["finish_reason"] != null
+            if (finished) stop = stopOf(choice, stops)
+            const shown = splits ? stripper.push(piece) : piece
+            const tail = splits && finished ? stripper.flush() : ""
+            thought += inline
+            inline = ""
             return [
               ...(thinks ? thinking(thought) : []),
-              ...text(strips ? stripper.push(piece) : piece),
-              ...(strips && choice["finish_reason"] != null ? text(stripper.flush()) : []),
+              ...text(shown),
+              ...text(tail),
               ...toolEvents(delta["tool_calls"])
             ]
           }

@@ -242,6 +242,13 @@ describe("Extended thinking: the model's reasoning as thinking blocks when think
     expect((await stream.finalMessage()).content).toEqual([{ type: "thinking", thinking: "Weighing it", signature: "" }, { type: "text", text: "Answer" }])
   })
 
+  it("think tags in the text are thought too, streamed and not", async () => {
+    upstream.script = () => ({ pieces: ["<think>Inline", " thought</th", "ink>\n\nAnswer"] })
+    const thinking = [{ type: "thinking", thinking: "Inline thought", signature: "" }, { type: "text", text: "Answer" }]
+    expect((await anthropic.messages.create(request)).content).toEqual(thinking)
+    expect((await anthropic.messages.stream(request).finalMessage()).content).toEqual(thinking)
+  })
+
   it("without thinking on, the reasoning is billed and not sent", async () => {
     upstream.script = () => ({ reasoning: ["Weighing"], pieces: ["Answer"] })
     const message = await anthropic.messages.create({ model: "fake-chat", max_tokens: 64, messages: [{ role: "user", content: "hi" }] })
