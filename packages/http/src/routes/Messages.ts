@@ -119,10 +119,24 @@ const ModelName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(
 /** Anthropic's smallest thinking budget. */
 const MIN_THINKING_BUDGET = 1024
 
+/** Whether thinking comes back (`omitted`: only Anthropic's signature would, and nothing signs here). */
+const Display = Schema.optionalKey(Schema.NullOr(Schema.Literals(["summarized", "omitted"])))
+
+/** Thinking on with a budget, on as the model decides (`adaptive`, `between_tools`), or off. */
 const Thinking = Schema.Union([
-  Schema.Struct({ type: Schema.Literal("enabled"), budget_tokens: Schema.Int.check(Schema.isGreaterThanOrEqualTo(MIN_THINKING_BUDGET)) }),
+  Schema.Struct({
+    type: Schema.Literal("enabled"),
+    budget_tokens: Schema.Int.check(Schema.isGreaterThanOrEqualTo(MIN_THINKING_BUDGET)),
+    display: Display
+  }),
+  Schema.Struct({ type: Schema.Literals(["adaptive", "between_tools"]), display: Display }),
   Schema.Struct({ type: Schema.Literal("disabled") })
 ])
+
+/** Whether the model's reasoning goes back as thinking blocks. */
+const showsThinking = (thinking: typeof Thinking.Type | undefined): boolean =>
+  thinking !== undefined && thinking.type !== "disabled" && thinking.display !== "omitted"
+
 
 const fields = {
   model: ModelName,
@@ -422,7 +436,7 @@ export const route = Endpoint.make({
       const stops = body.stop_sequences ?? []
       // The model's reasoning goes out as thinking blocks only when the request turned thinking on:
       // the reasoning sent apart, then the think-tag blocks of its text.
-      const thinks = body.thinking?.type === "enabled" && !strips
+      const thinks = showsThinking(body.thinking) && !strips
       const envelope = { id: call.id, type: "message", role: "assistant", model: model.id }
 
       const complete = () =>

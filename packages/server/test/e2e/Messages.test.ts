@@ -249,6 +249,15 @@ describe("Extended thinking: the model's reasoning as thinking blocks when think
     expect((await anthropic.messages.stream(request).finalMessage()).content).toEqual(thinking)
   })
 
+  it("adaptive thinking shows the reasoning as well; with display omitted it is billed and not sent", async () => {
+    upstream.script = () => ({ reasoning: ["Weighing"], pieces: ["Answer"] })
+    const adaptive = { model: "fake-chat", max_tokens: 64, messages: [{ role: "user" as const, content: "hi" }] }
+    expect((await anthropic.messages.create({ ...adaptive, thinking: { type: "adaptive" } })).content)
+      .toEqual([{ type: "thinking", thinking: "Weighing", signature: "" }, { type: "text", text: "Answer" }])
+    expect((await anthropic.messages.create({ ...adaptive, thinking: { type: "adaptive", display: "omitted" } })).content)
+      .toEqual([{ type: "text", text: "Answer" }])
+  })
+
   it("without thinking on, the reasoning is billed and not sent", async () => {
     upstream.script = () => ({ reasoning: ["Weighing"], pieces: ["Answer"] })
     const message = await anthropic.messages.create({ model: "fake-chat", max_tokens: 64, messages: [{ role: "user", content: "hi" }] })
