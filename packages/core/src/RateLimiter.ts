@@ -7,9 +7,8 @@
  * The rules live here once; the counters live in a `RateLimiterStore` whose one atomic primitive
  * (`take`: check every counter, then add to every counter, or to none; or add without checking, for
  * a use that already happened) has a memory layer here and a Redis layer (one Lua script) in
- * `@tollgate/redis`. Requests and tokens count in fixed windows
- * aligned to the epoch, so `remaining` and `reset` are exact; credits count in a rolling window
- * made of buckets.
+ * `@tollgate/redis`. Requests and tokens count in fixed windows aligned to the epoch, so
+ * `remaining` and `reset` are exact; credits count in a rolling window made of buckets.
  *
  * @since 0.1.0
  */

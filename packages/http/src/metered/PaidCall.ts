@@ -3,7 +3,8 @@
  * reference, the step a failure is counted under) and the steps, in the order they run:
  * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated`,
  * `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's
- * work), `respond`, which takes the path `SettlementChoice.choose` names (`handOver`,
+ * work), `respond` (with `recount` for a call a fallback model of another tier served), then
+ * `settleAndAnswer`, which takes the path `SettlementChoice.choose` names (`handOver`,
  * `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and `giveBack` for a call
  * that fails or is interrupted once admitted. A payment sent with the call is accepted before the
  * admission and finished after the settlement (`PerCallPayment`), each path calling `answered`.
@@ -380,6 +381,7 @@ export class PaidCall {
     )
   }
 
+  /** Settles the call and answers it, on the path `SettlementChoice.choose` names. */
   settleAndAnswer(
     admitted: Admitted,
     outcome: Outcome | StreamingOutcome | DeferredOutcome,
