@@ -21,8 +21,17 @@ beforeAll(async () => {
   upstream = await FakeChatUpstream.start()
   server = await ShippedServer.start({
     config: {
-      models: [...Models.defaults, { id: "fake-chat", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
-      prices: { chat: { "fake-chat": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" } } }
+      models: [
+        ...Models.defaults,
+        { id: "fake-chat", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
+        { id: "fake-down-large", type: "text", tier: "L", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }
+      ],
+      prices: {
+        chat: {
+          "fake-chat": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" },
+          "fake-down-large": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" }
+        }
+      }
     }
   })
   anthropic = new Anthropic({ apiKey: server.credentials!.inferenceKey, baseURL: `${server.origin}/api`, maxRetries: 0 })
@@ -119,6 +128,19 @@ describe("models: fallback models, as on chat: the first model that can serve th
     )
     expect(message.model).toBe("llama-3.3-70b")
     expect(entries.map((entry) => entry.sku)).toEqual(["chat:llama-3.3-70b"])
+  })
+
+  it("a first model of tier L whose upstream is down: the M model that serves counts the call, the L limits are untouched", async () => {
+    upstream.script = () => ({ pieces: ["From M"] })
+    const { data: message, response } = await anthropic.messages
+      .create({ model: "fake-down-large", models: ["fake-chat"], max_tokens: 64, messages: [{ role: "user", content: "hi" }] } as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse()
+    expect(message.model).toBe("fake-chat")
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("50")
+    const listed = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
+    const { limits } = await listed.json() as { limits: ReadonlyArray<{ modelTier?: string; type: string; requests?: { limit: number; remaining: number } }> }
+    const large = limits.find((limit) => limit.modelTier === "L" && limit.type === "user")!
+    expect(large.requests!.remaining).toBe(large.requests!.limit)
   })
 })
 
