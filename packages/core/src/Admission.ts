@@ -134,7 +134,7 @@ export const layerMemory: Layer.Layer<
       const hold = { ...input.hold, accountId }
       // The take writes only when every counter has room; a hold refused after it takes the
       // counters back before the step ends, so nobody sees either.
-      const taken = limits.take(now, counters, false)
+      const taken = limits.take(now, counters, "checked")
       if (!taken.admitted) {
         const held = ledger.hold(hold, now, true)
         return held instanceof CreditLedger.LedgerError

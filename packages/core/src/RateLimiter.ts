@@ -5,10 +5,10 @@
  * exact `x-ratelimit-*` headers of the limit that applied.
  *
  * The rules live here once; the counters live in a `RateLimiterStore` whose one atomic primitive
- * (`take`: check every counter, then add to every counter, or to none) has a memory layer here and
- * a Redis layer (one Lua script) in `@tollgate/redis`. Requests and tokens count in fixed windows
- * aligned to the epoch, so `remaining` and `reset` are exact; credits count in a rolling window
- * made of buckets.
+ * (`take`: check every counter, then add to every counter, or to none; or add without checking, for
+ * a use that already happened) has a memory layer here and a Redis layer (one Lua script) in
+ * `@tollgate/redis`. Requests and tokens count in fixed windows aligned to the epoch, so
+ * `remaining` and `reset` are exact; credits count in a rolling window made of buckets.
  *
  * @since 0.1.0
  */
@@ -106,6 +106,14 @@ export interface Plan {
 /** @category services */
 export class RateLimiter extends Context.Service<RateLimiter, {
   readonly admit: (limits: ReadonlyArray<Limit>) => Effect.Effect<Admission, RateLimited | ServiceUnavailable>
+  /**
+   * Counts a call against `limits` without refusing it: every counter is added to, past its limit
+   * if need be. For a call already under way that belongs under other limits than those it was
+   * admitted under (a chat call served by a fallback model counts under that model's tier). Its
+   * admission settles and cancels like `admit`'s. It fails only when the store cannot be reached,
+   * whatever the failure policy, so the caller can keep what it counted before.
+   */
+  readonly count: (limits: ReadonlyArray<Limit>) => Effect.Effect<Admission, ServiceUnavailable>
   /** The plan of an admission of `limits` at `now`, taking nothing. */
   readonly plan: (limits: ReadonlyArray<Limit>, now: number) => Plan
   /** Where each limit stands, consuming nothing. */
@@ -161,8 +169,17 @@ export interface Adjustment {
 export class RateLimiterStoreError extends Data.TaggedError("RateLimiterStoreError")<{ readonly cause: unknown }> {}
 
 /**
- * The counters. `take` is atomic: every counter is checked, and only if each one has room for its
- * `amount` are all of them increased. With `dryRun`, nothing is written.
+ * How a store's `take` treats its counters: `checked`, every counter is checked and only if each
+ * one has room for its `amount` are all of them increased; `dryRun`, checked and nothing written;
+ * `unchecked`, every counter is increased whatever its room, and the take is admitted (the states
+ * still say which counters are past their limit).
+ *
+ * @category store
+ */
+export type TakeMode = "checked" | "dryRun" | "unchecked"
+
+/**
+ * The counters. `take` is atomic, in every `TakeMode`.
  *
  * @category store
  */
@@ -170,7 +187,7 @@ export class RateLimiterStore extends Context.Service<RateLimiterStore, {
   readonly take: (
     now: number,
     counters: ReadonlyArray<Counter>,
-    dryRun: boolean
+    mode: TakeMode
   ) => Effect.Effect<{ readonly admitted: boolean; readonly states: ReadonlyArray<CounterState> }, RateLimiterStoreError>
   /** Adds `delta` to counters that still exist (a window that ended is left alone). */
   readonly adjust: (adjustments: ReadonlyArray<Adjustment>) => Effect.Effect<void, RateLimiterStoreError>
@@ -519,7 +536,7 @@ export const make = (options: Options = {}) =>
     const admit = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, RateLimited | ServiceUnavailable> =>
       limits.length === 0 ? Effect.succeed(unlimited) : Clock.clockWith((clock) => {
         const planned = planOf(limits, clock.currentTimeMillisUnsafe())
-        return guarded(store.take(planned.now, planned.counters, false)).pipe(
+        return guarded(store.take(planned.now, planned.counters, "checked")).pipe(
           Effect.matchEffect({
             onFailure: storeFailure,
             onSuccess: (result) => result.admitted ? Effect.succeed(planned.admitted(result.states)) : planned.rejected(result.states)
@@ -531,13 +548,24 @@ export const make = (options: Options = {}) =>
       const now = yield* Clock.currentTimeMillis
       const counters: Array<Counter> = []
       const planned = plan(limits, now, true, counters)
-      const { states } = yield* guarded(store.take(now, counters, true)).pipe(
+      const { states } = yield* guarded(store.take(now, counters, "dryRun")).pipe(
         Effect.catchTag("RateLimiterStoreError", () => Effect.fail(unavailable))
       )
       return statuses(limits, planned, states, now)
     })
 
-    return RateLimiter.of({ admit, plan: planOf, inspect })
+    const count = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, ServiceUnavailable> =>
+      limits.length === 0 ? Effect.succeed(unlimited) : Clock.clockWith((clock) => {
+        const planned = planOf(limits, clock.currentTimeMillisUnsafe())
+        return guarded(store.take(planned.now, planned.counters, "unchecked")).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => Effect.andThen(Effect.logWarning("rate-limit store unreachable; nothing counted", error.cause), Effect.fail(unavailable)),
+            onSuccess: (result) => Effect.succeed(planned.admitted(result.states))
+          })
+        )
+      })
+
+    return RateLimiter.of({ admit, count, plan: planOf, inspect })
   })
 
 /**
@@ -565,7 +593,7 @@ const sweepEvery = 4096
  * @category store
  */
 export class StoreMemory extends Context.Service<StoreMemory, {
-  readonly take: (now: number, counters: ReadonlyArray<Counter>, dryRun: boolean) => {
+  readonly take: (now: number, counters: ReadonlyArray<Counter>, mode: TakeMode) => {
     readonly admitted: boolean
     readonly states: ReadonlyArray<CounterState>
   }
@@ -656,11 +684,11 @@ export const makeStoreMemory = (): StoreMemory["Service"] => {
     entries.set(idOf(counter), { expiresAt: now + counter.windowMs, value: 0, buckets })
   }
   return StoreMemory.of({
-    take: (now, counters, dryRun) => {
+    take: (now, counters, mode) => {
       sweep(now)
       const states = counters.map((counter) => read(counter, now))
-      const admitted = states.every((state) => state.retryMs === 0)
-      if (!admitted || dryRun) return { admitted, states }
+      const admitted = mode === "unchecked" || states.every((state) => state.retryMs === 0)
+      if (!admitted || mode === "dryRun") return { admitted, states }
       return {
         admitted,
         states: counters.map((counter, i) => {
@@ -689,7 +717,7 @@ export const makeStoreMemory = (): StoreMemory["Service"] => {
 export const layerStoreMemory: Layer.Layer<RateLimiterStore | StoreMemory> = Layer.syncContext(() => {
   const memory = makeStoreMemory()
   return Context.make(StoreMemory, memory).pipe(Context.add(RateLimiterStore, RateLimiterStore.of({
-    take: (now, counters, dryRun) => Effect.sync(() => memory.take(now, counters, dryRun)),
+    take: (now, counters, mode) => Effect.sync(() => memory.take(now, counters, mode)),
     adjust: (adjustments) => Effect.map(Clock.currentTimeMillis, (now) => memory.adjust(adjustments, now))
   })))
 })

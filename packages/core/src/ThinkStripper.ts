@@ -5,7 +5,9 @@
  * could still start a tag and emits everything else at once, so the text a client sees is the
  * same whatever the chunking, and no later than it has to be. When the reply opens with thinking, the
  * whitespace after its closing tag goes too (models put a blank line before the answer). An
- * unterminated block is thinking to the end and is dropped.
+ * unterminated block is thinking to the end and is dropped. A stripper made with `onThought` hands
+ * it the text of the blocks as it is read, for a reply that shows thinking apart (the Messages
+ * API's thinking blocks).
  *
  * @since 0.1.0
  */
@@ -34,11 +36,11 @@ const partialTagAt = (text: string, tag: string): number => {
 }
 
 /**
- * A new stripper.
+ * A new stripper; `onThought` receives the text inside the think blocks, in order.
  *
  * @category constructors
  */
-export const make = (): Stripper => {
+export const make = (onThought?: (thought: string) => void): Stripper => {
   let inside = false
   let trimLeading = false
   let started = false
@@ -61,8 +63,10 @@ export const make = (): Stripper => {
         if (close === -1) {
           const keep = partialTagAt(text, CLOSE)
           held = text.slice(text.length - keep)
+          if (keep < text.length) onThought?.(text.slice(0, text.length - keep))
           return out
         }
+        if (close > 0) onThought?.(text.slice(0, close))
         inside = false
         trimLeading = !started
         text = text.slice(close + CLOSE.length)
@@ -81,6 +85,7 @@ export const make = (): Stripper => {
     return out
   }
   const flush = (): string => {
+    if (inside && held !== "") onThought?.(held)
     const rest = inside ? "" : visible(held)
     held = ""
     return rest

@@ -59,3 +59,16 @@ describe("strip_thinking_response: a tag split across stream chunks at ANY bound
     expect(stripper.push("s is no tag")).toBe("<this is no tag")
   })
 })
+
+describe("onThought: the text inside the think blocks is handed over in order, the same for every chunking", () => {
+  const reply = "<think>step one\nstep two</think>\n\nHi four<think></think> and <think>more</think>five<think>never closed"
+
+  it("for every cut into two and three chunks", () => {
+    for (const pieces of cuts(reply)) {
+      let thought = ""
+      const stripper = ThinkStripper.make((piece) => void (thought += piece))
+      const text = pieces.map(stripper.push).join("") + stripper.flush()
+      expect([text, thought]).toEqual(["Hi four and five", "step one\nstep twomorenever closed"])
+    }
+  })
+})

@@ -263,7 +263,8 @@ export interface Prepared {
 /**
  * A checked request with the models that may serve it, in the order they are tried (`model`, then
  * the fallbacks of `models` that passed the same checks), and the admission that covers any of
- * them: the most expensive one's price held and its tokens reserved, under the first one's tier.
+ * them: the most expensive one's price held and its tokens reserved, under the first one's tier
+ * (a fallback of another tier that serves has the call counted under its own instead).
  *
  * @category models
  */
@@ -564,8 +565,13 @@ export const serve = <A extends { readonly plan: Plan }>(
           const id = `${prefix}${Crypto.randomUUID().replaceAll("-", "")}`
           const cost = (produced: Metered.Produced) => Money.toUsdNumber(Money.min(produced.charge, quote.amount))
           const attempt = (index: number): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> => {
-            const call: Call = { id, prepared: input.plan.candidates[index]!, cost, upstream: "local", finished: false }
-            const served = Effect.flatMap(answer(input, found, call), (outcome): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome> => {
+            const prepared = input.plan.candidates[index]!
+            const call: Call = { id, prepared, cost, upstream: "local", finished: false }
+            // A fallback of another tier has the call's rate limits counted under its own.
+            const { modelTier } = prepared.shape
+            const servedBy = modelTier === input.plan.shape.modelTier ? undefined : modelTier
+            const served = Effect.flatMap(answer(input, found, call), (answered): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome> => {
+              const outcome = servedBy === undefined ? answered : { ...answered, modelTier: servedBy }
               if ("_tag" in outcome) {
                 return Effect.succeed({
                   ...outcome,

@@ -164,7 +164,7 @@ export const packAdmit = (prefixes: Prefixes, input: Admission.AdmitInput): Pack
     input.spendKeyId === undefined ? "" : KeyCaps.periodId("EPOCH", now),
     input.spendKeyId === undefined ? "" : KeyCaps.periodId("MONTH", now)
   ]
-  RateLimiterRedis.encode({ now, counters: input.counters, dryRun: false }, keys, args)
+  RateLimiterRedis.encode({ now, counters: input.counters, mode: "checked" }, keys, args)
   return { keys, args }
 }
 
@@ -360,7 +360,7 @@ export const make = (options: Options = {}) =>
     const admit = (input: Admission.AdmitInput): Effect.Effect<Admission.AdmitReply, Errors.ServiceUnavailable> => {
       const { hold, now } = input
       const { args, keys } = packAdmit(prefixes, input)
-      const take: RateLimiterRedis.TakeInput = { now, counters: input.counters, dryRun: false }
+      const take: RateLimiterRedis.TakeInput = { now, counters: input.counters, mode: "checked" }
       const statesOf = (reply: unknown) => {
         const states: Array<RateLimiter.CounterState> = new Array(input.counters.length)
         RateLimiterRedis.decode(take, reply as ReadonlyArray<number>, 0, states)

@@ -27,12 +27,23 @@ export const read = (name: string): string => Fs.readFileSync(new URL(`../src/lu
  * @category constructors
  */
 export const header = (retentionMs: number): string =>
+  locals({
+    RETAIN_MS: retentionMs,
+    FORGET_MS: CreditLedger.CLOSED_HOLD_RETENTION_MS,
+    MAX_NANO: Money.MAX,
+    FUNDED_HOLD_PREFIX: CreditLedger.FUNDED_HOLD_PREFIX,
+    FUNDED_HOLD_PREFIX_LENGTH: CreditLedger.FUNDED_HOLD_PREFIX.length
+  })
+
+/**
+ * The `local` definitions of TypeScript constants a script shares, generated so the two cannot
+ * disagree (the ledger's are `header`; the limiter's take marks an unchecked take with one).
+ *
+ * @category constructors
+ */
+export const locals = (constants: Readonly<Record<string, number | string>>): string =>
   [
-    "-- Generated from the TypeScript constants (@tollgate/redis Lua.header).",
-    `local RETAIN_MS = ${retentionMs}`,
-    `local FORGET_MS = ${CreditLedger.CLOSED_HOLD_RETENTION_MS}`,
-    `local MAX_NANO = ${Money.MAX}`,
-    `local FUNDED_HOLD_PREFIX = ${JSON.stringify(CreditLedger.FUNDED_HOLD_PREFIX)}`,
-    `local FUNDED_HOLD_PREFIX_LENGTH = ${CreditLedger.FUNDED_HOLD_PREFIX.length}`,
+    "-- Generated from the TypeScript constants (@tollgate/redis Lua.locals).",
+    ...Object.entries(constants).map(([name, value]) => `local ${name} = ${typeof value === "string" ? JSON.stringify(value) : value}`),
     ""
   ].join("\n")

@@ -31,11 +31,20 @@ import { Effect, Layer } from "effect"
 import * as Lua from "./Lua.ts"
 import * as Scripts from "./Scripts.ts"
 
+/**
+ * What an unchecked take adds to its number of groups, so that the one argument says the mode (a
+ * take has far fewer groups than this).
+ *
+ * @category internals
+ */
+export const UNCHECKED = 65_536
+
 // One call carries one or more takes (see `StoreOptions.batch`), each all or nothing on its own.
-// ARGV: per take the number of its groups (negative for a dry run), then its groups, one per KEYS
-// entry in order. A fixed group (the counters of one limit's window, fields of one hash) is
-// `fields, ttlMs, limit 1..m, amount 1..m`, where `fields` names the m fields one letter each
-// (`rt`: requests and tokens); a rolling group is `"", now, windowMs, limit, amount, bucketMs`.
+// ARGV: per take the number of its groups (negative for a dry run, `UNCHECKED` more for an
+// unchecked take), then its groups, one per KEYS entry in order. A fixed group (the counters of
+// one limit's window, fields of one hash) is `fields, ttlMs, limit 1..m, amount 1..m`, where
+// `fields` names the m fields one letter each (`rt`: requests and tokens); a rolling group is
+// `"", now, windowMs, limit, amount, bucketMs`.
 // Reply, per take: admitted, then per fixed counter its use with this take's amount added (its use
 // for a dry run), per rolling counter its use before this take, resetMs and retryMs; the reset and
 // retry of a fixed window follow from its use, so the caller computes them. Every argument costs
@@ -46,11 +55,11 @@ import * as Scripts from "./Scripts.ts"
 // a refusal leaves no key behind): the script is atomic, so nobody sees the difference, and the
 // admitted path (the common one) costs one HINCRBY per counter plus a PEXPIRE when the window (of
 // a rolling window, its newest bucket) is new. A take sees the takes before it in the same call, as
-// if they had been separate calls.
+// if they had been separate calls. An unchecked take skips the checks, so it is always admitted.
 // Amounts go to Redis as the strings they arrived as: a Lua number passed to `redis.call` is
 // formatted with `sprintf`, which costs as much as the command. Arguments and counts are read as
 // numbers by arithmetic (`x + 0`), which parses a string once where `tonumber` parses it twice.
-export const takeLibrary = Lua.read("take")
+export const takeLibrary = `${Lua.locals({ UNCHECKED })}${Lua.read("take")}`
 
 const takeScript = Scripts.make("take", takeLibrary, "takeAll(keys, args, 0, 1, #args)")
 
@@ -69,7 +78,7 @@ type Taken = Effect.Success<ReturnType<RateLimiter.RateLimiterStore["Service"]["
 export interface TakeInput {
   readonly now: number
   readonly counters: ReadonlyArray<RateLimiter.Counter>
-  readonly dryRun: boolean
+  readonly mode: RateLimiter.TakeMode
 }
 
 interface Take extends TakeInput {
@@ -133,7 +142,7 @@ export const encode = (take: TakeInput, keys: Array<string>, args: Array<string>
       i += 2
     }
   }
-  args[at] = String(take.dryRun ? -groups : groups)
+  args[at] = String(take.mode === "dryRun" ? -groups : take.mode === "unchecked" ? UNCHECKED + groups : groups)
 }
 
 /**
@@ -221,9 +230,9 @@ export const makeStore = (options: StoreOptions = {}) =>
       for (let i = 0; i < takes.length; i += maxBatch) sendTakes(takes.slice(i, i + maxBatch))
     }
     return RateLimiter.RateLimiterStore.of({
-      take: (now, counters, dryRun) =>
+      take: (now, counters, mode) =>
         Effect.callback<Taken, RateLimiter.RateLimiterStoreError>((resume) => {
-          const take: Take = { now, counters, dryRun, resume }
+          const take: Take = { now, counters, mode, resume }
           if (!batch) return sendTakes([take])
           if (queue.push(take) === 1) setImmediate(flush)
         }),

@@ -20,6 +20,11 @@ import type * as Net from "node:net"
 export interface Script {
   /** Content pieces: one stream chunk each, joined for a non-streaming reply. */
   readonly pieces: ReadonlyArray<string>
+  /**
+   * The model's reasoning, sent apart as `reasoning_content` (as vLLM's reasoning parsers do) before
+   * the content: one stream chunk a piece, joined for a non-streaming reply.
+   */
+  readonly reasoning?: ReadonlyArray<string>
   /** A non-2xx status answers with an error body instead. */
   readonly status?: number
   readonly headers?: Readonly<Record<string, string>>
@@ -210,6 +215,7 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
           message: {
             role: "assistant",
             content: reply.pieces.join(""),
+            ...(reply.reasoning === undefined ? {} : { reasoning_content: reply.reasoning.join("") }),
             ...(reply.toolCalls === undefined ? {} : {
               tool_calls: reply.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }))
             })
@@ -224,6 +230,7 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     response.flushHeaders()
     const pause = () => new Promise((resolve) => setTimeout(resolve, reply.delayMs ?? 0))
     response.write(chunk(id, body["model"], { role: "assistant", content: "" }, null))
+    for (const piece of reply.reasoning ?? []) response.write(chunk(id, body["model"], { reasoning_content: piece }, null))
     for (const piece of reply.pieces) {
       if (reply.delayMs !== undefined) await pause()
       if (response.destroyed) return

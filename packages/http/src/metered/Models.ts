@@ -43,11 +43,22 @@ export interface Produced {
 }
 
 /**
+ * The tier of the text model that served, when the work chose another model than the call was
+ * admitted for (a fallback model) in another tier: the call's rate limits are then counted under
+ * this tier instead of `MeteredCall.modelTier`'s.
+ *
+ * @category models
+ */
+export interface ServedBy {
+  readonly modelTier?: ModelTier | undefined
+}
+
+/**
  * What a call produced: its response (route headers included) and what it used.
  *
  * @category models
  */
-export interface Outcome extends Produced {
+export interface Outcome extends Produced, ServedBy {
   readonly response: HttpServerResponse.HttpServerResponse
   /**
    * Headers of the answer that are added with the pipeline's own: the same as setting them on
@@ -62,7 +73,7 @@ export interface Outcome extends Produced {
  *
  * @category models
  */
-export interface StreamingOutcome {
+export interface StreamingOutcome extends ServedBy {
   readonly _tag: "Streaming"
   readonly stream: Stream.Stream<Uint8Array, Errors.ApiError>
   readonly contentType: string

@@ -3,7 +3,8 @@
  * reference, the step a failure is counted under) and the steps, in the order they run:
  * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated`,
  * `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's
- * work), `respond`, which takes the path `SettlementChoice.choose` names (`handOver`,
+ * work), `respond` (with `recount` for a call a fallback model of another tier served), then
+ * `settleAndAnswer`, which takes the path `SettlementChoice.choose` names (`handOver`,
  * `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and `giveBack` for a call
  * that fails or is interrupted once admitted. A payment sent with the call is accepted before the
  * admission and finished after the settlement (`PerCallPayment`), each path calling `answered`.
@@ -26,7 +27,7 @@ import * as RequestContext from "../RequestContext.ts"
 import { replayed, toStored } from "../StoredResponse.ts"
 import type { LimitPolicy } from "./LimitPolicy.ts"
 import * as Metrics from "./Metrics.ts"
-import type { DeferredOutcome, MeteredCall, Outcome, Produced, StreamingOutcome } from "./Models.ts"
+import type { DeferredOutcome, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome } from "./Models.ts"
 import type { PaymentRequiredBodies } from "./PaymentRequiredBodies.ts"
 import * as SettlementChoice from "./SettlementChoice.ts"
 
@@ -55,10 +56,13 @@ export interface Services {
   readonly settleLater: (settlement: Effect.Effect<void>) => Effect.Effect<unknown>
 }
 
-/** What an admitted call took: the credit hold and the rate-limit admission. */
+/**
+ * What an admitted call took: the credit hold and the rate-limit admission, which `recount`
+ * replaces when the call is counted under another model's tier.
+ */
 interface Admitted {
   readonly hold: CreditLedger.Hold
-  readonly admission: RateLimiter.Admission
+  admission: RateLimiter.Admission
 }
 
 /** A key's credentials confirmed with the store: its standing, and the policy read with it. */
@@ -317,8 +321,42 @@ export class PaidCall {
     }))
   }
 
-  /** Settles the call and answers it, on the path `SettlementChoice.choose` names. */
+  /**
+   * Settles the call and answers it, on the path `SettlementChoice.choose` names, once its rate
+   * limits are counted under the tier of the model that served it.
+   */
   respond(
+    admitted: Admitted,
+    outcome: Outcome | StreamingOutcome | DeferredOutcome,
+    startedAt: number
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+    const tier = "_tag" in outcome && outcome._tag === "Deferred" ? undefined : outcome.modelTier
+    return tier === undefined || tier === this.call.modelTier
+      ? this.settleAndAnswer(admitted, outcome, startedAt)
+      : Effect.andThen(this.recount(admitted, tier), () => this.settleAndAnswer(admitted, outcome, startedAt))
+  }
+
+  /**
+   * A call served by a model of another tier than the one it was admitted for (a fallback): the
+   * serving tier's limits count it without checking (the call is served already; its next one is
+   * refused if this one went past them), then the admitted tier's counters are given back. When
+   * the store cannot be reached the call stays counted where it was admitted.
+   */
+  recount(admitted: Admitted, modelTier: ModelTier): Effect.Effect<void> {
+    const { limiter, policy } = this.services
+    const limits = policy.limitsFor(this.principal, { ...this.call, modelTier }, this.storedLimits)
+    return limiter.count(limits).pipe(
+      Effect.flatMap((counted) => {
+        const { admission } = admitted
+        admitted.admission = counted
+        return admission.cancel
+      }),
+      Effect.catch(() => Effect.void)
+    )
+  }
+
+  /** Settles the call and answers it, on the path `SettlementChoice.choose` names. */
+  settleAndAnswer(
     admitted: Admitted,
     outcome: Outcome | StreamingOutcome | DeferredOutcome,
     startedAt: number

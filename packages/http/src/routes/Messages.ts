@@ -10,27 +10,33 @@
  *
  * Translation: `system` is a system message; `messages` alternate `user` and `assistant`, their
  * content a string or blocks: `text`, `image` (base64 or URL, an `image_url` part: the upstream
- * decides whether the model takes images), `tool_use` (an assistant message's `tool_calls`) and
- * `tool_result` (a `tool` message, its text). `max_tokens`, `stop_sequences` (`stop`),
- * `temperature`, `top_p` and `top_k` carry over; `tools` become function tools, `tool_choice`
- * `auto`/`any`/`tool`/`none` chat's `auto`/`required`/the function/`none`, and
- * `disable_parallel_tool_use` turns off parallel calls; `models` names fallback models as on chat. Extended thinking, server tools and other
- * block types (documents, thinking blocks) are not translated: each is a 400 naming its field.
+ * decides whether the model takes images), `document` (a text part: plain text, text blocks, or the
+ * text of a base64 PDF extracted as `/augment/text-parser` extracts it, since the OpenAI-compatible
+ * upstreams take no PDF), `tool_use` (an assistant message's `tool_calls`), `tool_result` (a `tool`
+ * message, its text), and `thinking` and `redacted_thinking` (accepted, not sent upstream).
+ * `max_tokens`, `stop_sequences` (`stop`), `temperature`, `top_p` and `top_k` carry over; `tools`
+ * become function tools, `tool_choice` `auto`/`any`/`tool`/`none` chat's `auto`/`required`/the
+ * function/`none`, and `disable_parallel_tool_use` turns off parallel calls; `models` names
+ * fallback models as on chat; `thinking` turned off is chat's `disable_thinking`, turned on it sends
+ * the model's reasoning back as thinking blocks. Server tools, a document by URL or file id,
+ * `container` and `mcp_servers` are not translated: each is a 400 naming its field.
  *
- * The answer is a `message`: a `text` block, then a `tool_use` block per call the model made, its
- * `stop_reason` from the chat finish reason (`end_turn`, `max_tokens`, `tool_use`, or
- * `stop_sequence` when the upstream names the sequence that matched), and `usage` (input tokens
+ * The answer is a `message`: a `thinking` block when thinking is on and the model reasoned apart
+ * (its `signature` empty: nothing signs it), a `text` block, then a `tool_use` block per call the
+ * model made, its `stop_reason` from the chat finish reason (`end_turn`, `max_tokens`, `tool_use`,
+ * or `stop_sequence` when the upstream names the sequence that matched), and `usage` (input tokens
  * without the cached ones, which are `cache_read_input_tokens`, output tokens and tollgate's
  * `cost`). Streamed, it is Anthropic's event sequence: `message_start`, per block a
- * `content_block_start`, its `text_delta`s or `input_json_delta`s and `content_block_stop`, then
- * `message_delta` with the stop reason and the usage that was billed, and `message_stop`.
- * `count_tokens` answers the prompt's tokens as the hold counts them, for free.
+ * `content_block_start`, its `thinking_delta`s, `text_delta`s or `input_json_delta`s and
+ * `content_block_stop`, then `message_delta` with the stop reason and the usage that was billed,
+ * and `message_stop`. `count_tokens` answers the prompt's tokens as the hold counts them, for free.
  *
  * @since 0.1.0
  */
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Errors, Models, ThinkStripper } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
+import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Effect, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
@@ -68,14 +74,34 @@ const ToolResultBlock = Schema.Struct({
   is_error: Schema.optionalKey(Schema.Boolean)
 })
 
-const Block = Schema.Union([TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock])
+/** Earlier thinking sent back with its turn: accepted, and not sent upstream (see `messagesOf`). */
+const ThinkingBlock = Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: Schema.optionalKey(Schema.String) })
+
+const RedactedThinkingBlock = Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String })
+
+/**
+ * A document: plain text, text blocks, or a base64 PDF whose text is extracted here (the upstream
+ * takes text). A PDF by URL or a Files API id is refused (`refusedDocument`).
+ */
+const DocumentBlock = Schema.Struct({
+  type: Schema.Literal("document"),
+  source: Schema.Union([
+    Schema.Struct({ type: Schema.Literal("text"), media_type: Schema.Literal("text/plain"), data: Schema.String }),
+    Schema.Struct({ type: Schema.Literal("content"), content: Schema.Union([Schema.String, Schema.Array(TextBlock)]) }),
+    Schema.Struct({ type: Schema.Literal("base64"), media_type: Schema.Literal("application/pdf"), data: Schema.String.check(Schema.isMinLength(1)) })
+  ]),
+  title: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  context: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
+
+const Block = Schema.Union([TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock, DocumentBlock])
 
 const Message = Schema.Struct({
   role: Schema.Literals(["user", "assistant"]),
   content: Schema.Union([Schema.String, Schema.Array(Block)])
 })
 
-/** A client tool; server tools (`web_search_...`, `bash_...`) have another `type` and are refused. */
+/** A client tool; server tools (`web_search_...`, `bash_...`) have another `type` and are refused (`refusedTool`). */
 const Tool = Schema.Struct({
   type: Schema.optionalKey(Schema.Literal("custom")),
   name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)),
@@ -90,6 +116,28 @@ const ToolChoice = Schema.Union([
 
 const ModelName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512))
 
+/** Anthropic's smallest thinking budget. */
+const MIN_THINKING_BUDGET = 1024
+
+/** Whether thinking comes back (`omitted`: only Anthropic's signature would, and nothing signs here). */
+const Display = Schema.optionalKey(Schema.NullOr(Schema.Literals(["summarized", "omitted"])))
+
+/** Thinking on with a budget, on as the model decides (`adaptive`, `between_tools`), or off. */
+const Thinking = Schema.Union([
+  Schema.Struct({
+    type: Schema.Literal("enabled"),
+    budget_tokens: Schema.Int.check(Schema.isGreaterThanOrEqualTo(MIN_THINKING_BUDGET)),
+    display: Display
+  }),
+  Schema.Struct({ type: Schema.Literals(["adaptive", "between_tools"]), display: Display }),
+  Schema.Struct({ type: Schema.Literal("disabled") })
+])
+
+/** Whether the model's reasoning goes back as thinking blocks. */
+const showsThinking = (thinking: typeof Thinking.Type | undefined): boolean =>
+  thinking !== undefined && thinking.type !== "disabled" && thinking.display !== "omitted"
+
+
 const fields = {
   model: ModelName,
   /** Fallback models, as on chat (`ChatCall`): tried in order while nothing was sent. */
@@ -98,6 +146,7 @@ const fields = {
   system: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(TextBlock)])),
   tools: Schema.optionalKey(Schema.Array(Tool)),
   tool_choice: Schema.optionalKey(ToolChoice),
+  thinking: Schema.optionalKey(Thinking),
   service_parameters: Schema.optionalKey(ChatOptions.ServiceParameters)
 }
 
@@ -143,7 +192,10 @@ export const Response = Schema.Struct({
 type Body = typeof CountTokensRequest.Type & Partial<typeof Request.Type>
 
 /** Fields of Anthropic's request this translation cannot honor. */
-const unsupported = ["thinking", "container", "mcp_servers"] as const
+const unsupported = ["container", "mcp_servers"] as const
+
+/** The text of each base64 PDF of a request, extracted before it is translated. */
+type Documents = ReadonlyMap<typeof DocumentBlock.Type, string>
 
 const textOf = (blocks: ReadonlyArray<typeof TextBlock.Type>) => blocks.map((block) => block.text).join("\n")
 
@@ -152,12 +204,26 @@ const imagePart = (block: typeof ImageBlock.Type) => ({
   image_url: { url: block.source.type === "url" ? block.source.url : `data:${block.source.media_type};base64,${block.source.data}` }
 })
 
+/** A document as the text part the upstream reads: its title and context, then its text. */
+const documentPart = (block: typeof DocumentBlock.Type, documents: Documents) => {
+  const { source } = block
+  const text = source.type === "text"
+    ? source.data
+    : source.type === "content"
+    ? typeof source.content === "string" ? source.content : textOf(source.content)
+    : documents.get(block) ?? ""
+  const head = [block.title, block.context].filter((line): line is string => typeof line === "string" && line !== "")
+  return { type: "text", text: head.length === 0 ? text : `${head.join("\n")}\n\n${text}` }
+}
+
 /**
  * The chat messages of one Anthropic message: a user's tool results become `tool` messages (first,
- * as they answer the calls of the assistant message before), its text and images one user message;
- * an assistant's text its content and its `tool_use` blocks its `tool_calls`.
+ * as they answer the calls of the assistant message before), its text, images and documents one
+ * user message; an assistant's text its content and its `tool_use` blocks its `tool_calls`. An
+ * assistant's earlier thinking is not sent: the chat templates of reasoning models drop earlier
+ * turns' reasoning, and some upstreams refuse it in a request.
  */
-const messagesOf = (message: typeof Message.Type): Array<Json> => {
+const messagesOf = (message: typeof Message.Type, documents: Documents): Array<Json> => {
   if (typeof message.content === "string") return [{ role: message.role, content: message.content }]
   const blocks = message.content
   if (message.role === "assistant") {
@@ -173,7 +239,13 @@ const messagesOf = (message: typeof Message.Type): Array<Json> => {
       : []
   )
   const parts = blocks.flatMap((block): ReadonlyArray<Json> =>
-    block.type === "text" ? [{ type: "text", text: block.text }] : block.type === "image" ? [imagePart(block)] : []
+    block.type === "text"
+      ? [{ type: "text", text: block.text }]
+      : block.type === "image"
+      ? [imagePart(block)]
+      : block.type === "document"
+      ? [documentPart(block, documents)]
+      : []
   )
   return [...results, ...(parts.length > 0 ? [{ role: "user", content: parts }] : [])]
 }
@@ -186,12 +258,12 @@ const chatToolChoice = (choice: typeof ToolChoice.Type) =>
  *
  * @category decoding
  */
-export const chatBody = (body: Body): Json => ({
+export const chatBody = (body: Body, documents: Documents = new Map()): Json => ({
   model: body.model,
   ...(body.models === undefined ? {} : { models: body.models }),
   messages: [
     ...(body.system === undefined ? [] : [{ role: "system", content: typeof body.system === "string" ? body.system : textOf(body.system) }]),
-    ...body.messages.flatMap(messagesOf)
+    ...body.messages.flatMap((message) => messagesOf(message, documents))
   ],
   ...(body.max_tokens === undefined ? {} : { max_tokens: body.max_tokens }),
   ...(body.stop_sequences === undefined || body.stop_sequences.length === 0 ? {} : { stop: body.stop_sequences }),
@@ -206,15 +278,86 @@ export const chatBody = (body: Body): Json => ({
   }),
   ...(body.tool_choice === undefined ? {} : { tool_choice: chatToolChoice(body.tool_choice) }),
   ...(body.tool_choice?.disable_parallel_tool_use === true ? { parallel_tool_calls: false } : {}),
-  ...(body.service_parameters === undefined ? {} : { service_parameters: body.service_parameters }),
+  // Thinking turned off is chat's `disable_thinking`: the model is asked not to think, and what
+  // it thinks anyway is stripped. Turned on, the model thinks as its upstream has it: a budget
+  // has no OpenAI-compatible field, so it is not sent.
+  ...(body.thinking?.type === "disabled"
+    ? { service_parameters: { ...body.service_parameters, disable_thinking: true } }
+    : body.service_parameters === undefined
+    ? {}
+    : { service_parameters: body.service_parameters }),
   stream: body.stream === true,
   ...(body.stream === true ? { stream_options: { include_usage: true } } : {})
 })
 
 const VERSION = /^\d{4}-\d{2}-\d{2}$/u
 
-/** Reads the body with `schema`, after the `anthropic-version` header, and refuses what is not translated. */
-const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S) =>
+const notTranslated = "Not translated by this service's Messages API"
+
+/**
+ * The first server tool of a raw request, refused with a pointer to the service's own search:
+ * tools whose `type` is not `custom` run on Anthropic's side.
+ */
+const refusedTool = (record: Json): Errors.InvalidRequest | undefined => {
+  const tools = Array.isArray(record["tools"]) ? record["tools"] : []
+  const index = tools.findIndex((tool: unknown) => isObject(tool) && tool["type"] !== undefined && tool["type"] !== "custom")
+  if (index < 0) return undefined
+  const type = String((tools[index] as Json)["type"])
+  return Errors.invalidField(
+    ["tools", index, "type"],
+    `Server tools (${type}) are not translated by this service's Messages API` +
+      (type.startsWith("web_search") ? "; for a web search use service_parameters.enable_web_search" : "")
+  )
+}
+
+/** The first document of a raw request whose source is not translated: a PDF by URL, a Files API id. */
+const refusedDocument = (record: Json): Errors.InvalidRequest | undefined => {
+  const messages = Array.isArray(record["messages"]) ? record["messages"] : []
+  for (const [m, message] of messages.entries()) {
+    const content = isObject(message) && Array.isArray(message["content"]) ? message["content"] : []
+    for (const [b, block] of content.entries()) {
+      if (!isObject(block) || block["type"] !== "document" || !isObject(block["source"])) continue
+      const type = block["source"]["type"]
+      if (type === "url" || type === "file") {
+        return Errors.invalidField(
+          ["messages", m, "content", b, "source", "type"],
+          `A document by ${type === "url" ? "URL" : "file id"} is not translated: send it as base64 or text`
+        )
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * The text of each base64 PDF of a request, extracted the way `/augment/text-parser` extracts it; a
+ * PDF that cannot be read is a 400 naming its block.
+ */
+const extractDocuments = (
+  extractor: DocumentExtractor.DocumentExtractor["Service"],
+  messages: ReadonlyArray<typeof Message.Type>
+): Effect.Effect<Documents, Errors.InvalidRequest> => {
+  const pdfs = messages.flatMap((message, m) =>
+    typeof message.content === "string" ? [] : message.content.flatMap((block, b) =>
+      block.type === "document" && block.source.type === "base64" ? [{ block, data: block.source.data, path: ["messages", m, "content", b, "source", "data"] }] : []
+    )
+  )
+  if (pdfs.length === 0) return Effect.succeed(new Map())
+  return Effect.map(
+    Effect.forEach(pdfs, ({ block, data, path }) =>
+      extractor.extract(Buffer.from(data, "base64")).pipe(
+        Effect.map((extracted) => [block, extracted.text] as const),
+        Effect.mapError((error) => Errors.invalidField(path, `The PDF could not be read: ${error.message}`))
+      )),
+    (entries) => new Map(entries)
+  )
+}
+
+/**
+ * Reads the body with `schema`, after the `anthropic-version` header, refuses what is not
+ * translated, and extracts the text of its PDFs.
+ */
+const decodeWith = <A extends Body>(schema: Schema.Decoder<A>, extractor: DocumentExtractor.DocumentExtractor["Service"]) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const version = request.headers["anthropic-version"]
@@ -222,11 +365,17 @@ const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S) =>
       return yield* new Errors.InvalidRequest({ message: "anthropic-version must be a date such as 2023-06-01" })
     }
     const raw = yield* RequestBody.json(MAX_BODY)
-    const body: S["Type"] = yield* RequestBody.decode(schema, raw)
     const record = isObject(raw) ? raw : {}
     const refused = unsupported.find((field) => record[field] !== undefined && record[field] !== null)
-    if (refused !== undefined) return yield* Errors.invalidField([refused], "Not translated by this service's Messages API")
-    return body
+    if (refused !== undefined) return yield* Errors.invalidField([refused], notTranslated)
+    const refusal = refusedTool(record) ?? refusedDocument(record)
+    if (refusal !== undefined) return yield* refusal
+    const body = yield* RequestBody.decode(schema, raw)
+    const { max_tokens, thinking } = body
+    if (thinking?.type === "enabled" && max_tokens !== undefined && thinking.budget_tokens >= max_tokens) {
+      return yield* Errors.invalidField(["thinking", "budget_tokens"], "Must be less than max_tokens")
+    }
+    return { body, documents: yield* extractDocuments(extractor, body.messages) }
   })
 
 type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use"
@@ -271,14 +420,18 @@ export const route = Endpoint.make({
   serve: Effect.gen(function*() {
     const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
+    const extractor = yield* DocumentExtractor.DocumentExtractor
     const decode = Effect.gen(function*() {
-      const body = yield* decodeWith(Request)
-      const plan = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body))))
+      const { body, documents } = yield* decodeWith(Request, extractor)
+      const plan = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body, documents))))
       return { body, plan }
     })
     return yield* ChatCall.serve("msg_", decode, ({ body }, found, call) => {
       const { headers, model, price, request, strips, upstreamBody } = call.prepared
       const stops = body.stop_sequences ?? []
+      // The model's reasoning goes out as thinking blocks only when the request turned thinking on:
+      // the reasoning sent apart, then the think-tag blocks of its text.
+      const thinks = showsThinking(body.thinking) && !strips
       const envelope = { id: call.id, type: "message", role: "assistant", model: model.id }
 
       const complete = () =>
@@ -294,8 +447,12 @@ export const route = Endpoint.make({
           const message = isObject(choice["message"]) ? choice["message"] : {}
           const text = typeof message["content"] === "string" ? message["content"] : ""
           tally.pieces.push(text)
+          let thought = ""
           for (const field of REASONING_FIELDS) {
-            if (typeof message[field] === "string") tally.pieces.push(message[field])
+            if (typeof message[field] === "string") {
+              tally.pieces.push(message[field])
+              thought += message[field]
+            }
           }
           const calls = (Array.isArray(message["tool_calls"]) ? message["tool_calls"] : []).flatMap((called: unknown) =>
             isObject(called) && isObject(called["function"]) && typeof called["function"]["name"] === "string"
@@ -307,13 +464,22 @@ export const route = Endpoint.make({
               }]
               : []
           )
-          const shown = strips ? ThinkStripper.strip(text) : text
+          let shown = text
+          if (strips) shown = ThinkStripper.strip(text)
+          else if (thinks) {
+            const splitter = ThinkStripper.make((inline) => void (thought += inline))
+            shown = splitter.push(text) + splitter.flush()
+          }
           const produced = price(found, tally)
           const stop = stopOf(choice, stops)
           return {
             response: HttpServerResponse.jsonUnsafe({
               ...envelope,
-              content: [...(shown === "" && calls.length > 0 ? [] : [{ type: "text", text: shown }]), ...calls],
+              content: [
+                ...(thinks && thought !== "" ? [{ type: "thinking", thinking: thought, signature: "" }] : []),
+                ...(shown === "" && calls.length > 0 ? [] : [{ type: "text", text: shown }]),
+                ...calls
+              ],
               stop_reason: stop.reason,
               stop_sequence: stop.sequence,
               usage: usageOf(produced, call)
@@ -329,10 +495,13 @@ export const route = Endpoint.make({
           )
           call.upstream = upstream.upstream
           const tally = newTally()
-          const stripper = ThinkStripper.make()
+          // With thinking on, the think-tag blocks of the text are thought, not text.
+          let inline = ""
+          const stripper = ThinkStripper.make(thinks ? (thought) => void (inline += thought) : undefined)
+          const splits = strips || thinks
           let blocks = 0
-          // the block being streamed: text, or a tool call by its chat index
-          let open: { readonly index: number; readonly tool: number | undefined } | undefined
+          // the block being streamed: thinking, text, or a tool call by its chat index
+          let open: { readonly index: number; readonly kind: "thinking" | "text" | "tool"; readonly tool?: number } | undefined
           const tools = new Map<number, number>()
           let stop: { readonly reason: StopReason; readonly sequence: string | null } = { reason: "end_turn", sequence: null }
           const close = (): ReadonlyArray<Json> => {
@@ -344,11 +513,16 @@ export const route = Endpoint.make({
           // the open block is always the last one started: starting one closes the one before
           const text = (piece: string): ReadonlyArray<Json> => {
             if (piece === "") return []
-            const opening = open !== undefined && open.tool === undefined ? [] : [...close(), start({ type: "text", text: "" }, undefined)]
+            const opening = open?.kind === "text" ? [] : [...close(), start({ type: "text", text: "" }, "text")]
             return [...opening, { type: "content_block_delta", index: blocks - 1, delta: { type: "text_delta", text: piece } }]
           }
-          const start = (block: Json, tool: number | undefined): Json => {
-            open = { index: blocks++, tool }
+          const thinking = (piece: string): ReadonlyArray<Json> => {
+            if (piece === "") return []
+            const opening = open?.kind === "thinking" ? [] : [...close(), start({ type: "thinking", thinking: "", signature: "" }, "thinking")]
+            return [...opening, { type: "content_block_delta", index: blocks - 1, delta: { type: "thinking_delta", thinking: piece } }]
+          }
+          const start = (block: Json, kind: "thinking" | "text" | "tool", tool?: number): Json => {
+            open = tool === undefined ? { index: blocks++, kind } : { index: blocks++, kind, tool }
             if (tool !== undefined) tools.set(tool, open.index)
             return { type: "content_block_start", index: open.index, content_block: block }
           }
@@ -366,7 +540,7 @@ export const route = Endpoint.make({
                   id: typeof part["id"] === "string" ? part["id"] : `toolu_${call.id.slice(4)}_${index}`,
                   name: typeof fn["name"] === "string" ? fn["name"] : "",
                   input: {}
-                }, index)
+                }, "tool", index)
               ]
               return [
                 ...opening,
@@ -377,10 +551,20 @@ export const route = Endpoint.make({
             const counted = ChatCall.tallyChunk(tally, chunk)
             if (counted === undefined) return []
             const { choice, delta, piece } = counted
-            if (choice["finish_reason"] != null) stop = stopOf(choice, stops)
+            let thought = ""
+            for (const field of REASONING_FIELDS) {
+              if (typeof delta[field] === "string") thought += delta[field]
+            }
+            const finished = choice["finish_reason"] != null
+            if (finished) stop = stopOf(choice, stops)
+            const shown = splits ? stripper.push(piece) : piece
+            const tail = splits && finished ? stripper.flush() : ""
+            thought += inline
+            inline = ""
             return [
-              ...text(strips ? stripper.push(piece) : piece),
-              ...(strips && choice["finish_reason"] != null ? text(stripper.flush()) : []),
+              ...(thinks ? thinking(thought) : []),
+              ...text(shown),
+              ...text(tail),
               ...toolEvents(delta["tool_calls"])
             ]
           }
@@ -418,10 +602,11 @@ export const route = Endpoint.make({
   docs: {
     summary: "Create a message (Anthropic Messages API)",
     description: "Anthropic's Messages API over the chat models (the SDK's baseURL is this server's /api): system, " +
-      "messages of text, image, tool_use and tool_result blocks, max_tokens, stop_sequences, temperature, top_p, top_k, " +
-      "tools and tool_choice, service_parameters (or the model suffix). Streamed with stream: true as Anthropic's events " +
-      "(message_start ... message_stop, the billed usage in message_delta). Billed per token exactly like " +
-      "/chat/completions. Extended thinking and server tools are not translated. Errors are in Anthropic's shape.",
+      "messages of text, image, document (text, or a base64 PDF's extracted text), tool_use, tool_result and thinking " +
+      "blocks, max_tokens, stop_sequences, temperature, top_p, top_k, tools and tool_choice, thinking (the model's " +
+      "reasoning as thinking blocks), service_parameters (or the model suffix). Streamed with stream: true as Anthropic's " +
+      "events (message_start ... message_stop, the billed usage in message_delta). Billed per token exactly like " +
+      "/chat/completions. Server tools and documents by URL or file id are not translated. Errors are in Anthropic's shape.",
     tags: ["Chat"],
     headers: docsHeaders,
     request: { contentType: "application/json", schema: Request },
@@ -448,10 +633,11 @@ export const countTokens = {
     Effect.gen(function*() {
       const auth = yield* Auth
       const prepare = yield* preparer
+      const extractor = yield* DocumentExtractor.DocumentExtractor
       return Effect.gen(function*() {
         yield* Authenticate.requireKey(auth)
-        const body = yield* decodeWith(CountTokensRequest)
-        const plan = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body))))
+        const { body, documents } = yield* decodeWith(CountTokensRequest, extractor)
+        const plan = yield* prepare(yield* Effect.fromResult(ChatOptions.parseRequest(chatBody(body, documents))))
         return HttpServerResponse.jsonUnsafe({ input_tokens: plan.candidates[0].promptTokens })
       })
     }),

@@ -13,6 +13,9 @@ while a <= n do
   local groups = A[a] + 0
   local dry = groups < 0
   if dry then groups = -groups end
+  -- An unchecked take adds to every counter and is admitted whatever the counters' room.
+  local checked = groups < UNCHECKED
+  if not checked then groups = groups - UNCHECKED end
   local a0 = a + 1
   local k0 = k
   o = o + 1
@@ -44,7 +47,7 @@ while a <= n do
           else
             used = redis.call("HINCRBY", key, m == 1 and fields or sub(fields, f, f), amount)
             if used == amount + 0 then fresh = true end
-            if used > A[p + f] + 0 then out[head] = 0 end
+            if checked and used > A[p + f] + 0 then out[head] = 0 end
           end
           o = o + 1
           out[o] = used
@@ -100,7 +103,7 @@ while a <= n do
             break
           end
         end
-        out[head] = 0
+        if checked then out[head] = 0 end
       end
       out[o + 1] = used
       out[o + 2] = reset

@@ -42,14 +42,18 @@ beforeAll(async () => {
         { id: "fake-down", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] },
         { id: "fake-chat", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
         { id: "fake-other", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
-        { id: "fake-cached", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }
+        { id: "fake-cached", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
+        { id: "fake-down-large", type: "text", tier: "L", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] },
+        { id: "fake-small", type: "text", tier: "S", upstreams: [{ baseUrl: upstream.baseUrl }] }
       ],
       prices: {
         chat: {
           "fake-down": { inputPerMillionUsd: "9", outputPerMillionUsd: "9" },
           "fake-chat": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" },
           "fake-other": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" },
-          "fake-cached": { inputPerMillionUsd: "1", outputPerMillionUsd: "2", cachedInputPerMillionUsd: "0.1" }
+          "fake-cached": { inputPerMillionUsd: "1", outputPerMillionUsd: "2", cachedInputPerMillionUsd: "0.1" },
+          "fake-down-large": { inputPerMillionUsd: "9", outputPerMillionUsd: "9" },
+          "fake-small": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" }
         }
       }
     }
@@ -256,6 +260,37 @@ describe("models: [a, b] with a's upstream down is served by b, named b and bill
       messages: [{ role: "user", content: "hi" }]
     } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)).rejects.toMatchObject({ status: 503 })
     expect(await Usage.latest(server)).toEqual(before)
+  })
+})
+
+describe("The rate limits counted are those of the model that served: a fallback of another tier counts the call under its own", () => {
+  it("a chat call asked of an L model and served by an S fallback, not streamed and streamed", async () => {
+    // No other call here is of tier S or L, so their counts are this test's.
+    upstream.script = () => ({ pieces: ["small"], usage: { prompt_tokens: 6, completion_tokens: 1 } })
+    const request = { model: "fake-down-large", models: ["fake-down-large", "fake-small"], max_tokens: 50, messages: [{ role: "user", content: "hi" }] }
+    const { data: completion, response } = await client.chat.completions
+      .create(request as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+      .withResponse()
+    expect(completion.model).toBe("fake-small")
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("75")
+    expect(response.headers.get("x-ratelimit-remaining-requests")).toBe("74")
+    const streamed = await client.chat.completions
+      .create({ ...request, stream: true } as OpenAI.Chat.ChatCompletionCreateParamsStreaming)
+      .withResponse()
+    for await (const _ of streamed.data) { /* read to its end, so the call settles */ }
+    expect(streamed.response.headers.get("x-ratelimit-remaining-requests")).toBe("73")
+
+    const limits = await waitFor(async () => {
+      const listed = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
+      const body = await listed.json() as { limits: ReadonlyArray<{ modelTier?: string; type: string; requests?: { remaining: number }; tokens?: { limit: number; remaining: number } }> }
+      const small = body.limits.find((limit) => limit.modelTier === "S" && limit.type === "user")!
+      // The streamed call's tokens are settled to its use once its stream has ended.
+      return small.tokens!.limit - small.tokens!.remaining === 2 * (6 + 1) ? body.limits : undefined
+    })
+    const tier = (modelTier: string) => limits.find((limit) => limit.modelTier === modelTier && limit.type === "user")!
+    expect(tier("S").requests!.remaining).toBe(73)
+    expect(tier("L").requests!.remaining).toBe(20)
+    expect(tier("L").tokens!.remaining).toBe(tier("L").tokens!.limit)
   })
 })
 

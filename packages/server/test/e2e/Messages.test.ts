@@ -7,7 +7,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { Models } from "@tollgate/core"
-import { FakeChatUpstream, ShippedServer } from "@tollgate/testkit"
+import { FakeChatUpstream, ShippedServer, TestDocuments } from "@tollgate/testkit"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Usage from "./support/Usage.ts"
@@ -21,8 +21,17 @@ beforeAll(async () => {
   upstream = await FakeChatUpstream.start()
   server = await ShippedServer.start({
     config: {
-      models: [...Models.defaults, { id: "fake-chat", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
-      prices: { chat: { "fake-chat": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" } } }
+      models: [
+        ...Models.defaults,
+        { id: "fake-chat", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
+        { id: "fake-down-large", type: "text", tier: "L", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }
+      ],
+      prices: {
+        chat: {
+          "fake-chat": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" },
+          "fake-down-large": { inputPerMillionUsd: "1", outputPerMillionUsd: "2" }
+        }
+      }
     }
   })
   anthropic = new Anthropic({ apiKey: server.credentials!.inferenceKey, baseURL: `${server.origin}/api`, maxRetries: 0 })
@@ -120,6 +129,19 @@ describe("models: fallback models, as on chat: the first model that can serve th
     expect(message.model).toBe("llama-3.3-70b")
     expect(entries.map((entry) => entry.sku)).toEqual(["chat:llama-3.3-70b"])
   })
+
+  it("a first model of tier L whose upstream is down: the M model that serves counts the call, the L limits are untouched", async () => {
+    upstream.script = () => ({ pieces: ["From M"] })
+    const { data: message, response } = await anthropic.messages
+      .create({ model: "fake-down-large", models: ["fake-chat"], max_tokens: 64, messages: [{ role: "user", content: "hi" }] } as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse()
+    expect(message.model).toBe("fake-chat")
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("50")
+    const listed = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
+    const { limits } = await listed.json() as { limits: ReadonlyArray<{ modelTier?: string; type: string; requests?: { limit: number; remaining: number } }> }
+    const large = limits.find((limit) => limit.modelTier === "L" && limit.type === "user")!
+    expect(large.requests!.remaining).toBe(large.requests!.limit)
+  })
 })
 
 describe("messages.stream: Anthropic's event sequence, with the billed usage in message_delta", () => {
@@ -205,6 +227,122 @@ describe("Tool use: tools become chat tools, the model's calls tool_use blocks, 
   })
 })
 
+describe("Extended thinking: the model's reasoning as thinking blocks when thinking is on, streamed and not; earlier thinking is not sent upstream", () => {
+  const request = {
+    model: "fake-chat",
+    max_tokens: 2048,
+    thinking: { type: "enabled" as const, budget_tokens: 1024 },
+    messages: [
+      { role: "user" as const, content: "first" },
+      {
+        role: "assistant" as const,
+        content: [{ type: "thinking" as const, thinking: "earlier thought", signature: "sig" }, { type: "text" as const, text: "first answer" }]
+      },
+      { role: "user" as const, content: "second" }
+    ]
+  }
+
+  it("messages.create: a thinking block before the text, billed once; the upstream gets the turns without their thinking", async () => {
+    upstream.script = () => ({ reasoning: ["Weighing", " it"], pieces: ["Answer"], usage: { prompt_tokens: 20, completion_tokens: 5 } })
+    const { entries, result: message } = await billed(() => anthropic.messages.create(request))
+    expect(message.content).toEqual([{ type: "thinking", thinking: "Weighing it", signature: "" }, { type: "text", text: "Answer" }])
+    expect(entries).toHaveLength(1)
+    expect(message.usage.output_tokens).toBe(5)
+    expect(upstream.received.at(-1)!.body["messages"]).toEqual([
+      { role: "user", content: "first" },
+      { role: "assistant", content: "first answer" },
+      { role: "user", content: "second" }
+    ])
+  })
+
+  it("messages.stream: a thinking block of thinking_delta events, then the text block", async () => {
+    upstream.script = () => ({ reasoning: ["Weighing", " it"], pieces: ["Ans", "wer"] })
+    const stream = anthropic.messages.stream(request)
+    const deltas: Array<string> = []
+    for await (const event of stream) if (event.type === "content_block_delta") deltas.push(event.delta.type)
+    expect(deltas).toEqual(["thinking_delta", "thinking_delta", "text_delta", "text_delta"])
+    expect((await stream.finalMessage()).content).toEqual([{ type: "thinking", thinking: "Weighing it", signature: "" }, { type: "text", text: "Answer" }])
+  })
+
+  it("think tags in the text are thought too, streamed and not", async () => {
+    upstream.script = () => ({ pieces: ["<think>Inline", " thought</th", "ink>\n\nAnswer"] })
+    const thinking = [{ type: "thinking", thinking: "Inline thought", signature: "" }, { type: "text", text: "Answer" }]
+    expect((await anthropic.messages.create(request)).content).toEqual(thinking)
+    expect((await anthropic.messages.stream(request).finalMessage()).content).toEqual(thinking)
+  })
+
+  it("adaptive thinking shows the reasoning as well; with display omitted it is billed and not sent", async () => {
+    upstream.script = () => ({ reasoning: ["Weighing"], pieces: ["Answer"] })
+    const adaptive = { model: "fake-chat", max_tokens: 64, messages: [{ role: "user" as const, content: "hi" }] }
+    expect((await anthropic.messages.create({ ...adaptive, thinking: { type: "adaptive" } })).content)
+      .toEqual([{ type: "thinking", thinking: "Weighing", signature: "" }, { type: "text", text: "Answer" }])
+    expect((await anthropic.messages.create({ ...adaptive, thinking: { type: "adaptive", display: "omitted" } })).content)
+      .toEqual([{ type: "text", text: "Answer" }])
+  })
+
+  it("without thinking on, the reasoning is billed and not sent", async () => {
+    upstream.script = () => ({ reasoning: ["Weighing"], pieces: ["Answer"] })
+    const message = await anthropic.messages.create({ model: "fake-chat", max_tokens: 64, messages: [{ role: "user", content: "hi" }] })
+    expect(message.content).toEqual([{ type: "text", text: "Answer" }])
+  })
+})
+
+describe("Documents: text and base64 PDF documents reach the upstream as text parts; a document by URL or file id is a 400 naming its field", () => {
+  it("a text document and a PDF, their titles first, billed once", async () => {
+    upstream.script = () => ({ pieces: ["Read"] })
+    const pdf = Buffer.from(TestDocuments.read("tika/testPDF.pdf")).toString("base64")
+    const { entries } = await billed(() =>
+      anthropic.messages.create({
+        model: "fake-chat",
+        max_tokens: 64,
+        messages: [{
+          role: "user",
+          content: [
+            { type: "document", source: { type: "text", media_type: "text/plain", data: "The grass is green." }, title: "Notes" },
+            { type: "document", source: { type: "base64", media_type: "application/pdf", data: pdf } },
+            { type: "text", text: "Summarize both." }
+          ]
+        }]
+      })
+    )
+    expect(entries).toHaveLength(1)
+    const [message] = upstream.received.at(-1)!.body["messages"] as ReadonlyArray<{ content: ReadonlyArray<{ type: string; text: string }> }>
+    expect(message!.content.map((part) => part.type)).toEqual(["text", "text", "text"])
+    expect(message!.content[0]!.text).toBe("Notes\n\nThe grass is green.")
+    expect(message!.content[1]!.text).toContain("Apache Tika")
+  })
+
+  it.each([
+    ["a PDF by URL", { type: "url", url: "https://example.com/a.pdf" }, "messages.0.content.0.source.type"],
+    ["a Files API id", { type: "file", file_id: "file_1" }, "messages.0.content.0.source.type"],
+    ["a PDF that cannot be read", { type: "base64", media_type: "application/pdf", data: Buffer.from("%PDF-1.7 broken").toString("base64") }, "messages.0.content.0.source.data"]
+  ])("%s", async (_, source, field) => {
+    const { entries, result } = await billed(() =>
+      anthropic.messages.create({
+        model: "fake-chat",
+        max_tokens: 64,
+        messages: [{ role: "user", content: [{ type: "document", source } as Anthropic.DocumentBlockParam] }]
+      }).then(() => undefined, (error: unknown) => error)
+    )
+    expect(result).toBeInstanceOf(Anthropic.BadRequestError)
+    expect((result as InstanceType<typeof Anthropic.BadRequestError>).message).toContain(field)
+    expect(entries).toHaveLength(0)
+  })
+})
+
+describe("Server tools are not translated: a 400 naming the tool, pointing a web search at service_parameters", () => {
+  it("web_search_20250305", async () => {
+    const refused = anthropic.messages.create({
+      model: "fake-chat",
+      max_tokens: 64,
+      tools: [{ type: "web_search_20250305", name: "web_search" }],
+      messages: [{ role: "user", content: "news?" }]
+    })
+    await expect(refused).rejects.toBeInstanceOf(Anthropic.BadRequestError)
+    await expect(refused).rejects.toThrow(/tools\.0\.type: Server tools \(web_search_20250305\).*service_parameters\.enable_web_search/u)
+  })
+})
+
 describe("countTokens: the input tokens as they are billed, for free", () => {
   it("equals the input_tokens of the same request's message, and charges nothing", async () => {
     const { entries, result: counted } = await billed(() => anthropic.messages.countTokens({ model: "llama-3.3-70b", ...conversation }))
@@ -226,8 +364,7 @@ describe("Keys and errors on the Messages API: x-api-key or Bearer; failures in 
 
   it.each([
     ["an unknown model", { ...hello, model: "no-such-model" }, {}, 400, "invalid_request_error"],
-    ["extended thinking", { ...hello, thinking: { type: "enabled", budget_tokens: 1024 } }, {}, 400, "invalid_request_error"],
-    ["a server tool", { ...hello, tools: [{ type: "web_search_20250305", name: "web_search" }] }, {}, 400, "invalid_request_error"],
+    ["a thinking budget not below max_tokens", { ...hello, thinking: { type: "enabled", budget_tokens: 1024 } }, {}, 400, "invalid_request_error"],
     ["a bad anthropic-version", hello, { "anthropic-version": "latest" }, 400, "invalid_request_error"],
     ["a bad key", hello, { "x-api-key": "not-a-key" }, 401, "authentication_error"]
   ])("%s", async (_, body, headers, status, type) => {

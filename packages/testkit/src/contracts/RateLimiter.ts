@@ -49,7 +49,7 @@ const caller = new Principal.ApiKeyPrincipal({ accountId: "acct_rpc", keyId: "ke
  *
  * @category constructors
  */
-export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.RateLimiter | RateLimitLog.RateLimitLog, E>>) =>
+export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.RateLimiter | RateLimitLog.RateLimitLog, E>>) => {
   Contract.contract(
     "RateLimiter contract: every limit all or nothing, nothing consumed on rejection, exact headers",
     backends,
@@ -263,3 +263,44 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
         }))
     }
   )
+  Contract.contract(
+    "RateLimiter contract: a count without checking adds to every counter, past its limit, and settles like an admission",
+    backends,
+    (it) => {
+      it.effect("a count past the limits is admitted with the headers of what it counted, and later admissions are refused", () =>
+        Effect.gen(function*() {
+          yield* startClock()
+          const limiter = yield* RateLimiter.RateLimiter
+          const l = limit(fresh("count"), 1, { limit: 100, reserve: 80 })
+          yield* limiter.admit([l])
+          const counted = yield* limiter.count([l])
+          assert.strictEqual(counted.headers["x-ratelimit-remaining-requests"], "0")
+          assert.strictEqual(counted.headers["x-ratelimit-remaining-tokens"], "0")
+          const status = yield* used(l)
+          assert.deepStrictEqual([status.requests?.used, status.tokens?.used], [2, 160])
+          yield* rejection(limiter.admit([{ ...l, tokens: { limit: 100, reserve: 0, windowMs: MINUTE } }]))
+        }))
+
+      it.effect("a count's tokens settle to the actual use, and a cancelled count gives back everything it added, once", () =>
+        Effect.gen(function*() {
+          yield* startClock(10 * MINUTE)
+          const limiter = yield* RateLimiter.RateLimiter
+          const l = limit(fresh("count-settle"), 5, { limit: 100, reserve: 80 })
+          const counted = yield* limiter.count([l])
+          yield* counted.settle({ tokens: 10 })
+          assert.strictEqual((yield* used(l)).tokens?.used, 10)
+          const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
+          const rpc = (credits: number) => RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
+          const past = yield* limiter.count(rpc(12_000_000))
+          const [, daily] = yield* limiter.inspect(rpc(0))
+          assert.strictEqual(daily?.credits?.used, 12_000_000)
+          yield* rejection(limiter.admit(rpc(1)))
+          yield* past.cancel
+          yield* past.cancel
+          const [requests, after] = yield* limiter.inspect(rpc(0))
+          assert.deepStrictEqual([requests?.requests?.used, after?.credits?.used], [0, 0])
+          yield* limiter.admit(rpc(1))
+        }))
+    }
+  )
+}
