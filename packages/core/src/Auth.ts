@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
-import { createPublicClient, getAddress, http } from "viem"
+import { createPublicClient, getAddress, http, isAddress } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
 import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeySecrets, type KeyStatus } from "./AuthStore.ts"
 import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
@@ -148,11 +148,19 @@ export class Auth extends Context.Service<Auth, {
   /**
    * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
    * (`undefined`: removed), kept in the store and read with the key's standing, so every instance
-   * enforces it from the next call on.
+   * enforces it from the next call on. A wallet's account (`wallet:evm:<address, lower-cased>`,
+   * `wallet:solana:<address>`) needs no record: it is the wallet's whether or not it made a key.
    */
-  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, NotFound | ServiceUnavailable>
-  /** The rate-limit overrides the store keeps for the account and the key (`setLimits`). */
-  readonly storedLimits: (accountId: string, keyId: string) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
+  readonly setLimits: (
+    accountId: string,
+    keyId: string | undefined,
+    override: RateLimits.Override | undefined
+  ) => Effect.Effect<void, InvalidRequest | NotFound | ServiceUnavailable>
+  /**
+   * The rate-limit overrides the store keeps for the account and the key (`setLimits`); with no
+   * key, the account's alone (what a wallet's call reads).
+   */
+  readonly storedLimits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
@@ -226,6 +234,15 @@ const authorizationOf = (headers: Headers): string | undefined => {
   if (authorization !== undefined) return authorization
   const key = headers["x-api-key"]
   return key === undefined ? undefined : `Bearer ${key}`
+}
+
+/** The account id a wallet's calls run as (`walletAccountId`) for the address in `accountId`; `undefined` when it names none. */
+const canonicalWalletAccountId = (accountId: string): string | undefined => {
+  const [, family, address = "", ...rest] = accountId.split(":")
+  if (rest.length > 0) return undefined
+  if (family === "evm" && isAddress(address, { strict: false })) return walletAccountId("evm", address)
+  if (family === "solana" && Siwx.SOLANA_ADDRESS.test(address)) return walletAccountId("solana", address)
+  return undefined
 }
 
 /** How many verified API keys `authenticate` remembers. */
@@ -502,7 +519,12 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
 
   const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) {
     if (keyId !== undefined) yield* getKey(accountId, keyId)
-    else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
+    else if (isWalletAccountId(accountId)) {
+      // The id the pipeline gives the wallet's calls, or the override would govern none of them.
+      if (canonicalWalletAccountId(accountId) !== accountId) {
+        return yield* new InvalidRequest({ message: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>" })
+      }
+    } else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
     yield* store.setLimits(accountId, keyId, override)
   })
 

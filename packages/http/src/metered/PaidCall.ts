@@ -209,9 +209,24 @@ export class PaidCall {
     // credit is held or its Idempotency-Key claimed.
     const refused = restrictions === undefined ? undefined : KeyRestrictions.checkCall(restrictions, this.call.sku, this.call.subject)
     if (refused !== undefined) return Effect.fail(refused)
-    // A wallet's staked tokens set today's allowance, so they are current before the hold.
-    if (principal._tag === "Wallet") return Effect.flatMap(this.services.staking.refresh(principal), () => this.claimAndAdmit(found.value))
+    if (principal._tag === "Wallet") return Effect.flatMap(this.walletReady(principal), () => this.claimAndAdmit(found.value))
     return this.claimAndAdmit(found.value)
+  }
+
+  /**
+   * What a wallet's call needs before its admission, read side by side: its staked tokens, which set
+   * today's allowance, and the rate-limit override the store keeps for its account (a key's comes
+   * with its standing; a wallet has none to read it with).
+   */
+  walletReady(principal: Principal.WalletPrincipal): Effect.Effect<void, Errors.ApiError> {
+    const { auth, staking } = this.services
+    return Effect.map(
+      Effect.all([this.inStep("auth", auth.storedLimits(principal.accountId, undefined)), staking.refresh(principal)], { concurrency: 2 }),
+      ([limits]) => {
+        this.step = "other"
+        this.storedLimits = limits
+      }
+    )
   }
 
   /** The key whose spend cap the call counts against. */

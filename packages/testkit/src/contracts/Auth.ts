@@ -244,6 +244,20 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, "key_missing", 0)), "NotFound")
         })))
 
+      it.effect("a wallet's account keeps a rate-limit override without a record, under the id its calls run as", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const address = privateKeyToAccount(generatePrivateKey()).address
+          const accountId = Principal.walletAccountId("evm", address)
+          yield* auth.setLimits(accountId, undefined, { "text:M": { requests: 1 } })
+          assert.deepStrictEqual(yield* auth.storedLimits(accountId, undefined), { account: { "text:M": { requests: 1 } }, key: undefined })
+          assert.isTrue(Option.isNone(yield* auth.getAccount(accountId)))
+          assert.strictEqual(yield* tagOf(auth.setLimits(`wallet:evm:${address}`, undefined, {})), "InvalidRequest", "a checksummed address is not the id its calls run as")
+          assert.strictEqual(yield* tagOf(auth.setLimits("wallet:evm:0x1234", undefined, {})), "InvalidRequest")
+          yield* auth.setLimits(accountId, undefined, undefined)
+          assert.deepStrictEqual(yield* auth.storedLimits(accountId, undefined), {})
+        })))
+
       it.effect("rate-limit overrides of an account and of a key are kept in the store and read with the key's standing", () =>
         live(Effect.gen(function*() {
           const auth = yield* Auth.Auth
