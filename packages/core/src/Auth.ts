@@ -12,7 +12,7 @@ import { Clock, Context, Effect, Layer, Option, Result } from "effect"
 import { createPublicClient, getAddress, http, isAddress } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
 import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeySecrets, type KeyStatus } from "./AuthStore.ts"
-import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
+import { Conflict, Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
 import * as KeyRestrictions from "./KeyRestrictions.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
@@ -142,9 +142,15 @@ export class Auth extends Context.Service<Auth, {
   /**
    * Issues a new secret for the key, signed with the current signing key: same id, description,
    * type, tier, cap and restrictions. The secrets issued before stay valid for `graceMs` more (0:
-   * refused from now on). A revoked key cannot be rerolled.
+   * refused from now on). A revoked key cannot be rerolled. Concurrent rerolls of one key are
+   * serialised by the store: one issues the new secret, the others fail with Conflict and issue
+   * nothing.
    */
-  readonly rerollKey: (accountId: string, keyId: string, graceMs: number) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | NotFound | ServiceUnavailable>
+  readonly rerollKey: (
+    accountId: string,
+    keyId: string,
+    graceMs: number
+  ) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, Conflict | InvalidRequest | NotFound | ServiceUnavailable>
   /**
    * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
    * (`undefined`: removed), kept in the store and read with the key's standing, so every instance
@@ -513,7 +519,12 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       issuedAt: new Date(at),
       secret: secrets.current
     })
-    yield* store.putKey(record)
+    // Stored only if no other reroll (or revocation) came between: two rerolls that read the same
+    // record would issue the same secret, and the grace asked by one would be lost by the other.
+    if (!(yield* store.rerollKey(record, current))) {
+      if ((yield* getKey(accountId, keyId)).revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
+      return yield* new Conflict({ message: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
+    }
     return { key, record }
   })
 

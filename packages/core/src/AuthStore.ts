@@ -108,6 +108,12 @@ export class AuthStore extends Context.Service<AuthStore, {
    * in the same step.
    */
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
+  /**
+   * Stores a rerolled key's record (`putKey`), but only while the stored record's current secret
+   * is still `replaced` (a key never rerolled: 0) and the key is not revoked; false otherwise, and
+   * nothing is written. Of concurrent rerolls of one key that read the same record, one is stored.
+   */
+  readonly rerollKey: (record: ApiKeyRecord, replaced: number) => Effect.Effect<boolean, ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
   /**
@@ -193,6 +199,14 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
     // Its Redis twin, auth-put-key.lua, writes the record and its policy in one step.
     putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
+    // Its Redis twin, auth-reroll.lua, compares and writes in one step.
+    rerollKey: (record, replaced) =>
+      Effect.sync(() => {
+        const stored = keys.get(record.accountId)?.get(record.id)
+        if (stored === undefined || stored.revokedAt !== undefined || (stored.secrets?.current ?? 0) !== replaced) return false
+        keysOf(record.accountId).set(record.id, record)
+        return true
+      }),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
     getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),
     allKeys: Effect.sync(() => [...keys.values()].flatMap((map) => [...map.values()])),

@@ -166,6 +166,24 @@ describe("A rerolled key keeps its id; its old secret works for the grace period
   })
 })
 
+describe("Concurrent rerolls of one key are serialised: one issues the secret that works, the others are 409 and issue nothing", () => {
+  it("five rerolls with no grace sent at once: each is a 200 or a 409, of the secrets issued exactly one works, and the old secret is 401", async () => {
+    const key = await mint({ description: "double-clicked" })
+    const answers = await Promise.all(Array.from({ length: 5 }, () =>
+      fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 0 }) })))
+    expect(answers.every((answer) => answer.status === 200 || answer.status === 409)).toBe(true)
+    const issued: Array<string> = []
+    for (const answer of answers) {
+      const body = await answer.json() as { apiKey?: string; error?: string }
+      if (answer.status === 200) issued.push(body.apiKey!)
+      else expect(body).toEqual({ error: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
+    }
+    const statuses = await Promise.all([key.apiKey, ...issued].map(async (secret) => (await rateLimits(secret)).status))
+    expect(statuses[0]).toBe(401)
+    expect(statuses.slice(1).filter((status) => status === 200)).toHaveLength(1)
+  })
+})
+
 describe("A rate-limit override set through the admin API is kept in the store: a second instance enforces it on the next call, for a key's calls and a wallet's", () => {
   const parse = (instance: ShippedServer.ShippedServer, headers: Record<string, string> = { authorization: `Bearer ${server.credentials!.inferenceKey}` }) => {
     const form = new FormData()
