@@ -3,7 +3,7 @@ import { Effect, Option } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as PaymentFacilitator from "../src/PaymentFacilitator.ts"
+import * as PaymentFacilitator from "../src/payment/PaymentFacilitator.ts"
 
 const FEE_PAYER = "2wmVCSfPxGPjrnMMn7rchp4uaeoTqN39mXFC2zhPdri9"
 const PAYER = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin"

@@ -8,7 +8,7 @@ import { authorizationTypes } from "@x402/evm"
 import { Effect } from "effect"
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { describe, expect, it } from "vitest"
-import * as PaymentSigner from "../src/PaymentSigner.ts"
+import * as PaymentSigner from "../src/payment/PaymentSigner.ts"
 
 const requirements: X402.PaymentRequirements = {
   scheme: "exact",

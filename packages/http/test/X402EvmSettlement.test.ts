@@ -1,4 +1,4 @@
-import * as PaymentFacilitator from "@tollgate/backends/PaymentFacilitator"
+import * as PaymentFacilitator from "@tollgate/backends/payment/PaymentFacilitator"
 import { CreditLedger, Money, PendingSettlements, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"

@@ -15,7 +15,7 @@
  */
 import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { PaymentFacilitator } from "@tollgate/backends/PaymentFacilitator"
+import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import { Effect, Layer, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as JsonDepth from "../JsonDepth.ts"

@@ -18,7 +18,7 @@ import type { X402 } from "@tollgate/core"
 import { Effect, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { type Address, recoverTypedDataAddress } from "viem"
-import { ExactEvmPayload } from "./PaymentFacilitator.ts"
+import { ExactEvmPayload } from "./Facilitator.ts"
 
 const digestOf = (payment: X402.MatchedPayment): string =>
   `payload:${createHash("sha256").update(JSON.stringify(payment.payload.payload)).digest("hex")}`
