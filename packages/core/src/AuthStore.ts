@@ -105,7 +105,9 @@ export class AuthStore extends Context.Service<AuthStore, {
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   /**
    * Stores the key's record; its restrictions and accepted secrets go where `keyStatus` reads them,
-   * in the same step.
+   * in the same step. A key already stored keeps its secrets and its revocation as stored (only
+   * `rerollKey` and `revokeKey` change them), so a change made from a record read before a reroll
+   * or a revocation cannot undo it.
    */
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
   /**
@@ -198,7 +200,18 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
       }),
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
     // Its Redis twin, auth-put-key.lua, writes the record and its policy in one step.
-    putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
+    putKey: (record) =>
+      Effect.sync(() => {
+        const map = keysOf(record.accountId)
+        const stored = map.get(record.id)
+        if (stored === undefined) return void map.set(record.id, record)
+        const { revokedAt: _revokedAt, secrets: _secrets, ...rest } = record
+        map.set(record.id, {
+          ...rest,
+          ...(stored.secrets === undefined ? {} : { secrets: stored.secrets }),
+          ...(stored.revokedAt === undefined ? {} : { revokedAt: stored.revokedAt })
+        })
+      }),
     // Its Redis twin, auth-reroll.lua, compares and writes in one step.
     rerollKey: (record, replaced) =>
       Effect.sync(() => {

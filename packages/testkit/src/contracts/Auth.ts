@@ -295,6 +295,28 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           assert.isUndefined(stored.secrets)
         })))
 
+      it.effect("a change made from a record read before a reroll or a revocation does not undo it", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const store = yield* AuthStore.AuthStore
+          const account = yield* auth.createAccount()
+          const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent" })
+          const read = yield* auth.getKey(account.id, first.record.id)
+          const rerolled = yield* auth.rerollKey(account.id, first.record.id, 0)
+          // What a description or restriction change that read the key before the reroll writes.
+          yield* store.putKey({ ...read, description: "renamed", restrictions: { networks: ["ethereum-mainnet"] } })
+          const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
+          assert.deepStrictEqual([yield* works(first.key), yield* works(rerolled.key)], ["Unauthenticated", "success"])
+          const stored = yield* auth.getKey(account.id, first.record.id)
+          assert.deepStrictEqual([stored.description, stored.restrictions, stored.secrets], ["renamed", { networks: ["ethereum-mainnet"] }, rerolled.record.secrets])
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, first.record.id)).restrictions, { networks: ["ethereum-mainnet"] })
+          const before = yield* auth.getKey(account.id, first.record.id)
+          yield* auth.revokeKey(account.id, first.record.id)
+          yield* store.putKey({ ...before, description: "after" })
+          const revoked = yield* auth.getKey(account.id, first.record.id)
+          assert.deepStrictEqual([revoked.description, revoked.revokedAt !== undefined], ["after", true])
+        })))
+
       it.effect("a wallet's account keeps a rate-limit override without a record, under the id its calls run as", () =>
         live(Effect.gen(function*() {
           const auth = yield* Auth.Auth
