@@ -302,7 +302,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await phone.locator("#dashboard").waitFor({ state: "visible" })
     await phone.locator("#usage-chart svg").waitFor()
     expect(await phone.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
-    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Set the cap", "Remove the cap", "Sign out"]) {
+    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Set the cap", "Remove the cap", "Set the restrictions", "Lift the restrictions", "Sign out"]) {
       const box = await phone.getByRole("button", { name }).boundingBox()
       expect(box, name).not.toBeNull()
       expect(box!.x + box!.width, name).toBeLessThanOrEqual(390)
