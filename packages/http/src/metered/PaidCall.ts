@@ -1,12 +1,13 @@
 /**
  * One paid call through the metered pipeline: what its steps share (the caller, the hold's
  * reference, the step a failure is counted under) and the steps, in the order they run:
- * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated`,
- * `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's
- * work), `respond`, which takes the path `SettlementChoice.choose` names (`handOver`,
- * `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and `giveBack` for a call
- * that fails or is interrupted once admitted. A payment sent with the call is accepted before the
- * admission and finished after the settlement (`PerCallPayment`), each path calling `answered`.
+ * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated` (then
+ * `walletReady` for a wallet), `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`,
+ * `runAdmitted` (the route's work), `respond`, which takes the path `SettlementChoice.choose` names
+ * (`handOver`, `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and `giveBack`
+ * for a call that fails or is interrupted once admitted. A payment sent with the call is accepted
+ * before the admission and finished after the settlement (`PerCallPayment`), each path calling
+ * `answered`.
  *
  * A mutable class rather than closures: every paid request makes one, and methods on a prototype
  * are not allocated per call (the generator this replaced allocated about 6 KB per call; see
