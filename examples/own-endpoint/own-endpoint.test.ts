@@ -72,38 +72,34 @@ describe.each(["node-http", "express", "fastify", "hono", "fetch"])("examples/ow
     }
   })
 
-  it("every link of the 402 body, the pages and what they load answer through the host: GET 200, the endpoint its 402, the top-up (no x402.payTo) its 503", async () => {
+  it("every link of the 402 body, the pages and what they load answer 200 through the host (the endpoint its 402); the top-up link says how to pay in dev mode", async () => {
     const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "hi" }))
     expect(response.status).toBe(402)
-    const links = new Set<string>()
-    const collect = (value: unknown): void => {
-      if (typeof value === "string" && /^https?:\/\//u.test(value)) links.add(new URL(value).pathname)
-      // A JSON Schema's `$schema` (the bazaar extension's schemas) names its dialect, not a page.
-      else if (typeof value === "object" && value !== null) Object.entries(value).forEach(([key, inner]) => key === "$schema" || collect(inner))
-    }
-    collect(await response.json())
+    const links = Host.links(await response.json())
     // The origin (SIWX's), the pages, the top-up and the resource itself.
-    expect([...links].sort()).toEqual(["/", "/api-keys", "/api/v1/x402/top-up", "/docs/authentication", "/docs/wallets", "/v1/summarize"])
+    expect(links).toEqual(["/", "/api-keys", "/api/v1/x402/top-up", "/docs/authentication", "/docs/wallets", "/v1/summarize"])
     const portal = await (await fetch(`${host.origin}/api-keys`)).text()
     const assets = [...portal.matchAll(/(?:src|href)="(portal\/[^"]+)"/gu)].map((match) => `/${match[1]}`)
     expect(assets).toEqual(["/portal/portal.css", "/portal/portal.js"])
     for (const path of ["/docs", "/api/v1/openapi.json", ...assets, ...links]) {
-      // The endpoint answers a POST without payment with its 402; the top-up, in dev mode with no
-      // x402.payTo (wallet.test.ts sets one), says that wallet payments are not configured.
+      // The endpoint answers a POST without payment with its 402.
       if (path === "/v1/summarize") {
         expect((await fetch(`${host.origin}${path}`, json({ text: "hi" }))).status, path).toBe(402)
-        continue
-      }
-      if (path === "/api/v1/x402/top-up") {
-        const topUp = await fetch(`${host.origin}${path}`, { method: "POST" })
-        expect(topUp.status, path).toBe(503)
-        expect(await topUp.json()).toEqual({ error: expect.stringContaining("x402.payTo") })
         continue
       }
       const page = await fetch(`${host.origin}${path}`)
       expect(page.status, path).toBe(200)
       await page.arrayBuffer()
     }
+    // Dev mode with no x402.payTo (wallet.test.ts sets one): the top-up link says wallet payments
+    // are off, what turns them on, and where to get the API key that pays meanwhile.
+    const guide = await (await fetch(`${host.origin}/api/v1/x402/top-up`)).json()
+    expect(guide).toMatchObject({
+      enabled: false,
+      description: expect.stringContaining("x402.payTo"),
+      accepts: [],
+      apiKey: { header: "Authorization", getKey: expect.stringMatching(/\/api-keys$/) }
+    })
     // The host's own routes stay the host's (node:http and fetch give tollgate every request).
     if (name !== "node-http" && name !== "fetch") expect(await (await fetch(`${host.origin}/health`)).json()).toEqual({ ok: true })
   })

@@ -54,6 +54,21 @@ const signIn = async (account: PrivateKeyAccount, path: string, body: unknown) =
 const balanceOf = async (address: string) =>
   Host.nano(((await (await fetch(`${host.origin}/api/v1/x402/balance/${address}`)).json()) as { balanceUsd: string }).balanceUsd)
 
+describe("The top-up link of a 402, opened with GET through the host, says how to top up where wallet payments are on", () => {
+  it("enabled, the three steps, and the minimum top-up's Base USDC entry paying x402.payTo", async () => {
+    const response = await fetch(`${host.origin}/api/v1/x402/top-up`)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({
+      enabled: true,
+      method: "POST",
+      url: `${host.origin}/api/v1/x402/top-up`,
+      minimumTopUpUsd: 5,
+      steps: [expect.stringContaining("POST"), expect.any(String), expect.stringContaining("PAYMENT-SIGNATURE")],
+      accepts: [{ scheme: "exact", network: X402.BASE_MAINNET, amount: "5000000", payTo }]
+    })
+  })
+})
+
 describe("examples/own-endpoint/express.ts: a wallet topped up by @x402/fetch on tollgate's API pays for the host's own endpoints", () => {
   it("5 USD credited through /api/v1/x402/top-up; summarize signed in with SIWX costs exactly 0.002 USD; generate 0.00001 USD a token", async () => {
     const wallet = privateKeyToAccount(generatePrivateKey())

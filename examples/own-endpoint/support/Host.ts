@@ -19,8 +19,12 @@ export interface Host {
   readonly stop: () => Promise<void>
 }
 
-/** Starts `<host>.ts` on a free port with `env` (or the env of its port) added, once it answers. */
-export const start = async (host: string, env: Record<string, string> | ((port: number) => Record<string, string>) = {}): Promise<Host> => {
+/** Starts `<host>.ts` on a free port with `env` (or the env of its port) added, once it answers under `prefix`. */
+export const start = async (
+  host: string,
+  env: Record<string, string> | ((port: number) => Record<string, string>) = {},
+  prefix = ""
+): Promise<Host> => {
   const port = await FreePort.freePort()
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-own-endpoint-"))
   const credentials = Path.join(dir, "credentials.json")
@@ -43,7 +47,7 @@ export const start = async (host: string, env: Record<string, string> | ((port: 
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${host} exited: ${output}`)
     if (Date.now() > deadline) throw new Error(`${host} did not answer: ${output}`)
-    const answered = Fs.existsSync(credentials) && await fetch(`${origin}/api/v1/crypto/rpc/networks`).then((r) => r.ok, () => false)
+    const answered = Fs.existsSync(credentials) && await fetch(`${origin}${prefix}/api/v1/crypto/rpc/networks`).then((r) => r.ok, () => false)
     if (answered) break
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
@@ -65,4 +69,18 @@ export const start = async (host: string, env: Record<string, string> | ((port: 
 export const nano = (usd: string | number): number => {
   const [whole, fraction = ""] = String(usd).split(".")
   return Number(whole) * 1_000_000_000 + Number(fraction.padEnd(9, "0"))
+}
+
+/**
+ * The absolute URLs a 402 body links to, as paths. A JSON Schema's `$schema` (the bazaar
+ * extension's schemas) names its dialect, not a page of the host.
+ */
+export const links = (body: unknown): Array<string> => {
+  const found = new Set<string>()
+  const collect = (value: unknown): void => {
+    if (typeof value === "string" && /^https?:\/\//u.test(value)) found.add(new URL(value).pathname)
+    else if (typeof value === "object" && value !== null) Object.entries(value).forEach(([key, inner]) => key === "$schema" || collect(inner))
+  }
+  collect(body)
+  return [...found].sort()
 }

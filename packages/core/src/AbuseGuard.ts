@@ -93,8 +93,8 @@ export class AbuseGuard extends Context.Service<AbuseGuard, {
   readonly isKnownClear?: (caller: string) => boolean
   /**
    * The store key of a caller's block, for a store step that reads it together with its own checks
-   * (the Redis admission script of a paid call, `Admission.AdmitInput.abuseBlockKey`). Only a store
-   * whose blocks another store can read (Redis) has it.
+   * (`AuthStore.keyStanding`, which reads a key's standing and block in one round trip). Only a
+   * store whose blocks another store can read (Redis) has it.
    */
   readonly blockKey?: (caller: string) => string
 }>()("@tollgate/core/AbuseGuard") {}
@@ -132,8 +132,8 @@ export const identify = (principal: Principal): Effect.Effect<void, RateLimited>
   })
 
 /**
- * `identify` for a principal whose block a store step has read already (the admission script of a
- * paid call, through `blockKey`): names the principal and refuses when `blockedMs` is above 0,
+ * `identify` for a principal whose block a store step has read already (`AuthStore.keyStanding`,
+ * through `blockKey`): names the principal and refuses when `blockedMs` is above 0,
  * without asking the store again.
  *
  * @category tracking

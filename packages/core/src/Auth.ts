@@ -83,14 +83,6 @@ export interface Unconfirmed {
   readonly confirm: Effect.Effect<KeyPolicy | undefined, Unauthenticated | ServiceUnavailable | RateLimited> | undefined
   /** What the store says of a confirmed key beyond its standing; `undefined`: nothing. */
   readonly policy?: KeyPolicy | undefined
-  /**
-   * For a caller that looks the key up in its own store step (`Admission.deferStanding`): the key
-   * whose standing is pending, and the verdict on what the store found, which `confirm` applies too.
-   */
-  readonly pending: {
-    readonly keyId: string
-    readonly standing: (status: KeyStatus) => Effect.Effect<void, Unauthenticated | RateLimited>
-  } | undefined
 }
 
 /** Request headers, lower-cased names. @category models */
@@ -333,8 +325,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     const verdict = standing(principal, secret)
     return Effect.succeed(Option.some<Unconfirmed>({
       principal,
-      confirm: confirmation(principal, secret, verdict),
-      pending: { keyId, standing: verdict }
+      confirm: confirmation(principal, secret, verdict)
     }))
   }
 
@@ -414,7 +405,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
     if (siwx === undefined) return noCredentials
     return Effect.flatMap(authenticateWallet(siwx), (principal) =>
-      Effect.as(AbuseGuard.identify(principal), Option.some<Unconfirmed>({ principal, confirm: undefined, pending: undefined })))
+      Effect.as(AbuseGuard.identify(principal), Option.some<Unconfirmed>({ principal, confirm: undefined })))
   }
 
   const authenticate = (headers: Headers) =>
@@ -548,7 +539,8 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const siwxChallenge = Effect.map(now, (at): SiwxChallenge => ({
     info: {
       domain: origin.host,
-      uri: `${origin.origin}/`,
+      // The public origin with the path tollgate is mounted under, if any: the page a wallet signs in to.
+      uri: `${origin.href.replace(/\/+$/u, "")}/`,
       version: "1",
       // The spec's nonce is a 16-character hex string: 8 random bytes.
       nonce: Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex"),

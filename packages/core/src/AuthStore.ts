@@ -148,17 +148,7 @@ export class AuthStore extends Context.Service<AuthStore, {
   readonly claimNonce: (key: string, ttlMs: number) => Effect.Effect<boolean, ServiceUnavailable>
 }>()("@tollgate/core/AuthStore") {}
 
-/**
- * The memory store's `keyStatus` as a plain function, for a caller that checks a key's standing
- * inside its own synchronous step with other stores' (see `Admission.layerMemory`).
- *
- * @category store
- */
-export class Memory extends Context.Service<Memory, {
-  readonly keyStatus: (accountId: string, keyId: string, now: number) => KeyStatus
-}>()("@tollgate/core/AuthStore/Memory") {}
-
-const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
+const layerAccounts: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
@@ -257,17 +247,16 @@ const layerAccounts: Layer.Layer<AuthStore | Memory> = Layer.syncContext(() => {
         return true
       })
   })
-  return Context.make(AuthStore, store).pipe(Context.add(Memory, Memory.of({ keyStatus })))
+  return store
 })
 
 /**
- * A process-local store (dev mode, tests, single-instance deployments), with its key lookup as
- * `Memory`, and the keys' spend caps, the portal's signed-out sessions and the audit log of key
+ * A process-local store (dev mode, tests, single-instance deployments), with the keys' spend caps, the portal's signed-out sessions and the audit log of key
  * management beside it (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`,
  * `AuditLog.layerMemory`): wherever keys are stored, they are.
  *
  * @category layers
  */
 export const layerMemory: Layer.Layer<
-  AuthStore | Memory | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations | AuditLog.AuditLog
+  AuthStore | KeyCaps.KeyCaps | KeyCaps.Memory | SessionRevocations.SessionRevocations | AuditLog.AuditLog
 > = Layer.mergeAll(layerAccounts, KeyCaps.layerMemory, SessionRevocations.layerMemory, AuditLog.layerMemory)

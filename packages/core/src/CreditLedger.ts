@@ -18,11 +18,11 @@
  * changes a balance.
  *
  * `layerMemory` is the single-process ledger; `@tollgate/redis` has the shared one. Both pass the
- * contract suite in `packages/redis/test/CreditLedger.contract.test.ts`.
+ * contract suite in `packages/testkit/src/contracts/CreditLedger.ts`.
  *
  * @since 0.1.0
  */
-import { Clock, Context, Data, Effect, Layer } from "effect"
+import { Clock, Context, Data, Effect, Layer, Option, Stream } from "effect"
 import type { ServiceUnavailable } from "./Errors.ts"
 import * as Money from "./Money.ts"
 
@@ -342,6 +342,53 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   /** Offset pagination with a total, for the deprecated usage endpoint (cost grows with the offset). */
   readonly usageOffset: (accountId: string, query: Omit<UsageQuery, "after"> & { readonly offset: number }) => Effect.Effect<{ readonly entries: ReadonlyArray<UsageEntry>; readonly total: number }, ServiceUnavailable>
 }>()("@tollgate/core/CreditLedger") {}
+
+/**
+ * How many entries one read of `journalStream` or `usageStream` takes.
+ *
+ * @category streams
+ */
+export const STREAM_PAGE = 500
+
+/**
+ * An account's journal entries after `after` (exclusive; from the start when omitted), oldest
+ * first, read a page at a time as the stream is pulled.
+ *
+ * **When to use**
+ *
+ * Whenever a caller needs more of the journal than one page: to stop early (`Stream.take`,
+ * `Stream.runHead`) or to read it whole. Journal ids start with their millisecond, so
+ * an `after` of `${ms}-0` starts at a time.
+ *
+ * @category streams
+ */
+export const journalStream = (
+  ledger: CreditLedger["Service"],
+  accountId: string,
+  after?: string
+): Stream.Stream<JournalEntry, ServiceUnavailable> =>
+  Stream.paginate(after, (cursor: string | undefined) =>
+    Effect.map(
+      ledger.journal(accountId, cursor === undefined ? { limit: STREAM_PAGE } : { after: cursor, limit: STREAM_PAGE }),
+      (page) => [page, page.length < STREAM_PAGE ? Option.none() : Option.some(page.at(-1)!.id)] as const
+    ))
+
+/**
+ * An account's usage entries matching `query`, in its order, read a page at a time as the stream
+ * is pulled (keyset pages: entries appended meanwhile never repeat one).
+ *
+ * @category streams
+ */
+export const usageStream = (
+  ledger: CreditLedger["Service"],
+  accountId: string,
+  query: Omit<UsageQuery, "limit" | "after">
+): Stream.Stream<UsageEntry, ServiceUnavailable> =>
+  Stream.paginate(undefined, (after: string | undefined) =>
+    Effect.map(
+      ledger.usage(accountId, { ...query, limit: STREAM_PAGE, after }),
+      (page) => [page.entries, Option.fromNullishOr(page.next)] as const
+    ))
 
 const fail = (reason: LedgerError["reason"], message: string) => new LedgerError({ reason, message })
 

@@ -16,8 +16,8 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
-import type * as CreditLedger from "./CreditLedger.ts"
+import { Effect, Option, Stream } from "effect"
+import * as CreditLedger from "./CreditLedger.ts"
 import * as Errors from "./Errors.ts"
 import * as Money from "./Money.ts"
 
@@ -46,34 +46,20 @@ export interface Refund {
  */
 export const referenceOf = (requestId: string): string => `refund:${requestId}`
 
-/** How many usage entries one read takes while the account's usage is searched for the call. */
-const PAGE = 500
-
 /** The usage entries of one request, newest first, over the whole retention. */
 const chargesOf = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, requestId: string) =>
-  Effect.gen(function*() {
-    const found: Array<CreditLedger.UsageEntry> = []
-    let after: string | undefined
-    do {
-      const page = yield* ledger.usage(accountId, { order: "desc", limit: PAGE, after })
-      for (const entry of page.entries) if (entry.requestId === requestId) found.push(entry)
-      after = page.next
-    } while (after !== undefined)
-    return found
-  })
+  CreditLedger.usageStream(ledger, accountId, { order: "desc" }).pipe(
+    Stream.filter((entry) => entry.requestId === requestId),
+    Stream.runCollect
+  )
 
 /** The amount of the refund already made of this call, read from the journal. */
 const refundedBefore = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, reference: string) =>
-  Effect.gen(function*() {
-    let after: string | undefined
-    for (;;) {
-      const batch = yield* ledger.journal(accountId, { limit: PAGE, ...(after === undefined ? {} : { after }) })
-      const entry = batch.find((candidate) => candidate.kind === "refund" && candidate.reference === reference)
-      if (entry !== undefined) return entry.delta
-      if (batch.length < PAGE) return undefined
-      after = batch.at(-1)!.id
-    }
-  })
+  CreditLedger.journalStream(ledger, accountId).pipe(
+    Stream.filter((entry) => entry.kind === "refund" && entry.reference === reference),
+    Stream.runHead,
+    Effect.map((found) => Option.getOrUndefined(found)?.delta)
+  )
 
 /**
  * Refunds a call of an account: 404 when the account has no usage entry of that request id, 400

@@ -1,3 +1,4 @@
+import * as AdmissionContract from "@tollgate/testkit/contracts/Admission"
 import * as KeyCapsContract from "@tollgate/testkit/contracts/KeyCaps"
 
-KeyCapsContract.run([{ name: "memory", layer: KeyCapsContract.memory }])
+KeyCapsContract.run([{ name: "memory", layer: AdmissionContract.memory }])

@@ -87,21 +87,31 @@ export class Application extends Context.Service<Application, {
 }>()("@tollgate/http/App/Application") {}
 
 /**
+ * Who makes an in-process request: the remote address of the request that made it, which the
+ * abuse guard and the logs see, and the MCP tool it runs, which its usage entry names.
+ *
+ * @category models
+ */
+export interface Caller {
+  readonly remoteAddress: Option.Option<string>
+  readonly tool: string
+}
+
+/**
  * The application as its routes may call it in process (`Mcp`, whose tool calls are requests to
  * the paid routes): every route, and a fetch-style handler over the same dispatch and middleware
- * a request from the network goes through. `remoteAddress` is the address of the request that
- * made the call, which the abuse guard and the logs see.
+ * a request from the network goes through.
  *
  * @category services
  */
 export class Dispatch extends Context.Service<Dispatch, {
   readonly routes: ReadonlyArray<Route.Route<any>>
-  readonly fetch: (request: Request, remoteAddress: Option.Option<string>) => Promise<Response>
+  readonly fetch: (request: Request, caller: Caller) => Promise<Response>
 }>()("@tollgate/http/App/Dispatch") {}
 
-/** The remote address of an in-process request (`Dispatch.fetch`). */
-const DispatchedFrom = Context.Reference<Option.Option<string>>("@tollgate/http/App/DispatchedFrom", {
-  defaultValue: () => Option.none()
+/** The caller of an in-process request (`Dispatch.fetch`); none for a request from the network. */
+const DispatchedBy = Context.Reference<Caller | undefined>("@tollgate/http/App/DispatchedBy", {
+  defaultValue: () => undefined
 })
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -165,7 +175,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     const self: { web?: (request: Request, context?: Context.Context<never>) => Promise<Response> } = {}
     const dispatch = Dispatch.of({
       routes: all,
-      fetch: (request, remoteAddress) => self.web!(request, Context.make(DispatchedFrom, remoteAddress) as Context.Context<never>)
+      fetch: (request, caller) => self.web!(request, Context.make(DispatchedBy, caller) as Context.Context<never>)
     })
     const services = yield* Effect.context<never>()
 
@@ -248,6 +258,7 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         params: found === undefined ? {} : found.params,
         clientAddress,
         bazaar: found?.value.bazaar,
+        tool: Context.get(fiberContext, DispatchedBy)?.tool,
         principalId: undefined
       }
       const tracking = guard === undefined
@@ -307,8 +318,8 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
     // An in-process request carries the address of the request that made it.
     const dispatched: Handle = Effect.withFiber((fiber) => {
       const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-      const from = Context.get(fiber.context, DispatchedFrom)
-      fiber.setContext(Context.add(fiber.context, HttpServerRequest.HttpServerRequest, request.modify({ remoteAddress: from })))
+      const remoteAddress = Context.get(fiber.context, DispatchedBy)?.remoteAddress ?? Option.none()
+      fiber.setContext(Context.add(fiber.context, HttpServerRequest.HttpServerRequest, request.modify({ remoteAddress })))
       return handle
     })
     self.web = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(services)(dispatched)

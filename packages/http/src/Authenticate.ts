@@ -1,7 +1,8 @@
 /**
  * Bearer authentication for the routes outside the metered pipeline (key management, billing,
- * rate limits, metrics), written once: the request's credentials become an API-key principal, a
- * request without one is a 401, a key without the right is a 403, and the principal is named in
+ * rate limits, metrics), written once: the request's credentials become an API-key principal (or,
+ * where a wallet reads its own account, a wallet's), a request without one is a 401, a key without
+ * the right is a 403, and the principal is named in
  * `CurrentRequest` for the logs, as `Metered.run` does for the paid routes. `upFront` is the check
  * of a metered route's credentials before its body is read.
  *
@@ -18,7 +19,7 @@ export type Failure = Errors.Unauthenticated | Errors.Forbidden | Errors.Service
 const credentials = (auth: Auth.Auth["Service"]) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => auth.authenticate(request.headers))
 
-const identify = (principal: Principal.ApiKeyPrincipal) =>
+const identify = <P extends Principal.Principal>(principal: P) =>
   Effect.map(CurrentRequest, (current) => {
     current.principalId = Principal.describe(principal)
     return principal
@@ -61,6 +62,41 @@ export const requireAdmin: (
 })
 
 /**
+ * The account of the request's caller: an API key of any type, or a wallet signed in with
+ * SIGN-IN-WITH-X, whose account is its own; no credentials is a 401.
+ *
+ * @category authentication
+ */
+export const requireAccount: (
+  auth: Auth.Auth["Service"]
+) => Effect.Effect<Principal.Principal, Failure, HttpServerRequest.HttpServerRequest> = Effect.fn(
+  "Authenticate.requireAccount"
+)(function*(auth) {
+  const found = yield* credentials(auth)
+  if (Option.isNone(found)) {
+    return yield* new Errors.Unauthenticated({ message: "This operation needs 'Authorization: Bearer <API key>' or a wallet's SIGN-IN-WITH-X" })
+  }
+  return yield* identify(found.value)
+})
+
+/**
+ * Whoever may read everything of an account: an ADMIN API key of it, or the wallet that is the
+ * account, signed in with SIGN-IN-WITH-X. No credentials is a 401, any other key a 403.
+ *
+ * @category authentication
+ */
+export const requireOwner: (
+  auth: Auth.Auth["Service"]
+) => Effect.Effect<Principal.Principal, Failure, HttpServerRequest.HttpServerRequest> = Effect.fn(
+  "Authenticate.requireOwner"
+)(function*(auth) {
+  const found = yield* credentials(auth)
+  if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key or a wallet's SIGN-IN-WITH-X is required" })
+  if (found.value._tag === "ApiKey") yield* auth.requireAdmin(found.value)
+  return yield* identify(found.value)
+})
+
+/**
  * Checks the request's credentials whole (an API key's signature and standing, or a wallet's
  * signature and single-use nonce) before anything of its body is read or any upload memory is
  * held: a caller with bad credentials gets its 401 for the cost of its headers, and a valid one is
@@ -81,10 +117,9 @@ export const upFront = (
       const named = (policy: Auth.KeyPolicy | undefined) => {
         const current = fiber.getRef(CurrentRequest)
         current.principalId = Principal.describe(principal)
-        // Kept as confirmed, with the policy read with the key's standing: the pipeline
-        // neither confirms the key again nor has its admission read the key's standing and block
-        // a second time.
-        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, pending: undefined, policy }
+        // Kept as confirmed, with the policy read with the key's standing: the pipeline does not
+        // confirm the key a second time.
+        current.credentials = confirm === undefined ? found.value : { principal, confirm: undefined, policy }
         return Option.some(principal)
       }
       return confirm === undefined ? Effect.sync(() => named(undefined)) : Effect.map(confirm, named)

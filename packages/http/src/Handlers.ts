@@ -92,7 +92,12 @@ export interface MountOptions {
   readonly basePath?: string | undefined
 }
 
-const normalizeBasePath = (basePath: string | undefined): string | undefined => {
+/**
+ * A `basePath` as tollgate mounts it: with a leading slash and no trailing one; absent for the root.
+ *
+ * @category options
+ */
+export const normalizeBasePath = (basePath: string | undefined): string | undefined => {
   const trimmed = basePath?.replace(/\/+$/u, "")
   return trimmed === undefined || trimmed === "" ? undefined : trimmed.startsWith("/") ? trimmed : `/${trimmed}`
 }

@@ -165,7 +165,7 @@ export const route = Route.make(
       const headers = headersOf(transport, callMeta)
       const body = http.body === undefined ? null : "json" in http.body ? JSON.stringify(http.body.json) : http.body.form
       if (http.body !== undefined && "json" in http.body) headers.set("content-type", "application/json")
-      const response = await dispatch.fetch(new Request(new URL(http.path, info.publicOrigin), { method: http.method, headers, body }), remoteAddress)
+      const response = await dispatch.fetch(new Request(new URL(http.path, info.publicOrigin), { method: http.method, headers, body }), { remoteAddress, tool: name })
       return resultOf(response)
     }
 

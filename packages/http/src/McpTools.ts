@@ -224,11 +224,11 @@ const builtIn = (routes: ReadonlyMap<string, Route.Route<any>>, tables: PricingE
     ...getTool(routes, "/api/v1/crypto/rpc/networks", { name: "list_networks", description: "The networks the rpc tool reaches. Free." }),
     ...getTool(routes, "/api/v1/billing/balance", {
       name: "balance",
-      description: "What the calling API key's account may spend. Free."
+      description: "What the caller's account may spend: an API key's account, or a wallet's credit (signed in with SIWX). Free."
     }),
     ...getTool(routes, "/api/v1/billing/usage-history", {
       name: "recent_usage",
-      description: "The calling account's most recent usage entries, newest first (an ADMIN key). Free.",
+      description: "The calling account's most recent usage entries, newest first (an ADMIN key, or a wallet signed in with SIWX). Free.",
       input: UsageArguments,
       query: (args) => typeof args["limit"] === "number" ? `?limit=${args["limit"]}` : ""
     })

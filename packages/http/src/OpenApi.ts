@@ -168,13 +168,13 @@ const errorResponses = (
   }
 }
 
-const securityOf = (security: Route.Docs["security"]) => {
+const securityOf = (security: Route.Docs["security"], wallets: boolean) => {
   switch (security) {
     case "public":
       return []
     case "key":
     case "admin":
-      return [{ bearer: [] }]
+      return wallets ? [{ bearer: [] }, { siwx: [] }] : [{ bearer: [] }]
     case "metered":
       return [{ bearer: [] }, { siwx: [] }]
   }
@@ -205,7 +205,7 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
       operationId: `${route.method.toLowerCase()}${toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
       summary: docs?.summary ?? `${route.method} ${toOpenApiPath(route.path)}`,
       tags: docs?.tags ?? [],
-      security: securityOf(docs?.security ?? "public"),
+      security: securityOf(docs?.security ?? "public", docs?.wallets === true),
       parameters: [
         ...pathParameters(route.path),
         ...(docs?.query === undefined ? [] : queryParameters(schemas, docs.query)),

@@ -1,7 +1,7 @@
 /**
  * What the global middleware knows about the request being served, shared with the routes: its id
  * (`x-request-id`, always the server's own), the id the client sent, when it started, the route pattern it matched and that pattern's path
- * parameters, and the principal once the route has authenticated it (logs, metrics and the abuse
+ * parameters, the MCP tool an in-process request runs, and the principal once the route has authenticated it (logs, metrics and the abuse
  * guard key on the principal when there is one, else the client address).
  *
  * @since 0.1.0
@@ -20,6 +20,8 @@ export interface RequestContext {
   readonly route: string
   /** The bazaar extension of the matched paid route (`Bazaar.extension`), which its 402s carry. */
   readonly bazaar?: Readonly<Record<string, unknown>> | undefined
+  /** The MCP tool whose call this in-process request is (`App.Dispatch`); its usage entry names it. */
+  readonly tool?: string | undefined
   /** The path parameters of the pattern, decoded. */
   readonly params: Readonly<Record<string, string>>
   /**

@@ -54,6 +54,8 @@ export interface Docs {
   readonly tags: ReadonlyArray<string>
   /** `public`: no credentials; `key`: bearer API key; `metered`: key or SIWX wallet (or pay). */
   readonly security: "public" | "key" | "admin" | "metered"
+  /** A `key` or `admin` route a wallet signed in with SIGN-IN-WITH-X may call too, for its own account. */
+  readonly wallets?: true | undefined
   readonly request?: {
     readonly contentType: string
     readonly schema: Schema.Top

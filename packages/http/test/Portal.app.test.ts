@@ -1,4 +1,4 @@
-import { AuditLog, CreditLedger, Jwt, KeyCaps, Money, Principal, type SessionRevocations } from "@tollgate/core"
+import { AuditLog, CreditLedger, Jwt, KeyCaps, Money, Principal, type SessionRevocations, UsageAnalytics } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import { Effect, Layer } from "effect"
@@ -49,6 +49,21 @@ describe("The usage chart sums spend by UTC day and sku over the 30 days ending 
 
   it("the skus by their total over the window, largest first", () => {
     expect(spend.skus).toEqual([{ sku: "chat:qwen3-4b", amountUsd: "3" }, { sku: "rpc:base-mainnet", amountUsd: "0.75" }])
+  })
+})
+
+describe("The usage chart is the usage analytics' tally: a day's spend there is that day's total in the analytics report", () => {
+  it("the same entries give the same day totals in both", () => {
+    const entries = [
+      entry("2026-11-27T14:59:59Z", "rpc:base-mainnet", 0.5),
+      entry("2026-11-26T01:00:00Z", "chat:qwen3-4b", 2),
+      { ...entry("2026-11-26T02:00:00Z", "chat:qwen3-4b", 1), currency: "DIEM" as const }
+    ]
+    const chart = Portal.spendByDay(entries, now).days.filter((day) => day.skus.length > 0)
+    const report = UsageAnalytics.report("30d", entries, new Map()).byDate
+    expect(chart.map((day) => [day.date, Number(day.amountUsd)])).toEqual(
+      report.map((day) => [day.date, day.USD + day.DIEM]).reverse()
+    )
   })
 })
 

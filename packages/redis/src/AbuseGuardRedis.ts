@@ -4,8 +4,8 @@
  * counts at once, on the Redis server's clock: a blocked caller's failure is not counted and the
  * block's time left is returned; otherwise it trims the window, adds the failure and starts the
  * block when the count passes the limit. Every instance counts the same failures against the same
- * window, and concurrent failures cannot slip past the limit between a count and a block. A paid
- * call's admission script reads its key's block in the same step (`blockKey`), so the block costs
+ * window, and concurrent failures cannot slip past the limit between a count and a block. A key's
+ * block is read with its standing (`blockKey`, `AuthStoreRedis` `keyStanding`), so the block costs
  * the paid path no round trip of its own.
  *
  * @since 0.1.0

@@ -3,11 +3,10 @@
  * each one call of one Lua script. The script is assembled from the stores' own Lua (the ledger's
  * `ledgerLibrary`, the limiter's `takeLibrary` and `adjustLibrary`, the idempotency records'
  * `recordLibrary`), so each rule is written once, and it runs over the same keys as those stores:
- * an admission is seen by the ledger, the limiter and Auth exactly as if they had made it.
+ * an admission is seen by the ledger, the limiter and the spend caps exactly as if they had made it.
  *
  * Every key of an account carries the account id as its hash tag (`tg:cl:{id}:*`, `rl:{id}:*`,
- * `tollgate:auth:{id}:*`, `tollgate:idem:{id}:*`, the abuse guard's `tollgate:abuse:key:{id}:*`),
- * so on a Redis Cluster one call touches one slot.
+ * `tollgate:cap:{id}:*`, `tollgate:idem:{id}:*`), so on a Redis Cluster one call touches one slot.
  * A configured `global` rate limit is the exception: its counters are tagged `{global}`, so with a
  * global limit the admission needs a single Redis (or a proxy that runs scripts across slots).
  *
@@ -23,7 +22,6 @@ import type { RedisConnection } from "./RedisConnection.ts"
 import { Admission, CreditLedger, Errors, KeyCaps, Money, type RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import * as AccountGroups from "./AccountGroups.ts"
-import * as AuthStoreRedis from "./AuthStoreRedis.ts"
 import * as CreditLedgerRedis from "./CreditLedgerRedis.ts"
 import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
@@ -50,9 +48,7 @@ export interface Layout {
 }
 
 /**
- * `admit`: the account's record and the key's refusal marker (read in one `MGET`), the abuse
- * guard's block of the key, the paying key's spend cap (`KeyCapsRedis.capKey`); whether the key's
- * standing is read (`"0"` no, `"1"` yes, `"2"` with its block), the hold, and today's and this
+ * `admit`: the paying key's spend cap (`KeyCapsRedis.capKey`); the hold, and today's and this
  * month's period ids (`KeyCaps.periodId`; `""` without a key paying). Its take follows
  * (`RateLimiterRedis.encode`). Admitted, the reply is flat: 'ok', the take's reply, the hold's
  * from allowance, from USD and expiry, the balance before it (USD, held, staked tokens, allowance
@@ -62,8 +58,8 @@ export interface Layout {
  */
 export const admitLayout: Layout = {
   op: "admit",
-  keys: ["record", "refusal", "block", "cap"],
-  args: ["standing", "reference", "amount", "priceVersion", "ttlMs", "day", "month"]
+  keys: ["cap"],
+  args: ["reference", "amount", "priceVersion", "ttlMs", "day", "month"]
 }
 
 /**
@@ -155,16 +151,12 @@ export const packAdmit = (prefixes: Prefixes, input: Admission.AdmitInput): Pack
   const { accountId, hold, now } = input
   const keys: Array<string> = [
     ...CreditLedgerRedis.accountKeys(prefixes.ledger, accountId),
-    AuthStoreRedis.accountKey(accountId),
-    AuthStoreRedis.revokedKey(accountId, input.keyId ?? ""),
-    // Unread without a block to check, but in the account's slot like every key here.
-    input.abuseBlockKey ?? AuthStoreRedis.accountKey(accountId),
+    // Unread without a key paying, but in the account's slot like every key here.
     KeyCapsRedis.capKey(accountId, input.spendKeyId ?? "")
   ]
   const args = [
     admitLayout.op,
     String(now),
-    input.keyId === undefined ? "0" : input.abuseBlockKey === undefined ? "1" : "2",
     hold.reference,
     String(hold.amount),
     hold.priceVersion,
@@ -393,10 +385,6 @@ export const make = (options: Options = {}) =>
               }
             })
           }
-          case "key":
-            return Effect.succeed({ _tag: "KeyRefused", status: { accountExists: reply[1] === 1, revoked: reply[2] === 1 } })
-          case "blocked":
-            return Effect.succeed({ _tag: "Blocked", ms: reply[1] as number })
           case "cap":
             return Effect.succeed({
               _tag: "CapReached",
@@ -432,7 +420,7 @@ export const make = (options: Options = {}) =>
       return call(keys, args, () => Effect.void)
     }
 
-    return Admission.AdmissionStore.of({ readsAbuseBlocks: true, completesRecordsInStep: true, settlesInProcess: false, admit, settle, giveBack })
+    return Admission.AdmissionStore.of({ completesRecordsInStep: true, settlesInProcess: false, admit, settle, giveBack })
   })
 
 /**

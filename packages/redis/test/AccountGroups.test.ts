@@ -75,16 +75,12 @@ Contract.contract(
   (it, backend) => {
     const calls = scriptCallsOn(backend)
 
-    it.effect("ten admissions at once against a balance for six: one call alone, nine in one; a revoked key refused alone; the balance refuses the last three and they take no request", () =>
+    it.effect("ten admissions at once against a balance for six: one call alone, nine in one; a hold larger than what is left refused alone; the balance refuses the last three and they take no request", () =>
       Effect.gen(function*() {
-        const auth = yield* AuthStore.AuthStore
         const ledger = yield* CreditLedger.CreditLedger
         const store = yield* Admission.AdmissionStore
         const limiter = yield* RateLimiter.RateLimiter
         const accountId = yield* funded(6 * HOLD)
-        yield* auth.putKey({ id: "key_1", accountId, type: "INFERENCE", tier: "default", description: "grouped", createdAt: new Date(0) })
-        yield* auth.putKey({ id: "key_2", accountId, type: "INFERENCE", tier: "default", description: "grouped", createdAt: new Date(0) })
-        yield* auth.revokeKey(accountId, "key_2", new Date(0))
         const now = yield* Clock.currentTimeMillis
         yield* calls.reset
         const replies = yield* Effect.all(
@@ -93,17 +89,16 @@ Contract.contract(
               store.admit({
                 now,
                 accountId,
-                // The fifth call's key was revoked: its standing is read where its part of the group lies.
-                keyId: i === 4 ? "key_2" : "key_1",
                 counters: planned,
-                hold: { reference: `r${i}`, amount: nano(HOLD), priceVersion: "v1" }
+                // The fifth call's hold is more than the four before it left: it is judged where its part of the group lies.
+                hold: { reference: `r${i}`, amount: nano(i === 4 ? 3 * HOLD : HOLD), priceVersion: "v1" }
               }))
           ),
           { concurrency: "unbounded" }
         )
         assert.strictEqual(yield* calls.count, 2)
         assert.deepStrictEqual(replies.map((reply) => reply._tag), [
-          "Admitted", "Admitted", "Admitted", "Admitted", "KeyRefused", "Admitted", "Admitted", "HoldRefused", "HoldRefused", "HoldRefused"
+          "Admitted", "Admitted", "Admitted", "Admitted", "HoldRefused", "Admitted", "Admitted", "HoldRefused", "HoldRefused", "HoldRefused"
         ])
         // Each admission saw the holds before it: the balance before its own hold, and its request counted after theirs.
         const admitted = replies.flatMap((reply) => reply._tag === "Admitted" ? [reply] : [])

@@ -9,12 +9,10 @@ const counter = { key: "rl:{acct_1}:m", field: "r", rolling: false, limit: 60, a
 const adjustment = { key: "rl:{acct_1}:d", field: "t", rolling: true, bucket: 7, delta: -120 } as const
 
 describe("Admission script: each operation's KEYS and ARGV are packed by its layout and read back by the same layout", () => {
-  it("admit: the account's keys, the key's record, refusal marker, block and cap, then the standing, hold and periods, then the take", () => {
+  it("admit: the account's keys and the paying key's cap, then the hold and periods, then the take", () => {
     const packed = AdmissionStoreRedis.packAdmit(prefixes, {
       now: 1_700_000_000_000,
       accountId: "acct_1",
-      keyId: "key_1",
-      abuseBlockKey: "tollgate:abuse:key:{acct_1}:key_1:block",
       spendKeyId: "key_1",
       counters: [counter],
       hold: { amount: Money.unsafeNano(2_500), reference: "req_1:h", priceVersion: "v3", ttlMs: 12_000 }
@@ -23,14 +21,8 @@ describe("Admission script: each operation's KEYS and ARGV are packed by its lay
     expect(read.op).toBe("admit")
     expect(read.now).toBe("1700000000000")
     expect(read.account).toEqual([...account])
-    expect(read.keys).toEqual({
-      record: "tollgate:auth:{acct_1}:account",
-      refusal: "tollgate:auth:{acct_1}:revoked:key_1",
-      block: "tollgate:abuse:key:{acct_1}:key_1:block",
-      cap: "tollgate:cap:{acct_1}:key_1"
-    })
+    expect(read.keys).toEqual({ cap: "tollgate:cap:{acct_1}:key_1" })
     expect(read.args).toEqual({
-      standing: "2",
       reference: "req_1:h",
       amount: "2500",
       priceVersion: "v3",
@@ -42,7 +34,7 @@ describe("Admission script: each operation's KEYS and ARGV are packed by its lay
     expect(read.restArgs.length).toBeGreaterThan(0)
   })
 
-  it("admit without a key to check or a key paying: standing \"0\", no periods, and the block and cap keys stay in the account's slot", () => {
+  it("admit without a key paying: no periods, and the cap key stays in the account's slot", () => {
     const packed = AdmissionStoreRedis.packAdmit(prefixes, {
       now: 1,
       accountId: "acct_1",
@@ -50,7 +42,7 @@ describe("Admission script: each operation's KEYS and ARGV are packed by its lay
       hold: { amount: Money.unsafeNano(1), reference: "r", priceVersion: "v" }
     })
     const read = AdmissionStoreRedis.unpack(AdmissionStoreRedis.admitLayout, packed)
-    expect(read.args).toMatchObject({ standing: "0", day: "", month: "" })
+    expect(read.args).toMatchObject({ day: "", month: "" })
     for (const key of Object.values(read.keys)) expect(key).toContain("{acct_1}")
     expect(read.restKeys).toEqual([])
   })

@@ -53,7 +53,6 @@ const paidCall = (runtime: ReturnType<typeof instance>["runtime"]) =>
     const admitted = yield* store.admit({
       now,
       accountId,
-      keyId: "key_1",
       counters: limiter.plan([limit], now).counters,
       hold: { reference: "call-1", amount: nano(625), priceVersion: "v1" }
     })

@@ -68,7 +68,11 @@ export interface Tollgate {
  * @category constructors
  */
 export const make = async (options: Options = {}): Promise<Tollgate> => {
-  const config = options.config ?? await Effect.runPromise(Config.load())
+  const loaded = options.config ?? await Effect.runPromise(Config.load())
+  // Under a prefix the links tollgate writes (402 bodies and the top-up, the OpenAPI servers, the
+  // bazaar's resources) name it, so a client that follows them reaches the host's mount.
+  const basePath = Handlers.normalizeBasePath(options.basePath)
+  const config = basePath === undefined ? loaded : { ...loaded, publicOrigin: `${loaded.publicOrigin.replace(/\/+$/u, "")}${basePath}` }
   let devCredentials: DevCredentials.DevCredentials | undefined
   const app = Server.appLayer(config, Services.layer(config), {
     announce: options.announce ?? true,
@@ -76,6 +80,6 @@ export const make = async (options: Options = {}): Promise<Tollgate> => {
       devCredentials = credentials
     }
   }, options.endpoints).pipe(Layer.provideMerge(Layer.mergeAll(Telemetry.layer(), Server.logging(config))))
-  const handlers = await Handlers.make(app, { basePath: options.basePath })
+  const handlers = await Handlers.make(app, { basePath })
   return { ...handlers, config, devCredentials }
 }

@@ -1,7 +1,8 @@
 /**
  * Paid MCP tools through the shipped server, driven by the official MCP SDK client over Streamable
  * HTTP: the tools and their prices, a call paid with an API key (charged once, as the HTTP route
- * charges it, and once more for nothing on a retry), a call paid per call with x402 in
+ * charges it, and once more for nothing on a retry; every paid tool with a local backend, its usage
+ * entry naming the tool), the free tools, a call paid per call with x402 in
  * `_meta["x402/payment"]` (`exact`, and `upto` for a chat) on anvil with FiatTokenV2_2, a wallet's
  * prepaid credit through SIWX, and the errors (a bad argument named, an unknown tool refused).
  */
@@ -17,6 +18,8 @@ import { createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-wi
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { maxUint256 } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as X402Chain from "../../http/test/support/X402Chain.ts"
 import * as Usage from "./e2e/support/Usage.ts"
@@ -35,16 +38,26 @@ const FUNDS = 10_000_000n
 let chain: X402Chain.Chain
 let upstream: FakeChatUpstream.FakeChatUpstream
 let server: ShippedServer.ShippedServer
+/** A fake SearXNG instance (its JSON API) for web_search: three results about the query. */
+let searxng: Http.Server
 
 beforeAll(async () => {
   chain = await X402Chain.start()
   upstream = await FakeChatUpstream.start(() => ({ pieces: ["Hello", " there"], usage: USAGE }))
+  searxng = Http.createServer((request, response) => {
+    const query = new URL(request.url ?? "/", "http://searxng").searchParams.get("q") ?? ""
+    response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({
+      results: [1, 2, 3].map((n) => ({ title: `${query} ${n}`, url: `https://example.com/${n}`, content: `About ${query}, part ${n}` }))
+    }))
+  })
+  await new Promise<void>((resolve) => searxng.listen(0, "127.0.0.1", resolve))
   server = await ShippedServer.start({
     config: {
       models: [
         { id: "test-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] },
-        ...Models.defaults.filter((model) => model.id === "local-renderer")
+        ...Models.defaults.filter((model) => ["local-renderer", "dev-embedding", "dev-tts"].includes(model.id))
       ],
+      chat: { searxngUrl: `http://127.0.0.1:${(searxng.address() as AddressInfo).port}`, scraping: true },
       prices: { chat: { "test-model": PRICES } },
       rpc: { upstreams: { "base-mainnet": [chain.anvil.url] } },
       x402: { payTo: { evm: payTo }, relayerKey: RELAYER_KEY, evmRpcUrl: chain.anvil.url }
@@ -56,6 +69,7 @@ afterAll(async () => {
   await server?.stop()
   await upstream?.close()
   await chain?.stop()
+  await new Promise((resolve) => searxng?.close(resolve))
 })
 
 /** An MCP client connected to the server's `/mcp`, sending `headers` on every request. */
@@ -151,6 +165,23 @@ describe("An API key on the transport pays a tool call: charged once, what the H
   })
 })
 
+describe("A tool call's usage entry names the tool: GET /billing/usage-history shows which tool an entry paid for", () => {
+  it("a key-paid parse_document call's entry notes MCP tool parse_document; the same request over HTTP names no tool", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const result = await call(client, "parse_document", { document: Buffer.from("Named by its tool.").toString("base64"), filename: "notes.txt" })
+    expect(result.isError).toBeUndefined()
+    const form = new FormData()
+    form.append("file", new Blob(["Named by its tool."]), "notes.txt")
+    const http = await fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: bearer(server.credentials!.inferenceKey), body: form })
+    expect(http.status).toBe(200)
+    const [httpEntry, mcpEntry] = await Usage.latest(server, 2)
+    expect(mcpEntry).toMatchObject({ notes: expect.stringMatching(/^MCP tool parse_document(, |$)/), inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    expect(httpEntry?.notes).not.toContain("MCP tool")
+    expect(httpEntry?.nano).toBe(mcpEntry?.nano)
+    await client.close()
+  })
+})
+
 describe("A tool whose route answers an image answers MCP image content", () => {
   it("generate_image with local-renderer: one image content block, its bytes the PNG the route renders", async () => {
     const client = await connect(bearer(server.credentials!.inferenceKey))
@@ -159,6 +190,99 @@ describe("A tool whose route answers an image answers MCP image content", () => 
     const [image] = result.content as Array<{ type: string; data: string; mimeType: string }>
     expect(image).toMatchObject({ type: "image", mimeType: expect.stringMatching(/^image\//) })
     expect(Buffer.from(image!.data, "base64").length).toBeGreaterThan(0)
+    await client.close()
+  })
+})
+
+/**
+ * Calls a paid tool with the server's inference key, then its route over HTTP with the same body:
+ * the tool's call is the one entry written in between, naming the tool, charged what the route is.
+ */
+const chargedAsHttp = async (name: string, args: Record<string, unknown>, path: string) => {
+  const client = await connect(bearer(server.credentials!.inferenceKey))
+  const [before] = await Usage.latest(server, 1)
+  const result = await call(client, name, args)
+  await client.close()
+  expect(result.isError).toBeUndefined()
+  const http = await fetch(`${server.api}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...bearer(server.credentials!.inferenceKey) },
+    body: JSON.stringify(args)
+  })
+  expect(http.status).toBe(200)
+  await http.arrayBuffer()
+  const [httpEntry, toolEntry, earlier] = await Usage.latest(server, 3)
+  expect(earlier?.inferenceDetails.requestId).toBe(before?.inferenceDetails.requestId)
+  expect(toolEntry).toMatchObject({
+    sku: httpEntry?.sku,
+    nano: httpEntry?.nano,
+    notes: expect.stringMatching(new RegExp(`^MCP tool ${name}(, |$)`)),
+    inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] }
+  })
+  expect(toolEntry?.nano).toBeGreaterThan(0)
+  return result
+}
+
+describe("Every paid tool answers its route's result and is charged once, what its HTTP route charges for the same request", () => {
+  it("embeddings: the vectors as JSON", async () => {
+    const result = await chargedAsHttp("embeddings", { model: "dev-embedding", input: ["a lighthouse", "a harbour"] }, "/embeddings")
+    expect(result.structuredContent).toMatchObject({
+      object: "list",
+      model: "dev-embedding",
+      data: [{ object: "embedding", index: 0, embedding: expect.any(Array) }, { object: "embedding", index: 1, embedding: expect.any(Array) }]
+    })
+  })
+
+  it("speech: one MCP audio content block, a WAV", async () => {
+    const result = await chargedAsHttp("speech", { model: "dev-tts", input: "Hello from the lighthouse.", voice: "alloy", response_format: "wav" }, "/audio/speech")
+    const [audio] = result.content as Array<{ type: string; data: string; mimeType: string }>
+    expect(audio).toMatchObject({ type: "audio", mimeType: expect.stringMatching(/^audio\//) })
+    expect(Buffer.from(audio!.data, "base64").subarray(0, 4).toString("latin1")).toBe("RIFF")
+  })
+
+  it("web_search: the provider's results, at the flat search price", async () => {
+    const result = await chargedAsHttp("web_search", { query: "lighthouses", limit: 2 }, "/augment/search")
+    expect(result.structuredContent).toEqual({
+      query: "lighthouses",
+      results: [
+        { title: "lighthouses 1", url: "https://example.com/1", content: "About lighthouses, part 1", date: null },
+        { title: "lighthouses 2", url: "https://example.com/2", content: "About lighthouses, part 2", date: null }
+      ]
+    })
+    const [entry] = await Usage.latest(server, 2).then((entries) => entries.slice(1))
+    expect(entry).toMatchObject({ sku: "augment-search", nano: 10_000_000 })
+  })
+})
+
+describe("web_scrape keeps the scraper's rules: a private target is an isError result naming url, and not charged", () => {
+  it("a loopback url (the only pages this machine serves): the route's 400 details, no usage entry", async () => {
+    const client = await connect(bearer(server.credentials!.inferenceKey))
+    const [before] = await Usage.latest(server, 1)
+    const result = await call(client, "web_scrape", { url: `http://127.0.0.1:${(searxng.address() as AddressInfo).port}/` })
+    expect(result.isError).toBe(true)
+    expect(result.structuredContent).toMatchObject({ details: { url: { _errors: [expect.stringContaining("is not a public host")] } } })
+    const [after] = await Usage.latest(server, 1)
+    expect(after?.inferenceDetails.requestId).toBe(before?.inferenceDetails.requestId)
+    await client.close()
+  })
+})
+
+describe("The free tools answer what their routes answer and charge nothing: list_models, list_networks, balance, recent_usage", () => {
+  it("a key caller: the models with prices, the networks, the account's balance and its newest entries", async () => {
+    const client = await connect(bearer(server.credentials!.adminKey))
+    const [before] = await Usage.latest(server, 1)
+    const models = await call(client, "list_models", {})
+    expect(models.isError).toBeUndefined()
+    expect(models.structuredContent).toMatchObject({ object: "list", data: expect.arrayContaining([expect.objectContaining({ id: "test-model" })]) })
+    const networks = await call(client, "list_networks", {})
+    expect(networks.isError).toBeUndefined()
+    expect(JSON.stringify(networks.structuredContent)).toContain("base-mainnet")
+    const balance = await call(client, "balance", {})
+    expect(balance.structuredContent).toMatchObject({ canConsume: true, balances: { usd: expect.any(Number) } })
+    const usage = await call(client, "recent_usage", { limit: 1 })
+    expect(usage.structuredContent).toMatchObject({ data: [{ inferenceDetails: { requestId: before?.inferenceDetails.requestId } }] })
+    const [after] = await Usage.latest(server, 1)
+    expect(after?.inferenceDetails.requestId).toBe(before?.inferenceDetails.requestId)
     await client.close()
   })
 })
@@ -250,25 +374,60 @@ describe("x402 per call in _meta[\"x402/payment\"], built by the official client
   }, 60_000)
 })
 
+/** A funded wallet that topped up the minimum (5 USD) with @x402/fetch: its prepaid credit. */
+const toppedUpWallet = async () => {
+  const wallet = await fundedWallet()
+  const payer = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
+  registerExactEvmScheme(payer, { signer: wallet })
+  const topUp = await wrapFetchWithPayment(fetch, payer)(`${server.api}/x402/top-up`, { method: "POST" })
+  expect(topUp.status).toBe(200)
+  expect(await paidBy(wallet.address)).toBe(5_000_000n)
+  return wallet
+}
+
+const documentArguments = { document: Buffer.from("Paid from credit.").toString("base64"), filename: "notes.txt" }
+
+/** A SIWX proof for `_meta["sign-in-with-x"]`, over the challenge of a payment-required result (each proof is used once). */
+const signedIn = async (client: Client, wallet: ReturnType<typeof privateKeyToAccount>) => {
+  const challenge = (await paymentRequired(client, "parse_document", documentArguments)).extensions!["sign-in-with-x"] as { info: Record<string, unknown> }
+  const proof = await createSIWxPayload({ ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never, wallet, `${server.origin.replace("127.0.0.1", "localhost")}/mcp`)
+  return { "sign-in-with-x": encodeSIWxHeader(proof) }
+}
+
 describe("A wallet's prepaid credit pays tool calls through SIWX: two calls from one top-up, one settlement", () => {
   it("top-up 5 USD with @x402/fetch, then two parse_document calls signed in via _meta: 0.01 USD each from credit, nothing more on chain", async () => {
-    const wallet = await fundedWallet()
-    const payer = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
-    registerExactEvmScheme(payer, { signer: wallet })
-    const topUp = await wrapFetchWithPayment(fetch, payer)(`${server.api}/x402/top-up`, { method: "POST" })
-    expect(topUp.status).toBe(200)
-    expect(await paidBy(wallet.address)).toBe(5_000_000n)
+    const wallet = await toppedUpWallet()
     const client = await connect()
-    const args = { document: Buffer.from("Paid from credit.").toString("base64"), filename: "notes.txt" }
+    const args = documentArguments
     for (let n = 1; n <= 2; n++) {
-      const challenge = (await paymentRequired(client, "parse_document", args)).extensions!["sign-in-with-x"] as { info: Record<string, unknown> }
-      const proof = await createSIWxPayload({ ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never, wallet, `${server.origin.replace("127.0.0.1", "localhost")}/mcp`)
-      const result = await call(client, "parse_document", args, { "sign-in-with-x": encodeSIWxHeader(proof) })
+      const result = await call(client, "parse_document", args, await signedIn(client, wallet))
       expect(result.isError).toBeUndefined()
       expect(result._meta?.["x402/payment-response"]).toBeUndefined()
       expect(await creditUnits(wallet.address)).toBe(5_000_000n - BigInt(n) * 10_000n)
     }
     expect(await paidBy(wallet.address)).toBe(5_000_000n)
+    await client.close()
+  }, 60_000)
+})
+
+describe("A wallet signed in with SIWX reads its own balance and recent usage over MCP, as a key reads its account's", () => {
+  it("after one parse_document paid from credit: balance 4.99 USD, recent_usage that one entry naming the tool; nothing charged for either", async () => {
+    const wallet = await toppedUpWallet()
+    const client = await connect()
+    const paid = await call(client, "parse_document", documentArguments, await signedIn(client, wallet))
+    expect(paid.isError).toBeUndefined()
+    const balance = await call(client, "balance", {}, await signedIn(client, wallet))
+    expect(balance.isError).toBeUndefined()
+    expect(balance.structuredContent).toMatchObject({ canConsume: true, consumptionCurrency: "USD", balances: { usd: 4.99 } })
+    const usage = await call(client, "recent_usage", { limit: 5 }, await signedIn(client, wallet))
+    expect(usage.isError).toBeUndefined()
+    expect(usage.structuredContent).toMatchObject({
+      data: [{ sku: "text-parser", amount: 0.01, notes: expect.stringMatching(/^MCP tool parse_document/), inferenceDetails: { requestId: paid._meta?.["tollgate/request-id"] } }],
+      hasMore: false
+    })
+    expect(await creditUnits(wallet.address)).toBe(5_000_000n - 10_000n)
+    const anonymous = await call(client, "recent_usage", {})
+    expect(anonymous).toMatchObject({ isError: true, structuredContent: { error: expect.stringContaining("SIGN-IN-WITH-X") } })
     await client.close()
   }, 60_000)
 })

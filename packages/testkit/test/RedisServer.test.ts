@@ -75,7 +75,7 @@ describe("A throwaway server writes only into its own temporary folder", () => {
 
 describe("No throwaway server outlives its test run, whatever the run filtered or failed", () => {
   it("a name filter that skips every test of the Redis contract files: their server and cluster start, and all stop", async () => {
-    const run = await runVitest(["packages/redis/test/CreditLedger.contract.test.ts", "-t", "no test has this name", "--passWithNoTests"])
+    const run = await runVitest(["packages/redis/test/CreditLedgerRedis.contract.test.ts", "-t", "no test has this name", "--passWithNoTests"])
     expect(run.code).toBe(0)
     // One server and a six-node cluster, started while the file was collected.
     expect(run.most).toBeGreaterThanOrEqual(7)

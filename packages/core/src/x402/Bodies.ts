@@ -23,6 +23,59 @@ import {
 
 const docsUrl = (config: Config) => config.docsUrl ?? `${config.publicOrigin}/docs/wallets`
 
+/** How to pay with an API key instead: the header, where to get a key, its docs. */
+const apiKeyOption = (config: Config) => ({
+  header: "Authorization",
+  getKey: config.getKeyUrl ?? `${config.publicOrigin}/api-keys`,
+  docs: `${config.publicOrigin}/docs/authentication`
+})
+
+/** The three steps of a top-up, as the insufficient-balance body and the top-up guide state them. */
+const topUpSteps = (config: Config): readonly [string, string, string] => [
+  `POST ${topUpUrl(config)} without a payment header to get the payment requirements`,
+  "Sign a USDC payment for exactly one entry of accepts (EIP-3009 on Base, a transfer on Solana)",
+  `POST ${topUpUrl(config)} again with the payment in the PAYMENT-SIGNATURE header`
+]
+
+/**
+ * What `GET` on the top-up link answers: how to buy credit here (its steps and what the minimum
+ * top-up accepts), or, on a server that takes no wallet payments (dev mode before `x402.payTo`
+ * and a settler are set), that it does not and how to pay instead. The link every 402 gives
+ * (`authOptions.x402Wallet.topUp`) then always leads somewhere a caller can act on.
+ *
+ * @category models
+ */
+export interface TopUpGuide {
+  readonly enabled: boolean
+  readonly description: string
+  readonly method: "POST"
+  readonly url: string
+  readonly minimumTopUpUsd: number
+  readonly steps: ReadonlyArray<string>
+  readonly accepts: ReadonlyArray<PaymentRequirements>
+  readonly apiKey: { readonly header: string; readonly getKey: string; readonly docs: string }
+  readonly docs: string
+}
+
+/** @category constructors */
+export const topUpGuide = (config: Config): TopUpGuide => {
+  const enabled = paymentsEnabled(config)
+  return {
+    enabled,
+    description: enabled
+      ? `Buy prepaid USDC credit for a wallet (at least ${Money.formatUsd(config.minimumTopUp)} USD), then sign in with SIWX to spend it`
+      : "This server takes no wallet payments yet: its operator sets x402.payTo and a settler to turn them on. " +
+        "Until then, call with an API key (Authorization: Bearer)",
+    method: "POST",
+    url: topUpUrl(config),
+    minimumTopUpUsd: Money.toUsdNumber(config.minimumTopUp),
+    steps: enabled ? topUpSteps(config) : [],
+    accepts: enabled ? requirements(config, config.minimumTopUp) : [],
+    apiKey: apiKeyOption(config),
+    docs: docsUrl(config)
+  }
+}
+
 /**
  * `PaymentRequirements` as the PaymentRequired object of form 2 carries them.
  *
@@ -149,11 +202,7 @@ export const discoveryBody = (config: Config, input: {
     ...(input.bazaar === undefined ? {} : { bazaar: input.bazaar })
   },
   authOptions: {
-    apiKey: {
-      header: "Authorization",
-      getKey: config.getKeyUrl ?? `${config.publicOrigin}/api-keys`,
-      docs: `${config.publicOrigin}/docs/authentication`
-    },
+    apiKey: apiKeyOption(config),
     x402Wallet: {
       header: "SIGN-IN-WITH-X",
       legacyHeader: "X-Sign-In-With-X",
@@ -221,6 +270,7 @@ export const insufficientBalance = (config: Config, input: {
     Math.ceil(shortfall / Money.NANO_PER_USD)
   )
   const minimumTopUpUsd = Money.toUsdNumber(config.minimumTopUp)
+  const [step1, step2, step3] = topUpSteps(config)
   const body: InsufficientBalanceBody = {
     error: "Payment required",
     code: "PAYMENT_REQUIRED",
@@ -239,9 +289,9 @@ export const insufficientBalance = (config: Config, input: {
     supportedChains: [...(config.evm === undefined ? [] : ["base"]), ...(config.solana === undefined ? [] : ["solana"])],
     ...(config.evm === undefined ? {} : {
       topUpInstructions: {
-        step1: `POST ${topUpUrl(config)} without a payment header to get the payment requirements`,
-        step2: "Sign a USDC payment for exactly one entry of accepts (EIP-3009 on Base, a transfer on Solana)",
-        step3: `POST ${topUpUrl(config)} again with the payment in the PAYMENT-SIGNATURE header`,
+        step1,
+        step2,
+        step3,
         receiverWallet: config.evm.payTo,
         tokenAddress: config.evm.asset,
         tokenDecimals: Money.USDC_DECIMALS,

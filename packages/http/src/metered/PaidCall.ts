@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Admission, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
+import { type Admission, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -48,12 +48,6 @@ export interface Services {
   readonly traced: Spans.Span
   /** How long a hold lives when the call does not say (`MeteredCall.holdTtlMs`). */
   readonly holdTtlMs: number
-  /**
-   * The abuse guard's name for a caller's block, when the admission's store step can read the
-   * guard's blocks (both on Redis): a key's block is read there, one round trip fewer per paid
-   * call than asking the guard afterwards.
-   */
-  readonly abuseBlockKeyOf: ((caller: string) => string) | undefined
   readonly perCall: PerCallPayment.PerCallPayment["Service"] | undefined
   /**
    * Runs a call's settlement on its own, after its response was sent (`PaidCall.respondFirst`);
@@ -72,7 +66,7 @@ interface Admitted {
 const confirmed = (found: Option.Option<Auth.Unconfirmed>): Effect.Effect<Option.Option<Auth.Unconfirmed>, Errors.ApiError> => {
   if (Option.isNone(found) || found.value.confirm === undefined) return Effect.succeed(found)
   const { principal } = found.value
-  return Effect.map(found.value.confirm, (policy) => Option.some({ principal, confirm: undefined, pending: undefined, policy }))
+  return Effect.map(found.value.confirm, (policy) => Option.some({ principal, confirm: undefined, policy }))
 }
 
 /** A payment sent with the call, accepted by the service that finishes it. */
@@ -80,6 +74,13 @@ interface Payment {
   readonly service: PerCallPayment.PerCallPayment["Service"]
   readonly accepted: PerCallPayment.Accepted
 }
+
+/**
+ * The notes of a call's usage entry: the MCP tool that ran it first, so an operator reading the
+ * usage history sees which tool an entry paid for, then the route's own notes.
+ */
+const notesOf = (notes: string | undefined, tool: string | undefined): string | undefined =>
+  tool === undefined ? notes : notes === undefined || notes === "" ? `MCP tool ${tool}` : `MCP tool ${tool}, ${notes}`
 
 /**
  * The answer's own headers, then the rate-limit headers of the admission, the balance before the
@@ -105,12 +106,6 @@ export class PaidCall {
   /** The step the call is in, under which a failure that ends it is counted (`Metrics.countFailure`). */
   step: Metrics.Step = "auth"
   principal!: Principal.Principal
-  /**
-   * An API key whose standing the admission's store step reads with everything else. `undefined`
-   * for a wallet, a paying caller, a key checked before the body was read, and a key confirmed on
-   * its own before its `Idempotency-Key` is claimed.
-   */
-  standing: Admission.DeferredStanding | undefined = undefined
   /** The rate-limit overrides the store keeps for the caller's account and key, read with its key's standing. */
   storedLimits: RateLimits.StoredOverrides | undefined = undefined
   /**
@@ -181,7 +176,7 @@ export class PaidCall {
   paidBy(payment: Payment): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     this.payment = payment
     const { accepted, service } = payment
-    return this.authenticated(Option.some({ principal: accepted.principal, confirm: undefined, pending: undefined })).pipe(
+    return this.authenticated(Option.some({ principal: accepted.principal, confirm: undefined })).pipe(
       Effect.tapError(this.countFailure),
       Effect.catch((error) => service.finish(accepted, { _tag: "Failed", error })),
       Effect.onInterrupt(() => service.abandon(accepted))
@@ -238,11 +233,7 @@ export class PaidCall {
   /** Claims the `Idempotency-Key`, when there is one, then admits. */
   claimAndAdmit(found: Auth.Unconfirmed): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const idempotencyKey = this.idempotencyKey
-    if (idempotencyKey === undefined) {
-      const { pending } = found
-      if (pending !== undefined) this.standing = Admission.deferStanding(this.principal, pending.keyId, pending.standing, this.services.abuseBlockKeyOf)
-      return this.admitAndRun()
-    }
+    if (idempotencyKey === undefined) return this.admitAndRun()
     // A key is claimed only for a confirmed caller, so a revoked key burns no key.
     const claiming = this.services.idempotency.claim(this.principal.accountId, idempotencyKey.key, idempotencyKey.fingerprint)
     const claimed = Effect.flatMap(this.inStep("idempotency", claiming), (claim) => {
@@ -281,26 +272,17 @@ export class PaidCall {
     )
   }
 
-  // A refusal of the admission after it let the key through: what follows the key's standing
-  // runs before the refusal is answered, since the key's own refusal comes first.
-  refuseAfterStanding(refusal: Effect.Effect<never, Errors.ApiError>): Effect.Effect<never, Errors.ApiError> {
-    const { standing } = this
-    return standing === undefined ? refusal : Effect.andThen(this.inStep("auth", standing.stands), this.inStep("other", refusal))
-  }
-
-  // One store step decides the admission; what it refused decides the answer (the key's
-  // standing first, then a refused payment, the one a client can act on, then the rate limit),
-  // and a refusal wrote nothing, so nothing is given back.
+  // One store step decides the admission; what it refused decides the answer (the spend cap,
+  // then a refused payment, the one a client can act on, then the rate limit), and a refusal
+  // wrote nothing, so nothing is given back.
   admit(): Effect.Effect<Admitted, Errors.ApiError> {
-    const { call, context, principal, standing } = this
+    const { call, context, principal } = this
     const { limiter, policy, store, traced } = this.services
     const now = this.clock.currentTimeMillisUnsafe()
     const plan = limiter.plan(policy.limitsFor(principal, call, this.storedLimits), now)
     const admitted = store.admit({
       now,
       accountId: principal.accountId,
-      keyId: standing?.keyId,
-      abuseBlockKey: standing?.abuseBlockKey,
       spendKeyId: this.spendKeyId(),
       counters: plan.counters,
       hold: { amount: call.quote.amount, reference: this.holdReference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? this.services.holdTtlMs }
@@ -311,21 +293,16 @@ export class PaidCall {
         case "Admitted":
           Metrics.countAdmission("admitted", context)
           return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
-        case "KeyRefused":
-        case "Blocked":
-          this.step = "auth"
-          // Only a call whose key's standing was left to the step sends a key to refuse.
-          return standing!.refused(reply)
         case "CapReached":
           Metrics.countAdmission("balance", context)
-          return this.refuseAfterStanding(Effect.fail(KeyCaps.refusal(reply.cap, reply.spent)))
+          return Effect.fail(KeyCaps.refusal(reply.cap, reply.spent))
         case "HoldRefused":
           Metrics.countAdmission("balance", context)
           // A wallet's 402 reads its balance: a store failure there is the admission's.
-          return this.refuseAfterStanding(this.inStep("admission", this.holdRefusal(reply.error)))
+          return this.inStep("admission", this.holdRefusal(reply.error))
         case "RateLimited":
           Metrics.countAdmission("rate_limit", context)
-          return this.refuseAfterStanding(plan.rejected(reply.states))
+          return plan.rejected(reply.states)
       }
     }))
   }
@@ -345,18 +322,15 @@ export class PaidCall {
   }
 
   runAdmitted(admitted: Admitted): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
-    // The key's standing was found good in the admission's step; what follows it (the abuse
-    // guard's check of the principal) runs now, and a refusal gives the admission back.
     // Once the backend is called, a client that disconnects does not stop it: the upstream's
     // work is a real cost, so the call runs to its end (bounded by the backend's own timeout)
     // and is settled with what it used, and only the answer is lost (docs/operations.md).
-    const executed = Effect.uninterruptible(Effect.suspend(() => {
+    return Effect.uninterruptible(Effect.suspend(() => {
       this.step = "backend"
       const startedAt = this.clock.currentTimeMillisUnsafe()
       const outcome = this.call.execute({ principal: this.principal, requestId: this.currentRequest.requestId, holdReference: this.holdReference })
       return Effect.flatMap(this.services.traced("tollgate.backend", outcome, { sku: this.call.sku }), (outcome) => this.respond(admitted, outcome, startedAt))
     }))
-    return this.standing === undefined ? executed : Effect.andThen(this.inStep("auth", this.standing.stands), executed)
   }
 
   /** Settles the call and answers it, on the path `SettlementChoice.choose` names. */
@@ -532,7 +506,7 @@ export class PaidCall {
           sku: produced.usage.sku ?? call.sku,
           units: produced.usage.units,
           pricePerUnit: produced.usage.pricePerUnit,
-          notes: produced.usage.notes,
+          notes: notesOf(produced.usage.notes, this.currentRequest.tool),
           requestId: this.currentRequest.requestId,
           executionMs: now - startedAt,
           promptTokens: produced.usage.promptTokens,

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { AbuseGuard, Admission, CreditLedger, type Errors, KeyRestrictions, Spans, Staking, X402 } from "@tollgate/core"
+import { Admission, CreditLedger, type Errors, KeyRestrictions, Spans, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -76,7 +76,6 @@ export const layer = (options: Options = {}): Layer.Layer<
     const store = yield* Admission.AdmissionStore
     const bodies = yield* PaymentRequiredBodies
     const traced = yield* Spans.current
-    const guard = Option.getOrUndefined(yield* Effect.serviceOption(AbuseGuard.AbuseGuard))
     const perCall = Option.getOrUndefined(yield* Effect.serviceOption(PerCallPayment.PerCallPayment))
     // Settlements sent after their responses: a stopping server waits for them (finalizers run
     // last-added first, so before the set would interrupt them), and none is cut short.
@@ -93,7 +92,6 @@ export const layer = (options: Options = {}): Layer.Layer<
       staking: yield* Staking.Staking,
       traced,
       holdTtlMs: options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS,
-      abuseBlockKeyOf: store.readsAbuseBlocks ? guard?.blockKey : undefined,
       perCall,
       settleLater: (settlement) => FiberSet.run(settlements, Effect.uninterruptible(settlement))
     }

@@ -1,5 +1,7 @@
 /**
- * The billing endpoints (beta), all for ADMIN keys, all read from the credit ledger's journal:
+ * The billing endpoints (beta), all for ADMIN keys, all read from the credit ledger's journal; a
+ * wallet signed in with SIGN-IN-WITH-X reads its own usage history and balance as well (its account
+ * is its own, so an agent paying from its credit over MCP sees what it spent):
  *
  * - `GET /billing/usage` (deprecated): offset pages of usage entries as JSON or CSV (`Accept:
  *   text/csv`), with `x-pagination-*`, `Deprecation`, `Sunset` and a `Link` to its successor;
@@ -7,7 +9,8 @@
  * - `GET /billing/usage-history`: keyset pages behind an opaque cursor; a page never shifts while
  *   new entries arrive, and its cost does not grow with the history.
  * - `GET /billing/usage-analytics`: the same entries added up by day, sku, model and key.
- * - `GET /billing/balance`: what the account may spend, in USD and from today's staked allowance.
+ * - `GET /billing/balance` (any key of the account): what the account may spend, in USD and from
+ *   today's staked allowance.
  * - `POST /billing/credits`: an operator grants credit to an account, once per reference.
  * - `POST /billing/refunds`: an operator refunds a charged call to its account, once per call.
  *
@@ -18,7 +21,7 @@
 import { AuditLog, CreditLedger, Errors, Money, Refunds, Usage, UsageAnalytics } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { RateLimiter } from "@tollgate/core/RateLimiter"
-import { Clock, Context, Effect, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Option, Result, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import { LimitPolicy } from "../Metered.ts"
@@ -227,7 +230,7 @@ export const usageHistory = Route.make(
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
     return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireAdmin(auth)
+      const principal = yield* Authenticate.requireOwner(auth)
       const query = yield* RequestQuery.schema(UsageHistoryQuery, INVALID_QUERY)
       const { from, to } = yield* rangeOf(query)
       const order = query.sortOrder ?? "desc"
@@ -256,9 +259,10 @@ export const usageHistory = Route.make(
   {
     summary: "Usage entries behind a cursor",
     description: "Keyset pagination: pass `nextCursor` as `cursor` for the next page (with the same sortOrder). " +
-      "A page never shifts while new entries arrive.",
+      "A page never shifts while new entries arrive. A wallet signed in with SIGN-IN-WITH-X reads its own.",
     tags: ["Billing"],
     security: "admin",
+    wallets: true,
     query: UsageHistoryQuery,
     responses: {
       200: { description: "A page of usage entries and the cursor of the next" },
@@ -435,13 +439,7 @@ export const usageAnalytics = Route.make(
       const { from, to } = days === undefined
         ? { from: now - Number(lookback.slice(0, -1)) * DAY_MS, to: now }
         : { from: days.from, to: days.to! + DAY_MS - 1 }
-      const entries: Array<CreditLedger.UsageEntry> = []
-      let after: string | undefined
-      do {
-        const page = yield* ledger.usage(principal.accountId, { from, to, order: "asc", limit: 500, after })
-        for (const entry of page.entries) entries.push(entry)
-        after = page.next
-      } while (after !== undefined)
+      const entries = yield* Stream.runCollect(CreditLedger.usageStream(ledger, principal.accountId, { from, to, order: "asc" }))
       const keys = new Map((yield* auth.listKeys(principal.accountId)).map((key) => [key.id, key.description]))
       return HttpServerResponse.jsonUnsafe(UsageAnalytics.report(lookback, entries, keys), { headers: { "cache-control": "no-store" } })
     })
@@ -474,7 +472,7 @@ export const balance = Route.make(
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
     return Effect.gen(function*() {
-      const principal = yield* Authenticate.requireKey(auth)
+      const principal = yield* Authenticate.requireAccount(auth)
       const current = yield* ledger.balance(principal.accountId)
       const staking = current.stakedTokens > 0
       return HttpServerResponse.jsonUnsafe({
@@ -491,9 +489,11 @@ export const balance = Route.make(
   {
     summary: "The account's balance",
     description: "Any API key of the account. `balances.usd` is what new calls may spend (open holds excluded); " +
-      "`balances.diem` the staked-token allowance left today (null without stake), out of `diemEpochAllocation`.",
+      "`balances.diem` the staked-token allowance left today (null without stake), out of `diemEpochAllocation`. " +
+      "A wallet signed in with SIGN-IN-WITH-X reads its own credit.",
     tags: ["Billing"],
     security: "key",
+    wallets: true,
     responses: { 200: { description: "The balance" } }
   }
 )

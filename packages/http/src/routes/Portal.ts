@@ -15,10 +15,24 @@
  *
  * @since 0.1.0
  */
-import { AuditLog, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, Principal, SessionRevocations, Siwx, Staking, Usage, X402 } from "@tollgate/core"
+import {
+  AuditLog,
+  CreditLedger,
+  Errors,
+  KeyCaps,
+  KeyRestrictions,
+  Money,
+  Principal,
+  SessionRevocations,
+  Siwx,
+  Staking,
+  Usage,
+  UsageAnalytics,
+  X402
+} from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { AuthStore } from "@tollgate/core/AuthStore"
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Fs from "node:fs"
 import * as Pages from "../Pages.ts"
@@ -42,8 +56,6 @@ export const RECENT_TRANSACTIONS = 20
 
 /** The most entries read for one answer: the ledger's default memory cap per account. */
 const MAX_ENTRIES = CreditLedger.DEFAULT_MAX_ENTRIES
-
-const PAGE = 500
 
 /**
  * What the page and its assets may do: scripts and styles of this server only, requests to it
@@ -354,17 +366,7 @@ const transactionKinds: ReadonlySet<CreditLedger.EntryKind> = new Set(["topup", 
  * their millisecond, so a window starts at an id.
  */
 const journalSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, since: number) =>
-  Effect.gen(function*() {
-    const entries: Array<CreditLedger.JournalEntry> = []
-    let after = `${since}-0`
-    while (entries.length < MAX_ENTRIES) {
-      const page = yield* ledger.journal(accountId, { after, limit: PAGE })
-      for (const entry of page) entries.push(entry)
-      if (page.length < PAGE) break
-      after = page.at(-1)!.id
-    }
-    return entries
-  })
+  CreditLedger.journalStream(ledger, accountId, `${since}-0`).pipe(Stream.take(MAX_ENTRIES), Stream.runCollect)
 
 /**
  * The latest credits of the window, newest first. The journal reads forward only and mostly holds
@@ -573,45 +575,37 @@ export const revokeKey = sessionRoute(
  * page through.
  */
 const usageSince = (ledger: CreditLedger.CreditLedger["Service"], accountId: string, from: number) =>
-  Effect.gen(function*() {
-    const entries: Array<CreditLedger.UsageEntry> = []
-    let after: string | undefined
-    while (entries.length < MAX_ENTRIES) {
-      const page = yield* ledger.usage(accountId, { from, order: "desc", limit: PAGE, after })
-      for (const entry of page.entries) entries.push(entry)
-      if (page.next === undefined) break
-      after = page.next
-    }
-    return entries
-  })
+  CreditLedger.usageStream(ledger, accountId, { from, order: "desc" }).pipe(Stream.take(MAX_ENTRIES), Stream.runCollect)
 
 const dateOf = (ms: number) => new Date(ms).toISOString().slice(0, 10)
 
 /**
- * Spend by UTC day and sku over the window, every day present (an empty one has no skus).
+ * Spend by UTC day and sku over the window, every day present (an empty one has no skus): the
+ * usage analytics' tally of the window's entries.
  *
  * @category aggregation
  */
 export const spendByDay = (entries: ReadonlyArray<CreditLedger.UsageEntry>, now: number) => {
   const firstDay = CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)
-  const days = Array.from({ length: WINDOW_DAYS }, () => new Map<string, number>())
-  const totals = new Map<string, number>()
-  for (const entry of entries) {
-    const day = days[CreditLedger.dayOf(entry.timestamp) - firstDay]
-    if (day === undefined) continue
-    day.set(entry.sku, (day.get(entry.sku) ?? 0) + entry.amount)
-    totals.set(entry.sku, (totals.get(entry.sku) ?? 0) + entry.amount)
-  }
+  const lastDay = CreditLedger.dayOf(now)
+  const { byDate, bySku, skuDays } = UsageAnalytics.tally(entries.filter((entry) => {
+    const day = CreditLedger.dayOf(entry.timestamp)
+    return day >= firstDay && day <= lastDay
+  }))
+  // The chart shows what a day cost, whichever balance paid it.
+  const formatUsd = (total: UsageAnalytics.Total | undefined) => Money.formatUsd(Money.unsafeNano(total === undefined ? 0 : total.usd + total.diem))
   return {
-    skus: [...totals].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([sku, amount]) => ({
-      sku,
-      amountUsd: Money.formatUsd(Money.unsafeNano(amount))
-    })),
-    days: days.map((skus, index) => ({
-      date: dateOf((firstDay + index) * CreditLedger.DAY_MS),
-      amountUsd: Money.formatUsd(Money.unsafeNano([...skus.values()].reduce((sum, amount) => sum + amount, 0))),
-      skus: [...skus].map(([sku, amount]) => ({ sku, amountUsd: Money.formatUsd(Money.unsafeNano(amount)) }))
-    }))
+    skus: [...bySku]
+      .sort(([a, x], [b, y]) => y.usd + y.diem - (x.usd + x.diem) || a.localeCompare(b))
+      .map(([sku, total]) => ({ sku, amountUsd: formatUsd(total) })),
+    days: Array.from({ length: WINDOW_DAYS }, (_, index) => {
+      const date = dateOf((firstDay + index) * CreditLedger.DAY_MS)
+      return {
+        date,
+        amountUsd: formatUsd(byDate.get(date)),
+        skus: [...skuDays.get(date) ?? []].map(([sku, total]) => ({ sku, amountUsd: formatUsd(total) }))
+      }
+    })
   }
 }
 

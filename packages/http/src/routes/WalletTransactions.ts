@@ -13,7 +13,7 @@
  */
 import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as RequestQuery from "../RequestQuery.ts"
 import * as Route from "../Route.ts"
@@ -38,9 +38,6 @@ export const TransactionsQuery = Schema.Struct({
 })
 
 const TYPES: Partial<Record<CreditLedger.EntryKind, string>> = { topup: "TOP_UP", grant: "GRANT", capture: "CHARGE", refund: "REFUND" }
-
-/** How many journal entries one read takes while the whole journal is read. */
-const BATCH = 1_000
 
 /** Journal ids compare by their time, then their sequence. */
 const before = (a: string, b: string) => {
@@ -81,24 +78,11 @@ export const transactions = Route.make(
 
       // The whole journal, to know the balance after each entry: what the retention dropped is
       // folded into the balance, which the running total is aligned to.
-      const journal: Array<CreditLedger.JournalEntry> = []
-      let after: string | undefined
-      for (;;) {
-        const batch = yield* ledger.journal(accountId, { limit: BATCH, ...(after === undefined ? {} : { after }) })
-        for (const entry of batch) journal.push(entry)
-        if (batch.length < BATCH) break
-        after = batch.at(-1)!.id
-      }
+      const journal = yield* Stream.runCollect(CreditLedger.journalStream(ledger, accountId))
       const balance = yield* ledger.balance(accountId)
       const moves = journal.filter((entry) => entry.currency === "USD" && entry.delta !== 0 && TYPES[entry.kind] !== undefined)
-      const charges = new Map<string, CreditLedger.UsageEntry>()
-      let usageAfter: string | undefined
-      for (;;) {
-        const page = yield* ledger.usage(accountId, { order: "asc", limit: BATCH, currency: "USD", after: usageAfter })
-        for (const entry of page.entries) charges.set(entry.id, entry)
-        if (page.next === undefined) break
-        usageAfter = page.next
-      }
+      const paid = yield* Stream.runCollect(CreditLedger.usageStream(ledger, accountId, { order: "asc", currency: "USD" }))
+      const charges = new Map(paid.map((entry) => [entry.id, entry]))
       let running = balance.usd - journal.reduce((sum, entry) => entry.currency === "USD" ? sum + entry.delta : sum, 0)
       const balanceAfter = new Map<string, number>()
       for (const entry of journal) {

@@ -1,6 +1,6 @@
 /**
- * Wallet access over x402: `POST /x402/top-up` buys USDC credit for a wallet, `GET
- * /x402/balance/{walletAddress}` reads it, and `layerPaymentRequiredBodies` gives the metered
+ * Wallet access over x402: `POST /x402/top-up` buys USDC credit for a wallet (`GET` on it says
+ * how, the link every 402 gives), `GET /x402/balance/{walletAddress}` reads it, and `layerPaymentRequiredBodies` gives the metered
  * pipeline the wallet 402s (discovery and insufficient balance) built by `@tollgate/core` `X402`.
  *
  * A top-up without a payment header answers 402 with the requirements of the amount asked for
@@ -164,6 +164,30 @@ export const topUp = Route.make(
 )
 
 /**
+ * `GET /api/v1/x402/top-up`: the top-up link of every 402, opened. How to buy credit here, or that
+ * this server takes no wallet payments yet and how to pay instead (`X402.topUpGuide`).
+ *
+ * @category routes
+ */
+export const topUpGuide = Route.make(
+  "GET",
+  X402.topUpPath,
+  Effect.map(X402.X402Config, (config) => {
+    const guide = X402.topUpGuide(config)
+    return Effect.succeed(HttpServerResponse.jsonUnsafe(guide, { headers: { "cache-control": "no-store" } }))
+  }),
+  {
+    summary: "How to top up a wallet's credit here",
+    description: "The top-up link of a 402, opened: whether this server takes wallet payments, the steps of a top-up " +
+      "and what the minimum top-up accepts; on a server that takes none (dev mode before x402.payTo and a settler are " +
+      "set), how to pay with an API key instead.",
+    tags: [tag],
+    security: "public",
+    responses: { 200: { description: "How to top up, or how to pay instead" } }
+  }
+)
+
+/**
  * `GET /api/v1/x402/balance/:walletAddress`.
  *
  * @category routes
@@ -208,7 +232,7 @@ export const balance = Route.make(
 )
 
 /** @category routes */
-export const routes = [topUp, balance] as const
+export const routes = [topUp, topUpGuide, balance] as const
 
 /**
  * The wallet 402s of the metered pipeline, built by `X402` with a fresh SIWX challenge each: the

@@ -54,6 +54,7 @@ const routes = [
   TextParser.route,
   ...Augment.routes,
   X402.topUp,
+  X402.topUpGuide,
   X402.balance,
   ...WalletTransactions.routes,
   ...Billing.routes,

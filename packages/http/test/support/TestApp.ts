@@ -29,8 +29,8 @@ export type Built<S, I> = S & { readonly context: Context.Context<I> }
 const buildWithContext = <I, S, O>(tag: Context.Key<I, S>, layer: Layer.Layer<I | O>): Promise<Built<S, I | O>> =>
   run(Effect.scoped(Effect.map(Layer.build(layer), (context) => ({ ...Context.get(context, tag), context }))))
 
-/** Auth with its memory store's primitives: the keys' standing and their spend caps. */
-type AuthParts = Auth.Auth | AuthStore.Memory | KeyCaps.KeyCaps | KeyCaps.Memory
+/** Auth with its memory store's primitives: the keys' spend caps. */
+type AuthParts = Auth.Auth | KeyCaps.KeyCaps | KeyCaps.Memory
 
 /** Auth over a memory store, signing with a key generated when the layer is built. */
 export const layerAuthMemory: Layer.Layer<AuthParts> = Layer.unwrap(Effect.map(

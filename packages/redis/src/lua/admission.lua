@@ -1,30 +1,19 @@
 -- A paid call's admission, settlement and give-back on Redis (AdmissionStoreRedis), after the
 -- stores' libraries. TypeScript twin: @tollgate/core Admission.layerMemory, which orders the
 -- checks the same way.
--- One admission, laid out as AdmissionStoreRedis.admitLayout: its record, refusal marker, block and
--- cap are K[k + 1] to K[k + 4], its counters' keys follow; its standing, hold and periods are V[a]
--- to V[a + 6], its take's arguments follow, to V[last].
+-- One admission, laid out as AdmissionStoreRedis.admitLayout: its cap is K[k + 1], its counters'
+-- keys follow; its hold and periods are V[a] to V[a + 5], its take's arguments follow, to V[last].
 local function admit(K, V, k, a, last)
-  if V[a] ~= '0' then
-    local standing = redis.call('MGET', K[k + 1], K[k + 2])
-    -- The marker holds the time the key is refused from (AuthStoreRedis.revokedKey).
-    local refused = standing[2] and tonumber(standing[2]) <= now
-    if not standing[1] or refused then return { 'key', standing[1] and 1 or 0, refused and 1 or 0 } end
-    if V[a] == '2' then
-      local blocked = redis.call('PTTL', K[k + 3])
-      if blocked > 0 then return { 'blocked', blocked } end
-    end
-  end
-  local ref, amount, version, ttl = V[a + 1], V[a + 2], V[a + 3], V[a + 4] + 0
-  local capKey, cap = K[k + 4], nil
-  if V[a + 5] ~= '' then
+  local ref, amount, version, ttl = V[a], V[a + 1], V[a + 2], V[a + 3] + 0
+  local capKey, cap = K[k + 1], nil
+  if V[a + 4] ~= '' then
     local reached
-    reached, cap = capCheck(capKey, amount, V[a + 5], V[a + 6])
+    reached, cap = capCheck(capKey, amount, V[a + 4], V[a + 5])
     if reached then return reached end
   end
   local answer, fa, fu = holdCheck(ref, amount)
   if answer and answer[1] == 'err' then return answer end
-  local taken = takeAll(K, V, k + 4, a + 7, last)
+  local taken = takeAll(K, V, k + 1, a + 6, last)
   if taken[1] == 0 then return { 'limited', taken } end
   if answer then
     -- The hold already placed under ref (its amount is this one), with its price version.
@@ -41,9 +30,9 @@ local function admitMany(K, V)
   local replies, k, a = {}, 6, 3
   while a <= #V do
     local keys, args = V[a] + 0, V[a + 1] + 0
-    replies[#replies + 1] = admit(K, V, k, a + 2, a + 8 + args)
-    k = k + 4 + keys
-    a = a + 9 + args
+    replies[#replies + 1] = admit(K, V, k, a + 2, a + 7 + args)
+    k = k + 1 + keys
+    a = a + 8 + args
   end
   return replies
 end

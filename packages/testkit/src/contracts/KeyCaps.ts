@@ -7,37 +7,17 @@
  * @since 0.1.0
  */
 import { assert } from "@effect/vitest"
-import { Admission, AuthStore, CreditLedger, IdempotencyStore, KeyCaps, Money, RateLimiter } from "@tollgate/core"
-import { Clock, Effect, Layer } from "effect"
+import { Admission, AuthStore, CreditLedger, KeyCaps, Money } from "@tollgate/core"
+import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as Contract from "../Contract.ts"
+import { usage } from "./CreditLedger.ts"
 
 const nano = Money.unsafeNano
 let counter = 0
 const fresh = () => `cap-${process.pid}-${Date.now()}-${counter++}`
 
-/**
- * The admission over the memory stores, as `@tollgate/core` runs the contract.
- *
- * @category fixtures
- */
-export const memory = Admission.layerMemory.pipe(Layer.provideMerge(Layer.mergeAll(
-  AuthStore.layerMemory,
-  RateLimiter.layerMemory(),
-  CreditLedger.layerMemory,
-  IdempotencyStore.layerMemory
-)))
-
-
 const KEY = "key_capped"
-
-const usage = (requestId: string): CreditLedger.UsageDetails => ({
-  sku: "text-parser",
-  units: 1,
-  pricePerUnit: nano(625),
-  requestId,
-  executionMs: 1
-})
 
 /** An account with `funds` of credit and a key capped at `usd` nano-USD per `period`. */
 export const capped = (usd: number, period: KeyCaps.LimitPeriod, funds = 1_000_000_000) =>
@@ -59,7 +39,6 @@ export const admit = (accountId: string, reference: string, amount: number, ttlM
     return yield* store.admit({
       now: yield* Clock.currentTimeMillis,
       accountId,
-      keyId: KEY,
       spendKeyId: KEY,
       counters: [],
       hold: { reference, amount: nano(amount), priceVersion: "v1", ...(ttlMs === undefined ? {} : { ttlMs }) }
