@@ -13,7 +13,7 @@
  */
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter, X402 } from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
 import { Effect, Layer, References, Scope } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -61,7 +61,7 @@ const measure = async (): Promise<ReadonlyArray<Round>> => {
   const services = Metered.layer().pipe(
     Layer.provide(Admission.layerMemory),
     Layer.provideMerge(Layer.mergeAll(
-      X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+      X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
       Layer.succeed(Metered.LimitPolicy, { limitsFor })
     )),
     Layer.provideMerge(stores),

@@ -13,7 +13,7 @@ import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import * as ImageRoute from "@tollgate/http/routes/Image"
 import { Effect, Exit, Layer, References, Scope } from "effect"
 import Sharp from "sharp"
@@ -91,7 +91,7 @@ const context = await Effect.runPromise(Layer.build(Layer.mergeAll(
   PromptEnhancer.layerLocal,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)))),
+  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)))),
   RateLimiter.layerMemory(),
   CreditLedger.layerMemory,
   IdempotencyStore.layerMemory,

@@ -11,10 +11,9 @@ import { Admission, AuthStore, ChatOptions, CreditLedger, Generations, Idempoten
 import * as Auth from "@tollgate/core/Auth"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import * as Chat from "@tollgate/http/routes/Chat"
-import { Effect, Layer, Scope } from "effect"
-import { FetchHttpClient } from "effect/http"
+import { Effect, Layer, References, Scope } from "effect"
 import * as Http from "node:http"
 import { seedKey } from "./Seed.ts"
 
@@ -47,19 +46,21 @@ const model = (id: string, baseUrl: string): Models.TextModel => ({
 const price = { inputPerMillion: Money.usd(1), outputPerMillion: Money.usd(2) }
 
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+// Tracing off, as the server runs without an OTLP endpoint (`Telemetry.layerDisabled`).
+const tracing = Layer.succeed(References.TracerEnabled, false)
 const services = Layer.mergeAll(
   Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
   PricingEngine.layer({ chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-long": price, "bench-paced": price } } }),
   Models.layer([model("bench-chat", upstream), model("bench-long", long), model("bench-paced", paced)]),
-  ChatBackend.layer().pipe(Layer.provide(FetchHttpClient.layer)),
+  ChatBackend.layerUndici(),
   ChatOptions.layerPrompts({ systemPrompt: "You are a benchmark." }),
   Generations.layerMemory,
   SearchProvider.layerNone,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
   limits
-)), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)))
+)), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)), Layer.provideMerge(tracing))
 
 const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
 const key = await seedKey(context)

@@ -6,14 +6,14 @@
  * account as the reference server groups them by default. Request logs go out as batched JSON
  * lines through the reference server's `logging` layer (`LOG_LEVEL=none` turns them off); tracing
  * is as in the reference server (off unless an OTLP endpoint is set). Prints the API key, then
- * "listening".
+ * "listening". Exits on SIGTERM, so a `--cpu-prof` run writes its profile.
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcUpstream } from "@tollgate/backends"
 import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, PricingEngine, RateLimiter, RpcCache, X402 } from "@tollgate/core"
 import { App, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import * as Rpc from "@tollgate/http/routes/Rpc"
 import {
   AdmissionStoreRedis,
@@ -31,6 +31,8 @@ import { Effect, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import * as Http from "node:http"
 import { seedKey } from "./Seed.ts"
+
+process.on("SIGTERM", () => process.exit(0))
 
 const port = Number(process.argv[2] ?? 0)
 const upstream = process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"
@@ -73,7 +75,7 @@ const services = Layer.mergeAll(
   redisUrl === undefined ? RpcCache.layerMemory() : RpcCacheRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: redisUrl }))),
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
 ).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
   limits
 )), Layer.provideMerge(stores))
 

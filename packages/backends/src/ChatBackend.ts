@@ -19,9 +19,10 @@
  *
  * @since 0.1.0
  */
-import type { Models } from "@tollgate/core"
+import { type Models, Spans } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, Stream } from "effect"
+import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
 
@@ -166,6 +167,15 @@ const withMessages = (body: Json, messages: Uint8Array): Uint8Array => {
  */
 export const make = Effect.fnUntraced(function*(options: Options = {}) {
   const http = yield* HttpClient.HttpClient
+  // Spans without a call-site stack, and none with tracing off: `Effect.fn` would capture a stack
+  // on every call, which is on the way to a stream's first chunk.
+  const traced = yield* Spans.current
+  // With tracing off, the HTTP client still makes a span per call (a no-op one), reads the
+  // response's headers into it and writes its ids into the upstream request's headers; told not to
+  // propagate, it does none of that.
+  const execute = (yield* References.TracerEnabled)
+    ? http.execute
+    : (request: HttpClientRequest.HttpClientRequest) => Effect.provideService(http.execute(request), Tracer.DisablePropagation, true)
   const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? "60 seconds")
   const completionTimeout = Duration.fromInputUnsafe(options.completionTimeout ?? "10 minutes")
   const idleTimeout = Duration.fromInputUnsafe(options.idleTimeout ?? "60 seconds")
@@ -186,7 +196,7 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       HttpClientRequest.acceptJson,
       upstream.apiKey === undefined ? (r) => r : HttpClientRequest.bearerToken(upstream.apiKey)
     )
-    return http.execute(request).pipe(
+    return execute(request).pipe(
       Effect.timeoutOrElse({
         duration: stream ? connectTimeout : completionTimeout,
         orElse: () => Effect.fail(new UpstreamError({ kind: "timeout", message: `${upstream.baseUrl} did not answer in time` }))
@@ -231,9 +241,9 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       return yield* (last ?? new UpstreamError({ kind: "transport", message: `model ${call.model.id} has no upstream` }))
     })
 
-  const complete = Effect.fn("ChatBackend.complete")(function*(call: Call) {
-    if (call.model.upstreams.length === 0) return { body: Local.complete(call), upstream: "local" }
-    return yield* attempt(call, (upstream) =>
+  const complete = (call: Call): Effect.Effect<Completion, UpstreamError> => {
+    if (call.model.upstreams.length === 0) return Effect.sync(() => ({ body: Local.complete(call), upstream: "local" }))
+    return traced("ChatBackend.complete", attempt(call, (upstream) =>
       send(upstream, call, false).pipe(
         Effect.flatMap((response) => response.json),
         Effect.mapError((error) =>
@@ -244,14 +254,17 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
             ? Effect.succeed({ body, upstream: upstream.baseUrl })
             : Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent a completion that is not an object" }))
         )
-      ))
-  })
+      )))
+  }
 
-  const stream = Effect.fn("ChatBackend.stream")(function*(call: Call) {
-    if (call.model.upstreams.length === 0) return { chunks: Stream.fromIterable(Local.chunks(call)), upstream: "local" }
-    return yield* attempt(call, (upstream) =>
-      Effect.map(send(upstream, call, true), (response): ChunkStream => ({ chunks: sseChunks(response, idleTimeout), upstream: upstream.baseUrl })))
-  })
+  const stream = (call: Call): Effect.Effect<ChunkStream, UpstreamError> => {
+    if (call.model.upstreams.length === 0) return Effect.sync(() => ({ chunks: Stream.fromIterable(Local.chunks(call)), upstream: "local" }))
+    return traced(
+      "ChatBackend.stream",
+      attempt(call, (upstream) =>
+        Effect.map(send(upstream, call, true), (response): ChunkStream => ({ chunks: sseChunks(response, idleTimeout), upstream: upstream.baseUrl })))
+    )
+  }
 
   return ChatBackend.of({ complete, stream })
 })
@@ -271,7 +284,12 @@ const upstreamMessage = (text: string): string | undefined => {
   return undefined
 }
 
-const dataOfChunk = new WeakMap<Json, string>()
+/**
+ * Where a parsed chunk keeps the text it was parsed from: a non-enumerable property, so a copy of
+ * the chunk (a spread) never carries the original's text. A `WeakMap` from chunk to text cost as
+ * much per chunk as parsing it, most of it in the collector.
+ */
+const DATA = Symbol.for("@tollgate/backends/ChatBackend/data")
 
 /**
  * The `data:` text a stream chunk was parsed from: a caller that changes nothing in a chunk passes
@@ -279,13 +297,13 @@ const dataOfChunk = new WeakMap<Json, string>()
  *
  * @category accessors
  */
-export const dataOf = (chunk: Json): string | undefined => dataOfChunk.get(chunk)
+export const dataOf = (chunk: Json): string | undefined => (chunk as { readonly [DATA]?: string })[DATA]
 
 const parseChunk = (data: string): Json | undefined => {
   try {
     const chunk: unknown = JSON.parse(data)
     if (!isObject(chunk)) return undefined
-    dataOfChunk.set(chunk, data)
+    Object.defineProperty(chunk, DATA, { value: data })
     return chunk
   } catch {
     return undefined
@@ -383,4 +401,15 @@ const Local = {
  */
 export const layer = (options: Options = {}): Layer.Layer<ChatBackend, never, HttpClient.HttpClient> =>
   Layer.effect(ChatBackend, make(options))
+
+/**
+ * The adapter over undici's dispatcher API: one keep-alive `Agent` for every upstream, closed with
+ * the layer. The server uses it rather than `fetch`, whose WHATWG request, response and web streams
+ * cost about a sixth of a streamed call's CPU before its first chunk (docs/benchmarks.md, "Chat
+ * latency"). HTTP/1.1 only, as `fetch` was: undici 8 would otherwise offer h2 to https upstreams.
+ *
+ * @category layers
+ */
+export const layerUndici = (options: Options = {}): Layer.Layer<ChatBackend> =>
+  layer(options).pipe(Layer.provide(NodeHttpClient.layerUndiciOptions({ allowH2: false })))
 

@@ -1,17 +1,24 @@
 /**
- * The two store operations of a paid call. `admit` checks a key's spend cap, takes every rate
- * limit and places the credit hold, all or nothing, in one step; `settle` captures the hold
- * (appending the usage entry), settles the rate-limit reservations and completes the
- * `Idempotency-Key` record, in one step; `giveBack` undoes an admission whose call failed. With
- * Redis each is one script call (`@tollgate/redis` `AdmissionStoreRedis`); in memory each is one
- * synchronous step over the memory stores' primitives.
+ * A paid call's store steps, each all or nothing: `admit` takes a key's spend cap, every rate
+ * limit and the credit hold; `settle` captures the hold with its usage entry, settles the
+ * rate-limit reservations and completes the `Idempotency-Key` record; `giveBack` undoes an
+ * admission whose call failed. Whatever refuses, nothing is written.
+ *
+ * **When to use**
+ *
+ * Through the metered pipeline (`PaidCall`), which confirms the caller's key (`Auth`) before the
+ * body is read and then makes one `admit` and one `settle` or `giveBack` per call. A store of its
+ * own implements `AdmissionStore` and passes the contract suite
+ * (`@tollgate/testkit/contracts/Admission`).
+ *
+ * **Details**
  *
  * The rules stay with their services: which limits apply and what a 429 says (`RateLimiter.plan`),
- * how a hold splits between allowance and USD and what a capture appends (the `CreditLedger` store's
- * primitives, in memory and in the ledger's Lua). What this module adds is the order of the checks:
- * a key's spend cap (`KeyCaps`) first; a hold the balance cannot cover refuses before a rate limit
- * (a payment is what a client can act on); whatever refuses, nothing is written. A key's standing
- * is not among them: the caller confirms it (`Auth`) before the call's body is read.
+ * how a hold splits between allowance and USD and what a capture appends (the `CreditLedger`
+ * store's primitives). This module adds the order of the checks: the spend cap (`KeyCaps`) first,
+ * then the hold, whose refusal comes before a rate limit's (a payment is what a client can act
+ * on). `layerMemory` runs each operation as one synchronous step over the memory stores'
+ * primitives; its twin on Redis is one script call (`@tollgate/redis` `AdmissionStoreRedis`).
  *
  * @since 0.1.0
  */

@@ -65,6 +65,8 @@ const booleanOptions = new Set<string>([
  */
 export const defaults: ServiceParameters = Schema.decodeUnknownSync(ServiceParameters)({})
 
+const decodeOptions = Schema.decodeUnknownResult(ServiceParameters)
+
 /**
  * Whether the reply must lose its think-tag blocks.
  *
@@ -138,14 +140,16 @@ export const parseOptions = (
   if (problems.length > 0) {
     return Result.fail(new InvalidRequest({ message: "Invalid service_parameters", details: fieldErrors(problems) }))
   }
-  const suffixCheck = Schema.decodeUnknownResult(ServiceParameters)(fromSuffix, { errors: "all" })
-  if (Result.isFailure(suffixCheck)) {
+  // Most calls set no option: theirs are the defaults, decoded once, not on every call.
+  if (suffix.length === 0 && Object.keys(fromObject).length === 0) return Result.succeed(defaults)
+  const suffixCheck = suffix.length === 0 ? undefined : decodeOptions(fromSuffix, { errors: "all" })
+  if (suffixCheck !== undefined && Result.isFailure(suffixCheck)) {
     return Result.fail(new InvalidRequest({
       message: "Invalid service_parameters in the model suffix",
       details: { _errors: [], model: fieldErrorsFromIssue(suffixCheck.failure.issue) }
     }))
   }
-  return Schema.decodeUnknownResult(ServiceParameters)({ ...fromObject, ...fromSuffix }, { errors: "all" }).pipe(
+  return decodeOptions({ ...fromObject, ...fromSuffix }, { errors: "all" }).pipe(
     Result.mapError((error) =>
       new InvalidRequest({
         message: "Invalid service_parameters",

@@ -1,21 +1,26 @@
 /**
- * Prepaid credit. Every account has a USD balance in integer nano-USD and, when it stakes tokens,
- * a daily allowance (1 staked token = 1 USD of credit per UTC day, renewed at midnight, unused
- * allowance does not carry over). Spending draws on the allowance first, because it expires at the
- * end of the day, and on the USD balance for the rest.
+ * Prepaid credit: an account's USD balance in integer nano-USD and its daily allowance from staked
+ * tokens (1 token = 1 USD of credit per UTC day, renewed at midnight, not carried over). Money
+ * moves only through the operations here (top-up, grant, hold, capture, release, refund, stake);
+ * each appends to the account's append-only journal and applies at most once per reference:
+ * replaying it returns the first result and changes nothing. The USD balance is always the sum of
+ * the journal's USD deltas.
  *
- * Money moves only through the operations here (top-up, grant, hold, capture, release, refund,
- * stake), each of which appends to the account's append-only journal; the USD balance is always
- * the sum of the journal's USD deltas. Every operation carries a reference and applies at most
- * once per reference: replaying it returns the first result and changes nothing. A hold reserves
- * the worst-case price of a request and pins the price version; the capture takes the actual price
- * (at most the hold) and releases the rest; a hold not settled before its expiry is released by the
- * next operation on the account, or by `sweepExpired`, which a background sweep runs so a hold whose
+ * **When to use**
+ *
+ * A paid call holds its worst-case price, which pins the price version, and captures the actual
+ * price (at most the hold), which releases the rest and appends the call's usage entry in the same
+ * step. Readers page through an account's history with `journalStream` and `usageStream`.
+ *
+ * **Details**
+ *
+ * Spending draws on the allowance first, since it expires at the end of the day, and on the USD
+ * balance for the rest (`split`). A hold not settled before its expiry is released by the next
+ * operation on the account, or by `sweepExpired`, which a background sweep runs so a hold whose
  * request died (a store outage, a crash) is released on time even on an account nobody uses again.
- * `holdStats` reads the open holds and the amount they hold from the store itself, for the gauges. Captures append the account's usage entries in the same atomic
- * step, so the usage report and the balance come from one journal. Entries are kept for a retention
- * (`Retention`), and the balances are running totals beside them, so dropping an old entry never
- * changes a balance.
+ * `holdStats` reads the open holds and what they hold from the store itself, for the gauges.
+ * Entries are kept for a retention (`Retention`), and the balances are running totals beside them,
+ * so dropping an old entry never changes a balance.
  *
  * `layerMemory` is the single-process ledger; `@tollgate/redis` has the shared one. Both pass the
  * contract suite in `packages/testkit/src/contracts/CreditLedger.ts`.

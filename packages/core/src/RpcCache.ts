@@ -3,7 +3,8 @@
  * a lifetime (`ttlMs`, or none for an answer that cannot change). What may be stored and for how
  * long is `RpcCachePolicy`'s decision; this service only keeps entries, bounded. The memory layer
  * holds at most `maxEntries` entries and `maxBytes` bytes of keys and values, evicting the least
- * recently used; the Redis layer (`RpcCacheRedis`) is shared by every worker and instance.
+ * recently used; the Redis layer (`RpcCacheRedis`) is shared by every worker and instance and
+ * bounded by the same two settings.
  *
  * @since 0.1.0
  */
@@ -17,9 +18,9 @@ import { Context, Effect, Layer, Schema } from "effect"
 export const Config = Schema.Struct({
   /** `false` turns the cache off; default on. */
   enabled: Schema.optionalKey(Schema.Boolean),
-  /** Memory layer: entries kept at most; default 100,000. */
+  /** Entries kept at most (memory and Redis, each instance's memory on its own); default 100,000. */
   maxEntries: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
-  /** Memory layer: bytes of keys and values kept at most; default 64 MiB. */
+  /** Bytes of keys and values kept at most (memory and Redis); default 64 MiB. */
   maxBytes: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),
   /** An answer larger than this is not stored; default 1 MiB. */
   maxEntryBytes: Schema.optionalKey(Schema.Int.check(Schema.isGreaterThan(0))),

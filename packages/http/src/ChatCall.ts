@@ -23,7 +23,7 @@ import { ChatOptions, Errors, Generations, Models, Money, PricingEngine } from "
 import * as JsonText from "@tollgate/core/JsonText"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { ByteSize, Duration, Effect, Fiber, Option, Result } from "effect"
+import { ByteSize, Duration, Effect, Fiber, Option, Result, Stream } from "effect"
 import * as Crypto from "node:crypto"
 import type * as Endpoint from "./Endpoint.ts"
 import type * as Metered from "./Metered.ts"
@@ -188,6 +188,26 @@ export const recordUsage = (tally: Tally, usage: unknown) => {
  * @category constants
  */
 export const REASONING_FIELDS = ["reasoning_content", "reasoning"] as const
+
+/**
+ * A streamed chat chunk counted into `tally` (its usage, its text and thinking), with its first
+ * choice, that choice's delta and the delta's text; `undefined` for a chunk without a delta.
+ *
+ * @category accounting
+ */
+export const tallyChunk = (tally: Tally, chunk: Json): { readonly choice: Json; readonly delta: Json; readonly piece: string } | undefined => {
+  recordUsage(tally, chunk["usage"])
+  const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
+  const choice = isObject(choices[0]) ? choices[0] : undefined
+  if (choice === undefined || !isObject(choice["delta"])) return undefined
+  const delta = choice["delta"]
+  const piece = typeof delta["content"] === "string" ? delta["content"] : ""
+  tally.pieces.push(piece)
+  for (const field of REASONING_FIELDS) {
+    if (typeof delta[field] === "string") tally.pieces.push(delta[field])
+  }
+  return { choice, delta, piece }
+}
 
 const encoder = new TextEncoder()
 
@@ -454,6 +474,40 @@ export interface Call {
 export type Answer =
   | (Metered.Outcome & Priced)
   | (Metered.StreamingOutcome & { readonly produced: Effect.Effect<Priced> })
+
+/** Events as Server-Sent Events, each named by its `type`. */
+const sseEvents = (events: ReadonlyArray<Json>) =>
+  encoder.encode(events.map((event) => `event: ${String(event["type"])}\ndata: ${JSON.stringify(event)}\n\n`).join(""))
+
+/**
+ * A streamed answer in an API's own named events (Anthropic's Messages, OpenAI's Responses):
+ * `opening`, then each upstream chunk as `rewrite` renders it, then `closing`'s events once the
+ * upstream ends. An upstream that fails after the stream started ends it with `failed`'s event,
+ * since the status was sent already.
+ *
+ * @category constructors
+ */
+export const eventStream = (options: {
+  readonly opening: ReadonlyArray<Json>
+  readonly chunks: Stream.Stream<ChatBackend.Json, ChatBackend.UpstreamError>
+  readonly rewrite: (chunk: ChatBackend.Json) => ReadonlyArray<Json>
+  readonly closing: Effect.Effect<ReadonlyArray<Json>>
+  readonly failed: (error: ChatBackend.UpstreamError) => Json
+  readonly headers: Readonly<Record<string, string>>
+  readonly produced: Effect.Effect<Priced>
+}): Answer => ({
+  _tag: "Streaming",
+  stream: Stream.succeed(sseEvents(options.opening)).pipe(
+    Stream.concat(options.chunks.pipe(
+      Stream.mapArray((chunks) => [sseEvents(chunks.flatMap(options.rewrite))] as const),
+      Stream.concat(Stream.fromEffect(Effect.map(options.closing, sseEvents))),
+      Stream.catch((error) => Stream.succeed(sseEvents([options.failed(error)])))
+    ))
+  ),
+  contentType: "text/event-stream",
+  headers: { ...options.headers, "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" },
+  produced: options.produced
+})
 
 /** How long a non-streamed answer waits for its `/generation` record before it goes anyway. */
 const RECORD_WAIT = Duration.millis(100)

@@ -3,8 +3,12 @@
  * for a public host: the only way to show a page that is scraped and charged, and a redirect from
  * a "public" page to loopback refused at its hop, without the internet. The refusals a public
  * server makes from the URL alone (loopback, link-local, a name resolving to loopback) are shown
- * through the shipped server in packages/server/test/e2e/Augment.shipped.test.ts.
+ * through the shipped server in packages/server/test/e2e/Augment.shipped.test.ts. The MCP tool
+ * `web_scrape` is shown here too, since only here can a page be scraped.
  */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import * as WebSearch from "@tollgate/backends/WebSearch"
 import { CreditLedger, Money, PricingEngine } from "@tollgate/core"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
@@ -12,7 +16,7 @@ import { type Context, Effect, Exit, Layer, Scope } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { App, Handlers } from "../src/index.ts"
+import { App, Handlers, Mcp } from "../src/index.ts"
 import * as Augment from "../src/routes/Augment.ts"
 import * as TestApp from "./support/TestApp.ts"
 
@@ -41,7 +45,7 @@ beforeAll(async () => {
   pagePort = (pages.address() as AddressInfo).port
   const scope = Effect.runSync(Scope.make())
   context = await TestApp.buildContext(services(), scope)
-  const node = await Handlers.toNodeHandler(App.layer([...Augment.routes]).pipe(Layer.provide(Layer.succeedContext(context))))
+  const node = await Handlers.toNodeHandler(App.layer<Layer.Success<ReturnType<typeof services>> | App.Dispatch>([...Augment.routes, Mcp.route]).pipe(Layer.provide(Layer.succeedContext(context))))
   const server = Http.createServer(node.handler)
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`
@@ -81,6 +85,24 @@ describe("POST /augment/scrape: a public page comes back as text, charged the pr
     expect(before.usd - (await balance()).usd).toBe(PricingEngine.defaults.operations.augmentScrape)
     const usage = await ledger((l) => l.usage(accountId, { order: "desc", limit: 1 }))
     expect(usage.entries[0]).toMatchObject({ sku: "augment-scrape", units: 1, amount: PricingEngine.defaults.operations.augmentScrape })
+  })
+})
+
+describe("web_scrape, the MCP tool, scrapes a public page as its route does: the page's text, one entry naming the tool", () => {
+  it("called with the key by the MCP SDK client: the route's JSON, the scrape's price captured once", async () => {
+    const client = new Client({ name: "augment-test", version: "1.0.0" })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${baseURL.replace("/api/v1", "")}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${apiKey}` } }
+    }))
+    const before = await balance()
+    const url = `http://127.0.0.2:${pagePort}/page`
+    const result = await client.callTool({ name: "web_scrape", arguments: { url } }) as CallToolResult
+    await client.close()
+    expect(result.isError).toBeUndefined()
+    expect(result.structuredContent).toEqual({ url, content: "Lighthouse\nKeeper's log", format: "text" })
+    expect(before.usd - (await balance()).usd).toBe(PricingEngine.defaults.operations.augmentScrape)
+    const usage = await ledger((l) => l.usage(accountId, { order: "desc", limit: 1 }))
+    expect(usage.entries[0]).toMatchObject({ sku: "augment-scrape", units: 1, notes: `MCP tool web_scrape, ${url}`, requestId: result._meta?.["tollgate/request-id"] })
   })
 })
 

@@ -16,6 +16,7 @@ import { App, Handlers, type Route, ServiceInfo } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as RpcRoute from "../src/routes/Rpc.ts"
 import * as X402Route from "../src/routes/X402.ts"
+import * as X402Bodies from "../src/payment/PaymentRequiredBodies.ts"
 import * as TestApp from "./support/TestApp.ts"
 
 const ORIGIN = "http://localhost"
@@ -97,7 +98,7 @@ beforeAll(async () => {
   const routes: ReadonlyArray<Route.Route<Layer.Success<typeof services> | Metered.Metered>> = [X402Route.balance, RpcRoute.route]
   const app = App.layer(routes).pipe(
     Layer.provide(TestApp.layerMeteredMemory()),
-    Layer.provide(X402Route.layerPaymentRequiredBodies),
+    Layer.provide(X402Bodies.layer),
     Layer.provideMerge(services)
   )
   const web = Handlers.toWebHandler(app)

@@ -15,6 +15,7 @@ import { App, Handlers, type Route, ServiceInfo } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
 import * as RpcRoute from "../src/routes/Rpc.ts"
 import * as X402Route from "../src/routes/X402.ts"
+import * as X402Bodies from "../src/payment/PaymentRequiredBodies.ts"
 import * as TestApp from "./support/TestApp.ts"
 import * as X402Chain from "./support/X402Chain.ts"
 
@@ -59,7 +60,7 @@ beforeAll(async () => {
   const routes: ReadonlyArray<Route.Route<Layer.Success<typeof services> | Metered.Metered>> = [...X402Route.routes, RpcRoute.route]
   const app = App.layer(routes).pipe(
     Layer.provide(TestApp.layerMeteredMemory()),
-    Layer.provide(X402Route.layerPaymentRequiredBodies),
+    Layer.provide(X402Bodies.layer),
     Layer.provideMerge(services)
   )
   const web = Handlers.toWebHandler(app)

@@ -18,13 +18,9 @@
  * Cluster `RedisConnection` walks every master), and `sweepExpired` runs the ledger script's sweep
  * on each account whose earliest deadline has passed, which releases its expired holds.
  *
- * What earlier releases wrote reads the same (a rolling deploy runs both): `sweepAt` holds only
- * for the journal position it was written at (`sweptId`), and a script of an earlier release
- * appends to the journal whenever it changes the deadlines, so after one the next script sweeps; a
- * closed hold without `f` is deleted at its deadline, as it was then. A hold's record is JSON either
- * way: this release writes its fields in a fixed order (joined as strings, and an open one read
- * with one match), and decodes any other order, an earlier release's, with cjson, which is how
- * an earlier release reads this one's.
+ * A hold's record is JSON, written with its fields in a fixed order (joined as strings, and an
+ * open one read with one match); any other order is decoded with cjson. What earlier releases
+ * wrote reads the same: see docs/operations.md, "Deploying over a release before".
  *
  * Amounts are integer strings in Redis (Lua numbers are doubles, exact below 2^53 like `Money`).
  *

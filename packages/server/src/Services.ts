@@ -43,8 +43,8 @@ import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
 import { ChannelClaims, HoldSweeper, Metered, PortalSession } from "@tollgate/http"
-import * as PerCallPayment from "@tollgate/http/PerCallPayment"
-import * as X402Route from "@tollgate/http/routes/X402"
+import * as PerCallPayment from "@tollgate/http/payment/PerCallPayment"
+import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import {
   AbuseGuardRedis,
   AdmissionStoreRedis,
@@ -561,8 +561,8 @@ export const layer = (config: ServerConfig) =>
       facilitator,
       ImageBackend.layerLocal,
       PromptEnhancer.layerLocal,
+      ChatBackend.layerUndici(),
       Layer.mergeAll(
-        ChatBackend.layer(),
         ImageEditor.layer(),
         EmbeddingBackend.layer(),
         SpeechBackend.layer(),
@@ -586,7 +586,7 @@ export const layer = (config: ServerConfig) =>
       }),
       withAuth
     )
-    const policies = Layer.mergeAll(Metered.layerLimits, X402Route.layerPaymentRequiredBodies, PerCallPayment.layer).pipe(
+    const policies = Layer.mergeAll(Metered.layerLimits, X402Bodies.layer, PerCallPayment.layer).pipe(
       Layer.provideMerge(withStaking)
     )
     return Layer.mergeAll(Metered.layer({ holdTtlMs: config.holdTtlMs }), HoldSweeper.layer(), Webhooks.layerSender, signingKeysInUse).pipe(

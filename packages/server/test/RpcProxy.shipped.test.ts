@@ -1,9 +1,9 @@
 /**
  * The RPC proxy through the shipped server (`pnpm start`'s entry on a real port), over anvil and
  * stand-in nodes: the start-up check of each upstream's chain, the cache and its charges on
- * memory and on Redis, and merged reads.
+ * memory and on Redis, merged reads, and the hedge and head-lag metrics.
  */
-import { Anvil, RedisServer, ShippedServer } from "@tollgate/testkit"
+import { Anvil, RedisServer, RpcStandIn, ShippedServer } from "@tollgate/testkit"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { createPublicClient, http } from "viem"
@@ -167,5 +167,83 @@ for (const store of stores) {
       expect(metrics).toMatch(/^tollgate_rpc_cache_misses_total\{network="ethereum-mainnet"\} 1$/m)
       expect(metrics).toMatch(/^tollgate_rpc_upstream_calls_total\{network="ethereum-mainnet",upstream="http:\/\/127\.0\.0\.1:\d+\/"\} \d+$/m)
     })
+
+    it("viem's batched reads of two finalized blocks, twice: MISS then HIT, 20 credits per item each time", async () => {
+      const finalized = Number.parseInt((await direct("eth_getBlockByNumber", ["finalized", false]) as { number: string }).number, 16)
+      const seen: Array<{ cache: string | null; credits: string | null }> = []
+      const client = createPublicClient({
+        transport: http(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+          batch: true,
+          fetchOptions: { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } },
+          onFetchResponse: (response) => {
+            seen.push({ cache: response.headers.get("x-cache"), credits: response.headers.get("x-service-rpc-credits") })
+          }
+        })
+      })
+      const read = () => Promise.all([client.getBlock({ blockNumber: BigInt(finalized - 3) }), client.getBlock({ blockNumber: BigInt(finalized - 4) })])
+      const before = await balanceNano()
+      const first = await read()
+      const second = await read()
+      expect(second.map((block) => block.hash)).toEqual(first.map((block) => block.hash))
+      expect(first[1].hash).toBe((await direct("eth_getBlockByNumber", [`0x${(finalized - 4).toString(16)}`, false]) as { hash: string }).hash)
+      expect(seen).toEqual([{ cache: "MISS", credits: "40" }, { cache: "HIT", credits: "40" }])
+      expect(before - await balanceNano()).toBe(nanoOf(80))
+    })
   })
 }
+
+describe("RPC proxy: /metrics counts the hedges sent and won and shows each upstream's head lag (shipped server)", () => {
+  let server: ShippedServer.ShippedServer
+  const nodes: Array<RpcStandIn.StandIn> = []
+
+  beforeAll(async () => {
+    // The slow node answers the head polls at once and so ranks first for reads; the fast one is
+    // slow only to the polls. The lagging node reports a head 10 blocks behind.
+    const slow = await RpcStandIn.start(anvil.url, { delayMs: { eth_getBalance: 5_000 } })
+    const fast = await RpcStandIn.start(anvil.url, { delayMs: { eth_getBlockByNumber: 400 } })
+    const lagging = await RpcStandIn.start(anvil.url, { lagBlocks: 10 })
+    nodes.push(slow, fast, lagging)
+    server = await ShippedServer.start({
+      env: { TOLLGATE_METRICS: "open" },
+      config: { rpc: { upstreams: { "ethereum-mainnet": [slow.url, fast.url, lagging.url] }, headPollMs: 100, maxLagBlocks: 5, hedgeAfterMs: 100 } }
+    })
+  }, 90_000)
+  afterAll(async () => {
+    await server?.stop()
+    for (const node of nodes) await node.stop()
+  })
+
+  const metrics = async () => (await fetch(`${server.origin}/metrics`)).text()
+  const label = (node: RpcStandIn.StandIn) => `${node.url}/`.replace(/[./]/g, (c) => `\\${c}`)
+  const lag = (node: RpcStandIn.StandIn) =>
+    new RegExp(`^tollgate_rpc_upstream_head_lag_blocks\\{network="ethereum-mainnet",upstream="${label(node)}"\\} (\\d+)$`, "m")
+
+  // Polled until the lagging node's head is known, so reads leave it out from the first.
+  beforeAll(async () => {
+    const deadline = Date.now() + 20_000
+    while (lag(nodes[2]!).exec(await metrics())?.[1] !== "10" && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+  }, 30_000)
+
+  it("a lagging node's lag is its distance to the best head; the others' is 0", async () => {
+    const [slow, fast, lagging] = nodes as [RpcStandIn.StandIn, RpcStandIn.StandIn, RpcStandIn.StandIn]
+    const text = await metrics()
+    expect(lag(lagging).exec(text)?.[1]).toBe("10")
+    expect(lag(slow).exec(text)?.[1]).toBe("0")
+    expect(lag(fast).exec(text)?.[1]).toBe("0")
+  })
+
+  it("a read the slow node holds past hedgeAfterMs is answered by the fast node: one hedge sent, one won, the lagging node never asked", async () => {
+    const [slow, fast, lagging] = nodes as [RpcStandIn.StandIn, RpcStandIn.StandIn, RpcStandIn.StandIn]
+    const dev = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+    const response = await fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.credentials!.inferenceKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: "hedged", method: "eth_getBalance", params: [dev, "latest"] })
+    })
+    expect(await response.json()).toEqual({ jsonrpc: "2.0", id: "hedged", result: await direct("eth_getBalance", [dev, "latest"]) })
+    expect([slow.calls("eth_getBalance"), slow.answered("eth_getBalance"), fast.answered("eth_getBalance"), lagging.calls("eth_getBalance")]).toEqual([1, 0, 1, 0])
+    const text = await metrics()
+    expect(text).toMatch(/^tollgate_rpc_hedges_sent_total\{network="ethereum-mainnet"\} 1$/m)
+    expect(text).toMatch(/^tollgate_rpc_hedges_won_total\{network="ethereum-mainnet"\} 1$/m)
+  })
+})

@@ -2,7 +2,8 @@
  * The 402 bodies the spec defines for wallets: form 2, the discovery body for a caller without
  * credentials, and form 3, an authenticated wallet with too little balance, each as the
  * `PaymentRequired` error the pipeline answers, with the same object in `PAYMENT-REQUIRED` for the
- * official client. The challenge comes from `Auth.siwxChallenge`, the amounts from the caller.
+ * official client. The challenge comes from `Auth.siwxChallenge`, the amounts from the caller. And
+ * the top-up guide, what the top-up link of those bodies answers to `GET`.
  *
  * @since 0.1.0
  */

@@ -101,6 +101,10 @@ export const metadata = (record: AuthModels.ApiKeyRecord, spend: KeyCaps.KeySpen
   ...(spend === undefined ? {} : { currentPeriodUsage: { usd: Money.formatUsd(spend.spent) } })
 })
 
+/** One key's cap and its spend in the period of `now`; `undefined` for a key without a cap. */
+const spendOf = (caps: KeyCaps.KeyCaps["Service"], accountId: string, keyId: string, now: number) =>
+  Effect.map(caps.read(accountId, [keyId], now), (spend) => spend.get(keyId))
+
 /**
  * The cap a request asks for: `undefined` to leave it, `null` to remove it. A period alone changes
  * the period of the key's cap, which must exist.
@@ -141,12 +145,12 @@ export const capChange = (
   now: number
 ) =>
   Effect.gen(function*() {
-    const current = keyId === undefined ? undefined : (yield* caps.read(accountId, [keyId], now)).get(keyId)?.cap
+    const current = keyId === undefined ? undefined : (yield* spendOf(caps, accountId, keyId, now))?.cap
     const cap = yield* requestedCap(body, current)
     return (id: string) =>
       Effect.gen(function*() {
         if (cap !== undefined) yield* caps.set(accountId, id, cap ?? undefined)
-        return (yield* caps.read(accountId, [id], now)).get(id)
+        return yield* spendOf(caps, accountId, id, now)
       })
   })
 
@@ -278,8 +282,8 @@ export const show = adminRoute(
     Effect.gen(function*() {
       const params = yield* Route.params
       const record = yield* auth.getKey(principal.accountId, params["id"] ?? "")
-      const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
-      return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend.get(record.id)) }, { headers: { "cache-control": "no-store" } })
+      const spend = yield* spendOf(caps, principal.accountId, record.id, yield* Clock.currentTimeMillis)
+      return HttpServerResponse.jsonUnsafe({ data: metadata(record, spend) }, { headers: { "cache-control": "no-store" } })
     }),
   {
     summary: "Show an API key",
@@ -345,8 +349,8 @@ export const reroll = adminRoute(
       const graceSeconds = body.graceSeconds ?? 0
       const { key, record } = yield* auth.rerollKey(principal.accountId, params["id"] ?? "", graceSeconds * 1000)
       yield* log({ actor: actorOf(principal), action: "key.rerolled", accountId: record.accountId, details: { keyId: record.id, graceSeconds, kid: record.kid } })
-      const spend = yield* caps.read(principal.accountId, [record.id], yield* Clock.currentTimeMillis)
-      return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend.get(record.id)), apiKey: key }, { headers: { "cache-control": "no-store" } })
+      const spend = yield* spendOf(caps, principal.accountId, record.id, yield* Clock.currentTimeMillis)
+      return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, { headers: { "cache-control": "no-store" } })
     }),
   {
     summary: "Reroll an API key",

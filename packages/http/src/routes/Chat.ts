@@ -47,14 +47,24 @@ const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" 
 const sseBatch = (chunks: ReadonlyArray<string>) => encoder.encode(chunks.map((chunk) => `data: ${chunk}\n\n`).join(""))
 
 /**
- * `data` (a chunk's JSON text) with its `field`, which holds `value`, holding `ours` instead;
- * `undefined` when the text does not hold `"field":value` as JSON.stringify writes it.
+ * For one stream: `data` (a chunk's JSON text) with its `field`, which holds `value`, holding `ours`
+ * instead; `undefined` when the text does not hold `"field":value` as JSON.stringify writes it. An
+ * upstream names the same id and model in every chunk, so the texts to find and to put are made
+ * once per value, not per chunk.
  */
-const replaced = (data: string, field: string, value: unknown, ours: string): string | undefined => {
-  if (value === ours) return data
-  if (typeof value !== "string") return undefined
-  const from = `"${field}":${JSON.stringify(value)}`
-  return data.includes(from) ? data.replaceAll(from, `"${field}":${JSON.stringify(ours)}`) : undefined
+const replacer = (field: string, ours: string) => {
+  const to = `"${field}":${JSON.stringify(ours)}`
+  let last: string | undefined
+  let from = ""
+  return (data: string, value: unknown): string | undefined => {
+    if (value === ours) return data
+    if (typeof value !== "string") return undefined
+    if (value !== last) {
+      last = value
+      from = `"${field}":${JSON.stringify(value)}`
+    }
+    return data.includes(from) ? data.replaceAll(from, to) : undefined
+  }
 }
 
 /** The request as documented: the fields tollgate reads, the options, and room for any other. */
@@ -187,11 +197,13 @@ export const route = Endpoint.make({
           // Without stripping, a chunk other than the usage one (which gains its cost) changes only in
           // its id and model name: its text goes on as it came with those two replaced, when the
           // upstream wrote them as JSON.stringify does; else it is encoded again.
+          const withId = replacer("id", call.id)
+          const withModel = replacer("model", model.id)
           const relay = (chunk: ChatBackend.Json): string => {
             count(chunk)
             const data = strips || isObject(chunk["usage"]) ? undefined : ChatBackend.dataOf(chunk)
-            const withId = data === undefined ? undefined : replaced(data, "id", chunk["id"], call.id)
-            const relayed = withId === undefined ? undefined : replaced(withId, "model", chunk["model"], model.id)
+            const idReplaced = data === undefined ? undefined : withId(data, chunk["id"])
+            const relayed = idReplaced === undefined ? undefined : withModel(idReplaced, chunk["model"])
             return relayed ?? JSON.stringify(rewrite(chunk))
           }
           const first: Array<Json> = []

@@ -31,7 +31,7 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Errors, Models, ThinkStripper } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Authenticate from "../Authenticate.ts"
 import * as ChatCall from "../ChatCall.ts"
@@ -256,11 +256,6 @@ const usageOf = (produced: ChatCall.Priced, call: ChatCall.Call) => ({
   cost: call.cost(produced)
 })
 
-const encoder = new TextEncoder()
-
-const sseEvents = (events: ReadonlyArray<Json>) =>
-  encoder.encode(events.map((event) => `event: ${String(event["type"])}\ndata: ${JSON.stringify(event)}\n\n`).join(""))
-
 const docsHeaders = [
   { name: "x-api-key", description: "The API key, as Anthropic's SDK sends it (or Authorization: Bearer <key>)" },
   { name: "anthropic-version", description: "Read and checked (a date such as 2023-06-01); the translation is the same for every version" }
@@ -379,16 +374,9 @@ export const route = Endpoint.make({
               ]
             })
           const rewrite = (chunk: ChatBackend.Json): ReadonlyArray<Json> => {
-            recordUsage(tally, chunk["usage"])
-            const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
-            const choice = isObject(choices[0]) ? choices[0] : undefined
-            if (choice === undefined || !isObject(choice["delta"])) return []
-            const delta = choice["delta"]
-            const piece = typeof delta["content"] === "string" ? delta["content"] : ""
-            tally.pieces.push(piece)
-            for (const field of REASONING_FIELDS) {
-              if (typeof delta[field] === "string") tally.pieces.push(delta[field])
-            }
+            const counted = ChatCall.tallyChunk(tally, chunk)
+            if (counted === undefined) return []
+            const { choice, delta, piece } = counted
             if (choice["finish_reason"] != null) stop = stopOf(choice, stops)
             return [
               ...text(strips ? stripper.push(piece) : piece),
@@ -406,28 +394,22 @@ export const route = Endpoint.make({
               usage: { input_tokens: call.prepared.promptTokens, output_tokens: 0 }
             }
           }
-          const closing = Effect.sync(() => {
-            call.finished = true
-            return sseEvents([
-              ...close(),
-              { type: "message_delta", delta: { stop_reason: stop.reason, stop_sequence: stop.sequence }, usage: usageOf(price(found, tally), call) },
-              { type: "message_stop" }
-            ])
-          })
-          const events = Stream.succeed(sseEvents([opening])).pipe(
-            Stream.concat(upstream.chunks.pipe(
-              Stream.mapArray((chunks) => [sseEvents(chunks.flatMap(rewrite))] as const),
-              Stream.concat(Stream.fromEffect(closing)),
-              Stream.catch((error) => Stream.succeed(sseEvents([{ type: "error", error: { type: "api_error", message: error.message } }])))
-            ))
-          )
-          return {
-            _tag: "Streaming",
-            stream: events,
-            contentType: "text/event-stream",
-            headers: { ...headers, "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" },
+          return ChatCall.eventStream({
+            opening: [opening],
+            chunks: upstream.chunks,
+            rewrite,
+            closing: Effect.sync(() => {
+              call.finished = true
+              return [
+                ...close(),
+                { type: "message_delta", delta: { stop_reason: stop.reason, stop_sequence: stop.sequence }, usage: usageOf(price(found, tally), call) },
+                { type: "message_stop" }
+              ]
+            }),
+            failed: (error) => ({ type: "error", error: { type: "api_error", message: error.message } }),
+            headers,
             produced: Effect.sync(() => price(found, tally))
-          } satisfies ChatCall.Answer
+          })
         })
 
       return body.stream === true ? stream() : complete()

@@ -27,7 +27,7 @@
  */
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Errors, Models, ThinkStripper } from "@tollgate/core"
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
 import * as ChatCall from "../ChatCall.ts"
@@ -281,11 +281,6 @@ const callsOf = (message: Json): Array<Call> =>
       : []
   )
 
-const encoder = new TextEncoder()
-
-const sseEvents = (events: ReadonlyArray<Json>) =>
-  encoder.encode(events.map((event) => `event: ${String(event["type"])}\ndata: ${JSON.stringify(event)}\n\n`).join(""))
-
 /** @category routes */
 export const route = Endpoint.make({
   method: "POST",
@@ -379,19 +374,13 @@ export const route = Endpoint.make({
               ]
             })
           const rewrite = (chunk: ChatBackend.Json): ReadonlyArray<Json> => {
-            recordUsage(tally, chunk["usage"])
-            const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
-            const choice = isObject(choices[0]) ? choices[0] : undefined
-            if (choice === undefined || !isObject(choice["delta"])) return []
-            const piece = typeof choice["delta"]["content"] === "string" ? choice["delta"]["content"] : ""
-            tally.pieces.push(piece)
-            for (const field of REASONING_FIELDS) {
-              if (typeof choice["delta"][field] === "string") tally.pieces.push(choice["delta"][field])
-            }
+            const counted = ChatCall.tallyChunk(tally, chunk)
+            if (counted === undefined) return []
+            const { choice, piece } = counted
             return [
               ...delta(strips ? stripper.push(piece) : piece),
               ...(strips && choice["finish_reason"] != null ? delta(stripper.flush()) : []),
-              ...callEvents(choice["delta"]["tool_calls"])
+              ...callEvents(counted.delta["tool_calls"])
             ]
           }
           const opening = [
@@ -404,7 +393,7 @@ export const route = Endpoint.make({
             call.finished = true
             const item = messageItem(messageId, text, "completed")
             const called = [...calls.values()]
-            return sseEvents([
+            return [
               event("response.output_text.done", { ...at, text, logprobs: [] }),
               event("response.content_part.done", { ...at, part: { type: "output_text", text, annotations: [] } }),
               event("response.output_item.done", { output_index: 0, item }),
@@ -420,24 +409,17 @@ export const route = Endpoint.make({
                   usage: usageOf(price(found, tally), call)
                 }
               })
-            ])
+            ]
           })
-          const events = Stream.succeed(sseEvents(opening)).pipe(
-            Stream.concat(upstream.chunks.pipe(
-              Stream.mapArray((chunks) => [sseEvents(chunks.flatMap(rewrite))] as const),
-              Stream.concat(Stream.fromEffect(closing)),
-              Stream.catch((error) =>
-                Stream.succeed(sseEvents([event("error", { code: "upstream_error", message: error.message, param: null })]))
-              )
-            ))
-          )
-          return {
-            _tag: "Streaming",
-            stream: events,
-            contentType: "text/event-stream",
-            headers: { ...headers, "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" },
+          return ChatCall.eventStream({
+            opening,
+            chunks: upstream.chunks,
+            rewrite,
+            closing,
+            failed: (error) => event("error", { code: "upstream_error", message: error.message, param: null }),
+            headers,
             produced: Effect.sync(() => price(found, tally))
-          } satisfies ChatCall.Answer
+          })
         })
 
       return body.stream === true ? stream() : complete()

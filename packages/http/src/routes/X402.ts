@@ -1,7 +1,7 @@
 /**
  * Wallet access over x402: `POST /x402/top-up` buys USDC credit for a wallet (`GET` on it says
- * how, the link every 402 gives), `GET /x402/balance/{walletAddress}` reads it, and `layerPaymentRequiredBodies` gives the metered
- * pipeline the wallet 402s (discovery and insufficient balance) built by `@tollgate/core` `X402`.
+ * how, the link every 402 gives), and `GET /x402/balance/{walletAddress}` reads it. The metered
+ * pipeline's wallet 402s are `payment/PaymentRequiredBodies.ts`.
  *
  * A top-up without a payment header answers 402 with the requirements of the amount asked for
  * (`amountUsd` in the query or the JSON body, 5 USD when absent): the official client re-sends the
@@ -16,11 +16,9 @@
 import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
-import { Effect, Layer, Option, Result, Schema } from "effect"
+import { Effect, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as JsonDepth from "../JsonDepth.ts"
-import { PaymentRequiredBodies } from "../Metered.ts"
-import { CurrentRequest } from "../RequestContext.ts"
 import * as Route from "../Route.ts"
 
 const invalid = (message: string) => new Errors.InvalidRequest({ message })
@@ -233,41 +231,3 @@ export const balance = Route.make(
 
 /** @category routes */
 export const routes = [topUp, topUpGuide, balance] as const
-
-/**
- * The wallet 402s of the metered pipeline, built by `X402` with a fresh SIWX challenge each: the
- * discovery body offers the call at its price (above `minimumPerCall`) and the minimum top-up; the
- * insufficient-balance body says what the call needs, and its `PAYMENT-REQUIRED` offers the same.
- * Both carry the route's bazaar extension (`Bazaar`), which `App` puts in `CurrentRequest`.
- *
- * @category layers
- */
-export const layerPaymentRequiredBodies: Layer.Layer<PaymentRequiredBodies, never, X402.X402Config | Auth> = Layer.effect(
-  PaymentRequiredBodies,
-  Effect.gen(function*() {
-    const config = yield* X402.X402Config
-    const auth = yield* Auth
-    const absolute = (url: string) => url.startsWith("/") ? `${config.publicOrigin}${url}` : url
-    return PaymentRequiredBodies.of({
-      discovery: ({ price, settlesActual, url }) =>
-        Effect.zipWith(auth.siwxChallenge, CurrentRequest, (challenge, current) =>
-          X402.discovery(config, {
-            resource: { url: absolute(url) },
-            challenge,
-            bazaar: current.bazaar,
-            ...(price === undefined ? {} : { price }),
-            ...(settlesActual === true ? { settlesActual } : {})
-          })),
-      insufficientBalance: ({ balance, call, url }) =>
-        Effect.zipWith(auth.siwxChallenge, CurrentRequest, (challenge, current) =>
-          X402.insufficientBalance(config, {
-            balance: balance.availableUsd,
-            required: call.quote.amount,
-            challenge,
-            bazaar: current.bazaar,
-            ...(call.settlesActual === true ? { settlesActual: true } : {}),
-            ...(url === undefined ? {} : { resource: { url: absolute(url) } })
-          }))
-    })
-  })
-)

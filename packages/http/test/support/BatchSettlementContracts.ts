@@ -19,26 +19,14 @@
  * address, which is the canonical one once placed there, so vouchers signed for the real contract
  * verify.
  */
+import * as ChannelChain from "@tollgate/backends/ChannelChain"
 import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from "@x402/evm"
-import { type Hex, parseAbi } from "viem"
+import type { Hex } from "viem"
 
 export { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS }
 
-/** The functions of the channel contract the tests call, as its source declares them. */
-export const batchSettlementAbi = parseAbi([
-  "struct ChannelConfig { address payer; address payerAuthorizer; address receiver; address receiverAuthorizer; address token; uint40 withdrawDelay; bytes32 salt; }",
-  "struct Voucher { ChannelConfig channel; uint128 maxClaimableAmount; }",
-  "struct VoucherClaim { Voucher voucher; bytes signature; uint128 totalClaimed; }",
-  "function deposit(ChannelConfig config, uint128 amount, address collector, bytes collectorData)",
-  "function claim(VoucherClaim[] voucherClaims)",
-  "function settle(address receiver, address token)",
-  "function refund(ChannelConfig config, uint128 amount)",
-  "function initiateWithdraw(ChannelConfig config, uint128 amount)",
-  "function finalizeWithdraw(ChannelConfig config)",
-  "function channels(bytes32 channelId) view returns (uint128 balance, uint128 totalClaimed)",
-  "function pendingWithdrawals(bytes32 channelId) view returns (uint128 amount, uint40 initiatedAt)",
-  "function getChannelId(ChannelConfig config) view returns (bytes32)"
-])
+/** The functions of the channel contract, as the server's own chain reads call them. */
+export const batchSettlementAbi = ChannelChain.abi
 
 export const batchSettlementRuntime = (
   "0x608060405234801561000f575f5ffd5b506004361061016d575f3560e01c806394739e87116100d9578063ba94ec0d11610093578063e25cf1891161" +

@@ -14,7 +14,7 @@ import { Context, Effect, Layer, Scope } from "effect"
 import { expect } from "vitest"
 import { ServiceInfo } from "../../src/index.ts"
 import * as Metered from "../../src/Metered.ts"
-import * as X402Route from "../../src/routes/X402.ts"
+import * as X402Bodies from "../../src/payment/PaymentRequiredBodies.ts"
 
 /** Runs an effect that needs nothing. */
 export const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
@@ -50,9 +50,9 @@ export const payTo = "0x00000000000000000000000000000000000000A1"
 /** The x402 configuration of the test apps: the spec's minimum top-up, paid to `payTo` on Base. */
 export const x402Config = X402.makeConfig({ publicOrigin: "http://localhost", payTo: { evm: payTo } })
 
-/** The 402 bodies the server answers with (`X402Route.layerPaymentRequiredBodies`), over `auth`. */
+/** The 402 bodies the server answers with (`X402Bodies.layer`), over `auth`. */
 export const layerPaymentRequiredBodies = <A, E>(auth: Layer.Layer<A | Auth.Auth, E>) =>
-  X402Route.layerPaymentRequiredBodies.pipe(Layer.provide(X402.layer(x402Config)), Layer.provideMerge(auth))
+  X402Bodies.layer.pipe(Layer.provide(X402.layer(x402Config)), Layer.provideMerge(auth))
 
 /** A USDC entry on Base of `amount` base units, paid to `payTo`. */
 const usdcOnBase = (amount: string) => ({

@@ -266,6 +266,15 @@ export const suite = (name: string, target: () => Target) =>
       expect(body.accepts.map((accept) => accept.network)).toContain("eip155:8453")
     })
 
+    it("GET /x402/top-up, the top-up link a 402 gives, says how to top up: the steps and the minimum top-up's USDC options", async () => {
+      const response = await get("/x402/top-up")
+      expect(response.status).toBe(200)
+      const guide = await response.json() as { enabled: boolean; steps: Array<string>; accepts: Array<{ network: string }> }
+      expect(guide).toMatchObject({ enabled: true, method: "POST", url: expect.stringMatching(/\/api\/v1\/x402\/top-up$/) })
+      expect(guide.steps).toHaveLength(3)
+      expect(guide.accepts.map((accept) => accept.network)).toContain("eip155:8453")
+    })
+
     it("GET /x402/balance/{walletAddress} answers a wallet's balance", async () => {
       const response = await get("/x402/balance/0x000000000000000000000000000000000000dEaD")
       expect(response.status).toBe(200)

@@ -46,9 +46,9 @@ import * as PaymentSigner from "@tollgate/backends/payment/PaymentSigner"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
-import * as ErrorResponse from "./ErrorResponse.ts"
-import * as StoredResponse from "./StoredResponse.ts"
-import { CurrentRequest } from "./RequestContext.ts"
+import * as ErrorResponse from "../ErrorResponse.ts"
+import * as StoredResponse from "../StoredResponse.ts"
+import { CurrentRequest } from "../RequestContext.ts"
 
 /**
  * The largest body a caller without credentials may send to be priced: the 402 of a call whose
