@@ -1,8 +1,9 @@
 /**
  * The audit log of management actions: keys minted, rerolled, revoked, capped or restricted,
  * credits granted, rate limits changed, and the signing keys a server started with. Each entry
- * says who did it (`key:<key id>` of the ADMIN key that called the API, `cli` for the operator's
- * CLI, `server` for a server's start), when, on which account, and what changed.
+ * says who did it (`key:<key id>` of the ADMIN key that called the API, `wallet:…` for a wallet
+ * signed in to the portal, `cli` for the operator's CLI, `server` for a server's start), when, on
+ * which account, and what changed.
  *
  * The log is append-only: the service offers no way to change or remove an entry. It is read newest
  * first, a page at a time: an account's own entries (what its ADMIN keys see) or every entry (what
@@ -30,11 +31,13 @@ export type Action =
   | "signing_keys.in_use"
 
 /**
- * Who did it: the ADMIN key that called the API (`key:<key id>`), the operator's CLI, or a server.
+ * Who did it: the ADMIN key that called the API or signed in to the portal (`key:<key id>`), a
+ * wallet signed in to the portal (its account id, `wallet:<family>:<address>`), the operator's
+ * CLI, or a server.
  *
  * @category models
  */
-export type Actor = `key:${string}` | "cli" | "server"
+export type Actor = `key:${string}` | `wallet:${string}` | "cli" | "server"
 
 /** @category models */
 export interface Entry {

@@ -9,10 +9,10 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
-import { createPublicClient, getAddress, http } from "viem"
+import { createPublicClient, getAddress, http, isAddress } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
 import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeySecrets, type KeyStatus } from "./AuthStore.ts"
-import { Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
+import { Conflict, Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
 import * as KeyRestrictions from "./KeyRestrictions.ts"
 import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
@@ -134,17 +134,31 @@ export class Auth extends Context.Service<Auth, {
   /**
    * Issues a new secret for the key, signed with the current signing key: same id, description,
    * type, tier, cap and restrictions. The secrets issued before stay valid for `graceMs` more (0:
-   * refused from now on). A revoked key cannot be rerolled.
+   * refused from now on). A revoked key cannot be rerolled. Concurrent rerolls of one key are
+   * serialised by the store: one issues the new secret, the others fail with Conflict and issue
+   * nothing.
    */
-  readonly rerollKey: (accountId: string, keyId: string, graceMs: number) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | NotFound | ServiceUnavailable>
+  readonly rerollKey: (
+    accountId: string,
+    keyId: string,
+    graceMs: number
+  ) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, Conflict | InvalidRequest | NotFound | ServiceUnavailable>
   /**
    * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
    * (`undefined`: removed), kept in the store and read with the key's standing, so every instance
-   * enforces it from the next call on.
+   * enforces it from the next call on. A wallet's account (`wallet:evm:<address, lower-cased>`,
+   * `wallet:solana:<address>`) needs no record: it is the wallet's whether or not it made a key.
    */
-  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, NotFound | ServiceUnavailable>
-  /** The rate-limit overrides the store keeps for the account and the key (`setLimits`). */
-  readonly storedLimits: (accountId: string, keyId: string) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
+  readonly setLimits: (
+    accountId: string,
+    keyId: string | undefined,
+    override: RateLimits.Override | undefined
+  ) => Effect.Effect<void, InvalidRequest | NotFound | ServiceUnavailable>
+  /**
+   * The rate-limit overrides the store keeps for the account and the key (`setLimits`); with no
+   * key, the account's alone (what a wallet's call reads).
+   */
+  readonly storedLimits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
@@ -218,6 +232,15 @@ const authorizationOf = (headers: Headers): string | undefined => {
   if (authorization !== undefined) return authorization
   const key = headers["x-api-key"]
   return key === undefined ? undefined : `Bearer ${key}`
+}
+
+/** The account id a wallet's calls run as (`walletAccountId`) for the address in `accountId`; `undefined` when it names none. */
+const canonicalWalletAccountId = (accountId: string): string | undefined => {
+  const [, family, address = "", ...rest] = accountId.split(":")
+  if (rest.length > 0) return undefined
+  if (family === "evm" && isAddress(address, { strict: false })) return walletAccountId("evm", address)
+  if (family === "solana" && Siwx.SOLANA_ADDRESS.test(address)) return walletAccountId("solana", address)
+  return undefined
 }
 
 /** How many verified API keys `authenticate` remembers. */
@@ -487,13 +510,23 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       issuedAt: new Date(at),
       secret: secrets.current
     })
-    yield* store.putKey(record)
+    // Stored only if no other reroll (or revocation) came between: two rerolls that read the same
+    // record would issue the same secret, and the grace asked by one would be lost by the other.
+    if (!(yield* store.rerollKey(record, current))) {
+      if ((yield* getKey(accountId, keyId)).revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
+      return yield* new Conflict({ message: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
+    }
     return { key, record }
   })
 
   const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) {
     if (keyId !== undefined) yield* getKey(accountId, keyId)
-    else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
+    else if (isWalletAccountId(accountId)) {
+      // The id the pipeline gives the wallet's calls, or the override would govern none of them.
+      if (canonicalWalletAccountId(accountId) !== accountId) {
+        return yield* new InvalidRequest({ message: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>" })
+      }
+    } else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
     yield* store.setLimits(accountId, keyId, override)
   })
 

@@ -105,9 +105,17 @@ export class AuthStore extends Context.Service<AuthStore, {
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   /**
    * Stores the key's record; its restrictions and accepted secrets go where `keyStatus` reads them,
-   * in the same step.
+   * in the same step. A key already stored keeps its secrets and its revocation as stored (only
+   * `rerollKey` and `revokeKey` change them), so a change made from a record read before a reroll
+   * or a revocation cannot undo it.
    */
   readonly putKey: (record: ApiKeyRecord) => Effect.Effect<void, ServiceUnavailable>
+  /**
+   * Stores a rerolled key's record (`putKey`), but only while the stored record's current secret
+   * is still `replaced` (a key never rerolled: 0) and the key is not revoked; false otherwise, and
+   * nothing is written. Of concurrent rerolls of one key that read the same record, one is stored.
+   */
+  readonly rerollKey: (record: ApiKeyRecord, replaced: number) => Effect.Effect<boolean, ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly getKey: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>, ServiceUnavailable>
   /**
@@ -182,7 +190,26 @@ const layerAccounts: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
       }),
     getAccount: (id) => Effect.sync(() => Option.fromNullishOr(accounts.get(id))),
     // Its Redis twin, auth-put-key.lua, writes the record and its policy in one step.
-    putKey: (record) => Effect.sync(() => void keysOf(record.accountId).set(record.id, record)),
+    putKey: (record) =>
+      Effect.sync(() => {
+        const map = keysOf(record.accountId)
+        const stored = map.get(record.id)
+        if (stored === undefined) return void map.set(record.id, record)
+        const { revokedAt: _revokedAt, secrets: _secrets, ...rest } = record
+        map.set(record.id, {
+          ...rest,
+          ...(stored.secrets === undefined ? {} : { secrets: stored.secrets }),
+          ...(stored.revokedAt === undefined ? {} : { revokedAt: stored.revokedAt })
+        })
+      }),
+    // Its Redis twin, auth-reroll.lua, compares and writes in one step.
+    rerollKey: (record, replaced) =>
+      Effect.sync(() => {
+        const stored = keys.get(record.accountId)?.get(record.id)
+        if (stored === undefined || stored.revokedAt !== undefined || (stored.secrets?.current ?? 0) !== replaced) return false
+        keysOf(record.accountId).set(record.id, record)
+        return true
+      }),
     listKeys: (accountId) => Effect.sync(() => [...(keys.get(accountId)?.values() ?? [])]),
     getKey: (accountId, keyId) => Effect.sync(() => Option.fromNullishOr(keys.get(accountId)?.get(keyId))),
     allKeys: Effect.sync(() => [...keys.values()].flatMap((map) => [...map.values()])),

@@ -342,7 +342,8 @@ export const decodeHeader = (value: string): Result.Result<Credential, SiwxInval
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/
 const NONCE = /^[A-Za-z0-9]{8,}$/
-const SOLANA_ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/
+/** A Solana address: base58 of 32 bytes. @category constants */
+export const SOLANA_ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/
 
 const parseTime = (text: string): number | undefined => {
   if (!TIMESTAMP.test(text)) return undefined

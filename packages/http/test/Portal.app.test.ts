@@ -1,7 +1,8 @@
-import { CreditLedger, Jwt, KeyCaps, Money, type SessionRevocations, UsageAnalytics } from "@tollgate/core"
+import { AuditLog, CreditLedger, Jwt, KeyCaps, Money, Principal, type SessionRevocations, UsageAnalytics } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import { Effect, Layer } from "effect"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { describe, expect, it } from "vitest"
 import { App, Handlers, ServiceInfo } from "../src/index.ts"
 import * as Portal from "../src/routes/Portal.ts"
@@ -100,6 +101,58 @@ describe("The account lists its 20 latest credits, newest first", () => {
       expect(balanceUsd).toBe("325")
       expect(transactions.map((entry) => entry.amountUsd)).toEqual(Array.from({ length: 20 }, (_, index) => String(25 - index)))
       expect(new Set(transactions.map((entry) => entry.kind))).toEqual(new Set(["grant"]))
+    } finally {
+      await app.dispose()
+    }
+  })
+})
+
+describe("A key's restrictions changed through the portal are in the audit log under who signed in: a wallet by its account id", () => {
+  it("a wallet with credit signs in, makes a key, restricts it and lifts the restriction: two key.restricted entries by wallet:evm:<address>", async () => {
+    const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
+    const wallet = privateKeyToAccount(generatePrivateKey())
+    const accountId = Principal.walletAccountId("evm", wallet.address)
+    const services = Layer.mergeAll(
+      Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)),
+      CreditLedger.layerMemory,
+      ServiceInfo.layer({ publicOrigin: "http://localhost" })
+    )
+    const seeded = await Effect.runPromise(Effect.gen(function*() {
+      yield* (yield* CreditLedger.CreditLedger).grant({ accountId, amount: Money.usd(1), reference: "seed" })
+      return yield* Effect.context<
+        | Auth.Auth
+        | AuthStore.AuthStore
+        | AuditLog.AuditLog
+        | CreditLedger.CreditLedger
+        | KeyCaps.KeyCaps
+        | SessionRevocations.SessionRevocations
+        | ServiceInfo.ServiceInfo
+      >()
+    }).pipe(Effect.provide(services)))
+    const app = Handlers.toWebHandler(App.layer(Portal.routes).pipe(Layer.provide(Layer.succeedContext(seeded))))
+    try {
+      const request = (path: string, init: RequestInit = {}) => app.handler(new Request(`http://localhost/api/v1/portal${path}`, init))
+      const challenge = await (await request(`/challenge?family=evm&address=${wallet.address}`)).json() as { message: string; chainId: string }
+      const signature = await wallet.signMessage({ message: challenge.message })
+      const signIn = await request("/session", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ wallet: { address: wallet.address, message: challenge.message, signature, chainId: challenge.chainId } })
+      })
+      expect(signIn.status).toBe(200)
+      const { csrfToken } = await signIn.json() as { csrfToken: string }
+      const change = { "content-type": "application/json", cookie: signIn.headers.get("set-cookie")!.split(";")[0]!, "x-csrf-token": csrfToken }
+      const made = await request("/keys", { method: "POST", headers: change, body: JSON.stringify({ description: "agent" }) })
+      const { id } = await made.json() as { id: string }
+      const restricted = await request("/keys", { method: "PATCH", headers: change, body: JSON.stringify({ id, restrictions: { operations: ["rpc:*"] } }) })
+      expect(await restricted.json()).toMatchObject({ id, restrictions: { operations: ["rpc:*"] } })
+      const lifted = await request("/keys", { method: "PATCH", headers: change, body: JSON.stringify({ id, restrictions: null }) })
+      expect(await lifted.json()).toMatchObject({ id, restrictions: null })
+      const log = await Effect.runPromise(AuditLog.AuditLog.use((audit) => audit.list({ accountId, limit: 10 })).pipe(Effect.provide(Layer.succeedContext(seeded))))
+      expect(log.entries.map(({ action, actor, details }) => ({ action, actor, details }))).toEqual([
+        { action: "key.restricted", actor: accountId, details: { keyId: id, restrictions: null } },
+        { action: "key.restricted", actor: accountId, details: { keyId: id, restrictions: { operations: ["rpc:*"] } } }
+      ])
     } finally {
       await app.dispose()
     }

@@ -3,7 +3,8 @@
  * slot): the account as JSON, a hash of key records, one marker per revoked or expiring key, and
  * one policy per restricted or rerolled key (its restrictions and accepted secrets as JSON), so
  * `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
- * guard's PTTL of the key's block with it). A record and its policy are written by one script. A revocation is a Lua script that
+ * guard's PTTL of the key's block with it). A record and its policy are written by one script; a
+ * reroll's, by one that first checks the record still has the secret it replaced. A revocation is a Lua script that
  * stamps the record and writes the marker together; any instance's next request reads it. Nonces
  * are claimed with `SET NX PX`, which is atomic: of two instances racing on one SIWX header, one
  * wins.
@@ -62,6 +63,14 @@ const putKeyScript = Redis.script(
   {
     numberOfKeys: 2,
     lua: Lua.read("auth-put-key")
+  }
+).withReturnType<number>()
+
+const rerollScript = Redis.script(
+  (keys: string, policy: string, keyId: string, record: string, policyJson: string, replaced: string) => [keys, policy, keyId, record, policyJson, replaced],
+  {
+    numberOfKeys: 2,
+    lua: Lua.read("auth-reroll")
   }
 ).withReturnType<number>()
 
@@ -154,6 +163,7 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     const putKey = redis.eval(putKeyScript)
+    const reroll = redis.eval(rerollScript)
     const overridesOf = (account: string | null | undefined, key: string | null | undefined): RateLimits.StoredOverrides | undefined =>
       account == null && key == null
         ? undefined
@@ -201,6 +211,13 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         putKey(keysKey(record.accountId), policyKey(record.accountId, record.id), record.id, encodeKey(record), encodePolicy(record)).pipe(
           Effect.mapError(unavailable),
           Effect.asVoid
+        ),
+      rerollKey: (record, replaced) =>
+        Effect.map(
+          reroll(keysKey(record.accountId), policyKey(record.accountId, record.id), record.id, encodeKey(record), encodePolicy(record), String(replaced)).pipe(
+            Effect.mapError(unavailable)
+          ),
+          (stored) => stored === 1
         ),
       listKeys: (accountId) =>
         Effect.map(

@@ -326,7 +326,11 @@ const setLimits = Command.make("set", {
       Effect.mapError(userError)
     )
     yield* print({ accountId: input.account, keyId: keyId ?? null, limits: override ?? null })
-  })).pipe(Command.withDescription("Set or remove an account's or a key's rate-limit override, enforced by every server from the next call on"))
+  })).pipe(
+    Command.withDescription(
+      "Set or remove an account's or a key's rate-limit override, enforced by every server from the next call on; a wallet's account is wallet:evm:<address, lower-cased> or wallet:solana:<address>"
+    )
+  )
 
 const auditList = Command.make("list", {
   account: Flag.String("account").pipe(Flag.withDescription("One account's entries (default: every entry)"), Flag.optional),

@@ -286,7 +286,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     })
     await page.reload()
     await page.locator("#dashboard").waitFor({ state: "visible" })
-    await expect.poll(cells).toEqual([expect.any(String), expect.any(String), expect.any(String), "active", "$0.02 per UTC day", "$0.02", "Revoke"])
+    await expect.poll(cells).toEqual([expect.any(String), expect.any(String), expect.any(String), "active", "$0.02 per UTC day", "$0.02", "none", "Revoke"])
     // The refused call took nothing: five calls of 0.005 USD in all.
     await expect.poll(() => page.locator("#usage-table tbody tr").count()).toBe(5)
     await expect.poll(() => text("#balance-usd")).toBe("$12.225")
@@ -302,7 +302,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await phone.locator("#dashboard").waitFor({ state: "visible" })
     await phone.locator("#usage-chart svg").waitFor()
     expect(await phone.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
-    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Set the cap", "Remove the cap", "Sign out"]) {
+    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Set the cap", "Remove the cap", "Set the restrictions", "Lift the restrictions", "Sign out"]) {
       const box = await phone.getByRole("button", { name }).boundingBox()
       expect(box, name).not.toBeNull()
       expect(box!.x + box!.width, name).toBeLessThanOrEqual(390)
@@ -402,6 +402,82 @@ describe("An ADMIN key signs in from the page to its own account, which tops up 
     expect(await admin.locator("#topup-section").isHidden()).toBe(true)
     await expect.poll(() => admin.locator("#keys tbody").innerText()).toMatch(/ADMIN[\s\S]*active/)
     await admin.close()
+  })
+})
+
+describe("A key's restrictions are shown and set from the page: a call outside them is a 403 naming the restriction, and the audit log records who changed them", () => {
+  let admin: Page
+  let apiKey = ""
+  const restrictionsCell = () => admin.locator("#keys tbody tr", { hasText: "front-end" }).locator("td").nth(6).innerText()
+
+  beforeAll(async () => {
+    admin = await context.newPage()
+    const checked = admin.waitForResponse((response) => response.url() === `${origin}/api/v1/portal/session`)
+    await admin.goto(`${origin}/api-keys`)
+    if ((await checked).status() === 200) await admin.getByRole("button", { name: "Sign out" }).click()
+    await admin.getByLabel("ADMIN key", { exact: true }).fill(server.credentials!.adminKey)
+    await admin.getByLabel("ADMIN key", { exact: true }).press("Enter")
+    await admin.locator("#dashboard").waitFor({ state: "visible" })
+    await admin.getByLabel("Description").fill("front-end")
+    await admin.getByLabel("Description").press("Enter")
+    await admin.locator("#new-key").waitFor({ state: "visible" })
+    apiKey = await admin.locator("#new-key-value").innerText()
+  })
+
+  afterAll(() => admin?.close())
+
+  it("a new key shows no restrictions; restricted to ethereum-mainnet from the form, the table shows it and a call on base-mainnet is a 403 naming the restriction", async () => {
+    expect(await restrictionsCell()).toBe("none")
+    await admin.getByLabel("Key to restrict").selectOption({ label: (await admin.locator("#restrict-key option", { hasText: "front-end" }).innerText()) })
+    await admin.getByLabel("Networks").fill("ethereum-mainnet")
+    await admin.getByRole("button", { name: "Set the restrictions" }).click()
+    await expect.poll(() => admin.locator("#status").innerText()).toBe("The key “front-end” is restricted to networks: ethereum-mainnet.")
+    await expect.poll(restrictionsCell).toBe("networks: ethereum-mainnet")
+    const refused = await rpcCall(apiKey)
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toEqual({ error: "This API key is restricted: its networks restriction allows ethereum-mainnet, not base-mainnet" })
+    await shot("restrictions", admin)
+  })
+
+  it("an entry that is not a network or an address is refused with the server's reason, and the key keeps its restrictions", async () => {
+    await admin.getByLabel("Client addresses").fill("10.9.9.0/33")
+    await admin.getByRole("button", { name: "Set the restrictions" }).click()
+    await expect.poll(() => admin.locator("#status").innerText()).toContain("10.9.9.0/33 is not an IP address or CIDR range")
+    expect(await restrictionsCell()).toBe("networks: ethereum-mainnet")
+    await admin.getByLabel("Client addresses").fill("")
+  })
+
+  it("several restrictions at once, comma-separated, are shown in the form again when the key is chosen", async () => {
+    await admin.getByLabel("Networks").fill("ethereum-mainnet, base-mainnet")
+    await admin.getByLabel("RPC methods").fill("eth_blockNumber")
+    await admin.getByLabel("Client addresses").fill("127.0.0.1, ::1")
+    await admin.getByRole("button", { name: "Set the restrictions" }).click()
+    await expect.poll(restrictionsCell).toBe("networks: ethereum-mainnet, base-mainnet; RPC methods: eth_blockNumber; client addresses: 127.0.0.1, ::1")
+    expect((await rpcCall(apiKey)).status).toBe(200)
+    await admin.reload()
+    await admin.locator("#dashboard").waitFor({ state: "visible" })
+    await admin.getByLabel("Key to restrict").selectOption({ label: (await admin.locator("#restrict-key option", { hasText: "front-end" }).innerText()) })
+    expect(await admin.getByLabel("Networks").inputValue()).toBe("ethereum-mainnet, base-mainnet")
+    expect(await admin.getByLabel("RPC methods").inputValue()).toBe("eth_blockNumber")
+    expect(await admin.getByLabel("Models").inputValue()).toBe("")
+  })
+
+  it("lifting them shows none again, and the audit log names the ADMIN key that signed in to the page for each change", async () => {
+    await admin.getByRole("button", { name: "Lift the restrictions" }).click()
+    await expect.poll(() => admin.locator("#status").innerText()).toBe("Lifted the restrictions of “front-end”.")
+    await expect.poll(restrictionsCell).toBe("none")
+    expect(await admin.getByLabel("Networks").inputValue()).toBe("")
+    const log = await (await fetch(`${server.api}/audit_log`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })).json() as {
+      data: Array<{ actor: string; action: string; details: { restrictions: unknown } }>
+    }
+    const restricted = log.data.filter((entry) => entry.action === "key.restricted")
+    expect(restricted.map((entry) => entry.details.restrictions)).toEqual([
+      null,
+      { networks: ["ethereum-mainnet", "base-mainnet"], methods: ["eth_blockNumber"], ips: ["127.0.0.1", "::1"] },
+      { networks: ["ethereum-mainnet"] }
+    ])
+    expect(new Set(restricted.map((entry) => entry.actor)).size).toBe(1)
+    expect(restricted[0]!.actor).toMatch(/^key:key_/)
   })
 })
 

@@ -1,13 +1,14 @@
 /**
  * One paid call through the metered pipeline: what its steps share (the caller, the hold's
  * reference, the step a failure is counted under) and the steps, in the order they run:
- * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated`,
- * `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`, `runAdmitted` (the route's
- * work), `respond` (with `recount` for a call a fallback model of another tier served), then
- * `settleAndAnswer`, which takes the path `SettlementChoice.choose` names (`handOver`,
- * `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and `giveBack` for a call
- * that fails or is interrupted once admitted. A payment sent with the call is accepted before the
- * admission and finished after the settlement (`PerCallPayment`), each path calling `answered`.
+ * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated` (then
+ * `walletReady` for a wallet), `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`,
+ * `runAdmitted` (the route's work), `respond` (with `recount` for a call a fallback model of
+ * another tier served), then `settleAndAnswer`, which takes the path `SettlementChoice.choose`
+ * names (`handOver`, `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and
+ * `giveBack` for a call that fails or is interrupted once admitted. A payment sent with the call
+ * is accepted before the admission and finished after the settlement (`PerCallPayment`), each
+ * path calling `answered`.
  *
  * A mutable class rather than closures: every paid request makes one, and methods on a prototype
  * are not allocated per call (the generator this replaced allocated about 6 KB per call; see
@@ -208,9 +209,24 @@ export class PaidCall {
     // credit is held or its Idempotency-Key claimed.
     const refused = restrictions === undefined ? undefined : KeyRestrictions.checkCall(restrictions, this.call.sku, this.call.subject)
     if (refused !== undefined) return Effect.fail(refused)
-    // A wallet's staked tokens set today's allowance, so they are current before the hold.
-    if (principal._tag === "Wallet") return Effect.flatMap(this.services.staking.refresh(principal), () => this.claimAndAdmit(found.value))
+    if (principal._tag === "Wallet") return Effect.flatMap(this.walletReady(principal), () => this.claimAndAdmit(found.value))
     return this.claimAndAdmit(found.value)
+  }
+
+  /**
+   * What a wallet's call needs before its admission, read side by side: its staked tokens, which set
+   * today's allowance, and the rate-limit override the store keeps for its account (a key's comes
+   * with its standing; a wallet has none to read it with).
+   */
+  walletReady(principal: Principal.WalletPrincipal): Effect.Effect<void, Errors.ApiError> {
+    const { auth, staking } = this.services
+    return Effect.map(
+      Effect.all([this.inStep("auth", auth.storedLimits(principal.accountId, undefined)), staking.refresh(principal)], { concurrency: 2 }),
+      ([limits]) => {
+        this.step = "other"
+        this.storedLimits = limits
+      }
+    )
   }
 
   /** The key whose spend cap the call counts against. */

@@ -2,7 +2,8 @@
  * The portal page's script: sign in with a browser wallet (an injected EIP-1193 provider, or a
  * Solana wallet announced through the Wallet Standard) or an ADMIN key, then show the balance,
  * top up through x402 (the page signs the EIP-3009 authorization of the 402's `accepts` entry),
- * make and revoke keys, set or remove each key's spend cap, and draw the spend of the last 30 days.
+ * make and revoke keys, set or remove each key's spend cap and restrictions, and draw the spend of
+ * the last 30 days.
  *
  * Served as is, with no build step and nothing from another host. Every string that came from a
  * user, a wallet or the server goes into the page through `textContent` or an attribute, never as
@@ -231,24 +232,56 @@ const showCapOf = (id) => {
   $("cap-period").value = key?.limitPeriod ?? "EPOCH"
 }
 
-/** The cap form lists the active keys, keeping the chosen one while it stays active. */
-const fillCapForm = (keys) => {
-  const chosen = $("cap-key").value
-  activeKeys = new Map(keys.filter((key) => key.revokedAt === null).map((key) => [key.id, key]))
-  $("cap-key").replaceChildren(...[...activeKeys.values()].map((key) =>
+/** A key picker lists the active keys, keeping the chosen one while it stays active. */
+const fillKeyPicker = (select) => {
+  const chosen = select.value
+  select.replaceChildren(...[...activeKeys.values()].map((key) =>
     element("option", { value: key.id }, `${key.description} (${when(key.createdAt)})`)
   ))
-  if (activeKeys.has(chosen)) $("cap-key").value = chosen
+  if (activeKeys.has(chosen)) select.value = chosen
+}
+
+/** The cap and restriction forms list the active keys and show the chosen key's values. */
+const fillKeyForms = (keys) => {
+  activeKeys = new Map(keys.filter((key) => key.revokedAt === null).map((key) => [key.id, key]))
+  fillKeyPicker($("cap-key"))
   showCapOf($("cap-key").value)
   $("cap-form").hidden = activeKeys.size === 0
+  fillKeyPicker($("restrict-key"))
+  showRestrictionsOf($("restrict-key").value)
+  $("restrict-form").hidden = activeKeys.size === 0
+}
+
+/** The restrictions a key may carry (`KeyRestrictions.Restrictions`), as the form and the table name them. */
+const RESTRICTIONS = { models: "models", networks: "networks", methods: "RPC methods", operations: "operations", ips: "client addresses" }
+
+const restrictionsText = (restrictions) => {
+  const named = Object.entries(RESTRICTIONS).filter(([name]) => restrictions?.[name] !== undefined)
+  return named.length === 0 ? "none" : named.map(([name, label]) => `${label}: ${restrictions[name].join(", ")}`).join("; ")
+}
+
+/** Puts the chosen key's restrictions into the form's fields, one comma-separated list each. */
+const showRestrictionsOf = (id) => {
+  const restrictions = activeKeys.get(id)?.restrictions
+  for (const name of Object.keys(RESTRICTIONS)) $(`restrict-${name}`).value = (restrictions?.[name] ?? []).join(", ")
+}
+
+/** The form's restrictions as `PATCH` takes them: a field's comma-separated entries, an empty field left out. */
+const restrictionsOfForm = () => {
+  const restrictions = {}
+  for (const name of Object.keys(RESTRICTIONS)) {
+    const entries = $(`restrict-${name}`).value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
+    if (entries.length > 0) restrictions[name] = entries
+  }
+  return restrictions
 }
 
 const loadKeys = async () => {
   const { data } = await api("GET", "api/v1/portal/keys")
-  fillCapForm(data)
+  fillKeyForms(data)
   const body = $("keys").tBodies[0]
   body.replaceChildren(...(data.length === 0
-    ? [emptyRow(7, "No keys yet.")]
+    ? [emptyRow(8, "No keys yet.")]
     : data.map((key) => {
       const revoke = element("button", { type: "button", class: "danger", "aria-label": `Revoke the key ${key.description}` }, "Revoke")
       revoke.addEventListener("click", () => {
@@ -268,6 +301,7 @@ const loadKeys = async () => {
         element("td", {}, key.revokedAt === null ? "active" : `revoked ${when(key.revokedAt)}`),
         element("td", {}, capText(key)),
         element("td", { class: "num" }, key.currentPeriodUsage === undefined ? "not counted" : usd(key.currentPeriodUsage.usd)),
+        element("td", {}, restrictionsText(key.restrictions)),
         element("td", {}, ...(key.revokedAt === null ? [revoke] : []))
       )
     })))
@@ -497,6 +531,27 @@ $("cap-form").addEventListener("submit", (event) => {
 })
 
 $("cap-remove").addEventListener("click", (event) => changeCap(event.currentTarget, { usd: null }))
+
+$("restrict-key").addEventListener("change", (event) => showRestrictionsOf(event.currentTarget.value))
+
+/** Sends the chosen key's restrictions (`null` lifts them) and shows the key's new ones. */
+const changeRestrictions = (button, restrictions) => {
+  const key = activeKeys.get($("restrict-key").value)
+  if (key === undefined) return
+  return busy(button, async () => {
+    const changed = await api("PATCH", "api/v1/portal/keys", { id: key.id, restrictions })
+    await loadKeys()
+    say(changed.restrictions === null ? `Lifted the restrictions of “${key.description}”.` : `The key “${key.description}” is restricted to ${restrictionsText(changed.restrictions)}.`, "ok")
+  })
+}
+
+$("restrict-form").addEventListener("submit", (event) => {
+  event.preventDefault()
+  const restrictions = restrictionsOfForm()
+  changeRestrictions(event.submitter ?? event.currentTarget.querySelector("button"), Object.keys(restrictions).length === 0 ? null : restrictions)
+})
+
+$("restrict-lift").addEventListener("click", (event) => changeRestrictions(event.currentTarget, null))
 
 $("copy-key").addEventListener("click", (event) => {
   const button = event.currentTarget

@@ -355,14 +355,15 @@ export const reroll = adminRoute(
   {
     summary: "Reroll an API key",
     description:
-      "ADMIN key. Issues a new secret for the key, returned once in this response: the same id, description, type, tier, spend cap and restrictions. The secrets issued before stay valid for `graceSeconds` more (0, the default: refused from now on).",
+      "ADMIN key. Issues a new secret for the key, returned once in this response: the same id, description, type, tier, spend cap and restrictions. The secrets issued before stay valid for `graceSeconds` more (0, the default: refused from now on). Of rerolls of one key sent at the same time, one issues the new secret and the others are 409 and issue nothing.",
     tags: ["API keys"],
     security: "admin",
     request: { contentType: "application/json", schema: RerollRequest },
     responses: {
       200: { description: "The key's new secret (`apiKey`) and its metadata" },
       400: { description: "Invalid body, or a revoked key", schema: Errors.DetailedError },
-      404: { description: "No key with this id in the account", schema: Errors.StandardError }
+      404: { description: "No key with this id in the account", schema: Errors.StandardError },
+      409: { description: "Another reroll of the key was stored at the same time: its secret stands", schema: Errors.StandardError }
     }
   }
 )

@@ -3,7 +3,7 @@
  * customer signs in with a wallet (sign-in-with-x: an injected EIP-1193 wallet on Base, a Solana
  * Wallet Standard wallet) or an ADMIN key, sees the balance, the staked-token allowance and the
  * top-ups, tops up through x402 from the browser, makes and revokes INFERENCE keys, sets or removes
- * each key's spend cap and watches the spend of the last 30 days.
+ * each key's spend cap and restrictions and watches the spend of the last 30 days.
  *
  * The page is hand-written HTML, CSS and JavaScript in `src/portal/`, served as they are (no build
  * step, nothing from another host) under a Content-Security-Policy that allows only this server's
@@ -15,7 +15,21 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, KeyCaps, Money, Principal, SessionRevocations, Siwx, Staking, Usage, UsageAnalytics, X402 } from "@tollgate/core"
+import {
+  AuditLog,
+  CreditLedger,
+  Errors,
+  KeyCaps,
+  KeyRestrictions,
+  Money,
+  Principal,
+  SessionRevocations,
+  Siwx,
+  Staking,
+  Usage,
+  UsageAnalytics,
+  X402
+} from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import { AuthStore } from "@tollgate/core/AuthStore"
 import { Clock, Effect, Option, Schema, Stream } from "effect"
@@ -476,42 +490,63 @@ export const createKey = sessionRoute(
 )
 
 /** @category schemas */
-export const SetCapRequest = Schema.Struct({
+export const ChangeKeyRequest = Schema.Struct({
   id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)),
   consumptionLimit: Schema.optionalKey(ApiKeys.ConsumptionLimit),
-  limitPeriod: Schema.optionalKey(ApiKeys.LimitPeriod)
+  limitPeriod: Schema.optionalKey(ApiKeys.LimitPeriod),
+  /** Replaces the key's restrictions; `null` or `{}` lifts them. */
+  restrictions: Schema.optionalKey(Schema.NullOr(KeyRestrictions.Restrictions))
 })
 
 /**
- * `PATCH /api/v1/portal/keys`: sets or removes a key's spend cap, with the body and the service
- * calls of `PATCH /api_keys` (its cap fields only): the period's spend is kept when the amount
- * changes and starts afresh when the period does.
+ * Who changed a key through the portal, as the audit log names them: the ADMIN key that signed in,
+ * or the wallet, by its account id (`wallet:<family>:<address>`).
+ */
+const actorOf = (session: PortalSession.Session): AuditLog.Actor =>
+  session.keyId !== undefined ? `key:${session.keyId}` : `wallet:${session.accountId.slice("wallet:".length)}`
+
+/**
+ * `PATCH /api/v1/portal/keys`: sets or removes a key's spend cap and its restrictions, with the
+ * body and the service calls of `PATCH /api_keys` (those fields only): the period's spend is kept
+ * when the amount changes and starts afresh when the period does; the restrictions are replaced
+ * whole and recorded in the audit log.
  *
  * @category routes
  */
-export const setKeyCap = sessionRoute(
+export const changeKey = sessionRoute(
   "PATCH",
   `${API}/keys`,
   true,
   Effect.gen(function*() {
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
-    return ({ accountId }) => Effect.gen(function*() {
-      const body = yield* RequestBody.schema(SetCapRequest)
+    const audit = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
+    return (current) => Effect.gen(function*() {
+      const { accountId } = current
+      const body = yield* RequestBody.schema(ChangeKeyRequest)
       const found = yield* auth.getKey(accountId, body.id)
       const storeCap = yield* ApiKeys.capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
+      const record = body.restrictions === undefined ? found : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
       const spend = yield* storeCap(found.id)
-      return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(found, spend), { headers: noStore })
+      if (body.restrictions !== undefined && audit !== undefined) {
+        yield* audit.append({
+          actor: actorOf(current),
+          action: "key.restricted",
+          accountId,
+          details: { keyId: found.id, restrictions: record.restrictions ?? null }
+        })
+      }
+      return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(record, spend), { headers: noStore })
     })
   }),
   {
-    ...sessionDocs("Set or remove a key's spend cap", CHANGE, {
-      200: { description: "The key's metadata with its cap (`consumptionLimits`, `limitPeriod`, `currentPeriodUsage`)" },
+    ...sessionDocs("Set or remove a key's spend cap and restrictions", CHANGE, {
+      200: { description: "The key's metadata with its cap (`consumptionLimits`, `limitPeriod`, `currentPeriodUsage`) and `restrictions`" },
       400: { description: "Invalid body, or a period for a key without a cap", schema: Errors.DetailedError },
       403: { description: "No CSRF token", schema: Errors.StandardError },
       404: { description: "No key with this id in the account", schema: Errors.StandardError }
     }),
-    request: { contentType: "application/json", schema: SetCapRequest }
+    request: { contentType: "application/json", schema: ChangeKeyRequest }
   }
 )
 
@@ -615,7 +650,7 @@ export const routes: ReadonlyArray<
   account,
   listKeys,
   createKey,
-  setKeyCap,
+  changeKey,
   revokeKey,
   usage
 ]

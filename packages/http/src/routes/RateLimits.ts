@@ -182,13 +182,13 @@ export const setOverride = Route.make(
   {
     summary: "Set an account's or a key's rate-limit override (operators)",
     description:
-      "ADMIN key of an operator account. The override (rates per category, as the config file's `rateLimits.accounts`) is kept in the store and read with the key's standing on each call, so every instance enforces it from the next call on; `limits: null` removes it. It wins over the config file's override of the same account or key. Wallets' calls are not governed by it.",
+      "ADMIN key of an operator account. The override (rates per category, as the config file's `rateLimits.accounts`) is kept in the store and read with the key's standing on each call (a wallet's call reads its account's), so every instance enforces it from the next call on; `limits: null` removes it. It wins over the config file's override of the same account or key. A wallet's account is `wallet:evm:<address, lower-cased>` or `wallet:solana:<address>`.",
     tags: ["Rate limits"],
     security: "admin",
     request: { contentType: "application/json", schema: OverrideRequest },
     responses: {
       200: { description: "The override as set" },
-      400: { description: "Invalid body", schema: Errors.DetailedError },
+      400: { description: "Invalid body, or a wallet's account id not as its calls name it", schema: Errors.DetailedError },
       403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
       404: { description: "No such account or key", schema: Errors.StandardError }
     }

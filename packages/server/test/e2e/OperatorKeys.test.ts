@@ -7,7 +7,9 @@
 import { Jwt } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
 import { Effect } from "effect"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as SiwxHeader from "../../../http/test/support/SiwxHeader.ts"
 
 const redis = await RedisServer.start()
 const config = { models: [{ id: "house-model", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }], prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } } }
@@ -164,12 +166,29 @@ describe("A rerolled key keeps its id; its old secret works for the grace period
   })
 })
 
-describe("A rate-limit override set through the admin API is kept in the store: a second instance enforces it on the next call", () => {
-  const parse = (instance: ShippedServer.ShippedServer) => {
+describe("Concurrent rerolls of one key are serialised: one issues the secret that works, the others are 409 and issue nothing", () => {
+  it("five rerolls with no grace sent at once: each is a 200 or a 409, of the secrets issued exactly one works, and the old secret is 401", async () => {
+    const key = await mint({ description: "double-clicked" })
+    const answers = await Promise.all(Array.from({ length: 5 }, () =>
+      fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 0 }) })))
+    expect(answers.every((answer) => answer.status === 200 || answer.status === 409)).toBe(true)
+    const issued: Array<string> = []
+    for (const answer of answers) {
+      const body = await answer.json() as { apiKey?: string; error?: string }
+      if (answer.status === 200) issued.push(body.apiKey!)
+      else expect(body).toEqual({ error: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
+    }
+    const statuses = await Promise.all([key.apiKey, ...issued].map(async (secret) => (await rateLimits(secret)).status))
+    expect(statuses[0]).toBe(401)
+    expect(statuses.slice(1).filter((status) => status === 200)).toHaveLength(1)
+  })
+})
+
+describe("A rate-limit override set through the admin API is kept in the store: a second instance enforces it on the next call, for a key's calls and a wallet's", () => {
+  const parse = (instance: ShippedServer.ShippedServer, headers: Record<string, string> = { authorization: `Bearer ${server.credentials!.inferenceKey}` }) => {
     const form = new FormData()
     form.append("file", new Blob(["Hello from a text file.\n"], { type: "text/plain" }), "hello.txt")
-    return fetch(`${instance.api}/augment/text-parser`, { method: "POST", headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` }, body: form })
-      .then((response) => response.status)
+    return fetch(`${instance.api}/augment/text-parser`, { method: "POST", headers, body: form }).then((response) => response.status)
   }
 
   it("one text request a minute, set on instance A: instance B admits one call and refuses the next with 429; removed with the CLI, B admits again", async () => {
@@ -186,6 +205,30 @@ describe("A rate-limit override set through the admin API is kept in the store: 
     expect([await parse(other), await parse(other)]).toEqual([200, 429])
     await server.cli(["limits", "set", "--account", "acct_e2e", "--limits", "none"])
     expect(await parse(other)).toBe(200)
+  })
+
+  it("a wallet's calls (SIWX) follow the override of its account set on instance A: instance B admits one and refuses the next with 429; removed, B admits again", async () => {
+    const wallet = privateKeyToAccount(generatePrivateKey())
+    const accountId = `wallet:evm:${wallet.address.toLowerCase()}`
+    const granted = await fetch(`${server.api}/billing/credits`, { method: "POST", headers: admin(), body: JSON.stringify({ accountId, amountUsd: "1.00", reference: `limits-${accountId}` }) })
+    expect(granted.status).toBe(200)
+    const signedIn = async () => ({ "sign-in-with-x": await SiwxHeader.of(`http://localhost:${other.port}`, wallet) })
+    const set = await fetch(`${server.api}/rate_limits/overrides`, { method: "PUT", headers: admin(), body: JSON.stringify({ accountId, limits: { "text:M": { requests: 1 } } }) })
+    expect(set.status).toBe(200)
+    expect([await parse(other, await signedIn()), await parse(other, await signedIn())]).toEqual([200, 429])
+    await server.cli(["limits", "set", "--account", accountId, "--limits", "none"])
+    expect(await parse(other, await signedIn())).toBe(200)
+  })
+
+  it("a wallet's account spelled otherwise than its calls name it (a checksummed address) is a 400, and nothing is set", async () => {
+    const wallet = privateKeyToAccount(generatePrivateKey())
+    const response = await fetch(`${server.api}/rate_limits/overrides`, {
+      method: "PUT",
+      headers: admin(),
+      body: JSON.stringify({ accountId: `wallet:evm:${wallet.address}`, limits: { "text:M": { requests: 1 } } })
+    })
+    expect(response.status).toBe(400)
+    expect(await response.json()).toEqual({ error: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>" })
   })
 
   it("only an operator account's ADMIN key sets overrides; an unknown account is a 404", async () => {

@@ -244,6 +244,93 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           assert.strictEqual(yield* tagOf(auth.rerollKey(account.id, "key_missing", 0)), "NotFound")
         })))
 
+      it.effect("concurrent rerolls of one key are serialised: of five at once one issues the new secret and the others Conflict; the old secret keeps its grace", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const account = yield* auth.createAccount()
+          const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent" })
+          const rerolls = yield* Effect.all(
+            Array.from({ length: 5 }, () => Effect.result(auth.rerollKey(account.id, first.record.id, 60_000))),
+            { concurrency: "unbounded" }
+          )
+          const issued = rerolls.filter(Result.isSuccess).map((result) => result.success)
+          assert.strictEqual(issued.length, 1)
+          assert.deepStrictEqual(rerolls.filter(Result.isFailure).map((result) => result.failure._tag), ["Conflict", "Conflict", "Conflict", "Conflict"])
+          const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
+          assert.deepStrictEqual([yield* works(first.key), yield* works(issued[0]!.key)], ["success", "success"])
+          assert.deepStrictEqual((yield* auth.getKey(account.id, first.record.id)).secrets, issued[0]!.record.secrets)
+          // The next reroll, after them, replaces the one secret issued; with no grace it ends at once.
+          const next = yield* auth.rerollKey(account.id, first.record.id, 0)
+          assert.deepStrictEqual([yield* works(first.key), yield* works(issued[0]!.key), yield* works(next.key)], ["success", "Unauthenticated", "success"])
+        })))
+
+      it.effect("concurrent rerolls with no grace leave one working secret, the one reroll that was stored issued; the old secret is refused at once", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const account = yield* auth.createAccount()
+          const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent" })
+          const rerolls = yield* Effect.all(
+            Array.from({ length: 5 }, () => Effect.result(auth.rerollKey(account.id, first.record.id, 0))),
+            { concurrency: "unbounded" }
+          )
+          const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
+          const keys = rerolls.filter(Result.isSuccess).map((result) => result.success.key)
+          const working: Array<string> = []
+          for (const key of keys) if ((yield* works(key)) === "success") working.push(key)
+          assert.strictEqual(working.length, 1)
+          assert.strictEqual(yield* works(first.key), "Unauthenticated")
+        })))
+
+      it.effect("a reroll that meets a revocation issues nothing: the revoked key stays revoked", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const store = yield* AuthStore.AuthStore
+          const account = yield* auth.createAccount()
+          const { record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "" })
+          yield* auth.revokeKey(account.id, record.id)
+          // What a reroll that read the key before the revocation would store.
+          assert.isFalse(yield* store.rerollKey({ ...record, secrets: { current: 1, previous: [] } }, 0))
+          const stored = yield* auth.getKey(account.id, record.id)
+          assert.isDefined(stored.revokedAt)
+          assert.isUndefined(stored.secrets)
+        })))
+
+      it.effect("a change made from a record read before a reroll or a revocation does not undo it", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const store = yield* AuthStore.AuthStore
+          const account = yield* auth.createAccount()
+          const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent" })
+          const read = yield* auth.getKey(account.id, first.record.id)
+          const rerolled = yield* auth.rerollKey(account.id, first.record.id, 0)
+          // What a description or restriction change that read the key before the reroll writes.
+          yield* store.putKey({ ...read, description: "renamed", restrictions: { networks: ["ethereum-mainnet"] } })
+          const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
+          assert.deepStrictEqual([yield* works(first.key), yield* works(rerolled.key)], ["Unauthenticated", "success"])
+          const stored = yield* auth.getKey(account.id, first.record.id)
+          assert.deepStrictEqual([stored.description, stored.restrictions, stored.secrets], ["renamed", { networks: ["ethereum-mainnet"] }, rerolled.record.secrets])
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, first.record.id)).restrictions, { networks: ["ethereum-mainnet"] })
+          const before = yield* auth.getKey(account.id, first.record.id)
+          yield* auth.revokeKey(account.id, first.record.id)
+          yield* store.putKey({ ...before, description: "after" })
+          const revoked = yield* auth.getKey(account.id, first.record.id)
+          assert.deepStrictEqual([revoked.description, revoked.revokedAt !== undefined], ["after", true])
+        })))
+
+      it.effect("a wallet's account keeps a rate-limit override without a record, under the id its calls run as", () =>
+        live(Effect.gen(function*() {
+          const auth = yield* Auth.Auth
+          const address = privateKeyToAccount(generatePrivateKey()).address
+          const accountId = Principal.walletAccountId("evm", address)
+          yield* auth.setLimits(accountId, undefined, { "text:M": { requests: 1 } })
+          assert.deepStrictEqual(yield* auth.storedLimits(accountId, undefined), { account: { "text:M": { requests: 1 } }, key: undefined })
+          assert.isTrue(Option.isNone(yield* auth.getAccount(accountId)))
+          assert.strictEqual(yield* tagOf(auth.setLimits(`wallet:evm:${address}`, undefined, {})), "InvalidRequest", "a checksummed address is not the id its calls run as")
+          assert.strictEqual(yield* tagOf(auth.setLimits("wallet:evm:0x1234", undefined, {})), "InvalidRequest")
+          yield* auth.setLimits(accountId, undefined, undefined)
+          assert.deepStrictEqual(yield* auth.storedLimits(accountId, undefined), {})
+        })))
+
       it.effect("rate-limit overrides of an account and of a key are kept in the store and read with the key's standing", () =>
         live(Effect.gen(function*() {
           const auth = yield* Auth.Auth
