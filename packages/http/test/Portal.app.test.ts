@@ -5,7 +5,7 @@ import { Effect, Layer } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { describe, expect, it } from "vitest"
 import { App, Handlers, ServiceInfo } from "../src/index.ts"
-import * as Portal from "../src/routes/Portal.ts"
+import * as Portal from "../src/portal/Portal.ts"
 
 const DAY = 86_400_000
 const now = Date.parse("2026-11-27T15:00:00Z")

@@ -1,7 +1,7 @@
 import { Jwt, Principal } from "@tollgate/core"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import * as PortalSession from "../src/PortalSession.ts"
+import * as PortalSession from "../src/portal/Session.ts"
 
 const wallet = new Principal.WalletPrincipal({
   accountId: "wallet:evm:0x00000000000000000000000000000000000000aa",
