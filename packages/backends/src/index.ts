@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 export * as ChannelChain from "./ChannelChain.ts"
+export * as ContractWallets from "./ContractWallets.ts"
 export * as ChatBackend from "./ChatBackend.ts"
 export * as ImageBackend from "./ImageBackend.ts"
 export * as ImageEditor from "./ImageEditor.ts"

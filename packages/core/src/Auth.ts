@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
-import { createPublicClient, getAddress, http, isAddress } from "viem"
+import { getAddress, isAddress } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
 import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeySecrets, type KeyStatus } from "./AuthStore.ts"
 import { Conflict, Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
@@ -190,8 +190,11 @@ export interface Options {
   readonly previousKeys?: ReadonlyArray<Jwt.VerifyingKey> | undefined
   /** The origin clients address, e.g. `https://api.example.com` or `http://localhost:8787`. */
   readonly publicOrigin: string
-  /** JSON-RPC URL of the EVM chain, for contract wallets (EIP-1271, EIP-6492). */
-  readonly evmRpcUrl?: string | undefined
+  /**
+   * Checks the signatures of contract wallets (EIP-1271, EIP-6492) on chain
+   * (`@tollgate/backends/ContractWallets`); without it, SIWX takes only keys' signatures.
+   */
+  readonly evmVerifier?: Siwx.EvmVerifier | undefined
   /** Accepted CAIP-2 chains; default Base and Solana mainnet. */
   readonly chains?: ReadonlyArray<string> | undefined
   readonly noncePolicy?: NoncePolicy | undefined
@@ -246,12 +249,6 @@ const canonicalWalletAccountId = (accountId: string): string | undefined => {
 /** How many verified API keys `authenticate` remembers. */
 const VERIFIED_TOKENS = 10_000
 
-/** Asks the chain behind `url` (viem's universal validator: EIP-1271 and EIP-6492). */
-const chainVerifier = (url: string): Siwx.EvmVerifier => {
-  const client = createPublicClient({ transport: http(url) })
-  return (args) => client.verifyMessage(args)
-}
-
 /**
  * The Auth service over an `AuthStore`.
  *
@@ -266,7 +263,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const chains = options.chains ?? [Siwx.BASE_MAINNET, Siwx.SOLANA_MAINNET]
   const policy: Siwx.Policy = { origin: origin.origin, chains, maxLifetimeMs, clockSkewMs }
   const statement = options.statement ?? "Sign in to use your prepaid credits."
-  const evmVerifier = options.evmRpcUrl === undefined ? Option.none() : Option.some(chainVerifier(options.evmRpcUrl))
+  const evmVerifier = Option.fromNullishOr(options.evmVerifier)
 
   const now = Clock.currentTimeMillis
   const verifyingKeys: ReadonlyArray<Jwt.VerifyingKey> = [options.signingKey, ...(options.previousKeys ?? [])]

@@ -1,3 +1,4 @@
+import * as ContractWallets from "@tollgate/backends/ContractWallets"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -184,7 +185,7 @@ describe("EIP-1271 and EIP-6492: contract wallets sign in through the chain clie
   }
 
   it("the owner's signature for the wallet's address is accepted as the wallet", async () => {
-    const auth = await makeAuth({ evmRpcUrl: anvil.url })
+    const auth = await makeAuth({ evmVerifier: ContractWallets.verifier(anvil.url) })
     expect(principalOf(await signIn(auth, await walletHeader()))).toMatchObject({
       accountId: Principal.walletAccountId("evm", walletAddress),
       family: "evm"
@@ -192,7 +193,7 @@ describe("EIP-1271 and EIP-6492: contract wallets sign in through the chain clie
   })
 
   it("another key's signature is refused by the wallet contract", async () => {
-    const auth = await makeAuth({ evmRpcUrl: anvil.url })
+    const auth = await makeAuth({ evmVerifier: ContractWallets.verifier(anvil.url) })
     expect(principalOf(await signIn(auth, await walletHeader(privateKeyToAccount(generatePrivateKey()))))).toBe("Unauthenticated")
   })
 
@@ -211,7 +212,7 @@ describe("EIP-1271 and EIP-6492: contract wallets sign in through the chain clie
     })
     const factoryData = encodeFunctionData({ abi: artifacts.WalletFactory.abi, functionName: "deploy", args: [owner.address, salt] })
     const wrap = (signature: Hex) => serializeErc6492Signature({ address: factoryAddress, data: factoryData, signature })
-    const auth = await makeAuth({ evmRpcUrl: anvil.url })
+    const auth = await makeAuth({ evmVerifier: ContractWallets.verifier(anvil.url) })
     expect(principalOf(await signIn(auth, await walletHeader(owner, counterfactual, wrap)))).toMatchObject({
       accountId: Principal.walletAccountId("evm", counterfactual)
     })

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { ChannelChain, ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
+import { ChannelChain, ContractWallets, ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -477,7 +477,7 @@ export const layer = (config: ServerConfig) =>
       signingKey: key,
       previousKeys,
       publicOrigin: config.publicOrigin,
-      ...(evmRpcUrl === undefined ? {} : { evmRpcUrl })
+      ...(evmRpcUrl === undefined ? {} : { evmVerifier: ContractWallets.verifier(evmRpcUrl) })
     })
     const solana = x402.solana
     const feePayer = solana === undefined ? undefined : yield* solanaFeePayer(solana.feePayerKey)
