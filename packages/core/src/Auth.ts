@@ -4,18 +4,21 @@
  * turns the credential headers of a request into a principal, or into `None` when the request
  * carries no credentials at all (the caller then gets the x402 discovery 402). Accounts and keys
  * live in an `AuthStore` whose layers are memory and Redis, so a revocation is seen at once by
- * every instance sharing the store.
+ * every instance sharing the store. Managing them (accounts, keys, overrides) is
+ * `auth/KeyManagement.ts`, which the service includes; a contract wallet's SIWX signature is checked
+ * by the `evmVerifier` it is given (`@tollgate/backends/ContractWallets`).
  *
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Option, Result } from "effect"
-import { getAddress, isAddress } from "viem"
+import { getAddress } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
-import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeySecrets, type KeyStatus } from "./AuthStore.ts"
-import { Conflict, Forbidden, InvalidRequest, NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
+import * as KeyManagement from "./auth/KeyManagement.ts"
+import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeyStatus } from "./AuthStore.ts"
+import { type Conflict, Forbidden, type InvalidRequest, type NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
-import * as KeyRestrictions from "./KeyRestrictions.ts"
-import { ApiKeyPrincipal, isWalletAccountId, type KeyType, type Principal, type Tier, WalletPrincipal, walletAccountId } from "./Principal.ts"
+import type * as KeyRestrictions from "./KeyRestrictions.ts"
+import { ApiKeyPrincipal, type Principal, WalletPrincipal, walletAccountId } from "./Principal.ts"
 import type * as RateLimits from "./RateLimits.ts"
 import * as Siwx from "./Siwx.ts"
 
@@ -40,14 +43,7 @@ export interface KeyPolicy {
 }
 
 /** @category models */
-export interface CreateKey {
-  readonly accountId: string
-  readonly type: KeyType
-  readonly tier?: Tier
-  readonly description: string
-  readonly expiresAt?: Date
-  readonly restrictions?: KeyRestrictions.Restrictions
-}
+export type { CreateKey } from "./auth/KeyManagement.ts"
 
 /**
  * A fresh SIWX challenge, as it goes into 402 bodies (`extensions["sign-in-with-x"]` and
@@ -115,7 +111,7 @@ export class Auth extends Context.Service<Auth, {
   ) => Effect.Effect<Account, InvalidRequest | ServiceUnavailable>
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   /** Mints a key; the JWT is returned once and never stored. */
-  readonly createKey: (input: CreateKey) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
+  readonly createKey: (input: KeyManagement.CreateKey) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly revokeKey: (accountId: string, keyId: string) => Effect.Effect<void, NotFound | ServiceUnavailable>
   /** The key's metadata, if the account has it. */
@@ -205,10 +201,6 @@ export interface Options {
   readonly statement?: string | undefined
 }
 
-const ACCOUNT_ID = /^[A-Za-z0-9_.:-]{1,128}$/
-
-const randomId = (prefix: string) => `${prefix}_${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")}`
-
 const invalidKey = new Unauthenticated({ message: "Invalid or expired API key" })
 const invalidWallet = new Unauthenticated({ message: "Invalid or expired sign-in-with-x credentials" })
 const badAuthorization = new Unauthenticated({ message: "Authorization must be 'Bearer <API key>'" })
@@ -235,15 +227,6 @@ const authorizationOf = (headers: Headers): string | undefined => {
   if (authorization !== undefined) return authorization
   const key = headers["x-api-key"]
   return key === undefined ? undefined : `Bearer ${key}`
-}
-
-/** The account id a wallet's calls run as (`walletAccountId`) for the address in `accountId`; `undefined` when it names none. */
-const canonicalWalletAccountId = (accountId: string): string | undefined => {
-  const [, family, address = "", ...rest] = accountId.split(":")
-  if (rest.length > 0) return undefined
-  if (family === "evm" && isAddress(address, { strict: false })) return walletAccountId("evm", address)
-  if (family === "solana" && Siwx.SOLANA_ADDRESS.test(address)) return walletAccountId("solana", address)
-  return undefined
 }
 
 /** How many verified API keys `authenticate` remembers. */
@@ -412,127 +395,6 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       return confirm === undefined ? Effect.succeed(Option.some(principal)) : Effect.as(confirm, Option.some(principal))
     })
 
-  const createAccount = Effect.fn("Auth.createAccount")(function*(
-    input: { readonly id?: string; readonly createdAt?: Date; readonly description?: string } = {}
-  ) {
-    if (input.id !== undefined && !ACCOUNT_ID.test(input.id)) {
-      return yield* new InvalidRequest({ message: "Account ids are 1-128 characters of A-Z a-z 0-9 _ . : -" })
-    }
-    const createdAt = input.createdAt ?? new Date(yield* now)
-    return yield* store.insertAccount({
-      id: input.id ?? randomId("acct"),
-      createdAt,
-      ...(input.description === undefined ? {} : { description: input.description })
-    })
-  })
-
-  const createKey = Effect.fn("Auth.createKey")(function*(input: CreateKey) {
-    const at = yield* now
-    if (Option.isNone(yield* store.getAccount(input.accountId))) {
-      if (!isWalletAccountId(input.accountId)) return yield* new InvalidRequest({ message: "Unknown account" })
-      // Sign-in stores nothing for a wallet (see `authenticate`): its account is recorded when its
-      // first key is made, which the caller allows only to a wallet that holds credit.
-      yield* store.insertAccount({ id: input.accountId, createdAt: new Date(at) })
-    }
-    if (input.expiresAt !== undefined && input.expiresAt.getTime() <= at) {
-      return yield* new InvalidRequest({ message: "expiresAt must be in the future" })
-    }
-    const record: ApiKeyRecord = {
-      id: randomId("key"),
-      accountId: input.accountId,
-      type: input.type,
-      tier: input.tier ?? "default",
-      description: input.description,
-      createdAt: new Date(at),
-      kid: options.signingKey.kid,
-      ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt }),
-      ...(KeyRestrictions.isRestricted(input.restrictions) ? { restrictions: input.restrictions } : {})
-    }
-    // The expiry is the store's, not the signature's, so that it can be changed or removed later.
-    const key = yield* Jwt.sign(options.signingKey, {
-      accountId: record.accountId,
-      keyId: record.id,
-      type: record.type,
-      tier: record.tier,
-      issuedAt: record.createdAt
-    })
-    yield* store.putKey(record)
-    if (record.expiresAt !== undefined) yield* store.setExpiry(record.accountId, record.id, record.expiresAt)
-    return { key, record }
-  })
-
-  const revokeKey = Effect.fn("Auth.revokeKey")(function*(accountId: string, keyId: string) {
-    const found = yield* store.revokeKey(accountId, keyId, new Date(yield* now))
-    if (!found) return yield* new NotFound({ message: "No API key with this id" })
-  })
-
-  const getKey = (accountId: string, keyId: string) =>
-    Effect.flatMap(store.getKey(accountId, keyId), (found) =>
-      Option.isSome(found) ? Effect.succeed(found.value) : Effect.fail(new NotFound({ message: "No API key with this id" })))
-
-  const setKeyExpiry = Effect.fn("Auth.setKeyExpiry")(function*(accountId: string, keyId: string, expiresAt: Date | undefined) {
-    if (expiresAt !== undefined && expiresAt.getTime() <= (yield* now)) {
-      return yield* new InvalidRequest({ message: "expiresAt must be in the future" })
-    }
-    yield* getKey(accountId, keyId)
-    yield* store.setExpiry(accountId, keyId, expiresAt)
-    return yield* getKey(accountId, keyId)
-  })
-
-  const restrictKey = Effect.fn("Auth.restrictKey")(function*(accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) {
-    const { restrictions: _, ...rest } = yield* getKey(accountId, keyId)
-    const record: ApiKeyRecord = KeyRestrictions.isRestricted(restrictions) ? { ...rest, restrictions } : rest
-    yield* store.putKey(record)
-    return record
-  })
-
-  const rerollKey = Effect.fn("Auth.rerollKey")(function*(accountId: string, keyId: string, graceMs: number) {
-    const found = yield* getKey(accountId, keyId)
-    if (found.revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
-    if (!Number.isSafeInteger(graceMs) || graceMs < 0) return yield* new InvalidRequest({ message: "The grace period must be a whole number of milliseconds, 0 or more" })
-    const at = yield* now
-    const current = found.secrets?.current ?? 0
-    // Earlier secrets whose grace has ended are forgotten; the one replaced now is kept for its grace.
-    const previous = (found.secrets?.previous ?? []).filter((earlier) => earlier.until > at)
-    const secrets: KeySecrets = {
-      current: current + 1,
-      previous: graceMs === 0 ? previous : [...previous, { secret: current, until: at + graceMs }]
-    }
-    const record: ApiKeyRecord = { ...found, kid: options.signingKey.kid, secrets }
-    const key = yield* Jwt.sign(options.signingKey, {
-      accountId,
-      keyId,
-      type: record.type,
-      tier: record.tier,
-      issuedAt: new Date(at),
-      secret: secrets.current
-    })
-    // Stored only if no other reroll (or revocation) came between: two rerolls that read the same
-    // record would issue the same secret, and the grace asked by one would be lost by the other.
-    if (!(yield* store.rerollKey(record, current))) {
-      if ((yield* getKey(accountId, keyId)).revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
-      return yield* new Conflict({ message: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
-    }
-    return { key, record }
-  })
-
-  const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) {
-    if (keyId !== undefined) yield* getKey(accountId, keyId)
-    else if (isWalletAccountId(accountId)) {
-      // The id the pipeline gives the wallet's calls, or the override would govern none of them.
-      if (canonicalWalletAccountId(accountId) !== accountId) {
-        return yield* new InvalidRequest({ message: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>" })
-      }
-    } else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
-    yield* store.setLimits(accountId, keyId, override)
-  })
-
-  const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
-    const record = { ...(yield* getKey(accountId, keyId)), description }
-    yield* store.putKey(record)
-    return record
-  })
-
   const siwxChallenge = Effect.map(now, (at): SiwxChallenge => ({
     info: {
       domain: origin.host,
@@ -561,21 +423,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
       principal._tag === "ApiKey" && principal.keyType === "ADMIN"
         ? Effect.void
         : Effect.fail(new Forbidden({ message: "This operation requires an ADMIN API key" })),
-    createAccount,
-    getAccount: store.getAccount,
-    createKey,
-    listKeys: store.listKeys,
-    revokeKey,
-    getKey,
-    setKeyExpiry,
-    restrictKey,
-    rerollKey,
-    setLimits,
-    storedLimits: store.limits,
-    describeKey,
+    ...(yield* KeyManagement.make(options.signingKey)),
     siwxChallenge,
-    signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)],
-    keysSignedBy: (kid) => Effect.map(store.allKeys, (records) => records.filter((record) => record.kid === kid))
+    signingKeyIds: [options.signingKey.kid, ...(options.previousKeys ?? []).map((key) => key.kid)]
   })
 })
 
