@@ -43,8 +43,14 @@ export interface Limit {
   readonly subject?: RateLimitLog.Subject
 }
 
-/** @category models */
-export interface Admission {
+/**
+ * What an admission took from the counters: the requests counted and the tokens and credits
+ * reserved, to be settled to what the call used or cancelled. (The paid call's admission as a
+ * whole, with its credit hold, is the `Admission` module's.)
+ *
+ * @category models
+ */
+export interface Reservation {
   /** `x-ratelimit-*` headers, exact, of the limit that applied. */
   readonly headers: Readonly<Record<string, string>>
   /** Settles reserved tokens (and credits) to what was actually used; releases the rest. */
@@ -98,14 +104,14 @@ export interface Plan {
   readonly now: number
   readonly counters: ReadonlyArray<Counter>
   /** The admission of counters that were taken, with the states the store answered. */
-  readonly admitted: (states: ReadonlyArray<CounterState>) => Admission
+  readonly admitted: (states: ReadonlyArray<CounterState>) => Reservation
   /** The 429 of counters that were refused (recorded in the `RateLimitLog` when one is provided). */
   readonly rejected: (states: ReadonlyArray<CounterState>) => Effect.Effect<never, RateLimited>
 }
 
 /** @category services */
 export class RateLimiter extends Context.Service<RateLimiter, {
-  readonly admit: (limits: ReadonlyArray<Limit>) => Effect.Effect<Admission, RateLimited | ServiceUnavailable>
+  readonly admit: (limits: ReadonlyArray<Limit>) => Effect.Effect<Reservation, RateLimited | ServiceUnavailable>
   /**
    * Counts a call against `limits` without refusing it: every counter is added to, past its limit
    * if need be. For a call already under way that belongs under other limits than those it was
@@ -113,7 +119,7 @@ export class RateLimiter extends Context.Service<RateLimiter, {
    * admission settles and cancels like `admit`'s. It fails only when the store cannot be reached,
    * whatever the failure policy, so the caller can keep what it counted before.
    */
-  readonly count: (limits: ReadonlyArray<Limit>) => Effect.Effect<Admission, ServiceUnavailable>
+  readonly count: (limits: ReadonlyArray<Limit>) => Effect.Effect<Reservation, ServiceUnavailable>
   /** The plan of an admission of `limits` at `now`, taking nothing. */
   readonly plan: (limits: ReadonlyArray<Limit>, now: number) => Plan
   /** Where each limit stands, consuming nothing. */
@@ -385,7 +391,7 @@ const headersOf = (
   return headers
 }
 
-const unlimited: Admission = {
+const unlimited: Reservation = {
   headers: {},
   settle: () => Effect.void,
   cancel: Effect.void,
@@ -413,7 +419,7 @@ export const make = (options: Options = {}) =>
       )
     const unavailable = new ServiceUnavailable({ message: "Rate limiting is temporarily unavailable", retryAfterSeconds: 1 })
 
-    const storeFailure = (error: RateLimiterStoreError): Effect.Effect<Admission, ServiceUnavailable> =>
+    const storeFailure = (error: RateLimiterStoreError): Effect.Effect<Reservation, ServiceUnavailable> =>
       policy === "fail-open"
         ? Effect.logWarning("rate-limit store unreachable; admitting without limits (fail-open)", error.cause).pipe(
           Effect.andThen(Metric.update(failOpenCounter, 1)),
@@ -455,7 +461,7 @@ export const make = (options: Options = {}) =>
       planned: ReadonlyArray<Planned>,
       states: ReadonlyArray<CounterState>,
       now: number
-    ): Admission => {
+    ): Reservation => {
       let settled = false
       const claim = (deltaOf: (counter: Counter, dimension: Planned["dimension"]) => number | undefined) => {
         if (settled) return []
@@ -483,7 +489,7 @@ export const make = (options: Options = {}) =>
           "RateLimiter.settle",
           { captureStackTrace: false }
         )
-      const settlement: Admission["settlement"] = (actual) =>
+      const settlement: Reservation["settlement"] = (actual) =>
         claim((counter, dimension) => {
           if (dimension === "requests") return undefined
           const used = dimension === "tokens" ? actual.tokens : actual.credits
@@ -533,7 +539,7 @@ export const make = (options: Options = {}) =>
 
     // The hot path has no span and no generator: either costs more than the memory store's whole
     // step. Rejections and store failures, the rare paths, are logged instead.
-    const admit = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, RateLimited | ServiceUnavailable> =>
+    const admit = (limits: ReadonlyArray<Limit>): Effect.Effect<Reservation, RateLimited | ServiceUnavailable> =>
       limits.length === 0 ? Effect.succeed(unlimited) : Clock.clockWith((clock) => {
         const planned = planOf(limits, clock.currentTimeMillisUnsafe())
         return guarded(store.take(planned.now, planned.counters, "checked")).pipe(
@@ -554,7 +560,7 @@ export const make = (options: Options = {}) =>
       return statuses(limits, planned, states, now)
     })
 
-    const count = (limits: ReadonlyArray<Limit>): Effect.Effect<Admission, ServiceUnavailable> =>
+    const count = (limits: ReadonlyArray<Limit>): Effect.Effect<Reservation, ServiceUnavailable> =>
       limits.length === 0 ? Effect.succeed(unlimited) : Clock.clockWith((clock) => {
         const planned = planOf(limits, clock.currentTimeMillisUnsafe())
         return guarded(store.take(planned.now, planned.counters, "unchecked")).pipe(

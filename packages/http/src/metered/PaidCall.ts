@@ -63,7 +63,7 @@ export interface Services {
  */
 interface Admitted {
   readonly hold: CreditLedger.Hold
-  admission: RateLimiter.Admission
+  admission: RateLimiter.Reservation
 }
 
 /** A key's credentials confirmed with the store: its standing, and the policy read with it. */
