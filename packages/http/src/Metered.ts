@@ -19,7 +19,7 @@
  * payment is finished after the call's settlement (an `upto` permit's charge settled on chain).
  *
  * The pipeline is a folder, one concept per module, and this module is its public entry:
- * `metered/Models.ts` (what a route hands the pipeline and what its work returns),
+ * `metered/MeteredCall.ts` (what a route hands the pipeline and what its work returns),
  * `metered/PaymentRequiredBodies.ts` and `metered/LimitPolicy.ts` (the services it asks for the
  * wallet 402 bodies and the rate limits), `metered/Pipeline.ts` (the `Metered` service and its
  * layer), `metered/PaidCall.ts` (the steps of one call), `metered/SettlementChoice.ts` (whether a
@@ -27,7 +27,7 @@
  *
  * @since 0.1.0
  */
-export type { CallContext, DeferredOutcome, Kind, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome, Usage } from "./metered/Models.ts"
+export type { CallContext, DeferredOutcome, Kind, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome, Usage } from "./metered/MeteredCall.ts"
 export { LimitPolicy, layerLimits, layerLimitsDefault } from "./metered/LimitPolicy.ts"
 export { PaymentRequiredBodies } from "./metered/PaymentRequiredBodies.ts"
 export { layer, Metered, type Options } from "./metered/Pipeline.ts"

@@ -28,7 +28,7 @@ import * as RequestContext from "../RequestContext.ts"
 import { replayed, toStored } from "../StoredResponse.ts"
 import type { LimitPolicy } from "./LimitPolicy.ts"
 import * as Metrics from "./Metrics.ts"
-import type { DeferredOutcome, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome } from "./Models.ts"
+import type { DeferredOutcome, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome } from "./MeteredCall.ts"
 import type { PaymentRequiredBodies } from "./PaymentRequiredBodies.ts"
 import * as SettlementChoice from "./SettlementChoice.ts"
 

@@ -7,7 +7,7 @@
  */
 import type { CreditLedger, Errors, Money, Principal } from "@tollgate/core"
 import { Context, type Effect } from "effect"
-import type { MeteredCall } from "./Models.ts"
+import type { MeteredCall } from "./MeteredCall.ts"
 
 /**
  * `discovery` answers a caller with no credentials; `insufficientBalance` a signed-in wallet that

@@ -18,7 +18,7 @@ import * as PerCallPayment from "../payment/PerCallPayment.ts"
 import { CurrentRequest } from "../RequestContext.ts"
 import { LimitPolicy } from "./LimitPolicy.ts"
 import * as Metrics from "./Metrics.ts"
-import type { MeteredCall } from "./Models.ts"
+import type { MeteredCall } from "./MeteredCall.ts"
 import * as PaidCall from "./PaidCall.ts"
 import { PaymentRequiredBodies } from "./PaymentRequiredBodies.ts"
 
