@@ -6,15 +6,12 @@
  * node's text (never through JS numbers).
  *
  * Reads are identical when the network, the method and the parameters (as JSON text) are; the id
- * is not part of it. A batch of reads each with an id is answered item by item from the cache, the
- * rest going upstream in one batch with identical items sent once. A write is never merged nor
- * cached; a batch holding one (or a notification), or none the cache may hold, goes upstream as it
- * came.
+ * is not part of it. A write is never merged nor cached, and a batch goes upstream as it came.
  *
  * @since 0.1.0
  */
-import type { Errors, Networks } from "@tollgate/core"
-import { JsonRpc, JsonText, RpcCachePolicy } from "@tollgate/core"
+import type { Errors, JsonRpc, Networks } from "@tollgate/core"
+import { JsonText, RpcCachePolicy } from "@tollgate/core"
 import type * as RpcCache from "@tollgate/core/RpcCache"
 import { Effect, Fiber } from "effect"
 import * as RpcMetrics from "./RpcMetrics.ts"
@@ -37,8 +34,6 @@ const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 /** One answer object around `id`, its member (`result` or `error`) as JSON text. */
 const render = (id: string, member: "result" | "error", raw: string): Uint8Array =>
   Buffer.from(`{"jsonrpc":"2.0","id":${id},"${member}":${raw}}`)
-
-const NONE: RpcCachePolicy.Decision = { _tag: "none" }
 
 /** What billing reads of a cached answer: that it is a result (only results are cached). */
 const CACHED = { result: null }
@@ -140,30 +135,6 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
       }
     )
 
-  /**
-   * What the cache makes of one read: `base`, what identical reads share; its policy; and `key`,
-   * where its answer would be stored (undefined when it may neither be read nor kept).
-   */
-  const plan = (network: Networks.Network, method: string, params: unknown) => {
-    const slug = network.slug
-    const base = `${slug}\n${method}\n${params === undefined ? "" : JSON.stringify(params)}`
-    const decision: RpcCachePolicy.Decision = settings.enabled ? RpcCachePolicy.decide(network, method, params) : NONE
-    const chain = decision._tag === "none" ? undefined : upstream.chainState(slug)
-    const finalized = chain?.finalized
-    const key = decision._tag === "none" ? undefined : decision._tag === "head"
-      ? settings.headTtlMs > 0 && chain !== undefined ? `${base}\n${chain.headHash}` : undefined
-      : decision._tag === "block"
-      ? finalized !== undefined && decision.number <= finalized ? base : undefined
-      : base
-    return { base, decision, key }
-  }
-
-  /** Stores a result (its JSON text) when the policy keeps it, given what is now known of the chain. */
-  const keep = (slug: string, key: string, decision: RpcCachePolicy.Decision, result: unknown, text: string) => {
-    const ttlMs = RpcCachePolicy.lifetime(decision, result, upstream.chainState(slug)?.finalized, settings)
-    return ttlMs === undefined ? Effect.void : cache.set(key, text, ttlMs)
-  }
-
   return {
     /**
      * Answers one read with an id (`request` holds one item, not a batch), from the cache or
@@ -174,7 +145,16 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
         const item = request.items[0]!
         const id = item.id!
         const slug = network.slug
-        const { base, decision, key } = plan(network, item.method, params)
+        const base = `${slug}\n${item.method}\n${params === undefined ? "" : JSON.stringify(params)}`
+        const decision = settings.enabled ? RpcCachePolicy.decide(network, item.method, params) : { _tag: "none" as const }
+        const chain = decision._tag === "none" ? undefined : upstream.chainState(slug)
+        const finalized = chain?.finalized
+        // Where the answer would be stored; undefined when this call may neither read nor keep one.
+        const key = decision._tag === "none" ? undefined : decision._tag === "head"
+          ? settings.headTtlMs > 0 && chain !== undefined ? `${base}\n${chain.headHash}` : undefined
+          : decision._tag === "block"
+          ? finalized !== undefined && decision.number <= finalized ? base : undefined
+          : base
         // Built only when the cache cannot answer: a hit takes no step an upstream call needs.
         const fetch = () => {
           const parts = item.method === "eth_getLogs" ? logParts(params, upstream.getLogs) : undefined
@@ -193,83 +173,12 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
           return Effect.tap(fetch(), (read) => {
             const response = read.answer.response
             if (!isRecord(response) || !("result" in response) || read.answer.body === undefined) return Effect.void
-            const text = JsonText.member(read.answer.body, "result")
-            return text === undefined ? Effect.void : keep(slug, key, decision, response["result"], Buffer.from(text).toString("utf8"))
+            const ttlMs = RpcCachePolicy.lifetime(decision, response["result"], upstream.chainState(slug)?.finalized, settings)
+            if (ttlMs === undefined) return Effect.void
+            const parsed = JsonText.parse(Buffer.from(read.answer.body).toString("utf8")) as Record<string, unknown>
+            return cache.set(key, JSON.stringify(parsed["result"]), ttlMs)
           })
         })
-      }),
-
-    /**
-     * Answers a batch of reads, each with an id (`params` holds each item's parameters): the items
-     * the cache holds from it, the others in one batch upstream, identical items sent once. Each
-     * item's answer comes back around its own id, in the order of the request; `hit` when no item
-     * went upstream. A batch with no item the cache may hold goes upstream as it came.
-     * An upstream answer that is not an array (an error for the whole batch) is the answer.
-     */
-    readBatch: (network: Networks.Network, request: JsonRpc.Request, params: ReadonlyArray<unknown>, body: Uint8Array) =>
-      Effect.withFiber((fiber): Effect.Effect<Read, Failure> => {
-        const slug = network.slug
-        const plans = request.items.map((item, i) => plan(network, item.method, params[i]))
-        if (plans.every((each) => each.key === undefined)) {
-          return Effect.map(upstream.forward(slug, request, body), (answer): Read => ({ answer, hit: false }))
-        }
-        return Effect.flatMap(
-          Effect.forEach(plans, (each) => each.key === undefined ? Effect.undefined : cache.get(each.key)),
-          (cached): Effect.Effect<Read, Failure> => {
-            // Index in the upstream batch of each distinct read the cache did not answer.
-            const position = new Map<string, number>()
-            const items: Array<JsonRpc.Item> = []
-            const texts: Array<string> = []
-            const first: Array<number> = []
-            plans.forEach((each, i) => {
-              if (each.key !== undefined) {
-                ;(cached[i] === undefined ? RpcMetrics.cacheMisses : RpcMetrics.cacheHits).of({ network: slug }).updateUnsafe(1, fiber.context)
-              }
-              if (cached[i] !== undefined || position.has(each.base)) return
-              const item = request.items[i]!
-              position.set(each.base, items.length)
-              texts.push(`{"jsonrpc":"2.0","id":${items.length},"method":${JSON.stringify(item.method)}${params[i] === undefined ? "" : `,"params":${JSON.stringify(params[i])}`}}`)
-              items.push({ ...item, id: String(items.length) })
-              first.push(i)
-            })
-            const sent = items.length === 0
-              ? Effect.succeed(undefined)
-              : upstream.forward(slug, { batch: true, items }, Buffer.from(`[${texts.join(",")}]`))
-            return Effect.flatMap(sent, (answer): Effect.Effect<Read, Failure> => {
-              // Each answered item of the upstream batch by its index: its member and that member's text.
-              const answered = new Map<number, { readonly member: "result" | "error"; readonly text: string; readonly value: unknown }>()
-              if (answer !== undefined) {
-                if (!Array.isArray(answer.response) || answer.body === undefined) return Effect.succeed({ answer, hit: false })
-                const raw = JsonText.elements(Buffer.from(answer.body).toString("utf8"))
-                answer.response.forEach((element: unknown, k) => {
-                  if (!isRecord(element) || typeof element["id"] !== "number" || raw[k] === undefined) return
-                  const member = "result" in element ? "result" : "error" in element ? "error" : undefined
-                  const text = member === undefined ? undefined : JsonText.member(Buffer.from(raw[k]), member)
-                  if (member !== undefined && text !== undefined) {
-                    answered.set(element["id"], { member, text: Buffer.from(text).toString("utf8"), value: element[member] })
-                  }
-                })
-              }
-              const parts: Array<string> = []
-              plans.forEach((each, i) => {
-                const id = request.items[i]!.id!
-                const hit = cached[i]
-                if (hit !== undefined) return parts.push(`{"jsonrpc":"2.0","id":${id},"result":${hit}}`)
-                const got = answered.get(position.get(each.base)!)
-                // An item the node left out is left out here too (billed as an error).
-                if (got !== undefined) parts.push(`{"jsonrpc":"2.0","id":${id},"${got.member}":${got.text}}`)
-              })
-              const text = `[${parts.join(",")}]`
-              const read: Read = { answer: { response: JsonRpc.parse(text), body: Buffer.from(text) }, hit: items.length === 0 }
-              const kept = first.flatMap((i, k) => {
-                const { decision, key } = plans[i]!
-                const got = answered.get(k)
-                return key === undefined || got === undefined || got.member !== "result" ? [] : [keep(slug, key, decision, got.value, got.text)]
-              })
-              return Effect.as(Effect.all(kept, { discard: true }), read)
-            })
-          }
-        )
       })
   }
 }

@@ -143,8 +143,7 @@ describe("RPC proxy: the node's answer reaches the caller as it came, ids exact;
   it("ids beyond 2^53 answered out of order come back in request order, each id as sent", async () => {
     const first = `{"jsonrpc":"2.0","id":${BIG},"result":"0x1"}`
     const second = `{"jsonrpc":"2.0","id":${BIG_NEXT},"result":"0x10"}`
-    // Methods the cache never holds (headTtlMs 0), so the batch goes to the node as it came.
-    const result = await send(`[${raw(BIG, "eth_gasPrice")},${raw(BIG_NEXT, "eth_blockNumber")}]`, `[${second},${first}]`)
+    const result = await send(`[${raw(BIG, "eth_chainId")},${raw(BIG_NEXT, "eth_blockNumber")}]`, `[${second},${first}]`)
     expect(result.text).toBe(`[${first},${second}]`)
     expect(result.text).not.toContain("12345678901234567000")
     expect(result.credits).toBe("40")

@@ -167,28 +167,6 @@ for (const store of stores) {
       expect(metrics).toMatch(/^tollgate_rpc_cache_misses_total\{network="ethereum-mainnet"\} 1$/m)
       expect(metrics).toMatch(/^tollgate_rpc_upstream_calls_total\{network="ethereum-mainnet",upstream="http:\/\/127\.0\.0\.1:\d+\/"\} \d+$/m)
     })
-
-    it("viem's batched reads of two finalized blocks, twice: MISS then HIT, 20 credits per item each time", async () => {
-      const finalized = Number.parseInt((await direct("eth_getBlockByNumber", ["finalized", false]) as { number: string }).number, 16)
-      const seen: Array<{ cache: string | null; credits: string | null }> = []
-      const client = createPublicClient({
-        transport: http(`${server.api}/crypto/rpc/ethereum-mainnet`, {
-          batch: true,
-          fetchOptions: { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } },
-          onFetchResponse: (response) => {
-            seen.push({ cache: response.headers.get("x-cache"), credits: response.headers.get("x-service-rpc-credits") })
-          }
-        })
-      })
-      const read = () => Promise.all([client.getBlock({ blockNumber: BigInt(finalized - 3) }), client.getBlock({ blockNumber: BigInt(finalized - 4) })])
-      const before = await balanceNano()
-      const first = await read()
-      const second = await read()
-      expect(second.map((block) => block.hash)).toEqual(first.map((block) => block.hash))
-      expect(first[1].hash).toBe((await direct("eth_getBlockByNumber", [`0x${(finalized - 4).toString(16)}`, false]) as { hash: string }).hash)
-      expect(seen).toEqual([{ cache: "MISS", credits: "40" }, { cache: "HIT", credits: "40" }])
-      expect(before - await balanceNano()).toBe(nanoOf(80))
-    })
   })
 }
 

@@ -7,15 +7,14 @@
  * case (every item at its tier), the capture what the upstream's answer actually costs (an item
  * not answered with a result costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight
  * gets 409 from the pipeline; a later one gets the stored response. A single read goes through
- * `RpcReads` (the cache, merging of identical reads in flight), and so does a batch of reads each
- * with an id (the cache item by item, identical items sent once); the answer says `X-Cache: HIT`
- * when the cache gave all of it, and is charged the same unless the operator set a discount.
+ * `RpcReads` (the cache, merging of identical reads in flight); its answer says `X-Cache: HIT` when
+ * the cache gave it, and is charged the same unless the operator set a discount.
  *
  * @since 0.1.0
  */
 import * as RpcReads from "@tollgate/backends/RpcReads"
 import { isWrite, RpcUpstream } from "@tollgate/backends/RpcUpstream"
-import { Errors, JsonRpc, JsonText, Money, Networks, PricingEngine, RpcCache } from "@tollgate/core"
+import { Errors, JsonRpc, Money, Networks, PricingEngine, RpcCache } from "@tollgate/core"
 import { Context, Effect, Result, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "../Endpoint.ts"
@@ -53,8 +52,6 @@ interface Checked {
   readonly body: Uint8Array
   readonly worst: number
   readonly read: { readonly params: unknown } | undefined
-  /** For a batch of reads each with an id (which the cache considers item by item), their parameters. */
-  readonly reads: ReadonlyArray<unknown> | undefined
 }
 
 /** The parameters of a request that is one read with an id, or `undefined`. */
@@ -62,16 +59,6 @@ const singleRead = (json: unknown, rpc: JsonRpc.Request): { readonly params: unk
   const item = rpc.items[0]
   if (rpc.batch || item === undefined || item.id === undefined || isWrite(item.method)) return undefined
   return { params: (json as { readonly params?: unknown }).params }
-}
-
-/**
- * The parameters of each item of a batch of reads each with an id, or `undefined`. Read again
- * losslessly (`JsonText`): they are sent upstream rebuilt, and a number beyond 2^53 must stay as sent.
- */
-const batchReads = (body: Uint8Array, rpc: JsonRpc.Request): ReadonlyArray<unknown> | undefined => {
-  if (!rpc.batch || rpc.items.some((item) => item.id === undefined || isWrite(item.method))) return undefined
-  const items = JsonText.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")) as ReadonlyArray<{ readonly params?: unknown }>
-  return items.map((item) => item.params)
 }
 
 /** @category routes */
@@ -104,15 +91,7 @@ export const route = Endpoint.make({
         }
         const worst = PricingEngine.rpcCredits(tables, slug, rpc.success.items.map((item) => item.tier))
         if (typeof worst !== "number") return Effect.fail(new Errors.InvalidRequest({ message: worst.message }))
-        return Effect.succeed({
-          slug,
-          network,
-          rpc: rpc.success,
-          body,
-          worst,
-          read: singleRead(json.success, rpc.success),
-          reads: batchReads(body, rpc.success)
-        })
+        return Effect.succeed({ slug, network, rpc: rpc.success, body, worst, read: singleRead(json.success, rpc.success) })
       })
     })
 
@@ -128,13 +107,11 @@ export const route = Endpoint.make({
        * straight upstream) and prices the answer; a cache hit costs the same unless the operator
        * set `hitDiscountPercent`.
        */
-      execute: ({ body, network, read, reads: batch, rpc, slug }: Checked) =>
+      execute: ({ body, network, read, rpc, slug }: Checked) =>
         Effect.flatMap(
-          read !== undefined
-            ? reads.read(network, rpc, read.params, body)
-            : batch !== undefined
-            ? reads.readBatch(network, rpc, batch, body)
-            : Effect.map(upstream.forward(slug, rpc, body), (answer): RpcReads.Read => ({ answer, hit: false })),
+          read === undefined
+            ? Effect.map(upstream.forward(slug, rpc, body), (answer): RpcReads.Read => ({ answer, hit: false }))
+            : reads.read(network, rpc, read.params, body),
           ({ answer, hit }): Effect.Effect<Outcome, Errors.InvalidRequest> => {
             const credits = PricingEngine.rpcCredits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
             if (typeof credits !== "number") return Effect.fail(new Errors.InvalidRequest({ message: credits.message }))
