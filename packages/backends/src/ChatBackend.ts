@@ -52,10 +52,11 @@ export interface Call {
   /** The OpenAI request body, without `model` (each upstream gets its own model name). */
   readonly body: Json
   /**
-   * The JSON bytes of `body.messages`, when the caller has them as they came: sent as they are
-   * instead of encoded again (a long conversation is most of a body).
+   * The JSON bytes of `body.messages`, when the caller has them as they came, in parts written one
+   * after the other: sent as they are instead of encoded again (a long conversation is most of a
+   * body), copied once, into the request body.
    */
-  readonly messages?: Uint8Array | undefined
+  readonly messages?: ReadonlyArray<Uint8Array> | undefined
   readonly promptCacheKey?: string | undefined
 }
 
@@ -156,16 +157,22 @@ const encoder = new TextEncoder()
 const MESSAGES_MEMBER = encoder.encode(`,"messages":`)
 const CLOSE_OBJECT = 125
 
-/** `body` encoded with `messages` (JSON bytes) as its last member, those bytes copied as they are. */
-const withMessages = (body: Json, messages: Uint8Array): Uint8Array => {
+/** `body` encoded with `messages` (JSON bytes, in parts) as its last member, those bytes copied as they are. */
+const withMessages = (body: Json, messages: ReadonlyArray<Uint8Array>): Uint8Array => {
   const { messages: _, ...rest } = body
   const head = encoder.encode(JSON.stringify(rest))
   const open = head.length - 1 // without its closing brace; `rest` has `model`, so it is not empty
-  const out = new Uint8Array(open + MESSAGES_MEMBER.length + messages.length + 1)
+  let length = open + MESSAGES_MEMBER.length + 1
+  for (const part of messages) length += part.length
+  const out = new Uint8Array(length)
   out.set(head.subarray(0, open))
   out.set(MESSAGES_MEMBER, open)
-  out.set(messages, open + MESSAGES_MEMBER.length)
-  out[out.length - 1] = CLOSE_OBJECT
+  let at = open + MESSAGES_MEMBER.length
+  for (const part of messages) {
+    out.set(part, at)
+    at += part.length
+  }
+  out[at] = CLOSE_OBJECT
   return out
 }
 

@@ -258,14 +258,14 @@ export const tallyChunk = (tally: Tally, chunk: Json): { readonly choice: Json; 
 
 const encoder = new TextEncoder()
 
-/** The JSON array `messages` (its bytes, as they came) with `first` before its elements. */
-const prepended = (first: ReadonlyArray<ChatOptions.Message>, messages: Uint8Array): Uint8Array => {
-  const head = encoder.encode(`${JSON.stringify(first).slice(0, -1)},`)
-  const out = new Uint8Array(head.length + messages.length - 1)
-  out.set(head)
-  out.set(messages.subarray(1), head.length)
-  return out
-}
+/**
+ * The JSON array `messages` (its bytes, as they came) with `first` before its elements, in two
+ * parts: the bytes are not copied here, only once into the upstream body.
+ */
+const prepended = (first: ReadonlyArray<ChatOptions.Message>, messages: Uint8Array): ReadonlyArray<Uint8Array> => [
+  encoder.encode(`${JSON.stringify(first).slice(0, -1)},`),
+  messages.subarray(1)
+]
 
 /**
  * What a call used, priced: the pipeline's `Produced`, and the prompt tokens read from the
@@ -302,7 +302,7 @@ export interface Prepared {
    * The JSON bytes of the upstream body's `messages` when they can be sent without encoding the
    * caller's again (`ChatBackend.Call.messages`): the caller's as they came, after the service's.
    */
-  readonly upstreamMessages: (found: Found) => Uint8Array | undefined
+  readonly upstreamMessages: (found: Found) => ReadonlyArray<Uint8Array> | undefined
   /** The actual price of what the tally says was used, under this model's sku. */
   readonly price: (found: Found, tally: Tally) => Priced
 }
@@ -449,8 +449,8 @@ export const preparer = Effect.gen(function*() {
 
       // A found message goes before the caller's last one: that conversation is encoded whole.
       const sent = bytes === undefined ? undefined : JsonText.member(bytes, "messages")
-      const upstreamMessages = (found: Found): Uint8Array | undefined =>
-        sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? sent : prepended(added, sent)
+      const upstreamMessages = (found: Found): ReadonlyArray<Uint8Array> | undefined =>
+        sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? [sent] : prepended(added, sent)
 
       return {
         request,
