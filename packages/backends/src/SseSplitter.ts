@@ -4,10 +4,11 @@
  *
  * Hand-written rather than `Sse.decode` from `effect/encoding`, which builds an event object per
  * event through a channel of its own after a `Stream.decodeText` stage: in a profile of 16 unpaced
- * 2,000-chunk streams relayed through tollgate (docs/benchmarks.md, "chat"), that parser was 15% of
- * the relay's CPU. This one decodes each network read once, cuts it at blank lines and keeps the
- * `data:` lines of each event, in one stage that also ends the stream at `[DONE]`; the events of a
- * read come out as one batch. Comments, `event:`, `id:` and `retry:` lines are skipped, CRLF and CR
+ * 2,000-chunk streams relayed through tollgate, that parser was 15% of the relay's CPU, and on the
+ * same bytes this one takes a quarter of its time per chunk (`pnpm bench sse`, docs/benchmarks.md,
+ * "chat"). It decodes each network read once, cuts it at blank lines and keeps the `data:` lines of
+ * each event, in one stage that also ends the stream at `[DONE]`; the events of a read come out as
+ * one batch. Comments, `event:`, `id:` and `retry:` lines are skipped, CRLF and CR
  * line ends are read as LF, and an event cut off by the end of the body is dropped, as the SSE
  * standard says.
  *
