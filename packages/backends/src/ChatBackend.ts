@@ -21,7 +21,7 @@
  */
 import { type Models, Spans } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
+import { type Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import * as SseSplitter from "./SseSplitter.ts"
