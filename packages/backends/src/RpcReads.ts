@@ -180,7 +180,8 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
     const slug = network.slug
     const base = `${slug}\n${method}\n${params === undefined ? "" : JSON.stringify(params)}`
     const decision: RpcCachePolicy.Decision = settings.enabled ? RpcCachePolicy.decide(network, method, params) : NONE
-    const chain = decision._tag === "none" ? undefined : upstream.chainState(slug)
+    // The chain's state matters only to an answer that follows the head or names a block number.
+    const chain = decision._tag === "head" || decision._tag === "block" ? upstream.chainState(slug) : undefined
     const finalized = chain?.finalized
     const key = decision._tag === "none" ? undefined : decision._tag === "head"
       ? settings.headTtlMs > 0 && chain !== undefined ? `${base}\n${chain.headHash}` : undefined
@@ -242,10 +243,10 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
         if (key === undefined) return fetch()
         return Effect.flatMap(cache.get(key), (cached): Effect.Effect<Read, Failure> => {
           if (cached !== undefined) {
-            RpcMetrics.cacheHits.of({ network: slug }).updateUnsafe(1, fiber.context)
+            RpcMetrics.cacheHits.of(slug).updateUnsafe(1, fiber.context)
             return Effect.succeed({ answer: { response: CACHED, body: render(id, "result", cached) }, hit: true })
           }
-          RpcMetrics.cacheMisses.of({ network: slug }).updateUnsafe(1, fiber.context)
+          RpcMetrics.cacheMisses.of(slug).updateUnsafe(1, fiber.context)
           return Effect.tap(fetch(), (read) => {
             const response = read.answer.response
             if (!isRecord(response) || !("result" in response) || read.answer.body === undefined) return Effect.void
@@ -279,7 +280,7 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
           plans.forEach((each, i) => {
             if (each.key === undefined) return
             const counter = cached[i] === undefined ? RpcMetrics.cacheMisses : RpcMetrics.cacheHits
-            counter.of({ network: slug }).updateUnsafe(1, fiber.context)
+            counter.of(slug).updateUnsafe(1, fiber.context)
           })
           const missed = request.items.flatMap((_item, i) => cached[i] === undefined ? [i] : [])
           if (missed.length === request.items.length) {
