@@ -10,13 +10,19 @@
  * each event, in one stage that also ends the stream at `[DONE]`; the events of a read come out as
  * one batch. Comments, `event:`, `id:` and `retry:` lines are skipped, CRLF and CR
  * line ends are read as LF, and an event cut off by the end of the body is dropped, as the SSE
- * standard says.
+ * standard says. After `[DONE]` the few bytes left (the end of a chunked body) are read and dropped
+ * rather than the body cut off: cutting it aborts the request, and undici builds an abort error
+ * with its stack for that, on every call (a profile of 500 short streamed chats, docs/benchmarks.md,
+ * "chat").
  *
  * @since 0.1.0
  */
-import { Array as Arr, Cause, Effect, Stream } from "effect"
+import { Array as Arr, Cause, Duration, Effect, Stream } from "effect"
 
 const DONE = "[DONE]"
+
+// An upstream that keeps its body open past `[DONE]` is cut off after this long: its answer is whole.
+const DRAIN = Duration.millis(100)
 
 /** The data of one event's lines (`block`, without its blank line), or `undefined` when it has none. */
 const dataOf = (block: string): string | undefined => {
@@ -75,6 +81,10 @@ export const make = () => {
   }
 }
 
+/** Reads `pull` to its end (or for `DRAIN` at most), dropping what it reads and any failure. */
+const drain = <A, E>(pull: Effect.Effect<A, E | Cause.Done>): Effect.Effect<void> =>
+  pull.pipe(Effect.forever, Effect.ignore, Effect.timeoutOption(DRAIN), Effect.asVoid)
+
 /**
  * The data of a stream's events, a batch per read that completes any, ending at `[DONE]` (or where
  * the bytes end).
@@ -87,7 +97,7 @@ export const data = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Strea
       const decoder = new TextDecoder()
       const splitter = make()
       return Effect.suspend(function loop(): Effect.Effect<Arr.NonEmptyReadonlyArray<string>, E | Cause.Done> {
-        if (splitter.done) return Cause.done()
+        if (splitter.done) return Effect.andThen(drain(pull), Cause.done())
         return Effect.flatMap(pull, (reads) => {
           let text = ""
           for (const read of reads) text += decoder.decode(read, { stream: true })

@@ -38,6 +38,11 @@ describe("SseSplitter: the stream ends at `[DONE]`, and an event the body cuts o
     expect(await split([`data: x\n\ndata: [DONE]\n\ndata: y\n\n`, `data: z\n\n`])).toEqual(["x"])
   })
 
+  it("ends at [DONE] even when the body stays open past it", async () => {
+    const events = Stream.concat(Stream.make(encoder.encode(`data: x\n\ndata: [DONE]\n\n`)), Stream.never)
+    expect(await Effect.runPromise(Stream.runCollect(SseSplitter.data(events)))).toEqual(["x"])
+  })
+
   it("drops an event without its blank line at the end of the body", async () => {
     expect(await split([`data: x\n\ndata: {"cut":`])).toEqual(["x"])
   })

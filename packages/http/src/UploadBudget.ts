@@ -78,8 +78,20 @@ export const make = (options: Options): Budget => {
   /** Each principal's share while it holds some of it, with how many requests hold it. */
   const shares = new Map<string, { readonly semaphore: Semaphore.Semaphore; holders: number }>()
 
+  // Requests waiting for bytes; while there are none, free bytes are taken at once. The timed wait
+  // costs a timer and a race on every request, on the way to a chat stream's first chunk.
+  let waiting = 0
+  const waitFor = (from: Semaphore.Semaphore, bytes: number, refusal: Errors.ServiceUnavailable) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => waiting++),
+      () => Effect.timeoutOption(from.takeScoped(bytes), wait),
+      () => Effect.sync(() => waiting--)
+    ).pipe(Effect.flatMap((taken) => Option.isSome(taken) ? Effect.void : Effect.fail(refusal)))
   const take = (from: Semaphore.Semaphore, bytes: number, refusal: Errors.ServiceUnavailable) =>
-    Effect.flatMap(Effect.timeoutOption(from.takeScoped(bytes), wait), (taken) => Option.isSome(taken) ? Effect.void : Effect.fail(refusal))
+    Effect.uninterruptibleMask((restore) =>
+      waiting > 0 ? restore(waitFor(from, bytes, refusal)) : Effect.flatMap(from.takeIfAvailable(bytes), (taken) =>
+        taken ? Effect.addFinalizer(() => from.release(bytes)) : restore(waitFor(from, bytes, refusal)))
+    )
 
   const share = (principal: string) =>
     Effect.acquireRelease(
