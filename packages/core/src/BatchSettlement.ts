@@ -25,7 +25,7 @@
 import { keccak_256 } from "@noble/hashes/sha3.js"
 import { BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_DOMAIN, BATCH_SETTLEMENT_SCHEME } from "@x402/evm"
 import { computeChannelId } from "@x402/evm/batch-settlement/client"
-import { Data, Effect, Schema } from "effect"
+import { Data, Option, Result, Schema } from "effect"
 import Secp256k1 from "secp256k1"
 import { bytesToHex, domainSeparator, getAddress, type Hex as HexString, hexToBytes, isAddressEqual, zeroAddress } from "viem"
 import type * as PaymentChannels from "./PaymentChannels.ts"
@@ -167,10 +167,11 @@ const digestOf = (chainId: number, channelId: string, maxClaimable: bigint): Uin
     prefix.set(hexToBytes(domainSeparator({ domain: domain(chainId) })), 2)
     prefixes.set(chainId, prefix)
   }
-  const struct = new Uint8Array(96)
+  const struct = Buffer.alloc(96)
   struct.set(VOUCHER_TYPEHASH)
-  struct.set(hexToBytes(channelId as HexString), 32)
-  struct.set(hexToBytes(`0x${maxClaimable.toString(16).padStart(64, "0")}`), 64)
+  struct.write(channelId.slice(2), 32, 32, "hex")
+  struct.writeBigUInt64BE(maxClaimable >> 64n, 80)
+  struct.writeBigUInt64BE(maxClaimable & 0xffffffffffffffffn, 88)
   const message = new Uint8Array(66)
   message.set(prefix)
   message.set(keccak_256(struct), 34)
@@ -202,12 +203,12 @@ const HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681
  */
 const signerOf = (digest: Uint8Array, signature: string): string | undefined => {
   if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return undefined
-  const bytes = hexToBytes(signature as HexString)
+  const bytes = Buffer.from(signature.slice(2), "hex")
   const v = bytes[64]!
   if ((v !== 27 && v !== 28) || BigInt(`0x${signature.slice(66, 130)}`) > HALF_ORDER) return undefined
   try {
     const key = Secp256k1.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false)
-    return bytesToHex(keccak_256(key.subarray(1)).subarray(12))
+    return `0x${Buffer.from(keccak_256(key.subarray(1)).subarray(12)).toString("hex")}`
   } catch {
     // r or s zero or past the curve's order, or r not the x of a point: no key signed this.
     return undefined
@@ -229,11 +230,15 @@ const channelIdOf = (config: typeof ChannelConfig.Type, network: string): string
   return id
 }
 
+const decodePayload = Schema.decodeUnknownOption(Payload)
+
 /**
  * Checks a payload against the entry it paid, offline: the channel's config is the one offered,
  * its hash is the channel id, and the voucher is signed by the payer's voucher signer (the
  * `payerAuthorizer` key, or the payer's own key when none is named; a contract wallet must name a
  * voucher key, as the official client does by default, since its signature needs the chain).
+ *
+ * A plain function returning a `Result`: it never waits, and it is on every voucher-paid call.
  *
  * @category verification
  */
@@ -241,50 +246,51 @@ export const check = (
   requirement: { readonly network: string; readonly asset: string; readonly payTo: string; readonly extra?: Readonly<Record<string, unknown>> | undefined },
   minimumWithdrawDelaySeconds: number,
   payload: unknown
-): Effect.Effect<Checked, PayloadRefused> =>
-  Effect.gen(function*() {
-    const decoded = yield* Schema.decodeUnknownEffect(Payload)(payload).pipe(
-      Effect.mapError(() => refuse("invalid_batch_settlement_evm_voucher_payload", "The payload is not a batch-settlement voucher or deposit"))
-    )
-    const { channelConfig: config, voucher } = decoded
-    if (!isAddressEqual(config.token, requirement.asset as `0x${string}`)) {
-      return yield* refuse("invalid_batch_settlement_evm_token_mismatch", "The channel's token is not the one offered")
-    }
-    if (!isAddressEqual(config.receiver, requirement.payTo as `0x${string}`)) {
-      return yield* refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo")
-    }
-    if (!isAddressEqual(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]) as `0x${string}`)) {
-      return yield* refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered")
-    }
-    if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
-      return yield* refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`)
-    }
-    if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
-      return yield* refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered")
-    }
-    const channelId = channelIdOf(config, requirement.network)
-    if (channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
-      return yield* refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id")
-    }
-    const signer = isAddressEqual(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer
-    const maxClaimable = BigInt(voucher.maxClaimableAmount)
-    const recovered = signerOf(digestOf(chainIdOf(requirement.network), channelId, maxClaimable), voucher.signature)
-    if (recovered === undefined || recovered !== signer.toLowerCase()) {
-      return yield* refuse(
-        "invalid_batch_settlement_evm_voucher_signature",
-        "The voucher is not signed by the channel's voucher signer in the form the contract accepts (65 bytes, low s, v 27 or 28)"
-      )
-    }
-    return {
-      type: decoded.type,
-      channelId,
-      config: { ...config, payer: getAddress(config.payer), receiver: getAddress(config.receiver) },
-      maxClaimable,
-      signature: voucher.signature,
-      payer: getAddress(config.payer),
-      deposit: decoded.type === "deposit" ? BigInt(decoded.deposit.amount) : undefined
-    }
+): Result.Result<Checked, PayloadRefused> => {
+  const decoded = decodePayload(payload)
+  if (Option.isNone(decoded)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_voucher_payload", "The payload is not a batch-settlement voucher or deposit"))
+  }
+  const { channelConfig: config, voucher } = decoded.value
+  if (!isAddressEqual(config.token, requirement.asset as `0x${string}`)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_token_mismatch", "The channel's token is not the one offered"))
+  }
+  if (!isAddressEqual(config.receiver, requirement.payTo as `0x${string}`)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo"))
+  }
+  if (!isAddressEqual(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]) as `0x${string}`)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered"))
+  }
+  if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
+    return Result.fail(refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`))
+  }
+  if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered"))
+  }
+  const channelId = channelIdOf(config, requirement.network)
+  if (channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id"))
+  }
+  const signer = isAddressEqual(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer
+  const maxClaimable = BigInt(voucher.maxClaimableAmount)
+  const recovered = signerOf(digestOf(chainIdOf(requirement.network), channelId, maxClaimable), voucher.signature)
+  if (recovered === undefined || recovered !== signer.toLowerCase()) {
+    return Result.fail(refuse(
+      "invalid_batch_settlement_evm_voucher_signature",
+      "The voucher is not signed by the channel's voucher signer in the form the contract accepts (65 bytes, low s, v 27 or 28)"
+    ))
+  }
+  const payer = getAddress(config.payer)
+  return Result.succeed({
+    type: decoded.value.type,
+    channelId,
+    config: { ...config, payer, receiver: getAddress(config.receiver) },
+    maxClaimable,
+    signature: voucher.signature,
+    payer,
+    deposit: decoded.value.type === "deposit" ? BigInt(decoded.value.deposit.amount) : undefined
   })
+}
 
 /**
  * How long a call's reservation of its channel holds when its process never ends it (it died

@@ -43,7 +43,7 @@ import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/payment/PaymentFacilitator"
 import * as PaymentSigner from "@tollgate/backends/payment/PaymentSigner"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option, Result, Schema } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "../ErrorResponse.ts"
@@ -312,7 +312,8 @@ export const layer: Layer.Layer<
      * A `batch-settlement` voucher, checked offline (`BatchSettlement.check`), then reserved on its
      * channel: stored, and the channel held, before the call runs. A deposit with it is submitted
      * first, and opens or tops up the channel; a voucher on a channel this server has not seen yet
-     * reads the channel's escrow from the chain once.
+     * (the store refuses it as missing) reads the channel's escrow from the chain once, and is
+     * reserved again. A voucher on a known channel thus takes one step of the store.
      */
     const acceptVoucher = (
       payment: X402.MatchedPayment,
@@ -322,66 +323,78 @@ export const layer: Layer.Layer<
       if (offer === undefined || channels === undefined || chain === undefined) {
         return Effect.fail(new X402.PaymentRejected({ reason: "unsupported_scheme", message: "batch-settlement is not settled here" }))
       }
-      return Effect.gen(function*() {
-        const checked = yield* BatchSettlement.check(payment.requirements, offer.minimumWithdrawDelaySeconds, payment.payload.payload).pipe(
-          Effect.mapError((refused) => new X402.PaymentRejected({ reason: refused.reason, message: refused.message }))
-        )
-        const now = Date.now()
-        let deposit: { readonly transaction: string; readonly amount: bigint } | undefined
-        if (checked.deposit !== undefined) {
-          const deposited = yield* chain.deposit(payment)
-          deposit = { transaction: deposited.transaction, amount: checked.deposit }
-          yield* channels.open(checked.channelId, checked.config, deposited.onChain, now)
-        } else if (Option.isNone(yield* channels.get(checked.channelId))) {
-          const onChain = yield* chain.read(checked.channelId)
-          if (onChain.balance === 0n) {
-            return yield* new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" })
-          }
-          yield* channels.open(checked.channelId, checked.config, onChain, now)
-        }
-        const reserved = yield* channels.reserve({
-          channelId: checked.channelId,
-          maxClaimable: checked.maxClaimable,
-          signature: checked.signature,
-          price: BigInt(payment.requirements.amount),
-          exposureCap: offer.exposureCap,
-          now,
-          leaseMs: BatchSettlement.RESERVATION_LEASE_MS
-        }).pipe(
-          Effect.catchTag("VoucherRefused", (refused) =>
-            Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` })))
-        )
-        return {
-          _tag: "Accepted",
-          principal: walletOf(payment.requirements.network, checked.payer),
-          fundsHold: true,
-          headers: {},
-          payment,
-          claim: undefined,
-          refuse,
-          channel: { reserved, deposit }
-        } satisfies Accepted
+      const checked = BatchSettlement.check(payment.requirements, offer.minimumWithdrawDelaySeconds, payment.payload.payload)
+      if (Result.isFailure(checked)) {
+        return Effect.fail(new X402.PaymentRejected({ reason: checked.failure.reason, message: checked.failure.message }))
+      }
+      const voucher = checked.success
+      const now = Date.now()
+      const reserve = channels.reserve({
+        channelId: voucher.channelId,
+        maxClaimable: voucher.maxClaimable,
+        signature: voucher.signature,
+        price: BigInt(payment.requirements.amount),
+        exposureCap: offer.exposureCap,
+        now,
+        leaseMs: BatchSettlement.RESERVATION_LEASE_MS
       })
+      const accepted = (reserved: PaymentChannels.Channel, deposit: NonNullable<Accepted["channel"]>["deposit"]): Accepted => ({
+        _tag: "Accepted",
+        principal: walletOf(payment.requirements.network, voucher.payer),
+        fundsHold: true,
+        headers: {},
+        payment,
+        claim: undefined,
+        refuse,
+        channel: { reserved, deposit }
+      })
+      type Reserving = Effect.Effect<PaymentChannels.Channel, Errors.ApiError | X402.PaymentRejected | PaymentChannels.VoucherRefused>
+      const missing = (): Reserving =>
+        Effect.flatMap(chain.read(voucher.channelId), (onChain): Reserving =>
+          onChain.balance === 0n
+            ? Effect.fail(new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" }))
+            : Effect.andThen(channels.open(voucher.channelId, voucher.config, onChain, now), reserve))
+      const reserved: Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected | PaymentChannels.VoucherRefused> =
+        voucher.deposit !== undefined
+          ? Effect.flatMap(chain.deposit(payment), (deposited) =>
+            channels.open(voucher.channelId, voucher.config, deposited.onChain, now).pipe(
+              Effect.andThen(reserve),
+              Effect.map((channel) => accepted(channel, { transaction: deposited.transaction, amount: voucher.deposit! }))
+            ))
+          : reserve.pipe(
+            Effect.catchTag("VoucherRefused", (refused): Reserving =>
+              refused.reason !== "invalid_batch_settlement_evm_missing_channel"
+                ? Effect.fail(refused)
+                : missing()),
+            Effect.map((channel) => accepted(channel, undefined))
+          )
+      return Effect.catchTag(reserved, "VoucherRefused", (refused) =>
+        Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` })))
     }
 
     const accept = ({ price, request, settlesActual }: AcceptInput): Effect.Effect<Accepted | Replayed, Errors.ApiError> => {
       const path = new URL(request.url, config.publicOrigin).pathname
-      const resource = { url: `${config.publicOrigin}${path}` }
       const refuse = (error: string) =>
         Effect.flatMap(Effect.zip(auth.siwxChallenge, CurrentRequest), ([challenge, current]) =>
-          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error })))
+          Effect.fail(X402.discovery(config, {
+            resource: { url: `${config.publicOrigin}${path}` },
+            challenge,
+            price,
+            settlesActual: settlesActual === true,
+            bazaar: current.bazaar,
+            error
+          })))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
-      return X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true)).pipe(
-        Effect.flatMap((payment) =>
-          payment.requirements.scheme === "upto"
-            ? acceptUpto(payment, refuse)
-            : payment.requirements.scheme === BatchSettlement.SCHEME
-            ? acceptVoucher(payment, refuse)
-            : acceptExact(payment, path, refuse)
-        ),
-        Effect.catchTag("PaymentRejected", (rejected) =>
-          Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
-      )
+      const decoded = X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true))
+      const taken: Effect.Effect<Accepted | Replayed, Errors.ApiError | X402.PaymentRejected> = Result.isFailure(decoded)
+        ? Effect.fail(decoded.failure)
+        : decoded.success.requirements.scheme === "upto"
+        ? acceptUpto(decoded.success, refuse)
+        : decoded.success.requirements.scheme === BatchSettlement.SCHEME
+        ? acceptVoucher(decoded.success, refuse)
+        : acceptExact(decoded.success, path, refuse)
+      return Effect.catchTag(taken, "PaymentRejected", (rejected) =>
+        Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
     }
 
     const abandon = ({ channel, claim }: Accepted): Effect.Effect<void> =>
