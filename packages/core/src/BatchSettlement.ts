@@ -27,7 +27,7 @@ import { BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_DOMAIN, BATCH_SETTLEMENT_SCH
 import { computeChannelId } from "@x402/evm/batch-settlement/client"
 import { Data, Option, Result, Schema } from "effect"
 import Secp256k1 from "secp256k1"
-import { bytesToHex, domainSeparator, getAddress, type Hex as HexString, hexToBytes, isAddressEqual, zeroAddress } from "viem"
+import { bytesToHex, domainSeparator, getAddress, type Hex as HexString, hexToBytes, zeroAddress } from "viem"
 import type * as PaymentChannels from "./PaymentChannels.ts"
 
 /** @category constants */
@@ -207,28 +207,46 @@ const signerOf = (digest: Uint8Array, signature: string): string | undefined => 
   const v = bytes[64]!
   if ((v !== 27 && v !== 28) || BigInt(`0x${signature.slice(66, 130)}`) > HALF_ORDER) return undefined
   try {
-    const key = Secp256k1.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false)
-    return `0x${Buffer.from(keccak_256(key.subarray(1)).subarray(12)).toString("hex")}`
+    const hash = keccak_256(Secp256k1.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false).subarray(1))
+    return `0x${Buffer.from(hash.buffer, hash.byteOffset + 12, 20).toString("hex")}`
   } catch {
     // r or s zero or past the curve's order, or r not the x of a point: no key signed this.
     return undefined
   }
 }
 
-/** Channel ids by network and config: a channel's vouchers all carry the same config. */
-const channelIds = new Map<string, string>()
-const CHANNEL_IDS_KEPT = 10_000
-
-const channelIdOf = (config: typeof ChannelConfig.Type, network: string): string => {
-  const key = `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
-  let id = channelIds.get(key)
-  if (id === undefined) {
-    if (channelIds.size >= CHANNEL_IDS_KEPT) channelIds.clear()
-    id = computeChannelId(config as Parameters<typeof computeChannelId>[0], network)
-    channelIds.set(key, id)
-  }
-  return id
+/** A channel as its vouchers name it: its id, its config as stored, and its voucher signer. */
+interface Named {
+  readonly channelId: string
+  readonly config: PaymentChannels.ChannelConfig
+  /** The key that signs its vouchers, lower-cased. */
+  readonly signer: string
 }
+
+/**
+ * Channels by network and config: a channel's vouchers all carry the same config, so its id (a
+ * hash) and its checksummed addresses (a hash each) are computed once, not per voucher.
+ */
+const named = new Map<string, Named>()
+const NAMED_KEPT = 10_000
+
+const nameOf = (config: typeof ChannelConfig.Type, network: string): Named => {
+  const key = `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
+  let found = named.get(key)
+  if (found === undefined) {
+    if (named.size >= NAMED_KEPT) named.clear()
+    found = {
+      channelId: computeChannelId(config as Parameters<typeof computeChannelId>[0], network),
+      config: { ...config, payer: getAddress(config.payer), receiver: getAddress(config.receiver) },
+      signer: (sameAddress(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer).toLowerCase()
+    }
+    named.set(key, found)
+  }
+  return found
+}
+
+/** Two addresses, both of the `0x` and 40 hex digits form, are one: compared without checksum. */
+const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
 
 const decodePayload = Schema.decodeUnknownOption(Payload)
 
@@ -252,13 +270,14 @@ export const check = (
     return Result.fail(refuse("invalid_batch_settlement_evm_voucher_payload", "The payload is not a batch-settlement voucher or deposit"))
   }
   const { channelConfig: config, voucher } = decoded.value
-  if (!isAddressEqual(config.token, requirement.asset as `0x${string}`)) {
+  // The config's addresses passed `Address`; the requirement's are this server's own.
+  if (!sameAddress(config.token, requirement.asset)) {
     return Result.fail(refuse("invalid_batch_settlement_evm_token_mismatch", "The channel's token is not the one offered"))
   }
-  if (!isAddressEqual(config.receiver, requirement.payTo as `0x${string}`)) {
+  if (!sameAddress(config.receiver, requirement.payTo)) {
     return Result.fail(refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo"))
   }
-  if (!isAddressEqual(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]) as `0x${string}`)) {
+  if (!sameAddress(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]))) {
     return Result.fail(refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered"))
   }
   if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
@@ -267,27 +286,25 @@ export const check = (
   if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
     return Result.fail(refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered"))
   }
-  const channelId = channelIdOf(config, requirement.network)
-  if (channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
+  const channel = nameOf(config, requirement.network)
+  if (channel.channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
     return Result.fail(refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id"))
   }
-  const signer = isAddressEqual(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer
   const maxClaimable = BigInt(voucher.maxClaimableAmount)
-  const recovered = signerOf(digestOf(chainIdOf(requirement.network), channelId, maxClaimable), voucher.signature)
-  if (recovered === undefined || recovered !== signer.toLowerCase()) {
+  const recovered = signerOf(digestOf(chainIdOf(requirement.network), channel.channelId, maxClaimable), voucher.signature)
+  if (recovered !== channel.signer) {
     return Result.fail(refuse(
       "invalid_batch_settlement_evm_voucher_signature",
       "The voucher is not signed by the channel's voucher signer in the form the contract accepts (65 bytes, low s, v 27 or 28)"
     ))
   }
-  const payer = getAddress(config.payer)
   return Result.succeed({
     type: decoded.value.type,
-    channelId,
-    config: { ...config, payer, receiver: getAddress(config.receiver) },
+    channelId: channel.channelId,
+    config: channel.config,
     maxClaimable,
     signature: voucher.signature,
-    payer,
+    payer: channel.config.payer,
     deposit: decoded.value.type === "deposit" ? BigInt(decoded.value.deposit.amount) : undefined
   })
 }
