@@ -201,11 +201,14 @@ describe("batch-settlement: a replayed voucher and a lower cumulative voucher ar
   }, 120_000)
 })
 
-describe("batch-settlement: a payer's withdrawal stops calls on its channel, and every served call is claimed before it can finalize", () => {
+describe("batch-settlement: a payer's withdrawal, seen by the contract's event, stops calls on its channel, and every served call is claimed before it can finalize", () => {
   it("calls are refused once the withdrawal is seen; what was served is claimed within the delay, and finalizing returns only the rest", async () => {
     const payTo = privateKeyToAccount(generatePrivateKey()).address
-    // Claims only at the threshold (never reached here) or on a withdrawal.
-    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }) })
+    // Claims only at the threshold (never reached here) or on a withdrawal; logs what its rounds see.
+    const server = await ShippedServer.start({
+      config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }),
+      env: { TOLLGATE_LOG_LEVEL: "info" }
+    })
     try {
       const payer = await payerWith(1_000_000n)
       const url = `${server.api}/crypto/rpc/base-mainnet`
@@ -236,6 +239,8 @@ describe("batch-settlement: a payer's withdrawal stops calls on its channel, and
         }
       }
       expect(refusal).toBe("batch_settlement_withdrawal_pending")
+      // Seen by the contract's event, not by reading the channel.
+      expect(server.output()).toMatch(new RegExp(`x402 batch-settlement withdrawal started.*${channelId}.*"seenBy":"event"`, "i"))
       const served = BigInt(Math.ceil(costNano / 1000))
       // Claimed at once, long before the one-day delay ends.
       await waitFor(async () => (await onChain(channelId)).totalClaimed === served)
