@@ -335,3 +335,20 @@ export const responseExtra = (before: PaymentChannels.Channel, after: PaymentCha
     chargedCumulativeAmount: after.charged.toString()
   }
 })
+
+/**
+ * The corrective 402's additions to the `batch-settlement` entry, for a voucher refused as not
+ * the channel's charge plus the price (`invalid_batch_settlement_evm_cumulative_amount_mismatch`):
+ * the channel as the store holds it, and its last voucher, whose signature the client checks
+ * against its own key before it takes the channel's charge and signs again. A channel with no
+ * voucher yet (its state read from the chain) has only its state.
+ *
+ * @category constructors
+ */
+export const correction = (channel: PaymentChannels.Channel): { readonly scheme: string; readonly extra: Readonly<Record<string, unknown>> } => ({
+  scheme: SCHEME,
+  extra: {
+    channelState: responseExtra(channel, channel).channelState,
+    ...(channel.signature === "" ? {} : { voucherState: { signedMaxClaimable: channel.signedMax.toString(), signature: channel.signature } })
+  }
+})

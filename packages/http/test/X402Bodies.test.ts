@@ -138,6 +138,14 @@ describe("A payment matches only requirements rebuilt for the same request", () 
     expect(result._tag === "Failure" && result.failure.reason).toBe("invalid_payload")
     expect(Option.isNone(X402.decodeHeader("e30-"))).toBe(true)
   })
+
+  it("reads only strict standard base64: a character outside the alphabet, inner whitespace or padding before the end is refused", () => {
+    const header = Buffer.from(JSON.stringify({ x402Version: 2 })).toString("base64")
+    expect(X402.decodeHeader(header)).toEqual(Option.some({ x402Version: 2 }))
+    for (const broken of [`${header.slice(0, 4)}*${header.slice(5)}`, `${header.slice(0, 4)} ${header.slice(5)}`, `e3=${header.slice(3)}`, "e30====", "a===", "e30=!"]) {
+      expect(Option.isNone(X402.decodeHeader(broken))).toBe(true)
+    }
+  })
 })
 
 describe("Without wallet payments configured, the 402s promise no top-up", () => {

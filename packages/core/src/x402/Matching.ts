@@ -7,7 +7,7 @@
  */
 import { Data, Option, Result, Schema } from "effect"
 import { BASE_MAINNET, SOLANA_MAINNET } from "./Config.ts"
-import { decodeHeader, PaymentPayload, PaymentPayloadV1, type PaymentRequirements } from "./Wire.ts"
+import { type Correction, decodeHeader, PaymentPayload, PaymentPayloadV1, type PaymentRequirements } from "./Wire.ts"
 
 const LEGACY_NETWORKS: Readonly<Record<string, string>> = {
   base: BASE_MAINNET,
@@ -61,10 +61,16 @@ export interface MatchedPayment {
   readonly requirements: PaymentRequirements
 }
 
-/** Why a payment header was refused; the reason goes into the fresh 402's `error`. @category errors */
+/**
+ * Why a payment header was refused; the reason goes into the fresh 402's `error`, and the
+ * correction, if any, into its scheme's entries.
+ *
+ * @category errors
+ */
 export class PaymentRejected extends Data.TaggedError("PaymentRejected")<{
   readonly reason: string
   readonly message: string
+  readonly correction?: Correction | undefined
 }> {}
 
 const decodeV1 = Schema.decodeUnknownOption(PaymentPayloadV1)

@@ -83,6 +83,18 @@ export const PaymentPayloadV1 = Schema.Struct({
   payload: Schema.Record(Schema.String, Schema.Unknown)
 })
 
+/**
+ * What a refusal adds to the `extra` of its scheme's entries in the fresh 402, for the client to
+ * correct its next payment from: `batch-settlement`'s corrective 402 carries the channel's state
+ * and its last voucher (`BatchSettlement.correction`).
+ *
+ * @category models
+ */
+export interface Correction {
+  readonly scheme: string
+  readonly extra: Readonly<Record<string, unknown>>
+}
+
 /** @category models */
 export interface SettleResponse {
   readonly success: boolean

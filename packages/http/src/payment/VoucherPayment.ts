@@ -87,8 +87,18 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
           refused.reason !== "invalid_batch_settlement_evm_missing_channel" ? Effect.fail(refused) : missing()),
         Effect.map((channel) => accepted(channel, undefined))
       )
+    // A voucher that is not the channel's charge plus the price gets the corrective 402: the
+    // client's state of the channel is stale (another client of the same key, a lost response).
     return Effect.catchTag(reserved, "VoucherRefused", (refused) =>
-      Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` })))
+      Effect.fail(
+        new X402.PaymentRejected({
+          reason: refused.reason,
+          message: `The voucher was refused (${refused.reason})`,
+          correction: refused.reason === "invalid_batch_settlement_evm_cumulative_amount_mismatch" && refused.channel !== undefined
+            ? BatchSettlement.correction(refused.channel)
+            : undefined
+        })
+      ))
   }
 
   const abandon = ({ channel }: Accepted): Effect.Effect<void> =>
