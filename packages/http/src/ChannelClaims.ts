@@ -21,7 +21,8 @@
  *
  * Each claim and refund is counted (`tollgate_channel_claims_total`,
  * `tollgate_channel_claimed_usdc_units_total`, `tollgate_channel_refunds_total`) and logged with
- * its transaction; a withdrawal seen is logged with how it was seen. A failed round is logged and the next one tries again.
+ * its transaction; a withdrawal seen is logged with how it was seen. A failed round is logged and
+ * the next one tries again.
  *
  * @since 0.1.0
  */
