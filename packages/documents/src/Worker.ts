@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import * as Module from "node:module"
 import { DocumentRefused } from "./DocumentError.ts"
 import * as Extraction from "./Extraction.ts"
 import type * as Pdf from "./Pdf.ts"
@@ -74,4 +75,7 @@ process.on("message", (request: Request) => {
   )
 })
 process.on("disconnect", () => process.exit(0))
+// The pool ends a worker with SIGKILL, so whatever its start compiled is written to the compile
+// cache (when the server's bin turned it on) now, or never.
+Module.flushCompileCache()
 process.send?.({ ready: true })

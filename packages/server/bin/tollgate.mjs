@@ -4,7 +4,9 @@
  * (`src/main.ts`). Node strips TypeScript types only outside node_modules, so an installed copy
  * runs the compiled `dist/main.js` instead.
  */
+import * as CompileCache from "./compile-cache.mjs"
 import { exitIfRefused } from "./node-version.mjs"
 
 exitIfRefused()
+CompileCache.enable()
 await import(import.meta.url.includes("/node_modules/") ? "../dist/main.js" : "../src/main.ts")

@@ -10,6 +10,7 @@
 import "../bin/require-node.mjs"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger, type Runtime } from "effect"
+import * as Module from "node:module"
 import * as Config from "./Config.ts"
 import * as Workers from "./Workers.ts"
 
@@ -37,6 +38,9 @@ const main = Effect.gen(function*() {
   // of a start's time.
   const Server = yield* Effect.promise(() => import("./Server.ts"))
   yield* Layer.build(Server.layer(config))
+  // Every module of a start is loaded by now: written to the compile cache here, not only at a
+  // clean exit, so that a server that is killed still leaves a cache for the next start.
+  Module.flushCompileCache()
   return yield* Effect.never
 }).pipe(
   Effect.scoped,

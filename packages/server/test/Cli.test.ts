@@ -83,6 +83,8 @@ describe("Dev mode: a demo account with one ADMIN and one INFERENCE key, written
     }).pipe(Effect.provide(services)))
 })
 
+// Each command below runs in its own process and shares nothing with the others: those suites are
+// concurrent, so the file waits for its slowest commands rather than their sum.
 const cliMain = Path.join(import.meta.dirname, "..", "bin", "tollgate-cli.mjs")
 
 const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
@@ -98,7 +100,7 @@ const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =
     child.once("exit", (code) => resolve({ code, stdout, stderr }))
   })
 
-describe("The CLI as documented: every command described in --help, signing-key to a file, each error printed once", () => {
+describe.concurrent("The CLI as documented: every command described in --help, signing-key to a file, each error printed once", () => {
   it("--help lists signing-key, accounts, keys and credits, each with a description, with no configuration", async () => {
     const { code, stdout } = await runCli(["--help"])
     expect(code).toBe(0)
@@ -138,7 +140,7 @@ describe("The CLI as documented: every command described in --help, signing-key 
   })
 })
 
-describe("Signing keys are named: signing-key prints the kid of the key it makes, and --id-of the kid of a key file", () => {
+describe.concurrent("Signing keys are named: signing-key prints the kid of the key it makes, and --id-of the kid of a key file", () => {
   it("the kid printed at creation is the one --id-of reads back, and the one keys minted with it carry", async () => {
     const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tollgate-kid-"))
     const file = Path.join(dir, "key.pem")
@@ -154,7 +156,7 @@ describe("Signing keys are named: signing-key prints the kid of the key it makes
   })
 })
 
-describe("A store command refuses a store nobody chose: the memory default would lose the account as the command exits", () => {
+describe.concurrent("A store command refuses a store nobody chose: the memory default would lose the account as the command exits", () => {
   it("accounts create with no TOLLGATE_STORE prints one line naming TOLLGATE_STORE and TOLLGATE_REDIS_URL, exits 1 and creates nothing", async () => {
     const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
     const { code, stderr, stdout } = await runCli(["accounts", "create", "--id", "acct_lost"], { TOLLGATE_SIGNING_KEY: signingKey })
@@ -176,7 +178,7 @@ describe("A store command refuses a store nobody chose: the memory default would
   })
 })
 
-describe("A store command on a Redis that does not answer prints one line naming TOLLGATE_REDIS_URL, as the server does", () => {
+describe.concurrent("A store command on a Redis that does not answer prints one line naming TOLLGATE_REDIS_URL, as the server does", () => {
   it("accounts create against a closed port: exit 1, one line with the URL and the reason, nothing on stdout", async () => {
     const closed = await new Promise<number>((resolve) => {
       const probe = Net.createServer().listen(0, "127.0.0.1", () => {

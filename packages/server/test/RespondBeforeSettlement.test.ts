@@ -143,8 +143,10 @@ describe("Two servers sharing Redis, admissions and settlements grouped: a repla
 
   beforeAll(async () => {
     const signingKey = ShippedServer.generateSigningKey()
-    const first = await ShippedServer.start({ store: "redis", redisUrl: redis.url, signingKey, config: config() })
-    const second = await ShippedServer.start({ store: "redis", redisUrl: redis.url, signingKey, config: config(), provision: false })
+    const [first, second] = await Promise.all([
+      ShippedServer.start({ store: "redis", redisUrl: redis.url, signingKey, config: config() }),
+      ShippedServer.start({ store: "redis", redisUrl: redis.url, signingKey, config: config(), provision: false })
+    ])
     servers = [first, { ...second, credentials: first.credentials }]
     await first.cli(["accounts", "create", "--id", "acct_many"])
     const minted = await first.cli(["keys", "mint", "--account", "acct_many", "--type", "INFERENCE"])

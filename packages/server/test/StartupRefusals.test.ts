@@ -2,6 +2,9 @@
  * Configurations that would lose money or hide a mistake stop the shipped server at start: the
  * `pnpm start` entry point exits 1 after one JSON line naming the field. The one unsafe setting
  * that is not refused, production without `x402.payTo`, turns wallet payments off instead.
+ *
+ * Every test spawns its own server process and shares nothing with the others, so every suite is
+ * concurrent: the file takes about as long as its slowest starts, not their sum.
  */
 import { generateKeyPairSigner } from "@solana/kit"
 import { Jwt, X402 } from "@tollgate/core"
@@ -42,7 +45,7 @@ const spawn = (env: Record<string, string>) => {
 const listening = async (env: Record<string, string>) => {
   const port = await FreePort.freePort()
   const running = spawn({ PORT: String(port), ...env })
-  const deadline = Date.now() + 20_000
+  const deadline = Date.now() + 60_000
   while (!running.stdout().includes("listening")) {
     if (Date.now() > deadline || running.child.exitCode !== null) throw new Error(`server did not start: ${running.stdout()}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
@@ -72,7 +75,7 @@ const expectOneLine = (result: Awaited<ReturnType<typeof refused>>, field: strin
 const upstreamModel = { id: "house-model", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }
 const housePrice = { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } }
 
-describe("An unknown key in the config file stops the server, naming the key", () => {
+describe.concurrent("An unknown key in the config file stops the server, naming the key", () => {
   it("{\"modelz\": []} is refused at start", async () => {
     const result = await refused({ TOLLGATE_CONFIG: configFile("unknown-key", { modelz: [] }) })
     expect(expectOneLine(result, "TOLLGATE_CONFIG.modelz")).toContain("unknown key")
@@ -84,7 +87,7 @@ describe("An unknown key in the config file stops the server, naming the key", (
   })
 })
 
-describe("A bad rate of an operator's own kind (rateLimits.kinds) stops the server, naming the field", () => {
+describe.concurrent("A bad rate of an operator's own kind (rateLimits.kinds) stops the server, naming the field", () => {
   it("a negative requests per minute is refused at start", async () => {
     const result = await refused({ TOLLGATE_CONFIG: configFile("kind-rate", { rateLimits: { kinds: { summaries: { default: { requests: -1 } } } } }) })
     expectOneLine(result, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.default.requests")
@@ -98,7 +101,7 @@ describe("A bad rate of an operator's own kind (rateLimits.kinds) stops the serv
   })
 })
 
-describe("A settlement grouping delay outside 0 to 100 ms stops the server, naming redis.settlementGroupMs", () => {
+describe.concurrent("A settlement grouping delay outside 0 to 100 ms stops the server, naming redis.settlementGroupMs", () => {
   it("{\"redis\": {\"settlementGroupMs\": 250}} is refused at start", async () => {
     const result = await refused({ TOLLGATE_CONFIG: configFile("group-too-long", { redis: { settlementGroupMs: 250 } }) })
     expect(expectOneLine(result, "TOLLGATE_CONFIG.redis.settlementGroupMs")).toContain("Expected a value between 0 and 100")
@@ -110,14 +113,14 @@ describe("A settlement grouping delay outside 0 to 100 ms stops the server, nami
   })
 })
 
-describe("An admission grouping delay outside 0 to 20 ms stops the server, naming redis.admissionGroupMs", () => {
+describe.concurrent("An admission grouping delay outside 0 to 20 ms stops the server, naming redis.admissionGroupMs", () => {
   it("{\"redis\": {\"admissionGroupMs\": 50}} is refused at start", async () => {
     const result = await refused({ TOLLGATE_CONFIG: configFile("admission-group-too-long", { redis: { admissionGroupMs: 50 } }) })
     expect(expectOneLine(result, "TOLLGATE_CONFIG.redis.admissionGroupMs")).toContain("Expected a value between 0 and 20")
   })
 })
 
-describe("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
+describe.concurrent("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
   it("a secret that is not whsec_ and base64 is refused at start", async () => {
     const result = await refused({
       TOLLGATE_CONFIG: configFile("webhook-secret", { webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret: "hunter2" }] } })
@@ -134,28 +137,28 @@ describe("A webhook endpoint that could not be signed for or reached stops the s
   })
 })
 
-describe("A trustedProxies entry that is not an address or CIDR range stops the server, naming it", () => {
+describe.concurrent("A trustedProxies entry that is not an address or CIDR range stops the server, naming it", () => {
   it("TOLLGATE_TRUSTED_PROXIES=10.0.0.0/8,proxy.internal is refused at start", async () => {
     const result = await refused({ TOLLGATE_TRUSTED_PROXIES: "10.0.0.0/8,proxy.internal" })
     expect(expectOneLine(result, "TOLLGATE_TRUSTED_PROXIES")).toContain("proxy.internal")
   })
 })
 
-describe("A model with no price stops the server, naming the price to add", () => {
+describe.concurrent("A model with no price stops the server, naming the price to add", () => {
   it("a text model absent from prices.chat is refused at start, not at its first request", async () => {
     const result = await refused({ TOLLGATE_CONFIG: configFile("unpriced", { models: [upstreamModel] }) })
     expectOneLine(result, "TOLLGATE_CONFIG.prices.chat.house-model")
   })
 })
 
-describe("Production (a signing key set) lists its models: the local dev models never charge real money", () => {
+describe.concurrent("Production (a signing key set) lists its models: the local dev models never charge real money", () => {
   it("no models section with a signing key is refused", async () => {
     const result = await refused({ TOLLGATE_SIGNING_KEY: signingKey })
     expectOneLine(result, "TOLLGATE_CONFIG.models")
   })
 })
 
-describe("Signing keys that cannot verify stop the server at start, naming TOLLGATE_PREVIOUS_SIGNING_KEYS", () => {
+describe.concurrent("Signing keys that cannot verify stop the server at start, naming TOLLGATE_PREVIOUS_SIGNING_KEYS", () => {
   it("text that is no PEM is refused", async () => {
     const result = await refused({ TOLLGATE_SIGNING_KEY: signingKey, TOLLGATE_PREVIOUS_SIGNING_KEYS: "old-key" })
     expect(expectOneLine(result, "TOLLGATE_PREVIOUS_SIGNING_KEYS")).toContain("expected one or more PEMs")
@@ -174,7 +177,7 @@ describe("Signing keys that cannot verify stop the server at start, naming TOLLG
   })
 })
 
-describe("Production never receives wallet payments on the public dev account", () => {
+describe.concurrent("Production never receives wallet payments on the public dev account", () => {
   it("x402.payTo.evm set to anvil's dev account is refused", async () => {
     const result = await refused({
       TOLLGATE_SIGNING_KEY: signingKey,
@@ -188,7 +191,7 @@ describe("Production never receives wallet payments on the public dev account", 
   })
 })
 
-describe("Production with x402.payTo but nothing to settle its payments stops the server, naming x402.payTo", () => {
+describe.concurrent("Production with x402.payTo but nothing to settle its payments stops the server, naming x402.payTo", () => {
   it("payTo.evm with neither the relayer and its RPC URL, a Solana fee payer, nor a hosted facilitator is refused", async () => {
     const result = await refused({
       TOLLGATE_SIGNING_KEY: signingKey,
@@ -214,7 +217,7 @@ describe("Production with x402.payTo but nothing to settle its payments stops th
   })
 })
 
-describe("An unreachable Redis at start is one line, not a stack trace", () => {
+describe.concurrent("An unreachable Redis at start is one line, not a stack trace", () => {
   it("a Redis URL where nothing listens stops the server naming TOLLGATE_REDIS_URL", async () => {
     const port = await FreePort.freePort()
     const result = await refused({ TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: `redis://127.0.0.1:${port}` })
@@ -222,7 +225,7 @@ describe("An unreachable Redis at start is one line, not a stack trace", () => {
   })
 })
 
-describe("Waiting for Redis replicas that are not there stops the server, naming TOLLGATE_REDIS_WAIT_REPLICAS", () => {
+describe.concurrent("Waiting for Redis replicas that are not there stops the server, naming TOLLGATE_REDIS_WAIT_REPLICAS", () => {
   it("TOLLGATE_REDIS_WAIT_REPLICAS=1 on a Redis server without a replica is refused at start", async () => {
     const redis = await RedisServer.start()
     try {
@@ -238,7 +241,7 @@ describe("Waiting for Redis replicas that are not there stops the server, naming
   })
 })
 
-describe("Production without x402.payTo takes no wallet payments: no accepts, and the top-up answers 503", () => {
+describe.concurrent("Production without x402.payTo takes no wallet payments: no accepts, and the top-up answers 503", () => {
   it("the 402 offers no payment and the top-up says wallet payments are not configured", async () => {
     const { port, running } = await listening({
       TOLLGATE_SIGNING_KEY: signingKey,
@@ -264,12 +267,12 @@ describe("Production without x402.payTo takes no wallet payments: no accepts, an
   })
 })
 
-describe("Every line the server prints is JSON on stdout", () => {
+describe.concurrent("Every line the server prints is JSON on stdout", () => {
   it("the dev keys and the listening line are JSON objects with a message and a level", async () => {
     const port = await FreePort.freePort()
     const running = spawn({ PORT: String(port) })
     try {
-      const deadline = Date.now() + 20_000
+      const deadline = Date.now() + 60_000
       while (!running.stdout().includes("listening")) {
         if (Date.now() > deadline || running.child.exitCode !== null) throw new Error(`server did not start: ${running.stdout()}`)
         await new Promise((resolve) => setTimeout(resolve, 25))
@@ -288,7 +291,7 @@ describe("Every line the server prints is JSON on stdout", () => {
   })
 })
 
-describe("Production that settles only Solana offers no Base entry, whose every payment would be refused", () => {
+describe.concurrent("Production that settles only Solana offers no Base entry, whose every payment would be refused", () => {
   it("payTo.evm and payTo.solana with x402.solana alone: the top-up's 402 offers Solana only", async () => {
     const { port, running } = await listening({
       TOLLGATE_SIGNING_KEY: signingKey,

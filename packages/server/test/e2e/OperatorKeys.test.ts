@@ -22,23 +22,13 @@ let server: ShippedServer.ShippedServer
 let other: ShippedServer.ShippedServer
 
 beforeAll(async () => {
-  server = await ShippedServer.start({
-    store: "redis",
-    redisUrl: redis.url,
-    timeoutMs,
-    signingKey: true,
-    config,
-    env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" }
-  })
-  other = await ShippedServer.start({
-    store: "redis",
-    redisUrl: redis.url,
-    timeoutMs,
-    signingKey: server.signingKey!,
-    provision: false,
-    config,
-    env: { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" }
-  })
+  // The two instances start side by side: neither needs the other to be up.
+  const signingKey = ShippedServer.generateSigningKey()
+  const env = { TOLLGATE_OPERATOR_ACCOUNTS: "acct_e2e" }
+  ;[server, other] = await Promise.all([
+    ShippedServer.start({ store: "redis", redisUrl: redis.url, timeoutMs, signingKey, config, env }),
+    ShippedServer.start({ store: "redis", redisUrl: redis.url, timeoutMs, signingKey, provision: false, config, env })
+  ])
 }, 2 * timeoutMs)
 
 afterAll(async () => {
