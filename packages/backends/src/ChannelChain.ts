@@ -2,10 +2,11 @@
  * The chain side of x402 `batch-settlement` payment channels, sent from the relayer key, which is
  * also the receiver authorizer the channels name: a payer's deposit (verified and submitted by the
  * official `@x402/evm` batch-settlement facilitator scheme, through x402's ERC-3009 deposit
- * collector), reads of a channel's escrow and of a pending withdrawal, and the receiver's side of
- * the contract, called directly: `claim` of many channels' latest vouchers in one transaction,
- * `settle` of what was claimed to `payTo` in one transfer, and the cooperative `refund` of a
- * channel's unclaimed escrow.
+ * collector), reads of a channel's escrow and of a pending withdrawal, the withdrawals payers
+ * started (the contract's `WithdrawInitiated` events, one log query for every channel), and the
+ * receiver's side of the contract, called directly: `claim` of many channels' latest vouchers in
+ * one transaction, `settle` of what was claimed to `payTo` in one transfer, and the cooperative
+ * `refund` of a channel's unclaimed escrow.
  *
  * The relayer sends one transaction at a time here, and takes its nonces from viem's shared nonce
  * manager, as the EVM facilitator of `PaymentFacilitator` does for the same key.
@@ -19,7 +20,8 @@ import { createWalletClient, defineChain, type Hex, http, parseAbi, publicAction
 import { nonceManager, privateKeyToAccount } from "viem/accounts"
 
 /**
- * The functions of x402's channel contract called here, as its source declares them.
+ * The functions of x402's channel contract called here, and the event a payer's withdrawal
+ * emits, as its source declares them.
  *
  * @category constants
  */
@@ -36,8 +38,41 @@ export const abi = parseAbi([
   "function channels(bytes32 channelId) view returns (uint128 balance, uint128 totalClaimed)",
   "function pendingWithdrawals(bytes32 channelId) view returns (uint128 amount, uint40 initiatedAt)",
   "function receivers(address receiver, address token) view returns (uint128 totalClaimed, uint128 totalSettled)",
-  "function getChannelId(ChannelConfig config) view returns (bytes32)"
+  "function getChannelId(ChannelConfig config) view returns (bytes32)",
+  "event WithdrawInitiated(bytes32 indexed channelId, uint128 amount, uint40 finalizeAfter)"
 ])
+
+/**
+ * The most blocks one scan for withdrawals covers: RPC providers bound `eth_getLogs` by its block
+ * range, the strictest at 500. Rounds run every second and Base makes a block every two, so a scan
+ * covers one block or two; a longer gap (no instance scanned for 15 minutes) is not scanned but
+ * swept (see `Withdrawals`).
+ *
+ * @category constants
+ */
+export const WITHDRAWAL_SCAN_BLOCKS = 500n
+
+/**
+ * The blocks below the last one scanned that a scan covers again: a withdrawal whose block was
+ * replaced by a reorganisation after it was scanned is seen in its new block. Base's
+ * reorganisations are shallower.
+ *
+ * @category constants
+ */
+export const WITHDRAWAL_RESCAN_BLOCKS = 5n
+
+/**
+ * The withdrawals a payer started in the blocks scanned, on any channel of the contract (the
+ * caller keeps its own), up to `head`, the block the next scan starts after. `gap` when the blocks
+ * since the last scan were too many to scan: the caller then reads its channels instead.
+ *
+ * @category models
+ */
+export interface Withdrawals {
+  readonly head: bigint
+  readonly channelIds: ReadonlyArray<string>
+  readonly gap: boolean
+}
 
 /**
  * One row of a claim: a channel, its latest voucher, and the cumulative amount claimed by it.
@@ -65,6 +100,11 @@ export class ChannelChain extends Context.Service<ChannelChain, {
   /** Verifies and submits a `deposit` payload; succeeds once the escrow holds it. */
   readonly deposit: (payment: X402.MatchedPayment) => Effect.Effect<Deposited, X402.PaymentRejected | Errors.ServiceUnavailable>
   readonly read: (channelId: string) => Effect.Effect<PaymentChannels.OnChain, Errors.ServiceUnavailable>
+  /**
+   * The withdrawals started after block `after` (`WithdrawInitiated`, every channel in one log
+   * query); with no block yet, none, and the head to start from.
+   */
+  readonly withdrawalsAfter: (after: bigint | undefined) => Effect.Effect<Withdrawals, Errors.ServiceUnavailable>
   /** Claims the rows in one transaction, and answers its hash. */
   readonly claim: (rows: ReadonlyArray<ClaimRow>) => Effect.Effect<string, Errors.ServiceUnavailable>
   /** Transfers what is claimed for `receiver` of `token`; the hash and the amount, "" and 0 when nothing is due. */
@@ -152,8 +192,28 @@ export const make = Effect.fn("ChannelChain.make")(function*(options: Options) {
       catch: unreachable("channel read")
     })
 
+  const withdrawalsAfter = (after: bigint | undefined) =>
+    Effect.tryPromise({
+      try: async (): Promise<Withdrawals> => {
+        const head = await client.getBlockNumber({ cacheTime: 0 })
+        if (after === undefined || head - after > WITHDRAWAL_SCAN_BLOCKS) return { head, channelIds: [], gap: after !== undefined }
+        if (head <= after) return { head: after, channelIds: [], gap: false }
+        const rescanned = after - WITHDRAWAL_RESCAN_BLOCKS
+        const logs = await client.getContractEvents({
+          address: BATCH_SETTLEMENT_ADDRESS,
+          abi,
+          eventName: "WithdrawInitiated",
+          fromBlock: (rescanned < 0n ? 0n : rescanned) + 1n,
+          toBlock: head
+        })
+        return { head, channelIds: logs.flatMap((log) => (log.args.channelId === undefined ? [] : [log.args.channelId])), gap: false }
+      },
+      catch: unreachable("withdrawal events")
+    })
+
   return ChannelChain.of({
     receiverAuthorizer: account.address,
+    withdrawalsAfter,
     deposit: (payment) =>
       Effect.gen(function*() {
         const [payload, requirements] = [payment.payload, payment.requirements] as unknown as Parameters<typeof scheme.settle>

@@ -25,9 +25,9 @@
 import { keccak_256 } from "@noble/hashes/sha3.js"
 import { BATCH_SETTLEMENT_ADDRESS, BATCH_SETTLEMENT_DOMAIN, BATCH_SETTLEMENT_SCHEME } from "@x402/evm"
 import { computeChannelId } from "@x402/evm/batch-settlement/client"
-import { Data, Effect, Schema } from "effect"
+import { Data, Option, Result, Schema } from "effect"
 import Secp256k1 from "secp256k1"
-import { bytesToHex, domainSeparator, getAddress, type Hex as HexString, hexToBytes, isAddressEqual, zeroAddress } from "viem"
+import { bytesToHex, domainSeparator, getAddress, type Hex as HexString, hexToBytes, zeroAddress } from "viem"
 import type * as PaymentChannels from "./PaymentChannels.ts"
 
 /** @category constants */
@@ -167,10 +167,11 @@ const digestOf = (chainId: number, channelId: string, maxClaimable: bigint): Uin
     prefix.set(hexToBytes(domainSeparator({ domain: domain(chainId) })), 2)
     prefixes.set(chainId, prefix)
   }
-  const struct = new Uint8Array(96)
+  const struct = Buffer.alloc(96)
   struct.set(VOUCHER_TYPEHASH)
-  struct.set(hexToBytes(channelId as HexString), 32)
-  struct.set(hexToBytes(`0x${maxClaimable.toString(16).padStart(64, "0")}`), 64)
+  struct.write(channelId.slice(2), 32, 32, "hex")
+  struct.writeBigUInt64BE(maxClaimable >> 64n, 80)
+  struct.writeBigUInt64BE(maxClaimable & 0xffffffffffffffffn, 88)
   const message = new Uint8Array(66)
   message.set(prefix)
   message.set(keccak_256(struct), 34)
@@ -202,32 +203,52 @@ const HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681
  */
 const signerOf = (digest: Uint8Array, signature: string): string | undefined => {
   if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return undefined
-  const bytes = hexToBytes(signature as HexString)
+  const bytes = Buffer.from(signature.slice(2), "hex")
   const v = bytes[64]!
   if ((v !== 27 && v !== 28) || BigInt(`0x${signature.slice(66, 130)}`) > HALF_ORDER) return undefined
   try {
-    const key = Secp256k1.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false)
-    return bytesToHex(keccak_256(key.subarray(1)).subarray(12))
+    const hash = keccak_256(Secp256k1.ecdsaRecover(bytes.subarray(0, 64), v - 27, digest, false).subarray(1))
+    return `0x${Buffer.from(hash.buffer, hash.byteOffset + 12, 20).toString("hex")}`
   } catch {
     // r or s zero or past the curve's order, or r not the x of a point: no key signed this.
     return undefined
   }
 }
 
-/** Channel ids by network and config: a channel's vouchers all carry the same config. */
-const channelIds = new Map<string, string>()
-const CHANNEL_IDS_KEPT = 10_000
-
-const channelIdOf = (config: typeof ChannelConfig.Type, network: string): string => {
-  const key = `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
-  let id = channelIds.get(key)
-  if (id === undefined) {
-    if (channelIds.size >= CHANNEL_IDS_KEPT) channelIds.clear()
-    id = computeChannelId(config as Parameters<typeof computeChannelId>[0], network)
-    channelIds.set(key, id)
-  }
-  return id
+/** A channel as its vouchers name it: its id, its config as stored, and its voucher signer. */
+interface Named {
+  readonly channelId: string
+  readonly config: PaymentChannels.ChannelConfig
+  /** The key that signs its vouchers, lower-cased. */
+  readonly signer: string
 }
+
+/**
+ * Channels by network and config: a channel's vouchers all carry the same config, so its id (a
+ * hash) and its checksummed addresses (a hash each) are computed once, not per voucher.
+ */
+const named = new Map<string, Named>()
+const NAMED_KEPT = 10_000
+
+const nameOf = (config: typeof ChannelConfig.Type, network: string): Named => {
+  const key = `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
+  let found = named.get(key)
+  if (found === undefined) {
+    if (named.size >= NAMED_KEPT) named.clear()
+    found = {
+      channelId: computeChannelId(config as Parameters<typeof computeChannelId>[0], network),
+      config: { ...config, payer: getAddress(config.payer), receiver: getAddress(config.receiver) },
+      signer: (sameAddress(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer).toLowerCase()
+    }
+    named.set(key, found)
+  }
+  return found
+}
+
+/** Two addresses, both of the `0x` and 40 hex digits form, are one: compared without checksum. */
+const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
+
+const decodePayload = Schema.decodeUnknownOption(Payload)
 
 /**
  * Checks a payload against the entry it paid, offline: the channel's config is the one offered,
@@ -235,56 +256,58 @@ const channelIdOf = (config: typeof ChannelConfig.Type, network: string): string
  * `payerAuthorizer` key, or the payer's own key when none is named; a contract wallet must name a
  * voucher key, as the official client does by default, since its signature needs the chain).
  *
+ * A plain function returning a `Result`: it never waits, and it is on every voucher-paid call.
+ *
  * @category verification
  */
 export const check = (
   requirement: { readonly network: string; readonly asset: string; readonly payTo: string; readonly extra?: Readonly<Record<string, unknown>> | undefined },
   minimumWithdrawDelaySeconds: number,
   payload: unknown
-): Effect.Effect<Checked, PayloadRefused> =>
-  Effect.gen(function*() {
-    const decoded = yield* Schema.decodeUnknownEffect(Payload)(payload).pipe(
-      Effect.mapError(() => refuse("invalid_batch_settlement_evm_voucher_payload", "The payload is not a batch-settlement voucher or deposit"))
-    )
-    const { channelConfig: config, voucher } = decoded
-    if (!isAddressEqual(config.token, requirement.asset as `0x${string}`)) {
-      return yield* refuse("invalid_batch_settlement_evm_token_mismatch", "The channel's token is not the one offered")
-    }
-    if (!isAddressEqual(config.receiver, requirement.payTo as `0x${string}`)) {
-      return yield* refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo")
-    }
-    if (!isAddressEqual(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]) as `0x${string}`)) {
-      return yield* refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered")
-    }
-    if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
-      return yield* refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`)
-    }
-    if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
-      return yield* refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered")
-    }
-    const channelId = channelIdOf(config, requirement.network)
-    if (channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
-      return yield* refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id")
-    }
-    const signer = isAddressEqual(config.payerAuthorizer, zeroAddress) ? config.payer : config.payerAuthorizer
-    const maxClaimable = BigInt(voucher.maxClaimableAmount)
-    const recovered = signerOf(digestOf(chainIdOf(requirement.network), channelId, maxClaimable), voucher.signature)
-    if (recovered === undefined || recovered !== signer.toLowerCase()) {
-      return yield* refuse(
-        "invalid_batch_settlement_evm_voucher_signature",
-        "The voucher is not signed by the channel's voucher signer in the form the contract accepts (65 bytes, low s, v 27 or 28)"
-      )
-    }
-    return {
-      type: decoded.type,
-      channelId,
-      config: { ...config, payer: getAddress(config.payer), receiver: getAddress(config.receiver) },
-      maxClaimable,
-      signature: voucher.signature,
-      payer: getAddress(config.payer),
-      deposit: decoded.type === "deposit" ? BigInt(decoded.deposit.amount) : undefined
-    }
+): Result.Result<Checked, PayloadRefused> => {
+  const decoded = decodePayload(payload)
+  if (Option.isNone(decoded)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_voucher_payload", "The payload is not a batch-settlement voucher or deposit"))
+  }
+  const { channelConfig: config, voucher } = decoded.value
+  // The config's addresses passed `Address`; the requirement's are this server's own.
+  if (!sameAddress(config.token, requirement.asset)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_token_mismatch", "The channel's token is not the one offered"))
+  }
+  if (!sameAddress(config.receiver, requirement.payTo)) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo"))
+  }
+  if (!sameAddress(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]))) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered"))
+  }
+  if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
+    return Result.fail(refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`))
+  }
+  if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered"))
+  }
+  const channel = nameOf(config, requirement.network)
+  if (channel.channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
+    return Result.fail(refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id"))
+  }
+  const maxClaimable = BigInt(voucher.maxClaimableAmount)
+  const recovered = signerOf(digestOf(chainIdOf(requirement.network), channel.channelId, maxClaimable), voucher.signature)
+  if (recovered !== channel.signer) {
+    return Result.fail(refuse(
+      "invalid_batch_settlement_evm_voucher_signature",
+      "The voucher is not signed by the channel's voucher signer in the form the contract accepts (65 bytes, low s, v 27 or 28)"
+    ))
+  }
+  return Result.succeed({
+    type: decoded.value.type,
+    channelId: channel.channelId,
+    config: channel.config,
+    maxClaimable,
+    signature: voucher.signature,
+    payer: channel.config.payer,
+    deposit: decoded.value.type === "deposit" ? BigInt(decoded.value.deposit.amount) : undefined
   })
+}
 
 /**
  * How long a call's reservation of its channel holds when its process never ends it (it died
@@ -310,5 +333,22 @@ export const responseExtra = (before: PaymentChannels.Channel, after: PaymentCha
     withdrawRequestedAt: after.withdrawRequestedAt,
     refundNonce: "0",
     chargedCumulativeAmount: after.charged.toString()
+  }
+})
+
+/**
+ * The corrective 402's additions to the `batch-settlement` entry, for a voucher refused as not
+ * the channel's charge plus the price (`invalid_batch_settlement_evm_cumulative_amount_mismatch`):
+ * the channel as the store holds it, and its last voucher, whose signature the client checks
+ * against its own key before it takes the channel's charge and signs again. A channel with no
+ * voucher yet (its state read from the chain) has only its state.
+ *
+ * @category constructors
+ */
+export const correction = (channel: PaymentChannels.Channel): { readonly scheme: string; readonly extra: Readonly<Record<string, unknown>> } => ({
+  scheme: SCHEME,
+  extra: {
+    channelState: responseExtra(channel, channel).channelState,
+    ...(channel.signature === "" ? {} : { voucherState: { signedMaxClaimable: channel.signedMax.toString(), signature: channel.signature } })
   }
 })

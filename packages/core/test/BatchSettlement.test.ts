@@ -1,6 +1,6 @@
 import { BatchSettlement, Money, X402 } from "@tollgate/core"
 import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
-import { Effect, Exit } from "effect"
+import { Result } from "effect"
 import { voucherTypes } from "@x402/evm"
 import { hashTypedData, zeroAddress } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -39,8 +39,8 @@ const voucherPayload = async (payer = privateKeyToAccount(generatePrivateKey()),
 }
 
 const refusal = async (payload: unknown, minimum = offer.minimumWithdrawDelaySeconds) => {
-  const exit = await Effect.runPromiseExit(BatchSettlement.check(entry!, minimum, payload))
-  return Exit.isFailure(exit) ? (exit.cause.reasons[0] as { error: BatchSettlement.PayloadRefused }).error.reason : "accepted"
+  const result = BatchSettlement.check(entry!, minimum, payload)
+  return Result.isFailure(result) ? result.failure.reason : "accepted"
 }
 
 describe("batch-settlement is offered below the per-call floor, before the top-up, on the offer's terms", () => {
@@ -72,14 +72,14 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
   it("a voucher the official client signs passes, naming the channel, the payer and the cumulative amount", async () => {
     const payer = privateKeyToAccount(generatePrivateKey())
     const payload = await voucherPayload(payer, "13")
-    const checked = await Effect.runPromise(BatchSettlement.check(entry!, offer.minimumWithdrawDelaySeconds, payload))
+    const checked = Result.getOrThrow(BatchSettlement.check(entry!, offer.minimumWithdrawDelaySeconds, payload))
     expect(checked).toMatchObject({ type: "voucher", channelId: payload.voucher.channelId, payer: payer.address, maxClaimable: 13n })
   })
 
   it("the official client's first payment on a new channel is a deposit with its voucher, and passes", async () => {
     const payer = privateKeyToAccount(generatePrivateKey())
     const created = await new BatchSettlementEvmScheme(payer).createPaymentPayload(2, entry as never)
-    const checked = await Effect.runPromise(BatchSettlement.check(entry!, offer.minimumWithdrawDelaySeconds, created.payload))
+    const checked = Result.getOrThrow(BatchSettlement.check(entry!, offer.minimumWithdrawDelaySeconds, created.payload))
     expect(checked).toMatchObject({ type: "deposit", deposit: 100_000n, maxClaimable: 13n, payer: payer.address })
   })
 

@@ -3,11 +3,15 @@
  * tollgate served calls on into USDC at `payTo`. Each round, the instance that holds the round's
  * lock (`PaymentChannels.lockRound`; instances share the relayer key):
  *
- * - reads from the chain into the store the escrow and pending withdrawal of each channel with
- *   calls served and not yet claimed, or with a withdrawal seen, so a channel whose payer started
- *   a timed withdrawal takes no more vouchers at once. A channel whose calls are all claimed is not
- *   read: a withdrawal from it takes nothing the operator was owed, and is seen in the round after
- *   its next call, which the exposure cap bounds and the withdrawal delay leaves time to claim;
+ * - watches the withdrawals payers start: one log query for the contract's `WithdrawInitiated`
+ *   events in the blocks since the last round (`ChannelChain.withdrawalsAfter`, for every channel
+ *   at once), and reads from the chain into the store the escrow and pending withdrawal of each of
+ *   this store's channels named there, so a channel whose payer started a timed withdrawal takes
+ *   no more vouchers at once, and of each channel with a withdrawal already seen. Where no scan
+ *   covers the blocks before (an instance's first round, or a gap longer than
+ *   `ChannelChain.WITHDRAWAL_SCAN_BLOCKS`), every channel with calls not yet claimed is read
+ *   instead, once. A channel is not otherwise read while it serves: the events replace reading each
+ *   channel with unclaimed calls every round;
  * - claims, in one transaction, the latest voucher of every channel with unclaimed charges, when
  *   the claim interval has passed since the last claim, when a channel's unclaimed charge reaches
  *   the threshold, or at once when a channel's withdrawal is pending (its vouchers reserve nothing
@@ -17,7 +21,8 @@
  *
  * Each claim and refund is counted (`tollgate_channel_claims_total`,
  * `tollgate_channel_claimed_usdc_units_total`, `tollgate_channel_refunds_total`) and logged with
- * its transaction. A failed round is logged and the next one tries again.
+ * its transaction; a withdrawal seen is logged with how it was seen. A failed round is logged and
+ * the next one tries again.
  *
  * @since 0.1.0
  */
@@ -37,7 +42,7 @@ export interface Options {
   readonly claimThreshold: bigint
   /** A channel idle this long, with everything claimed, is refunded and forgotten. */
   readonly idleRefundMs: number
-  /** How often a round runs (and channels with unclaimed calls are read for withdrawals); default 1 second. */
+  /** How often a round runs (and the blocks since the last one are scanned for withdrawals); default 1 second. */
   readonly roundMs?: number
 }
 
@@ -68,16 +73,34 @@ export const make = (options: Options) =>
     const owner = crypto.randomUUID()
     const roundMs = options.roundMs ?? DEFAULT_ROUND_MS
     let lastClaimAt = Date.now()
+    // The last block scanned for withdrawals by this instance; moved only once what was found is
+    // in the store, so a failed round scans the same blocks again.
+    let scanned: bigint | undefined
 
     const round: Effect.Effect<Round, unknown> = Effect.gen(function*() {
       const now = Date.now()
       if (!(yield* channels.lockRound(owner, now, roundMs * 10))) return { claimed: [], claimTransaction: undefined, settled: 0n, refunded: [] }
       // The chain first: a withdrawal started since the last round stops the channel's calls now.
+      const withdrawals = yield* chain.withdrawalsAfter(scanned)
+      const started = new Set(withdrawals.channelIds.map((channelId) => channelId.toLowerCase()))
+      const sweep = scanned === undefined || withdrawals.gap
       for (const channel of yield* channels.list) {
-        if (channel.charged > channel.totalClaimed || channel.withdrawRequestedAt !== 0) {
-          yield* channels.mirror(channel.channelId, yield* chain.read(channel.channelId))
+        if (
+          started.has(channel.channelId.toLowerCase()) || channel.withdrawRequestedAt !== 0 ||
+          (sweep && channel.charged > channel.totalClaimed)
+        ) {
+          const onChain = yield* chain.read(channel.channelId)
+          yield* channels.mirror(channel.channelId, onChain)
+          if (channel.withdrawRequestedAt === 0 && onChain.withdrawRequestedAt !== 0) {
+            yield* Effect.logInfo("x402 batch-settlement withdrawal started", {
+              channelId: channel.channelId,
+              seenBy: started.has(channel.channelId.toLowerCase()) ? "event" : "sweep",
+              unclaimedUnits: (channel.charged - channel.totalClaimed).toString()
+            })
+          }
         }
       }
+      scanned = withdrawals.head
       const known = yield* channels.list
       const unclaimed = known.filter((channel) => channel.charged > channel.totalClaimed && channel.signature !== "")
       const due = unclaimed.length > 0 && (

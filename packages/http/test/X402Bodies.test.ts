@@ -1,6 +1,6 @@
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { Errors, Money, X402 } from "@tollgate/core"
-import { Effect, Option } from "effect"
+import { Option } from "effect"
 import { describe, expect, it } from "vitest"
 
 const config = X402.makeConfig({
@@ -114,11 +114,11 @@ describe("A payment matches only requirements rebuilt for the same request", () 
   const candidates = X402.requirements(config, Money.usd(5))
   const payload = (accepted: X402.PaymentRequirements) =>
     encodePaymentSignatureHeader({ x402Version: 2, accepted, payload: { signature: "0x" } } as never)
-  const run = (header: string) => Effect.runPromise(Effect.result(X402.decodePayment(header, candidates)))
+  const run = (header: string) => X402.decodePayment(header, candidates)
 
-  it("accepts the requirement verbatim, and extra keys the client adds", async () => {
+  it("accepts the requirement verbatim, and extra keys the client adds", () => {
     const accepted = { ...candidates[0]!, extra: { ...candidates[0]!.extra, added: true } }
-    const result = await run(payload(accepted))
+    const result = run(payload(accepted))
     expect(result._tag).toBe("Success")
   })
 
@@ -127,16 +127,24 @@ describe("A payment matches only requirements rebuilt for the same request", () 
     ["another recipient", { payTo: "0x2222222222222222222222222222222222222222" }],
     ["another asset", { asset: "0x3333333333333333333333333333333333333333" }],
     ["another EIP-712 domain", { extra: { name: "Fake", version: "2" } }]
-  ])("refuses %s", async (_name, change) => {
-    const result = await run(payload({ ...candidates[0]!, ...change }))
+  ])("refuses %s", (_name, change) => {
+    const result = run(payload({ ...candidates[0]!, ...change }))
     expect(result._tag).toBe("Failure")
     if (result._tag === "Failure") expect(result.failure.reason).toBe("No matching payment requirements")
   })
 
-  it("refuses base64url and non-JSON headers as invalid payloads", async () => {
-    const result = await run("not-base64_!")
+  it("refuses base64url and non-JSON headers as invalid payloads", () => {
+    const result = run("not-base64_!")
     expect(result._tag === "Failure" && result.failure.reason).toBe("invalid_payload")
     expect(Option.isNone(X402.decodeHeader("e30-"))).toBe(true)
+  })
+
+  it("reads only strict standard base64: a character outside the alphabet, inner whitespace or padding before the end is refused", () => {
+    const header = Buffer.from(JSON.stringify({ x402Version: 2 })).toString("base64")
+    expect(X402.decodeHeader(header)).toEqual(Option.some({ x402Version: 2 }))
+    for (const broken of [`${header.slice(0, 4)}*${header.slice(5)}`, `${header.slice(0, 4)} ${header.slice(5)}`, `e3=${header.slice(3)}`, "e30====", "a===", "e30=!"]) {
+      expect(Option.isNone(X402.decodeHeader(broken))).toBe(true)
+    }
   })
 })
 

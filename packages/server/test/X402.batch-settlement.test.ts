@@ -49,13 +49,18 @@ const rpcInit = (): RequestInit => ({ method: "POST", headers: { "content-type":
 const payerWith = async (units: bigint) => {
   const account = privateKeyToAccount(generatePrivateKey())
   await chain.mint(account.address, units)
+  return clientOf(account)
+}
+
+/** The official client paying from `account` through `send`, with its own state of its channels. */
+const clientOf = (account: ReturnType<typeof privateKeyToAccount>, send: typeof fetch = fetch) => {
   const publicClient = createPublicClient({ transport: http(chain.anvil.url) })
   const client = new x402Client().register("eip155:*", new BatchSettlementEvmScheme(toClientEvmSigner(account, publicClient)))
   const sent = { payment: "" }
   const recording: typeof fetch = (input, init) => {
     const request = new Request(input, init)
     sent.payment = request.headers.get("payment-signature") ?? sent.payment
-    return fetch(request)
+    return send(request)
   }
   return { account, sent, pay: wrapFetchWithPayment(recording, client) }
 }
@@ -201,11 +206,60 @@ describe("batch-settlement: a replayed voucher and a lower cumulative voucher ar
   }, 120_000)
 })
 
-describe("batch-settlement: a payer's withdrawal stops calls on its channel, and every served call is claimed before it can finalize", () => {
+describe("batch-settlement: a client whose state of its channel is stale gets the corrective 402, resyncs from it and is served", () => {
+  it("a second client of the same payer, knowing nothing of the channel, is told its charge and last voucher and pays the next call on it", async () => {
+    const payTo = privateKeyToAccount(generatePrivateKey()).address
+    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }) })
+    try {
+      const first = await payerWith(1_000_000n)
+      const url = `${server.api}/crypto/rpc/base-mainnet`
+      let costNano = 0
+      for (let call = 0; call < 3; call++) {
+        const response = await first.pay(url, rpcInit())
+        expect(response.status).toBe(200)
+        costNano += costOf(response)
+      }
+      const charged = BigInt(Math.ceil(costNano / 1000)).toString()
+      // The same key in another client: from the chain it knows the deposit, not the three calls.
+      // The 402s answering a payment, with their batch-settlement entry's extra.
+      const refusals: Array<Record<string, unknown>> = []
+      const watching: typeof fetch = async (input, init) => {
+        // The client's fetch is handed a Request (`clientOf`), whose body only `fetch` may read.
+        const paid = (input as Request).headers.has("payment-signature")
+        const response = await fetch(input, init)
+        const header = response.headers.get("payment-required")
+        if (paid && response.status === 402 && header !== null) {
+          const required = decodePaymentRequiredHeader(header)
+          refusals.push({ error: required.error, ...required.accepts.find((entry) => entry.scheme === "batch-settlement")!.extra })
+        }
+        return response
+      }
+      const response = await clientOf(first.account, watching).pay(url, rpcInit())
+      expect(response.status).toBe(200)
+      expect(refusals).toEqual([expect.objectContaining({
+        error: "invalid_batch_settlement_evm_cumulative_amount_mismatch",
+        channelState: expect.objectContaining({ chargedCumulativeAmount: charged }),
+        voucherState: { signedMaxClaimable: expect.any(String), signature: expect.stringMatching(/^0x[0-9a-f]{130}$/i) }
+      })])
+      const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!)
+      costNano += costOf(response)
+      expect((settled.extra as { channelState: { chargedCumulativeAmount: string } }).channelState.chargedCumulativeAmount)
+        .toBe(BigInt(Math.ceil(costNano / 1000)).toString())
+    } finally {
+      await server.stop()
+    }
+  }, 120_000)
+})
+
+// Last: it moves the chain's clock a day on, past the validity of any deposit authorization signed after it.
+describe("batch-settlement: a payer's withdrawal, seen by the contract's event, stops calls on its channel, and every served call is claimed before it can finalize", () => {
   it("calls are refused once the withdrawal is seen; what was served is claimed within the delay, and finalizing returns only the rest", async () => {
     const payTo = privateKeyToAccount(generatePrivateKey()).address
-    // Claims only at the threshold (never reached here) or on a withdrawal.
-    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }) })
+    // Claims only at the threshold (never reached here) or on a withdrawal; logs what its rounds see.
+    const server = await ShippedServer.start({
+      config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }),
+      env: { TOLLGATE_LOG_LEVEL: "info" }
+    })
     try {
       const payer = await payerWith(1_000_000n)
       const url = `${server.api}/crypto/rpc/base-mainnet`
@@ -236,6 +290,10 @@ describe("batch-settlement: a payer's withdrawal stops calls on its channel, and
         }
       }
       expect(refusal).toBe("batch_settlement_withdrawal_pending")
+      // Seen by the contract's event, not by reading the channel (logged once the store has it).
+      const seen = new RegExp(`x402 batch-settlement withdrawal started.*${channelId}.*"seenBy":"(\\w+)"`, "i")
+      await waitFor(async () => seen.test(server.output()))
+      expect(seen.exec(server.output())![1]).toBe("event")
       const served = BigInt(Math.ceil(costNano / 1000))
       // Claimed at once, long before the one-day delay ends.
       await waitFor(async () => (await onChain(channelId)).totalClaimed === served)

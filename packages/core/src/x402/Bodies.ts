@@ -13,6 +13,7 @@ import * as Money from "../Money.ts"
 import { type Config, paymentsEnabled, topUpUrl } from "./Config.ts"
 import { endpointRequirements, perCallOffered, requirements } from "./Offers.ts"
 import {
+  type Correction,
   encodeHeader,
   headers,
   PAYMENT_IDENTIFIER,
@@ -167,6 +168,15 @@ const endpointDescription = (config: Config, price: Money.Nano | undefined, sett
     "top up USDC credit (a payment sent here is credited too), then sign in with SIWX"
 }
 
+/** The entries of the correction's scheme with its fields added to their `extra`. */
+const corrected = (
+  entries: ReadonlyArray<PaymentRequirements>,
+  correction: Correction | undefined
+): ReadonlyArray<PaymentRequirements> =>
+  correction === undefined
+    ? entries
+    : entries.map((entry) => entry.scheme === correction.scheme ? { ...entry, extra: { ...entry.extra, ...correction.extra } } : entry)
+
 /**
  * Form 2, the discovery body: a 402 for `resource` (named without its query, see `resourceUrl`)
  * with the top-up requirements of `amount`, or else the requirements of a metered endpoint whose
@@ -186,6 +196,8 @@ export const discoveryBody = (config: Config, input: {
   /** The endpoint's bazaar discovery extension (`@x402/extensions/bazaar`), in `extensions.bazaar`. */
   readonly bazaar?: Readonly<Record<string, unknown>> | undefined
   readonly error?: string
+  /** Added to the `extra` of the entries of its scheme, for the refused payment's client. */
+  readonly correction?: Correction | undefined
 }): DiscoveryBody => ({
   x402Version: VERSION,
   error: input.error ?? "Payment required",
@@ -194,9 +206,10 @@ export const discoveryBody = (config: Config, input: {
     description: input.resource.description ?? endpointDescription(config, input.price, input.settlesActual === true),
     mimeType: input.resource.mimeType ?? "application/json"
   },
-  accepts: input.amount !== undefined
-    ? requirements(config, input.amount)
-    : endpointRequirements(config, input.price, input.settlesActual === true),
+  accepts: corrected(
+    input.amount !== undefined ? requirements(config, input.amount) : endpointRequirements(config, input.price, input.settlesActual === true),
+    input.correction
+  ),
   extensions: {
     "sign-in-with-x": input.challenge,
     ...(input.price === undefined ? {} : { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration }),

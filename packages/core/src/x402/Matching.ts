@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect, Option, Schema } from "effect"
+import { Data, Option, Result, Schema } from "effect"
 import { BASE_MAINNET, SOLANA_MAINNET } from "./Config.ts"
-import { decodeHeader, PaymentPayload, PaymentPayloadV1, type PaymentRequirements } from "./Wire.ts"
+import { type Correction, decodeHeader, PaymentPayload, PaymentPayloadV1, type PaymentRequirements } from "./Wire.ts"
 
 const LEGACY_NETWORKS: Readonly<Record<string, string>> = {
   base: BASE_MAINNET,
@@ -22,8 +22,12 @@ const canonicalJson = (value: unknown): string =>
       ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
       : v)
 
+/** Equal as JSON, keys in any order; values that are not objects are compared as they are. */
+const sameJson = (a: unknown, b: unknown) =>
+  a === b || (typeof a === "object" && typeof b === "object" && canonicalJson(a) === canonicalJson(b))
+
 const extraMatches = (server: PaymentRequirements["extra"], client: PaymentRequirements["extra"]) =>
-  Object.entries(server ?? {}).every(([key, value]) => canonicalJson(client?.[key]) === canonicalJson(value))
+  Object.entries(server ?? {}).every(([key, value]) => sameJson(client?.[key], value))
 
 /**
  * The requirement `accepted` chose: equal in every field but `extra`, where every server key must
@@ -57,47 +61,55 @@ export interface MatchedPayment {
   readonly requirements: PaymentRequirements
 }
 
-/** Why a payment header was refused; the reason goes into the fresh 402's `error`. @category errors */
+/**
+ * Why a payment header was refused; the reason goes into the fresh 402's `error`, and the
+ * correction, if any, into its scheme's entries.
+ *
+ * @category errors
+ */
 export class PaymentRejected extends Data.TaggedError("PaymentRejected")<{
   readonly reason: string
   readonly message: string
+  readonly correction?: Correction | undefined
 }> {}
+
+const decodeV1 = Schema.decodeUnknownOption(PaymentPayloadV1)
+const decodeV2 = Schema.decodeUnknownOption(PaymentPayload)
+
+const invalidHeader = new PaymentRejected({ reason: "invalid_payload", message: "The payment header is not base64 JSON" })
+const malformed = new PaymentRejected({ reason: "invalid_payload", message: "The payment payload is malformed" })
+const noMatch = (message: string) => new PaymentRejected({ reason: "No matching payment requirements", message })
 
 /**
  * Decodes a payment header and matches it against `candidates`, the requirements rebuilt for the
  * request. A v1 payload (legacy clients) matches the candidate of its scheme and network.
  *
+ * A plain function: nothing here waits or can fail but with a refusal, and every paid request
+ * with a payment takes it, where a traced `Effect.fn` cost a span and a stack capture per call
+ * (`bench/voucher.ts`).
+ *
  * @category matching
  */
-export const decodePayment = Effect.fn("X402.decodePayment")(function*(
+export const decodePayment = (
   header: string,
   candidates: ReadonlyArray<PaymentRequirements>
-) {
-  const json = yield* Effect.fromOption(decodeHeader(header)).pipe(
-    Effect.mapError(() => new PaymentRejected({ reason: "invalid_payload", message: "The payment header is not base64 JSON" }))
-  )
+): Result.Result<MatchedPayment, PaymentRejected> => {
+  const json = decodeHeader(header)
+  if (Option.isNone(json)) return Result.fail(invalidHeader)
   // Only a payload that says it is v1 is decoded as one: a failed decode costs more than the check.
-  const v1 = typeof json === "object" && json !== null && (json as { readonly x402Version?: unknown }).x402Version === 1
-    ? Schema.decodeUnknownOption(PaymentPayloadV1)(json)
+  const v1 = typeof json.value === "object" && json.value !== null && (json.value as { readonly x402Version?: unknown }).x402Version === 1
+    ? decodeV1(json.value)
     : Option.none()
   if (Option.isSome(v1)) {
     const network = LEGACY_NETWORKS[v1.value.network] ?? v1.value.network
     const match = candidates.find((c) => c.scheme === v1.value.scheme && c.network === network)
-    if (match === undefined) {
-      return yield* new PaymentRejected({ reason: "No matching payment requirements", message: "No requirement matches the payment" })
-    }
+    if (match === undefined) return Result.fail(noMatch("No requirement matches the payment"))
     const payload: PaymentPayload = { x402Version: 2, accepted: match, payload: v1.value.payload }
-    return { payload, requirements: match } satisfies MatchedPayment
+    return Result.succeed({ payload, requirements: match })
   }
-  const payload = yield* Schema.decodeUnknownEffect(PaymentPayload)(json).pipe(
-    Effect.mapError(() => new PaymentRejected({ reason: "invalid_payload", message: "The payment payload is malformed" }))
-  )
-  const match = findMatching(candidates, payload.accepted)
-  if (Option.isNone(match)) {
-    return yield* new PaymentRejected({
-      reason: "No matching payment requirements",
-      message: "The accepted requirement does not match this request's requirements"
-    })
-  }
-  return { payload, requirements: match.value } satisfies MatchedPayment
-})
+  const payload = decodeV2(json.value)
+  if (Option.isNone(payload)) return Result.fail(malformed)
+  const match = findMatching(candidates, payload.value.accepted)
+  if (Option.isNone(match)) return Result.fail(noMatch("The accepted requirement does not match this request's requirements"))
+  return Result.succeed({ payload: payload.value, requirements: match.value })
+}

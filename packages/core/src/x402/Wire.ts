@@ -83,6 +83,18 @@ export const PaymentPayloadV1 = Schema.Struct({
   payload: Schema.Record(Schema.String, Schema.Unknown)
 })
 
+/**
+ * What a refusal adds to the `extra` of its scheme's entries in the fresh 402, for the client to
+ * correct its next payment from: `batch-settlement`'s corrective 402 carries the channel's state
+ * and its last voucher (`BatchSettlement.correction`).
+ *
+ * @category models
+ */
+export interface Correction {
+  readonly scheme: string
+  readonly extra: Readonly<Record<string, unknown>>
+}
+
 /** @category models */
 export interface SettleResponse {
   readonly success: boolean
@@ -150,20 +162,31 @@ export const encodeHeader = (value: unknown): string => Buffer.from(JSON.stringi
  */
 export const encodePaymentResponse = (response: SettleResponse): string => encodeHeader(response)
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+const EQUALS = 0x3d
 
 /**
  * Decodes an x402 header as `@x402/core`'s decoder does (strict standard base64, then JSON);
  * `None` when it is not one. The empty string, which that decoder would read as nothing, is none
  * too.
  *
+ * Strictness is checked on the decoded length rather than with a pattern over the text: Node's
+ * decoder skips a character outside the alphabet and stops at a `=` before the end, so a header
+ * with any such character decodes to fewer bytes than its length promises, and only the URL-safe
+ * `-` and `_`, which it takes, are looked for. A pattern over a voucher's 5 KB header cost half as
+ * much as its JSON parse (`bench/voucher.ts`).
+ *
  * @category encoding
  */
 export const decodeHeader = (value: string): Option.Option<unknown> => {
   const trimmed = value.trim()
-  if (trimmed.length === 0 || trimmed.length % 4 !== 0 || !BASE64.test(trimmed)) return Option.none()
+  const length = trimmed.length
+  if (length === 0 || length % 4 !== 0 || trimmed.includes("-") || trimmed.includes("_")) return Option.none()
+  const padding = trimmed.charCodeAt(length - 1) !== EQUALS ? 0 : trimmed.charCodeAt(length - 2) !== EQUALS ? 1 : 2
+  if (padding === 2 && trimmed.charCodeAt(length - 3) === EQUALS) return Option.none()
+  const bytes = Buffer.from(trimmed, "base64")
+  if (bytes.length !== (length / 4) * 3 - padding) return Option.none()
   try {
-    return Option.some(JSON.parse(Buffer.from(trimmed, "base64").toString("utf8")) as unknown)
+    return Option.some(JSON.parse(bytes.toString("utf8")) as unknown)
   } catch {
     return Option.none()
   }

@@ -55,8 +55,8 @@ export interface Accepted {
    * transaction that opened or topped it up with this payment, if any.
    */
   readonly channel?: { readonly reserved: PaymentChannels.Channel; readonly deposit: { readonly transaction: string; readonly amount: bigint } | undefined } | undefined
-  /** Refuses the payment with the endpoint's 402 naming `reason`. */
-  readonly refuse: (reason: string) => Effect.Effect<never, Errors.ApiError>
+  /** Refuses the payment with the endpoint's 402 naming `reason`, its scheme's entries corrected. */
+  readonly refuse: (reason: string, correction?: X402.Correction) => Effect.Effect<never, Errors.ApiError>
 }
 
 /**

@@ -24,7 +24,7 @@ import { Auth } from "@tollgate/core/Auth"
 import type * as CreditLedger from "@tollgate/core/CreditLedger"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option, Result } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentRequest } from "../RequestContext.ts"
 import * as ExactPayment from "./ExactPayment.ts"
@@ -111,15 +111,16 @@ export const layer: Layer.Layer<
     const accept = ({ price, request, settlesActual }: AcceptInput): Effect.Effect<Accepted | Replayed, Errors.ApiError> => {
       const path = new URL(request.url, config.publicOrigin).pathname
       const resource = { url: `${config.publicOrigin}${path}` }
-      const refuse = (error: string) =>
+      const refuse = (error: string, correction?: X402.Correction) =>
         Effect.flatMap(Effect.zip(auth.siwxChallenge, CurrentRequest), ([challenge, current]) =>
-          Effect.fail(X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error })))
+          Effect.fail(
+            X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error, correction })
+          ))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
-      return X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true)).pipe(
-        Effect.flatMap((payment) => schemeOf(payment).accept(payment, { path, refuse })),
-        Effect.catchTag("PaymentRejected", (rejected) =>
-          Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
-      )
+      const decoded = X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true))
+      const taken = Result.isFailure(decoded) ? Effect.fail(decoded.failure) : schemeOf(decoded.success).accept(decoded.success, { path, refuse })
+      return Effect.catchTag(taken, "PaymentRejected", (rejected) =>
+        Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason, rejected.correction))))
     }
 
     return PerCallPayment.of({

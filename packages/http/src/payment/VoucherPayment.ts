@@ -10,8 +10,9 @@
  *
  * Details: the voucher is checked offline (`BatchSettlement.check`), then reserved on its channel:
  * stored, and the channel held, before the call runs. A deposit with it is submitted first, and
- * opens or tops up the channel; a voucher on a channel this server has not seen yet reads the
- * channel's escrow from the chain once. A call that fails charges nothing and frees the channel,
+ * opens or tops up the channel; a voucher on a channel this server has not seen yet (the store
+ * refuses it as missing) reads the channel's escrow from the chain once, and is reserved again, so
+ * a voucher on a known channel takes one step of the store. A call that fails charges nothing and frees the channel,
  * and the same voucher may be sent again.
  *
  * @since 0.1.0
@@ -19,7 +20,7 @@
 import type { Errors } from "@tollgate/core"
 import { BatchSettlement, PaymentChannels, X402 } from "@tollgate/core"
 import { ChannelChain } from "@tollgate/backends/ChannelChain"
-import { Effect, Option } from "effect"
+import { Effect, Option, Result } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "../ErrorResponse.ts"
 import type { Accepted, AcceptContext, Ended, PaymentScheme } from "./PaymentScheme.ts"
@@ -44,46 +45,60 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
     if (offer === undefined || channels === undefined || chain === undefined) {
       return Effect.fail(new X402.PaymentRejected({ reason: "unsupported_scheme", message: "batch-settlement is not settled here" }))
     }
-    return Effect.gen(function*() {
-      const checked = yield* BatchSettlement.check(payment.requirements, offer.minimumWithdrawDelaySeconds, payment.payload.payload).pipe(
-        Effect.mapError((refused) => new X402.PaymentRejected({ reason: refused.reason, message: refused.message }))
-      )
-      const now = Date.now()
-      let deposit: { readonly transaction: string; readonly amount: bigint } | undefined
-      if (checked.deposit !== undefined) {
-        const deposited = yield* chain.deposit(payment)
-        deposit = { transaction: deposited.transaction, amount: checked.deposit }
-        yield* channels.open(checked.channelId, checked.config, deposited.onChain, now)
-      } else if (Option.isNone(yield* channels.get(checked.channelId))) {
-        const onChain = yield* chain.read(checked.channelId)
-        if (onChain.balance === 0n) {
-          return yield* new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" })
-        }
-        yield* channels.open(checked.channelId, checked.config, onChain, now)
-      }
-      const reserved = yield* channels.reserve({
-        channelId: checked.channelId,
-        maxClaimable: checked.maxClaimable,
-        signature: checked.signature,
-        price: BigInt(payment.requirements.amount),
-        exposureCap: offer.exposureCap,
-        now,
-        leaseMs: BatchSettlement.RESERVATION_LEASE_MS
-      }).pipe(
-        Effect.catchTag("VoucherRefused", (refused) =>
-          Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` })))
-      )
-      return {
-        _tag: "Accepted",
-        principal: walletOf(payment.requirements.network, checked.payer),
-        fundsHold: true,
-        headers: {},
-        payment,
-        claim: undefined,
-        refuse,
-        channel: { reserved, deposit }
-      } satisfies Accepted
+    const checked = BatchSettlement.check(payment.requirements, offer.minimumWithdrawDelaySeconds, payment.payload.payload)
+    if (Result.isFailure(checked)) {
+      return Effect.fail(new X402.PaymentRejected({ reason: checked.failure.reason, message: checked.failure.message }))
+    }
+    const voucher = checked.success
+    const now = Date.now()
+    const reserve = channels.reserve({
+      channelId: voucher.channelId,
+      maxClaimable: voucher.maxClaimable,
+      signature: voucher.signature,
+      price: BigInt(payment.requirements.amount),
+      exposureCap: offer.exposureCap,
+      now,
+      leaseMs: BatchSettlement.RESERVATION_LEASE_MS
     })
+    const accepted = (reserved: PaymentChannels.Channel, deposit: NonNullable<Accepted["channel"]>["deposit"]): Accepted => ({
+      _tag: "Accepted",
+      principal: walletOf(payment.requirements.network, voucher.payer),
+      fundsHold: true,
+      headers: {},
+      payment,
+      claim: undefined,
+      refuse,
+      channel: { reserved, deposit }
+    })
+    type Reserving = Effect.Effect<PaymentChannels.Channel, Errors.ApiError | X402.PaymentRejected | PaymentChannels.VoucherRefused>
+    const missing = (): Reserving =>
+      Effect.flatMap(chain.read(voucher.channelId), (onChain): Reserving =>
+        onChain.balance === 0n
+          ? Effect.fail(new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" }))
+          : Effect.andThen(channels.open(voucher.channelId, voucher.config, onChain, now), reserve))
+    const reserved: Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected | PaymentChannels.VoucherRefused> = voucher.deposit !== undefined
+      ? Effect.flatMap(chain.deposit(payment), (deposited) =>
+        channels.open(voucher.channelId, voucher.config, deposited.onChain, now).pipe(
+          Effect.andThen(reserve),
+          Effect.map((channel) => accepted(channel, { transaction: deposited.transaction, amount: voucher.deposit! }))
+        ))
+      : reserve.pipe(
+        Effect.catchTag("VoucherRefused", (refused): Reserving =>
+          refused.reason !== "invalid_batch_settlement_evm_missing_channel" ? Effect.fail(refused) : missing()),
+        Effect.map((channel) => accepted(channel, undefined))
+      )
+    // A voucher that is not the channel's charge plus the price gets the corrective 402: the
+    // client's state of the channel is stale (another client of the same key, a lost response).
+    return Effect.catchTag(reserved, "VoucherRefused", (refused) =>
+      Effect.fail(
+        new X402.PaymentRejected({
+          reason: refused.reason,
+          message: `The voucher was refused (${refused.reason})`,
+          correction: refused.reason === "invalid_batch_settlement_evm_cumulative_amount_mismatch" && refused.channel !== undefined
+            ? BatchSettlement.correction(refused.channel)
+            : undefined
+        })
+      ))
   }
 
   const abandon = ({ channel }: Accepted): Effect.Effect<void> =>

@@ -88,7 +88,7 @@ export const topUp = Route.make(
         Effect.flatMap(auth.siwxChallenge, (challenge) => Effect.fail(X402.discovery(config, { resource, challenge, amount, error })))
       const header = X402.paymentHeader(request.headers)
       if (Option.isNone(header)) return yield* refuse("Payment required")
-      const settled = yield* X402.decodePayment(header.value, X402.requirements(config, amount)).pipe(
+      const settled = yield* Effect.fromResult(X402.decodePayment(header.value, X402.requirements(config, amount))).pipe(
         Effect.tap((payment) => facilitator.verify(payment)),
         Effect.flatMap((payment) => facilitator.settle(payment)),
         Effect.catchTag("PaymentRejected", (rejected) =>
