@@ -36,7 +36,8 @@ export const lineWidth = Number(process.env["TOLLGATE_FORMAT_LINE_WIDTH"] ?? 140
  * @type {Array<import("eslint").Linter.Config>}
  */
 export const format = [
-  ...effect.configs.dprint,
+  // Effect's config applies to every file ESLint reads; typescript-eslint's adds `.mts` ones.
+  ...effect.configs.dprint.map((config) => ({ ...config, files: ["**/*.ts"] })),
   {
     files: ["**/*.ts"],
     rules: {

@@ -5,8 +5,9 @@
  * leading indentation aside (a snippet may be cut from inside a function).
  *
  * When to use: `pnpm lint` runs it. `node lint/snippets.ts --fix` copies each snippet again from
- * its example where the example's text changed only in its whitespace (`pnpm format` re-wraps the
- * examples, not the docs), and leaves the others to be copied by hand.
+ * its example where the example's text changed only in its whitespace and semicolons (`pnpm format`
+ * re-wraps the examples, not the docs, and a type literal it breaks over lines loses its `;`), and
+ * leaves the others to be copied by hand.
  *
  * Details: a block that names no example is listed, and does not fail the check yet: the docs
  * hold blocks written before this check, which are not copies of any example.
@@ -63,18 +64,21 @@ const appearsIn = (lines: ReadonlyArray<string>, example: ReadonlyArray<string>)
   return false
 }
 
+/** What formatting may change: whitespace, and the semicolons of the `asi` style. */
+const formatting = /[\s;]/u
+
 /**
- * The lines of `example` whose text is the snippet's but for whitespace, indented as the snippet's
+ * The lines of `example` whose text is the snippet's but for formatting, indented as the snippet's
  * first line is; `undefined` when there are none, or the match starts or ends inside a line.
  */
 const recopy = (lines: ReadonlyArray<string>, example: string): Array<string> | undefined => {
-  const wanted = lines.join("\n").replace(/\s+/gu, "")
+  const wanted = lines.join("\n").replace(/[\s;]+/gu, "")
   if (wanted === "") return undefined
-  // The example without its whitespace, and where each remaining character was.
+  // The example without what formatting may change, and where each remaining character was.
   let squeezed = ""
   const positions: Array<number> = []
   for (let i = 0; i < example.length; i++) {
-    if (/\s/u.test(example[i]!)) continue
+    if (formatting.test(example[i]!)) continue
     squeezed += example[i]
     positions.push(i)
   }
@@ -126,7 +130,7 @@ for (const doc of docs()) {
 }
 
 if (fixed > 0) console.log(`Copied ${fixed} snippet(s) again from their examples.`)
-if (unnamed.length > 0) console.log(`${unnamed.length} snippet(s) name no example: ${unnamed.reverse().join(", ")}`)
+if (unnamed.length > 0) console.log(`${unnamed.length} snippet(s) name no example: ${unnamed.sort().join(", ")}`)
 if (failures.length > 0) {
   console.error(`${failures.length} snippet(s) differ from their examples:`)
   for (const failure of failures) console.error(`  ${failure}`)
