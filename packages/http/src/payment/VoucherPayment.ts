@@ -16,13 +16,13 @@
  *
  * @since 0.1.0
  */
+import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import type { Errors } from "@tollgate/core"
 import { BatchSettlement, PaymentChannels, X402 } from "@tollgate/core"
-import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import { Effect, Option } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "../ErrorResponse.ts"
-import type { Accepted, AcceptContext, Ended, PaymentScheme } from "./PaymentScheme.ts"
+import type { AcceptContext, Accepted, Ended, PaymentScheme } from "./PaymentScheme.ts"
 import { headers, walletOf } from "./PaymentScheme.ts"
 
 /**
@@ -57,7 +57,10 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
       } else if (Option.isNone(yield* channels.get(checked.channelId))) {
         const onChain = yield* chain.read(checked.channelId)
         if (onChain.balance === 0n) {
-          return yield* new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" })
+          return yield* new X402.PaymentRejected({
+            reason: "invalid_batch_settlement_evm_channel_not_found",
+            message: "The channel holds no deposit"
+          })
         }
         yield* channels.open(checked.channelId, checked.config, onChain, now)
       }
@@ -70,8 +73,11 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
         now,
         leaseMs: BatchSettlement.RESERVATION_LEASE_MS
       }).pipe(
-        Effect.catchTag("VoucherRefused", (refused) =>
-          Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` })))
+        Effect.catchTag(
+          "VoucherRefused",
+          (refused) =>
+            Effect.fail(new X402.PaymentRejected({ reason: refused.reason, message: `The voucher was refused (${refused.reason})` }))
+        )
       )
       return {
         _tag: "Accepted",
@@ -98,21 +104,26 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
     if (channel === undefined || channels === undefined || ended._tag === "Failed") {
       return Effect.as(
         abandon(accepted),
-        ended._tag === "Failed" ? HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" }) : ended.response
+        ended._tag === "Failed"
+          ? HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" })
+          : ended.response
       )
     }
     const { deposit, reserved } = channel
-    return Effect.map(channels.commit(reserved.channelId, BigInt(ended.charge ?? 0)), (after) =>
-      HttpServerResponse.setHeaders(ended.response, {
-        [X402.headers.paymentResponse]: X402.encodePaymentResponse({
-          success: true,
-          transaction: deposit?.transaction ?? "",
-          network: accepted.payment.requirements.network,
-          payer: accepted.principal.address,
-          amount: deposit === undefined ? "" : deposit.amount.toString(),
-          extra: BatchSettlement.responseExtra(reserved, after)
+    return Effect.map(
+      channels.commit(reserved.channelId, BigInt(ended.charge ?? 0)),
+      (after) =>
+        HttpServerResponse.setHeaders(ended.response, {
+          [X402.headers.paymentResponse]: X402.encodePaymentResponse({
+            success: true,
+            transaction: deposit?.transaction ?? "",
+            network: accepted.payment.requirements.network,
+            payer: accepted.principal.address,
+            amount: deposit === undefined ? "" : deposit.amount.toString(),
+            extra: BatchSettlement.responseExtra(reserved, after)
+          })
         })
-      }))
+    )
   }
 
   return { accept, finish, abandon }
