@@ -24,6 +24,7 @@ const benches = [
   "restrictions.ts",
   "rpc.ts",
   "rpc-cache.ts",
+  "sse.ts",
   "voucher.ts"
 ]
 

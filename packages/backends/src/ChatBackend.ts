@@ -2,7 +2,7 @@
  * Chat completions from any OpenAI-compatible upstream (vLLM, llama.cpp server, Ollama, hosted
  * APIs). A text model of the model list names its upstreams; this adapter picks one per call,
  * sends the body as the client wrote it (with the upstream's own model name), and answers either
- * the completion or a stream of chunks parsed from the upstream's Server-Sent Events.
+ * the completion or the stream of chunks of the upstream's Server-Sent Events.
  *
  * Routing: with a `prompt_cache_key`, every upstream is ranked by a hash of (key, upstream)
  * (rendezvous hashing), so one key keeps landing on the same upstream, whose prompt cache is warm,
@@ -21,10 +21,10 @@
  */
 import { type Models, Spans } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
+import { type Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as SseSplitter from "./SseSplitter.ts"
 
 /**
  * A JSON object as the upstream sent it (a completion or one stream chunk).
@@ -52,10 +52,11 @@ export interface Call {
   /** The OpenAI request body, without `model` (each upstream gets its own model name). */
   readonly body: Json
   /**
-   * The JSON bytes of `body.messages`, when the caller has them as they came: sent as they are
-   * instead of encoded again (a long conversation is most of a body).
+   * The JSON bytes of `body.messages`, when the caller has them as they came, in parts written one
+   * after the other: sent as they are instead of encoded again (a long conversation is most of a
+   * body), copied once, into the request body.
    */
-  readonly messages?: Uint8Array | undefined
+  readonly messages?: ReadonlyArray<Uint8Array> | undefined
   readonly promptCacheKey?: string | undefined
 }
 
@@ -66,9 +67,19 @@ export interface Completion {
   readonly upstream: string
 }
 
-/** @category models */
+/**
+ * A stream's chunks, read one of two ways (run one of them: both read the same response).
+ *
+ * @category models
+ */
 export interface ChunkStream {
-  /** Parsed `data:` payloads, in order, up to `[DONE]`. */
+  /**
+   * The `data:` text of each chunk as the upstream wrote it, in order, up to `[DONE]`, a batch per
+   * network read: a relay that changes little in a chunk works on its text and parses only the
+   * chunks it must.
+   */
+  readonly events: Stream.Stream<string, UpstreamError>
+  /** The same chunks parsed; a chunk that is not a JSON object fails the stream. */
   readonly chunks: Stream.Stream<Json, UpstreamError>
   readonly upstream: string
 }
@@ -146,16 +157,22 @@ const encoder = new TextEncoder()
 const MESSAGES_MEMBER = encoder.encode(`,"messages":`)
 const CLOSE_OBJECT = 125
 
-/** `body` encoded with `messages` (JSON bytes) as its last member, those bytes copied as they are. */
-const withMessages = (body: Json, messages: Uint8Array): Uint8Array => {
+/** `body` encoded with `messages` (JSON bytes, in parts) as its last member, those bytes copied as they are. */
+const withMessages = (body: Json, messages: ReadonlyArray<Uint8Array>): Uint8Array => {
   const { messages: _, ...rest } = body
   const head = encoder.encode(JSON.stringify(rest))
   const open = head.length - 1 // without its closing brace; `rest` has `model`, so it is not empty
-  const out = new Uint8Array(open + MESSAGES_MEMBER.length + messages.length + 1)
+  let length = open + MESSAGES_MEMBER.length + 1
+  for (const part of messages) length += part.length
+  const out = new Uint8Array(length)
   out.set(head.subarray(0, open))
   out.set(MESSAGES_MEMBER, open)
-  out.set(messages, open + MESSAGES_MEMBER.length)
-  out[out.length - 1] = CLOSE_OBJECT
+  let at = open + MESSAGES_MEMBER.length
+  for (const part of messages) {
+    out.set(part, at)
+    at += part.length
+  }
+  out[at] = CLOSE_OBJECT
   return out
 }
 
@@ -258,11 +275,12 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
   }
 
   const stream = (call: Call): Effect.Effect<ChunkStream, UpstreamError> => {
-    if (call.model.upstreams.length === 0) return Effect.sync(() => ({ chunks: Stream.fromIterable(Local.chunks(call)), upstream: "local" }))
+    if (call.model.upstreams.length === 0) {
+      return Effect.sync(() => chunkStream(Stream.fromIterable(Local.chunks(call).map((chunk) => JSON.stringify(chunk))), "local"))
+    }
     return traced(
       "ChatBackend.stream",
-      attempt(call, (upstream) =>
-        Effect.map(send(upstream, call, true), (response): ChunkStream => ({ chunks: sseChunks(response, idleTimeout), upstream: upstream.baseUrl })))
+      attempt(call, (upstream) => Effect.map(send(upstream, call, true), (response) => chunkStream(sseEvents(response, idleTimeout), upstream.baseUrl)))
     )
   }
 
@@ -284,61 +302,43 @@ const upstreamMessage = (text: string): string | undefined => {
   return undefined
 }
 
-/**
- * Where a parsed chunk keeps the text it was parsed from: a non-enumerable property, so a copy of
- * the chunk (a spread) never carries the original's text. A `WeakMap` from chunk to text cost as
- * much per chunk as parsing it, most of it in the collector.
- */
-const DATA = Symbol.for("@tollgate/backends/ChatBackend/data")
-
-/**
- * The `data:` text a stream chunk was parsed from: a caller that changes nothing in a chunk passes
- * this on instead of encoding the chunk again.
- *
- * @category accessors
- */
-export const dataOf = (chunk: Json): string | undefined => (chunk as { readonly [DATA]?: string })[DATA]
-
 const parseChunk = (data: string): Json | undefined => {
   try {
     const chunk: unknown = JSON.parse(data)
-    if (!isObject(chunk)) return undefined
-    Object.defineProperty(chunk, DATA, { value: data })
-    return chunk
+    return isObject(chunk) ? chunk : undefined
   } catch {
     return undefined
   }
 }
 
+const chunkStream = (events: Stream.Stream<string, UpstreamError>, upstream: string): ChunkStream => ({
+  events,
+  chunks: Stream.mapArrayEffect(events, (batch) => {
+    const chunks: Array<Json> = []
+    for (const data of batch) {
+      const chunk = parseChunk(data)
+      if (chunk === undefined) return Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
+      chunks.push(chunk)
+    }
+    // one chunk per event of a batch, which is never empty
+    return Effect.succeed(chunks as unknown as Arr.NonEmptyReadonlyArray<Json>)
+  }),
+  upstream
+})
+
 /**
- * Events arrive in batches (one network read); they are parsed and passed on as a batch. An upstream
- * that goes quiet for `idleTimeout` is cut off, so a stalled stream neither holds the client nor
- * its credit hold forever.
+ * The data of the upstream's events, a batch per network read. An upstream that goes quiet for
+ * `idleTimeout` is cut off, so a stalled stream neither holds the client nor its credit hold
+ * forever.
  */
-const sseChunks = (response: HttpClientResponse.HttpClientResponse, idleTimeout: Duration.Duration): Stream.Stream<Json, UpstreamError> =>
+const sseEvents = (response: HttpClientResponse.HttpClientResponse, idleTimeout: Duration.Duration): Stream.Stream<string, UpstreamError> =>
   response.stream.pipe(
+    Stream.mapError(() => new UpstreamError({ kind: "transport", message: "upstream stream broke off" })),
     Stream.timeoutOrElse({
       duration: idleTimeout,
       orElse: () => Stream.fail(new UpstreamError({ kind: "timeout", message: "upstream stream went quiet" }))
     }),
-    Stream.decodeText,
-    Stream.pipeThroughChannel(Sse.decode()),
-    Stream.map((event) => event.data),
-    Stream.takeWhile((data) => data.trim() !== "[DONE]"),
-    Stream.mapArrayEffect((events) => {
-      const chunks: Array<Json> = []
-      for (const data of events) {
-        const chunk = parseChunk(data)
-        if (chunk === undefined) {
-          return Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
-        }
-        chunks.push(chunk)
-      }
-      return Arr.isArrayNonEmpty(chunks) ? Effect.succeed(chunks) : Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an empty batch" }))
-    }),
-    Stream.mapError((error) =>
-      error._tag === "ChatUpstreamError" ? error : new UpstreamError({ kind: "transport", message: "upstream stream broke off" })
-    )
+    SseSplitter.data
   )
 
 /**

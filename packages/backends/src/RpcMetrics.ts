@@ -4,7 +4,7 @@
  * where they are recorded, and listed by the http package's `Observability` with every other
  * metric (this package does not depend on it).
  *
- * A series is made once per label set and kept, so the per-call path builds no labels.
+ * A series is made once per network (and upstream) and kept, so the per-call path builds no labels.
  *
  * @since 0.1.0
  */
@@ -14,15 +14,22 @@ const LATENCY_BOUNDARIES = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 type Labels = Readonly<Record<string, string>>
 
+/**
+ * The series of one metric by network, and by upstream within it: found in two `Map`s by the
+ * label values themselves, so a call finds its series without building a label object or a key.
+ */
 const family = <M>(make: (attributes: Labels | undefined) => M) => {
-  const series = new Map<string, M>()
-  const of = (attributes: Labels): M => {
-    let key = ""
-    for (const name in attributes) key += `${name}\u0000${attributes[name]}\u0001`
-    let found = series.get(key)
+  const series = new Map<string, Map<string | undefined, M>>()
+  const of = (network: string, upstream?: string): M => {
+    let byUpstream = series.get(network)
+    if (byUpstream === undefined) {
+      byUpstream = new Map()
+      series.set(network, byUpstream)
+    }
+    let found = byUpstream.get(upstream)
     if (found === undefined) {
-      found = make(attributes)
-      series.set(key, found)
+      found = make(upstream === undefined ? { network } : { network, upstream })
+      byUpstream.set(upstream, found)
     }
     return found
   }
@@ -124,8 +131,7 @@ export const recordExchange = (
   latencyMs: number,
   failed: boolean
 ): void => {
-  const labels = { network, upstream }
-  upstreamCalls.of(labels).updateUnsafe(1, context)
-  upstreamLatency.of(labels).updateUnsafe(latencyMs / 1000, context)
-  if (failed) upstreamFailures.of(labels).updateUnsafe(1, context)
+  upstreamCalls.of(network, upstream).updateUnsafe(1, context)
+  upstreamLatency.of(network, upstream).updateUnsafe(latencyMs / 1000, context)
+  if (failed) upstreamFailures.of(network, upstream).updateUnsafe(1, context)
 }

@@ -461,7 +461,7 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
           const best = RpcHealth.bestHead(all)
           for (const each of all) {
             if (best !== undefined && each.head !== undefined) {
-              RpcMetrics.headLag.of({ network, upstream: each.label }).updateUnsafe(best - each.head, fiber.context)
+              RpcMetrics.headLag.of(network, each.label).updateUnsafe(best - each.head, fiber.context)
             }
           }
           return Effect.void
@@ -530,8 +530,8 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
               Effect.map(
                 RpcHedge.race(outcome(node), outcome(ordered[(n + 1) % ordered.length]!), delay, (result) => !("_tag" in result)),
                 (hedged) => {
-                  if (hedged.hedged) RpcMetrics.hedgesSent.of({ network }).updateUnsafe(1, fiber.context)
-                  if (hedged.hedgeWon) RpcMetrics.hedgesWon.of({ network }).updateUnsafe(1, fiber.context)
+                  if (hedged.hedged) RpcMetrics.hedgesSent.of(network).updateUnsafe(1, fiber.context)
+                  if (hedged.hedgeWon) RpcMetrics.hedgesWon.of(network).updateUnsafe(1, fiber.context)
                   return { result: hedged.outcome, next: hedged.hedged ? n + 2 : n + 1 }
                 }
               )

@@ -1,7 +1,8 @@
 /**
  * Which JSON-RPC answers the proxy may keep, and for how long: the per-method policy of the RPC
- * cache. Only single EVM reads are considered; a write, a batch, a non-EVM network (Solana's and
- * Starknet's finality is not tracked) and every method not named here are never cached.
+ * cache, for a single read or each read of a batch. Only EVM reads are considered; a write, a
+ * non-EVM network (Solana's and Starknet's finality is not tracked) and every method not named
+ * here are never cached.
  *
  * - `immutable`: the answer cannot change (`eth_chainId`; a block, its transactions or state read
  *   at a block hash; anything at a block number at or below the finalized block, `earliest` too).

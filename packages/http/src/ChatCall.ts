@@ -160,13 +160,60 @@ const runSearch = (
 export interface Tally {
   usage: { readonly prompt: number; readonly completion: number; readonly cached: number } | undefined
   readonly pieces: Array<string>
+  /**
+   * Chat chunks relayed as their text, unparsed (`ChatBackend.ChunkStream.events`): their pieces
+   * (`deltaPieces`) are read only if the usage never comes.
+   */
+  readonly unread: Array<string>
 }
 
 /** @category constructors */
-export const newTally = (): Tally => ({ usage: undefined, pieces: [] })
+export const newTally = (): Tally => ({ usage: undefined, pieces: [], unread: [] })
 
 /** Completion tokens of the pieces, each tokenized on its own, as it was sent. */
 const countPieces = (pieces: ReadonlyArray<string>) => pieces.reduce((sum, piece) => sum + Tokens.count(piece), 0)
+
+/**
+ * The text of every choice's delta in a streamed chat chunk (its content and thinking), added to
+ * `pieces`.
+ *
+ * @category accounting
+ */
+export const deltaPieces = (chunk: Json, pieces: Array<string>) => {
+  const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
+  for (const choice of choices) {
+    if (!isObject(choice) || !isObject(choice["delta"])) continue
+    const delta = choice["delta"]
+    if (typeof delta["content"] === "string") pieces.push(delta["content"])
+    for (const field of REASONING_FIELDS) {
+      if (typeof delta[field] === "string") pieces.push(delta[field])
+    }
+  }
+}
+
+/**
+ * A stream chunk's text parsed, or `undefined` when it is not a JSON object.
+ *
+ * @category accounting
+ */
+export const parseChunk = (data: string): Json | undefined => {
+  try {
+    const chunk: unknown = JSON.parse(data)
+    return isObject(chunk) ? chunk : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Completion tokens of the tally's pieces and of its unread chunks' pieces. */
+const countCompletion = (tally: Tally) => {
+  const pieces = [...tally.pieces]
+  for (const data of tally.unread) {
+    const chunk = parseChunk(data)
+    if (chunk !== undefined) deltaPieces(chunk, pieces)
+  }
+  return countPieces(pieces)
+}
 
 /**
  * Keeps an OpenAI `usage` object's counts when it has them, with the prompt tokens the upstream
@@ -211,14 +258,14 @@ export const tallyChunk = (tally: Tally, chunk: Json): { readonly choice: Json; 
 
 const encoder = new TextEncoder()
 
-/** The JSON array `messages` (its bytes, as they came) with `first` before its elements. */
-const prepended = (first: ReadonlyArray<ChatOptions.Message>, messages: Uint8Array): Uint8Array => {
-  const head = encoder.encode(`${JSON.stringify(first).slice(0, -1)},`)
-  const out = new Uint8Array(head.length + messages.length - 1)
-  out.set(head)
-  out.set(messages.subarray(1), head.length)
-  return out
-}
+/**
+ * The JSON array `messages` (its bytes, as they came) with `first` before its elements, in two
+ * parts: the bytes are not copied here, only once into the upstream body.
+ */
+const prepended = (first: ReadonlyArray<ChatOptions.Message>, messages: Uint8Array): ReadonlyArray<Uint8Array> => [
+  encoder.encode(`${JSON.stringify(first).slice(0, -1)},`),
+  messages.subarray(1)
+]
 
 /**
  * What a call used, priced: the pipeline's `Produced`, and the prompt tokens read from the
@@ -255,7 +302,7 @@ export interface Prepared {
    * The JSON bytes of the upstream body's `messages` when they can be sent without encoding the
    * caller's again (`ChatBackend.Call.messages`): the caller's as they came, after the service's.
    */
-  readonly upstreamMessages: (found: Found) => Uint8Array | undefined
+  readonly upstreamMessages: (found: Found) => ReadonlyArray<Uint8Array> | undefined
   /** The actual price of what the tally says was used, under this model's sku. */
   readonly price: (found: Found, tally: Tally) => Priced
 }
@@ -344,7 +391,7 @@ export const preparer = Effect.gen(function*() {
       const price = (found: Found, tally: Tally): Priced => {
         // Counted here only when the upstream reported no usage (a client that hung up).
         const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? count() : Tokens.conversation([found.message, ...messages]))
-        const completionUsed = tally.usage?.completion ?? countPieces(tally.pieces)
+        const completionUsed = tally.usage?.completion ?? countCompletion(tally)
         const extras = found.performed || found.scrapedUrls > 0
         const cachedUsed = tally.usage?.cached ?? 0
         if (tally.usage === undefined && completionUsed === 0 && !extras) {
@@ -402,8 +449,8 @@ export const preparer = Effect.gen(function*() {
 
       // A found message goes before the caller's last one: that conversation is encoded whole.
       const sent = bytes === undefined ? undefined : JsonText.member(bytes, "messages")
-      const upstreamMessages = (found: Found): Uint8Array | undefined =>
-        sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? sent : prepended(added, sent)
+      const upstreamMessages = (found: Found): ReadonlyArray<Uint8Array> | undefined =>
+        sent === undefined || found.message !== undefined ? undefined : added.length === 0 ? [sent] : prepended(added, sent)
 
       return {
         request,

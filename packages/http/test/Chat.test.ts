@@ -190,6 +190,23 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
       `"model":"fake-chat","choices":[{"index":0,"delta":{"content":" \\"two\\""},"finish_reason":null}]}`)
   })
 
+  it("relays an upstream that writes its JSON spaced (as Python's json.dumps) under the call's id and the model's id, billed at its usage", async () => {
+    upstream.script = () => ({ pieces: ["One", " two"], usage: { prompt_tokens: 12, completion_tokens: 2 }, spaced: true })
+    const before = await balance()
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "fake-chat", stream: true, messages: [{ role: "user", content: "Hi" }] })
+    })
+    const chunks = (await response.text()).split("\n\n").filter((event) => event.startsWith("data: {"))
+      .map((event) => JSON.parse(event.slice(6)) as { id: string; model: string; usage?: { cost: number } })
+    expect(chunks.map((chunk) => [chunk.id, chunk.model])).toEqual(chunks.map(() => [chunks[0]!.id, "fake-chat"]))
+    expect(chunks[0]!.id).toMatch(/^chatcmpl-/)
+    await waitFor(async () => (await balance()) < before ? true : undefined)
+    expect(before - await balance()).toBe(priceOf(12, 2))
+    expect(chunks.at(-1)!.usage!.cost).toBe(Money.toUsdNumber(priceOf(12, 2)))
+  })
+
   it("sends the stream uncompressed even when the client accepts gzip, so no chunk waits in a compressor", async () => {
     const response = await fetch(`${baseURL}/chat/completions`, {
       method: "POST",

@@ -167,3 +167,47 @@ for (const cache of caches) {
     })
   })
 }
+
+for (const cache of caches) {
+  describe(`RPC proxy: a batch of reads is answered item by item from the cache, the rest sent upstream in one batch, each answer with its own id (${cache.name})`, () => {
+    it("a batch of two reads -> one upstream call (MISS); the next sends only the item the cache lacks; one wholly cached is a HIT with no upstream call; 20 credits per item every time", async () => {
+      const { node, proxy } = await setUp(cache.layer)
+      // Blocks no other test reads: the Redis cache is shared by the whole file.
+      const block = hex(await finalizedBlock() - 20)
+      const other = hex(await finalizedBlock() - 21)
+      const [expected, otherBlock, balance] = await Promise.all([
+        direct("eth_getBlockByNumber", [block, false]),
+        direct("eth_getBlockByNumber", [other, false]),
+        direct("eth_getBalance", [dev, "latest"])
+      ])
+      const account = await proxy.account()
+
+      const first = await account.fetch("ethereum-mainnet", [call("eth_getBlockByNumber", [block, false], "a"), call("eth_getBalance", [dev, "latest"], 7)])
+      expect(first.headers.get("x-cache")).toBe("MISS")
+      expect(await first.json()).toEqual([{ jsonrpc: "2.0", id: "a", result: expected }, { jsonrpc: "2.0", id: 7, result: balance }])
+      expect([node.callsWith("eth_getBlockByNumber", block), node.calls("eth_getBalance")]).toEqual([1, 1])
+
+      const partly = await account.fetch("ethereum-mainnet", [call("eth_getBlockByNumber", [other, false], 1), call("eth_getBlockByNumber", [block, false], 2)])
+      expect(partly.headers.get("x-cache")).toBe("MISS")
+      expect(await partly.json()).toEqual([{ jsonrpc: "2.0", id: 1, result: otherBlock }, { jsonrpc: "2.0", id: 2, result: expected }])
+      expect([node.callsWith("eth_getBlockByNumber", other), node.callsWith("eth_getBlockByNumber", block)]).toEqual([1, 1])
+
+      const cached = await account.fetch("ethereum-mainnet", [call("eth_getBlockByNumber", [block, false], "x"), call("eth_getBlockByNumber", [other, false], "y")])
+      expect([cached.headers.get("x-cache"), cached.headers.get("x-service-rpc-credits")]).toEqual(["HIT", "40"])
+      expect(await cached.json()).toEqual([{ jsonrpc: "2.0", id: "x", result: expected }, { jsonrpc: "2.0", id: "y", result: otherBlock }])
+      expect([node.callsWith("eth_getBlockByNumber", other), node.callsWith("eth_getBlockByNumber", block)]).toEqual([1, 1])
+      expect(await account.charged()).toBe(RpcHarness.nanoOf(40 + 40 + 40))
+    })
+
+    it("a batch with a write goes upstream as it came, uncached: identical reads beside it are both sent", async () => {
+      const { node, proxy } = await setUp(cache.layer)
+      const block = hex(await finalizedBlock() - 22)
+      await proxy.fetch("ethereum-mainnet", [
+        call("eth_getBlockByNumber", [block, false], 1),
+        call("eth_getBlockByNumber", [block, false], 2),
+        call("eth_sendRawTransaction", ["0x02"], 3)
+      ])
+      expect([node.callsWith("eth_getBlockByNumber", block), node.calls("eth_sendRawTransaction")]).toEqual([2, 1])
+    })
+  })
+}

@@ -49,6 +49,11 @@ export interface Script {
    * as its stream would take (this many milliseconds per piece), so a slow upstream is slow either way.
    */
   readonly delayMs?: number
+  /**
+   * Write the stream's JSON with a space after each colon and comma, as Python's `json.dumps` does
+   * (servers that do not write it compact, as `JSON.stringify` does).
+   */
+  readonly spaced?: boolean
 }
 
 /** One request the upstream received. @category models */
@@ -158,8 +163,13 @@ const answerOther = async (
   return undefined
 }
 
-const chunk = (id: string, model: unknown, delta: Record<string, unknown>, finish: string | null) =>
-  `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+/** JSON as Python's `json.dumps` writes it: `, ` and `: ` between members. */
+const spacedJson = (value: unknown): string =>
+  Array.isArray(value)
+    ? `[${value.map(spacedJson).join(", ")}]`
+    : typeof value === "object" && value !== null
+    ? `{${Object.entries(value).map(([key, member]) => `${JSON.stringify(key)}: ${spacedJson(member)}`).join(", ")}}`
+    : JSON.stringify(value)
 
 /**
  * Starts the upstream on a free port of 127.0.0.1.
@@ -229,6 +239,9 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...reply.headers })
     response.flushHeaders()
     const pause = () => new Promise((resolve) => setTimeout(resolve, reply.delayMs ?? 0))
+    const encode = reply.spaced === true ? spacedJson : JSON.stringify
+    const chunk = (id: string, model: unknown, delta: Record<string, unknown>, finish: string | null) =>
+      `data: ${encode({ id, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
     response.write(chunk(id, body["model"], { role: "assistant", content: "" }, null))
     for (const piece of reply.reasoning ?? []) response.write(chunk(id, body["model"], { reasoning_content: piece }, null))
     for (const piece of reply.pieces) {
@@ -252,7 +265,7 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     response.write(chunk(id, body["model"], {}, reply.toolCalls === undefined ? "stop" : "tool_calls"))
     const streamOptions = body["stream_options"] as { include_usage?: boolean } | undefined
     if (streamOptions?.include_usage === true) {
-      response.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model: body["model"], choices: [], usage: fullUsage })}\n\n`)
+      response.write(`data: ${encode({ id, object: "chat.completion.chunk", created: 1, model: body["model"], choices: [], usage: fullUsage })}\n\n`)
     }
     finished = true
     response.end("data: [DONE]\n\n")

@@ -21,7 +21,7 @@ import type * as SearchProvider from "@tollgate/core/SearchProvider"
 import { Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ChatCall from "../ChatCall.ts"
-import { isObject, type Json, MAX_BODY, newTally, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
+import { deltaPieces, isObject, type Json, MAX_BODY, newTally, parseChunk, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
 import * as Endpoint from "../Endpoint.ts"
 import * as RequestBody from "../RequestBody.ts"
 
@@ -43,28 +43,42 @@ const usageOf = (usage: unknown, produced: ChatCall.Priced): Json => {
 const encoder = new TextEncoder()
 const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
 
-/** The chunks (their JSON text) of one upstream read as one write: a per-chunk write would cost a syscall each. */
-const sseBatch = (chunks: ReadonlyArray<string>) => encoder.encode(chunks.map((chunk) => `data: ${chunk}\n\n`).join(""))
-
 /**
- * For one stream: `data` (a chunk's JSON text) with its `field`, which holds `value`, holding `ours`
- * instead; `undefined` when the text does not hold `"field":value` as JSON.stringify writes it. An
- * upstream names the same id and model in every chunk, so the texts to find and to put are made
- * once per value, not per chunk.
+ * For one stream: a chunk's text with its `field` holding `ours` instead of the upstream's value,
+ * the one `learn` last took from a parsed chunk. An upstream names the same id and model in every
+ * chunk, so the texts to find and to put are made once per value, not per chunk.
  */
 const replacer = (field: string, ours: string) => {
   const to = `"${field}":${JSON.stringify(ours)}`
-  let last: string | undefined
-  let from = ""
-  return (data: string, value: unknown): string | undefined => {
-    if (value === ours) return data
-    if (typeof value !== "string") return undefined
-    if (value !== last) {
-      last = value
-      from = `"${field}":${JSON.stringify(value)}`
-    }
-    return data.includes(from) ? data.replaceAll(from, to) : undefined
+  let from: string | undefined
+  return {
+    learn: (value: unknown) => {
+      from = typeof value === "string" ? `"${field}":${JSON.stringify(value)}` : undefined
+    },
+    /** `undefined` when `data` does not hold the upstream's value as JSON.stringify writes it. */
+    apply: (data: string): string | undefined =>
+      from === undefined || !data.includes(from) ? undefined : from === to ? data : data.replaceAll(from, to)
   }
+}
+
+const USAGE = `"usage"`
+const isSpace = (code: number) => code === 32 || code === 10 || code === 13 || code === 9
+
+/**
+ * Whether a chunk's text may hold a `usage` object: a `"usage"` key followed by `{` (a false alarm,
+ * a value that reads so inside a string, costs only a parse). OpenAI-compatible upstreams write
+ * `"usage":null` on the chunks before the last, which need no parse.
+ */
+const carriesUsage = (data: string): boolean => {
+  for (let at = data.indexOf(USAGE); at !== -1; at = data.indexOf(USAGE, at + USAGE.length)) {
+    let i = at + USAGE.length
+    while (isSpace(data.charCodeAt(i))) i++
+    if (data.charCodeAt(i) !== 58) continue // `:`
+    i++
+    while (isSpace(data.charCodeAt(i))) i++
+    if (data.charCodeAt(i) === 123) return true // `{`
+  }
+  return false
 }
 
 /** The request as documented: the fields tollgate reads, the options, and room for any other. */
@@ -163,15 +177,7 @@ export const route = Endpoint.make({
           }
           const count = (chunk: ChatBackend.Json) => {
             recordUsage(tally, chunk["usage"])
-            const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
-            for (const choice of choices) {
-              if (!isObject(choice) || !isObject(choice["delta"])) continue
-              const delta = choice["delta"]
-              if (typeof delta["content"] === "string") tally.pieces.push(delta["content"])
-              for (const field of REASONING_FIELDS) {
-                if (typeof delta[field] === "string") tally.pieces.push(delta[field])
-              }
-            }
+            deltaPieces(chunk, tally.pieces)
           }
           const rewrite = (chunk: ChatBackend.Json): Json => {
             const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
@@ -195,16 +201,41 @@ export const route = Endpoint.make({
             }
           }
           // Without stripping, a chunk other than the usage one (which gains its cost) changes only in
-          // its id and model name: its text goes on as it came with those two replaced, when the
-          // upstream wrote them as JSON.stringify does; else it is encoded again.
+          // its id and model name: its text goes on as it came, unparsed, with those two replaced when
+          // it holds the values of the last chunk parsed as JSON.stringify writes them (its pieces are
+          // read only if the usage never comes); else it is parsed, and encoded again if need be.
           const withId = replacer("id", call.id)
           const withModel = replacer("model", model.id)
-          const relay = (chunk: ChatBackend.Json): string => {
+          const replaced = (data: string) => {
+            const idReplaced = withId.apply(data)
+            return idReplaced === undefined ? undefined : withModel.apply(idReplaced)
+          }
+          const relay = (data: string): string | undefined => {
+            if (!strips && !carriesUsage(data)) {
+              const relayed = replaced(data)
+              if (relayed !== undefined) {
+                tally.unread.push(data)
+                return relayed
+              }
+            }
+            const chunk = parseChunk(data)
+            if (chunk === undefined) return undefined
             count(chunk)
-            const data = strips || isObject(chunk["usage"]) ? undefined : ChatBackend.dataOf(chunk)
-            const idReplaced = data === undefined ? undefined : withId(data, chunk["id"])
-            const relayed = idReplaced === undefined ? undefined : withModel(idReplaced, chunk["model"])
-            return relayed ?? JSON.stringify(rewrite(chunk))
+            withId.learn(chunk["id"])
+            withModel.learn(chunk["model"])
+            return (strips || isObject(chunk["usage"]) ? undefined : replaced(data)) ?? JSON.stringify(rewrite(chunk))
+          }
+          // The chunks of one upstream read go out as one write: a write per chunk would cost a syscall each.
+          const relayBatch = (events: ReadonlyArray<string>) => {
+            let text = ""
+            for (const data of events) {
+              const relayed = relay(data)
+              if (relayed === undefined) {
+                return Effect.fail(new ChatBackend.UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
+              }
+              text += `data: ${relayed}\n\n`
+            }
+            return Effect.succeed([encoder.encode(text)] as const)
           }
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
@@ -222,8 +253,8 @@ export const route = Endpoint.make({
           }
           const body = Stream.fromIterable(first).pipe(
             Stream.map(sse),
-            Stream.concat(upstream.chunks.pipe(
-              Stream.mapArray((chunks) => [sseBatch(chunks.map(relay))] as const),
+            Stream.concat(upstream.events.pipe(
+              Stream.mapArrayEffect(relayBatch),
               Stream.concat(Stream.sync(() => {
                 call.finished = true
                 return sse("[DONE]")

@@ -7,8 +7,9 @@
  * case (every item at its tier), the capture what the upstream's answer actually costs (an item
  * not answered with a result costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight
  * gets 409 from the pipeline; a later one gets the stored response. A single read goes through
- * `RpcReads` (the cache, merging of identical reads in flight); its answer says `X-Cache: HIT` when
- * the cache gave it, and is charged the same unless the operator set a discount.
+ * `RpcReads` (the cache, merging of identical reads in flight), and so does a batch of reads each
+ * with an id (the cache item by item); the answer says `X-Cache: HIT` when the cache gave all of
+ * it, and is charged the same unless the operator set a discount.
  *
  * @since 0.1.0
  */
@@ -52,6 +53,8 @@ interface Checked {
   readonly body: Uint8Array
   readonly worst: number
   readonly read: { readonly params: unknown } | undefined
+  /** For a batch of reads each with an id (which the cache considers item by item), their parameters. */
+  readonly reads: ReadonlyArray<unknown> | undefined
 }
 
 /** The parameters of a request that is one read with an id, or `undefined`. */
@@ -59,6 +62,12 @@ const singleRead = (json: unknown, rpc: JsonRpc.Request): { readonly params: unk
   const item = rpc.items[0]
   if (rpc.batch || item === undefined || item.id === undefined || isWrite(item.method)) return undefined
   return { params: (json as { readonly params?: unknown }).params }
+}
+
+/** The parameters of each item of a batch of reads each with an id, or `undefined`. */
+const batchReads = (json: unknown, rpc: JsonRpc.Request): ReadonlyArray<unknown> | undefined => {
+  if (!rpc.batch || rpc.items.some((item) => item.id === undefined || isWrite(item.method))) return undefined
+  return (json as ReadonlyArray<{ readonly params?: unknown }>).map((item) => item.params)
 }
 
 /** @category routes */
@@ -91,7 +100,15 @@ export const route = Endpoint.make({
         }
         const worst = PricingEngine.rpcCredits(tables, slug, rpc.success.items.map((item) => item.tier))
         if (typeof worst !== "number") return Effect.fail(new Errors.InvalidRequest({ message: worst.message }))
-        return Effect.succeed({ slug, network, rpc: rpc.success, body, worst, read: singleRead(json.success, rpc.success) })
+        return Effect.succeed({
+          slug,
+          network,
+          rpc: rpc.success,
+          body,
+          worst,
+          read: singleRead(json.success, rpc.success),
+          reads: batchReads(json.success, rpc.success)
+        })
       })
     })
 
@@ -103,15 +120,17 @@ export const route = Endpoint.make({
       // The network and the bytes as sent: a key reused on another network or with another body is refused.
       fingerprint: ({ body, slug }: Checked) => Buffer.concat([Buffer.from(`${slug}\n`), body]),
       /**
-       * Answers the checked request (one read through the cache and merging, anything else
-       * straight upstream) and prices the answer; a cache hit costs the same unless the operator
+       * Answers the checked request (one read through the cache and merging, a batch of reads
+       * through the cache item by item, anything else straight upstream) and prices the answer; a cache hit costs the same unless the operator
        * set `hitDiscountPercent`.
        */
-      execute: ({ body, network, read, rpc, slug }: Checked) =>
+      execute: ({ body, network, read, reads: batch, rpc, slug }: Checked) =>
         Effect.flatMap(
-          read === undefined
-            ? Effect.map(upstream.forward(slug, rpc, body), (answer): RpcReads.Read => ({ answer, hit: false }))
-            : reads.read(network, rpc, read.params, body),
+          read !== undefined
+            ? reads.read(network, rpc, read.params, body)
+            : batch !== undefined
+            ? reads.readBatch(network, rpc, batch, body)
+            : Effect.map(upstream.forward(slug, rpc, body), (answer): RpcReads.Read => ({ answer, hit: false })),
           ({ answer, hit }): Effect.Effect<Outcome, Errors.InvalidRequest> => {
             const credits = PricingEngine.rpcCredits(tables, slug, JsonRpc.outcomes(rpc, answer.response))
             if (typeof credits !== "number") return Effect.fail(new Errors.InvalidRequest({ message: credits.message }))
