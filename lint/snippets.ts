@@ -9,8 +9,9 @@
  * re-wraps the examples, not the docs, and a type literal it breaks over lines loses its `;`), and
  * leaves the others to be copied by hand.
  *
- * Details: a block that names no example is listed, and does not fail the check yet: the docs
- * hold blocks written before this check, which are not copies of any example.
+ * Details: a block that names no example fails the check, so no snippet is written by hand: the
+ * file it names is an example under `examples/`, the test that runs the same calls, or, for the
+ * wiring of the services, the reference server's source.
  *
  * @since 0.1.0
  */
@@ -97,7 +98,6 @@ const recopy = (lines: ReadonlyArray<string>, example: string): Array<string> | 
 }
 
 const failures: Array<string> = []
-const unnamed: Array<string> = []
 let fixed = 0
 for (const doc of docs()) {
   const file = Path.join(root, doc)
@@ -108,7 +108,7 @@ for (const doc of docs()) {
   for (const snippet of snippets.reverse()) {
     const where = `${doc}:${snippet.open + 1}`
     if (snippet.example === undefined) {
-      unnamed.push(where)
+      failures.push(`${where}: names no example; copy it from one and name it on the line before (<!-- from examples/... -->)`)
       continue
     }
     const examplePath = Path.join(root, snippet.example)
@@ -130,10 +130,9 @@ for (const doc of docs()) {
 }
 
 if (fixed > 0) console.log(`Copied ${fixed} snippet(s) again from their examples.`)
-if (unnamed.length > 0) console.log(`${unnamed.length} snippet(s) name no example: ${unnamed.sort().join(", ")}`)
 if (failures.length > 0) {
-  console.error(`${failures.length} snippet(s) differ from their examples:`)
+  console.error(`${failures.length} snippet(s) are not copies of their examples:`)
   for (const failure of failures) console.error(`  ${failure}`)
   process.exit(1)
 }
-console.log("Every snippet that names its example is a copy of it.")
+console.log("Every snippet names its example and is a copy of it.")
