@@ -6,7 +6,7 @@
  * the same request.
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
-import { Admission, CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimits, X402 } from "@tollgate/core"
+import { Admission, CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimitPolicy, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -76,7 +76,7 @@ table(renderRows)
 
 const unlimited: Layer.Layer<Metered.LimitPolicy> = Layer.succeed(Metered.LimitPolicy, {
   limitsFor: (principal, call) =>
-    RateLimits.limitsFor(principal, call).map((limit) =>
+    RateLimitPolicy.limitsFor(principal, call).map((limit) =>
       limit.requests === undefined ? limit : { ...limit, requests: { ...limit.requests, limit: 1_000_000_000 } }
     )
 })

@@ -4,12 +4,12 @@
  * needs no basePath: tollgate routes on the full path the client sent.
  * Run: `node examples/express.ts` (`PORT` sets the port, default 3000), then call `localhost:3000/payments/api/v1/...`.
  */
+import { Tollgate } from "@tollgate/server"
 import express from "express"
 import type { AddressInfo } from "node:net"
-import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
-  const tollgate = await Tollgate.make("/payments")
+  const tollgate = await Tollgate.make({ basePath: "/payments" })
   const app = express()
   app.get("/health", (_request, response) => {
     response.json({ ok: true })

@@ -3,11 +3,11 @@
  * hands the raw request and response to tollgate's node handler.
  * Run: `node examples/fastify.ts`, then call `localhost:3000/payments/api/v1/...`.
  */
+import { Tollgate } from "@tollgate/server"
 import Fastify from "fastify"
-import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
-  const tollgate = await Tollgate.make("/payments")
+  const tollgate = await Tollgate.make({ basePath: "/payments" })
   const server = Fastify()
   server.get("/health", async () => ({ ok: true }))
   await server.register(async (scope) => {

@@ -4,12 +4,12 @@
  * Run: `node examples/hono.ts`, then call `localhost:3000/payments/api/v1/...`.
  */
 import { serve } from "@hono/node-server"
+import { Tollgate } from "@tollgate/server"
 import { Hono } from "hono"
 import type { AddressInfo } from "node:net"
-import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
-  const tollgate = await Tollgate.make("/payments")
+  const tollgate = await Tollgate.make({ basePath: "/payments" })
   const app = new Hono()
   app.get("/health", (c) => c.json({ ok: true }))
   app.all("/payments/*", (c) => tollgate.fetch(c.req.raw))

@@ -3,9 +3,9 @@
  * Run: `node examples/node-http.ts`, then call `localhost:3000/api/v1/...` with the INFERENCE key
  * it prints.
  */
+import { Tollgate } from "@tollgate/server"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
-import * as Tollgate from "./tollgate.ts"
 
 export const start = async (port = 3000) => {
   const tollgate = await Tollgate.make()

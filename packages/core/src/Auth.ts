@@ -19,7 +19,7 @@ import { type Conflict, Forbidden, type InvalidRequest, type NotFound, type Rate
 import * as Jwt from "./Jwt.ts"
 import type * as KeyRestrictions from "./KeyRestrictions.ts"
 import { ApiKeyPrincipal, type Principal, WalletPrincipal, walletAccountId } from "./Principal.ts"
-import type * as RateLimits from "./RateLimits.ts"
+import type * as RateLimitPolicy from "./RateLimitPolicy.ts"
 import * as Siwx from "./Siwx.ts"
 
 /**
@@ -39,7 +39,7 @@ export type { Account, ApiKeyRecord, KeySecrets } from "./AuthStore.ts"
  */
 export interface KeyPolicy {
   readonly restrictions?: KeyRestrictions.Restrictions | undefined
-  readonly limits?: RateLimits.StoredOverrides | undefined
+  readonly limits?: RateLimitPolicy.StoredOverrides | undefined
 }
 
 /** @category models */
@@ -148,13 +148,13 @@ export class Auth extends Context.Service<Auth, {
   readonly setLimits: (
     accountId: string,
     keyId: string | undefined,
-    override: RateLimits.Override | undefined
+    override: RateLimitPolicy.Override | undefined
   ) => Effect.Effect<void, InvalidRequest | NotFound | ServiceUnavailable>
   /**
    * The rate-limit overrides the store keeps for the account and the key (`setLimits`); with no
    * key, the account's alone (what a wallet's call reads).
    */
-  readonly storedLimits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
+  readonly storedLimits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimitPolicy.StoredOverrides, ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
   readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */

@@ -12,7 +12,7 @@ import type { ServiceUnavailable } from "./Errors.ts"
 import * as KeyCaps from "./KeyCaps.ts"
 import type * as KeyRestrictions from "./KeyRestrictions.ts"
 import type { KeyType, Tier } from "./Principal.ts"
-import type * as RateLimits from "./RateLimits.ts"
+import type * as RateLimitPolicy from "./RateLimitPolicy.ts"
 import * as SessionRevocations from "./SessionRevocations.ts"
 
 /** @category models */
@@ -85,7 +85,7 @@ export interface KeyStatus {
   /** Which of the key's secrets are accepted, once it was rerolled (`ApiKeyRecord.secrets`). */
   readonly secrets?: KeySecrets | undefined
   /** The rate-limit overrides the store keeps for the key's account and for the key (`setLimits`). */
-  readonly limits?: RateLimits.StoredOverrides | undefined
+  readonly limits?: RateLimitPolicy.StoredOverrides | undefined
 }
 
 /**
@@ -141,9 +141,9 @@ export class AuthStore extends Context.Service<AuthStore, {
    * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
    * (`undefined`: removed), read by `keyStatus` from the next call on, on every instance.
    */
-  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) => Effect.Effect<void, ServiceUnavailable>
+  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimitPolicy.Override | undefined) => Effect.Effect<void, ServiceUnavailable>
   /** The rate-limit overrides of the account and of the key, as `setLimits` left them. */
-  readonly limits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimits.StoredOverrides, ServiceUnavailable>
+  readonly limits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimitPolicy.StoredOverrides, ServiceUnavailable>
   /** True the first time `key` is claimed within `ttlMs`, false afterwards. Atomic. */
   readonly claimNonce: (key: string, ttlMs: number) => Effect.Effect<boolean, ServiceUnavailable>
 }>()("@tollgate/core/AuthStore") {}
@@ -152,9 +152,9 @@ const layerAccounts: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
   const accounts = new Map<string, Account>()
   const keys = new Map<string, Map<string, ApiKeyRecord>>()
   const nonces = new Map<string, number>()
-  const accountLimits = new Map<string, RateLimits.Override>()
-  const keyLimits = new Map<string, RateLimits.Override>()
-  const limitsOf = (accountId: string, keyId: string | undefined): RateLimits.StoredOverrides | undefined => {
+  const accountLimits = new Map<string, RateLimitPolicy.Override>()
+  const keyLimits = new Map<string, RateLimitPolicy.Override>()
+  const limitsOf = (accountId: string, keyId: string | undefined): RateLimitPolicy.StoredOverrides | undefined => {
     const account = accountLimits.get(accountId)
     const key = keyId === undefined ? undefined : keyLimits.get(`${accountId}\n${keyId}`)
     return account === undefined && key === undefined ? undefined : { account, key }

@@ -506,7 +506,7 @@ export const make = (options: Options = {}) =>
     }
 
     /**
-     * The counters of limits that are found again (`RateLimits.policy` keeps a key's limits), kept
+     * The counters of limits that are found again (`RateLimitPolicy.policy` keeps a key's limits), kept
      * while their fixed windows are the same ones: a counter's key names its window.
      */
     const kept = new WeakMap<ReadonlyArray<Limit>, { readonly windows: ReadonlyArray<number>; readonly counters: Array<Counter>; readonly planned: Array<Planned> }>()

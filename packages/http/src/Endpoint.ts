@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, IdempotencyStore, type KeyRestrictions, type Money, PricingEngine, type RateLimits } from "@tollgate/core"
+import { Errors, IdempotencyStore, type KeyRestrictions, type Money, PricingEngine, type RateLimitPolicy } from "@tollgate/core"
 import { Context, Effect, Result, Stream } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as Crypto from "node:crypto"
@@ -77,7 +77,7 @@ export interface Declaration<A, R> {
   readonly method: Route.Method
   readonly path: `/${string}`
   /** The rate limits the calls count against: a built-in kind, or an operator's own with its rates. */
-  readonly kind: Metered.Kind | RateLimits.CustomKind
+  readonly kind: Metered.Kind | RateLimitPolicy.CustomKind
   /** Opt in to `Idempotency-Key`: a repeated key replays the first response and charges once. */
   readonly idempotency?: boolean | undefined
   /**

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Errors, Money, type Principal, type PricingEngine, type RateLimits } from "@tollgate/core"
+import { Errors, Money, type Principal, type PricingEngine, type RateLimitPolicy } from "@tollgate/core"
 import { Effect, Result, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Endpoint from "./Endpoint.ts"
@@ -139,7 +139,7 @@ export interface Options<Body> {
    * (requests and tokens per minute per tier; the config file's `rateLimits.kinds.<name>` sets
    * them over these).
    */
-  readonly kind?: Metered.Kind | RateLimits.CustomKind | undefined
+  readonly kind?: Metered.Kind | RateLimitPolicy.CustomKind | undefined
   readonly modelTier?: Metered.ModelTier | undefined
   readonly price: Price<Body>
   /**

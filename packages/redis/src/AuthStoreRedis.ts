@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type RateLimits, type SessionRevocations } from "@tollgate/core"
+import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type RateLimitPolicy, type SessionRevocations } from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as AuditLogRedis from "./AuditLogRedis.ts"
@@ -164,12 +164,12 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
       redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     const putKey = redis.eval(putKeyScript)
     const reroll = redis.eval(rerollScript)
-    const overridesOf = (account: string | null | undefined, key: string | null | undefined): RateLimits.StoredOverrides | undefined =>
+    const overridesOf = (account: string | null | undefined, key: string | null | undefined): RateLimitPolicy.StoredOverrides | undefined =>
       account == null && key == null
         ? undefined
         : {
-          account: account == null ? undefined : JSON.parse(account) as RateLimits.Override,
-          key: key == null ? undefined : JSON.parse(key) as RateLimits.Override
+          account: account == null ? undefined : JSON.parse(account) as RateLimitPolicy.Override,
+          key: key == null ? undefined : JSON.parse(key) as RateLimitPolicy.Override
         }
     // The account, the key's refusal marker and policy, and the account's and key's rate-limit
     // overrides: one MGET of keys in the account's slot.

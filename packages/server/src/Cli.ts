@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, RateLimits, Refunds } from "@tollgate/core"
+import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, RateLimitPolicy, Refunds } from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result, Schema } from "effect"
 import * as Fs from "node:fs/promises"
@@ -304,7 +304,7 @@ const signingKey = Command.make("signing-key", {
     yield* print({ written: file, kid: key.kid })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
 
-const decodeOverride = Schema.decodeUnknownResult(Schema.fromJsonString(RateLimits.OverrideSchema))
+const decodeOverride = Schema.decodeUnknownResult(Schema.fromJsonString(RateLimitPolicy.OverrideSchema))
 
 const setLimits = Command.make("set", {
   account,

@@ -31,7 +31,7 @@ import {
   PricingEngine,
   RateLimiter,
   RateLimitLog,
-  RateLimits,
+  RateLimitPolicy,
   RpcCache,
   Staking,
   TopUpTransactions,
@@ -455,7 +455,7 @@ export const layer = (config: ServerConfig) =>
     }
     const rateLimits = config.file.rateLimits === undefined
       ? {}
-      : yield* decodeSection(RateLimits.ConfigSchema, "rateLimits", config.file.rateLimits)
+      : yield* decodeSection(RateLimitPolicy.ConfigSchema, "rateLimits", config.file.rateLimits)
     const evmRpcUrl = x402.evmRpcUrl
     const modelList = config.file.models === undefined
       ? Models.defaults
@@ -554,7 +554,7 @@ export const layer = (config: ServerConfig) =>
     const base = Layer.mergeAll(
       prices,
       channelChain,
-      RateLimits.layerOverridesMemory(rateLimits),
+      RateLimitPolicy.layerOverridesMemory(rateLimits),
       models,
       rpc,
       x402Config,

@@ -13,7 +13,7 @@ import { Conflict, InvalidRequest, NotFound } from "../Errors.ts"
 import * as Jwt from "../Jwt.ts"
 import * as KeyRestrictions from "../KeyRestrictions.ts"
 import { isWalletAccountId, type KeyType, type Tier, walletAccountId } from "../Principal.ts"
-import type * as RateLimits from "../RateLimits.ts"
+import type * as RateLimitPolicy from "../RateLimitPolicy.ts"
 import * as Siwx from "../Siwx.ts"
 
 /** @category models */
@@ -153,7 +153,7 @@ export const make = Effect.fn("KeyManagement.make")(function*(signingKey: Jwt.Si
     return { key, record }
   })
 
-  const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimits.Override | undefined) {
+  const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimitPolicy.Override | undefined) {
     if (keyId !== undefined) yield* getKey(accountId, keyId)
     else if (isWalletAccountId(accountId)) {
       // The id the pipeline gives the wallet's calls, or the override would govern none of them.

@@ -8,15 +8,15 @@
  * @since 0.1.0
  */
 import type { Errors, KeyRestrictions, Money, PricingEngine, Principal } from "@tollgate/core"
-import type * as RateLimits from "@tollgate/core/RateLimits"
+import type * as RateLimitPolicy from "@tollgate/core/RateLimitPolicy"
 import type { Effect, Stream } from "effect"
 import type { HttpServerResponse } from "effect/http"
 
 /** @category models */
-export type Kind = RateLimits.Kind
+export type Kind = RateLimitPolicy.Kind
 
 /** @category models */
-export type ModelTier = RateLimits.ModelTier
+export type ModelTier = RateLimitPolicy.ModelTier
 
 /** @category models */
 export interface Usage {
@@ -108,7 +108,7 @@ export interface MeteredCall {
   readonly sku: string
   readonly kind: Kind
   /** An operator's own kind (`OwnEndpoint`), whose rates limit the call instead of `kind`'s. */
-  readonly custom?: RateLimits.CustomKind | undefined
+  readonly custom?: RateLimitPolicy.CustomKind | undefined
   readonly modelTier?: ModelTier | undefined
   /** Tokens reserved at admission (chat: prompt + capped max_tokens). */
   readonly reserveTokens?: number | undefined

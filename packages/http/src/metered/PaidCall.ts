@@ -20,7 +20,7 @@ import { type Admission, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, 
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
-import type * as RateLimits from "@tollgate/core/RateLimits"
+import type * as RateLimitPolicy from "@tollgate/core/RateLimitPolicy"
 import { Clock, Context, Effect, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import type * as PerCallPayment from "../payment/PerCallPayment.ts"
@@ -111,7 +111,7 @@ export class PaidCall {
   step: Metrics.Step = "auth"
   principal!: Principal.Principal
   /** The rate-limit overrides the store keeps for the caller's account and key, read with its key's standing. */
-  storedLimits: RateLimits.StoredOverrides | undefined = undefined
+  storedLimits: RateLimitPolicy.StoredOverrides | undefined = undefined
   /**
    * The hold was captured, or handed to a job or to the settlement after the response
    * (`respondFirst`): an interruption after that gives nothing back.

@@ -13,16 +13,14 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, X402 } from "@tollgate/core"
-import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
-import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import * as PaymentSigner from "@tollgate/backends/payment/PaymentSigner"
+import { Errors, Money, X402 } from "@tollgate/core"
 import { Effect, Option } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "../ErrorResponse.ts"
 import * as StoredResponse from "../StoredResponse.ts"
-import type { Accepted, AcceptContext, Ended, PaymentScheme, Replayed } from "./PaymentScheme.ts"
-import { headers, walletOf } from "./PaymentScheme.ts"
+import type { AcceptContext, Accepted, Ended, PaymentScheme, Replayed, Services } from "./PaymentScheme.ts"
+import { headers, releaseClaim, walletOf } from "./PaymentScheme.ts"
 
 /**
  * The refusal reason (the 402's `error`) of a payment whose `payment-identifier` was first used by
@@ -33,19 +31,11 @@ import { headers, walletOf } from "./PaymentScheme.ts"
 export const PAYMENT_IDENTIFIER_MISMATCH = "payment_identifier_mismatch"
 
 /**
- * The `exact` scheme over the configured facilitator, ledger and idempotency store.
+ * The `exact` scheme over the facilitator, ledger and idempotency store.
  *
  * @category constructors
  */
-export const make: Effect.Effect<
-  PaymentScheme,
-  never,
-  PaymentFacilitator | CreditLedger.CreditLedger | IdempotencyStore.IdempotencyStore
-> = Effect.gen(function*() {
-  const facilitator = yield* PaymentFacilitator
-  const ledger = yield* CreditLedger.CreditLedger
-  const idempotency = yield* IdempotencyStore.IdempotencyStore
-
+export const make = ({ facilitator, idempotency, ledger }: Services): PaymentScheme => {
   /** Verifies, settles and credits the payment: the call then runs on the wallet's credit. */
   const settleAndCredit = (
     payment: X402.MatchedPayment,
@@ -116,8 +106,7 @@ export const make: Effect.Effect<
     })
   }
 
-  const abandon = ({ claim }: Accepted): Effect.Effect<void> =>
-    claim === undefined ? Effect.void : Effect.ignore(idempotency.abandon(claim.scope, claim.key))
+  const abandon = releaseClaim(idempotency)
 
   /**
    * The call's answer, or its error's, saying the payment stayed as credit (`headers.credit`),
@@ -133,4 +122,4 @@ export const make: Effect.Effect<
   }
 
   return { accept, finish, abandon }
-})
+}

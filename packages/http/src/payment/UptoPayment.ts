@@ -20,14 +20,13 @@
  *
  * @since 0.1.0
  */
-import { CreditLedger, Errors, Money, X402 } from "@tollgate/core"
-import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
-import { PaymentFacilitator, UptoEvmPayload, uptoReference } from "@tollgate/backends/payment/PaymentFacilitator"
+import { UptoEvmPayload, uptoReference } from "@tollgate/backends/payment/PaymentFacilitator"
+import { Errors, Money, X402 } from "@tollgate/core"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "../ErrorResponse.ts"
-import type { Accepted, AcceptContext, Ended, PaymentScheme } from "./PaymentScheme.ts"
-import { headers, walletOf } from "./PaymentScheme.ts"
+import type { AcceptContext, Accepted, Ended, PaymentScheme, Services } from "./PaymentScheme.ts"
+import { headers, releaseClaim, walletOf } from "./PaymentScheme.ts"
 
 /**
  * The scope under which an `upto` permit is claimed while its call runs.
@@ -42,47 +41,46 @@ const uptoKey = (payment: X402.MatchedPayment) =>
     Effect.map(({ permit2Authorization: { from, nonce } }) =>
       uptoReference(payment.requirements.network, payment.requirements.asset, from, nonce)
     ),
-    Effect.mapError(() => new X402.PaymentRejected({ reason: "invalid_upto_evm_payload", message: "The payload is not a Permit2 upto permit" }))
+    Effect.mapError(() =>
+      new X402.PaymentRejected({ reason: "invalid_upto_evm_payload", message: "The payload is not a Permit2 upto permit" })
+    )
   )
 
 /**
- * The `upto` scheme over the configured facilitator, ledger and idempotency store.
+ * The `upto` scheme over the facilitator, ledger and idempotency store.
  *
  * @category constructors
  */
-export const make: Effect.Effect<
-  PaymentScheme,
-  never,
-  PaymentFacilitator | CreditLedger.CreditLedger | IdempotencyStore.IdempotencyStore
-> = Effect.gen(function*() {
-  const facilitator = yield* PaymentFacilitator
-  const ledger = yield* CreditLedger.CreditLedger
-  const idempotency = yield* IdempotencyStore.IdempotencyStore
-
+export const make = ({ facilitator, idempotency, ledger }: Services): PaymentScheme => {
   /** The permit, claimed for its call's run (a replay meanwhile is a 409) and verified. */
   const accept = (
     payment: X402.MatchedPayment,
     { refuse }: AcceptContext
   ): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> =>
-    Effect.flatMap(uptoKey(payment), (key) =>
-      Effect.flatMap(idempotency.claim(UPTO_CLAIM_SCOPE, key, key), (claim): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> =>
-        claim._tag !== "Claimed"
-          ? Effect.fail(new Errors.Conflict({ message: "This permit is already paying a call" }))
-          : facilitator.verify(payment).pipe(
-            Effect.map(({ payer }): Accepted => ({
-              _tag: "Accepted",
-              principal: walletOf(payment.requirements.network, payer),
-              fundsHold: true,
-              headers: {},
-              payment,
-              claim: { scope: UPTO_CLAIM_SCOPE, key },
-              refuse
-            })),
-            Effect.onError(() => Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key)))
-          )))
+    Effect.flatMap(
+      uptoKey(payment),
+      (key) =>
+        Effect.flatMap(
+          idempotency.claim(UPTO_CLAIM_SCOPE, key, key),
+          (claim): Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected> =>
+            claim._tag !== "Claimed"
+              ? Effect.fail(new Errors.Conflict({ message: "This permit is already paying a call" }))
+              : facilitator.verify(payment).pipe(
+                Effect.map(({ payer }): Accepted => ({
+                  _tag: "Accepted",
+                  principal: walletOf(payment.requirements.network, payer),
+                  fundsHold: true,
+                  headers: {},
+                  payment,
+                  claim: { scope: UPTO_CLAIM_SCOPE, key },
+                  refuse
+                })),
+                Effect.onError(() => Effect.ignore(idempotency.abandon(UPTO_CLAIM_SCOPE, key)))
+              )
+        )
+    )
 
-  const abandon = ({ claim }: Accepted): Effect.Effect<void> =>
-    claim === undefined ? Effect.void : Effect.ignore(idempotency.abandon(claim.scope, claim.key))
+  const abandon = releaseClaim(idempotency)
 
   /**
    * The captured charge settled on chain, the fraction of a base unit rounded up credited to the
@@ -95,9 +93,10 @@ export const make: Effect.Effect<
       facilitator.settleActual(payment, charge).pipe(
         Effect.tap((settled) =>
           settled.amount > charge
-            ? ledger.topUp({ accountId: principal.accountId, amount: Money.subtract(settled.amount, charge), reference: settled.reference }).pipe(
-              Effect.catch((error) => Effect.logError("x402 upto rounding not credited", settled.reference, error.message))
-            )
+            ? ledger.topUp({ accountId: principal.accountId, amount: Money.subtract(settled.amount, charge), reference: settled.reference })
+              .pipe(
+                Effect.catch((error) => Effect.logError("x402 upto rounding not credited", settled.reference, error.message))
+              )
             : Effect.void
         ),
         Effect.map((settled): Record<string, string> => ({
@@ -109,7 +108,9 @@ export const make: Effect.Effect<
             amount: Money.toUsdcUnits(settled.amount)
           })
         })),
-        Effect.tapError((error) => Effect.logError("x402 upto call served but its charge not settled", principal.address, charge, error.message))
+        Effect.tapError((error) =>
+          Effect.logError("x402 upto call served but its charge not settled", principal.address, charge, error.message)
+        )
       )
     const answered: Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> = ended._tag === "Failed"
       ? Effect.succeed(HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" }))
@@ -123,4 +124,4 @@ export const make: Effect.Effect<
   }
 
   return { accept, finish, abandon }
-})
+}

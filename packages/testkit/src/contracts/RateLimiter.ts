@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { assert } from "@effect/vitest"
-import { type Errors, Principal, RateLimiter, RateLimitLog, RateLimits } from "@tollgate/core"
+import { type Errors, Principal, RateLimiter, RateLimitLog, RateLimitPolicy } from "@tollgate/core"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
@@ -134,7 +134,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
           yield* startClock(10 * MINUTE)
           const limiter = yield* RateLimiter.RateLimiter
           const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
-          const rpc = RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: 20 })
+          const rpc = RateLimitPolicy.limitsFor(principal, { kind: "rpc", reserveCredits: 20 })
           const tokens = limit(fresh("cancel"), 2, { limit: 100, reserve: 40 })
           yield* limiter.admit(rpc)
           const before = yield* limiter.inspect(rpc)
@@ -157,7 +157,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
           yield* startClock()
           const limiter = yield* RateLimiter.RateLimiter
           const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
-          const limits = RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: 20, sku: "rpc:ethereum-mainnet" })
+          const limits = RateLimitPolicy.limitsFor(principal, { kind: "rpc", reserveCredits: 20, sku: "rpc:ethereum-mainnet" })
           for (let i = 0; i < 100; i++) yield* limiter.admit(limits)
           const error = yield* rejection(limiter.admit(limits))
           assert.strictEqual(error.customMessage, "RPC per-minute request cap exceeded (100 requests per minute)")
@@ -169,7 +169,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
           const start = yield* startClock(10 * MINUTE)
           const limiter = yield* RateLimiter.RateLimiter
           const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
-          const rpc = (credits: number) => RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
+          const rpc = (credits: number) => RateLimitPolicy.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
           yield* limiter.admit(rpc(6_000_000))
           yield* TestClock.setTime(start + 12 * 3_600_000)
           yield* limiter.admit(rpc(3_000_000))
@@ -189,7 +189,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
           yield* startClock()
           const limiter = yield* RateLimiter.RateLimiter
           const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
-          const rpc = (credits: number) => RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
+          const rpc = (credits: number) => RateLimitPolicy.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
           const admission = yield* limiter.admit(rpc(9_000_000))
           yield* admission.settle({ credits: 1_000 })
           const [, daily] = yield* limiter.inspect(rpc(0))
@@ -212,7 +212,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
           const limiter = yield* RateLimiter.RateLimiter
           const log = yield* RateLimitLog.RateLimitLog
           const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct"), keyId: "key_9" })
-          const limits = RateLimits.limitsFor(principal, { kind: "image", sku: "image:flux-dev" })
+          const limits = RateLimitPolicy.limitsFor(principal, { kind: "image", sku: "image:flux-dev" })
           for (let i = 0; i < 20; i++) yield* limiter.admit(limits)
           yield* rejection(limiter.admit(limits))
           assert.deepStrictEqual(yield* log.list(principal.accountId), [{
@@ -290,7 +290,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<RateLimiter.Rate
           yield* counted.settle({ tokens: 10 })
           assert.strictEqual((yield* used(l)).tokens?.used, 10)
           const principal = new Principal.ApiKeyPrincipal({ ...caller, accountId: fresh("acct") })
-          const rpc = (credits: number) => RateLimits.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
+          const rpc = (credits: number) => RateLimitPolicy.limitsFor(principal, { kind: "rpc", reserveCredits: credits })
           const past = yield* limiter.count(rpc(12_000_000))
           const [, daily] = yield* limiter.inspect(rpc(0))
           assert.strictEqual(daily?.credits?.used, 12_000_000)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { Principal, RateLimiter, RateLimits } from "../src/index.ts"
+import { Principal, RateLimiter, RateLimitPolicy } from "../src/index.ts"
 
 const key = (tier: Principal.Tier = "default") =>
   new Principal.ApiKeyPrincipal({ accountId: "acct_1", keyId: "key_1", keyType: "INFERENCE", tier })
@@ -20,20 +20,20 @@ describe("Text models have per-tier requests and tokens per minute, default and 
     ["M", 50, 750_000, 100, 1_500_000],
     ["L", 20, 500_000, 60, 1_000_000]
   ] as const)("%s", (modelTier, requests, tokens, partnerRequests, partnerTokens) => {
-    const [limit] = RateLimits.limitsFor(key(), { kind: "text", modelTier, reserveTokens: 1234 })
+    const [limit] = RateLimitPolicy.limitsFor(key(), { kind: "text", modelTier, reserveTokens: 1234 })
     expect(limit).toMatchObject({
       type: "user",
       requests: { limit: requests, windowMs: 60_000 },
       tokens: { limit: tokens, windowMs: 60_000, reserve: 1234 }
     })
-    expect(rates(RateLimits.limitsFor(key("partner"), { kind: "text", modelTier }))).toEqual([
+    expect(rates(RateLimitPolicy.limitsFor(key("partner"), { kind: "text", modelTier }))).toEqual([
       { type: "user", requests: partnerRequests, tokens: partnerTokens, credits: undefined }
     ])
   })
 
   it("a text call without a tier counts as M; a wallet has the default tier", () => {
-    expect(RateLimits.limitsFor(wallet, { kind: "text" })[0]?.key).toBe(`${wallet.accountId}:text:M`)
-    expect(RateLimits.limitsFor(wallet, { kind: "text", modelTier: "S" })[0]?.requests?.limit).toBe(75)
+    expect(RateLimitPolicy.limitsFor(wallet, { kind: "text" })[0]?.key).toBe(`${wallet.accountId}:text:M`)
+    expect(RateLimitPolicy.limitsFor(wallet, { kind: "text", modelTier: "S" })[0]?.requests?.limit).toBe(75)
   })
 })
 
@@ -46,14 +46,14 @@ describe("Other kinds have requests per minute, default and partner", () => {
     ["video_retrieve", 120, 120],
     ["billing_usage", 5, 5]
   ] as const)("%s", (kind, requests, partner) => {
-    expect(rates(RateLimits.limitsFor(key(), { kind }))).toEqual([{ type: "user", requests, tokens: undefined, credits: undefined }])
-    expect(RateLimits.limitsFor(key("partner"), { kind })[0]?.requests?.limit).toBe(partner)
+    expect(rates(RateLimitPolicy.limitsFor(key(), { kind }))).toEqual([{ type: "user", requests, tokens: undefined, credits: undefined }])
+    expect(RateLimitPolicy.limitsFor(key("partner"), { kind })[0]?.requests?.limit).toBe(partner)
   })
 })
 
 describe("RPC: 100 requests per minute and 10,000,000 credits per rolling 24 h, each naming its cap", () => {
   it("two limits, the per-minute cap and the daily credit cap, with their custom messages", () => {
-    const [minute, day] = RateLimits.limitsFor(key(), { kind: "rpc", reserveCredits: 40, sku: "rpc:base-mainnet" })
+    const [minute, day] = RateLimitPolicy.limitsFor(key(), { kind: "rpc", reserveCredits: 40, sku: "rpc:base-mainnet" })
     expect(minute).toMatchObject({ requests: { limit: 100, windowMs: 60_000 }, customMessage: expect.stringMatching(/per-minute/) })
     expect(day).toMatchObject({ credits: { limit: 10_000_000, windowMs: 86_400_000, reserve: 40 }, customMessage: expect.stringMatching(/daily credit cap/) })
     expect(minute?.subject).toEqual({ accountId: "acct_1", keyId: "key_1", kind: "rpc", model: "base-mainnet" })
@@ -62,7 +62,7 @@ describe("RPC: 100 requests per minute and 10,000,000 credits per rolling 24 h, 
 
 describe("Overrides per account and per key, from config and at runtime", () => {
   it("an account override replaces its own limit; a key override adds an api_key limit; a global one a global limit", () => {
-    const limits = RateLimits.limitsFor(key(), { kind: "image" }, {
+    const limits = RateLimitPolicy.limitsFor(key(), { kind: "image" }, {
       account: { image: { requests: 7 } },
       key: { image: { requests: 3 } },
       global: { image: { requests: 1000 } }
@@ -75,35 +75,35 @@ describe("Overrides per account and per key, from config and at runtime", () => 
   })
 
   it("a tier override changes the tier's table", () => {
-    expect(RateLimits.limitsFor(key("partner"), { kind: "image" }, { tier: { image: { requests: 90 } } })[0]?.requests?.limit).toBe(90)
+    expect(RateLimitPolicy.limitsFor(key("partner"), { kind: "image" }, { tier: { image: { requests: 90 } } })[0]?.requests?.limit).toBe(90)
   })
 
   it("every limit of an account shares the account's hash tag; a global limit has its own", () => {
-    const limits = RateLimits.limitsFor(key(), { kind: "rpc" }, { key: { rpc: { requests: 10 } }, global: { rpc: { requests: 10_000 } } })
+    const limits = RateLimitPolicy.limitsFor(key(), { kind: "rpc" }, { key: { rpc: { requests: 10 } }, global: { rpc: { requests: 10_000 } } })
     expect(limits.map((l) => l.hashTag)).toEqual(["acct_1", "acct_1", "acct_1", "acct_1", "global"])
     expect(RateLimiter.windowKey(limits[0]!, 120_000, 60_000)).toBe("rl:{acct_1}:acct_1:rpc:minute:2")
   })
 })
 
 describe("An operator's own kind takes its rates per tier from config by its name, over the declared ones", () => {
-  const summaries: RateLimits.CustomKind = { name: "summaries", rates: { default: { requests: 60 }, partner: { requests: 600, tokens: 9_000 } } }
-  const configured = (kinds: RateLimits.CallerOverrides["kinds"]) => ({ kinds })
+  const summaries: RateLimitPolicy.CustomKind = { name: "summaries", rates: { default: { requests: 60 }, partner: { requests: 600, tokens: 9_000 } } }
+  const configured = (kinds: RateLimitPolicy.CallerOverrides["kinds"]) => ({ kinds })
 
   it("without a config entry the declared rates apply, the partner tier's to partner keys", () => {
-    expect(rates(RateLimits.limitsFor(key(), { kind: "text", custom: summaries }))).toEqual([{ type: "user", requests: 60, tokens: undefined, credits: undefined }])
-    expect(rates(RateLimits.limitsFor(key("partner"), { kind: "text", custom: summaries }))).toEqual([{ type: "user", requests: 600, tokens: 9_000, credits: undefined }])
+    expect(rates(RateLimitPolicy.limitsFor(key(), { kind: "text", custom: summaries }))).toEqual([{ type: "user", requests: 60, tokens: undefined, credits: undefined }])
+    expect(rates(RateLimitPolicy.limitsFor(key("partner"), { kind: "text", custom: summaries }))).toEqual([{ type: "user", requests: 600, tokens: 9_000, credits: undefined }])
   })
 
   it("a configured tier replaces the rates it names and keeps the others; another kind's entry changes nothing", () => {
     const overrides = configured({ summaries: { partner: { requests: 5 } }, other: { default: { requests: 1 } } })
-    expect(rates(RateLimits.limitsFor(key("partner"), { kind: "text", custom: summaries }, overrides))).toEqual([{ type: "user", requests: 5, tokens: 9_000, credits: undefined }])
-    expect(rates(RateLimits.limitsFor(key(), { kind: "text", custom: summaries }, overrides))).toEqual([{ type: "user", requests: 60, tokens: undefined, credits: undefined }])
+    expect(rates(RateLimitPolicy.limitsFor(key("partner"), { kind: "text", custom: summaries }, overrides))).toEqual([{ type: "user", requests: 5, tokens: 9_000, credits: undefined }])
+    expect(rates(RateLimitPolicy.limitsFor(key(), { kind: "text", custom: summaries }, overrides))).toEqual([{ type: "user", requests: 60, tokens: undefined, credits: undefined }])
   })
 
   it("a tier neither the declaration nor the config names has the default's rates, configured ones included", () => {
-    const declaredDefaultOnly: RateLimits.CustomKind = { name: "summaries", rates: { default: { requests: 60 } } }
+    const declaredDefaultOnly: RateLimitPolicy.CustomKind = { name: "summaries", rates: { default: { requests: 60 } } }
     const overrides = configured({ summaries: { default: { requests: 3 } } })
-    expect(RateLimits.limitsFor(key("partner"), { kind: "text", custom: declaredDefaultOnly }, overrides)[0]?.requests?.limit).toBe(3)
-    expect(RateLimits.limitsFor(wallet, { kind: "text", custom: declaredDefaultOnly }, overrides)[0]?.requests?.limit).toBe(3)
+    expect(RateLimitPolicy.limitsFor(key("partner"), { kind: "text", custom: declaredDefaultOnly }, overrides)[0]?.requests?.limit).toBe(3)
+    expect(RateLimitPolicy.limitsFor(wallet, { kind: "text", custom: declaredDefaultOnly }, overrides)[0]?.requests?.limit).toBe(3)
   })
 })
