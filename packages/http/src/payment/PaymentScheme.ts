@@ -13,9 +13,10 @@
  *
  * @since 0.1.0
  */
-import type { Errors, Money, PaymentChannels } from "@tollgate/core"
+import type { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
+import type { CreditLedger, Errors, IdempotencyStore, Money, PaymentChannels } from "@tollgate/core"
 import { Principal, X402 } from "@tollgate/core"
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import type { HttpServerResponse } from "effect/http"
 
 /**
@@ -54,7 +55,10 @@ export interface Accepted {
    * A `batch-settlement` voucher: the channel as it was reserved for the call, and the deposit
    * transaction that opened or topped it up with this payment, if any.
    */
-  readonly channel?: { readonly reserved: PaymentChannels.Channel; readonly deposit: { readonly transaction: string; readonly amount: bigint } | undefined } | undefined
+  readonly channel?: {
+    readonly reserved: PaymentChannels.Channel
+    readonly deposit: { readonly transaction: string; readonly amount: bigint } | undefined
+  } | undefined
   /** Refuses the payment with the endpoint's 402 naming `reason`, its scheme's entries corrected. */
   readonly refuse: (reason: string, correction?: X402.Correction) => Effect.Effect<never, Errors.ApiError>
 }
@@ -98,10 +102,33 @@ export interface AcceptContext {
  * @category models
  */
 export interface PaymentScheme {
-  readonly accept: (payment: X402.MatchedPayment, context: AcceptContext) => Effect.Effect<Accepted | Replayed, Errors.ApiError | X402.PaymentRejected>
+  readonly accept: (
+    payment: X402.MatchedPayment,
+    context: AcceptContext
+  ) => Effect.Effect<Accepted | Replayed, Errors.ApiError | X402.PaymentRejected>
   readonly finish: (accepted: Accepted, ended: Ended) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError>
   readonly abandon: (accepted: Accepted) => Effect.Effect<void>
 }
+
+/**
+ * The services the `exact` and `upto` schemes take, resolved once by `PerCallPayment`'s layer.
+ *
+ * @category models
+ */
+export interface Services {
+  readonly facilitator: PaymentFacilitator["Service"]
+  readonly ledger: CreditLedger.CreditLedger["Service"]
+  readonly idempotency: IdempotencyStore.IdempotencyStore["Service"]
+}
+
+/**
+ * `abandon` of a scheme whose payment is held by a claim (`payment-identifier`, an `upto`
+ * permit): the claim released.
+ *
+ * @category constructors
+ */
+export const releaseClaim = (idempotency: Services["idempotency"]) => ({ claim }: Accepted): Effect.Effect<void> =>
+  claim === undefined ? Effect.void : Effect.ignore(idempotency.abandon(claim.scope, claim.key))
 
 /**
  * The paying wallet of a settled or verified payment, as the principal its call runs as.

@@ -21,9 +21,9 @@
 import type { Errors, Money } from "@tollgate/core"
 import { BatchSettlement, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import type * as CreditLedger from "@tollgate/core/CreditLedger"
-import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
-import type { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
+import * as CreditLedger from "@tollgate/core/CreditLedger"
+import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
+import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import { Context, Effect, Layer, Option, Result } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentRequest } from "../RequestContext.ts"
@@ -98,8 +98,13 @@ export const layer: Layer.Layer<
     const config = yield* X402.X402Config
     const auth = yield* Auth
     const enabled = X402.paymentsEnabled(config)
-    const exact = yield* ExactPayment.make
-    const upto = yield* UptoPayment.make
+    const services = {
+      facilitator: yield* PaymentFacilitator,
+      ledger: yield* CreditLedger.CreditLedger,
+      idempotency: yield* IdempotencyStore.IdempotencyStore
+    }
+    const exact = ExactPayment.make(services)
+    const upto = UptoPayment.make(services)
     const voucher = yield* VoucherPayment.make
     const schemeOf = (payment: X402.MatchedPayment): PaymentScheme =>
       payment.requirements.scheme === "upto"
