@@ -64,36 +64,63 @@ await runtimes.functions.runPromise(viaFunctions.auth.insertAccount({ id: accoun
 await runtimes.functions.runPromise(viaFunctions.ledger.topUp({ accountId, amount: Money.usd(1_000_000), reference: "fund" }))
 
 const counters = (now: number): ReadonlyArray<RateLimiter.Counter> => [
-  { key: `rl:{${accountId}}:${accountId}:rpc:minute:${Math.floor(now / 60_000)}`, field: "r", rolling: false, limit: 1e9, amount: 1, windowMs: 60_000, bucketMs: 60_000 },
-  { key: `rl:{${accountId}}:${accountId}:rpc:day:c`, field: "c", rolling: true, limit: 1e12, amount: 20, windowMs: 86_400_000, bucketMs: 600_000 }
+  {
+    key: `rl:{${accountId}}:${accountId}:rpc:minute:${Math.floor(now / 60_000)}`,
+    field: "r",
+    rolling: false,
+    limit: 1e9,
+    amount: 1,
+    windowMs: 60_000,
+    bucketMs: 60_000
+  },
+  {
+    key: `rl:{${accountId}}:${accountId}:rpc:day:c`,
+    field: "c",
+    rolling: true,
+    limit: 1e12,
+    amount: 20,
+    windowMs: 86_400_000,
+    bucketMs: 600_000
+  }
 ]
 type Way = keyof typeof runtimes
 const storeOf = (way: Way) => ({ functions: viaFunctions, evalsha: viaEvalsha, grouped: viaGroups })[way].admission
 const admit = (way: Way) => (reference: string) => {
   const now = Date.now()
-  return runtimes[way].runPromise(storeOf(way).admit({
-    now,
-    accountId,
-    spendKeyId: keyId,
-    counters: counters(now),
-    hold: { amount: price, reference, priceVersion: "2026-11-01" }
-  })).then((reply) => {
+  return runtimes[way].runPromise(
+    storeOf(way).admit({
+      now,
+      accountId,
+      spendKeyId: keyId,
+      counters: counters(now),
+      hold: { amount: price, reference, priceVersion: "2026-11-01" }
+    })
+  ).then((reply) => {
     // A refusal writes nothing and would be measured as a cheap admission.
     if (reply._tag !== "Admitted") throw new Error(`admission refused: ${reply._tag}`)
   })
 }
 const settle = (way: Way) => (reference: string) =>
-  runtimes[way].runPromise(storeOf(way).settle({
-    now: Date.now(),
-    capture: {
-      accountId,
-      reference,
-      amount: price,
-      usage: { sku: "rpc:ethereum-mainnet", units: 20, pricePerUnit: Money.unsafeNano(625), notes: "1 JSON-RPC call on ethereum-mainnet", requestId: reference, executionMs: 12 }
-    },
-    adjustments: [],
-    spendKeyId: keyId
-  }))
+  runtimes[way].runPromise(
+    storeOf(way).settle({
+      now: Date.now(),
+      capture: {
+        accountId,
+        reference,
+        amount: price,
+        usage: {
+          sku: "rpc:ethereum-mainnet",
+          units: 20,
+          pricePerUnit: Money.unsafeNano(625),
+          notes: "1 JSON-RPC call on ethereum-mainnet",
+          requestId: reference,
+          executionMs: 12
+        }
+      },
+      adjustments: [],
+      spendKeyId: keyId
+    })
+  )
 
 // The same commands as an admission and a settlement, in the same slot, with nothing decided.
 const tag = `{${accountId}-bare}`
@@ -126,7 +153,14 @@ const bareSha = {
   admit: String(await client.sendCommand(["SCRIPT", "LOAD", bareAdmit])),
   settle: String(await client.sendCommand(["SCRIPT", "LOAD", bareSettle]))
 }
-const usageJson = JSON.stringify({ sku: "rpc:ethereum-mainnet", units: 20, pricePerUnit: 625, notes: "1 JSON-RPC call on ethereum-mainnet", requestId: "x", executionMs: 12 })
+const usageJson = JSON.stringify({
+  sku: "rpc:ethereum-mainnet",
+  units: 20,
+  pricePerUnit: 625,
+  notes: "1 JSON-RPC call on ethereum-mainnet",
+  requestId: "x",
+  executionMs: 12
+})
 const bare = (script: "admit" | "settle") => (reference: string) =>
   client.sendCommand(["EVALSHA", bareSha[script], String(bareKeys.length), ...bareKeys, String(Date.now()), reference, usageJson])
 
@@ -189,7 +223,13 @@ const measure = async (references: ReadonlyArray<string>, task: (reference: stri
   await pool(references, task)
   const after = await info()
   const per = (value: number) => value / references.length
-  return { cpuUs: per(after.cpuUs - before.cpuUs), scriptUs: per(after.scriptUs), commandsUs: per(after.commandsUs), commands: per(after.commands), scriptCalls: per(after.scriptCalls) }
+  return {
+    cpuUs: per(after.cpuUs - before.cpuUs),
+    scriptUs: per(after.scriptUs),
+    commandsUs: per(after.commandsUs),
+    commands: per(after.commands),
+    scriptCalls: per(after.scriptCalls)
+  }
 }
 
 const samples = new Map<string, Array<Sample>>()
@@ -248,7 +288,9 @@ table([...samples.keys()].map((name) => {
   }
 }))
 console.log(`\n${CALLS} calls per row and round, ${CONCURRENCY} at once from one client, median of ${ROUNDS} rounds.`)
-console.log(`\nEach step's round trip (a call waits for its admission; its response no longer waits for its settlement), ${LATENCY_CALLS} steps per cell:`)
+console.log(
+  `\nEach step's round trip (a call waits for its admission; its response no longer waits for its settlement), ${LATENCY_CALLS} steps per cell:`
+)
 table(roundTrips)
 const paid = (admission: string, settlement: string) => {
   const a = row(admission)
@@ -260,10 +302,26 @@ const evalshaCall = paid("tollgate admission, EVALSHA", "tollgate settlement, EV
 const ungroupedCall = paid("tollgate admission", "tollgate settlement")
 const settlementsGroupedCall = paid("tollgate admission", "tollgate settlement, grouped")
 const paidCall = paid("tollgate admission, grouped", "tollgate settlement, grouped")
-console.log(`\nRedis commands per paid call: ${paidCall.commands.toFixed(1)} grouped, ${ungroupedCall.commands.toFixed(1)} one script call per step (bare ${bareCall.commands.toFixed(1)})`)
-console.log(`With EVALSHA instead of Functions, one script call per step: ${evalshaCall.cpuUs.toFixed(1)} us, ${(evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
-console.log(`With Functions, one script call per step: ${ungroupedCall.cpuUs.toFixed(1)} us, ${(ungroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
-console.log(`With Functions, settlements grouped, one call per admission: ${settlementsGroupedCall.cpuUs.toFixed(1)} us, ${(settlementsGroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
+console.log(
+  `\nRedis commands per paid call: ${paidCall.commands.toFixed(1)} grouped, ${
+    ungroupedCall.commands.toFixed(1)
+  } one script call per step (bare ${bareCall.commands.toFixed(1)})`
+)
+console.log(
+  `With EVALSHA instead of Functions, one script call per step: ${evalshaCall.cpuUs.toFixed(1)} us, ${
+    (evalshaCall.cpuUs / bareCall.cpuUs).toFixed(2)
+  }x its bare commands`
+)
+console.log(
+  `With Functions, one script call per step: ${ungroupedCall.cpuUs.toFixed(1)} us, ${
+    (ungroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)
+  }x its bare commands`
+)
+console.log(
+  `With Functions, settlements grouped, one call per admission: ${settlementsGroupedCall.cpuUs.toFixed(1)} us, ${
+    (settlementsGroupedCall.cpuUs / bareCall.cpuUs).toFixed(2)
+  }x its bare commands`
+)
 console.log(`Redis CPU per paid call: ${paidCall.cpuUs.toFixed(1)} us, ${(paidCall.cpuUs / bareCall.cpuUs).toFixed(2)}x its bare commands`)
 
 await client.quit()

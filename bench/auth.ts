@@ -62,7 +62,8 @@ const evmMessages = await Promise.all(Array.from({ length: N }, async (_, i) => 
   return { message, signature: await evm.signMessage({ message }) }
 }))
 const evmHeaders = evmMessages.map(({ message, signature }) =>
-  Buffer.from(JSON.stringify({ address: evm.address, message, signature, timestamp: now, chainId: 8453 })).toString("base64"))
+  Buffer.from(JSON.stringify({ address: evm.address, message, signature, timestamp: now, chainId: 8453 })).toString("base64")
+)
 
 const ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 const base58 = (bytes: Uint8Array): string => {
@@ -102,11 +103,18 @@ const solHeaders = solMessages.map(({ message, signature }) =>
     timestamp: now,
     chainId: Siwx.SOLANA_MAINNET,
     type: "ed25519"
-  })).toString("base64"))
+  })).toString("base64")
+)
 
 const rows: Array<Record<string, string | number>> = []
 const row = (check: string, store: string, tollgate: number, baseline: number) =>
-  rows.push({ check, store, "tollgate /s": Math.round(tollgate), "baseline /s": Math.round(baseline), ratio: (tollgate / baseline).toFixed(2) })
+  rows.push({
+    check,
+    store,
+    "tollgate /s": Math.round(tollgate),
+    "baseline /s": Math.round(baseline),
+    ratio: (tollgate / baseline).toFixed(2)
+  })
 
 for (const [store, runtime] of Object.entries(runtimes)) {
   const auth = await runtime.runPromise(Effect.service(Auth.Auth))
@@ -122,12 +130,17 @@ for (const [store, runtime] of Object.entries(runtimes)) {
   row("API key (JWT + revocation)", store, jwt, jwtBaseline)
 
   const siwe = await throughput(evmHeaders, (header) => runtime.runPromise(auth.authenticate({ "sign-in-with-x": header })))
-  const siweBaseline = await throughput(evmMessages, ({ message, signature }) => verifyMessage({ address: evm.address, message, signature }))
+  const siweBaseline = await throughput(
+    evmMessages,
+    ({ message, signature }) => verifyMessage({ address: evm.address, message, signature })
+  )
   row("SIWX EIP-191", store, siwe, siweBaseline)
 
   const sol = await throughput(solHeaders, (header) => runtime.runPromise(auth.authenticate({ "sign-in-with-x": header })))
-  const solBaseline = await throughput(solMessages, ({ message, signature }) =>
-    Promise.resolve(Crypto.verify(null, Buffer.from(message), solPublic, signature)))
+  const solBaseline = await throughput(
+    solMessages,
+    ({ message, signature }) => Promise.resolve(Crypto.verify(null, Buffer.from(message), solPublic, signature))
+  )
   row("SIWX ed25519", store, sol, solBaseline)
 }
 

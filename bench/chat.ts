@@ -15,10 +15,10 @@
  * rounds, e.g. a git worktree of an older commit), --profile <dir> (tollgate runs under
  * `node --cpu-prof`; its profile is written there and its heaviest functions printed).
  */
+import * as Tokens from "@tollgate/documents/Tokens"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as Tokens from "@tollgate/documents/Tokens"
 import { dir, table, untilListening } from "./Harness.ts"
 
 const options = { rounds: 3, samples: 40, profile: "" }
@@ -28,7 +28,8 @@ const baselines: Array<readonly [string, string]> = []
   for (let i = 0; i < argv.length; i += 2) {
     const flag = argv[i]!.replace(/^--/, "")
     const value = argv[i + 1]
-    if (flag === "baseline" && value?.includes("=")) baselines.push([value.slice(0, value.indexOf("=")), value.slice(value.indexOf("=") + 1)])
+    if (flag === "baseline" && value?.includes("="))
+      baselines.push([value.slice(0, value.indexOf("=")), value.slice(value.indexOf("=") + 1)])
     else if (flag in options && value !== undefined) {
       ;(options as Record<string, string | number>)[flag] = flag === "profile" ? Path.resolve(value) : Number(value)
     } else {
@@ -177,7 +178,11 @@ const sequentially = async <A>(tasks: ReadonlyArray<() => Promise<A>>): Promise<
 }
 const checkouts: Array<readonly [string, string]> = [["tollgate", Path.resolve(dir, "..")], ...baselines]
 const targets = [
-  { name: "direct", urls: { short: upstreams.CHAT_UPSTREAM, long: upstreams.CHAT_UPSTREAM_LONG, paced: upstreams.CHAT_UPSTREAM_PACED }, key: "none" },
+  {
+    name: "direct",
+    urls: { short: upstreams.CHAT_UPSTREAM, long: upstreams.CHAT_UPSTREAM_LONG, paced: upstreams.CHAT_UPSTREAM_PACED },
+    key: "none"
+  },
   // One at a time: starting together, they compete for the cores they load their modules on.
   ...await sequentially(checkouts.map(([name, checkout], i) => async () => {
     const profiled = i === 0 && options.profile !== "" ? ["--cpu-prof", `--cpu-prof-dir=${options.profile}`] : []
@@ -215,7 +220,9 @@ try {
     for (const target of targets) {
       await stream(target.urls.long, target.key, short.body("bench-long"))
       const started = performance.now()
-      const parallel = await Promise.all(Array.from({ length: PARALLEL }, () => stream(target.urls.long, target.key, short.body("bench-long"))))
+      const parallel = await Promise.all(
+        Array.from({ length: PARALLEL }, () => stream(target.urls.long, target.key, short.body("bench-long")))
+      )
       results.get(target.name)!["unpaced"] = sum(parallel.map((s) => s.chunks)) / ((performance.now() - started) / 1000)
       const paced: Array<number> = []
       for (let i = 0; i < PACED_STREAMS; i++) {
@@ -235,14 +242,21 @@ const of = (target: string, field: string) => median(rounds.get(target)!.map((ro
 const ratio = (target: string, field: string) => `${(of(target, field) / of("direct", field)).toFixed(2)}x`
 const others = targets.slice(1).map((target) => target.name)
 
-console.log(`\nTime to the first content chunk, ms (median of ${options.rounds} rounds of ${options.samples} streams each; ratio to direct)\n`)
+console.log(
+  `\nTime to the first content chunk, ms (median of ${options.rounds} rounds of ${options.samples} streams each; ratio to direct)\n`
+)
 table(prompts.map((prompt) => ({
   prompt: prompt.label,
   "direct p50": of("direct", `${prompt.name} p50`).toFixed(2),
   "direct p99": of("direct", `${prompt.name} p99`).toFixed(2),
   ...Object.fromEntries(others.flatMap((name) => [
     [`${name} p50`, `${of(name, `${prompt.name} p50`).toFixed(2)} (${ratio(name, `${prompt.name} p50`)})`],
-    [`${name} p99`, `${of(name, `${prompt.name} p99`).toFixed(2)} (p99/p50 ${(of(name, `${prompt.name} p99`) / of(name, `${prompt.name} p50`)).toFixed(1)})`]
+    [
+      `${name} p99`,
+      `${of(name, `${prompt.name} p99`).toFixed(2)} (p99/p50 ${
+        (of(name, `${prompt.name} p99`) / of(name, `${prompt.name} p50`)).toFixed(1)
+      })`
+    ]
   ]))
 })))
 console.log(`\nChunks per second (median of ${options.rounds} rounds; ratio to direct)\n`)
@@ -256,7 +270,9 @@ table([
 })))
 
 if (options.profile !== "") {
-  const file = Fs.readdirSync(options.profile).filter((name) => name.endsWith(".cpuprofile")).map((name) => Path.join(options.profile, name))
+  const file = Fs.readdirSync(options.profile).filter((name) =>
+    name.endsWith(".cpuprofile")
+  ).map((name) => Path.join(options.profile, name))
     .sort((a, b) => Fs.statSync(b).mtimeMs - Fs.statSync(a).mtimeMs)[0]
   if (file !== undefined) {
     const { heaviest } = await import("./Profile.ts")

@@ -55,6 +55,8 @@ for (let round = 0; round <= ROUNDS; round++) {
 await dispose()
 const sorted = [...perRequest].sort((a, b) => a - b)
 const median = sorted[Math.floor(sorted.length / 2)]!
-console.log(`GET /crypto/rpc/networks in process (${logged > 0 ? "request log on" : "no log"}): CPU per request best ${sorted[0]!.toFixed(1)} us, ` +
-  `median ${median.toFixed(1)} us; rounds ${perRequest.map((us) => us.toFixed(1)).join(" / ")}; ` +
-  `scavenges per 1k requests ${[...scavengesPer1k].sort((a, b) => a - b)[Math.floor(scavengesPer1k.length / 2)]!.toFixed(2)}`)
+console.log(
+  `GET /crypto/rpc/networks in process (${logged > 0 ? "request log on" : "no log"}): CPU per request best ${sorted[0]!.toFixed(1)} us, ` +
+    `median ${median.toFixed(1)} us; rounds ${perRequest.map((us) => us.toFixed(1)).join(" / ")}; ` +
+    `scavenges per 1k requests ${[...scavengesPer1k].sort((a, b) => a - b)[Math.floor(scavengesPer1k.length / 2)]!.toFixed(2)}`
+)

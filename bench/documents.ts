@@ -19,7 +19,6 @@ import { OfficeParser } from "officeparser"
 import { countTokensBare } from "../packages/documents/test/Baseline.ts"
 import * as Large from "../packages/documents/test/Large.ts"
 
-
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
@@ -74,55 +73,62 @@ const cases: Array<Case> = [
     bar: "<= 20 ms",
     bytes: TestDocuments.read(file)
   })),
-  { name: "english.txt (1 MiB)", bar: "<= 1.5 s", bytes: new TextEncoder().encode(Large.words(400_000).slice(0, 1_048_576)), fileType: "txt" },
+  {
+    name: "english.txt (1 MiB)",
+    bar: "<= 1.5 s",
+    bytes: new TextEncoder().encode(Large.words(400_000).slice(0, 1_048_576)),
+    fileType: "txt"
+  },
   { name: "no-spaces.txt (1 MiB of a)", bar: "<= 1.5 s", bytes: new Uint8Array(1_048_576).fill(0x61), fileType: "txt" }
 ]
 
 const rows: Array<Array<string>> = []
 let englishText = ""
 
-await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-  const extractor = yield* DocumentExtractor.DocumentExtractor
-  const oneWorker = yield* WorkerPool.make({ workers: 1, baseTimeoutMs: 120_000 })
-  for (const { bar, bytes, fileType, name } of cases) {
-    let peak = 0
-    let workers = 1
-    let text = ""
-    const ours = async () => {
-      const result = await Effect.runPromise(extractor.extract(bytes))
-      peak = Math.max(peak, result.peakRssBytes ?? 0)
-      workers = result.workers
-      text = result.text
+await Effect.runPromise(Effect.scoped(
+  Effect.gen(function*() {
+    const extractor = yield* DocumentExtractor.DocumentExtractor
+    const oneWorker = yield* WorkerPool.make({ workers: 1, baseTimeoutMs: 120_000 })
+    for (const { bar, bytes, fileType, name } of cases) {
+      let peak = 0
+      let workers = 1
+      let text = ""
+      const ours = async () => {
+        const result = await Effect.runPromise(extractor.extract(bytes))
+        peak = Math.max(peak, result.peakRssBytes ?? 0)
+        workers = result.workers
+        text = result.text
+      }
+      const [ms, unsplit] = yield* Effect.promise(() =>
+        name.includes(".pdf")
+          ? timeInTurns(ours, async () => {
+            const result = await Effect.runPromise(oneWorker.run(bytes))
+            if (result.text !== text) throw new Error(`${name}: the split text differs from the one-worker text`)
+          }, 5)
+          : time(ours, 5).then((ms) => [ms, Number.NaN] as const)
+      )
+      if (name === "pdfjs/freeculture.pdf") englishText = text
+      const theirs = yield* Effect.promise(() =>
+        time(async () => {
+          const ast = await OfficeParser.parseOffice(Buffer.from(bytes), fileType === undefined ? {} : { fileType } as never)
+          await ast.to("text")
+        }, 3).catch(() => Number.NaN)
+      )
+      rows.push([
+        name,
+        (bytes.length / MB).toFixed(2),
+        `${ms.toFixed(1)} ms (${workers} worker${workers === 1 ? "" : "s"})`,
+        (bytes.length / MB / (ms / 1000)).toFixed(2),
+        Number.isNaN(unsplit) ? "-" : `${unsplit.toFixed(1)} ms`,
+        Number.isNaN(theirs) ? "failed" : `${theirs.toFixed(1)} ms`,
+        Number.isNaN(theirs) ? "-" : `${(theirs / ms).toFixed(1)}x`,
+        `${(peak / 1024 / 1024).toFixed(0)} MB`,
+        bar
+      ])
+      console.log(`  ${name}: done`)
     }
-    const [ms, unsplit] = yield* Effect.promise(() =>
-      name.includes(".pdf")
-        ? timeInTurns(ours, async () => {
-          const result = await Effect.runPromise(oneWorker.run(bytes))
-          if (result.text !== text) throw new Error(`${name}: the split text differs from the one-worker text`)
-        }, 5)
-        : time(ours, 5).then((ms) => [ms, Number.NaN] as const)
-    )
-    if (name === "pdfjs/freeculture.pdf") englishText = text
-    const theirs = yield* Effect.promise(() =>
-      time(async () => {
-        const ast = await OfficeParser.parseOffice(Buffer.from(bytes), fileType === undefined ? {} : { fileType } as never)
-        await ast.to("text")
-      }, 3).catch(() => Number.NaN)
-    )
-    rows.push([
-      name,
-      (bytes.length / MB).toFixed(2),
-      `${ms.toFixed(1)} ms (${workers} worker${workers === 1 ? "" : "s"})`,
-      (bytes.length / MB / (ms / 1000)).toFixed(2),
-      Number.isNaN(unsplit) ? "-" : `${unsplit.toFixed(1)} ms`,
-      Number.isNaN(theirs) ? "failed" : `${theirs.toFixed(1)} ms`,
-      Number.isNaN(theirs) ? "-" : `${(theirs / ms).toFixed(1)}x`,
-      `${(peak / 1024 / 1024).toFixed(0)} MB`,
-      bar
-    ])
-    console.log(`  ${name}: done`)
-  }
-}).pipe(Effect.provide(DocumentExtractor.layer({ baseTimeoutMs: 120_000 })))))
+  }).pipe(Effect.provide(DocumentExtractor.layer({ baseTimeoutMs: 120_000 })))
+))
 
 const table = (header: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>) => {
   console.log(`| ${header.join(" | ")} |`)
@@ -131,7 +137,17 @@ const table = (header: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<
 }
 
 console.log("\nExtraction (tollgate: warm worker processes, text + token count; officeparser 8.1: in process, text only)\n")
-table(["file", "MB", "tollgate median", "tollgate MB/s", "tollgate on 1 worker", "officeparser median", "speed-up", "tollgate peak RSS", "bar"], rows)
+table([
+  "file",
+  "MB",
+  "tollgate median",
+  "tollgate MB/s",
+  "tollgate on 1 worker",
+  "officeparser median",
+  "speed-up",
+  "tollgate peak RSS",
+  "bar"
+], rows)
 
 let mib = englishText
 while (mib.length < 1_048_576) mib += `\n${englishText === "" ? Large.words(200_000) : englishText}`

@@ -11,7 +11,19 @@
  * memory, at most `CreditLedger.DEFAULT_MAX_ENTRIES` of each per account, so the heap stays flat
  * once an account has reached its cap. `HEAP_CALLS` sets the total (default 1,000,000).
  */
-import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter, X402 } from "@tollgate/core"
+import {
+  Admission,
+  Auth,
+  AuthStore,
+  CreditLedger,
+  IdempotencyStore,
+  Jwt,
+  Money,
+  type PricingEngine,
+  type Principal,
+  RateLimiter,
+  X402
+} from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
 import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
@@ -29,8 +41,18 @@ const ROUND = 100_000
 
 const unreachable = 1_000_000_000
 const limitsFor = (principal: Principal.Principal): ReadonlyArray<RateLimiter.Limit> => [
-  { type: "user", key: `${principal.accountId}:rpc:minute`, hashTag: principal.accountId, requests: { limit: unreachable, windowMs: 60_000 } },
-  { type: "user", key: `${principal.accountId}:rpc:day`, hashTag: principal.accountId, credits: { limit: unreachable, windowMs: 86_400_000, reserve: 20 } }
+  {
+    type: "user",
+    key: `${principal.accountId}:rpc:minute`,
+    hashTag: principal.accountId,
+    requests: { limit: unreachable, windowMs: 60_000 }
+  },
+  {
+    type: "user",
+    key: `${principal.accountId}:rpc:day`,
+    hashTag: principal.accountId,
+    credits: { limit: unreachable, windowMs: 86_400_000, reserve: 20 }
+  }
 ]
 const price = Money.unsafeNano(1_000)
 const quote: PricingEngine.Quote = { amount: price, version: "bench", sku: "rpc:ethereum-mainnet", units: 1, pricePerUnit: price }
@@ -43,7 +65,8 @@ const call: Metered.MeteredCall = {
   kind: "rpc",
   reserveCredits: 20,
   quote,
-  execute: () => Effect.as(afterATurn, { response, charge: quote.amount, usage: { units: 1, pricePerUnit: quote.amount }, actualCredits: 1 })
+  execute: () =>
+    Effect.as(afterATurn, { response, charge: quote.amount, usage: { units: 1, pricePerUnit: quote.amount }, actualCredits: 1 })
 }
 
 interface Round {
@@ -61,7 +84,10 @@ const measure = async (): Promise<ReadonlyArray<Round>> => {
   const services = Metered.layer().pipe(
     Layer.provide(Admission.layerMemory),
     Layer.provideMerge(Layer.mergeAll(
-      X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+      X402Bodies.layer.pipe(
+        Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))),
+        Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))
+      ),
       Layer.succeed(Metered.LimitPolicy, { limitsFor })
     )),
     Layer.provideMerge(stores),
@@ -69,10 +95,12 @@ const measure = async (): Promise<ReadonlyArray<Round>> => {
   )
   const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Scope.makeUnsafe())))
   const key = await seedKey(context)
-  const request = HttpServerRequest.fromWeb(new Request("http://localhost/api/v1/crypto/rpc/ethereum-mainnet", {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}` }
-  }))
+  const request = HttpServerRequest.fromWeb(
+    new Request("http://localhost/api/v1/crypto/rpc/ethereum-mainnet", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}` }
+    })
+  )
   const metered = Effect.flatMap(Effect.service(Metered.Metered), (service) => service.run(call))
   const calls = (count: number) => {
     const worker = Effect.gen(function*() {
@@ -98,7 +126,12 @@ const measure = async (): Promise<ReadonlyArray<Round>> => {
   }
   const rounds: Array<Round> = []
   let done = 0
-  for (const count of [FIRST, ...Array.from({ length: Math.ceil((TOTAL - FIRST) / ROUND) }, (_, i) => Math.min(ROUND, TOTAL - FIRST - i * ROUND))]) {
+  for (
+    const count of [
+      FIRST,
+      ...Array.from({ length: Math.ceil((TOTAL - FIRST) / ROUND) }, (_, i) => Math.min(ROUND, TOTAL - FIRST - i * ROUND))
+    ]
+  ) {
     pausedMs = 0
     const before = process.cpuUsage()
     const startedAt = performance.now()
@@ -133,6 +166,14 @@ if (process.argv[2] === "child") {
   })))
   const last = rounds.at(-1)!
   const second = rounds[1] ?? last
-  console.log(`heap growth after the first 10,000 calls: ${(last.heapMb - first.heapMb).toFixed(1)} MB (target <= 50 MB): ${last.heapMb - first.heapMb <= 50 ? "met" : "NOT met"}`)
-  console.log(`CPU per call, first round of 100,000 vs last: ${second.cpuUsPerCall.toFixed(1)} vs ${last.cpuUsPerCall.toFixed(1)} us: ${last.cpuUsPerCall <= second.cpuUsPerCall * 1.15 ? "met" : "NOT met"}`)
+  console.log(
+    `heap growth after the first 10,000 calls: ${(last.heapMb - first.heapMb).toFixed(1)} MB (target <= 50 MB): ${
+      last.heapMb - first.heapMb <= 50 ? "met" : "NOT met"
+    }`
+  )
+  console.log(
+    `CPU per call, first round of 100,000 vs last: ${second.cpuUsPerCall.toFixed(1)} vs ${last.cpuUsPerCall.toFixed(1)} us: ${
+      last.cpuUsPerCall <= second.cpuUsPerCall * 1.15 ? "met" : "NOT met"
+    }`
+  )
 }

@@ -6,7 +6,17 @@
  * the same request.
  */
 import { ImageBackend, PromptEnhancer } from "@tollgate/backends"
-import { Admission, CreditLedger, IdempotencyStore, ImageRequest, Models, Money, PricingEngine, RateLimitPolicy, X402 } from "@tollgate/core"
+import {
+  Admission,
+  CreditLedger,
+  IdempotencyStore,
+  ImageRequest,
+  Models,
+  Money,
+  PricingEngine,
+  RateLimitPolicy,
+  X402
+} from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
@@ -58,8 +68,10 @@ const interleaved = async (count: number, a: (i: number) => Promise<unknown>, b:
 
 const renderRows = []
 for (const format of formats) {
-  const baseline = await mean(RENDERS, () =>
-    Sharp({ create: { width: 1024, height: 1024, channels: 3, background: "#336699" } }).toFormat(format).toBuffer())
+  const baseline = await mean(
+    RENDERS,
+    () => Sharp({ create: { width: 1024, height: 1024, channels: 3, background: "#336699" } }).toFormat(format).toBuffer()
+  )
   const tollgate = await mean(RENDERS, (i) => {
     const request = requestOf({ model: "local-renderer", prompt: "a harbour at dawn", seed: i, format })
     return Effect.runPromise(backend.generate(request, request.prompt))
@@ -83,47 +95,63 @@ const unlimited: Layer.Layer<Metered.LimitPolicy> = Layer.succeed(Metered.LimitP
 
 const scope = Effect.runSync(Scope.make())
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-const context = await Effect.runPromise(Layer.build(Layer.mergeAll(
-  Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
-  PricingEngine.layer(),
-  Models.layer(),
-  ImageBackend.layerLocal,
-  PromptEnhancer.layerLocal,
-  ServiceInfo.layer({ version: "bench", hostName: "bench" })
-).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)))),
-  RateLimiter.layerMemory(),
-  CreditLedger.layerMemory,
-  IdempotencyStore.layerMemory,
-  unlimited
-)))).pipe(Scope.provide(scope)))
-const web = Handlers.toWebHandler(
-  App.layer([ImageRoute.route]).pipe(Layer.provide(Layer.succeedContext(context)), Layer.provideMerge(Layer.succeed(References.MinimumLogLevel, "None")))
+const context = await Effect.runPromise(
+  Layer.build(
+    Layer.mergeAll(
+      Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
+      PricingEngine.layer(),
+      Models.layer(),
+      ImageBackend.layerLocal,
+      PromptEnhancer.layerLocal,
+      ServiceInfo.layer({ version: "bench", hostName: "bench" })
+    ).pipe(Layer.provideMerge(Layer.mergeAll(
+      X402Bodies.layer.pipe(
+        Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))),
+        Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory)))
+      ),
+      RateLimiter.layerMemory(),
+      CreditLedger.layerMemory,
+      IdempotencyStore.layerMemory,
+      unlimited
+    )))
+  ).pipe(Scope.provide(scope))
 )
-const authorization = await Effect.runPromise(Effect.gen(function*() {
-  const auth = yield* Auth.Auth
-  const ledger = yield* CreditLedger.CreditLedger
-  const account = yield* auth.createAccount()
-  const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "bench" })
-  yield* ledger.grant({ accountId: account.id, amount: Money.usd(100_000), reference: "bench-grant" })
-  return `Bearer ${key}`
-}).pipe(Effect.provide(context)))
+const web = Handlers.toWebHandler(
+  App.layer([ImageRoute.route]).pipe(
+    Layer.provide(Layer.succeedContext(context)),
+    Layer.provideMerge(Layer.succeed(References.MinimumLogLevel, "None"))
+  )
+)
+const authorization = await Effect.runPromise(
+  Effect.gen(function*() {
+    const auth = yield* Auth.Auth
+    const ledger = yield* CreditLedger.CreditLedger
+    const account = yield* auth.createAccount()
+    const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "bench" })
+    yield* ledger.grant({ accountId: account.id, amount: Money.usd(100_000), reference: "bench-grant" })
+    return `Bearer ${key}`
+  }).pipe(Effect.provide(context))
+)
 
 const pipelineRows = []
-for (const [label, body, calls] of [
-  ["64x64 png", { model: "local-renderer", prompt: "a dot", width: 64, height: 64, format: "png" }, CALLS],
-  ["1024x1024 webp", { model: "local-renderer", prompt: "a harbour at dawn", format: "webp" }, RENDERS]
-] as const) {
+for (
+  const [label, body, calls] of [
+    ["64x64 png", { model: "local-renderer", prompt: "a dot", width: 64, height: 64, format: "png" }, CALLS],
+    ["1024x1024 webp", { model: "local-renderer", prompt: "a harbour at dawn", format: "webp" }, RENDERS]
+  ] as const
+) {
   const direct = (i: number) => {
     const request = requestOf({ ...body, seed: i })
     return Effect.runPromise(backend.generate(request, request.prompt))
   }
   const viaHttp = async (i: number) => {
-    const response = await web.handler(new Request("http://localhost/api/v1/image/generate", {
-      method: "POST",
-      headers: { authorization, "content-type": "application/json" },
-      body: JSON.stringify({ ...body, seed: i, return_binary: true })
-    }))
+    const response = await web.handler(
+      new Request("http://localhost/api/v1/image/generate", {
+        method: "POST",
+        headers: { authorization, "content-type": "application/json" },
+        body: JSON.stringify({ ...body, seed: i, return_binary: true })
+      })
+    )
     if (response.status !== 200) throw new Error(`status ${response.status}: ${await response.text()}`)
     await response.arrayBuffer()
   }

@@ -93,7 +93,12 @@ const throughput: Array<Record<string, string | number>> = []
   await fund(ledgers.memory, "m")
   await pool(2_000, holdCapture(ledgers.memory, "m", "warm"))
   const tollgate = await timed(PAIRS * 5, holdCapture(ledgers.memory, "m", "run"))
-  throughput.push({ store: "memory", "Map baseline pairs/s": Math.round(baseline), "tollgate pairs/s": Math.round(tollgate), ratio: (tollgate / baseline).toFixed(3) })
+  throughput.push({
+    store: "memory",
+    "Map baseline pairs/s": Math.round(baseline),
+    "tollgate pairs/s": Math.round(tollgate),
+    ratio: (tollgate / baseline).toFixed(3)
+  })
 }
 {
   const baseline = await timed(PAIRS, (i) => {
@@ -103,7 +108,13 @@ const throughput: Array<Record<string, string | number>> = []
   await fund(ledgers.redis, "r")
   await pool(2_000, holdCapture(ledgers.redis, "r", "warm"))
   const tollgate = await timed(PAIRS, holdCapture(ledgers.redis, "r", "run"))
-  throughput.push({ store: "redis", "Map baseline pairs/s": "-", "HINCRBY baseline pairs/s": Math.round(baseline), "tollgate pairs/s": Math.round(tollgate), ratio: (tollgate / baseline).toFixed(2) })
+  throughput.push({
+    store: "redis",
+    "Map baseline pairs/s": "-",
+    "HINCRBY baseline pairs/s": Math.round(baseline),
+    "tollgate pairs/s": Math.round(tollgate),
+    ratio: (tollgate / baseline).toFixed(2)
+  })
 }
 console.log("hold + capture pairs per second (64 in flight, 16 accounts)\n")
 table(throughput.map((row) => ({

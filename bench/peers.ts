@@ -32,13 +32,13 @@
  * upstream and Redis on the others, so a server's CPU per request is not mixed with the load
  * generator's on the same core (Linux, `taskset`).
  */
+import { ShippedServer } from "@tollgate/testkit"
 import autocannon from "autocannon"
+import * as Jose from "jose"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Jose from "jose"
-import { ShippedServer } from "@tollgate/testkit"
 import { cpuSeconds, dir, freePort, processTree } from "./Harness.ts"
 
 const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "", workers: "1,2", pin: false }
@@ -58,10 +58,14 @@ const baselines: Array<readonly [string, string]> = []
       continue
     }
     if (!(flag in options) || value === undefined) {
-      console.error(`usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--workers 1,2] [--pin] [--baseline name=dir]...`)
+      console.error(
+        `usage: node bench/peers.ts [--rounds n] [--duration s] [--warmup s] [--connections n] [--json file] [--workers 1,2] [--pin] [--baseline name=dir]...`
+      )
       process.exit(2)
     }
-    ;(options as unknown as Record<string, string | number>)[flag] = typeof options[flag as keyof typeof options] === "number" ? Number(value) : value
+    ;(options as unknown as Record<string, string | number>)[flag] = typeof options[flag as keyof typeof options] === "number"
+      ? Number(value)
+      : value
   }
 }
 
@@ -158,10 +162,13 @@ const startTollgate = async (name: string, checkout: string, upstream: string, r
   const port = await freePort()
   const config = Path.join(work, `${name}.config.json`)
   const credentials = Path.join(work, `${name}.credentials.json`)
-  Fs.writeFileSync(config, JSON.stringify({
-    rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
-    rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
-  }))
+  Fs.writeFileSync(
+    config,
+    JSON.stringify({
+      rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
+      rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
+    })
+  )
   const { child, server } = spawnNode(name, [Path.join(checkout, "packages/server/src/main.ts")], {
     PORT: String(port),
     TOLLGATE_WORKERS: "1",
@@ -224,7 +231,8 @@ const serverCpu = Os.cpus().length - 1
 /** With `--pin`, a server's processes and all their threads on the last CPU. */
 const pin = (pid: number) => {
   if (!options.pin) return
-  for (const each of processTree(pid)) ChildProcess.execFileSync("taskset", ["-a", "-cp", String(serverCpu), String(each)], { stdio: "ignore" })
+  for (const each of processTree(pid))
+    ChildProcess.execFileSync("taskset", ["-a", "-cp", String(serverCpu), String(each)], { stdio: "ignore" })
 }
 
 /** The GC totals of every process of a server: the probe writes one file per process. */
@@ -234,7 +242,10 @@ const gcTotals = (server: Server): { readonly pauseMs: number; readonly scavenge
   const files = Fs.readdirSync(Path.dirname(server.gcFile)).filter((file) => file.startsWith(prefix) && file.endsWith(".json"))
   if (files.length === 0) return { pauseMs: Number.NaN, scavenges: Number.NaN }
   return files.reduce((sum, file) => {
-    const totals = JSON.parse(Fs.readFileSync(Path.join(Path.dirname(server.gcFile!), file), "utf8")) as { pauseMs: number; scavenges: number }
+    const totals = JSON.parse(Fs.readFileSync(Path.join(Path.dirname(server.gcFile!), file), "utf8")) as {
+      pauseMs: number
+      scavenges: number
+    }
     return { pauseMs: sum.pauseMs + totals.pauseMs, scavenges: sum.scavenges + totals.scavenges }
   }, { pauseMs: 0, scavenges: 0 })
 }
@@ -296,7 +307,13 @@ const load = (target: Target, connections: number, amount: number): Promise<Load
       if (error !== null && error !== undefined) return reject(error)
       const seconds = Math.max(1e-3, (last - first) / 1000)
       const sorted = latencies.subarray(0, count).sort()
-      resolve({ ok: result["2xx"], bad: result.non2xx + result.errors + result.timeouts, seconds, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) })
+      resolve({
+        ok: result["2xx"],
+        bad: result.non2xx + result.errors + result.timeouts,
+        seconds,
+        p50: percentile(sorted, 0.5),
+        p99: percentile(sorted, 0.99)
+      })
     })
     instance.on("response", (_client: unknown, status: number, _bytes: number, ms: number) => {
       last = performance.now()
@@ -375,7 +392,8 @@ const fixed = (value: number, digits: number) => Number.isFinite(value) ? value.
 
 const printTable = (head: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = head.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]!.length)))
-  const line = (cells: ReadonlyArray<string>) => `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)).join(" | ")} |`
+  const line = (cells: ReadonlyArray<string>) =>
+    `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)).join(" | ")} |`
   console.log(line(head))
   console.log(`|${widths.map((width, i) => i === 0 ? `:${"-".repeat(width + 1)}` : `${"-".repeat(width + 1)}:`).join("|")}|`)
   for (const row of rows) console.log(line(row))
@@ -388,9 +406,13 @@ const rounds = async (targets: ReadonlyArray<Target>, connections: number, secon
     for (const target of targets) {
       const run = await measure(target, connections, seconds, warmup)
       runs.get(target)!.push(run)
-      console.log(`  round ${round} ${target.name.padEnd(26)} ${fixed(run.rps, 0).padStart(6)} req/s  p50 ${fixed(run.p50, 2)} ms  ` +
-        `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}% (${fixed(run.scavengesPer1k, 2)} scavenges/1k req)  machine ${fixed(run.machine * 100, 0)}% of one core` +
-        (run.bad > 0 ? `  !! ${run.bad} non-2xx/errors` : ""))
+      console.log(
+        `  round ${round} ${target.name.padEnd(26)} ${fixed(run.rps, 0).padStart(6)} req/s  p50 ${fixed(run.p50, 2)} ms  ` +
+          `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}% (${
+            fixed(run.scavengesPer1k, 2)
+          } scavenges/1k req)  machine ${fixed(run.machine * 100, 0)}% of one core` +
+          (run.bad > 0 ? `  !! ${run.bad} non-2xx/errors` : "")
+      )
     }
   }
   return runs
@@ -422,13 +444,29 @@ pin(peer.pid)
 const networksBaseline = await startPeer("node-http-networks", "servers/raw-networks.ts", [])
 pin(networksBaseline.pid)
 
-const checkouts: Array<readonly [string, string]> = [["tollgate", root], ...baselines.map(([name, checkout]) => [name, Path.resolve(checkout)] as const)]
+const checkouts: Array<readonly [string, string]> = [
+  ["tollgate", root],
+  ...baselines.map(([name, checkout]) => [name, Path.resolve(checkout)] as const)
+]
 const rpcTargets: Array<Target> = [
   { name: "raw proxy", url: `${raw.url}/`, method: "POST", headers: {}, server: raw },
-  { name: "Express peer gateway", url: `${peer.url}/rpc`, method: "POST", headers: { authorization: `Bearer ${token}` }, server: peer, redis: peerRedis }
+  {
+    name: "Express peer gateway",
+    url: `${peer.url}/rpc`,
+    method: "POST",
+    headers: { authorization: `Bearer ${token}` },
+    server: peer,
+    redis: peerRedis
+  }
 ]
 const networksTargets: Array<Target> = [
-  { name: "bare node:http, same bytes", url: `${networksBaseline.url}/api/v1/crypto/rpc/networks`, method: "GET", headers: {}, server: networksBaseline }
+  {
+    name: "bare node:http, same bytes",
+    url: `${networksBaseline.url}/api/v1/crypto/rpc/networks`,
+    method: "GET",
+    headers: {},
+    server: networksBaseline
+  }
 ]
 for (const [label, checkout] of checkouts) {
   const memory = await startTollgate(`${label}-memory`, checkout, upstream.url)
@@ -437,8 +475,21 @@ for (const [label, checkout] of checkouts) {
   const withRedis = await startTollgate(`${label}-redis`, checkout, upstream.url, redis.url)
   pin(withRedis.pid)
   rpcTargets.push(
-    { name: `${label} memory`, url: `${memory.base}/crypto/rpc/ethereum-mainnet`, method: "POST", headers: { authorization: `Bearer ${memory.key}` }, server: memory },
-    { name: `${label} Redis`, url: `${withRedis.base}/crypto/rpc/ethereum-mainnet`, method: "POST", headers: { authorization: `Bearer ${withRedis.key}` }, server: withRedis, redis }
+    {
+      name: `${label} memory`,
+      url: `${memory.base}/crypto/rpc/ethereum-mainnet`,
+      method: "POST",
+      headers: { authorization: `Bearer ${memory.key}` },
+      server: memory
+    },
+    {
+      name: `${label} Redis`,
+      url: `${withRedis.base}/crypto/rpc/ethereum-mainnet`,
+      method: "POST",
+      headers: { authorization: `Bearer ${withRedis.key}` },
+      server: withRedis,
+      redis
+    }
   )
   networksTargets.push({ name: `${label} memory`, url: `${memory.base}/crypto/rpc/networks`, method: "GET", headers: {}, server: memory })
 }
@@ -457,12 +508,18 @@ for (const workers of workerCounts) {
   })
 }
 for (const target of rpcTargets) {
-  const response = await fetch(target.url, { method: "POST", headers: { "content-type": "application/json", ...target.headers }, body: rpcBody })
+  const response = await fetch(target.url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...target.headers },
+    body: rpcBody
+  })
   const text = await response.text()
   if (!response.ok || !text.includes("\"result\"")) throw new Error(`${target.name} answered ${response.status} ${text.slice(0, 200)}`)
 }
 
-console.log(`\nPOST /crypto/rpc/ethereum-mainnet, ${options.connections} connections, ${options.rounds} rounds of ${options.duration} s after ${options.warmup} s warm-ups`)
+console.log(
+  `\nPOST /crypto/rpc/ethereum-mainnet, ${options.connections} connections, ${options.rounds} rounds of ${options.duration} s after ${options.warmup} s warm-ups`
+)
 const rpcRuns = await rounds(rpcTargets, options.connections)
 console.log(`\nGET /crypto/rpc/networks, ${options.connections} connections`)
 const networksRuns = await rounds(networksTargets, options.connections)
@@ -493,7 +550,22 @@ const upstreamP50 = latency.get("upstream alone")!.p50
 
 console.log(`\n### POST /crypto/rpc/ethereum-mainnet (${options.connections} connections, median of ${options.rounds} rounds)\n`)
 printTable(
-  ["target", "req/s", "rounds", "p50 ms", "p99 ms", "req/s vs raw", "CPU us/req", "CPU vs raw", "Redis us/req", "Redis cmds/req", "GC pauses", "scavenges/1k req", "added p50 @1 conn", "non-2xx"],
+  [
+    "target",
+    "req/s",
+    "rounds",
+    "p50 ms",
+    "p99 ms",
+    "req/s vs raw",
+    "CPU us/req",
+    "CPU vs raw",
+    "Redis us/req",
+    "Redis cmds/req",
+    "GC pauses",
+    "scavenges/1k req",
+    "added p50 @1 conn",
+    "non-2xx"
+  ],
   rpcTargets.map((target) => {
     const row = rpc.get(target.name)!
     return [
@@ -523,13 +595,24 @@ printTable(
   ["target", "req/s", "p50 ms", "p99 ms", "CPU us/req", "CPU vs node:http", "GC pauses", "scavenges/1k req", "non-2xx"],
   networksTargets.map((target) => {
     const row = networks.get(target.name)!
-    return [target.name, fixed(row.rps, 0), fixed(row.p50, 2), fixed(row.p99, 2), fixed(row.cpuUs, 1), `${fixed(row.cpuUs / bare.cpuUs, 2)}x`, `${fixed(row.gcShare * 100, 1)}%`, fixed(row.scavengesPer1k, 2), String(row.bad)]
+    return [
+      target.name,
+      fixed(row.rps, 0),
+      fixed(row.p50, 2),
+      fixed(row.p99, 2),
+      fixed(row.cpuUs, 1),
+      `${fixed(row.cpuUs / bare.cpuUs, 2)}x`,
+      `${fixed(row.gcShare * 100, 1)}%`,
+      fixed(row.scavengesPer1k, 2),
+      String(row.bad)
+    ]
   })
 )
 
 const memoryRow = rpc.get("tollgate memory")!
 const redisRow = rpc.get("tollgate Redis")!
-const check = (label: string, value: number, bar: string, ok: boolean) => console.log(`- ${label}: ${value.toFixed(2)} (target ${bar}) ${ok ? "met" : "NOT met"}`)
+const check = (label: string, value: number, bar: string, ok: boolean) =>
+  console.log(`- ${label}: ${value.toFixed(2)} (target ${bar}) ${ok ? "met" : "NOT met"}`)
 console.log("\n### Targets (this run)\n")
 check("tollgate Redis CPU/request vs raw proxy", redisRow.cpuUs / rawRow.cpuUs, "<= 4x", redisRow.cpuUs <= 4 * rawRow.cpuUs)
 check("tollgate Redis req/s vs Express peer", redisRow.rps / peerRow.rps, ">= 1.5x", redisRow.rps >= 1.5 * peerRow.rps)
@@ -544,18 +627,51 @@ if (workerCounts.length > 0) {
   console.log("\n### Workers (production mode on Redis, this run)\n")
   const single = rpc.get(`tollgate Redis, ${workerCounts[0]} worker${workerCounts[0] === 1 ? "" : "s"}`)!
   printTable(
-    ["workers", "req/s", `req/s vs ${workerCounts[0]}`, "CPU us/req (all processes)", "Redis us/req", "Redis cmds/req", "req/s vs Express peer"],
+    [
+      "workers",
+      "req/s",
+      `req/s vs ${workerCounts[0]}`,
+      "CPU us/req (all processes)",
+      "Redis us/req",
+      "Redis cmds/req",
+      "req/s vs Express peer"
+    ],
     workerCounts.map((workers) => {
       const row = rpc.get(`tollgate Redis, ${workers} worker${workers === 1 ? "" : "s"}`)!
-      return [String(workers), fixed(row.rps, 0), `${fixed(row.rps / single.rps, 2)}x`, fixed(row.cpuUs, 0), fixed(row.redisUs, 0), fixed(row.redisCommands, 2), `${fixed(row.rps / peerRow.rps, 2)}x`]
+      return [
+        String(workers),
+        fixed(row.rps, 0),
+        `${fixed(row.rps / single.rps, 2)}x`,
+        fixed(row.cpuUs, 0),
+        fixed(row.redisUs, 0),
+        fixed(row.redisCommands, 2),
+        `${fixed(row.rps / peerRow.rps, 2)}x`
+      ]
     })
   )
 }
-console.log(`\nmachine idle before start: ${fixed(idle * 100, 0)}%; CPU per request side by side is the number to trust on a shared machine.`)
+console.log(
+  `\nmachine idle before start: ${fixed(idle * 100, 0)}%; CPU per request side by side is the number to trust on a shared machine.`
+)
 
 if (options.json !== "") {
   const dump = (runs: Map<Target, Array<Run>>) => [...runs].map(([target, list]) => ({ name: target.name, runs: list }))
-  Fs.writeFileSync(options.json, JSON.stringify({ node: process.version, cpus: Os.cpus().length, idle, options, rpc: dump(rpcRuns), networks: dump(networksRuns), latency: dump(latencyRuns) }, null, 2))
+  Fs.writeFileSync(
+    options.json,
+    JSON.stringify(
+      {
+        node: process.version,
+        cpus: Os.cpus().length,
+        idle,
+        options,
+        rpc: dump(rpcRuns),
+        networks: dump(networksRuns),
+        latency: dump(latencyRuns)
+      },
+      null,
+      2
+    )
+  )
 }
 await stopAllAndWait()
 Fs.rmSync(work, { recursive: true, force: true })

@@ -13,14 +13,33 @@
  * scripts run too), the Redis server's CPU per paid call (`INFO cpu`: user and system time of its
  * process, as `/proc` has it) and the share of the process's wall time spent in GC pauses.
  */
-import { Admission, Auth, AuthStore, CreditLedger, IdempotencyStore, Jwt, Money, type PricingEngine, type Principal, RateLimiter, X402 } from "@tollgate/core"
+import {
+  Admission,
+  Auth,
+  AuthStore,
+  CreditLedger,
+  IdempotencyStore,
+  Jwt,
+  Money,
+  type PricingEngine,
+  type Principal,
+  RateLimiter,
+  X402
+} from "@tollgate/core"
 import * as Metered from "@tollgate/http/Metered"
 import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
 import { CurrentRequest } from "@tollgate/http/RequestContext"
+import {
+  AdmissionStoreRedis,
+  AuthStoreRedis,
+  CreditLedgerRedis,
+  IdempotencyStoreRedis,
+  RateLimiterRedis,
+  RedisConnection
+} from "@tollgate/redis"
+import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, Option, References, Scope } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { AdmissionStoreRedis, AuthStoreRedis, CreditLedgerRedis, IdempotencyStoreRedis, RateLimiterRedis, RedisConnection } from "@tollgate/redis"
-import { RedisServer } from "@tollgate/testkit"
 import * as ChildProcess from "node:child_process"
 import { PerformanceObserver } from "node:perf_hooks"
 import { createClient } from "redis"
@@ -35,8 +54,18 @@ type Subject = typeof subjects[number]
 
 const unreachable = 1_000_000_000
 const limitsFor = (principal: Principal.Principal): ReadonlyArray<RateLimiter.Limit> => [
-  { type: "user", key: `${principal.accountId}:rpc:minute`, hashTag: principal.accountId, requests: { limit: unreachable, windowMs: 60_000 } },
-  { type: "user", key: `${principal.accountId}:rpc:day`, hashTag: principal.accountId, credits: { limit: unreachable, windowMs: 86_400_000, reserve: 20 } }
+  {
+    type: "user",
+    key: `${principal.accountId}:rpc:minute`,
+    hashTag: principal.accountId,
+    requests: { limit: unreachable, windowMs: 60_000 }
+  },
+  {
+    type: "user",
+    key: `${principal.accountId}:rpc:day`,
+    hashTag: principal.accountId,
+    credits: { limit: unreachable, windowMs: 86_400_000, reserve: 20 }
+  }
 ]
 const price = Money.unsafeNano(1_000_000)
 const quote: PricingEngine.Quote = { amount: price, version: "bench", sku: "rpc:ethereum-mainnet", units: 1, pricePerUnit: price }
@@ -49,7 +78,8 @@ const call: Metered.MeteredCall = {
   kind: "rpc",
   reserveCredits: 20,
   quote,
-  execute: () => Effect.as(afterATurn, { response, charge: quote.amount, usage: { units: 1, pricePerUnit: quote.amount }, actualCredits: 1 })
+  execute: () =>
+    Effect.as(afterATurn, { response, charge: quote.amount, usage: { units: 1, pricePerUnit: quote.amount }, actualCredits: 1 })
 }
 
 /** Every store call `Metered.run` makes on an admitted call, in order, and nothing else. */
@@ -117,7 +147,10 @@ const measure = async (subject: Subject): Promise<Measured> => {
     ).pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
   const services = Metered.layer().pipe(
     Layer.provideMerge(Layer.mergeAll(
-      X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
+      X402Bodies.layer.pipe(
+        Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))),
+        Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))
+      ),
       Layer.succeed(Metered.LimitPolicy, { limitsFor })
     )),
     Layer.provideMerge(stores),
@@ -125,10 +158,12 @@ const measure = async (subject: Subject): Promise<Measured> => {
   )
   const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Scope.makeUnsafe())))
   const key = await seedKey(context)
-  const request = HttpServerRequest.fromWeb(new Request("http://localhost/api/v1/crypto/rpc/ethereum-mainnet", {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}` }
-  }))
+  const request = HttpServerRequest.fromWeb(
+    new Request("http://localhost/api/v1/crypto/rpc/ethereum-mainnet", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}` }
+    })
+  )
   const once = subject === "Metered.run"
     ? Effect.flatMap(Effect.service(Metered.Metered), (metered) => metered.run(call))
     : Effect.flatten(straightLine)
@@ -140,7 +175,14 @@ const measure = async (subject: Subject): Promise<Measured> => {
   })
   const round = Effect.forEach(Array.from({ length: CONCURRENCY }), () => worker, { concurrency: CONCURRENCY, discard: true }).pipe(
     Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-    Effect.provideService(CurrentRequest, { requestId: "bench", clientRequestId: undefined, startedAt: 0, route: "bench", params: {}, principalId: undefined }),
+    Effect.provideService(CurrentRequest, {
+      requestId: "bench",
+      clientRequestId: undefined,
+      startedAt: 0,
+      route: "bench",
+      params: {},
+      principalId: undefined
+    }),
     Effect.provide(context)
   )
   let pausedMs = 0

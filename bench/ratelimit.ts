@@ -18,10 +18,10 @@ import { RateLimiter } from "@tollgate/core"
 import { RateLimiterRedis, RedisConnection } from "@tollgate/redis"
 import { RedisServer } from "@tollgate/testkit"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { RateLimiterMemory, RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import * as ChildProcess from "node:child_process"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
+import { RateLimiterMemory, RateLimiterRedis as FlexibleRedis } from "rate-limiter-flexible"
 import { createClient } from "redis"
 import { table } from "./Harness.ts"
 
@@ -84,7 +84,10 @@ const flexible = (
 const flexibleRedis = async (url: string, tokens: boolean) => {
   const client = createClient({ url })
   await client.connect()
-  return flexible((points, keyPrefix) => new FlexibleRedis({ storeClient: client, useRedisPackage: true, points, duration: 60, keyPrefix }), tokens)
+  return flexible(
+    (points, keyPrefix) => new FlexibleRedis({ storeClient: client, useRedisPackage: true, points, duration: 60, keyPrefix }),
+    tokens
+  )
 }
 
 const tollgateRedis = (url: string, options: RateLimiterRedis.StoreOptions) =>
@@ -219,7 +222,9 @@ const drive = async () => {
     )
   ])
   console.log(
-    `\ntollgate Redis / rate-limiter-flexible Redis (requests + tokens) = ${(results.tollgateRedis.perSecond / results.flexibleRedis.perSecond).toFixed(2)}x (target >= 1.00x)`
+    `\ntollgate Redis / rate-limiter-flexible Redis (requests + tokens) = ${
+      (results.tollgateRedis.perSecond / results.flexibleRedis.perSecond).toFixed(2)
+    }x (target >= 1.00x)`
   )
   process.exit(0)
 }

@@ -35,7 +35,9 @@ const run = async (ledger: CreditLedger.CreditLedger["Service"], tag: string, co
     while (next < count) {
       const i = next++
       const begun = performance.now()
-      await Effect.runPromise(ledger.grant({ accountId: `bench-${tag}-${i % 64}`, amount: Money.unsafeNano(1_000), reference: `${tag}-${i}` }))
+      await Effect.runPromise(
+        ledger.grant({ accountId: `bench-${tag}-${i % 64}`, amount: Money.unsafeNano(1_000), reference: `${tag}-${i}` })
+      )
       latencies.push(performance.now() - begun)
     }
   }))

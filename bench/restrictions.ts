@@ -23,14 +23,25 @@ await stats.connect()
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const runtime = ManagedRuntime.make(
   Auth.layer({ signingKey, publicOrigin: "http://localhost:8787" }).pipe(
-    Layer.provide(Layer.mergeAll(AuthStoreRedis.layerRedis, AbuseGuardRedis.layerRedis).pipe(Layer.provide(Layer.orDie(RedisConnection.layer({ url: server.url })))))
+    Layer.provide(
+      Layer.mergeAll(AuthStoreRedis.layerRedis, AbuseGuardRedis.layerRedis).pipe(
+        Layer.provide(Layer.orDie(RedisConnection.layer({ url: server.url })))
+      )
+    )
   )
 )
 const auth = await runtime.runPromise(Effect.service(Auth.Auth))
 const account = await runtime.runPromise(auth.createAccount())
-const restrictions = { networks: ["ethereum-mainnet"], ips: ["10.9.9.0/24", "127.0.0.0/8"], models: ["house-*"], operations: ["chat:*", "rpc:*"] }
+const restrictions = {
+  networks: ["ethereum-mainnet"],
+  ips: ["10.9.9.0/24", "127.0.0.0/8"],
+  models: ["house-*"],
+  operations: ["chat:*", "rpc:*"]
+}
 const plain = await runtime.runPromise(auth.createKey({ accountId: account.id, type: "INFERENCE", description: "plain" }))
-const restricted = await runtime.runPromise(auth.createKey({ accountId: account.id, type: "INFERENCE", description: "restricted", restrictions }))
+const restricted = await runtime.runPromise(
+  auth.createKey({ accountId: account.id, type: "INFERENCE", description: "restricted", restrictions })
+)
 await runtime.runPromise(auth.setLimits(account.id, restricted.record.id, { rpc: { requests: 1000 } }))
 
 const commands = async () => {
@@ -75,14 +86,20 @@ const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a -
 const plainCpu = median(results.plain.map((r) => r.cpuUs))
 const restrictedCpu = median(results.restricted.map((r) => r.cpuUs))
 table([
-  { key: "plain", "CPU µs per check (median of rounds)": plainCpu.toFixed(1), "Redis commands per check": median(results.plain.map((r) => r.commands)).toFixed(2) },
+  {
+    key: "plain",
+    "CPU µs per check (median of rounds)": plainCpu.toFixed(1),
+    "Redis commands per check": median(results.plain.map((r) => r.commands)).toFixed(2)
+  },
   {
     key: "restricted, with a stored override",
     "CPU µs per check (median of rounds)": restrictedCpu.toFixed(1),
     "Redis commands per check": median(results.restricted.map((r) => r.commands)).toFixed(2)
   }
 ])
-console.log(`restricted / plain CPU: ${(restrictedCpu / plainCpu).toFixed(3)}; judging the restrictions alone: ${judged.toFixed(3)} µs per call`)
+console.log(
+  `restricted / plain CPU: ${(restrictedCpu / plainCpu).toFixed(3)}; judging the restrictions alone: ${judged.toFixed(3)} µs per call`
+)
 
 await runtime.dispose()
 await stats.quit()

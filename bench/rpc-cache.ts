@@ -78,7 +78,13 @@ const loadOf = (url: string, body: string | ReadonlyArray<string>, headers: Reco
   }
 }
 
-const measure = async (name: string, pid: number, url: string, body: string | ReadonlyArray<string>, headers: Record<string, string> = {}): Promise<Row> => {
+const measure = async (
+  name: string,
+  pid: number,
+  url: string,
+  body: string | ReadonlyArray<string>,
+  headers: Record<string, string> = {}
+): Promise<Row> => {
   const options = loadOf(url, body, headers)
   await load({ ...options, duration: 2 })
   const before = cpuSeconds(pid)
@@ -98,8 +104,10 @@ try {
   const cached = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: [block, false] })
   const uncached = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: ["latest", false] })
   const head = Number.parseInt(await rpc(anvil.url, "eth_blockNumber", []) as string, 16)
-  const unfinalized = Array.from({ length: head - Number.parseInt(finalized.number, 16) }, (_, i) =>
-    JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: [`0x${(head - i).toString(16)}`, false] }))
+  const unfinalized = Array.from(
+    { length: head - Number.parseInt(finalized.number, 16) },
+    (_, i) => JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: [`0x${(head - i).toString(16)}`, false] })
+  )
   const passThrough = await startServer("servers/rpc-passthrough.ts", { RPC_UPSTREAM: anvil.url })
   try {
     rows.push(await measure("node:http pass-through (baseline)", passThrough.pid, passThrough.url, cached))
@@ -145,8 +153,12 @@ for (const store of ["memory", "Redis"]) {
   const hit = rows.find((row) => row.name === `tollgate, ${store}, cached`)!
   const miss = rows.find((row) => row.name === `tollgate, ${store}, uncached, each forwarded`)!
   console.log(
-    `${store}: cached ${Math.round(hit.throughput.requestsPerSecond)} req/s vs uncached (each forwarded) ${Math.round(miss.throughput.requestsPerSecond)} req/s ` +
-      `(${(hit.throughput.requestsPerSecond / miss.throughput.requestsPerSecond).toFixed(2)}x); a hit's CPU ${(hit.cpuUsPerCall / miss.cpuUsPerCall).toFixed(2)}x a miss's`
+    `${store}: cached ${Math.round(hit.throughput.requestsPerSecond)} req/s vs uncached (each forwarded) ${
+      Math.round(miss.throughput.requestsPerSecond)
+    } req/s ` +
+      `(${(hit.throughput.requestsPerSecond / miss.throughput.requestsPerSecond).toFixed(2)}x); a hit's CPU ${
+        (hit.cpuUsPerCall / miss.cpuUsPerCall).toFixed(2)
+      }x a miss's`
   )
 }
 

@@ -103,11 +103,13 @@ try {
   } finally {
     await effectOnly.stop()
   }
-  for (const [name, env] of [
-    ["tollgate, memory", { STORE: "memory" }],
-    ["tollgate, memory, request logs off", { STORE: "memory", LOG_LEVEL: "none" }],
-    ["tollgate, Redis", { STORE: "redis", REDIS_URL: redis.url }]
-  ] as const) {
+  for (
+    const [name, env] of [
+      ["tollgate, memory", { STORE: "memory" }],
+      ["tollgate, memory, request logs off", { STORE: "memory", LOG_LEVEL: "none" }],
+      ["tollgate, Redis", { STORE: "redis", REDIS_URL: redis.url }]
+    ] as const
+  ) {
     const tollgate = await startTollgate({ RPC_UPSTREAM: anvil.url, ...env })
     try {
       rows.push(await measure(name, tollgate.url, tollgate.headers))

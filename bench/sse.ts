@@ -17,7 +17,17 @@ const CHUNKS = 2_000
 const READ = 16 * 1024
 
 const chunk = (i: number) =>
-  `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 1, model: "bench-long", choices: [{ index: 0, delta: { content: " tok" }, finish_reason: null }], usage: null, n: i })}\n\n`
+  `data: ${
+    JSON.stringify({
+      id: "chatcmpl-bench",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "bench-long",
+      choices: [{ index: 0, delta: { content: " tok" }, finish_reason: null }],
+      usage: null,
+      n: i
+    })
+  }\n\n`
 const bytes = new TextEncoder().encode(`${Array.from({ length: CHUNKS }, (_, i) => chunk(i)).join("")}data: [DONE]\n\n`)
 const reads = Array.from({ length: Math.ceil(bytes.length / READ) }, (_, i) => bytes.subarray(i * READ, (i + 1) * READ))
 

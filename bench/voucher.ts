@@ -67,7 +67,11 @@ try {
   const client = new x402Client().register("eip155:*", scheme)
   const wrapped = wrapFetchWithPayment(fetch, client)
   const httpClient = new x402HTTPClient(client)
-  const init = (headers: Record<string, string>): RequestInit => ({ method: "POST", headers: { "content-type": "application/json", ...headers }, body })
+  const init = (headers: Record<string, string>): RequestInit => ({
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body
+  })
   const expectOk = async (response: Response) => {
     if (response.status !== 200) throw new Error(`${response.status}: ${await response.text()}`)
     await response.arrayBuffer()
@@ -108,8 +112,16 @@ try {
   const per = (total: { cpuMs: number; wallMs: number }) => total.cpuMs / (calls * rounds)
   table([
     { "paid with": "API key", "server CPU ms / call": per(totals.key).toFixed(3), "x key": "1.00" },
-    { "paid with": "voucher (paid request)", "server CPU ms / call": per(totals.voucher).toFixed(3), "x key": (per(totals.voucher) / per(totals.key)).toFixed(2) },
-    { "paid with": "voucher (official wrapper: 402, then paid)", "server CPU ms / call": per(totals.wrapper).toFixed(3), "x key": (per(totals.wrapper) / per(totals.key)).toFixed(2) }
+    {
+      "paid with": "voucher (paid request)",
+      "server CPU ms / call": per(totals.voucher).toFixed(3),
+      "x key": (per(totals.voucher) / per(totals.key)).toFixed(2)
+    },
+    {
+      "paid with": "voucher (official wrapper: 402, then paid)",
+      "server CPU ms / call": per(totals.wrapper).toFixed(3),
+      "x key": (per(totals.wrapper) / per(totals.key)).toFixed(2)
+    }
   ])
 } finally {
   await server.stop()

@@ -9,12 +9,14 @@ import * as Fastify from "./fastify.ts"
 import * as Hono from "./hono.ts"
 import * as NodeHttp from "./node-http.ts"
 
-describe.each([
-  ["node:http at the root", NodeHttp.start],
-  ["Express 5 under /payments", Express.start],
-  ["Fastify 5 under /payments", Fastify.start],
-  ["Hono 4 under /payments", Hono.start]
-] as const)("Embedding with Tollgate.make: %s serves the API and charges for a paid call", (_host, start) => {
+describe.each(
+  [
+    ["node:http at the root", NodeHttp.start],
+    ["Express 5 under /payments", Express.start],
+    ["Fastify 5 under /payments", Fastify.start],
+    ["Hono 4 under /payments", Hono.start]
+  ] as const
+)("Embedding with Tollgate.make: %s serves the API and charges for a paid call", (_host, start) => {
   let host: Awaited<ReturnType<typeof start>>
   // Building tollgate starts its document workers: on a loaded machine that takes longer than vitest's 10 s.
   beforeAll(async () => {

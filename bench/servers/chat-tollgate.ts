@@ -7,7 +7,21 @@
  * exits on SIGTERM, so a `--cpu-prof` run writes its profile.
  */
 import { ChatBackend } from "@tollgate/backends"
-import { Admission, AuthStore, ChatOptions, CreditLedger, Generations, IdempotencyStore, Jwt, Models, Money, PricingEngine, RateLimiter, SearchProvider, X402 } from "@tollgate/core"
+import {
+  Admission,
+  AuthStore,
+  ChatOptions,
+  CreditLedger,
+  Generations,
+  IdempotencyStore,
+  Jwt,
+  Models,
+  Money,
+  PricingEngine,
+  RateLimiter,
+  SearchProvider,
+  X402
+} from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import { App, Handlers, ServiceInfo } from "@tollgate/http"
 import * as Metered from "@tollgate/http/Metered"
@@ -50,17 +64,28 @@ const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const tracing = Layer.succeed(References.TracerEnabled, false)
 const services = Layer.mergeAll(
   Metered.layer().pipe(Layer.provide(Admission.layerMemory)),
-  PricingEngine.layer({ chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-long": price, "bench-paced": price } } }),
+  PricingEngine.layer({
+    chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-long": price, "bench-paced": price } }
+  }),
   Models.layer([model("bench-chat", upstream), model("bench-long", long), model("bench-paced", paced)]),
   ChatBackend.layerUndici(),
   ChatOptions.layerPrompts({ systemPrompt: "You are a benchmark." }),
   Generations.layerMemory,
   SearchProvider.layerNone,
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
-).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
-  limits
-)), Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)), Layer.provideMerge(tracing))
+).pipe(
+  Layer.provideMerge(Layer.mergeAll(
+    X402Bodies.layer.pipe(
+      Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))),
+      Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))
+    ),
+    limits
+  )),
+  Layer.provideMerge(
+    Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
+  ),
+  Layer.provideMerge(tracing)
+)
 
 const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
 const key = await seedKey(context)

@@ -9,4 +9,8 @@ import { Effect } from "effect"
 import { HttpRouter } from "effect/http"
 import { serve } from "./EffectOnly.ts"
 
-await serve(HttpRouter.use((router) => Effect.flatMap(Networks.route.handler, (handler) => router.add("GET", Networks.route.path, Effect.orDie(handler)))))
+await serve(
+  HttpRouter.use((router) =>
+    Effect.flatMap(Networks.route.handler, (handler) => router.add("GET", Networks.route.path, Effect.orDie(handler)))
+  )
+)

@@ -17,7 +17,8 @@ const slug = "ethereum-mainnet"
 // The service lives as long as the process: its scope is never closed.
 const upstream = await Effect.runPromise(Effect.flatMap(
   Scope.make(),
-  (scope) => RpcUpstream.make({ upstreams: { [slug]: [process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"] } }).pipe(Scope.provide(scope))
+  (scope) =>
+    RpcUpstream.make({ upstreams: { [slug]: [process.env["RPC_UPSTREAM"] ?? "http://127.0.0.1:8545"] } }).pipe(Scope.provide(scope))
 ))
 const network = Networks.findNetwork(slug)!
 

@@ -59,25 +59,38 @@ const limits = Layer.succeed(Metered.LimitPolicy, {
 const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
 const stores = redisUrl === undefined
   ? Admission.layerMemory.pipe(
-    Layer.provideMerge(Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory))
+    Layer.provideMerge(
+      Layer.mergeAll(AuthStore.layerMemory, RateLimiter.layerMemory(), CreditLedger.layerMemory, IdempotencyStore.layerMemory)
+    )
   )
   : Layer.mergeAll(
     AuthStoreRedis.layerRedis,
     RateLimiterRedis.layerRedis(),
     CreditLedgerRedis.layerRedis(),
     IdempotencyStoreRedis.layerRedis,
-    AdmissionStoreRedis.layerRedis({ admissionGroupMs: Config.DEFAULT_ADMISSION_GROUP_MS, settlementGroupMs: Config.DEFAULT_SETTLEMENT_GROUP_MS })
+    AdmissionStoreRedis.layerRedis({
+      admissionGroupMs: Config.DEFAULT_ADMISSION_GROUP_MS,
+      settlementGroupMs: Config.DEFAULT_SETTLEMENT_GROUP_MS
+    })
   ).pipe(Layer.provide(RedisConnection.layer({ url: redisUrl })))
 const services = Layer.mergeAll(
   Metered.layer(),
   PricingEngine.layer(),
   RpcUpstream.layer({ upstreams: { "ethereum-mainnet": [upstream] } }),
-  redisUrl === undefined ? RpcCache.layerMemory() : RpcCacheRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: redisUrl }))),
+  redisUrl === undefined
+    ? RpcCache.layerMemory()
+    : RpcCacheRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url: redisUrl }))),
   ServiceInfo.layer({ version: "bench", hostName: "bench" })
-).pipe(Layer.provideMerge(Layer.mergeAll(
-  X402Bodies.layer.pipe(Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))), Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))),
-  limits
-)), Layer.provideMerge(stores))
+).pipe(
+  Layer.provideMerge(Layer.mergeAll(
+    X402Bodies.layer.pipe(
+      Layer.provide(X402.layer(X402.makeConfig({ publicOrigin: "http://localhost" }))),
+      Layer.provideMerge(Auth.layer({ signingKey, publicOrigin: "http://localhost" }))
+    ),
+    limits
+  )),
+  Layer.provideMerge(stores)
+)
 
 const context = await Effect.runPromise(Layer.build(services).pipe(Scope.provide(Effect.runSync(Scope.make()))))
 const key = await seedKey(context)

@@ -46,7 +46,9 @@ afterAll(async () => {
 describe("A custom kind's requests per minute come from TOLLGATE_CONFIG rateLimits.kinds by its name: the call past the configured count is a 429 that charges nothing", () => {
   it(`examples/own-endpoint/express.ts: ${CONFIGURED_RPM} summaries a minute, not the declared ${DECLARED_RPM}, each with x-ratelimit-* headers showing the configured limit`, async () => {
     const usd = async () => {
-      const response = await fetch(`${host.origin}/api/v1/api_keys/rate_limits`, { headers: { authorization: `Bearer ${host.inferenceKey}` } })
+      const response = await fetch(`${host.origin}/api/v1/api_keys/rate_limits`, {
+        headers: { authorization: `Bearer ${host.inferenceKey}` }
+      })
       return Host.nano((await response.json() as { balances: { usd: string } }).balances.usd)
     }
     const before = await usd()

@@ -27,7 +27,9 @@ const connect = async () => {
 /** The account's balance in nano-USD, once no hold is open. */
 const balance = async (): Promise<number> => {
   for (;;) {
-    const response = await fetch(`${host.origin}/api/v1/api_keys/rate_limits`, { headers: { authorization: `Bearer ${host.inferenceKey}` } })
+    const response = await fetch(`${host.origin}/api/v1/api_keys/rate_limits`, {
+      headers: { authorization: `Bearer ${host.inferenceKey}` }
+    })
     const { balances } = await response.json() as { balances: { usd: string; heldUsd: string } }
     if (Host.nano(balances.heldUsd) === 0) return Host.nano(balances.usd)
     await new Promise((resolve) => setTimeout(resolve, 50))

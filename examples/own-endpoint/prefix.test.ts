@@ -34,7 +34,14 @@ describe("Under basePath /payments, every link of a 402 names the prefix and ans
     // The portal's page loads its files relative to itself: under the prefix too.
     const assets = [...portal.matchAll(/(?:src|href)="(portal\/[^"]+)"/gu)].map((match) => `/payments/${match[1]}`)
     expect(assets).toEqual(["/payments/portal/portal.css", "/payments/portal/portal.js"])
-    for (const path of ["/payments/docs", "/payments/api/v1/openapi.json", ...assets, ...links.filter((link) => link !== "/payments/v1/summarize")]) {
+    for (
+      const path of [
+        "/payments/docs",
+        "/payments/api/v1/openapi.json",
+        ...assets,
+        ...links.filter((link) => link !== "/payments/v1/summarize")
+      ]
+    ) {
       const page = await fetch(`${host.origin}${path}`)
       expect(page.status, path).toBe(200)
       await page.arrayBuffer()
@@ -47,16 +54,25 @@ describe("Under basePath /payments, every link of a 402 names the prefix and ans
 describe("Under basePath /payments, /payments/mcp serves the declared endpoints as tools, charged their declared price", () => {
   it("summarize listed and called with the dev key: its answer, one 0.002 USD entry naming the tool", async () => {
     const client = new Client({ name: "own-endpoint-prefix-test", version: "1.0.0" })
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${host.origin}/payments/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${host.inferenceKey}` } }
-    }))
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${host.origin}/payments/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${host.inferenceKey}` } }
+      })
+    )
     const { tools } = await client.listTools()
     expect(tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(["summarize", "generate"]))
     const result = await client.callTool({ name: "summarize", arguments: { text: "the quick brown fox" } }) as CallToolResult
     expect(result.structuredContent).toEqual({ summary: "the quick brown fox" })
     await client.close()
-    const usage = await fetch(`${host.origin}/payments/api/v1/billing/usage-history?limit=1`, { headers: { authorization: `Bearer ${host.adminKey}` } })
+    const usage = await fetch(`${host.origin}/payments/api/v1/billing/usage-history?limit=1`, {
+      headers: { authorization: `Bearer ${host.adminKey}` }
+    })
     const { data } = await usage.json() as { data: Array<Record<string, unknown>> }
-    expect(data[0]).toMatchObject({ sku: "summarize", amount: 0.002, notes: "MCP tool summarize", inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    expect(data[0]).toMatchObject({
+      sku: "summarize",
+      amount: 0.002,
+      notes: "MCP tool summarize",
+      inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] }
+    })
   })
 })

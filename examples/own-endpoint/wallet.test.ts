@@ -47,7 +47,11 @@ const signIn = async (account: PrivateKeyAccount, path: string, body: unknown) =
   const header = JSON.parse(Buffer.from(discovery.headers.get("payment-required")!, "base64").toString()) as {
     extensions: { "sign-in-with-x": { info: Record<string, string> } }
   }
-  const payload = await createSIWxPayload({ ...header.extensions["sign-in-with-x"].info, chainId: X402.BASE_MAINNET, type: "eip191" } as never, account, url)
+  const payload = await createSIWxPayload(
+    { ...header.extensions["sign-in-with-x"].info, chainId: X402.BASE_MAINNET, type: "eip191" } as never,
+    account,
+    url
+  )
   return { "SIGN-IN-WITH-X": encodeSIWxHeader(payload) }
 }
 
@@ -80,13 +84,19 @@ describe("examples/own-endpoint/express.ts: a wallet topped up by @x402/fetch on
     expect(await topUp.json()).toMatchObject({ walletAddress: wallet.address, creditedUsd: "5", balanceUsd: "5" })
     expect(await chain.balanceOf(payTo)).toBe(5_000_000n)
 
-    const summarized = await fetch(`${host.origin}/v1/summarize`, json({ text: "paid by a wallet" }, await signIn(wallet, "/v1/summarize", { text: "x" })))
+    const summarized = await fetch(
+      `${host.origin}/v1/summarize`,
+      json({ text: "paid by a wallet" }, await signIn(wallet, "/v1/summarize", { text: "x" }))
+    )
     expect(summarized.status).toBe(200)
     expect(await summarized.json()).toEqual({ summary: "paid by a wallet" })
     expect(summarized.headers.get("x-balance-remaining")).toBe("4.998")
     expect(await balanceOf(wallet.address)).toBe(5_000_000_000 - 2_000_000)
 
-    const generated = await fetch(`${host.origin}/v1/generate`, json({ prompt: "a b", max_tokens: 9 }, await signIn(wallet, "/v1/generate", { prompt: "x", max_tokens: 1 })))
+    const generated = await fetch(
+      `${host.origin}/v1/generate`,
+      json({ prompt: "a b", max_tokens: 9 }, await signIn(wallet, "/v1/generate", { prompt: "x", max_tokens: 1 }))
+    )
     expect(generated.status).toBe(200)
     expect((await generated.text()).trim().split(" ")).toHaveLength(9)
     for (;;) {
@@ -101,9 +111,17 @@ describe("examples/own-endpoint/express.ts: a wallet topped up by @x402/fetch on
 
   it("a wallet signed in with no credit gets the authenticated-wallet 402 from the host's own endpoint, and nothing is held", async () => {
     const wallet = privateKeyToAccount(generatePrivateKey())
-    const response = await fetch(`${host.origin}/v1/summarize`, json({ text: "no credit" }, await signIn(wallet, "/v1/summarize", { text: "x" })))
+    const response = await fetch(
+      `${host.origin}/v1/summarize`,
+      json({ text: "no credit" }, await signIn(wallet, "/v1/summarize", { text: "x" }))
+    )
     expect(response.status).toBe(402)
-    expect(await response.json()).toMatchObject({ code: "PAYMENT_REQUIRED", reason: "insufficient_balance", currentBalanceUsd: 0, minimumBalanceUsd: 0.002 })
+    expect(await response.json()).toMatchObject({
+      code: "PAYMENT_REQUIRED",
+      reason: "insufficient_balance",
+      currentBalanceUsd: 0,
+      minimumBalanceUsd: 0.002
+    })
     expect(await balanceOf(wallet.address)).toBe(0)
   })
 })

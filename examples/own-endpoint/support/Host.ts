@@ -47,7 +47,8 @@ export const start = async (
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${host} exited: ${output}`)
     if (Date.now() > deadline) throw new Error(`${host} did not answer: ${output}`)
-    const answered = Fs.existsSync(credentials) && await fetch(`${origin}${prefix}/api/v1/crypto/rpc/networks`).then((r) => r.ok, () => false)
+    const answered = Fs.existsSync(credentials) &&
+      await fetch(`${origin}${prefix}/api/v1/crypto/rpc/networks`).then((r) => r.ok, () => false)
     if (answered) break
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
@@ -79,7 +80,8 @@ export const links = (body: unknown): Array<string> => {
   const found = new Set<string>()
   const collect = (value: unknown): void => {
     if (typeof value === "string" && /^https?:\/\//u.test(value)) found.add(new URL(value).pathname)
-    else if (typeof value === "object" && value !== null) Object.entries(value).forEach(([key, inner]) => key === "$schema" || collect(inner))
+    else if (typeof value === "object" && value !== null)
+      Object.entries(value).forEach(([key, inner]) => key === "$schema" || collect(inner))
   }
   collect(body)
   return [...found].sort()

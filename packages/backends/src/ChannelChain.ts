@@ -14,8 +14,8 @@
  * @since 0.1.0
  */
 import { Errors, type PaymentChannels, X402 } from "@tollgate/core"
-import { Context, Duration, Effect, Layer, Redacted, Semaphore } from "effect"
 import { BATCH_SETTLEMENT_ADDRESS } from "@x402/evm"
+import { Context, Duration, Effect, Layer, Redacted, Semaphore } from "effect"
 import { createWalletClient, defineChain, type Hex, http, parseAbi, publicActions } from "viem"
 import { nonceManager, privateKeyToAccount } from "viem/accounts"
 
@@ -108,7 +108,10 @@ export class ChannelChain extends Context.Service<ChannelChain, {
   /** Claims the rows in one transaction, and answers its hash. */
   readonly claim: (rows: ReadonlyArray<ClaimRow>) => Effect.Effect<string, Errors.ServiceUnavailable>
   /** Transfers what is claimed for `receiver` of `token`; the hash and the amount, "" and 0 when nothing is due. */
-  readonly settle: (receiver: string, token: string) => Effect.Effect<{ readonly transaction: string; readonly amount: bigint }, Errors.ServiceUnavailable>
+  readonly settle: (
+    receiver: string,
+    token: string
+  ) => Effect.Effect<{ readonly transaction: string; readonly amount: bigint }, Errors.ServiceUnavailable>
   /** Returns `amount` of a channel's unclaimed escrow to its payer. */
   readonly refund: (config: PaymentChannels.ChannelConfig, amount: bigint) => Effect.Effect<string, Errors.ServiceUnavailable>
 }>()("@tollgate/backends/ChannelChain") {}
@@ -224,7 +227,9 @@ export const make = Effect.fn("ChannelChain.make")(function*(options: Options) {
             message: answer.errorMessage ?? "The deposit was refused"
           })
         }
-        const state = (answer.extra as { channelState?: { balance: string; totalClaimed: string; withdrawRequestedAt: number } } | undefined)?.channelState
+        const state =
+          (answer.extra as { channelState?: { balance: string; totalClaimed: string; withdrawRequestedAt: number } } | undefined)
+            ?.channelState
         return {
           payer: answer.payer ?? "",
           transaction: answer.transaction,
@@ -245,7 +250,13 @@ export const make = Effect.fn("ChannelChain.make")(function*(options: Options) {
     settle: (receiver, token) =>
       Effect.gen(function*() {
         const [claimed, settled] = yield* Effect.tryPromise({
-          try: () => client.readContract({ address: BATCH_SETTLEMENT_ADDRESS, abi, functionName: "receivers", args: [receiver as Hex, token as Hex] }),
+          try: () =>
+            client.readContract({
+              address: BATCH_SETTLEMENT_ADDRESS,
+              abi,
+              functionName: "receivers",
+              args: [receiver as Hex, token as Hex]
+            }),
           catch: unreachable("settle")
         })
         if (claimed === settled) return { transaction: "", amount: 0n }

@@ -19,10 +19,10 @@
  *
  * @since 0.1.0
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { type Models, Spans } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { type Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import * as SseSplitter from "./SseSplitter.ts"
 
@@ -131,9 +131,7 @@ export const order = (
   const { promptCacheKey } = options
   const ranked = promptCacheKey === undefined
     ? upstreams.map((_, i) => upstreams[(i + options.rotation) % upstreams.length]!)
-    : [...upstreams].sort((a, b) =>
-      fnv1a(`${promptCacheKey}\u0000${upstreamId(b)}`) - fnv1a(`${promptCacheKey}\u0000${upstreamId(a)}`)
-    )
+    : [...upstreams].sort((a, b) => fnv1a(`${promptCacheKey}\u0000${upstreamId(b)}`) - fnv1a(`${promptCacheKey}\u0000${upstreamId(a)}`))
   return [
     ...ranked.filter((upstream) => options.isHealthy(upstreamId(upstream))),
     ...ranked.filter((upstream) => !options.isHealthy(upstreamId(upstream)))
@@ -204,7 +202,12 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
     const body = {
       ...call.body,
       model: upstream.model ?? call.model.id,
-      ...(stream ? { stream: true, stream_options: { ...(isObject(call.body["stream_options"]) ? call.body["stream_options"] : {}), include_usage: true } } : {})
+      ...(stream
+        ? {
+          stream: true,
+          stream_options: { ...(isObject(call.body["stream_options"]) ? call.body["stream_options"] : {}), include_usage: true }
+        }
+        : {})
     }
     const request = HttpClientRequest.post(`${upstream.baseUrl.replace(/\/+$/, "")}/chat/completions`).pipe(
       call.messages === undefined
@@ -218,18 +221,22 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
         duration: stream ? connectTimeout : completionTimeout,
         orElse: () => Effect.fail(new UpstreamError({ kind: "timeout", message: `${upstream.baseUrl} did not answer in time` }))
       }),
-      Effect.catchTag("HttpClientError", (error) =>
-        Effect.fail(new UpstreamError({ kind: "transport", message: `${upstream.baseUrl} is unreachable: ${error.message}` }))),
+      Effect.catchTag(
+        "HttpClientError",
+        (error) => Effect.fail(new UpstreamError({ kind: "transport", message: `${upstream.baseUrl} is unreachable: ${error.message}` }))
+      ),
       Effect.flatMap((response) =>
         response.status >= 200 && response.status < 300 ? Effect.succeed(response) : response.text.pipe(
           Effect.orElseSucceed(() => ""),
           Effect.flatMap((text) =>
-            Effect.fail(new UpstreamError({
-              kind: "status",
-              status: response.status,
-              headers: headersOf(response),
-              message: upstreamMessage(text) ?? `upstream answered ${response.status}`
-            }))
+            Effect.fail(
+              new UpstreamError({
+                kind: "status",
+                status: response.status,
+                headers: headersOf(response),
+                message: upstreamMessage(text) ?? `upstream answered ${response.status}`
+              })
+            )
           )
         )
       )
@@ -260,18 +267,23 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
 
   const complete = (call: Call): Effect.Effect<Completion, UpstreamError> => {
     if (call.model.upstreams.length === 0) return Effect.sync(() => ({ body: Local.complete(call), upstream: "local" }))
-    return traced("ChatBackend.complete", attempt(call, (upstream) =>
-      send(upstream, call, false).pipe(
-        Effect.flatMap((response) => response.json),
-        Effect.mapError((error) =>
-          error._tag === "ChatUpstreamError" ? error : new UpstreamError({ kind: "decode", message: "upstream sent an unreadable completion" })
-        ),
-        Effect.flatMap((body) =>
-          isObject(body)
-            ? Effect.succeed({ body, upstream: upstream.baseUrl })
-            : Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent a completion that is not an object" }))
-        )
-      )))
+    return traced(
+      "ChatBackend.complete",
+      attempt(call, (upstream) =>
+        send(upstream, call, false).pipe(
+          Effect.flatMap((response) => response.json),
+          Effect.mapError((error) =>
+            error._tag === "ChatUpstreamError"
+              ? error
+              : new UpstreamError({ kind: "decode", message: "upstream sent an unreadable completion" })
+          ),
+          Effect.flatMap((body) =>
+            isObject(body)
+              ? Effect.succeed({ body, upstream: upstream.baseUrl })
+              : Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent a completion that is not an object" }))
+          )
+        ))
+    )
   }
 
   const stream = (call: Call): Effect.Effect<ChunkStream, UpstreamError> => {
@@ -280,7 +292,10 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
     }
     return traced(
       "ChatBackend.stream",
-      attempt(call, (upstream) => Effect.map(send(upstream, call, true), (response) => chunkStream(sseEvents(response, idleTimeout), upstream.baseUrl)))
+      attempt(
+        call,
+        (upstream) => Effect.map(send(upstream, call, true), (response) => chunkStream(sseEvents(response, idleTimeout), upstream.baseUrl))
+      )
     )
   }
 
@@ -317,7 +332,8 @@ const chunkStream = (events: Stream.Stream<string, UpstreamError>, upstream: str
     const chunks: Array<Json> = []
     for (const data of batch) {
       const chunk = parseChunk(data)
-      if (chunk === undefined) return Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
+      if (chunk === undefined)
+        return Effect.fail(new UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
       chunks.push(chunk)
     }
     // one chunk per event of a batch, which is never empty
@@ -412,4 +428,3 @@ export const layer = (options: Options = {}): Layer.Layer<ChatBackend, never, Ht
  */
 export const layerUndici = (options: Options = {}): Layer.Layer<ChatBackend> =>
   layer(options).pipe(Layer.provide(NodeHttpClient.layerUndiciOptions({ allowH2: false })))
-

@@ -56,7 +56,9 @@ const fnv1a = (text: string): number => {
  */
 export const localVector = (input: Input, dimensions: number): Array<number> => {
   const vector = new Array<number>(dimensions).fill(0)
-  const features = typeof input === "string" ? input.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((word) => word.length > 0) : input.map(String)
+  const features = typeof input === "string"
+    ? input.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((word) => word.length > 0)
+    : input.map(String)
   for (const feature of features.length === 0 ? [""] : features) {
     const hash = fnv1a(feature)
     vector[hash % dimensions]! += (hash & 0x8000_0000) === 0 ? 1 : -1
@@ -111,7 +113,8 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
             ...(call.dimensions === undefined ? {} : { dimensions: call.dimensions }),
             ...(call.user === undefined ? {} : { user: call.user })
           })),
-        read: (response) => Effect.map(Effect.orElseSucceed(response.json, () => undefined), (body) => readEmbeddings(body, call.inputs.length)),
+        read: (response) =>
+          Effect.map(Effect.orElseSucceed(response.json, () => undefined), (body) => readEmbeddings(body, call.inputs.length)),
         onRefusal: (refusal) => new Errors.InvalidRequest({ message: `The embedding model refused the request: ${refusal.message}` })
       }).pipe(Effect.provideService(HttpClient.HttpClient, client))
       return answer.value

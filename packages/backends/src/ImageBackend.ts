@@ -191,8 +191,7 @@ const randomOf = (text: string) => {
   }
 }
 
-const hsl = (next: () => number) =>
-  `hsl(${Math.floor(next() * 360)},${40 + Math.floor(next() * 50)}%,${30 + Math.floor(next() * 45)}%)`
+const hsl = (next: () => number) => `hsl(${Math.floor(next() * 360)},${40 + Math.floor(next() * 50)}%,${30 + Math.floor(next() * 45)}%)`
 
 /**
  * The local renderer's picture: a gradient and shapes whose colors and places follow from the
@@ -213,9 +212,9 @@ export const svgOf = (request: ImageRequest.ImageRequest, prompt: string, varian
     shapes.push(
       next() < 0.5
         ? `<circle cx="${x}" cy="${y}" r="${size}" ${fill}/>`
-        : `<rect x="${x - size}" y="${y - size / 2}" width="${size * 2}" height="${size}" rx="${Math.round(size / 6)}" ${fill} transform="rotate(${
-          Math.round(next() * 180)
-        } ${x} ${y})"/>`
+        : `<rect x="${x - size}" y="${y - size / 2}" width="${size * 2}" height="${size}" rx="${
+          Math.round(size / 6)
+        }" ${fill} transform="rotate(${Math.round(next() * 180)} ${x} ${y})"/>`
     )
   }
   const mark = Math.max(4, Math.round(Math.min(w, h) / 24))

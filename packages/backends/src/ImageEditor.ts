@@ -114,8 +114,12 @@ const encode = (image: SharpImage, format: ImageRequest.Format, failure: () => E
  * @category processing
  */
 export const upscale = (image: Uint8Array, scale: number): Effect.Effect<Produced, Errors.ApiError> =>
-  Effect.flatMap(inspect(image), ({ height, width }) =>
-    encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png", () => unreadable()))
+  Effect.flatMap(
+    inspect(image),
+    ({ height, width }) =>
+      encode(sharpOf(image).resize(Math.round(width * scale), Math.round(height * scale), { kernel: "lanczos3", fit: "fill" }), "png", () =>
+        unreadable())
+  )
 
 /** How far (RGB distance) a pixel may be from the background color and still count as background. */
 const BACKGROUND_DISTANCE = 48
@@ -172,11 +176,18 @@ const hueOf = (prompt: string) => {
  * @category processing
  */
 export const editLocal = (call: EditCall): Effect.Effect<Produced, Errors.ApiError> =>
-  Effect.flatMap(inspect(call.image), ({ height, width }) =>
-    Effect.flatMap(layered(call.image, call.layers ?? [], width, height), (base) => {
-      const image = sharpOf(base)
-      return encode(MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }), call.format, () => unreadable())
-    }))
+  Effect.flatMap(
+    inspect(call.image),
+    ({ height, width }) =>
+      Effect.flatMap(layered(call.image, call.layers ?? [], width, height), (base) => {
+        const image = sharpOf(base)
+        return encode(
+          MONOCHROME.test(call.prompt) ? image.grayscale() : image.modulate({ hue: hueOf(call.prompt) }),
+          call.format,
+          () => unreadable()
+        )
+      })
+  )
 
 /** The base with each layer, stretched to its size, composited over it in order (PNG). */
 const layered = (base: Uint8Array, layers: ReadonlyArray<Uint8Array>, width: number, height: number) =>
@@ -203,7 +214,11 @@ export const editUpstream = Effect.fn("ImageEditor.editUpstream")(function*(call
       const form = new FormData()
       const images = [call.image, ...(call.layers ?? [])]
       images.forEach((image, i) =>
-        form.append(images.length === 1 ? "image" : "image[]", new Blob([image as Uint8Array<ArrayBuffer>], { type: "image/png" }), `image-${i}.png`)
+        form.append(
+          images.length === 1 ? "image" : "image[]",
+          new Blob([image as Uint8Array<ArrayBuffer>], { type: "image/png" }),
+          `image-${i}.png`
+        )
       )
       form.append("prompt", call.prompt)
       form.append("model", upstream.model ?? call.model.id)

@@ -124,7 +124,8 @@ export const postJson = (
   Effect.map(
     call(upstreams, {
       ...options,
-      request: (upstream, url) => HttpClientRequest.post(url(path)).pipe(HttpClientRequest.bodyJsonUnsafe({ ...body, model: upstream.model ?? modelId })),
+      request: (upstream, url) =>
+        HttpClientRequest.post(url(path)).pipe(HttpClientRequest.bodyJsonUnsafe({ ...body, model: upstream.model ?? modelId })),
       read: (response) => Effect.orElseSucceed(response.json, () => undefined)
     }),
     (answer) => answer.value

@@ -100,7 +100,8 @@ export const p90 = (upstream: Upstream): number | undefined => {
  *
  * @category queries
  */
-export const score = (upstream: Upstream): number => upstream.latencyAverage * (1 + 4 * upstream.errorAverage) + 1000 * upstream.errorAverage
+export const score = (upstream: Upstream): number =>
+  upstream.latencyAverage * (1 + 4 * upstream.errorAverage) + 1000 * upstream.errorAverage
 
 /**
  * The highest head any upstream reported.
@@ -110,7 +111,8 @@ export const score = (upstream: Upstream): number => upstream.latencyAverage * (
 export const bestHead = (upstreams: ReadonlyArray<Upstream>): number | undefined => {
   let best: number | undefined
   for (const upstream of upstreams) {
-    if (upstream.chainConfirmed !== false && upstream.head !== undefined && (best === undefined || upstream.head > best)) best = upstream.head
+    if (upstream.chainConfirmed !== false && upstream.head !== undefined && (best === undefined || upstream.head > best))
+      best = upstream.head
   }
   return best
 }

@@ -41,8 +41,11 @@ export const race = <A>(first: Effect.Effect<A>, second: Effect.Effect<A>, delay
     })
     const hedge = Effect.flatMap(Effect.sleep(delayMs), () => {
       hedged = true
-      return Effect.flatMap(second, (outcome): Effect.Effect<Hedged<A>, void> =>
-        good(outcome) ? Effect.succeed({ outcome, hedged: true, hedgeWon: true }) : Effect.fail(undefined))
+      return Effect.flatMap(
+        second,
+        (outcome): Effect.Effect<Hedged<A>, void> =>
+          good(outcome) ? Effect.succeed({ outcome, hedged: true, hedgeWon: true }) : Effect.fail(undefined)
+      )
     })
     // Both sides bad: the first side's outcome, which it has by then (it ended, badly, or the race would not have failed).
     return Effect.catch(Effect.race(primary, hedge), () => Effect.succeed({ outcome: firstBad as A, hedged: true, hedgeWon: false }))

@@ -73,7 +73,11 @@ export const headLag = family((attributes) =>
 
 /** @category metrics */
 export const cacheHits = family((attributes) =>
-  Metric.counter("tollgate_rpc_cache_hits_total", { description: "RPC calls answered from the cache, by network", incremental: true, attributes })
+  Metric.counter("tollgate_rpc_cache_hits_total", {
+    description: "RPC calls answered from the cache, by network",
+    incremental: true,
+    attributes
+  })
 )
 
 /** @category metrics */

@@ -65,7 +65,9 @@ const answerIndexes = (answers: ReadonlyArray<unknown>): Map<string, Array<numbe
  * (the answer's `response` is in the node's order, its body may be in the request's); none when it
  * is not an array.
  */
-const elementsOf = (answer: RpcUpstream.Answer | undefined): { readonly answers: ReadonlyArray<unknown>; readonly raw: ReadonlyArray<string> } => {
+const elementsOf = (
+  answer: RpcUpstream.Answer | undefined
+): { readonly answers: ReadonlyArray<unknown>; readonly raw: ReadonlyArray<string> } => {
   if (answer?.body === undefined || !Array.isArray(answer.response)) return { answers: [], raw: [] }
   const text = Buffer.from(answer.body).toString("utf8")
   const parsed = JsonRpc.parse(text)
@@ -139,7 +141,8 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
         call.addObserver(() => inFlight.delete(key))
       }
       const sent = flight.body
-      return Effect.map(Fiber.join(flight.call), (answer) => sent === body || Buffer.compare(sent, body) === 0 ? answer : forCaller(answer, id))
+      return Effect.map(Fiber.join(flight.call), (answer) =>
+        sent === body || Buffer.compare(sent, body) === 0 ? answer : forCaller(answer, id))
     })
 
   /**
@@ -158,7 +161,14 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
         upstream.forward(
           network,
           request,
-          Buffer.from(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getLogs", params: [{ ...params[0], fromBlock: hex(from), toBlock: hex(to) }] }))
+          Buffer.from(
+            JSON.stringify({
+              jsonrpc: "2.0",
+              id: 1,
+              method: "eth_getLogs",
+              params: [{ ...params[0], fromBlock: hex(from), toBlock: hex(to) }]
+            })
+          )
         ), { concurrency: 4 }),
       (answers): RpcUpstream.Answer => {
         const logs: Array<unknown> = []
@@ -236,7 +246,9 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
         const fetch = () => {
           const parts = item.method === "eth_getLogs" ? logParts(params, upstream.getLogs) : undefined
           return Effect.map(
-            parts === undefined ? shared(base, slug, request, body, id) : split(slug, request, params as ReadonlyArray<Record<string, unknown>>, parts, id),
+            parts === undefined
+              ? shared(base, slug, request, body, id)
+              : split(slug, request, params as ReadonlyArray<Record<string, unknown>>, parts, id),
             (answer): Read => ({ answer, hit: false })
           )
         }

@@ -110,9 +110,15 @@ export class ChainMismatch extends Data.TaggedError("RpcChainMismatch")<{ readon
 export const isWrite = (method: string): boolean => WRITES.has(method)
 
 const WRITES = new Set([
-  "eth_sendRawTransaction", "eth_sendRawTransactionSync", "eth_sendUserOperation",
-  "zks_sendRawTransactionWithDetailedOutput", "sendTransaction", "requestAirdrop",
-  "starknet_addInvokeTransaction", "starknet_addDeclareTransaction", "starknet_addDeployAccountTransaction"
+  "eth_sendRawTransaction",
+  "eth_sendRawTransactionSync",
+  "eth_sendUserOperation",
+  "zks_sendRawTransactionWithDetailedOutput",
+  "sendTransaction",
+  "requestAirdrop",
+  "starknet_addInvokeTransaction",
+  "starknet_addDeclareTransaction",
+  "starknet_addDeployAccountTransaction"
 ])
 
 const NOT_FOUND_CODES = new Set([-32601, -32004, -32001])
@@ -168,9 +174,9 @@ const toTarget = (url: URL): Target => ({
   origin: url.origin,
   path: url.pathname + url.search,
   // As node:http did for `http://user:pass@host/`: undici ignores userinfo in an origin.
-  authorization: url.username === "" && url.password === "" ? undefined : `Basic ${
-    Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString("base64")
-  }`
+  authorization: url.username === "" && url.password === "" ?
+    undefined :
+    `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString("base64")}`
 })
 
 const describeError = (error: unknown): { readonly code: string | undefined; readonly detail: string } => {
@@ -431,10 +437,12 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
     const timeoutMs = config.timeoutMs ?? 30_000
     const maxLagBlocks = config.maxLagBlocks ?? 5
     const headPollMs = config.headPollMs ?? 2000
-    const nodes = new Map(Object.entries(config.upstreams).map(([slug, urls]) => [
-      slug,
-      urls.map((url): Node => ({ ...RpcHealth.make(url), target: toTarget(new URL(url)) }))
-    ]))
+    const nodes = new Map(
+      Object.entries(config.upstreams).map(([slug, urls]) => [
+        slug,
+        urls.map((url): Node => ({ ...RpcHealth.make(url), target: toTarget(new URL(url)) }))
+      ])
+    )
 
     const poll = (network: string, chainId: number, node: Node, probeTimeoutMs: number) =>
       Effect.withFiber((fiber) =>
@@ -455,7 +463,9 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
             const finalized = results.get(2)
             node.finalized = depth !== undefined && node.head !== undefined
               ? Math.max(0, node.head - depth)
-              : isRecord(finalized) ? quantity(finalized["number"]) : undefined
+              : isRecord(finalized)
+              ? quantity(finalized["number"])
+              : undefined
           }
           const all = nodes.get(network) ?? []
           const best = RpcHealth.bestHead(all)
@@ -479,7 +489,10 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
     if (headPollMs > 0) {
       yield* Effect.forEach(evm, ({ chainId, network, node }) =>
         poll(network, chainId, node, Math.min(timeoutMs, headPollMs * 5)).pipe(
-          Effect.catchTag("RpcChainMismatch", (mismatch) => Effect.logError("RPC upstream on another chain; it is no longer used", { cause: mismatch.message })),
+          Effect.catchTag(
+            "RpcChainMismatch",
+            (mismatch) => Effect.logError("RPC upstream on another chain; it is no longer used", { cause: mismatch.message })
+          ),
           Effect.repeat(Schedule.spaced(headPollMs)),
           Effect.delay(headPollMs),
           Effect.forkScoped
@@ -506,7 +519,12 @@ export const make = (config: Config): Effect.Effect<RpcUpstream["Service"], Chai
       forward: (network: string, request: JsonRpc.Request, body: Uint8Array) => {
         const all = nodes.get(network) ?? []
         if (all.length === 0) {
-          return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${network}: add its node URLs under rpc.upstreams.${network} in the TOLLGATE_CONFIG file` }))
+          return Effect.fail(
+            new Errors.ServiceUnavailable({
+              message:
+                `No upstream is configured for ${network}: add its node URLs under rpc.upstreams.${network} in the TOLLGATE_CONFIG file`
+            })
+          )
         }
         const readOnly = request.items.every((item) => !WRITES.has(item.method))
         const ordered = RpcHealth.order(all, readOnly, maxLagBlocks)

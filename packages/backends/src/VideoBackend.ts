@@ -77,8 +77,7 @@ export const localVideo = (job: Pick<VideoJobs.Job, "prompt" | "seconds" | "size
   return out
 }
 
-const upstreamOf = (model: Models.VideoModel, job: VideoJobs.Job) =>
-  model.upstreams.filter((upstream) => upstream.baseUrl === job.upstream)
+const upstreamOf = (model: Models.VideoModel, job: VideoJobs.Job) => model.upstreams.filter((upstream) => upstream.baseUrl === job.upstream)
 
 const refused = (refusal: OpenAiCompatible.UpstreamRefusal) =>
   new Errors.InvalidRequest({ message: `The video model refused the request: ${refusal.message}` })
@@ -99,8 +98,10 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
   const client = yield* HttpClient.HttpClient
   const timeout = options.timeout ?? Duration.seconds(60)
   const json = (response: { readonly json: Effect.Effect<unknown, unknown> }) =>
-    Effect.map(Effect.orElseSucceed(response.json, () => undefined), (body) =>
-      typeof body === "object" && body !== null ? body as Record<string, unknown> : undefined)
+    Effect.map(
+      Effect.orElseSucceed(response.json, () => undefined),
+      (body) => typeof body === "object" && body !== null ? body as Record<string, unknown> : undefined
+    )
   const withClient = Effect.provideService(HttpClient.HttpClient, client)
   return VideoBackend.of({
     submit: Effect.fn("VideoBackend.submit")(function*(submission: Submission) {
@@ -126,21 +127,22 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       const answer = yield* OpenAiCompatible.call(upstreams, {
         timeout,
         request: (_, url) => HttpClientRequest.get(url(`/videos/${encodeURIComponent(job.upstreamJobId ?? "")}`)),
-        read: (response) => Effect.map(json(response), (body): Status | undefined => {
-          switch (body?.["status"]) {
-            case "completed":
-              return { state: "completed" }
-            case "failed": {
-              const error = body["error"] as { message?: unknown } | undefined
-              return { state: "failed", error: typeof error?.message === "string" ? error.message : "The video could not be generated" }
+        read: (response) =>
+          Effect.map(json(response), (body): Status | undefined => {
+            switch (body?.["status"]) {
+              case "completed":
+                return { state: "completed" }
+              case "failed": {
+                const error = body["error"] as { message?: unknown } | undefined
+                return { state: "failed", error: typeof error?.message === "string" ? error.message : "The video could not be generated" }
+              }
+              case "queued":
+              case "in_progress":
+                return { state: "queued", progress: typeof body["progress"] === "number" ? body["progress"] : undefined }
+              default:
+                return undefined
             }
-            case "queued":
-            case "in_progress":
-              return { state: "queued", progress: typeof body["progress"] === "number" ? body["progress"] : undefined }
-            default:
-              return undefined
-          }
-        }),
+          }),
         onRefusal: refused
       }).pipe(withClient)
       return answer.value

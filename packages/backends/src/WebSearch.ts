@@ -72,7 +72,9 @@ const checkedLookup = (allow: (address: string) => boolean): Net.LookupFunction 
     if (error !== null) return (callback as (error: Error) => void)(error)
     const refused = found.find((entry) => !allow(entry.address))
     if (refused !== undefined || found.length === 0) {
-      return (callback as (error: Error) => void)(new AddressRefused(`${hostname} resolves to ${refused?.address ?? "nothing"}, which is not public`))
+      return (callback as (error: Error) => void)(
+        new AddressRefused(`${hostname} resolves to ${refused?.address ?? "nothing"}, which is not public`)
+      )
     }
     if (options.all === true) return (callback as (error: null, addresses: Array<Dns.LookupAddress>) => void)(null, found)
     callback(null, found[0]!.address, found[0]!.family)
@@ -122,7 +124,11 @@ export const scraper = (options: ScrapeOptions = {}): SearchProvider.Scrape => {
       yield* checkUrl(url)
       const response = yield* Effect.tryPromise({
         try: (signal) =>
-          fetch(url, { dispatcher, redirect: "manual", signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? 10_000)]) }),
+          fetch(url, {
+            dispatcher,
+            redirect: "manual",
+            signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? 10_000)])
+          }),
         catch: (error) =>
           failed(
             error instanceof Error && error.cause instanceof AddressRefused
@@ -165,22 +171,24 @@ export const scraper = (options: ScrapeOptions = {}): SearchProvider.Scrape => {
  *
  * @category constructors
  */
-export const searxng = (baseUrl: string, options: { readonly timeoutMs?: number; readonly maxResults?: number } = {}): SearchProvider.Search =>
-(query) =>
-  Effect.tryPromise({
-    try: async (signal) => {
-      const url = new URL("search", baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`)
-      url.searchParams.set("q", query)
-      url.searchParams.set("format", "json")
-      const response = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? 10_000)]) })
-      if (!response.ok) throw new Error(`search answered ${response.status}`)
-      const body = await response.json() as { results?: Array<{ title?: unknown; url?: unknown; content?: unknown; publishedDate?: unknown }> }
-      return (body.results ?? []).slice(0, options.maxResults ?? 5).map((result) => ({
-        title: String(result.title ?? ""),
-        url: String(result.url ?? ""),
-        content: String(result.content ?? ""),
-        date: typeof result.publishedDate === "string" ? result.publishedDate : undefined
-      }))
-    },
-    catch: (error) => failed(`web search failed: ${error instanceof Error ? error.message : String(error)}`)
-  })
+export const searxng =
+  (baseUrl: string, options: { readonly timeoutMs?: number; readonly maxResults?: number } = {}): SearchProvider.Search => (query) =>
+    Effect.tryPromise({
+      try: async (signal) => {
+        const url = new URL("search", baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`)
+        url.searchParams.set("q", query)
+        url.searchParams.set("format", "json")
+        const response = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs ?? 10_000)]) })
+        if (!response.ok) throw new Error(`search answered ${response.status}`)
+        const body = await response.json() as {
+          results?: Array<{ title?: unknown; url?: unknown; content?: unknown; publishedDate?: unknown }>
+        }
+        return (body.results ?? []).slice(0, options.maxResults ?? 5).map((result) => ({
+          title: String(result.title ?? ""),
+          url: String(result.url ?? ""),
+          content: String(result.content ?? ""),
+          date: typeof result.publishedDate === "string" ? result.publishedDate : undefined
+        }))
+      },
+      catch: (error) => failed(`web search failed: ${error instanceof Error ? error.message : String(error)}`)
+    })

@@ -1,7 +1,7 @@
+import type { Models } from "@tollgate/core"
 import { FakeChatUpstream } from "@tollgate/testkit"
 import { Effect, Layer, Stream } from "effect"
 import { FetchHttpClient } from "effect/http"
-import type { Models } from "@tollgate/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as ChatBackend from "../src/ChatBackend.ts"
 
@@ -49,13 +49,17 @@ describe("ChatBackend: any OpenAI-compatible upstream, streaming and not", () =>
 
   it("streams the chunks and asks the upstream for usage", async () => {
     const [upstream] = upstreams
-    const chunks = await run(ChatBackend.ChatBackend.use((backend) =>
-      backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }).pipe(
-        Effect.flatMap((s) => Stream.runCollect(s.chunks))
+    const chunks = await run(
+      ChatBackend.ChatBackend.use((backend) =>
+        backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }).pipe(
+          Effect.flatMap((s) => Stream.runCollect(s.chunks))
+        )
       )
-    ))
+    )
     expect(upstream!.received.at(-1)!.body).toMatchObject({ model: "test-model", stream: true, stream_options: { include_usage: true } })
-    const text = chunks.flatMap((c) => (c["choices"] as Array<{ delta: { content?: string } }>).map((ch) => ch.delta.content ?? "")).join("")
+    const text = chunks.flatMap((c) => (c["choices"] as Array<{ delta: { content?: string } }>).map((ch) => ch.delta.content ?? "")).join(
+      ""
+    )
     expect(text).toBe("Hello world")
     expect(chunks.at(-1)).toMatchObject({ usage: { prompt_tokens: 10, completion_tokens: 2 } })
   })
@@ -63,9 +67,11 @@ describe("ChatBackend: any OpenAI-compatible upstream, streaming and not", () =>
   it("refuses with the upstream's status and headers before any chunk (429 keeps its headers)", async () => {
     const [upstream] = upstreams
     upstream!.script = () => ({ pieces: [], status: 429, headers: { "retry-after": "7", "x-ratelimit-remaining-requests": "0" } })
-    const error = await run(ChatBackend.ChatBackend.use((backend) =>
-      Effect.flip(backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }))
-    ))
+    const error = await run(
+      ChatBackend.ChatBackend.use((backend) =>
+        Effect.flip(backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }))
+      )
+    )
     expect(error).toMatchObject({ kind: "status", status: 429, headers: { "retry-after": "7", "x-ratelimit-remaining-requests": "0" } })
     upstream!.script = () => ({ pieces: ["Hello", " world"] })
   })
@@ -74,7 +80,9 @@ describe("ChatBackend: any OpenAI-compatible upstream, streaming and not", () =>
 describe("ChatBackend: prompt_cache_key is a sticky routing hint (same key, same upstream while healthy)", () => {
   const all = () => model(upstreams.map((u) => ({ baseUrl: u.baseUrl })))
   const servedBy = (promptCacheKey: string | undefined) =>
-    run(ChatBackend.ChatBackend.use((backend) => backend.complete({ model: all(), body: { messages }, promptCacheKey }))).then((r) => r.upstream)
+    run(ChatBackend.ChatBackend.use((backend) => backend.complete({ model: all(), body: { messages }, promptCacheKey }))).then((r) =>
+      r.upstream
+    )
 
   it("sends one key to one upstream every time, and spreads keys over the upstreams", async () => {
     const keys = Array.from({ length: 12 }, (_, i) => `conversation-${i}`)
@@ -88,7 +96,8 @@ describe("ChatBackend: prompt_cache_key is a sticky routing hint (same key, same
     const keys = Array.from({ length: 12 }, (_, i) => `session-${i}`)
     await run(Effect.gen(function*() {
       const backend = yield* ChatBackend.ChatBackend
-      const serve = (key: string) => backend.complete({ model: all(), body: { messages }, promptCacheKey: key }).pipe(Effect.map((r) => r.upstream))
+      const serve = (key: string) =>
+        backend.complete({ model: all(), body: { messages }, promptCacheKey: key }).pipe(Effect.map((r) => r.upstream))
       const before = yield* Effect.forEach(keys, serve)
       const down = upstreams.find((u) => u.baseUrl === before[0])!
       down.script = () => ({ pieces: [], status: 503 })
@@ -107,7 +116,11 @@ describe("ChatBackend: a model without upstreams is served by the local echo mod
     const local = model([])
     const body = await run(ChatBackend.ChatBackend.use((backend) => backend.complete({ model: local, body: { messages } })))
     expect(body.body).toMatchObject({ choices: [{ message: { content: "You said: hi" } }] })
-    const chunks = await run(ChatBackend.ChatBackend.use((backend) => backend.stream({ model: local, body: { messages } }).pipe(Effect.flatMap((s) => Stream.runCollect(s.chunks)))))
+    const chunks = await run(
+      ChatBackend.ChatBackend.use((backend) =>
+        backend.stream({ model: local, body: { messages } }).pipe(Effect.flatMap((s) => Stream.runCollect(s.chunks)))
+      )
+    )
     expect(chunks.length).toBeGreaterThan(2)
   })
 })
@@ -116,11 +129,13 @@ describe("ChatBackend: a stream that goes quiet is cut off and the upstream conn
   it("fails the stream after the idle timeout, keeping the chunks already produced", async () => {
     const [upstream] = upstreams
     upstream!.script = () => ({ pieces: ["a", "b"], stall: true })
-    const result = await Effect.runPromise(ChatBackend.ChatBackend.use((backend) =>
-      backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }).pipe(
-        Effect.flatMap((s) => Stream.runCollect(s.chunks).pipe(Effect.flip))
-      )
-    ).pipe(Effect.provide(ChatBackend.layer({ idleTimeout: "200 millis" }).pipe(Layer.provide(FetchHttpClient.layer)))))
+    const result = await Effect.runPromise(
+      ChatBackend.ChatBackend.use((backend) =>
+        backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }).pipe(
+          Effect.flatMap((s) => Stream.runCollect(s.chunks).pipe(Effect.flip))
+        )
+      ).pipe(Effect.provide(ChatBackend.layer({ idleTimeout: "200 millis" }).pipe(Layer.provide(FetchHttpClient.layer))))
+    )
     expect(result).toMatchObject({ kind: "timeout" })
     await upstream!.received.at(-1)!.hungUp
     upstream!.script = () => ({ pieces: ["Hello", " world"] })

@@ -106,11 +106,13 @@ const failure = <A, E>(exit: Exit.Exit<A, E>): E => {
 }
 
 describe("Local renderer: images have the requested format and size", () => {
-  it.each([
-    ["jpeg", 1024, 1024],
-    ["png", 640, 480],
-    ["webp", 300, 1280]
-  ] as const)("%s %ix%i", async (format, width, height) => {
+  it.each(
+    [
+      ["jpeg", 1024, 1024],
+      ["png", 640, 480],
+      ["webp", 300, 1280]
+    ] as const
+  )("%s %ix%i", async (format, width, height) => {
     const generation = await generateLocal({ model: "local-renderer", prompt: "a red fox", format, width, height, seed: 7 })
     expect(generation.contentType).toBe(`image/${format}`)
     const meta = await Sharp(generation.images[0]!).metadata()
@@ -209,10 +211,12 @@ describe("OpenAI-compatible adapter: draws through POST /images/generations of t
         })))
       }
     })
-    const generation = success(await remote(
-      [{ baseUrl: fake.url, apiKey: "sk-upstream", model: "upstream-name" }],
-      { prompt: "a red square", aspect_ratio: "3:2", quality: "low", variants: 2, format: "jpeg" }
-    ))
+    const generation = success(
+      await remote(
+        [{ baseUrl: fake.url, apiKey: "sk-upstream", model: "upstream-name" }],
+        { prompt: "a red square", aspect_ratio: "3:2", quality: "low", variants: 2, format: "jpeg" }
+      )
+    )
     expect(fake.requests).toHaveLength(1)
     expect(fake.requests[0]).toMatchObject({
       path: "/v1/images/generations",

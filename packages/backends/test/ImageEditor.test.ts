@@ -18,7 +18,8 @@ beforeAll(async () => {
     const chunks: Array<Buffer> = []
     request.on("data", (chunk: Buffer) => chunks.push(chunk))
     request.on("end", async () => {
-      const form = await new Response(Buffer.concat(chunks), { headers: { "content-type": request.headers["content-type"] ?? "" } }).formData()
+      const form = await new Response(Buffer.concat(chunks), { headers: { "content-type": request.headers["content-type"] ?? "" } })
+        .formData()
       received.push({ path: request.url ?? "", authorization: request.headers.authorization, form })
       const { body, status } = await answer()
       response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body))
@@ -35,7 +36,8 @@ const model = (): Models.ImageModel => ({
   upstreams: [{ baseUrl, apiKey: "sk-upstream", model: "gpt-image-1-upstream" }]
 })
 
-const png = (color: string, size: number) => Sharp({ create: { width: size, height: size, channels: 3, background: color } }).png().toBuffer()
+const png = (color: string, size: number) =>
+  Sharp({ create: { width: size, height: size, channels: 3, background: color } }).png().toBuffer()
 
 const edit = (call: ImageEditor.EditCall) =>
   Effect.runPromiseExit(
@@ -80,7 +82,9 @@ describe("ImageEditor: a model with upstreams is edited by their OpenAI-compatib
     expect(Exit.isSuccess(exit)).toBe(true)
     const form = received[0]!.form
     expect(form.get("image")).toBeNull()
-    const sizes = await Promise.all((form.getAll("image[]") as Array<File>).map(async (file) => (await Sharp(Buffer.from(await file.arrayBuffer())).metadata()).width))
+    const sizes = await Promise.all(
+      (form.getAll("image[]") as Array<File>).map(async (file) => (await Sharp(Buffer.from(await file.arrayBuffer())).metadata()).width)
+    )
     expect(sizes).toEqual([16, 8, 4])
   })
 
@@ -95,7 +99,12 @@ describe("ImageEditor: a model with upstreams is edited by their OpenAI-compatib
 
   it("a model without upstreams is edited locally: the same size, the hues turned by the prompt", async () => {
     received.length = 0
-    const exit = await edit({ model: { ...model(), upstreams: [] }, image: new Uint8Array(await png("#ff0000", 16)), prompt: "sunset", format: "png" })
+    const exit = await edit({
+      model: { ...model(), upstreams: [] },
+      image: new Uint8Array(await png("#ff0000", 16)),
+      prompt: "sunset",
+      format: "png"
+    })
     const produced = (exit as Exit.Success<ImageEditor.Produced>).value
     expect(produced).toMatchObject({ contentType: "image/png", width: 16, height: 16 })
     expect(received).toEqual([])

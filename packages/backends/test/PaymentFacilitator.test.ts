@@ -25,7 +25,9 @@ const startFacilitator = async () => {
     let text = ""
     request.on("data", (chunk: Buffer) => (text += chunk.toString()))
     request.on("end", () => {
-      const body = text === "" ? undefined : JSON.parse(text) as { paymentPayload: { payload: { transaction: string } }; paymentRequirements: { network: string } }
+      const body = text === ""
+        ? undefined
+        : JSON.parse(text) as { paymentPayload: { payload: { transaction: string } }; paymentRequirements: { network: string } }
       seen.push({ path: request.url ?? "", authorization: request.headers.authorization, body })
       const reply = (status: number, json: unknown) => {
         response.writeHead(status, { "content-type": "application/json" })
@@ -50,7 +52,12 @@ const startFacilitator = async () => {
       }
       if (request.url === "/verify") {
         return transaction === "bad"
-          ? reply(400, { isValid: false, invalidReason: "invalid_exact_svm_payload_transaction", invalidMessage: "bad transaction", payer: PAYER })
+          ? reply(400, {
+            isValid: false,
+            invalidReason: "invalid_exact_svm_payload_transaction",
+            invalidMessage: "bad transaction",
+            payer: PAYER
+          })
           : reply(200, { isValid: true, payer: PAYER })
       }
       if (request.url === "/settle") {
@@ -66,7 +73,11 @@ const startFacilitator = async () => {
   return {
     url: `http://127.0.0.1:${port}/`,
     seen,
-    stop: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) })
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      })
   }
 }
 
@@ -75,7 +86,11 @@ let client: PaymentFacilitator.Backend
 
 beforeAll(async () => {
   facilitator = await startFacilitator()
-  client = PaymentFacilitator.makeHttp({ url: facilitator.url, headers: { authorization: "Bearer facilitator-key" }, timeout: "300 millis" })
+  client = PaymentFacilitator.makeHttp({
+    url: facilitator.url,
+    headers: { authorization: "Bearer facilitator-key" },
+    timeout: "300 millis"
+  })
 })
 
 afterAll(() => facilitator.stop())
@@ -124,7 +139,10 @@ describe("HTTP facilitator: /verify and /settle carry {x402Version, paymentPaylo
 
   it("a 400 verdict is a refusal with the facilitator's reason", async () => {
     const result = await run(client.verify(solanaPayment("bad")))
-    expect(result._tag === "Failure" && result.failure).toMatchObject({ _tag: "PaymentRejected", reason: "invalid_exact_svm_payload_transaction" })
+    expect(result._tag === "Failure" && result.failure).toMatchObject({
+      _tag: "PaymentRejected",
+      reason: "invalid_exact_svm_payload_transaction"
+    })
   })
 
   it("a failed settlement is a refusal with its errorReason", async () => {

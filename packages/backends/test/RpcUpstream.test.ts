@@ -66,9 +66,11 @@ let dead: string
 beforeAll(async () => {
   good = await server((body) => ({
     status: 200,
-    body: JSON.stringify(Array.isArray(body)
-      ? body.map((item: { id: unknown }) => ({ jsonrpc: "2.0", id: item.id, result: "0x1" })).reverse()
-      : { jsonrpc: "2.0", id: (body as { id: unknown }).id, result: "0x1" })
+    body: JSON.stringify(
+      Array.isArray(body)
+        ? body.map((item: { id: unknown }) => ({ jsonrpc: "2.0", id: item.id, result: "0x1" })).reverse()
+        : { jsonrpc: "2.0", id: (body as { id: unknown }).id, result: "0x1" }
+    )
   }))
   flaky = await server(() => "hang up")
   methodNotAllowed = await server(() => ({ status: 405, body: "" }))
@@ -81,18 +83,36 @@ afterAll(async () => {
 
 describe("RpcUpstream: reads fail over on connection failure; writes only when the connection was refused", () => {
   it("a refused connection moves to the next upstream, read or write", async () => {
-    const read = await forward({ upstreams: { "ethereum-mainnet": [dead, good.url] } }, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+    const read = await forward({ upstreams: { "ethereum-mainnet": [dead, good.url] } }, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_blockNumber"
+    })
     expect(Result.isSuccess(read)).toBe(true)
-    const write = await forward({ upstreams: { "ethereum-mainnet": [dead, good.url] } }, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: ["0x"] })
+    const write = await forward({ upstreams: { "ethereum-mainnet": [dead, good.url] } }, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_sendRawTransaction",
+      params: ["0x"]
+    })
     expect(Result.isSuccess(write)).toBe(true)
   })
 
   it("a connection broken after the request was sent: a read is retried elsewhere, a write is not (502)", async () => {
     const before = good.hits()
-    const read = await forward({ upstreams: { "ethereum-mainnet": [flaky.url, good.url] } }, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+    const read = await forward({ upstreams: { "ethereum-mainnet": [flaky.url, good.url] } }, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_blockNumber"
+    })
     expect(Result.isSuccess(read)).toBe(true)
     expect(good.hits()).toBe(before + 1)
-    const write = await forward({ upstreams: { "ethereum-mainnet": [flaky.url, good.url] } }, { jsonrpc: "2.0", id: 1, method: "eth_sendRawTransaction", params: ["0x"] })
+    const write = await forward({ upstreams: { "ethereum-mainnet": [flaky.url, good.url] } }, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "eth_sendRawTransaction",
+      params: ["0x"]
+    })
     expect(Result.isFailure(write) && write.failure._tag).toBe("BadGateway")
     expect(good.hits()).toBe(before + 1)
   })
@@ -116,7 +136,11 @@ describe("RpcUpstream: the timeout covers the whole exchange; a timeout is a 504
     await new Promise<void>((resolve) => stalled.listen(0, "127.0.0.1", resolve))
     try {
       const url = `http://127.0.0.1:${(stalled.address() as AddressInfo).port}`
-      const result = await forward({ upstreams: { "ethereum-mainnet": [url] }, timeoutMs: 100 }, { jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+      const result = await forward({ upstreams: { "ethereum-mainnet": [url] }, timeoutMs: 100 }, {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "eth_blockNumber"
+      })
       expect(Result.isFailure(result) && result.failure._tag).toBe("GatewayTimeout")
     } finally {
       stalled.closeAllConnections()
@@ -178,7 +202,8 @@ describe("RpcUpstream: the node's bytes reach the caller unchanged, apart from o
 
   it("a \"method not found\" dialect becomes -32601 with its message, id and data kept; its neighbours untouched", async () => {
     const body = `[{"jsonrpc":"2.0","id":${BIG},"method":"eth_estimateGas"},{"jsonrpc":"2.0","id":"b","method":"eth_chainId"}]`
-    const notFound = `{"jsonrpc":"2.0","id":${BIG},"error":{"code":-32004,"message":"Method eth_estimateGas is not supported","data":{"n":${BIG_NEXT}}}}`
+    const notFound =
+      `{"jsonrpc":"2.0","id":${BIG},"error":{"code":-32004,"message":"Method eth_estimateGas is not supported","data":{"n":${BIG_NEXT}}}}`
     const ok = `{"jsonrpc":"2.0", "id":"b", "result":"0x1"}`
     expect(await replying(() => `[${ok},${notFound}]`, body)).toBe(
       `[{"jsonrpc":"2.0","id":${BIG},"error":{"code":-32601,"message":"Method eth_estimateGas is not supported","data":{"n":${BIG_NEXT}}}},${ok}]`

@@ -10,7 +10,9 @@ beforeAll(async () => {
   server = Http.createServer((request, response) => {
     if (request.url === "/page") {
       response.writeHead(200, { "content-type": "text/html" })
-      response.end("<html><head><style>p{}</style><script>alert(1)</script></head><body><h1>Title</h1><p>Fish &amp; chips</p></body></html>")
+      response.end(
+        "<html><head><style>p{}</style><script>alert(1)</script></head><body><h1>Title</h1><p>Fish &amp; chips</p></body></html>"
+      )
     } else if (request.url === "/moved") {
       response.writeHead(302, { location: "/page" }).end()
     } else if (request.url?.startsWith("/search")) {
@@ -88,11 +90,31 @@ describe("enable_web_scraping: the scraper connects only to public addresses, ch
   })
 
   it.each([
-    ["127.0.0.1", false], ["::ffff:127.0.0.1", false], ["::ffff:7f00:1", false], ["::127.0.0.1", false], ["0.0.0.0", false],
-    ["::", false], ["::1", false], ["10.1.2.3", false], ["172.16.0.1", false], ["192.168.1.1", false], ["100.64.0.1", false],
-    ["169.254.169.254", false], ["fe80::1", false], ["fd00::1", false], ["fc00::1", false], ["ff02::1", false], ["224.0.0.1", false],
-    ["255.255.255.255", false], ["64:ff9b::a00:1", false], ["64:ff9b:1::1", false], ["2002:7f00:1::", false], ["not an address", false],
-    ["93.184.216.34", true], ["::ffff:93.184.216.34", true], ["2606:4700:4700::1111", true]
+    ["127.0.0.1", false],
+    ["::ffff:127.0.0.1", false],
+    ["::ffff:7f00:1", false],
+    ["::127.0.0.1", false],
+    ["0.0.0.0", false],
+    ["::", false],
+    ["::1", false],
+    ["10.1.2.3", false],
+    ["172.16.0.1", false],
+    ["192.168.1.1", false],
+    ["100.64.0.1", false],
+    ["169.254.169.254", false],
+    ["fe80::1", false],
+    ["fd00::1", false],
+    ["fc00::1", false],
+    ["ff02::1", false],
+    ["224.0.0.1", false],
+    ["255.255.255.255", false],
+    ["64:ff9b::a00:1", false],
+    ["64:ff9b:1::1", false],
+    ["2002:7f00:1::", false],
+    ["not an address", false],
+    ["93.184.216.34", true],
+    ["::ffff:93.184.216.34", true],
+    ["2606:4700:4700::1111", true]
   ])("isPublicAddress(%s) is %s", (address, expected) => {
     expect(WebSearch.isPublicAddress(address)).toBe(expected)
   })

@@ -141,7 +141,11 @@ export const identify = (principal: Principal): Effect.Effect<void, RateLimited>
 export const identifyRead = (principal: Principal, blockedMs: number): Effect.Effect<void, RateLimited> =>
   Effect.withFiber((fiber) => {
     const caller = fiber.getRef(CurrentCaller)
-    return Option.isSome(caller) ? caller.value.identifyRead(principal, blockedMs) : blockedMs > 0 ? Effect.fail(blocked(blockedMs)) : Effect.void
+    return Option.isSome(caller)
+      ? caller.value.identifyRead(principal, blockedMs)
+      : blockedMs > 0
+      ? Effect.fail(blocked(blockedMs))
+      : Effect.void
   })
 
 /**
@@ -153,8 +157,7 @@ export const blocked = (ms: number): RateLimited => new RateLimited({ message, r
 
 const failOpen = <A>(effect: Effect.Effect<A, ServiceUnavailable>, fallback: A): Effect.Effect<A> =>
   effect.pipe(
-    Effect.catchTag("ServiceUnavailable", (error) =>
-      Effect.as(Effect.logWarning("abuse guard store unavailable", error.message), fallback))
+    Effect.catchTag("ServiceUnavailable", (error) => Effect.as(Effect.logWarning("abuse guard store unavailable", error.message), fallback))
   )
 
 /**
@@ -180,8 +183,7 @@ export interface Tracking {
   readonly settle: (status: number) => Effect.Effect<Option.Option<RateLimited>> | undefined
 }
 
-const isKnownClear = (service: AbuseGuard["Service"], caller: string) =>
-  service.isKnownClear !== undefined && service.isKnownClear(caller)
+const isKnownClear = (service: AbuseGuard["Service"], caller: string) => service.isKnownClear !== undefined && service.isKnownClear(caller)
 
 /**
  * One request's caller and what the guard decided of it: the `Tracking` of `track` and its

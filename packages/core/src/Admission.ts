@@ -143,15 +143,18 @@ export const layerMemory: Layer.Layer<
       }
       const held = ledger.hold(hold, now)
       if (held instanceof CreditLedger.LedgerError) {
-        limits.adjust(counters.flatMap((counter) =>
-          counter.amount === 0 ? [] : [{
-            key: counter.key,
-            field: counter.field,
-            rolling: counter.rolling,
-            bucket: Math.floor(now / counter.bucketMs),
-            delta: -counter.amount
-          }]
-        ), now)
+        limits.adjust(
+          counters.flatMap((counter) =>
+            counter.amount === 0 ? [] : [{
+              key: counter.key,
+              field: counter.field,
+              rolling: counter.rolling,
+              bucket: Math.floor(now / counter.bucketMs),
+              delta: -counter.amount
+            }]
+          ),
+          now
+        )
         return { _tag: "HoldRefused", error: held }
       }
       if (spendKeyId !== undefined) caps.reserve(accountId, spendKeyId, hold.reference, hold.amount, held.expiresAt)
@@ -194,4 +197,3 @@ export const layerMemory: Layer.Layer<
     })
   })
 )
-

@@ -15,10 +15,18 @@ import { getAddress } from "viem"
 import * as AbuseGuard from "./AbuseGuard.ts"
 import * as KeyManagement from "./auth/KeyManagement.ts"
 import { acceptsSecret, type Account, type ApiKeyRecord, AuthStore, type KeyStatus } from "./AuthStore.ts"
-import { type Conflict, Forbidden, type InvalidRequest, type NotFound, type RateLimited, ServiceUnavailable, Unauthenticated } from "./Errors.ts"
+import {
+  type Conflict,
+  Forbidden,
+  type InvalidRequest,
+  type NotFound,
+  type RateLimited,
+  ServiceUnavailable,
+  Unauthenticated
+} from "./Errors.ts"
 import * as Jwt from "./Jwt.ts"
 import type * as KeyRestrictions from "./KeyRestrictions.ts"
-import { ApiKeyPrincipal, type Principal, WalletPrincipal, walletAccountId } from "./Principal.ts"
+import { ApiKeyPrincipal, type Principal, walletAccountId, WalletPrincipal } from "./Principal.ts"
 import type * as RateLimitPolicy from "./RateLimitPolicy.ts"
 import * as Siwx from "./Siwx.ts"
 
@@ -111,7 +119,9 @@ export class Auth extends Context.Service<Auth, {
   ) => Effect.Effect<Account, InvalidRequest | ServiceUnavailable>
   readonly getAccount: (id: string) => Effect.Effect<Option.Option<Account>, ServiceUnavailable>
   /** Mints a key; the JWT is returned once and never stored. */
-  readonly createKey: (input: KeyManagement.CreateKey) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
+  readonly createKey: (
+    input: KeyManagement.CreateKey
+  ) => Effect.Effect<{ readonly key: string; readonly record: ApiKeyRecord }, InvalidRequest | ServiceUnavailable>
   readonly listKeys: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, ServiceUnavailable>
   readonly revokeKey: (accountId: string, keyId: string) => Effect.Effect<void, NotFound | ServiceUnavailable>
   /** The key's metadata, if the account has it. */
@@ -121,12 +131,20 @@ export class Auth extends Context.Service<Auth, {
    * instance. A key minted with an expiry before this release also carries it in its signature,
    * which still ends it then.
    */
-  readonly setKeyExpiry: (accountId: string, keyId: string, expiresAt: Date | undefined) => Effect.Effect<ApiKeyRecord, InvalidRequest | NotFound | ServiceUnavailable>
+  readonly setKeyExpiry: (
+    accountId: string,
+    keyId: string,
+    expiresAt: Date | undefined
+  ) => Effect.Effect<ApiKeyRecord, InvalidRequest | NotFound | ServiceUnavailable>
   /**
    * Sets what the key may call (`undefined` or `{}`: whatever its type allows), from its next
    * request on, on every instance.
    */
-  readonly restrictKey: (accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
+  readonly restrictKey: (
+    accountId: string,
+    keyId: string,
+    restrictions: KeyRestrictions.Restrictions | undefined
+  ) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /**
    * Issues a new secret for the key, signed with the current signing key: same id, description,
    * type, tier, cap and restrictions. The secrets issued before stay valid for `graceMs` more (0:
@@ -154,9 +172,16 @@ export class Auth extends Context.Service<Auth, {
    * The rate-limit overrides the store keeps for the account and the key (`setLimits`); with no
    * key, the account's alone (what a wallet's call reads).
    */
-  readonly storedLimits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimitPolicy.StoredOverrides, ServiceUnavailable>
+  readonly storedLimits: (
+    accountId: string,
+    keyId: string | undefined
+  ) => Effect.Effect<RateLimitPolicy.StoredOverrides, ServiceUnavailable>
   /** Changes the key's description; the account must have the key. */
-  readonly describeKey: (accountId: string, keyId: string, description: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
+  readonly describeKey: (
+    accountId: string,
+    keyId: string,
+    description: string
+  ) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /** A fresh challenge for 402 bodies. */
   readonly siwxChallenge: Effect.Effect<SiwxChallenge>
   /** The `kid` new keys are signed with, then those of the earlier signing keys still verified. */
@@ -263,9 +288,11 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const policyOf = (status: KeyStatus): KeyPolicy | undefined =>
     status.restrictions === undefined && status.limits === undefined ? undefined : status
 
-  const standing = (principal: ApiKeyPrincipal, secret: number) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
-    Effect.clockWith((clock): Effect.Effect<void, Unauthenticated | RateLimited> =>
-      refuses(status, secret, clock) ? Effect.fail(invalidKey) : AbuseGuard.identify(principal))
+  const standing =
+    (principal: ApiKeyPrincipal, secret: number) => (status: KeyStatus): Effect.Effect<void, Unauthenticated | RateLimited> =>
+      Effect.clockWith((clock): Effect.Effect<void, Unauthenticated | RateLimited> =>
+        refuses(status, secret, clock) ? Effect.fail(invalidKey) : AbuseGuard.identify(principal)
+      )
 
   // Where the store can read the abuse guard's blocks (both on Redis), a key's standing and its
   // block are read in one round trip (`AuthStore.keyStanding`) rather than one after the other.
@@ -280,17 +307,22 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     const { accountId, keyId } = principal
     const keyStanding = store.keyStanding
     if (keyStanding === undefined || blockKeyOf === undefined) {
-      return Effect.suspend(() => Effect.flatMap(store.keyStatus(accountId, keyId), (status) => Effect.as(verdict(status), policyOf(status))))
+      return Effect.suspend(() =>
+        Effect.flatMap(store.keyStatus(accountId, keyId), (status) => Effect.as(verdict(status), policyOf(status)))
+      )
     }
     const blockKey = blockKeyOf(AbuseGuard.principalCaller(principal))
     return Effect.suspend(() =>
-      Effect.flatMap(keyStanding(accountId, keyId, blockKey), (found) =>
-        Effect.clockWith((clock): Effect.Effect<KeyPolicy | undefined, Unauthenticated | RateLimited> => {
-          if (refuses(found, secret, clock)) return Effect.fail(invalidKey)
-          const identified: Effect.Effect<void, RateLimited> = AbuseGuard.identifyRead(principal, found.blockedMs)
-          const policy = policyOf(found)
-          return policy === undefined ? identified as Effect.Effect<undefined, RateLimited> : Effect.as(identified, policy)
-        }))
+      Effect.flatMap(
+        keyStanding(accountId, keyId, blockKey),
+        (found) =>
+          Effect.clockWith((clock): Effect.Effect<KeyPolicy | undefined, Unauthenticated | RateLimited> => {
+            if (refuses(found, secret, clock)) return Effect.fail(invalidKey)
+            const identified: Effect.Effect<void, RateLimited> = AbuseGuard.identifyRead(principal, found.blockedMs)
+            const policy = policyOf(found)
+            return policy === undefined ? identified as Effect.Effect<undefined, RateLimited> : Effect.as(identified, policy)
+          })
+      )
     )
   }
 
@@ -350,9 +382,7 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     const { credential, expiresAt } = checked.success
     const verified = yield* Siwx.verifySignature(credential, evmVerifier).pipe(
       Effect.tapError((error) => Effect.logWarning("SIWX chain verifier failed", error.cause)),
-      Effect.mapError(() =>
-        new ServiceUnavailable({ message: "Wallet signature verification is unavailable", retryAfterSeconds: 1 })
-      )
+      Effect.mapError(() => new ServiceUnavailable({ message: "Wallet signature verification is unavailable", retryAfterSeconds: 1 }))
     )
     if (!verified) return yield* invalidWallet
     const address = credential.family === "evm" ? getAddress(credential.fields.address) : credential.fields.address
@@ -370,7 +400,9 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
   const noCredentials = Effect.succeed(Option.none<Unconfirmed>())
 
   // No generator and, for a key seen before, no allocation: this runs on every paid request.
-  const authenticateUnconfirmed = (headers: Headers): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated | ServiceUnavailable | RateLimited> => {
+  const authenticateUnconfirmed = (
+    headers: Headers
+  ): Effect.Effect<Option.Option<Unconfirmed>, Unauthenticated | ServiceUnavailable | RateLimited> => {
     const authorization = authorizationOf(headers)
     if (authorization !== undefined) {
       return Effect.clockWith((clock) => {
@@ -384,8 +416,10 @@ export const make = Effect.fn("Auth.make")(function*(options: Options) {
     }
     const siwx = headers["sign-in-with-x"] ?? headers["x-sign-in-with-x"]
     if (siwx === undefined) return noCredentials
-    return Effect.flatMap(authenticateWallet(siwx), (principal) =>
-      Effect.as(AbuseGuard.identify(principal), Option.some<Unconfirmed>({ principal, confirm: undefined })))
+    return Effect.flatMap(
+      authenticateWallet(siwx),
+      (principal) => Effect.as(AbuseGuard.identify(principal), Option.some<Unconfirmed>({ principal, confirm: undefined }))
+    )
   }
 
   const authenticate = (headers: Headers) =>

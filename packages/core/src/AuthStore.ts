@@ -70,7 +70,6 @@ export const acceptsSecret = (secrets: KeySecrets | undefined, secret: number, n
     ? secret === 0
     : secret === secrets.current || secrets.previous.some((earlier) => earlier.secret === secret && now < earlier.until)
 
-
 /**
  * What `authenticate` needs to know about a verified key, in one lookup.
  *
@@ -141,7 +140,11 @@ export class AuthStore extends Context.Service<AuthStore, {
    * Sets the rate-limit override of the account (`keyId` undefined) or of one of its keys
    * (`undefined`: removed), read by `keyStatus` from the next call on, on every instance.
    */
-  readonly setLimits: (accountId: string, keyId: string | undefined, override: RateLimitPolicy.Override | undefined) => Effect.Effect<void, ServiceUnavailable>
+  readonly setLimits: (
+    accountId: string,
+    keyId: string | undefined,
+    override: RateLimitPolicy.Override | undefined
+  ) => Effect.Effect<void, ServiceUnavailable>
   /** The rate-limit overrides of the account and of the key, as `setLimits` left them. */
   readonly limits: (accountId: string, keyId: string | undefined) => Effect.Effect<RateLimitPolicy.StoredOverrides, ServiceUnavailable>
   /** True the first time `key` is claimed within `ttlMs`, false afterwards. Atomic. */

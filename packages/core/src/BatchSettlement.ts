@@ -231,7 +231,8 @@ const named = new Map<string, Named>()
 const NAMED_KEPT = 10_000
 
 const nameOf = (config: typeof ChannelConfig.Type, network: string): Named => {
-  const key = `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
+  const key =
+    `${network}|${config.payer}|${config.payerAuthorizer}|${config.receiver}|${config.receiverAuthorizer}|${config.token}|${config.withdrawDelay}|${config.salt}`
   let found = named.get(key)
   if (found === undefined) {
     if (named.size >= NAMED_KEPT) named.clear()
@@ -261,7 +262,12 @@ const decodePayload = Schema.decodeUnknownOption(Payload)
  * @category verification
  */
 export const check = (
-  requirement: { readonly network: string; readonly asset: string; readonly payTo: string; readonly extra?: Readonly<Record<string, unknown>> | undefined },
+  requirement: {
+    readonly network: string
+    readonly asset: string
+    readonly payTo: string
+    readonly extra?: Readonly<Record<string, unknown>> | undefined
+  },
   minimumWithdrawDelaySeconds: number,
   payload: unknown
 ): Result.Result<Checked, PayloadRefused> => {
@@ -278,17 +284,25 @@ export const check = (
     return Result.fail(refuse("invalid_batch_settlement_evm_receiver_mismatch", "The channel's receiver is not payTo"))
   }
   if (!sameAddress(config.receiverAuthorizer, String(requirement.extra?.["receiverAuthorizer"]))) {
-    return Result.fail(refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered"))
+    return Result.fail(
+      refuse("invalid_batch_settlement_evm_receiver_authorizer_mismatch", "The channel's receiver authorizer is not the one offered")
+    )
   }
   if (config.withdrawDelay < minimumWithdrawDelaySeconds) {
-    return Result.fail(refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`))
+    return Result.fail(
+      refuse(WITHDRAW_DELAY_TOO_SHORT, `The channel's withdrawal delay is under ${minimumWithdrawDelaySeconds} s, too short to claim in`)
+    )
   }
   if (config.withdrawDelay !== requirement.extra?.["withdrawDelay"]) {
-    return Result.fail(refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered"))
+    return Result.fail(
+      refuse("invalid_batch_settlement_evm_withdraw_delay_mismatch", "The channel's withdrawal delay is not the one offered")
+    )
   }
   const channel = nameOf(config, requirement.network)
   if (channel.channelId.toLowerCase() !== voucher.channelId.toLowerCase()) {
-    return Result.fail(refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id"))
+    return Result.fail(
+      refuse("invalid_batch_settlement_evm_channel_id_mismatch", "The channel config does not hash to the voucher's channel id")
+    )
   }
   const maxClaimable = BigInt(voucher.maxClaimableAmount)
   const recovered = signerOf(digestOf(chainIdOf(requirement.network), channel.channelId, maxClaimable), voucher.signature)
@@ -345,10 +359,14 @@ export const responseExtra = (before: PaymentChannels.Channel, after: PaymentCha
  *
  * @category constructors
  */
-export const correction = (channel: PaymentChannels.Channel): { readonly scheme: string; readonly extra: Readonly<Record<string, unknown>> } => ({
+export const correction = (
+  channel: PaymentChannels.Channel
+): { readonly scheme: string; readonly extra: Readonly<Record<string, unknown>> } => ({
   scheme: SCHEME,
   extra: {
     channelState: responseExtra(channel, channel).channelState,
-    ...(channel.signature === "" ? {} : { voucherState: { signedMaxClaimable: channel.signedMax.toString(), signature: channel.signature } })
+    ...(channel.signature === ""
+      ? {}
+      : { voucherState: { signedMaxClaimable: channel.signedMax.toString(), signature: channel.signature } })
   }
 })

@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Result, Schema, type SchemaIssue } from "effect"
-import { InvalidRequest, fieldErrors, fieldErrorsFromIssue, invalidRequestFromIssue } from "./Errors.ts"
+import { fieldErrors, fieldErrorsFromIssue, InvalidRequest, invalidRequestFromIssue } from "./Errors.ts"
 
 /**
  * `service_parameters`: every field of the spec's table, with its default.
@@ -72,8 +72,7 @@ const decodeOptions = Schema.decodeUnknownResult(ServiceParameters)
  *
  * @category predicates
  */
-export const stripsThinking = (options: ServiceParameters): boolean =>
-  options.strip_thinking_response || options.disable_thinking
+export const stripsThinking = (options: ServiceParameters): boolean => options.strip_thinking_response || options.disable_thinking
 
 /**
  * Which search the request needs, in the spec's order of precedence: scraping bypasses web
@@ -144,10 +143,12 @@ export const parseOptions = (
   if (suffix.length === 0 && Object.keys(fromObject).length === 0) return Result.succeed(defaults)
   const suffixCheck = suffix.length === 0 ? undefined : decodeOptions(fromSuffix, { errors: "all" })
   if (suffixCheck !== undefined && Result.isFailure(suffixCheck)) {
-    return Result.fail(new InvalidRequest({
-      message: "Invalid service_parameters in the model suffix",
-      details: { _errors: [], model: fieldErrorsFromIssue(suffixCheck.failure.issue) }
-    }))
+    return Result.fail(
+      new InvalidRequest({
+        message: "Invalid service_parameters in the model suffix",
+        details: { _errors: [], model: fieldErrorsFromIssue(suffixCheck.failure.issue) }
+      })
+    )
   }
   return decodeOptions({ ...fromObject, ...fromSuffix }, { errors: "all" }).pipe(
     Result.mapError((error) =>
@@ -253,8 +254,7 @@ export const parseRequest = (body: unknown): Result.Result<ChatRequest, InvalidR
   })
 }
 
-const invalidFields = (issue: SchemaIssue.Issue) =>
-  invalidRequestFromIssue(issue)
+const invalidFields = (issue: SchemaIssue.Issue) => invalidRequestFromIssue(issue)
 
 /**
  * A character a caller may pick with `character_slug`.
@@ -314,10 +314,15 @@ export const serviceMessages = (
   if (options.character_slug !== undefined) {
     const character = prompts.characters.get(options.character_slug)
     if (character === undefined) {
-      return Result.fail(new InvalidRequest({
-        message: `Unknown character: ${options.character_slug}`,
-        details: fieldErrors([{ path: ["service_parameters", "character_slug"], message: `Unknown character: ${options.character_slug}` }])
-      }))
+      return Result.fail(
+        new InvalidRequest({
+          message: `Unknown character: ${options.character_slug}`,
+          details: fieldErrors([{
+            path: ["service_parameters", "character_slug"],
+            message: `Unknown character: ${options.character_slug}`
+          }])
+        })
+      )
     }
     messages.push({ role: "system", content: character.systemPrompt })
   }

@@ -323,7 +323,9 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   /** Credit returned for a charge, to the USD balance. */
   readonly refund: (input: CreditInput) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
   /** Sets the staked tokens behind the daily allowance (an entry of delta 0, for the record). */
-  readonly stake: (input: { readonly accountId: string; readonly tokens: number; readonly reference: string }) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
+  readonly stake: (
+    input: { readonly accountId: string; readonly tokens: number; readonly reference: string }
+  ) => Effect.Effect<Receipt, LedgerError | ServiceUnavailable>
   readonly hold: (input: HoldInput) => Effect.Effect<Hold, LedgerError | ServiceUnavailable>
   /** Takes `amount` (<= the hold; allowance part first) and releases the rest of the hold. */
   readonly capture: (input: CaptureInput) => Effect.Effect<Settlement, LedgerError | ServiceUnavailable>
@@ -335,7 +337,10 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   readonly release: (accountId: string, reference: string) => Effect.Effect<Balance, LedgerError | ServiceUnavailable>
   readonly balance: (accountId: string) => Effect.Effect<Balance, ServiceUnavailable>
   /** Journal entries after `after` (exclusive), oldest first. */
-  readonly journal: (accountId: string, options: { readonly after?: string; readonly limit: number }) => Effect.Effect<ReadonlyArray<JournalEntry>, ServiceUnavailable>
+  readonly journal: (
+    accountId: string,
+    options: { readonly after?: string; readonly limit: number }
+  ) => Effect.Effect<ReadonlyArray<JournalEntry>, ServiceUnavailable>
   readonly usage: (accountId: string, query: UsageQuery) => Effect.Effect<UsagePage, ServiceUnavailable>
   /**
    * Releases every open hold past its expiry, on every account; succeeds with how many accounts had
@@ -345,7 +350,10 @@ export class CreditLedger extends Context.Service<CreditLedger, {
   /** The open holds of every account, from the store (not from what this process placed). */
   readonly holdStats: Effect.Effect<HoldStats, ServiceUnavailable>
   /** Offset pagination with a total, for the deprecated usage endpoint (cost grows with the offset). */
-  readonly usageOffset: (accountId: string, query: Omit<UsageQuery, "after"> & { readonly offset: number }) => Effect.Effect<{ readonly entries: ReadonlyArray<UsageEntry>; readonly total: number }, ServiceUnavailable>
+  readonly usageOffset: (
+    accountId: string,
+    query: Omit<UsageQuery, "after"> & { readonly offset: number }
+  ) => Effect.Effect<{ readonly entries: ReadonlyArray<UsageEntry>; readonly total: number }, ServiceUnavailable>
 }>()("@tollgate/core/CreditLedger") {}
 
 /**
@@ -555,7 +563,11 @@ export class Memory extends Context.Service<Memory, {
   readonly release: (accountId: string, reference: string, now: number) => Balance | LedgerError
   readonly balance: (accountId: string, now: number) => Balance
   /** Where the hold stands: open, released, captured (for how much), or unknown (never placed, or forgotten). */
-  readonly holdState: (accountId: string, reference: string, now: number) => "open" | "released" | { readonly captured: Money.Nano } | undefined
+  readonly holdState: (
+    accountId: string,
+    reference: string,
+    now: number
+  ) => "open" | "released" | { readonly captured: Money.Nano } | undefined
 }>()("@tollgate/core/CreditLedger/Memory") {}
 
 /**
@@ -566,311 +578,339 @@ export class Memory extends Context.Service<Memory, {
  *
  * @category layers
  */
-export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLedger | Memory> => Layer.syncContext(() => {
-  const retentionMs = retention.retentionMs ?? DEFAULT_RETENTION_MS
-  const maxEntries = retention.maxEntries ?? DEFAULT_MAX_ENTRIES
-  const accounts = new Map<string, MemoryAccount>()
-  const accountOf = (id: string) => {
-    let account = accounts.get(id)
-    if (account === undefined) {
-      account = emptyAccount()
-      accounts.set(id, account)
-    }
-    return account
-  }
-  /**
-   * The account for a read or an operation that may be refused: one that was never written is
-   * not stored, so a caller that only looks (a wallet that never held credit, a balance query for
-   * any address) leaves nothing behind.
-   */
-  const peek = (id: string) => accounts.get(id) ?? emptyAccount()
-
-  const append = (
-    account: MemoryAccount,
-    now: number,
-    entry: Omit<JournalEntry, "id" | "timestamp">
-  ): JournalEntry => {
-    if (now > account.lastMs) {
-      account.lastMs = now
-      account.seq = 1
-    } else {
-      account.seq += 1
-    }
-    const full: JournalEntry = { ...entry, id: `${account.lastMs}-${account.seq}`, timestamp: account.lastMs }
-    account.journal.push(full)
-    trim(account.journal, now, retentionMs, maxEntries)
-    return full
-  }
-
-  /** Forgets the oldest closed hold; the arrays drop their forgotten front once it is half of them. */
-  const forgetOldest = (account: MemoryAccount) => {
-    account.holds.delete(account.closed[account.closedHead]!)
-    account.closedHead++
-    if (account.closedHead >= 1024 && account.closedHead * 2 >= account.closed.length) {
-      account.closed.splice(0, account.closedHead)
-      account.forgetAt.splice(0, account.closedHead)
-      account.closedHead = 0
-    }
-  }
-
-  const closeHold = (account: MemoryAccount, now: number, held: MemoryHold, fromAllowance: number, fromUsd: number) => {
-    const { hold } = held
-    account.open.delete(held)
-    account.closed.push(hold.reference)
-    account.forgetAt.push(now + CLOSED_HOLD_RETENTION_MS)
-    if (account.closed.length - account.closedHead > maxEntries) forgetOldest(account)
-    if (hold.fromAllowance > 0 || fromAllowance > 0) {
-      account.allowanceHeld.set(held.day, (account.allowanceHeld.get(held.day) ?? 0) - hold.fromAllowance)
-      account.allowanceUsed.set(held.day, (account.allowanceUsed.get(held.day) ?? 0) + fromAllowance)
-    }
-    account.heldUsd -= hold.fromUsd
-    account.usd -= fromUsd
-    const kind: EntryKind = held.state === "captured" ? "capture" : "release"
-    const entries: Array<JournalEntry> = []
-    if (hold.fromAllowance > 0 || fromAllowance > 0) {
-      entries.push(append(account, now, {
-        kind,
-        reference: hold.reference,
-        currency: "DIEM",
-        delta: Money.unsafeNano(-fromAllowance),
-        held: Money.unsafeNano(-hold.fromAllowance)
-      }))
-    }
-    if (hold.fromUsd > 0 || fromUsd > 0 || entries.length === 0) {
-      entries.push(append(account, now, {
-        kind,
-        reference: hold.reference,
-        currency: "USD",
-        delta: Money.unsafeNano(-fromUsd),
-        held: Money.unsafeNano(-hold.fromUsd)
-      }))
-    }
-    return entries
-  }
-
-  /** Releases the account's expired holds and forgets its old closed ones; true when it released one. */
-  const sweep = (account: MemoryAccount, now: number): boolean => {
-    let released = false
-    if (account.nextExpiry <= now) {
-      let next = Number.POSITIVE_INFINITY
-      for (const held of account.open) {
-        if (held.state !== "open") continue
-        if (held.hold.expiresAt <= now) {
-          held.state = "released"
-          closeHold(account, now, held, 0, 0)
-          released = true
-        } else if (held.hold.expiresAt < next) {
-          next = held.hold.expiresAt
-        }
+export const layerMemoryWith = (retention: Retention = {}): Layer.Layer<CreditLedger | Memory> =>
+  Layer.syncContext(() => {
+    const retentionMs = retention.retentionMs ?? DEFAULT_RETENTION_MS
+    const maxEntries = retention.maxEntries ?? DEFAULT_MAX_ENTRIES
+    const accounts = new Map<string, MemoryAccount>()
+    const accountOf = (id: string) => {
+      let account = accounts.get(id)
+      if (account === undefined) {
+        account = emptyAccount()
+        accounts.set(id, account)
       }
-      account.nextExpiry = next
+      return account
     }
-    while (account.closedHead < account.closed.length && account.forgetAt[account.closedHead]! <= now) forgetOldest(account)
-    return released
-  }
+    /**
+     * The account for a read or an operation that may be refused: one that was never written is
+     * not stored, so a caller that only looks (a wallet that never held credit, a balance query for
+     * any address) leaves nothing behind.
+     */
+    const peek = (id: string) => accounts.get(id) ?? emptyAccount()
 
-  const credit = (kind: "topup" | "grant" | "refund") =>
-    Effect.fn(`CreditLedger.${kind}`)(function*(input: CreditInput) {
-      const invalid = checkAmount(input.amount, false)
-      if (invalid !== undefined) return yield* invalid
-      const now = yield* Clock.currentTimeMillis
-      const account = accountOf(input.accountId)
+    const append = (
+      account: MemoryAccount,
+      now: number,
+      entry: Omit<JournalEntry, "id" | "timestamp">
+    ): JournalEntry => {
+      if (now > account.lastMs) {
+        account.lastMs = now
+        account.seq = 1
+      } else {
+        account.seq += 1
+      }
+      const full: JournalEntry = { ...entry, id: `${account.lastMs}-${account.seq}`, timestamp: account.lastMs }
+      account.journal.push(full)
+      trim(account.journal, now, retentionMs, maxEntries)
+      return full
+    }
+
+    /** Forgets the oldest closed hold; the arrays drop their forgotten front once it is half of them. */
+    const forgetOldest = (account: MemoryAccount) => {
+      account.holds.delete(account.closed[account.closedHead]!)
+      account.closedHead++
+      if (account.closedHead >= 1024 && account.closedHead * 2 >= account.closed.length) {
+        account.closed.splice(0, account.closedHead)
+        account.forgetAt.splice(0, account.closedHead)
+        account.closedHead = 0
+      }
+    }
+
+    const closeHold = (account: MemoryAccount, now: number, held: MemoryHold, fromAllowance: number, fromUsd: number) => {
+      const { hold } = held
+      account.open.delete(held)
+      account.closed.push(hold.reference)
+      account.forgetAt.push(now + CLOSED_HOLD_RETENTION_MS)
+      if (account.closed.length - account.closedHead > maxEntries) forgetOldest(account)
+      if (hold.fromAllowance > 0 || fromAllowance > 0) {
+        account.allowanceHeld.set(held.day, (account.allowanceHeld.get(held.day) ?? 0) - hold.fromAllowance)
+        account.allowanceUsed.set(held.day, (account.allowanceUsed.get(held.day) ?? 0) + fromAllowance)
+      }
+      account.heldUsd -= hold.fromUsd
+      account.usd -= fromUsd
+      const kind: EntryKind = held.state === "captured" ? "capture" : "release"
+      const entries: Array<JournalEntry> = []
+      if (hold.fromAllowance > 0 || fromAllowance > 0) {
+        entries.push(append(account, now, {
+          kind,
+          reference: hold.reference,
+          currency: "DIEM",
+          delta: Money.unsafeNano(-fromAllowance),
+          held: Money.unsafeNano(-hold.fromAllowance)
+        }))
+      }
+      if (hold.fromUsd > 0 || fromUsd > 0 || entries.length === 0) {
+        entries.push(append(account, now, {
+          kind,
+          reference: hold.reference,
+          currency: "USD",
+          delta: Money.unsafeNano(-fromUsd),
+          held: Money.unsafeNano(-hold.fromUsd)
+        }))
+      }
+      return entries
+    }
+
+    /** Releases the account's expired holds and forgets its old closed ones; true when it released one. */
+    const sweep = (account: MemoryAccount, now: number): boolean => {
+      let released = false
+      if (account.nextExpiry <= now) {
+        let next = Number.POSITIVE_INFINITY
+        for (const held of account.open) {
+          if (held.state !== "open") continue
+          if (held.hold.expiresAt <= now) {
+            held.state = "released"
+            closeHold(account, now, held, 0, 0)
+            released = true
+          } else if (held.hold.expiresAt < next) {
+            next = held.hold.expiresAt
+          }
+        }
+        account.nextExpiry = next
+      }
+      while (account.closedHead < account.closed.length && account.forgetAt[account.closedHead]! <= now) forgetOldest(account)
+      return released
+    }
+
+    const credit = (kind: "topup" | "grant" | "refund") =>
+      Effect.fn(`CreditLedger.${kind}`)(function*(input: CreditInput) {
+        const invalid = checkAmount(input.amount, false)
+        if (invalid !== undefined) return yield* invalid
+        const now = yield* Clock.currentTimeMillis
+        const account = accountOf(input.accountId)
+        sweep(account, now)
+        const previous = account.references.get(input.reference)
+        if (previous !== undefined) {
+          if (previous.kind !== kind || previous.amount !== input.amount) {
+            return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+          }
+          return { entry: previous.entry, balance: balanceOf(account, now) }
+        }
+        if (account.usd + input.amount > Money.MAX) return yield* fail("BalanceCeiling", BALANCE_CEILING_MESSAGE)
+        account.usd += input.amount
+        const entry = append(account, now, { kind, reference: input.reference, currency: "USD", delta: input.amount, held: Money.zero })
+        account.references.set(input.reference, { kind, amount: input.amount, entry })
+        return { entry, balance: balanceOf(account, now) }
+      })
+
+    const stake = Effect.fn("CreditLedger.stake")(
+      function*(input: { readonly accountId: string; readonly tokens: number; readonly reference: string }) {
+        if (!Number.isSafeInteger(input.tokens) || input.tokens < 0) {
+          return yield* fail("InvalidAmount", `${input.tokens} is not a whole number of tokens`)
+        }
+        const now = yield* Clock.currentTimeMillis
+        const account = accountOf(input.accountId)
+        sweep(account, now)
+        const previous = account.references.get(input.reference)
+        if (previous !== undefined) {
+          if (previous.kind !== "stake" || previous.amount !== input.tokens) {
+            return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+          }
+          return { entry: previous.entry, balance: balanceOf(account, now) }
+        }
+        account.stakedTokens = input.tokens
+        const entry = append(account, now, {
+          kind: "stake",
+          reference: input.reference,
+          currency: "DIEM",
+          delta: Money.zero,
+          held: Money.zero
+        })
+        account.references.set(input.reference, { kind: "stake", amount: input.tokens, entry })
+        return { entry, balance: balanceOf(account, now) }
+      }
+    )
+
+    // The metered pipeline holds, captures and releases on every paid request, through
+    // `Admission.layerMemory`, which calls these plain functions inside its own synchronous step;
+    // the service's `hold`, `capture` and `release` are the same functions in an Effect.
+    const hold = (input: HoldInput, now: number, dryRun = false): Hold | LedgerError => {
+      const invalid = checkAmount(input.amount, true)
+      if (invalid !== undefined) return invalid
+      const account = peek(input.accountId)
       sweep(account, now)
-      const previous = account.references.get(input.reference)
-      if (previous !== undefined) {
-        if (previous.kind !== kind || previous.amount !== input.amount) {
-          return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+      const existing = account.holds.get(input.reference)
+      if (existing !== undefined) {
+        if (existing.hold.amount !== input.amount) {
+          return fail("ReferenceConflict", `Hold ${input.reference} exists with another amount`)
         }
-        return { entry: previous.entry, balance: balanceOf(account, now) }
+        return { ...existing.hold, before: balanceOf(account, now) }
       }
-      if (account.usd + input.amount > Money.MAX) return yield* fail("BalanceCeiling", BALANCE_CEILING_MESSAGE)
-      account.usd += input.amount
-      const entry = append(account, now, { kind, reference: input.reference, currency: "USD", delta: input.amount, held: Money.zero })
-      account.references.set(input.reference, { kind, amount: input.amount, entry })
-      return { entry, balance: balanceOf(account, now) }
-    })
-
-  const stake = Effect.fn("CreditLedger.stake")(function*(input: { readonly accountId: string; readonly tokens: number; readonly reference: string }) {
-    if (!Number.isSafeInteger(input.tokens) || input.tokens < 0) {
-      return yield* fail("InvalidAmount", `${input.tokens} is not a whole number of tokens`)
-    }
-    const now = yield* Clock.currentTimeMillis
-    const account = accountOf(input.accountId)
-    sweep(account, now)
-    const previous = account.references.get(input.reference)
-    if (previous !== undefined) {
-      if (previous.kind !== "stake" || previous.amount !== input.tokens) {
-        return yield* fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
+      if (account.references.has(input.reference)) {
+        return fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
       }
-      return { entry: previous.entry, balance: balanceOf(account, now) }
-    }
-    account.stakedTokens = input.tokens
-    const entry = append(account, now, { kind: "stake", reference: input.reference, currency: "DIEM", delta: Money.zero, held: Money.zero })
-    account.references.set(input.reference, { kind: "stake", amount: input.tokens, entry })
-    return { entry, balance: balanceOf(account, now) }
-  })
-
-  // The metered pipeline holds, captures and releases on every paid request, through
-  // `Admission.layerMemory`, which calls these plain functions inside its own synchronous step;
-  // the service's `hold`, `capture` and `release` are the same functions in an Effect.
-  const hold = (input: HoldInput, now: number, dryRun = false): Hold | LedgerError => {
-    const invalid = checkAmount(input.amount, true)
-    if (invalid !== undefined) return invalid
-    const account = peek(input.accountId)
-    sweep(account, now)
-    const existing = account.holds.get(input.reference)
-    if (existing !== undefined) {
-      if (existing.hold.amount !== input.amount) {
-        return fail("ReferenceConflict", `Hold ${input.reference} exists with another amount`)
+      const before = balanceOf(account, now)
+      const { fromAllowance, fromUsd } = split(input.amount, before.availableAllowance, isFundedHold(input.reference))
+      if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
+      if (dryRun)
+        return {
+          reference: input.reference,
+          amount: input.amount,
+          fromAllowance,
+          fromUsd,
+          priceVersion: input.priceVersion,
+          expiresAt: now,
+          before
+        }
+      accounts.set(input.accountId, account)
+      const day = dayOf(now)
+      const created: MemoryHold = {
+        hold: {
+          reference: input.reference,
+          amount: input.amount,
+          fromAllowance,
+          fromUsd,
+          priceVersion: input.priceVersion,
+          expiresAt: now + (input.ttlMs ?? DEFAULT_HOLD_TTL_MS)
+        },
+        day,
+        state: "open"
       }
-      return { ...existing.hold, before: balanceOf(account, now) }
+      account.holds.set(input.reference, created)
+      account.open.add(created)
+      if (created.hold.expiresAt < account.nextExpiry) account.nextExpiry = created.hold.expiresAt
+      account.heldUsd += fromUsd
+      if (fromAllowance > 0) {
+        account.allowanceHeld.set(day, (account.allowanceHeld.get(day) ?? 0) + fromAllowance)
+        append(account, now, {
+          kind: "hold",
+          reference: input.reference,
+          currency: "DIEM",
+          delta: Money.zero,
+          held: created.hold.fromAllowance
+        })
+      }
+      if (fromUsd > 0 || fromAllowance === 0) {
+        append(account, now, { kind: "hold", reference: input.reference, currency: "USD", delta: Money.zero, held: created.hold.fromUsd })
+      }
+      return { ...created.hold, before }
     }
-    if (account.references.has(input.reference)) {
-      return fail("ReferenceConflict", `Reference ${input.reference} was used for another operation`)
-    }
-    const before = balanceOf(account, now)
-    const { fromAllowance, fromUsd } = split(input.amount, before.availableAllowance, isFundedHold(input.reference))
-    if (fromUsd > before.availableUsd) return fail("InsufficientFunds", "Insufficient balance")
-    if (dryRun) return { reference: input.reference, amount: input.amount, fromAllowance, fromUsd, priceVersion: input.priceVersion, expiresAt: now, before }
-    accounts.set(input.accountId, account)
-    const day = dayOf(now)
-    const created: MemoryHold = {
-      hold: {
-        reference: input.reference,
-        amount: input.amount,
-        fromAllowance,
-        fromUsd,
-        priceVersion: input.priceVersion,
-        expiresAt: now + (input.ttlMs ?? DEFAULT_HOLD_TTL_MS)
-      },
-      day,
-      state: "open"
-    }
-    account.holds.set(input.reference, created)
-    account.open.add(created)
-    if (created.hold.expiresAt < account.nextExpiry) account.nextExpiry = created.hold.expiresAt
-    account.heldUsd += fromUsd
-    if (fromAllowance > 0) {
-      account.allowanceHeld.set(day, (account.allowanceHeld.get(day) ?? 0) + fromAllowance)
-      append(account, now, { kind: "hold", reference: input.reference, currency: "DIEM", delta: Money.zero, held: created.hold.fromAllowance })
-    }
-    if (fromUsd > 0 || fromAllowance === 0) {
-      append(account, now, { kind: "hold", reference: input.reference, currency: "USD", delta: Money.zero, held: created.hold.fromUsd })
-    }
-    return { ...created.hold, before }
-  }
 
-  const capture = (input: CaptureInput, now: number): Settlement | LedgerError => {
-    const invalid = checkAmount(input.amount, true)
-    if (invalid !== undefined) return invalid
-    const account = peek(input.accountId)
-    sweep(account, now)
-    const held = account.holds.get(input.reference)
-    if (held === undefined) return fail("UnknownHold", `No hold ${input.reference}`)
-    if (held.state === "captured" && held.settlement !== undefined) {
+    const capture = (input: CaptureInput, now: number): Settlement | LedgerError => {
+      const invalid = checkAmount(input.amount, true)
+      if (invalid !== undefined) return invalid
+      const account = peek(input.accountId)
+      sweep(account, now)
+      const held = account.holds.get(input.reference)
+      if (held === undefined) return fail("UnknownHold", `No hold ${input.reference}`)
+      if (held.state === "captured" && held.settlement !== undefined) {
+        return { ...held.settlement, balance: balanceOf(account, now) }
+      }
+      if (held.state !== "open") return fail("HoldClosed", `Hold ${input.reference} was released`)
+      if (input.amount > held.hold.amount) {
+        return fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
+      }
+      const funded = isFundedHold(input.reference)
+      const settlement = split(input.amount, held.hold.fromAllowance, funded)
+      const { fromAllowance, fromUsd } = settlement
+      held.state = "captured"
+      held.settlement = settlement
+      const entries = closeHold(account, now, held, fromAllowance, fromUsd)
+      const charged = entries.filter((entry) => entry.delta < 0)
+      for (const entry of charged.length > 0 ? charged : entries.slice(-1)) {
+        account.usage.push({
+          ...input.usage,
+          id: entry.id,
+          timestamp: entry.timestamp,
+          amount: funded ? input.amount : Money.unsafeNano(-entry.delta),
+          currency: entry.currency
+        })
+      }
+      trim(account.usage, now, retentionMs, maxEntries)
       return { ...held.settlement, balance: balanceOf(account, now) }
     }
-    if (held.state !== "open") return fail("HoldClosed", `Hold ${input.reference} was released`)
-    if (input.amount > held.hold.amount) {
-      return fail("ExceedsHold", `Capture of ${input.amount} exceeds the hold of ${held.hold.amount}`)
+
+    const release = (accountId: string, reference: string, now: number): Balance | LedgerError => {
+      const account = peek(accountId)
+      sweep(account, now)
+      const held = account.holds.get(reference)
+      if (held === undefined) return fail("UnknownHold", `No hold ${reference}`)
+      if (held.state === "open") {
+        held.state = "released"
+        closeHold(account, now, held, 0, 0)
+      }
+      return balanceOf(account, now)
     }
-    const funded = isFundedHold(input.reference)
-    const settlement = split(input.amount, held.hold.fromAllowance, funded)
-    const { fromAllowance, fromUsd } = settlement
-    held.state = "captured"
-    held.settlement = settlement
-    const entries = closeHold(account, now, held, fromAllowance, fromUsd)
-    const charged = entries.filter((entry) => entry.delta < 0)
-    for (const entry of charged.length > 0 ? charged : entries.slice(-1)) {
-      account.usage.push({
-        ...input.usage,
-        id: entry.id,
-        timestamp: entry.timestamp,
-        amount: funded ? input.amount : Money.unsafeNano(-entry.delta),
-        currency: entry.currency
-      })
+
+    const balance = (accountId: string, now: number): Balance => {
+      const account = peek(accountId)
+      sweep(account, now)
+      return balanceOf(account, now)
     }
-    trim(account.usage, now, retentionMs, maxEntries)
-    return { ...held.settlement, balance: balanceOf(account, now) }
-  }
 
-  const release = (accountId: string, reference: string, now: number): Balance | LedgerError => {
-    const account = peek(accountId)
-    sweep(account, now)
-    const held = account.holds.get(reference)
-    if (held === undefined) return fail("UnknownHold", `No hold ${reference}`)
-    if (held.state === "open") {
-      held.state = "released"
-      closeHold(account, now, held, 0, 0)
+    const holdState = (
+      accountId: string,
+      reference: string,
+      now: number
+    ): "open" | "released" | { readonly captured: Money.Nano } | undefined => {
+      const account = accountOf(accountId)
+      sweep(account, now)
+      const held = account.holds.get(reference)
+      if (held === undefined) return undefined
+      if (held.state !== "captured") return held.state
+      const settlement = held.settlement!
+      return { captured: Money.unsafeNano(settlement.fromAllowance + settlement.fromUsd) }
     }
-    return balanceOf(account, now)
-  }
 
-  const balance = (accountId: string, now: number): Balance => {
-    const account = peek(accountId)
-    sweep(account, now)
-    return balanceOf(account, now)
-  }
+    const memory = Memory.of({ hold, capture, release, balance, holdState })
+    const lift = <A>(result: A | LedgerError): Effect.Effect<A, LedgerError> =>
+      result instanceof LedgerError ? Effect.fail(result) : Effect.succeed(result)
 
-  const holdState = (accountId: string, reference: string, now: number): "open" | "released" | { readonly captured: Money.Nano } | undefined => {
-    const account = accountOf(accountId)
-    sweep(account, now)
-    const held = account.holds.get(reference)
-    if (held === undefined) return undefined
-    if (held.state !== "captured") return held.state
-    const settlement = held.settlement!
-    return { captured: Money.unsafeNano(settlement.fromAllowance + settlement.fromUsd) }
-  }
-
-  const memory = Memory.of({ hold, capture, release, balance, holdState })
-  const lift = <A>(result: A | LedgerError): Effect.Effect<A, LedgerError> =>
-    result instanceof LedgerError ? Effect.fail(result) : Effect.succeed(result)
-
-  const sweepAll = (now: number) => {
-    let swept = 0
-    for (const account of accounts.values()) {
-      if (account.nextExpiry <= now && sweep(account, now)) swept++
+    const sweepAll = (now: number) => {
+      let swept = 0
+      for (const account of accounts.values()) {
+        if (account.nextExpiry <= now && sweep(account, now)) swept++
+      }
+      return swept
     }
-    return swept
-  }
 
-  const holdStats = (now: number): HoldStats => {
-    const day = dayOf(now)
-    let open = 0
-    let held = 0
-    for (const account of accounts.values()) {
-      for (const hold of account.open) if (hold.state === "open") open++
-      held += account.heldUsd + (account.allowanceHeld.get(day) ?? 0)
+    const holdStats = (now: number): HoldStats => {
+      const day = dayOf(now)
+      let open = 0
+      let held = 0
+      for (const account of accounts.values()) {
+        for (const hold of account.open) if (hold.state === "open") open++
+        held += account.heldUsd + (account.allowanceHeld.get(day) ?? 0)
+      }
+      return { open, held: Money.unsafeNano(held) }
     }
-    return { open, held: Money.unsafeNano(held) }
-  }
 
-  const service = CreditLedger.of({
-    sweepExpired: Clock.clockWith((clock) => Effect.sync(() => sweepAll(clock.currentTimeMillisUnsafe()))),
-    holdStats: Clock.clockWith((clock) => Effect.sync(() => holdStats(clock.currentTimeMillisUnsafe()))),
-    topUp: credit("topup"),
-    grant: credit("grant"),
-    refund: credit("refund"),
-    stake,
-    hold: (input) => Clock.clockWith((clock) => lift(hold(input, clock.currentTimeMillisUnsafe()))),
-    capture: (input) => Clock.clockWith((clock) => lift(capture(input, clock.currentTimeMillisUnsafe()))),
-    release: (accountId, reference) => Clock.clockWith((clock) => lift(release(accountId, reference, clock.currentTimeMillisUnsafe()))),
-    balance: (accountId) => Clock.clockWith((clock) => Effect.succeed(balance(accountId, clock.currentTimeMillisUnsafe()))),
-    journal: (accountId, options) =>
-      Effect.sync(() => {
-        const journal = peek(accountId).journal
-        const start = options.after === undefined ? 0 : upperBound(journal, options.after)
-        return journal.slice(start, start + options.limit)
-      }),
-    usage: (accountId, query) => Effect.sync(() => pageOf(peek(accountId).usage, query)),
-    usageOffset: (accountId, query) =>
-      Effect.sync(() => {
-        const all = pageOf(peek(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
-        return { entries: all.slice(query.offset, query.offset + query.limit), total: all.length }
-      })
+    const service = CreditLedger.of({
+      sweepExpired: Clock.clockWith((clock) => Effect.sync(() => sweepAll(clock.currentTimeMillisUnsafe()))),
+      holdStats: Clock.clockWith((clock) => Effect.sync(() => holdStats(clock.currentTimeMillisUnsafe()))),
+      topUp: credit("topup"),
+      grant: credit("grant"),
+      refund: credit("refund"),
+      stake,
+      hold: (input) => Clock.clockWith((clock) => lift(hold(input, clock.currentTimeMillisUnsafe()))),
+      capture: (input) => Clock.clockWith((clock) => lift(capture(input, clock.currentTimeMillisUnsafe()))),
+      release: (accountId, reference) => Clock.clockWith((clock) => lift(release(accountId, reference, clock.currentTimeMillisUnsafe()))),
+      balance: (accountId) => Clock.clockWith((clock) => Effect.succeed(balance(accountId, clock.currentTimeMillisUnsafe()))),
+      journal: (accountId, options) =>
+        Effect.sync(() => {
+          const journal = peek(accountId).journal
+          const start = options.after === undefined ? 0 : upperBound(journal, options.after)
+          return journal.slice(start, start + options.limit)
+        }),
+      usage: (accountId, query) => Effect.sync(() => pageOf(peek(accountId).usage, query)),
+      usageOffset: (accountId, query) =>
+        Effect.sync(() => {
+          const all = pageOf(peek(accountId).usage, { ...query, limit: Number.MAX_SAFE_INTEGER }).entries
+          return { entries: all.slice(query.offset, query.offset + query.limit), total: all.length }
+        })
+    })
+    return Context.make(CreditLedger, service).pipe(Context.add(Memory, memory))
   })
-  return Context.make(CreditLedger, service).pipe(Context.add(Memory, memory))
-})
 
 /**
  * The memory ledger with the default retention (90 days, 10,000 entries per account).

@@ -49,8 +49,7 @@ export const MAX_SEED = 999_999_999
 /** @category constants */
 export const MAX_STEPS = 50
 
-const IntBetween = (minimum: number, maximum: number) =>
-  Schema.Int.check(Schema.isBetween({ minimum, maximum }))
+const IntBetween = (minimum: number, maximum: number) => Schema.Int.check(Schema.isBetween({ minimum, maximum }))
 const Dimension = Schema.Int.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(MAX_DIMENSION))
 
 /**
@@ -299,4 +298,3 @@ export const decode = Effect.fn("ImageRequest.decode")(function*(models: Models.
   const seed = decoded.success.seed ?? (yield* Random.nextIntBetween(-MAX_SEED, MAX_SEED))
   return resolve(decoded.success, model, seed)
 })
-

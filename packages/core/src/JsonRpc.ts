@@ -105,9 +105,11 @@ export const check = (network: Network, body: unknown): Result.Result<Request, I
     return Result.fail(new InvalidRequest({ message: "Invalid JSON-RPC request: an empty batch" }))
   }
   if (raw.length > MAX_BATCH) {
-    return Result.fail(new InvalidRequest({
-      message: `Invalid JSON-RPC request: a batch of ${raw.length} items (at most ${MAX_BATCH})`
-    }))
+    return Result.fail(
+      new InvalidRequest({
+        message: `Invalid JSON-RPC request: a batch of ${raw.length} items (at most ${MAX_BATCH})`
+      })
+    )
   }
   const malformed: Array<string> = []
   raw.forEach((item, index) => {
@@ -130,9 +132,11 @@ export const check = (network: Network, body: unknown): Result.Result<Request, I
   }
   if (offending.size > 0) {
     const named = [...offending].map(([method, why]) => `${JSON.stringify(method)} (${why})`)
-    return Result.fail(new InvalidRequest({
-      message: `Methods not allowed on ${network.slug}: ${named.join(", ")}`
-    }))
+    return Result.fail(
+      new InvalidRequest({
+        message: `Methods not allowed on ${network.slug}: ${named.join(", ")}`
+      })
+    )
   }
   return Result.succeed({ batch, items })
 }

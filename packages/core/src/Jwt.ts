@@ -156,7 +156,10 @@ export const importVerifyingKeys = Effect.fn("Jwt.importVerifyingKeys")(function
             ? await Jose.importSPKI(pem, algorithm, { extractable: true })
             : await Jose.importPKCS8(pem, algorithm, { extractable: true })
         ),
-      catch: (cause) => new SigningKeyInvalid({ message: `PEM ${index + 1} (${label}) is not an Ed25519 key: ${cause instanceof Error ? cause.message : String(cause)}` })
+      catch: (cause) =>
+        new SigningKeyInvalid({
+          message: `PEM ${index + 1} (${label}) is not an Ed25519 key: ${cause instanceof Error ? cause.message : String(cause)}`
+        })
     }))
 })
 
@@ -184,8 +187,7 @@ export const exportVerifyingKey = (key: VerifyingKey): Effect.Effect<string> => 
  *
  * @category conversions
  */
-export const exportSigningKey = (key: SigningKey): Effect.Effect<string> =>
-  Effect.promise(() => Jose.exportPKCS8(key.privateKey))
+export const exportSigningKey = (key: SigningKey): Effect.Effect<string> => Effect.promise(() => Jose.exportPKCS8(key.privateKey))
 
 /**
  * Signs the claims of a key.

@@ -23,10 +23,12 @@ import * as Networks from "./Networks.ts"
 export const MAX_ENTRIES = 100
 
 const entries = (check: SchemaAST.Check<string>) =>
-  Schema.optionalKey(Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(256), check)).check(
-    Schema.isMinLength(1),
-    Schema.isMaxLength(MAX_ENTRIES)
-  ))
+  Schema.optionalKey(
+    Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(256), check)).check(
+      Schema.isMinLength(1),
+      Schema.isMaxLength(MAX_ENTRIES)
+    )
+  )
 
 const anything = Schema.makeFilter((_: string) => true)
 
@@ -104,7 +106,10 @@ const blockListOf = (ips: ReadonlyArray<string>): Net.BlockList => {
  *
  * @category checks
  */
-export const checkRequest = (restrictions: Restrictions, request: { readonly address: string; readonly network: string | undefined }): Forbidden | undefined => {
+export const checkRequest = (
+  restrictions: Restrictions,
+  request: { readonly address: string; readonly network: string | undefined }
+): Forbidden | undefined => {
   const { ips, networks } = restrictions
   if (ips !== undefined) {
     const family = Net.isIP(request.address)

@@ -513,8 +513,7 @@ export const make = (models: ReadonlyArray<Model> = defaults): ModelList["Servic
  *
  * @category layers
  */
-export const layer = (models: ReadonlyArray<Model> = defaults): Layer.Layer<ModelList> =>
-  Layer.succeed(ModelList, make(models))
+export const layer = (models: ReadonlyArray<Model> = defaults): Layer.Layer<ModelList> => Layer.succeed(ModelList, make(models))
 
 /**
  * Decodes the `models` section of the config file, reporting every bad field at once.

@@ -140,7 +140,12 @@ export class PaymentChannels extends Context.Service<PaymentChannels, {
    * Records a channel, or refreshes its on-chain figures. A new channel starts charged at what is
    * claimed on chain (the scheme's baseline after lost state); an existing one keeps its charges.
    */
-  readonly open: (channelId: string, config: ChannelConfig, onChain: OnChain, now: number) => Effect.Effect<Channel, Errors.ServiceUnavailable>
+  readonly open: (
+    channelId: string,
+    config: ChannelConfig,
+    onChain: OnChain,
+    now: number
+  ) => Effect.Effect<Channel, Errors.ServiceUnavailable>
   readonly get: (channelId: string) => Effect.Effect<Option.Option<Channel>, Errors.ServiceUnavailable>
   /** Checks and stores a voucher for one call, holding the channel until `commit` or `release`. */
   readonly reserve: (reservation: Reservation) => Effect.Effect<Channel, VoucherRefused | Errors.ServiceUnavailable>
@@ -229,7 +234,9 @@ export const makeMemory = (): PaymentChannels["Service"] => {
         const entry = entries.get(reservation.channelId)
         const reason = refusal(entry?.channel, entry?.pendingSince, reservation)
         if (reason !== undefined || entry === undefined) {
-          return Effect.fail(new VoucherRefused({ reason: reason ?? "invalid_batch_settlement_evm_missing_channel", channel: entry?.channel }))
+          return Effect.fail(
+            new VoucherRefused({ reason: reason ?? "invalid_batch_settlement_evm_missing_channel", channel: entry?.channel })
+          )
         }
         entry.pendingSince = reservation.now
         entry.channel = {
@@ -254,8 +261,7 @@ export const makeMemory = (): PaymentChannels["Service"] => {
         const entry = entries.get(channelId)
         if (entry !== undefined) entry.pendingSince = undefined
       }),
-    mirror: (channelId, onChain) =>
-      Effect.sync(() => void update(channelId, (channel) => mirrored(channel, onChain))),
+    mirror: (channelId, onChain) => Effect.sync(() => void update(channelId, (channel) => mirrored(channel, onChain))),
     list: Effect.sync(() => [...entries.values()].map((entry) => entry.channel)),
     remove: (channelId) => Effect.sync(() => void entries.delete(channelId)),
     lockRound: (owner, now, ttlMs) =>

@@ -301,8 +301,7 @@ export interface ChatRequest {
   readonly xSearch?: boolean | undefined
 }
 
-const perMillion = (tokens: number, price: Money.Nano): number =>
-  Number((BigInt(tokens) * BigInt(price) + 999_999n) / 1_000_000n)
+const perMillion = (tokens: number, price: Money.Nano): number => Number((BigInt(tokens) * BigInt(price) + 999_999n) / 1_000_000n)
 
 /**
  * The price of a chat completion: input and output tokens at the model's price per million (each
@@ -409,8 +408,7 @@ export const operation = (tables: Tables, name: Operation, units = 1): Quote => 
 }
 
 /** @category guards */
-export const isUnpriced = (u: Quote | Unpriced | number): u is Unpriced =>
-  typeof u === "object" && "_tag" in u && u._tag === "Unpriced"
+export const isUnpriced = (u: Quote | Unpriced | number): u is Unpriced => typeof u === "object" && "_tag" in u && u._tag === "Unpriced"
 
 /**
  * The price tables in use. Routes read them once at build time and price with the functions above.
@@ -452,9 +450,13 @@ export const make = (overrides: Overrides = {}): Tables => ({
  */
 export const layer = (overrides: Overrides = {}): Layer.Layer<PricingEngine> => Layer.succeed(PricingEngine, make(overrides))
 
-const Usd = Schema.String.check(Schema.makeFilter((text: string) =>
-  Result.isSuccess(Money.parseUsd(text)) && !text.trim().startsWith("-") ? true : "must be a non-negative decimal USD amount such as \"0.01\""
-))
+const Usd = Schema.String.check(
+  Schema.makeFilter((text: string) =>
+    Result.isSuccess(Money.parseUsd(text)) && !text.trim().startsWith("-")
+      ? true
+      : "must be a non-negative decimal USD amount such as \"0.01\""
+  )
+)
 
 /**
  * The `prices` section of the config file: amounts as decimal USD strings (never floats), merged
@@ -469,15 +471,21 @@ export const PricesConfig = Schema.Struct({
     usdPerCredit: Schema.optionalKey(Usd),
     baseCredits: Schema.optionalKey(Schema.Record(Schema.String, Schema.Int.check(Schema.isGreaterThan(0))))
   })),
-  image: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
-    perImageUsd: Schema.Struct({ low: Schema.optionalKey(Usd), medium: Schema.optionalKey(Usd), high: Schema.optionalKey(Usd) }),
-    defaultQuality: Schema.Literals(["low", "medium", "high"])
-  }))),
-  chat: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
-    inputPerMillionUsd: Usd,
-    outputPerMillionUsd: Usd,
-    cachedInputPerMillionUsd: Schema.optionalKey(Usd)
-  }))),
+  image: Schema.optionalKey(Schema.Record(
+    Schema.String,
+    Schema.Struct({
+      perImageUsd: Schema.Struct({ low: Schema.optionalKey(Usd), medium: Schema.optionalKey(Usd), high: Schema.optionalKey(Usd) }),
+      defaultQuality: Schema.Literals(["low", "medium", "high"])
+    })
+  )),
+  chat: Schema.optionalKey(Schema.Record(
+    Schema.String,
+    Schema.Struct({
+      inputPerMillionUsd: Usd,
+      outputPerMillionUsd: Usd,
+      cachedInputPerMillionUsd: Schema.optionalKey(Usd)
+    })
+  )),
   embedding: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionTokensUsd: Usd }))),
   speech: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perMillionCharactersUsd: Usd }))),
   transcription: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ perSecondUsd: Usd }))),
@@ -495,7 +503,10 @@ const operationsOf = (given: typeof PricesConfig.Type["operations"]): OperationP
   const { operations } = defaults
   const or = (text: string | undefined, fallback: Money.Nano) => text === undefined ? fallback : usd(text)
   return {
-    imageUpscale: { 2: or(given?.imageUpscale2xUsd, operations.imageUpscale[2]), 4: or(given?.imageUpscale4xUsd, operations.imageUpscale[4]) },
+    imageUpscale: {
+      2: or(given?.imageUpscale2xUsd, operations.imageUpscale[2]),
+      4: or(given?.imageUpscale4xUsd, operations.imageUpscale[4])
+    },
     imageBackgroundRemove: or(given?.imageBackgroundRemoveUsd, operations.imageBackgroundRemove),
     augmentSearch: or(given?.augmentSearchUsd, operations.augmentSearch),
     augmentScrape: or(given?.augmentScrapePerUrlUsd, operations.augmentScrape)
@@ -527,22 +538,26 @@ export const decodeConfig = (input: unknown): Effect.Effect<Tables, Schema.Schem
         image: {
           models: {
             ...defaults.image.models,
-            ...Object.fromEntries(Object.entries(prices.image ?? {}).map(([model, price]) => [model, {
-              defaultQuality: price.defaultQuality,
-              perImage: Object.fromEntries(Object.entries(price.perImageUsd).flatMap(([quality, amount]) =>
-                amount === undefined ? [] : [[quality, usd(amount)]]
-              ))
-            }]))
+            ...Object.fromEntries(
+              Object.entries(prices.image ?? {}).map(([model, price]) => [model, {
+                defaultQuality: price.defaultQuality,
+                perImage: Object.fromEntries(
+                  Object.entries(price.perImageUsd).flatMap(([quality, amount]) => amount === undefined ? [] : [[quality, usd(amount)]])
+                )
+              }])
+            )
           }
         },
         chat: {
           models: {
             ...defaults.chat.models,
-            ...Object.fromEntries(Object.entries(prices.chat ?? {}).map(([model, price]) => [model, {
-              inputPerMillion: usd(price.inputPerMillionUsd),
-              outputPerMillion: usd(price.outputPerMillionUsd),
-              ...(price.cachedInputPerMillionUsd === undefined ? {} : { cachedInputPerMillion: usd(price.cachedInputPerMillionUsd) })
-            }]))
+            ...Object.fromEntries(
+              Object.entries(prices.chat ?? {}).map(([model, price]) => [model, {
+                inputPerMillion: usd(price.inputPerMillionUsd),
+                outputPerMillion: usd(price.outputPerMillionUsd),
+                ...(price.cachedInputPerMillionUsd === undefined ? {} : { cachedInputPerMillion: usd(price.cachedInputPerMillionUsd) })
+              }])
+            )
           }
         },
         media: {

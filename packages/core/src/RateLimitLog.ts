@@ -88,5 +88,4 @@ export const makeMemory = (options: Options = {}): RateLimitLog["Service"] => {
  *
  * @category layers
  */
-export const layerMemory = (options: Options = {}): Layer.Layer<RateLimitLog> =>
-  Layer.sync(RateLimitLog, () => makeMemory(options))
+export const layerMemory = (options: Options = {}): Layer.Layer<RateLimitLog> => Layer.sync(RateLimitLog, () => makeMemory(options))

@@ -20,8 +20,8 @@
 import { Context, Effect, Layer, Schema } from "effect"
 import type { ServiceUnavailable } from "./Errors.ts"
 import type { Principal, Tier } from "./Principal.ts"
-import type * as RateLimitLog from "./RateLimitLog.ts"
 import { type DimensionStatus, type Limit, type LimitType, RateLimiter } from "./RateLimiter.ts"
+import type * as RateLimitLog from "./RateLimitLog.ts"
 
 /** @category models */
 export type ModelTier = "XS" | "S" | "M" | "L"
@@ -361,14 +361,26 @@ export const limitsFor = (principal: Principal, call: Call, overrides: CallerOve
   const limits = build("user", `${account}:${category}`, account, user, call, subject)
   const key = overrides.key?.[category]
   if (key !== undefined && principal._tag === "ApiKey") {
-    for (const limit of build("api_key", `${account}:key:${principal.keyId}:${category}`, account, { ...user, ...key }, call, subject)) limits.push(limit)
+    for (const limit of build("api_key", `${account}:key:${principal.keyId}:${category}`, account, { ...user, ...key }, call, subject))
+      limits.push(limit)
   }
   const global = overrides.global?.[category]
-  if (global !== undefined) for (const limit of build("global", `global:${category}`, "global", global, call, subject)) limits.push(limit)
+  if (global !== undefined) {
+    for (const limit of build("global", `global:${category}`, "global", global, call, subject))
+      limits.push(
+        limit
+      )
+  }
   return limits
 }
 
-const customLimits = (principal: Principal, tier: Tier, custom: CustomKind, call: Call, configured: KindOverride | undefined): Array<Limit> => {
+const customLimits = (
+  principal: Principal,
+  tier: Tier,
+  custom: CustomKind,
+  call: Call,
+  configured: KindOverride | undefined
+): Array<Limit> => {
   // The configured rates over the declared ones, tier by tier; a tier neither names has the default's.
   const ratesOf = (named: Tier): Rates | undefined =>
     custom.rates[named] === undefined && configured?.[named] === undefined ? undefined : { ...custom.rates[named], ...configured?.[named] }

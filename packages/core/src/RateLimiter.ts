@@ -66,7 +66,9 @@ export interface Reservation {
    * caller that writes them in its own store step (see `Admission`). Claims the admission like
    * `settle` does: afterwards `settle` and `cancel` do nothing, and a second claim is empty.
    */
-  readonly settlement: (actual: { readonly tokens?: number | undefined; readonly credits?: number | undefined }) => ReadonlyArray<Adjustment>
+  readonly settlement: (
+    actual: { readonly tokens?: number | undefined; readonly credits?: number | undefined }
+  ) => ReadonlyArray<Adjustment>
   /** `cancel` as data, claimed the same way. */
   readonly cancellation: () => ReadonlyArray<Adjustment>
 }
@@ -491,11 +493,15 @@ export const make = (options: Options = {}) =>
         )
       const settlement: Reservation["settlement"] = (actual) =>
         claim((counter, dimension) => {
-          if (dimension === "requests") return undefined
+          if (dimension === "requests")
+            return undefined
           const used = dimension === "tokens" ? actual.tokens : actual.credits
           return used === undefined ? undefined : Math.max(0, Math.floor(used)) - counter.amount
         })
-      const cancellation = () => claim((counter) => -counter.amount)
+      const cancellation = () =>
+        claim((counter) =>
+          -counter.amount
+        )
       return {
         headers: headersOf(limits, planned, states, now),
         settle: (actual) => Effect.suspend(() => write(settlement(actual))),
@@ -509,7 +515,10 @@ export const make = (options: Options = {}) =>
      * The counters of limits that are found again (`RateLimitPolicy.policy` keeps a key's limits), kept
      * while their fixed windows are the same ones: a counter's key names its window.
      */
-    const kept = new WeakMap<ReadonlyArray<Limit>, { readonly windows: ReadonlyArray<number>; readonly counters: Array<Counter>; readonly planned: Array<Planned> }>()
+    const kept = new WeakMap<
+      ReadonlyArray<Limit>,
+      { readonly windows: ReadonlyArray<number>; readonly counters: Array<Counter>; readonly planned: Array<Planned> }
+    >()
     const windowsOf = (counters: ReadonlyArray<Counter>, now: number) =>
       counters.map((counter) => counter.rolling ? 0 : Math.floor(now / counter.windowMs))
     const sameWindows = (counters: ReadonlyArray<Counter>, windows: ReadonlyArray<number>, now: number) => {
@@ -565,7 +574,8 @@ export const make = (options: Options = {}) =>
         const planned = planOf(limits, clock.currentTimeMillisUnsafe())
         return guarded(store.take(planned.now, planned.counters, "unchecked")).pipe(
           Effect.matchEffect({
-            onFailure: (error) => Effect.andThen(Effect.logWarning("rate-limit store unreachable; nothing counted", error.cause), Effect.fail(unavailable)),
+            onFailure: (error) =>
+              Effect.andThen(Effect.logWarning("rate-limit store unreachable; nothing counted", error.cause), Effect.fail(unavailable)),
             onSuccess: (result) => Effect.succeed(planned.admitted(result.states))
           })
         )
@@ -580,8 +590,7 @@ export const make = (options: Options = {}) =>
  *
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<RateLimiter, never, RateLimiterStore> =>
-  Layer.effect(RateLimiter, make(options))
+export const layer = (options: Options = {}): Layer.Layer<RateLimiter, never, RateLimiterStore> => Layer.effect(RateLimiter, make(options))
 
 interface Entry {
   expiresAt: number
@@ -722,10 +731,13 @@ export const makeStoreMemory = (): StoreMemory["Service"] => {
  */
 export const layerStoreMemory: Layer.Layer<RateLimiterStore | StoreMemory> = Layer.syncContext(() => {
   const memory = makeStoreMemory()
-  return Context.make(StoreMemory, memory).pipe(Context.add(RateLimiterStore, RateLimiterStore.of({
-    take: (now, counters, mode) => Effect.sync(() => memory.take(now, counters, mode)),
-    adjust: (adjustments) => Effect.map(Clock.currentTimeMillis, (now) => memory.adjust(adjustments, now))
-  })))
+  return Context.make(StoreMemory, memory).pipe(Context.add(
+    RateLimiterStore,
+    RateLimiterStore.of({
+      take: (now, counters, mode) => Effect.sync(() => memory.take(now, counters, mode)),
+      adjust: (adjustments) => Effect.map(Clock.currentTimeMillis, (now) => memory.adjust(adjustments, now))
+    })
+  ))
 })
 
 /**

@@ -84,7 +84,10 @@ export const refundCall = Effect.fn("Refunds.refundCall")(function*(ledger: Cred
   const amount = input.amount ?? charged
   if (amount > charged) {
     const limit = `must be at most ${Money.formatUsd(charged)} USD, what the call was charged`
-    return yield* new Errors.InvalidRequest({ message: `The refund ${limit}`, details: Errors.fieldErrors([{ path: ["amountUsd"], message: limit }]) })
+    return yield* new Errors.InvalidRequest({
+      message: `The refund ${limit}`,
+      details: Errors.fieldErrors([{ path: ["amountUsd"], message: limit }])
+    })
   }
   const reference = referenceOf(input.requestId)
   const receipt = yield* ledger.refund({ accountId: input.accountId, amount, reference }).pipe(
@@ -94,7 +97,10 @@ export const refundCall = Effect.fn("Refunds.refundCall")(function*(ledger: Cred
         : Effect.flatMap(refundedBefore(ledger, input.accountId, reference), (refunded) =>
           Effect.fail(
             new Errors.InvalidRequest({
-              message: `Request ${input.requestId} was already refunded ${refunded === undefined ? "another amount" : `${Money.formatUsd(refunded)} USD`} ` +
+              message:
+                `Request ${input.requestId} was already refunded ${
+                  refunded === undefined ? "another amount" : `${Money.formatUsd(refunded)} USD`
+                } ` +
                 `of its ${Money.formatUsd(charged)} USD charge: a call is refunded once`
             })
           )))

@@ -151,8 +151,20 @@ const evmUnsupported = new Set(words(`
   en_syncL2Block en_consensusGenesis en_genesisConfig en_whitelistedTokensForAA`))
 
 const evmUnsupportedPrefixes = [
-  "personal_", "admin_", "miner_", "engine_", "clique_", "testing_", "anvil_", "evm_", "hardhat_",
-  "ganache_", "debug_bundler_", "unstable_", "snapshots_", "en_"
+  "personal_",
+  "admin_",
+  "miner_",
+  "engine_",
+  "clique_",
+  "testing_",
+  "anvil_",
+  "evm_",
+  "hardhat_",
+  "ganache_",
+  "debug_bundler_",
+  "unstable_",
+  "snapshots_",
+  "en_"
 ]
 
 const solanaUnsupported = new Set(words(`

@@ -74,8 +74,7 @@ export const notConfigured = (capability: Capability): InvalidRequest =>
  *
  * @category predicates
  */
-export const offers = (provider: SearchProvider["Service"], capability: Capability): boolean =>
-  Option.isSome<unknown>(provider[capability])
+export const offers = (provider: SearchProvider["Service"], capability: Capability): boolean => Option.isSome<unknown>(provider[capability])
 
 /** Scraping reads at most this many URLs of a user message, as the spec says. @category constants */
 export const MAX_SCRAPED_URLS = 5

@@ -14,7 +14,7 @@
 import { ed25519 } from "@noble/curves/ed25519.js"
 import bs58 from "bs58"
 import { Data, Effect, Option, Result, Schema } from "effect"
-import { getAddress, type Hex, hashMessage, recoverAddress } from "viem"
+import { getAddress, hashMessage, type Hex, recoverAddress } from "viem"
 import type { ChainFamily } from "./Principal.ts"
 
 /** The CAIP-2 id of Solana mainnet. @category constants */
@@ -295,8 +295,7 @@ const decodeSignature = (family: ChainFamily, text: string): Result.Result<Uint8
   return invalid("signature is neither base58 nor base64 of 64 bytes")
 }
 
-const sameAddress = (family: ChainFamily, a: string, b: string) =>
-  family === "evm" ? a.toLowerCase() === b.toLowerCase() : a === b
+const sameAddress = (family: ChainFamily, a: string, b: string) => family === "evm" ? a.toLowerCase() === b.toLowerCase() : a === b
 
 const MAX_HEADER_LENGTH = 16_384
 const HEADER_BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/
@@ -336,8 +335,10 @@ export const decodeHeader = (value: string): Result.Result<Credential, SiwxInval
   const { signature: signatureText, signatureScheme: _scheme, type: _type, ...fields } = official.value
   const family = familyOfChain(fields.chainId)
   if (family === undefined) return invalid("unsupported chain")
-  return Result.flatMap(format(family, fields), (message) =>
-    Result.map(decodeSignature(family, signatureText), (signature) => ({ family, fields, message, signature })))
+  return Result.flatMap(
+    format(family, fields),
+    (message) => Result.map(decodeSignature(family, signatureText), (signature) => ({ family, fields, message, signature }))
+  )
 }
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/

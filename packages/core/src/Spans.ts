@@ -28,7 +28,8 @@ export type Span = <A, E, R>(
  */
 export const make = (enabled: boolean): Span =>
   enabled
-    ? (name, self, attributes) => Effect.withSpan(self, name, { captureStackTrace: false, ...(attributes === undefined ? {} : { attributes }) })
+    ? (name, self, attributes) =>
+      Effect.withSpan(self, name, { captureStackTrace: false, ...(attributes === undefined ? {} : { attributes }) })
     : (_name, self) => self
 
 /**

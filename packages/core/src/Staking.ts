@@ -50,7 +50,9 @@ const DAY_MS = 86_400_000
  *
  * @category layers
  */
-export const layer = (options: { readonly read: StakeReader; readonly refreshMs?: number }): Layer.Layer<never, never, CreditLedger.CreditLedger> =>
+export const layer = (
+  options: { readonly read: StakeReader; readonly refreshMs?: number }
+): Layer.Layer<never, never, CreditLedger.CreditLedger> =>
   Layer.effect(
     Staking,
     Effect.gen(function*() {

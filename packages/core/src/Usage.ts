@@ -89,19 +89,21 @@ export const toCsv = (entries: ReadonlyArray<CreditLedger.UsageEntry>): string =
   const rows = [csvColumns.join(",")]
   for (const entry of entries) {
     const wire = toWire(entry)
-    rows.push([
-      wire.timestamp,
-      wire.sku,
-      wire.pricePerUnitUsd,
-      wire.unit,
-      wire.amount,
-      wire.currency,
-      wire.notes,
-      wire.inferenceDetails.requestId,
-      wire.inferenceDetails.inferenceExecutionTime,
-      wire.inferenceDetails.promptTokens,
-      wire.inferenceDetails.completionTokens
-    ].map(field).join(","))
+    rows.push(
+      [
+        wire.timestamp,
+        wire.sku,
+        wire.pricePerUnitUsd,
+        wire.unit,
+        wire.amount,
+        wire.currency,
+        wire.notes,
+        wire.inferenceDetails.requestId,
+        wire.inferenceDetails.inferenceExecutionTime,
+        wire.inferenceDetails.promptTokens,
+        wire.inferenceDetails.completionTokens
+      ].map(field).join(",")
+    )
   }
   return `${rows.join("\r\n")}\r\n`
 }
@@ -112,8 +114,7 @@ export const toCsv = (entries: ReadonlyArray<CreditLedger.UsageEntry>): string =
  *
  * @category encoding
  */
-export const encodeCursor = (order: "asc" | "desc", id: string): string =>
-  Buffer.from(`v1:${order}:${id}`, "utf8").toString("base64url")
+export const encodeCursor = (order: "asc" | "desc", id: string): string => Buffer.from(`v1:${order}:${id}`, "utf8").toString("base64url")
 
 /** @category decoding */
 export const decodeCursor = (cursor: string): { readonly order: "asc" | "desc"; readonly id: string } | undefined => {

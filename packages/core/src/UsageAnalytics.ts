@@ -138,14 +138,27 @@ export const report = (
   const keyTotals = ranked(byKey)
   const topModels = models.slice(0, TOP).map(([model]) => model)
   const topKeys = keyTotals.slice(0, TOP).map(([keyId]) => keyId)
-  const keyDaily = daily(keyDays, topKeys).map((row) => Object.fromEntries(Object.entries(row).map(([name, value]) => [name === "date" ? name : nameOf(name), value])))
+  const keyDaily = daily(keyDays, topKeys).map((row) =>
+    Object.fromEntries(Object.entries(row).map(([name, value]) => [name === "date" ? name : nameOf(name), value]))
+  )
   return {
     lookback,
-    byDate: [...byDate].sort(([a], [b]) => b.localeCompare(a)).map(([date, total]) => ({ date, USD: usd(total.usd), DIEM: usd(total.diem) })),
+    byDate: [...byDate].sort(([a], [b]) => b.localeCompare(a)).map(([date, total]) => ({
+      date,
+      USD: usd(total.usd),
+      DIEM: usd(total.diem)
+    })),
     bySku: ranked(bySku).map(([sku, total]) => ({ sku, totalUsd: usd(total.usd), totalDiem: usd(total.diem), totalUnits: total.units })),
     byModel: models.map(([model, total]) => {
       const kind = MODEL_TYPES[byModel.get(model)!.kind]!
-      return { modelName: model, unitType: kind.unitType, modelType: kind.modelType, totalUsd: usd(total.usd), totalDiem: usd(total.diem), totalUnits: total.units }
+      return {
+        modelName: model,
+        unitType: kind.unitType,
+        modelType: kind.modelType,
+        totalUsd: usd(total.usd),
+        totalDiem: usd(total.diem),
+        totalUnits: total.units
+      }
     }),
     byModelDaily: daily(modelDays, topModels),
     topModels,

@@ -127,7 +127,12 @@ export const makeMemory = Effect.sync(() => {
         const job = live(key, now)
         if (job === undefined) return Option.none()
         if (job.state !== "queued") return Option.some({ job, ended: false })
-        const ended: Job = { ...job, state: end.state, finishedAt: end.finishedAt, ...(end.error === undefined ? {} : { error: end.error }) }
+        const ended: Job = {
+          ...job,
+          state: end.state,
+          finishedAt: end.finishedAt,
+          ...(end.error === undefined ? {} : { error: end.error })
+        }
         jobs.set(key, ended)
         return Option.some({ job: ended, ended: true })
       }),

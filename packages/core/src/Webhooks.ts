@@ -272,7 +272,12 @@ export const layerObserve: Layer.Layer<
       const spend = (yield* caps.read(accountId, [keyId], now)).get(keyId)
       if (spend === undefined) return
       if (spend.spent >= spend.cap.usd) {
-        yield* webhooks.once(capLatch("cap", accountId, keyId, spend, now), "key.cap_reached", capData(accountId, keyId, spend), CAP_LATCH_TTL_MS)
+        yield* webhooks.once(
+          capLatch("cap", accountId, keyId, spend, now),
+          "key.cap_reached",
+          capData(accountId, keyId, spend),
+          CAP_LATCH_TTL_MS
+        )
       }
       if (capShare !== undefined && spend.spent >= spend.cap.usd * capShare) {
         yield* webhooks.once(capLatch("share", accountId, keyId, spend, now), "key.cap_share_reached", {

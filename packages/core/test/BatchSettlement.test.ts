@@ -1,7 +1,7 @@
 import { BatchSettlement, Money, X402 } from "@tollgate/core"
+import { voucherTypes } from "@x402/evm"
 import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
 import { Result } from "effect"
-import { voucherTypes } from "@x402/evm"
 import { hashTypedData, zeroAddress } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { describe, expect, it } from "vitest"
@@ -87,14 +87,20 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
     const payload = await voucherPayload()
     const forged = await signVoucher(privateKeyToAccount(generatePrivateKey()), payload.voucher.channelId, "13", X402.BASE_MAINNET)
     expect(await refusal({ ...payload, voucher: forged })).toBe("invalid_batch_settlement_evm_voucher_signature")
-    expect(await refusal({ ...payload, voucher: { ...payload.voucher, maxClaimableAmount: "14" } })).toBe("invalid_batch_settlement_evm_voucher_signature")
+    expect(await refusal({ ...payload, voucher: { ...payload.voucher, maxClaimableAmount: "14" } })).toBe(
+      "invalid_batch_settlement_evm_voucher_signature"
+    )
   })
 
   it("a channel other than the one offered is refused with the scheme's reason", async () => {
     const payload = await voucherPayload()
     const other = privateKeyToAccount(generatePrivateKey()).address
-    expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, token: other } })).toBe("invalid_batch_settlement_evm_token_mismatch")
-    expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, receiver: other } })).toBe("invalid_batch_settlement_evm_receiver_mismatch")
+    expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, token: other } })).toBe(
+      "invalid_batch_settlement_evm_token_mismatch"
+    )
+    expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, receiver: other } })).toBe(
+      "invalid_batch_settlement_evm_receiver_mismatch"
+    )
     expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, receiverAuthorizer: other } }))
       .toBe("invalid_batch_settlement_evm_receiver_authorizer_mismatch")
     expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, withdrawDelay: 7_200 } }))
@@ -106,7 +112,9 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
 
   it("a channel whose withdrawal delay is under the configured minimum is refused: its escrow could leave before the claim", async () => {
     const payload = await voucherPayload()
-    expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, withdrawDelay: 900 } })).toBe(BatchSettlement.WITHDRAW_DELAY_TOO_SHORT)
+    expect(await refusal({ ...payload, channelConfig: { ...payload.channelConfig, withdrawDelay: 900 } })).toBe(
+      BatchSettlement.WITHDRAW_DELAY_TOO_SHORT
+    )
     expect(await refusal(payload, 100_000)).toBe(BatchSettlement.WITHDRAW_DELAY_TOO_SHORT)
   })
 
@@ -117,7 +125,9 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
     const s = BigInt(`0x${signature.slice(66, 130)}`)
     const v = Number.parseInt(signature.slice(130), 16)
     const flipped = `${signature.slice(0, 66)}${(n - s).toString(16).padStart(64, "0")}${(v === 27 ? 28 : 27).toString(16)}`
-    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: flipped } })).toBe("invalid_batch_settlement_evm_voucher_signature")
+    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: flipped } })).toBe(
+      "invalid_batch_settlement_evm_voucher_signature"
+    )
   })
 
   it("the same signature with v written 0 or 1 is refused: the contract's ecrecover takes only 27 or 28", async () => {
@@ -125,7 +135,9 @@ describe("A voucher is checked offline: the offered channel, its id, and the vou
     const signature = payload.voucher.signature
     const v = Number.parseInt(signature.slice(130), 16)
     const zeroBased = `${signature.slice(0, 130)}0${v - 27}`
-    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: zeroBased } })).toBe("invalid_batch_settlement_evm_voucher_signature")
+    expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: zeroBased } })).toBe(
+      "invalid_batch_settlement_evm_voucher_signature"
+    )
     expect(await refusal({ ...payload, voucher: { ...payload.voucher, signature: signature.slice(0, 130) } }))
       .toBe("invalid_batch_settlement_evm_voucher_signature")
   })

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest"
 import { Result } from "effect"
+import { describe, expect, it } from "vitest"
 import { ChatOptions } from "../src/index.ts"
 
 const parse = (body: unknown) => ChatOptions.parseRequest(body)

@@ -26,8 +26,19 @@ describe("DetailedError details map each field to {_errors}, nested fields nest"
 })
 
 describe("Every status of the spec's Errors table has a tagged error", () => {
-  it.each([[400, "InvalidRequest"], [401, "Unauthenticated"], [402, "InsufficientBalance"], [402, "PaymentRequired"],
-    [403, "Forbidden"], [410, "Gone"], [429, "RateLimited"], [500, "InferenceFailed"], [503, "ServiceUnavailable"]] as const)(
+  it.each(
+    [
+      [400, "InvalidRequest"],
+      [401, "Unauthenticated"],
+      [402, "InsufficientBalance"],
+      [402, "PaymentRequired"],
+      [403, "Forbidden"],
+      [410, "Gone"],
+      [429, "RateLimited"],
+      [500, "InferenceFailed"],
+      [503, "ServiceUnavailable"]
+    ] as const
+  )(
     "%i %s",
     (status, tag) => {
       expect(Errors.statusOf[tag]).toBe(status)

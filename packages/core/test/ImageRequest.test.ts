@@ -26,8 +26,7 @@ const fail = (body: unknown): Errors.InvalidRequest => {
 }
 
 /** The fields a 400 names: the keys of `details` other than its own `_errors`. */
-const namedFields = (error: Errors.InvalidRequest) =>
-  Object.keys(error.details ?? {}).filter((key) => key !== "_errors").sort()
+const namedFields = (error: Errors.InvalidRequest) => Object.keys(error.details ?? {}).filter((key) => key !== "_errors").sort()
 
 type Body = Record<string, unknown>
 
@@ -82,8 +81,7 @@ interface Breakage {
   readonly bad: fc.Arbitrary<(body: Body, model: Models.ImageModel) => Body>
 }
 
-const set = (field: string, values: fc.Arbitrary<unknown>) =>
-  values.map((value) => (body: Body) => ({ ...body, [field]: value }))
+const set = (field: string, values: fc.Arbitrary<unknown>) => values.map((value) => (body: Body) => ({ ...body, [field]: value }))
 const always = () => true
 const pixel = (model: Models.ImageModel) => model.sizing === "pixel"
 const notPixel = (model: Models.ImageModel) => model.sizing !== "pixel"

@@ -16,19 +16,23 @@ describe("JsonRpc: a body is one JSON-RPC 2.0 object or a batch of 1 to 100, eac
   it("a single object and a batch are accepted with each item's tier", () => {
     const single = Result.getOrThrow(JsonRpc.check(ethereum, call("eth_blockNumber")))
     expect(single).toEqual({ batch: false, items: [{ method: "eth_blockNumber", id: "1", tier: "S" }] })
-    const batch = Result.getOrThrow(JsonRpc.check(ethereum, [call("txpool_content", "a"), { jsonrpc: "2.0", method: "eth_chainId" }, call("eth_chainId", null)]))
+    const batch = Result.getOrThrow(
+      JsonRpc.check(ethereum, [call("txpool_content", "a"), { jsonrpc: "2.0", method: "eth_chainId" }, call("eth_chainId", null)])
+    )
     expect(batch.items.map((item) => [item.tier, item.id])).toEqual([["L", "\"a\""], ["S", undefined], ["S", "null"]])
   })
 
-  it.each([
-    ["empty batch", [], /an empty batch/],
-    ["101 items", Array.from({ length: 101 }, () => call("eth_chainId")), /101 items/],
-    ["non-object item", [call("eth_chainId"), "x"], /item 1 is not a JSON-RPC request object/],
-    ["missing jsonrpc", { id: 1, method: "eth_chainId" }, /missing "jsonrpc"/],
-    ["jsonrpc 1.0", { jsonrpc: "1.0", id: 1, method: "eth_chainId" }, /other than "2.0"/],
-    ["numeric method", call(42), /no string "method"/],
-    ["object id", call("eth_chainId", {}), /"id"/]
-  ] as const)("%s -> refused", (_name, body, message) => {
+  it.each(
+    [
+      ["empty batch", [], /an empty batch/],
+      ["101 items", Array.from({ length: 101 }, () => call("eth_chainId")), /101 items/],
+      ["non-object item", [call("eth_chainId"), "x"], /item 1 is not a JSON-RPC request object/],
+      ["missing jsonrpc", { id: 1, method: "eth_chainId" }, /missing "jsonrpc"/],
+      ["jsonrpc 1.0", { jsonrpc: "1.0", id: 1, method: "eth_chainId" }, /other than "2.0"/],
+      ["numeric method", call(42), /no string "method"/],
+      ["object id", call("eth_chainId", {}), /"id"/]
+    ] as const
+  )("%s -> refused", (_name, body, message) => {
     expect(refusal(body)).toMatch(message)
   })
 
@@ -41,7 +45,13 @@ describe("JsonRpc: a body is one JSON-RPC 2.0 object or a batch of 1 to 100, eac
 
 describe("JsonRpc: a request with any refused method is refused whole, naming every offending method once", () => {
   it("names each with why, and refusedMethods reads them back", () => {
-    const message = refusal([call("eth_newFilter"), call("eth_chainId"), call("ws \"quoted\""), call("eth_subscribe"), call("eth_newFilter")])
+    const message = refusal([
+      call("eth_newFilter"),
+      call("eth_chainId"),
+      call("ws \"quoted\""),
+      call("eth_subscribe"),
+      call("eth_newFilter")
+    ])
     expect(message).toBe(
       "Methods not allowed on ethereum-mainnet: \"eth_newFilter\" (unsupported), \"ws \\\"quoted\\\"\" (unknown), \"eth_subscribe\" (WebSocket-only)"
     )
@@ -63,7 +73,9 @@ describe("JsonRpc: ids are JSON text, exactly as sent, even where a double canno
 })
 
 describe("JsonRpc: an item is billed at its tier only when the node answered it with a result; otherwise 5 credits as an error", () => {
-  const request = Result.getOrThrow(JsonRpc.check(ethereum, [call("eth_call", 1), call("trace_block", 2), { jsonrpc: "2.0", method: "eth_chainId" }]))
+  const request = Result.getOrThrow(
+    JsonRpc.check(ethereum, [call("eth_call", 1), call("trace_block", 2), { jsonrpc: "2.0", method: "eth_chainId" }])
+  )
   it("matches errors by id, whatever the order", () => {
     const response = [{ jsonrpc: "2.0", id: 2, error: { code: -32601, message: "x" } }, { jsonrpc: "2.0", id: 1, result: "0x" }]
     expect(JsonRpc.outcomes(request, response)).toEqual(["S", "error", "S"])
@@ -84,7 +96,10 @@ describe("JsonRpc: an item is billed at its tier only when the node answered it 
   })
   it("one error object for a whole batch, or a lone result for it: every item an error", () => {
     const batch = Result.getOrThrow(JsonRpc.check(ethereum, [call("txpool_content", 1), call("eth_call", 2)]))
-    expect(JsonRpc.outcomes(batch, { jsonrpc: "2.0", id: null, error: { code: -32005, message: "rate limited" } })).toEqual(["error", "error"])
+    expect(JsonRpc.outcomes(batch, { jsonrpc: "2.0", id: null, error: { code: -32005, message: "rate limited" } })).toEqual([
+      "error",
+      "error"
+    ])
     expect(JsonRpc.outcomes(batch, { jsonrpc: "2.0", id: 1, result: "0x" })).toEqual(["error", "error"])
   })
   it.each([["an empty array", []], ["an array of non-objects", [1, "x"]], ["a mixed array", [{ jsonrpc: "2.0", id: 1, result: 1 }, null]]])(
@@ -95,17 +110,28 @@ describe("JsonRpc: an item is billed at its tier only when the node answered it 
     }
   )
   it("an item the node left out is an error; a null-id error stands for it before a notification", () => {
-    const batch = Result.getOrThrow(JsonRpc.check(ethereum, [call("eth_call", 1), { jsonrpc: "2.0", method: "trace_block" }, call("trace_block", 2)]))
+    const batch = Result.getOrThrow(
+      JsonRpc.check(ethereum, [call("eth_call", 1), { jsonrpc: "2.0", method: "trace_block" }, call("trace_block", 2)])
+    )
     expect(JsonRpc.outcomes(batch, [{ jsonrpc: "2.0", id: 1, result: "0x" }])).toEqual(["S", "A", "error"])
-    expect(JsonRpc.outcomes(batch, [{ jsonrpc: "2.0", id: 1, result: "0x" }, { jsonrpc: "2.0", id: null, error: { code: 1, message: "x" } }]))
+    expect(
+      JsonRpc.outcomes(batch, [{ jsonrpc: "2.0", id: 1, result: "0x" }, { jsonrpc: "2.0", id: null, error: { code: 1, message: "x" } }])
+    )
       .toEqual(["S", "A", "error"])
-    const both = [{ jsonrpc: "2.0", id: 1, result: "0x" }, { jsonrpc: "2.0", id: 2, result: [] }, { jsonrpc: "2.0", id: null, error: { code: 1, message: "x" } }]
+    const both = [{ jsonrpc: "2.0", id: 1, result: "0x" }, { jsonrpc: "2.0", id: 2, result: [] }, {
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: 1, message: "x" }
+    }]
     expect(JsonRpc.outcomes(batch, both)).toEqual(["S", "error", "A"])
   })
   it("ids a double cannot hold are matched exactly", () => {
-    const text = `[{"jsonrpc":"2.0","id":12345678901234567890,"method":"txpool_content"},{"jsonrpc":"2.0","id":12345678901234567891,"method":"txpool_content"}]`
+    const text =
+      `[{"jsonrpc":"2.0","id":12345678901234567890,"method":"txpool_content"},{"jsonrpc":"2.0","id":12345678901234567891,"method":"txpool_content"}]`
     const batch = Result.getOrThrow(JsonRpc.check(ethereum, JsonRpc.parse(text)))
-    const answer = JsonRpc.parse(`[{"jsonrpc":"2.0","id":12345678901234567891,"result":{}},{"jsonrpc":"2.0","id":12345678901234567890,"error":{"code":1,"message":"x"}}]`)
+    const answer = JsonRpc.parse(
+      `[{"jsonrpc":"2.0","id":12345678901234567891,"result":{}},{"jsonrpc":"2.0","id":12345678901234567890,"error":{"code":1,"message":"x"}}]`
+    )
     expect(JsonRpc.outcomes(batch, answer)).toEqual(["error", "L"])
   })
 })

@@ -21,10 +21,13 @@ describe("JsonText.elements gives the source text of each element of a top-level
     expect(JsonText.elements(" [ ] ")).toEqual([])
   })
   it("(property) each element parses to the value at its position", () => {
-    fc.assert(fc.property(fc.array(fc.jsonValue()), fc.boolean(), (values, pretty) => {
-      const text = JSON.stringify(values, null, pretty ? 2 : undefined)
-      expect(JsonText.elements(text).map((element) => JSON.parse(element))).toEqual(JSON.parse(text))
-    }), { numRuns: 300 })
+    fc.assert(
+      fc.property(fc.array(fc.jsonValue()), fc.boolean(), (values, pretty) => {
+        const text = JSON.stringify(values, null, pretty ? 2 : undefined)
+        expect(JsonText.elements(text).map((element) => JSON.parse(element))).toEqual(JSON.parse(text))
+      }),
+      { numRuns: 300 }
+    )
   })
 })
 
@@ -48,11 +51,14 @@ describe("JsonText.member gives the bytes of one member of a top-level object, a
   })
 
   it("(property) each member's bytes parse to the value JSON.parse gives it", () => {
-    fc.assert(fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.boolean(), (object, pretty) => {
-      const text = JSON.stringify(object, null, pretty ? 2 : undefined)
-      for (const key of Object.keys(object)) {
-        expect(JSON.parse(member(text, key)!)).toEqual(JSON.parse(text)[key])
-      }
-    }), { numRuns: 300 })
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.boolean(), (object, pretty) => {
+        const text = JSON.stringify(object, null, pretty ? 2 : undefined)
+        for (const key of Object.keys(object)) {
+          expect(JSON.parse(member(text, key)!)).toEqual(JSON.parse(text)[key])
+        }
+      }),
+      { numRuns: 300 }
+    )
   })
 })

@@ -9,8 +9,7 @@ const now = new Date()
 const claims: Jwt.Claims = { accountId: "acct_1", keyId: "key_1", type: "ADMIN", tier: "partner", issuedAt: now }
 const token = await Effect.runPromise(Jwt.sign(key, claims))
 
-const accepted = (candidate: string, at = now) =>
-  Effect.runPromise(Effect.exit(Jwt.verify(key, candidate, at))).then(Exit.isSuccess)
+const accepted = (candidate: string, at = now) => Effect.runPromise(Effect.exit(Jwt.verify(key, candidate, at))).then(Exit.isSuccess)
 
 describe("API keys are EdDSA JWTs carrying account, key id, type and tier", () => {
   it("a signed key verifies to its claims", async () => {

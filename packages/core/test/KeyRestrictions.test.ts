@@ -32,16 +32,21 @@ describe("A restricted key may call only what its lists allow; a list it does no
     expect(KeyRestrictions.checkCall(restrictions, "chat:gpt-4o-mini", { models: ["gpt-4o-mini"] })).toBeUndefined()
     expect(KeyRestrictions.checkCall(restrictions, "text-parser", undefined)).toBeUndefined()
     expect(refusedBy(KeyRestrictions.checkCall(restrictions, "image:flux", { models: ["flux"] }))).toContain("its operations restriction")
-    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:llama", { models: ["llama"] }))).toContain("its models restriction allows gpt-4o*, house-model, not llama")
-    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:house-model", { models: ["house-model", "llama"] }))).toContain("not llama")
+    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:llama", { models: ["llama"] }))).toContain(
+      "its models restriction allows gpt-4o*, house-model, not llama"
+    )
+    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "chat:house-model", { models: ["house-model", "llama"] }))).toContain(
+      "not llama"
+    )
   })
 
   it("methods: every method of a batch must be allowed; the first outside is named", () => {
     const restrictions = { methods: ["eth_call", "eth_blockNumber"] }
     expect(KeyRestrictions.checkCall(restrictions, "rpc:ethereum-mainnet", { methods: ["eth_call", "eth_blockNumber"] })).toBeUndefined()
-    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "rpc:ethereum-mainnet", { methods: ["eth_call", "eth_sendRawTransaction"] }))).toContain(
-      "not eth_sendRawTransaction"
-    )
+    expect(refusedBy(KeyRestrictions.checkCall(restrictions, "rpc:ethereum-mainnet", { methods: ["eth_call", "eth_sendRawTransaction"] })))
+      .toContain(
+        "not eth_sendRawTransaction"
+      )
   })
 })
 

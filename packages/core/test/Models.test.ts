@@ -44,11 +44,13 @@ describe("Model list: an alias resolves like the id it names; aliases and traits
 
   it("refuses an alias used twice, an alias that is another model's id, and a trait two models of one type claim", () => {
     const text = (id: string, fields: Record<string, unknown>) => ({ id, type: "text", upstreams: [], ...fields })
-    for (const models of [
-      [text("a", { aliases: ["x"] }), text("b", { aliases: ["x"] })],
-      [text("a", { aliases: ["b"] }), text("b", {})],
-      [text("a", { traits: ["default"] }), text("b", { traits: ["default"] })]
-    ]) {
+    for (
+      const models of [
+        [text("a", { aliases: ["x"] }), text("b", { aliases: ["x"] })],
+        [text("a", { aliases: ["b"] }), text("b", {})],
+        [text("a", { traits: ["default"] }), text("b", { traits: ["default"] })]
+      ]
+    ) {
       expect(Exit.isFailure(Effect.runSyncExit(Models.decodeConfig(models))), JSON.stringify(models)).toBe(true)
     }
     const image = Models.defaults.find((model) => model.id === "flux-dev")!
@@ -82,9 +84,12 @@ describe("Model list: one dev model of each other type, named as a dev model, se
 })
 
 describe("Model list: speech and transcription count against the audio kind, video against video", () => {
-  it.each([["dev-tts", "audio"], ["dev-asr", "audio"], ["dev-embedding", "embedding"], ["dev-video", "video"]] as const)("%s: %s", (id, kind) => {
-    expect(Models.rateLimitOf(Option.getOrThrow(Models.make().get(id)))).toEqual({ kind })
-  })
+  it.each([["dev-tts", "audio"], ["dev-asr", "audio"], ["dev-embedding", "embedding"], ["dev-video", "video"]] as const)(
+    "%s: %s",
+    (id, kind) => {
+      expect(Models.rateLimitOf(Option.getOrThrow(Models.make().get(id)))).toEqual({ kind })
+    }
+  )
 })
 
 describe("Model list: the other types are configured like chat models, with defaults for what they leave out", () => {
@@ -146,9 +151,11 @@ describe("Model list: a deprecated model's responses carry the deprecation warni
 
 describe("Model list: the config section replaces the dev defaults; absent, the defaults apply", () => {
   const run = (input: unknown) =>
-    Effect.runSyncExit(Effect.map(Models.ModelList, (list) => list.all.map((m) => m.id)).pipe(
-      Effect.provide(Models.layerConfig(input))
-    ))
+    Effect.runSyncExit(
+      Effect.map(Models.ModelList, (list) => list.all.map((m) => m.id)).pipe(
+        Effect.provide(Models.layerConfig(input))
+      )
+    )
   it("uses the defaults when absent, the given list when present, and fails on a bad one", () => {
     expect(run(undefined)).toEqual(Exit.succeed(Models.defaults.map((m) => m.id)))
     const [first] = Models.defaults

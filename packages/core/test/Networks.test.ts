@@ -4,10 +4,30 @@ import * as Networks from "../src/Networks.ts"
 describe("The network list is the spec's 25 slugs, sorted, with family and base credits", () => {
   it("lists exactly the spec's slugs in alphabetical order", () => {
     expect(Networks.slugs).toEqual([
-      "arbitrum-mainnet", "arbitrum-sepolia", "avalanche-fuji", "avalanche-mainnet", "base-mainnet", "base-sepolia",
-      "bsc-mainnet", "bsc-testnet", "ethereum-holesky", "ethereum-mainnet", "ethereum-sepolia", "linea-mainnet",
-      "linea-sepolia", "optimism-mainnet", "optimism-sepolia", "polygon-amoy", "polygon-mainnet", "robinhood-mainnet",
-      "robinhood-testnet", "solana-devnet", "solana-mainnet", "starknet-mainnet", "starknet-sepolia", "zksync-mainnet",
+      "arbitrum-mainnet",
+      "arbitrum-sepolia",
+      "avalanche-fuji",
+      "avalanche-mainnet",
+      "base-mainnet",
+      "base-sepolia",
+      "bsc-mainnet",
+      "bsc-testnet",
+      "ethereum-holesky",
+      "ethereum-mainnet",
+      "ethereum-sepolia",
+      "linea-mainnet",
+      "linea-sepolia",
+      "optimism-mainnet",
+      "optimism-sepolia",
+      "polygon-amoy",
+      "polygon-mainnet",
+      "robinhood-mainnet",
+      "robinhood-testnet",
+      "solana-devnet",
+      "solana-mainnet",
+      "starknet-mainnet",
+      "starknet-sepolia",
+      "zksync-mainnet",
       "zksync-sepolia"
     ])
   })

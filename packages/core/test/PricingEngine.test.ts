@@ -12,20 +12,26 @@ const quote = <A>(value: A | PricingEngine.Unpriced): A => {
 describe("Pricing: the text parser costs 0.01 USD per request", () => {
   it("quotes 10,000,000 nano-USD with the tables' version", () => {
     expect(PricingEngine.textParser(tables)).toEqual({
-      amount: 10_000_000, version: tables.version, sku: "text-parser", units: 1, pricePerUnit: 10_000_000
+      amount: 10_000_000,
+      version: tables.version,
+      sku: "text-parser",
+      units: 1,
+      pricePerUnit: 10_000_000
     })
   })
 })
 
 describe("Pricing: RPC credits = baseCredits[chain] x tier multiplier; an error item 5 credits; 6.25e-7 USD per credit", () => {
-  it.each([
-    ["ethereum-mainnet", ["S"], 20],
-    ["base-mainnet", ["A"], 40],
-    ["arbitrum-mainnet", ["L"], 80],
-    ["zksync-mainnet", ["S"], 30],
-    ["solana-mainnet", ["L"], 120],
-    ["ethereum-mainnet", ["S", "A", "error"], 65]
-  ] as const)("%s %j -> %d credits", (network, items, credits) => {
+  it.each(
+    [
+      ["ethereum-mainnet", ["S"], 20],
+      ["base-mainnet", ["A"], 40],
+      ["arbitrum-mainnet", ["L"], 80],
+      ["zksync-mainnet", ["S"], 30],
+      ["solana-mainnet", ["L"], 120],
+      ["ethereum-mainnet", ["S", "A", "error"], 65]
+    ] as const
+  )("%s %j -> %d credits", (network, items, credits) => {
     const price = quote(PricingEngine.rpc(tables, network, items))
     expect(price.credits).toBe(credits)
     expect(price.amount).toBe(credits * 625)
@@ -54,7 +60,9 @@ describe("Pricing: images per model, quality and variants, plus enhancement", ()
 
 describe("Pricing: chat per million input and output tokens, rounded up to the nano, plus search and scraping", () => {
   it("prices tokens and extras", () => {
-    const price = quote(PricingEngine.chat(tables, { model: "llama-3.3-70b", inputTokens: 1_000_000, outputTokens: 1, webSearch: true, scrapedUrls: 2 }))
+    const price = quote(
+      PricingEngine.chat(tables, { model: "llama-3.3-70b", inputTokens: 1_000_000, outputTokens: 1, webSearch: true, scrapedUrls: 2 })
+    )
     expect(price.amount).toBe(700_000_000 + 2_800 + tables.chat.webSearch + 2 * tables.chat.webScrapingPerUrl)
     expect(quote(PricingEngine.chat(tables, { model: "qwen3-4b", inputTokens: 1, outputTokens: 0 })).amount).toBe(50)
   })
@@ -79,10 +87,17 @@ describe("Pricing: cached prompt tokens at the model's cached-input price, when 
 
 describe("Pricing: embeddings per million input tokens, speech per million characters, transcription and video per second", () => {
   it("prices each kind under its own sku, per-million prices rounded up to the nano", () => {
-    expect(quote(PricingEngine.media(tables, "embedding", "dev-embedding", 1_000_000))).toMatchObject({ amount: 20_000_000, sku: "embedding:dev-embedding" })
+    expect(quote(PricingEngine.media(tables, "embedding", "dev-embedding", 1_000_000))).toMatchObject({
+      amount: 20_000_000,
+      sku: "embedding:dev-embedding"
+    })
     expect(quote(PricingEngine.media(tables, "embedding", "dev-embedding", 1)).amount).toBe(20)
     expect(quote(PricingEngine.media(tables, "speech", "dev-tts", 11))).toMatchObject({ amount: 165_000, sku: "tts:dev-tts", units: 11 })
-    expect(quote(PricingEngine.media(tables, "transcription", "dev-asr", 4))).toMatchObject({ amount: 400_000, pricePerUnit: 100_000, sku: "asr:dev-asr" })
+    expect(quote(PricingEngine.media(tables, "transcription", "dev-asr", 4))).toMatchObject({
+      amount: 400_000,
+      pricePerUnit: 100_000,
+      sku: "asr:dev-asr"
+    })
     expect(quote(PricingEngine.media(tables, "video", "dev-video", 2))).toMatchObject({ amount: 100_000_000, sku: "video:dev-video" })
   })
 
@@ -91,14 +106,17 @@ describe("Pricing: embeddings per million input tokens, speech per million chara
   })
 
   it("the config file's prices are added to the defaults", async () => {
-    const engine = await Effect.runPromise(Effect.provide(Effect.gen(function*() {
-      return yield* PricingEngine.PricingEngine
-    }), PricingEngine.layerConfig({
-      embedding: { e: { perMillionTokensUsd: "0.13" } },
-      speech: { s: { perMillionCharactersUsd: "30" } },
-      transcription: { a: { perSecondUsd: "0.0001" } },
-      video: { v: { perSecondUsd: "0.5" } }
-    })))
+    const engine = await Effect.runPromise(Effect.provide(
+      Effect.gen(function*() {
+        return yield* PricingEngine.PricingEngine
+      }),
+      PricingEngine.layerConfig({
+        embedding: { e: { perMillionTokensUsd: "0.13" } },
+        speech: { s: { perMillionCharactersUsd: "30" } },
+        transcription: { a: { perSecondUsd: "0.0001" } },
+        video: { v: { perSecondUsd: "0.5" } }
+      })
+    ))
     expect(engine.media.embedding["e"]).toEqual({ perMillionTokens: Money.unsafeNano(130_000_000) })
     expect(engine.media.video["v"]).toEqual({ perSecond: Money.unsafeNano(500_000_000) })
     expect(engine.media.video["dev-video"]).toBeDefined()
@@ -108,7 +126,11 @@ describe("Pricing: embeddings per million input tokens, speech per million chara
 describe("Pricing: image upscaling, background removal, web search and scraping are flat prices of their own", () => {
   it("quotes each under the operation's sku, scraping per URL", () => {
     expect(PricingEngine.operation(tables, "image-upscale-2")).toEqual({
-      amount: 20_000_000, version: tables.version, sku: "image-upscale-2", units: 1, pricePerUnit: 20_000_000
+      amount: 20_000_000,
+      version: tables.version,
+      sku: "image-upscale-2",
+      units: 1,
+      pricePerUnit: 20_000_000
     })
     expect(PricingEngine.operation(tables, "image-upscale-4").amount).toBe(80_000_000)
     expect(PricingEngine.operation(tables, "image-background-remove").amount).toBe(10_000_000)
@@ -117,7 +139,9 @@ describe("Pricing: image upscaling, background removal, web search and scraping 
   })
 
   it("prices.operations overrides the ones it names and keeps the others; a misspelt key is refused", async () => {
-    const decoded = await Effect.runPromise(PricingEngine.decodeConfig({ operations: { imageUpscale4xUsd: "0.5", augmentSearchUsd: "0.002" } }))
+    const decoded = await Effect.runPromise(
+      PricingEngine.decodeConfig({ operations: { imageUpscale4xUsd: "0.5", augmentSearchUsd: "0.002" } })
+    )
     expect(decoded.operations).toEqual({
       imageUpscale: { 2: 20_000_000, 4: 500_000_000 },
       imageBackgroundRemove: 10_000_000,

@@ -25,33 +25,81 @@ describe("RpcAllowlist: every method is exactly one of tier S/A/L, unsupported, 
 })
 
 describe("RpcAllowlist: the spec's tier table (Standard 1x, Advanced 2x, Large 4x)", () => {
-  it.each([
-    ["ethereum", "eth_call", "S"], ["ethereum", "eth_getBalance", "S"], ["ethereum", "eth_blockNumber", "S"],
-    ["ethereum", "eth_sendRawTransaction", "S"], ["ethereum", "eth_getLogs", "S"], ["ethereum", "net_version", "S"],
-    ["ethereum", "web3_clientVersion", "S"], ["ethereum", "eth_sendUserOperation", "S"],
-    ["zksync", "zks_getBlockDetails", "S"], ["linea", "linea_estimateGas", "S"], ["polygon", "bor_getAuthor", "S"],
-    ["starknet", "starknet_call", "S"], ["solana", "getAccountInfo", "S"], ["solana", "getBalance", "S"],
-    ["solana", "getLatestBlockhash", "S"], ["solana", "sendTransaction", "S"],
-    ["ethereum", "trace_transaction", "A"], ["ethereum", "trace_block", "A"], ["ethereum", "debug_traceTransaction", "A"],
-    ["ethereum", "debug_traceCall", "A"], ["ethereum", "txpool_inspect", "A"], ["ethereum", "txpool_status", "A"],
-    ["ethereum", "txpool_contentFrom", "A"], ["arbitrum", "arbtrace_block", "A"],
-    ["ethereum", "trace_replayBlockTransactions", "L"], ["ethereum", "trace_replayTransaction", "L"],
-    ["ethereum", "txpool_content", "L"], ["arbitrum", "arbtrace_replayTransaction", "L"],
-    ["arbitrum", "arbtrace_replayBlockTransactions", "L"], ["solana", "getLargestAccounts", "L"], ["solana", "getSupply", "L"]
-  ] as const)("%s %s is %s", (family, method, tier) => {
+  it.each(
+    [
+      ["ethereum", "eth_call", "S"],
+      ["ethereum", "eth_getBalance", "S"],
+      ["ethereum", "eth_blockNumber", "S"],
+      ["ethereum", "eth_sendRawTransaction", "S"],
+      ["ethereum", "eth_getLogs", "S"],
+      ["ethereum", "net_version", "S"],
+      ["ethereum", "web3_clientVersion", "S"],
+      ["ethereum", "eth_sendUserOperation", "S"],
+      ["zksync", "zks_getBlockDetails", "S"],
+      ["linea", "linea_estimateGas", "S"],
+      ["polygon", "bor_getAuthor", "S"],
+      ["starknet", "starknet_call", "S"],
+      ["solana", "getAccountInfo", "S"],
+      ["solana", "getBalance", "S"],
+      ["solana", "getLatestBlockhash", "S"],
+      ["solana", "sendTransaction", "S"],
+      ["ethereum", "trace_transaction", "A"],
+      ["ethereum", "trace_block", "A"],
+      ["ethereum", "debug_traceTransaction", "A"],
+      ["ethereum", "debug_traceCall", "A"],
+      ["ethereum", "txpool_inspect", "A"],
+      ["ethereum", "txpool_status", "A"],
+      ["ethereum", "txpool_contentFrom", "A"],
+      ["arbitrum", "arbtrace_block", "A"],
+      ["ethereum", "trace_replayBlockTransactions", "L"],
+      ["ethereum", "trace_replayTransaction", "L"],
+      ["ethereum", "txpool_content", "L"],
+      ["arbitrum", "arbtrace_replayTransaction", "L"],
+      ["arbitrum", "arbtrace_replayBlockTransactions", "L"],
+      ["solana", "getLargestAccounts", "L"],
+      ["solana", "getSupply", "L"]
+    ] as const
+  )("%s %s is %s", (family, method, tier) => {
     expect(RpcAllowlist.classify(family, method)).toEqual({ _tag: "Tiered", tier })
   })
 })
 
 describe("RpcAllowlist: filters, key-holding, miner, node-control and cheat-code methods are unsupported on every EVM family", () => {
   const refused = [
-    "eth_newFilter", "eth_newBlockFilter", "eth_newPendingTransactionFilter", "eth_getFilterChanges", "eth_getFilterLogs",
-    "eth_uninstallFilter", "eth_sign", "eth_accounts", "eth_mining", "eth_hashrate", "eth_getWork", "eth_submitWork",
-    "eth_sendTransaction", "eth_signTransaction", "eth_coinbase", "eth_submitHashrate",
-    "personal_sign", "admin_peers", "miner_start", "engine_newPayloadV4", "anvil_setBalance", "evm_mine",
-    "hardhat_impersonateAccount", "debug_bundler_clearState", "clique_getSigners", "testing_buildBlockV1",
-    "debug_setHead", "debug_setGCPercent", "debug_freeOSMemory", "debug_startCPUProfile", "debug_writeMemProfile",
-    "debug_verbosity", "debug_chaindbCompact", "debug_setTrieFlushInterval"
+    "eth_newFilter",
+    "eth_newBlockFilter",
+    "eth_newPendingTransactionFilter",
+    "eth_getFilterChanges",
+    "eth_getFilterLogs",
+    "eth_uninstallFilter",
+    "eth_sign",
+    "eth_accounts",
+    "eth_mining",
+    "eth_hashrate",
+    "eth_getWork",
+    "eth_submitWork",
+    "eth_sendTransaction",
+    "eth_signTransaction",
+    "eth_coinbase",
+    "eth_submitHashrate",
+    "personal_sign",
+    "admin_peers",
+    "miner_start",
+    "engine_newPayloadV4",
+    "anvil_setBalance",
+    "evm_mine",
+    "hardhat_impersonateAccount",
+    "debug_bundler_clearState",
+    "clique_getSigners",
+    "testing_buildBlockV1",
+    "debug_setHead",
+    "debug_setGCPercent",
+    "debug_freeOSMemory",
+    "debug_startCPUProfile",
+    "debug_writeMemProfile",
+    "debug_verbosity",
+    "debug_chaindbCompact",
+    "debug_setTrieFlushInterval"
   ]
   it.each(evmFamilies)("%s", (family) => {
     for (const method of refused) {
@@ -75,11 +123,18 @@ describe("RpcAllowlist: no wildcard admits debug_* or trace_*", () => {
 })
 
 describe("RpcAllowlist: subscriptions are WebSocket-only (the proxy is HTTP-only)", () => {
-  it.each([
-    ["ethereum", "eth_subscribe"], ["optimism", "eth_unsubscribe"], ["solana", "accountSubscribe"],
-    ["solana", "logsUnsubscribe"], ["solana", "slotsUpdatesSubscribe"], ["starknet", "starknet_subscribeEvents"],
-    ["starknet", "starknet_unsubscribe"], ["starknet", "starknet_subscriptionNewHeads"]
-  ] as const)("%s %s", (family, method) => {
+  it.each(
+    [
+      ["ethereum", "eth_subscribe"],
+      ["optimism", "eth_unsubscribe"],
+      ["solana", "accountSubscribe"],
+      ["solana", "logsUnsubscribe"],
+      ["solana", "slotsUpdatesSubscribe"],
+      ["starknet", "starknet_subscribeEvents"],
+      ["starknet", "starknet_unsubscribe"],
+      ["starknet", "starknet_subscriptionNewHeads"]
+    ] as const
+  )("%s %s", (family, method) => {
     expect(RpcAllowlist.classify(family, method)._tag).toBe("WebSocketOnly")
   })
 })

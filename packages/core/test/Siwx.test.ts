@@ -56,8 +56,10 @@ const specHeader = async (message: string, chainId: number | string = 8453) =>
 
 /** Whether a header signs in at `now`: decoded, validated and its signature verified. */
 const accepts = (header: string, now = NOW): Promise<boolean> => {
-  const decoded = Result.flatMap(Siwx.decodeHeader(header), (credential) =>
-    Result.map(Siwx.validate(credential, policy, now), () => credential))
+  const decoded = Result.flatMap(
+    Siwx.decodeHeader(header),
+    (credential) => Result.map(Siwx.validate(credential, policy, now), () => credential)
+  )
   if (Result.isFailure(decoded)) return Promise.resolve(false)
   return Effect.runPromise(Siwx.verifySignature(decoded.success, Option.none()))
 }
@@ -247,9 +249,11 @@ describe("Solana: ed25519 over the SIWS text, signature base58 or base64, addres
 describe("Nonce policy: by default a replayed SIWX header is refused; `reusable` accepts it within its lifetime", () => {
   const makeAuth = async (noncePolicy: Auth.NoncePolicy) =>
     Effect.runPromise(Effect.scoped(Effect.map(
-      Layer.build(Auth.layer({ signingKey: await Effect.runPromise(Jwt.generateSigningKey), publicOrigin: origin, noncePolicy }).pipe(
-        Layer.provide(AuthStore.layerMemory)
-      )),
+      Layer.build(
+        Auth.layer({ signingKey: await Effect.runPromise(Jwt.generateSigningKey), publicOrigin: origin, noncePolicy }).pipe(
+          Layer.provide(AuthStore.layerMemory)
+        )
+      ),
       (context) => Context.get(context, Auth.Auth)
     )))
   const signIn = (auth: Auth.Auth["Service"], header: string) =>
@@ -279,12 +283,16 @@ describe("Nonce policy: by default a replayed SIWX header is refused; `reusable`
 describe("Every SIWX challenge carries a fresh random nonce of 16 hex characters, as the spec says", () => {
   it("a hundred challenges: each nonce is 16 lowercase hex characters, and no two are equal", async () => {
     const auth = await Effect.runPromise(Effect.scoped(Effect.map(
-      Layer.build(Auth.layer({ signingKey: await Effect.runPromise(Jwt.generateSigningKey), publicOrigin: origin }).pipe(
-        Layer.provide(AuthStore.layerMemory)
-      )),
+      Layer.build(
+        Auth.layer({ signingKey: await Effect.runPromise(Jwt.generateSigningKey), publicOrigin: origin }).pipe(
+          Layer.provide(AuthStore.layerMemory)
+        )
+      ),
       (context) => Context.get(context, Auth.Auth)
     )))
-    const nonces = await Effect.runPromise(Effect.forEach(Array.from({ length: 100 }), () => Effect.map(auth.siwxChallenge, (c) => c.info.nonce)))
+    const nonces = await Effect.runPromise(
+      Effect.forEach(Array.from({ length: 100 }), () => Effect.map(auth.siwxChallenge, (c) => c.info.nonce))
+    )
     for (const nonce of nonces) expect(nonce).toMatch(/^[0-9a-f]{16}$/)
     expect(new Set(nonces).size).toBe(100)
   })

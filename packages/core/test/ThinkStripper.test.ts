@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest"
 import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
 import { ThinkStripper } from "../src/index.ts"
 
 const streamed = (pieces: ReadonlyArray<string>): string => {

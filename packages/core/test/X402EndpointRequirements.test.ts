@@ -28,19 +28,32 @@ describe("A metered endpoint accepts the call at its price on every network, the
   })
 
   it("a call priced at the minimum top-up is offered once per network", () => {
-    expect(amounts(X402.endpointRequirements(config, Money.usd(5)))).toEqual([[X402.BASE_MAINNET, "5000000"], [X402.SOLANA_MAINNET, "5000000"]])
+    expect(amounts(X402.endpointRequirements(config, Money.usd(5)))).toEqual([[X402.BASE_MAINNET, "5000000"], [
+      X402.SOLANA_MAINNET,
+      "5000000"
+    ]])
   })
 
   it("below minimumPerCall (0.001 USD by default) and when the price is unknown: the top-up only", () => {
     expect(config.minimumPerCall).toBe(usd("0.001"))
     expect(X402.perCallOffered(config, usd("0.001"))).toBe(true)
     expect(X402.perCallOffered(config, usd("0.000999999"))).toBe(false)
-    expect(amounts(X402.endpointRequirements(config, usd("0.0000125")))).toEqual([[X402.BASE_MAINNET, "5000000"], [X402.SOLANA_MAINNET, "5000000"]])
-    expect(amounts(X402.endpointRequirements(config, undefined))).toEqual([[X402.BASE_MAINNET, "5000000"], [X402.SOLANA_MAINNET, "5000000"]])
+    expect(amounts(X402.endpointRequirements(config, usd("0.0000125")))).toEqual([[X402.BASE_MAINNET, "5000000"], [
+      X402.SOLANA_MAINNET,
+      "5000000"
+    ]])
+    expect(amounts(X402.endpointRequirements(config, undefined))).toEqual([[X402.BASE_MAINNET, "5000000"], [
+      X402.SOLANA_MAINNET,
+      "5000000"
+    ]])
   })
 
   it("the operator's floor moves the line", () => {
-    const strict = X402.makeConfig({ publicOrigin: "https://api.example.com", payTo: { evm: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" }, minimumPerCall: usd("0.05") })
+    const strict = X402.makeConfig({
+      publicOrigin: "https://api.example.com",
+      payTo: { evm: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" },
+      minimumPerCall: usd("0.05")
+    })
     expect(amounts(X402.endpointRequirements(strict, usd("0.01")))).toEqual([[X402.BASE_MAINNET, "5000000"]])
     expect(amounts(X402.endpointRequirements(strict, usd("0.05")))).toEqual([[X402.BASE_MAINNET, "50000"], [X402.BASE_MAINNET, "5000000"]])
   })
@@ -55,7 +68,9 @@ describe("A payment names itself with a payment-identifier of 16 to 128 letters,
   })
 
   it("a valid id is read; a short, long or foreign-character id, or none, is no id", () => {
-    expect(X402.paymentIdentifier(payload("pay_7d5d747be160e280504c099d984bcfe0"))).toEqual(Option.some("pay_7d5d747be160e280504c099d984bcfe0"))
+    expect(X402.paymentIdentifier(payload("pay_7d5d747be160e280504c099d984bcfe0"))).toEqual(
+      Option.some("pay_7d5d747be160e280504c099d984bcfe0")
+    )
     expect(X402.paymentIdentifier(payload("short"))).toEqual(Option.none())
     expect(X402.paymentIdentifier(payload("x".repeat(129)))).toEqual(Option.none())
     expect(X402.paymentIdentifier(payload("pay_abc!@#defghijklmnop"))).toEqual(Option.none())
@@ -66,13 +81,29 @@ describe("A payment names itself with a payment-identifier of 16 to 128 letters,
 
 describe("The discovery 402 of a metered endpoint declares payment-identifier; the top-up's does not", () => {
   const challenge = {
-    info: { domain: "api.example.com", uri: "https://api.example.com/", version: "1", nonce: "0123456789abcdef", issuedAt: "", expirationTime: "", statement: "" },
+    info: {
+      domain: "api.example.com",
+      uri: "https://api.example.com/",
+      version: "1",
+      nonce: "0123456789abcdef",
+      issuedAt: "",
+      expirationTime: "",
+      statement: ""
+    },
     supportedChains: []
   }
   it("with a price: declared optional; with an amount (the top-up): absent", () => {
-    const metered = X402.discoveryBody(config, { resource: { url: "https://api.example.com/api/v1/augment/text-parser" }, challenge, price: usd("0.01") })
+    const metered = X402.discoveryBody(config, {
+      resource: { url: "https://api.example.com/api/v1/augment/text-parser" },
+      challenge,
+      price: usd("0.01")
+    })
     expect(metered.extensions[X402.PAYMENT_IDENTIFIER]).toMatchObject({ info: { required: false } })
-    const topUp = X402.discoveryBody(config, { resource: { url: "https://api.example.com/api/v1/x402/top-up" }, challenge, amount: Money.usd(5) })
+    const topUp = X402.discoveryBody(config, {
+      resource: { url: "https://api.example.com/api/v1/x402/top-up" },
+      challenge,
+      amount: Money.usd(5)
+    })
     expect(topUp.extensions[X402.PAYMENT_IDENTIFIER]).toBeUndefined()
   })
 })
@@ -88,7 +119,11 @@ describe("A call priced by its outcome is offered upto first (Base, Permit2) whe
   it("0.5 USD settling the actual charge: upto 500000 with the token's domain and the facilitator, then exact 500000, then the 5 USD top-up", () => {
     const entries = X402.endpointRequirements(withUpto, usd("0.5"), true)
     expect(entries.map((entry) => [entry.scheme, entry.amount])).toEqual([["upto", "500000"], ["exact", "500000"], ["exact", "5000000"]])
-    expect(entries[0]).toMatchObject({ network: X402.BASE_MAINNET, asset: X402.BASE_USDC, extra: { name: "USD Coin", version: "2", ...extra } })
+    expect(entries[0]).toMatchObject({
+      network: X402.BASE_MAINNET,
+      asset: X402.BASE_USDC,
+      extra: { name: "USD Coin", version: "2", ...extra }
+    })
   })
 
   it("no upto for a price known before the call, below the floor, or without a facilitator that settles upto", () => {

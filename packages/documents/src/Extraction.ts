@@ -6,8 +6,8 @@
  *
  * @since 0.1.0
  */
-import * as Docx from "./Docx.ts"
 import { DocumentRefused, refuse } from "./DocumentError.ts"
+import * as Docx from "./Docx.ts"
 import * as Ooxml from "./Ooxml.ts"
 import * as Pdf from "./Pdf.ts"
 import * as Pptx from "./Pptx.ts"
@@ -110,8 +110,7 @@ export const piece = (text: string): Promise<Tokens.Piece> => guarded(() => Toke
  *
  * @category counting
  */
-export const countJoined = (pieces: ReadonlyArray<Tokens.Piece>): Promise<number> =>
-  guarded(() => Tokens.countJoined(pieces, ""))
+export const countJoined = (pieces: ReadonlyArray<Tokens.Piece>): Promise<number> => guarded(() => Tokens.countJoined(pieces, ""))
 
 /**
  * One share of a PDF's pages, for a document split across workers, with its text's count made

@@ -148,8 +148,11 @@ const formatDate = (serial: number, tokens: ReadonlyArray<Token>): string => {
     else if (lower.startsWith("[s")) out += pad(Math.floor(serial * 86400), lower.length - 2)
     else if (lower[0] === "y") out += lower.length <= 2 ? pad(date.getUTCFullYear() % 100, 2) : String(date.getUTCFullYear())
     else if (lower[0] === "d") {
-      out += lower.length === 1 ? String(date.getUTCDate()) : lower.length === 2 ? pad(date.getUTCDate(), 2)
-        : lower.length === 3 ? DAYS[date.getUTCDay()]!.slice(0, 3) : DAYS[date.getUTCDay()]!
+      out += lower.length === 1 ? String(date.getUTCDate()) : lower.length === 2 ?
+        pad(date.getUTCDate(), 2)
+        : lower.length === 3
+        ? DAYS[date.getUTCDay()]!.slice(0, 3)
+        : DAYS[date.getUTCDay()]!
     } else if (lower[0] === "h") {
       const h = ampm ? (hours % 12 === 0 ? 12 : hours % 12) : hours
       out += lower.length === 1 ? String(h) : pad(h, 2)
@@ -161,8 +164,13 @@ const formatDate = (serial: number, tokens: ReadonlyArray<Token>): string => {
       if (minutes) out += lower.length === 1 ? String(date.getUTCMinutes()) : pad(date.getUTCMinutes(), 2)
       else {
         const month = date.getUTCMonth()
-        out += lower.length === 1 ? String(month + 1) : lower.length === 2 ? pad(month + 1, 2)
-          : lower.length === 3 ? MONTHS[month]!.slice(0, 3) : lower.length === 5 ? MONTHS[month]![0]! : MONTHS[month]!
+        out += lower.length === 1 ? String(month + 1) : lower.length === 2 ?
+          pad(month + 1, 2)
+          : lower.length === 3
+          ? MONTHS[month]!.slice(0, 3)
+          : lower.length === 5
+          ? MONTHS[month]![0]!
+          : MONTHS[month]!
       }
     } else if (lower.startsWith(".0")) out += (serial * 86400 % 1).toFixed(lower.length - 1).slice(1)
     else out += part
@@ -202,7 +210,9 @@ const formatNumber = (n: number, tokens: ReadonlyArray<Token>): string | undefin
   const core = placeholders.replace(/%/g, "")
   if (core.includes("/")) {
     const [left = "", right = ""] = core.split("/")
-    return `${prefix}${formatFraction(value, /[0#?]\s*[0#?]/.test(left) || / /.test(left), Math.max(1, right.length))}${"%".repeat(percents)}${suffix}`
+    return `${prefix}${formatFraction(value, /[0#?]\s*[0#?]/.test(left) || / /.test(left), Math.max(1, right.length))}${
+      "%".repeat(percents)
+    }${suffix}`
   }
   const exponent = /E([+-])(0+)/i.exec(core)
   if (exponent !== null) {
@@ -226,8 +236,7 @@ const formatNumber = (n: number, tokens: ReadonlyArray<Token>): string | undefin
   return `${value < 0 ? "-" : ""}${prefix}${body}${"%".repeat(percents)}${suffix}`
 }
 
-const isDate = (tokens: ReadonlyArray<Token>): boolean =>
-  tokens.some((t) => !t.literal && /^[dmyhs]$|^\[[hms]+\]$/i.test(t.text))
+const isDate = (tokens: ReadonlyArray<Token>): boolean => tokens.some((t) => !t.literal && /^[dmyhs]$|^\[[hms]+\]$/i.test(t.text))
 
 /**
  * `n` as the format `code` shows it; General when the code is absent or not understood.

@@ -31,8 +31,7 @@ export interface Limits {
 /** @category defaults */
 export const defaultLimits: Limits = { baseItems: 20_000, maxChars: Xml.defaultMaxChars }
 
-const errorName = (error: unknown): string =>
-  typeof error === "object" && error !== null && "name" in error ? String(error.name) : ""
+const errorName = (error: unknown): string => typeof error === "object" && error !== null && "name" in error ? String(error.name) : ""
 
 /**
  * The text of a share of a PDF's pages, as `extractRange` returns it: the non-empty pages of the
@@ -59,8 +58,7 @@ const whole: Share = { part: 0, parts: 1 }
 export const pageSeparator = "\n\n"
 
 const tooManyItems = () => refuse("output-limit", "The PDF holds more text items than allowed")
-const tooMuchText = (limits: Limits) =>
-  refuse("output-limit", `The document holds more than ${limits.maxChars} characters of text`)
+const tooMuchText = (limits: Limits) => refuse("output-limit", `The document holds more than ${limits.maxChars} characters of text`)
 
 /**
  * The text of one share of the pages: share `part` of `parts` is pages

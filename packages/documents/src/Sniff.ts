@@ -11,8 +11,7 @@ export type Sniffed = "pdf" | "zip" | "text" | "binary"
 
 const PDF = [0x25, 0x50, 0x44, 0x46, 0x2d]
 
-const startsWith = (bytes: Uint8Array, magic: ReadonlyArray<number>, at = 0): boolean =>
-  magic.every((byte, i) => bytes[at + i] === byte)
+const startsWith = (bytes: Uint8Array, magic: ReadonlyArray<number>, at = 0): boolean => magic.every((byte, i) => bytes[at + i] === byte)
 
 // PDF readers accept junk before the header; the spec allows the header within the first 1 KiB.
 const findPdfHeader = (bytes: Uint8Array): boolean => {

@@ -16,8 +16,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { type DocumentRefused, refuse } from "./DocumentError.ts"
-import * as Sniff from "./Sniff.ts"
 import type * as Extraction from "./Extraction.ts"
+import * as Sniff from "./Sniff.ts"
 import type * as Worker from "./Worker.ts"
 
 /** @category models */
@@ -306,8 +306,7 @@ export const make = Effect.fnUntraced(function*(overrides: Partial<Config> = {})
   ) =>
     Effect.acquireUseRelease(
       lend ? borrow : Effect.sync(() => new Set<Slot>()),
-      (lent) =>
-        use([main, ...lent], (slot, job) => runOn(slot, job, inputBytes, config).pipe(Effect.ensuring(giveBack(lent, slot)))),
+      (lent) => use([main, ...lent], (slot, job) => runOn(slot, job, inputBytes, config).pipe(Effect.ensuring(giveBack(lent, slot)))),
       (lent) => Effect.forEach([...lent], (slot) => giveBack(lent, slot), { discard: true })
     )
 
@@ -377,16 +376,18 @@ export const make = Effect.fnUntraced(function*(overrides: Partial<Config> = {})
         return wait(-1)
       })
       return wait(1).pipe(
-        Effect.andThen(semaphore.withPermits(1)(
-          Effect.andThen(
-            leave,
-            Effect.acquireUseRelease(
-              Effect.sync(take),
-              (slot) => dispatch(slot, bytes),
-              release
+        Effect.andThen(
+          semaphore.withPermits(1)(
+            Effect.andThen(
+              leave,
+              Effect.acquireUseRelease(
+                Effect.sync(take),
+                (slot) => dispatch(slot, bytes),
+                release
+              )
             )
           )
-        )),
+        ),
         Effect.ensuring(leave)
       )
     })

@@ -4,5 +4,4 @@
  */
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
 
-export const countTokensBare = (text: string): number =>
-  countTokens(text, { disallowedSpecial: new Set(), allowedSpecial: new Set() })
+export const countTokensBare = (text: string): number => countTokens(text, { disallowedSpecial: new Set(), allowedSpecial: new Set() })

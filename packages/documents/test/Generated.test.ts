@@ -1,9 +1,9 @@
 import { expect, layer } from "@effect/vitest"
 import * as Docx from "docx"
+import { Effect } from "effect"
 import ExcelJS from "exceljs"
 import PDFDocument from "pdfkit"
 import PptxGenJSModule from "pptxgenjs"
-import { Effect } from "effect"
 import * as DocumentExtractor from "../src/DocumentExtractor.ts"
 
 // The package is CommonJS: at run time its default export is the class itself.
@@ -48,12 +48,24 @@ const makeDocx = () => {
         }),
         new Docx.Table({
           rows: [
-            new Docx.TableRow({ children: [new Docx.TableCell({ children: [new Docx.Paragraph("Cell north west")] }), new Docx.TableCell({ children: [new Docx.Paragraph("Cell north east")] })] }),
-            new Docx.TableRow({ children: [new Docx.TableCell({ children: [new Docx.Paragraph("Cell south west")] }), new Docx.TableCell({ children: [new Docx.Paragraph("Cell south east")] })] })
+            new Docx.TableRow({
+              children: [
+                new Docx.TableCell({ children: [new Docx.Paragraph("Cell north west")] }),
+                new Docx.TableCell({ children: [new Docx.Paragraph("Cell north east")] })
+              ]
+            }),
+            new Docx.TableRow({
+              children: [
+                new Docx.TableCell({ children: [new Docx.Paragraph("Cell south west")] }),
+                new Docx.TableCell({ children: [new Docx.Paragraph("Cell south east")] })
+              ]
+            })
           ]
         }),
         new Docx.Paragraph({
-          children: [new Docx.ExternalHyperlink({ link: "https://example.invalid/secret-target", children: [new Docx.TextRun("Visible link text")] })]
+          children: [
+            new Docx.ExternalHyperlink({ link: "https://example.invalid/secret-target", children: [new Docx.TextRun("Visible link text")] })
+          ]
         }),
         new Docx.Paragraph("Closing paragraph of the body")
       ]
@@ -70,11 +82,20 @@ const makePptx = async () => {
   first.addNotes("Speaker notes for the first slide")
   const second = deck.addSlide()
   second.addText("Second slide title", { x: 0.5, y: 0.5, w: 8, h: 1 })
-  second.addTable([[{ text: "Table head one" }, { text: "Table head two" }], [{ text: "Table body one" }, { text: "Table body two" }]], { x: 0.5, y: 2, w: 8 })
+  second.addTable([[{ text: "Table head one" }, { text: "Table head two" }], [{ text: "Table body one" }, { text: "Table body two" }]], {
+    x: 0.5,
+    y: 2,
+    w: 8
+  })
   const third = deck.addSlide()
   third.addText("Third slide title", { x: 0.5, y: 0.5, w: 8, h: 1 })
   third.addChart(deck.ChartType.bar, [{ name: "Revenue series", labels: ["Quarter alpha", "Quarter beta"], values: [3, 5] }], {
-    x: 1, y: 1.5, w: 6, h: 3, showTitle: true, title: "Chart heading text"
+    x: 1,
+    y: 1.5,
+    w: 6,
+    h: 3,
+    showTitle: true,
+    title: "Chart heading text"
   })
   return await deck.write({ outputType: "nodebuffer" }) as Buffer
 }
@@ -105,69 +126,105 @@ const makePdf = (draw: (doc: PDFKit.PDFDocument) => void) =>
 
 const extract = (bytes: Uint8Array) => Effect.flatMap(DocumentExtractor.DocumentExtractor, (extractor) => extractor.extract(bytes))
 
-layer(DocumentExtractor.layer({ workers: 2, baseTimeoutMs: 60_000 }), { timeout: 60_000 })("Documents written by well-known npm writers are extracted completely", (it) => {
-  it.effect("DOCX (docx): body in order with tables, then headers, footers, footnotes and comments; no deleted text or link targets", () =>
-    Effect.gen(function*() {
-      const bytes = yield* Effect.promise(makeDocx)
-      const { format, text } = yield* extract(new Uint8Array(bytes))
-      expect(format).toBe("docx")
-      expectText(text, [
-        "Opening paragraph of the body", "Kept words", "Cell north west", "Cell north east", "Cell south west", "Cell south east",
-        "Visible link text", "Closing paragraph of the body", "Running header line", "Running footer line",
-        "Footnote with a source", "Comment about the opening"
-      ], ["Struck-out deletion", "example.invalid", "secret-target"])
-      inOrder(text, ["Opening paragraph", "Cell north west", "Cell south east", "Closing paragraph"])
-    }))
+layer(DocumentExtractor.layer({ workers: 2, baseTimeoutMs: 60_000 }), { timeout: 60_000 })(
+  "Documents written by well-known npm writers are extracted completely",
+  (it) => {
+    it.effect("DOCX (docx): body in order with tables, then headers, footers, footnotes and comments; no deleted text or link targets", () =>
+      Effect.gen(function*() {
+        const bytes = yield* Effect.promise(makeDocx)
+        const { format, text } = yield* extract(new Uint8Array(bytes))
+        expect(format).toBe("docx")
+        expectText(text, [
+          "Opening paragraph of the body",
+          "Kept words",
+          "Cell north west",
+          "Cell north east",
+          "Cell south west",
+          "Cell south east",
+          "Visible link text",
+          "Closing paragraph of the body",
+          "Running header line",
+          "Running footer line",
+          "Footnote with a source",
+          "Comment about the opening"
+        ], ["Struck-out deletion", "example.invalid", "secret-target"])
+        inOrder(text, ["Opening paragraph", "Cell north west", "Cell south east", "Closing paragraph"])
+      }))
 
-  it.effect("PPTX (pptxgenjs): slides in order with text, alt text, tables, chart text and notes; no layout prompts", () =>
-    Effect.gen(function*() {
-      const bytes = yield* Effect.promise(makePptx)
-      const { format, text } = yield* extract(new Uint8Array(bytes))
-      expect(format).toBe("pptx")
-      expectText(text, [
-        "First slide title", "Alternative text of the logo", "Speaker notes for the first slide", "Second slide title",
-        "Table head one", "Table body two", "Third slide title", "Chart heading text", "Revenue series", "Quarter alpha", "Quarter beta"
-      ], ["Click to edit Master title style", "Click to add title"])
-      inOrder(text, ["First slide title", "Speaker notes for the first slide", "Second slide title", "Table body two", "Third slide title", "Quarter beta"])
-    }))
+    it.effect("PPTX (pptxgenjs): slides in order with text, alt text, tables, chart text and notes; no layout prompts", () =>
+      Effect.gen(function*() {
+        const bytes = yield* Effect.promise(makePptx)
+        const { format, text } = yield* extract(new Uint8Array(bytes))
+        expect(format).toBe("pptx")
+        expectText(text, [
+          "First slide title",
+          "Alternative text of the logo",
+          "Speaker notes for the first slide",
+          "Second slide title",
+          "Table head one",
+          "Table body two",
+          "Third slide title",
+          "Chart heading text",
+          "Revenue series",
+          "Quarter alpha",
+          "Quarter beta"
+        ], ["Click to edit Master title style", "Click to add title"])
+        inOrder(text, [
+          "First slide title",
+          "Speaker notes for the first slide",
+          "Second slide title",
+          "Table body two",
+          "Third slide title",
+          "Quarter beta"
+        ])
+      }))
 
-  it.effect("XLSX (exceljs): every sheet by name, with formatted values and cached formula results, never formulas", () =>
-    Effect.gen(function*() {
-      const bytes = yield* Effect.promise(makeXlsx)
-      const { format, text } = yield* extract(new Uint8Array(bytes))
-      expect(format).toBe("xlsx")
-      expectText(text, [
-        "Quarterly sales", "Region", "Northern region", "12.5%", "1,599.99", "2026-05-17", "TRUE", "Second sheet name",
-        "Inline note on the second sheet", "42"
-      ], ["SUM(", "0.125", "46159"])
-      inOrder(text, ["Quarterly sales", "Northern region", "Second sheet name", "Inline note"])
-    }))
+    it.effect("XLSX (exceljs): every sheet by name, with formatted values and cached formula results, never formulas", () =>
+      Effect.gen(function*() {
+        const bytes = yield* Effect.promise(makeXlsx)
+        const { format, text } = yield* extract(new Uint8Array(bytes))
+        expect(format).toBe("xlsx")
+        expectText(text, [
+          "Quarterly sales",
+          "Region",
+          "Northern region",
+          "12.5%",
+          "1,599.99",
+          "2026-05-17",
+          "TRUE",
+          "Second sheet name",
+          "Inline note on the second sheet",
+          "42"
+        ], ["SUM(", "0.125", "46159"])
+        inOrder(text, ["Quarterly sales", "Northern region", "Second sheet name", "Inline note"])
+      }))
 
-  it.effect("PDF (pdfkit): text of every page in order", () =>
-    Effect.gen(function*() {
-      const bytes = yield* Effect.promise(() =>
-        makePdf((doc) => {
-          doc.text("Words on the first page of the report")
-          doc.addPage()
-          doc.text("Conclusions on the second page")
-        })
-      )
-      const { format, text } = yield* extract(new Uint8Array(bytes))
-      expect(format).toBe("pdf")
-      expectText(text, ["Words on the first page of the report", "Conclusions on the second page"], [])
-      inOrder(text, ["Words on the first page", "Conclusions on the second page"])
-    }))
+    it.effect("PDF (pdfkit): text of every page in order", () =>
+      Effect.gen(function*() {
+        const bytes = yield* Effect.promise(() =>
+          makePdf((doc) => {
+            doc.text("Words on the first page of the report")
+            doc.addPage()
+            doc.text("Conclusions on the second page")
+          })
+        )
+        const { format, text } = yield* extract(new Uint8Array(bytes))
+        expect(format).toBe("pdf")
+        expectText(text, ["Words on the first page of the report", "Conclusions on the second page"], [])
+        inOrder(text, ["Words on the first page", "Conclusions on the second page"])
+      }))
 
-  it.effect("an image-only PDF gives empty text, not page-marker noise", () =>
-    Effect.gen(function*() {
-      const bytes = yield* Effect.promise(() =>
-        makePdf((doc) => {
-          doc.image(Buffer.from(PNG, "base64"), 50, 50, { width: 300 })
-          doc.addPage()
-          doc.image(Buffer.from(PNG, "base64"), 50, 50, { width: 300 })
-        })
-      )
-      const result = yield* extract(new Uint8Array(bytes))
-      expect(result).toMatchObject({ format: "pdf", text: "", tokens: 0 })
-    }))
-})
+    it.effect("an image-only PDF gives empty text, not page-marker noise", () =>
+      Effect.gen(function*() {
+        const bytes = yield* Effect.promise(() =>
+          makePdf((doc) => {
+            doc.image(Buffer.from(PNG, "base64"), 50, 50, { width: 300 })
+            doc.addPage()
+            doc.image(Buffer.from(PNG, "base64"), 50, 50, { width: 300 })
+          })
+        )
+        const result = yield* extract(new Uint8Array(bytes))
+        expect(result).toMatchObject({ format: "pdf", text: "", tokens: 0 })
+      }))
+  }
+)

@@ -43,7 +43,16 @@ export const zip = (entries: ReadonlyArray<ZipEntry>): Uint8Array => {
     offset += local.length
   }
   const directory = Buffer.concat(centrals)
-  const end = Buffer.concat([u32(0x06054b50), u16(0), u16(0), u16(entries.length), u16(entries.length), u32(directory.length), u32(offset), u16(0)])
+  const end = Buffer.concat([
+    u32(0x06054b50),
+    u16(0),
+    u16(0),
+    u16(entries.length),
+    u16(entries.length),
+    u32(directory.length),
+    u32(offset),
+    u16(0)
+  ])
   return new Uint8Array(Buffer.concat([...locals, directory, end]))
 }
 
@@ -59,8 +68,10 @@ export const deflateRepeated = (prefix: string, chunk: Uint8Array, times: number
 const W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 const R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 
-const contentTypes = `<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>`
-const rootRels = `<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="${R}/officeDocument" Target="word/document.xml"/></Relationships>`
+const contentTypes =
+  `<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>`
+const rootRels =
+  `<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="${R}/officeDocument" Target="word/document.xml"/></Relationships>`
 
 const text = (s: string) => new TextEncoder().encode(s)
 
@@ -79,17 +90,30 @@ export const GIB = 1024 * 1024 * 1024
 /** document.xml with one run whose text inflates to about 1 GiB. */
 export const docxBomb = (declaredSize?: number): Uint8Array => {
   const chunk = new Uint8Array(1024 * 1024).fill(0x61)
-  const deflated = deflateRepeated(`<w:document xmlns:w="${W}"><w:body><w:p><w:r><w:t>`, chunk, 1024, "</w:t></w:r></w:p></w:body></w:document>")
+  const deflated = deflateRepeated(
+    `<w:document xmlns:w="${W}"><w:body><w:p><w:r><w:t>`,
+    chunk,
+    1024,
+    "</w:t></w:r></w:p></w:body></w:document>"
+  )
   return docx(declaredSize === undefined ? { deflated, declaredSize: GIB } : { deflated, declaredSize })
 }
 
 export const docxNested = (depth: number): Uint8Array =>
-  docx(`<w:document xmlns:w="${W}"><w:body>${"<w:tbl><w:tr><w:tc>".repeat(Math.ceil(depth / 3))}<w:p><w:r><w:t>deep</w:t></w:r></w:p>${"</w:tc></w:tr></w:tbl>".repeat(Math.ceil(depth / 3))}</w:body></w:document>`)
+  docx(
+    `<w:document xmlns:w="${W}"><w:body>${"<w:tbl><w:tr><w:tc>".repeat(Math.ceil(depth / 3))}<w:p><w:r><w:t>deep</w:t></w:r></w:p>${
+      "</w:tc></w:tr></w:tbl>".repeat(Math.ceil(depth / 3))
+    }</w:body></w:document>`
+  )
 
 export const docxBillionLaughs = (): Uint8Array => {
   const entities = ["<!ENTITY lol \"lol\">"]
   for (let i = 1; i <= 9; i++) entities.push(`<!ENTITY lol${i} "${`&lol${i === 1 ? "" : i - 1};`.repeat(10)}">`)
-  return docx(`<?xml version="1.0"?><!DOCTYPE w:document [${entities.join("")}]><w:document xmlns:w="${W}"><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>`)
+  return docx(
+    `<?xml version="1.0"?><!DOCTYPE w:document [${
+      entities.join("")
+    }]><w:document xmlns:w="${W}"><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>`
+  )
 }
 
 /**
@@ -164,7 +188,13 @@ export const pdfBomb = (times = 1024): Uint8Array => {
   push(stream)
   push(Buffer.from("\nendstream\nendobj\n"))
   const xref = length
-  push(Buffer.from(`xref\n0 5\n0000000000 65535 f \n${offsets.map((o) => `${String(o).padStart(10, "0")} 00000 n \n`).join("")}trailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`))
+  push(
+    Buffer.from(
+      `xref\n0 5\n0000000000 65535 f \n${
+        offsets.map((o) => `${String(o).padStart(10, "0")} 00000 n \n`).join("")
+      }trailer\n<< /Size 5 /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`
+    )
+  )
   return new Uint8Array(Buffer.concat(parts))
 }
 
@@ -173,7 +203,11 @@ export type PdfPage = { readonly text: string } | { readonly bombMib: number } |
 
 /** A PDF of the given pages, written by hand so a page can be broken or hostile. */
 export const pdf = (pages: ReadonlyArray<PdfPage>): Uint8Array => {
-  const objects: Array<Buffer> = [Buffer.from("<< /Type /Catalog /Pages 2 0 R >>"), Buffer.alloc(0), Buffer.from("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")]
+  const objects: Array<Buffer> = [
+    Buffer.from("<< /Type /Catalog /Pages 2 0 R >>"),
+    Buffer.alloc(0),
+    Buffer.from("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+  ]
   const kids: Array<number> = []
   const add = (body: Buffer) => objects.push(body)
   for (const page of pages) {
@@ -183,10 +217,18 @@ export const pdf = (pages: ReadonlyArray<PdfPage>): Uint8Array => {
     }
     const stream = "text" in page
       ? Buffer.from(`BT /F1 12 Tf 72 720 Td (${page.text}) Tj ET`)
-      : Buffer.concat([Buffer.from([0x78, 0x9c]), Buffer.from(deflateRepeated("BT ", new Uint8Array(1024 * 1024).fill(0x20), page.bombMib, " ET")), Buffer.alloc(4)])
+      : Buffer.concat([
+        Buffer.from([0x78, 0x9c]),
+        Buffer.from(deflateRepeated("BT ", new Uint8Array(1024 * 1024).fill(0x20), page.bombMib, " ET")),
+        Buffer.alloc(4)
+      ])
     const filter = "text" in page ? "" : " /Filter /FlateDecode"
     add(Buffer.concat([Buffer.from(`<< /Length ${stream.length}${filter} >>\nstream\n`), stream, Buffer.from("\nendstream")]))
-    add(Buffer.from(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${objects.length} 0 R >>`))
+    add(
+      Buffer.from(
+        `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents ${objects.length} 0 R >>`
+      )
+    )
     kids.push(objects.length)
   }
   objects[1] = Buffer.from(`<< /Type /Pages /Kids [${kids.map((kid) => `${kid} 0 R`).join(" ")}] /Count ${kids.length} >>`)
@@ -199,6 +241,12 @@ export const pdf = (pages: ReadonlyArray<PdfPage>): Uint8Array => {
     parts.push(object)
     length += object.length
   })
-  parts.push(Buffer.from(`xref\n0 ${objects.length + 1}\n0000000000 65535 f \n${offsets.map((o) => `${String(o).padStart(10, "0")} 00000 n \n`).join("")}trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${length}\n%%EOF\n`))
+  parts.push(
+    Buffer.from(
+      `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n${
+        offsets.map((o) => `${String(o).padStart(10, "0")} 00000 n \n`).join("")
+      }trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${length}\n%%EOF\n`
+    )
+  )
   return new Uint8Array(Buffer.concat(parts))
 }

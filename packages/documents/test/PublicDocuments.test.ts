@@ -30,11 +30,13 @@ describe("The extractor accepts whatever byte container the HTTP layer hands it"
     const pdf = TestDocuments.read("tika/testPDF.pdf")
     const padded = new Uint8Array(pdf.length + 16)
     padded.set(pdf, 8)
-    it.effect.each([
-      ["a Node Buffer (what node:http multipart parts are)", Buffer.from(pdf)],
-      ["a Buffer slice of a pooled allocation", Buffer.concat([Buffer.alloc(8), Buffer.from(pdf)]).subarray(8)],
-      ["a Uint8Array view at an offset into a larger buffer", padded.subarray(8, 8 + pdf.length)]
-    ] as const)("%s", ([, bytes]) =>
+    it.effect.each(
+      [
+        ["a Node Buffer (what node:http multipart parts are)", Buffer.from(pdf)],
+        ["a Buffer slice of a pooled allocation", Buffer.concat([Buffer.alloc(8), Buffer.from(pdf)]).subarray(8)],
+        ["a Uint8Array view at an offset into a larger buffer", padded.subarray(8, 8 + pdf.length)]
+      ] as const
+    )("%s", ([, bytes]) =>
       Effect.gen(function*() {
         const extractor = yield* DocumentExtractor.DocumentExtractor
         const { format, text } = yield* extractor.extract(bytes)

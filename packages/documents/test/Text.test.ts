@@ -17,7 +17,9 @@ describe("Plain text: a BOM decides, then strict UTF-8, then the legacy encoding
   })
 
   it("Windows-1252 French is recognised", () => {
-    expect(Text.decode(bytes("Le caf", [0xe9], " est tr", [0xe8], "s bon, d", [0xe9], "j", [0xe0], " vu."))).toBe("Le café est très bon, déjà vu.")
+    expect(Text.decode(bytes("Le caf", [0xe9], " est tr", [0xe8], "s bon, d", [0xe9], "j", [0xe0], " vu."))).toBe(
+      "Le café est très bon, déjà vu."
+    )
   })
 
   it("Shift_JIS Japanese is recognised", () => {

@@ -134,14 +134,15 @@ interface Entry {
  * body through `fromServerError`, a defect as a 500. An interruption (the client went away) stays
  * one, so the server answers it as such.
  */
-const recoverWith = (render: (error: Errors.ApiError) => HttpServerResponse.HttpServerResponse) =>
-(cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
-  if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-  const error = Cause.findErrorOption(cause)
-  if (Option.isNone(error)) return ErrorResponse.fromDefect(Cause.squash(cause))
-  if (HttpServerError.isHttpServerError(error.value)) return ErrorResponse.fromServerError(error.value)
-  return Effect.succeed(render(error.value as Errors.ApiError))
-}
+const recoverWith =
+  (render: (error: Errors.ApiError) => HttpServerResponse.HttpServerResponse) =>
+  (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, never> => {
+    if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+    const error = Cause.findErrorOption(cause)
+    if (Option.isNone(error)) return ErrorResponse.fromDefect(Cause.squash(cause))
+    if (HttpServerError.isHttpServerError(error.value)) return ErrorResponse.fromServerError(error.value)
+    return Effect.succeed(render(error.value as Errors.ApiError))
+  }
 
 const recover = recoverWith(ErrorResponse.render)
 const recoverAnthropic = recoverWith(ErrorResponse.renderAnthropic)
@@ -192,7 +193,8 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
         ? Effect.succeed(handler.value as HttpServerResponse.HttpServerResponse)
         : undefined
       entries.push([route.method, route.path, {
-        handler: constant ?? Effect.catchCause(Effect.interruptible(handler), route.errorShape === "anthropic" ? recoverAnthropic : recover),
+        handler: constant ??
+          Effect.catchCause(Effect.interruptible(handler), route.errorShape === "anthropic" ? recoverAnthropic : recover),
         readsBody: !bodiless.has(route.method),
         bazaar: Bazaar.extension(route)
       }])
@@ -249,7 +251,9 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const match = table.lookup(request.method, request.url)
       const found = match._tag === "Found" ? match : undefined
       const sent = request.headers["x-request-id"]
-      const clientAddress = Option.isSome(request.remoteAddress) ? ClientAddress.resolve(request.remoteAddress.value, request.headers, trusted) : "unknown"
+      const clientAddress = Option.isSome(request.remoteAddress)
+        ? ClientAddress.resolve(request.remoteAddress.value, request.headers, trusted)
+        : "unknown"
       const context: RequestContext.RequestContext = {
         requestId: crypto.randomUUID(),
         clientRequestId: sent !== undefined && REQUEST_ID.test(sent) ? sent : undefined,
@@ -284,7 +288,11 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       let requestContext = Context.add(fiberContext, RequestContext.CurrentRequest, context)
       if (tracking !== undefined) requestContext = Context.add(requestContext, AbuseGuard.CurrentCaller, tracking.caller)
       if (found !== undefined && found.value.readsBody) {
-        requestContext = Context.add(Context.add(requestContext, HttpIncomingMessage.MaxBodySize, maxBodySize), UploadBudget.UploadBudget, uploadBudget)
+        requestContext = Context.add(
+          Context.add(requestContext, HttpIncomingMessage.MaxBodySize, maxBodySize),
+          UploadBudget.UploadBudget,
+          uploadBudget
+        )
       }
       const compressed = request.headers["accept-encoding"] !== undefined
       if (compressed) requestContext = Context.add(requestContext, HttpPlatform.HttpPlatform, platform)
@@ -307,7 +315,8 @@ export const make = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options 
       const run = compressed ? compress(answer) as Handle : answer
       if (tracking?.admit === undefined) return run
       return Effect.matchEffect(tracking.admit, {
-        onFailure: (error) => Effect.as(Observability.count(Observability.admissions, { outcome: "abuse_guard" }), ErrorResponse.render(error)),
+        onFailure: (error) =>
+          Effect.as(Observability.count(Observability.admissions, { outcome: "abuse_guard" }), ErrorResponse.render(error)),
         onSuccess: () => run
       })
     })
@@ -359,5 +368,4 @@ export const layer = <R>(routes: ReadonlyArray<Route.Route<R>>, options: Options
   Layer.effectContext(Effect.map(make(routes, options), (app) =>
     // The span name generator goes into the context the servers run requests in (HttpServer.serve,
     // Handlers), where the tracer middleware reads it before the request reaches `handle`.
-    Context.make(Application, app).pipe(Context.add(HttpMiddleware.SpanNameGenerator, app.spanName)) as Context.Context<Application>
-  ))
+    Context.make(Application, app).pipe(Context.add(HttpMiddleware.SpanNameGenerator, app.spanName)) as Context.Context<Application>))

@@ -74,7 +74,9 @@ export const requireAccount: (
 )(function*(auth) {
   const found = yield* credentials(auth)
   if (Option.isNone(found)) {
-    return yield* new Errors.Unauthenticated({ message: "This operation needs 'Authorization: Bearer <API key>' or a wallet's SIGN-IN-WITH-X" })
+    return yield* new Errors.Unauthenticated({
+      message: "This operation needs 'Authorization: Bearer <API key>' or a wallet's SIGN-IN-WITH-X"
+    })
   }
   return yield* identify(found.value)
 })
@@ -91,7 +93,8 @@ export const requireOwner: (
   "Authenticate.requireOwner"
 )(function*(auth) {
   const found = yield* credentials(auth)
-  if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "An ADMIN API key or a wallet's SIGN-IN-WITH-X is required" })
+  if (Option.isNone(found))
+    return yield* new Errors.Unauthenticated({ message: "An ADMIN API key or a wallet's SIGN-IN-WITH-X is required" })
   if (found.value._tag === "ApiKey") yield* auth.requireAdmin(found.value)
   return yield* identify(found.value)
 })

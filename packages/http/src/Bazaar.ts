@@ -79,7 +79,8 @@ export const toolResources = (
           inputSchema: tool.inputSchema as Record<string, unknown>
         })["bazaar"] as unknown as Extension
       }
-    }])
+    }]
+  )
 
 /**
  * A schema as one self-contained JSON Schema: the bazaar nests it inside its own, where a `$ref`

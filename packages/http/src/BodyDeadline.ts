@@ -72,7 +72,9 @@ const watch = (source: NodeSource, options: Options, last: number): Effect.Effec
  *
  * @category reading
  */
-export const read = <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | Errors.RequestTimeout, R | HttpServerRequest.HttpServerRequest> =>
+export const read = <A, E, R>(
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | Errors.RequestTimeout, R | HttpServerRequest.HttpServerRequest> =>
   // Every paid call reads its body through it: the request is read from the fiber, not as an Effect step.
   Effect.withFiber((fiber) => {
     const source = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest).source

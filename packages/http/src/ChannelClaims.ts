@@ -79,7 +79,8 @@ export const make = (options: Options) =>
 
     const round: Effect.Effect<Round, unknown> = Effect.gen(function*() {
       const now = Date.now()
-      if (!(yield* channels.lockRound(owner, now, roundMs * 10))) return { claimed: [], claimTransaction: undefined, settled: 0n, refunded: [] }
+      if (!(yield* channels.lockRound(owner, now, roundMs * 10)))
+        return { claimed: [], claimTransaction: undefined, settled: 0n, refunded: [] }
       // The chain first: a withdrawal started since the last round stops the channel's calls now.
       const withdrawals = yield* chain.withdrawalsAfter(scanned)
       const started = new Set(withdrawals.channelIds.map((channelId) => channelId.toLowerCase()))
@@ -124,9 +125,16 @@ export const make = (options: Options) =>
               chain.claim([rowOf(channel)]).pipe(
                 Effect.catch((error) =>
                   Observability.count(Observability.channelClaims, { outcome: "failed" }).pipe(
-                    Effect.andThen(Effect.logError("x402 batch-settlement claim failed", { channelId: channel.channelId, charged: channel.charged.toString(), error: error.message })),
+                    Effect.andThen(
+                      Effect.logError("x402 batch-settlement claim failed", {
+                        channelId: channel.channelId,
+                        charged: channel.charged.toString(),
+                        error: error.message
+                      })
+                    ),
                     Effect.as("")
-                  ))
+                  )
+                )
               )).pipe(Effect.map((hashes) => hashes.filter((hash) => hash !== "").join(",")))
           )
         )
@@ -175,7 +183,12 @@ export const make = (options: Options) =>
       round,
       run: Effect.repeat(
         round.pipe(Effect.catchCause((cause) =>
-          Effect.as(Effect.logWarning("x402 batch-settlement round failed", cause), { claimed: [], claimTransaction: undefined, settled: 0n, refunded: [] })
+          Effect.as(Effect.logWarning("x402 batch-settlement round failed", cause), {
+            claimed: [],
+            claimTransaction: undefined,
+            settled: 0n,
+            refunded: []
+          })
         )),
         Schedule.spaced(roundMs)
       )

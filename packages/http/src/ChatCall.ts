@@ -225,7 +225,11 @@ export const recordUsage = (tally: Tally, usage: unknown) => {
   if (isObject(usage) && typeof usage["prompt_tokens"] === "number" && typeof usage["completion_tokens"] === "number") {
     const details = usage["prompt_tokens_details"]
     const cached = isObject(details) && typeof details["cached_tokens"] === "number" ? details["cached_tokens"] : 0
-    tally.usage = { prompt: usage["prompt_tokens"], completion: usage["completion_tokens"], cached: Math.min(Math.max(0, cached), usage["prompt_tokens"]) }
+    tally.usage = {
+      prompt: usage["prompt_tokens"],
+      completion: usage["completion_tokens"],
+      cached: Math.min(Math.max(0, cached), usage["prompt_tokens"])
+    }
   }
 }
 
@@ -242,7 +246,10 @@ export const REASONING_FIELDS = ["reasoning_content", "reasoning"] as const
  *
  * @category accounting
  */
-export const tallyChunk = (tally: Tally, chunk: Json): { readonly choice: Json; readonly delta: Json; readonly piece: string } | undefined => {
+export const tallyChunk = (
+  tally: Tally,
+  chunk: Json
+): { readonly choice: Json; readonly delta: Json; readonly piece: string } | undefined => {
   recordUsage(tally, chunk["usage"])
   const choices = Array.isArray(chunk["choices"]) ? chunk["choices"] : []
   const choice = isObject(choices[0]) ? choices[0] : undefined
@@ -390,7 +397,8 @@ export const preparer = Effect.gen(function*() {
 
       const price = (found: Found, tally: Tally): Priced => {
         // Counted here only when the upstream reported no usage (a client that hung up).
-        const promptUsed = tally.usage?.prompt ?? (found.message === undefined ? count() : Tokens.conversation([found.message, ...messages]))
+        const promptUsed = tally.usage?.prompt ??
+          (found.message === undefined ? count() : Tokens.conversation([found.message, ...messages]))
         const completionUsed = tally.usage?.completion ?? countCompletion(tally)
         const extras = found.performed || found.scrapedUrls > 0
         const cachedUsed = tally.usage?.cached ?? 0
@@ -491,7 +499,10 @@ const planOf = (candidates: Plan["candidates"]): Plan => {
   return {
     candidates,
     quote: dearest.quote,
-    shape: { modelTier: first.shape.modelTier, reserveTokens: Math.max(...candidates.map((prepared) => prepared.shape.reserveTokens ?? 0)) },
+    shape: {
+      modelTier: first.shape.modelTier,
+      reserveTokens: Math.max(...candidates.map((prepared) => prepared.shape.reserveTokens ?? 0))
+    },
     search: first.search
   }
 }
@@ -617,22 +628,25 @@ export const serve = <A extends { readonly plan: Plan }>(
             // A fallback of another tier has the call's rate limits counted under its own.
             const { modelTier } = prepared.shape
             const servedBy = modelTier === input.plan.shape.modelTier ? undefined : modelTier
-            const served = Effect.flatMap(answer(input, found, call), (answered): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome> => {
-              const outcome = servedBy === undefined ? answered : { ...answered, modelTier: servedBy }
-              if ("_tag" in outcome) {
-                return Effect.succeed({
-                  ...outcome,
-                  produced: Effect.tap(outcome.produced, (produced) => record(call, produced, context, quote, startedAt))
-                })
+            const served = Effect.flatMap(
+              answer(input, found, call),
+              (answered): Effect.Effect<Metered.Outcome | Metered.StreamingOutcome> => {
+                const outcome = servedBy === undefined ? answered : { ...answered, modelTier: servedBy }
+                if ("_tag" in outcome) {
+                  return Effect.succeed({
+                    ...outcome,
+                    produced: Effect.tap(outcome.produced, (produced) => record(call, produced, context, quote, startedAt))
+                  })
+                }
+                call.finished = true
+                // The answer waits for its record briefly, so a `/generation` read right after it finds
+                // it, but never for a store that stalls: the record then lands on its own.
+                return Effect.forkDetach(record(call, outcome, context, quote, startedAt)).pipe(
+                  Effect.flatMap((recording) => Effect.timeoutOption(Fiber.join(recording), RECORD_WAIT)),
+                  Effect.as(outcome)
+                )
               }
-              call.finished = true
-              // The answer waits for its record briefly, so a `/generation` read right after it finds
-              // it, but never for a store that stalls: the record then lands on its own.
-              return Effect.forkDetach(record(call, outcome, context, quote, startedAt)).pipe(
-                Effect.flatMap((recording) => Effect.timeoutOption(Fiber.join(recording), RECORD_WAIT)),
-                Effect.as(outcome)
-              )
-            })
+            )
             return index + 1 < input.plan.candidates.length ? Effect.catch(served, () => attempt(index + 1)) : served
           }
           return attempt(0)

@@ -11,10 +11,10 @@
  */
 import { PricingEngine, X402 } from "@tollgate/core"
 import { Effect, Option, Schema } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as OpenApi from "./OpenApi.ts"
 import * as Pages from "./Pages.ts"
 import * as Route from "./Route.ts"
@@ -54,7 +54,12 @@ const wantsHtml = (accept: string | undefined): boolean => accept !== undefined 
  * document's schemas is hidden: Scalar titles it "Models", beside the API's own "Models" group,
  * and every schema is shown where an operation uses it.
  */
-const scalarConfiguration = (document: OpenApi.Document) => ({ content: document, withDefaultFonts: false, telemetry: false, hideModels: true })
+const scalarConfiguration = (document: OpenApi.Document) => ({
+  content: document,
+  withDefaultFonts: false,
+  telemetry: false,
+  hideModels: true
+})
 
 /** JSON inside a `<script>`: `<` escaped so no string in the document can close the element. */
 const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</gu, "\\u003c")
@@ -65,7 +70,8 @@ const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</gu, "\\u
  * The mount point is not `#api-reference`: the bundle mounts a second, empty reference there of
  * its own accord, whose loading placeholders filled the first screen.
  */
-const page = (javascript: string, document: OpenApi.Document) => `<!doctype html>
+const page = (javascript: string, document: OpenApi.Document) =>
+  `<!doctype html>
 <html>
   <head>
     <meta charset="utf-8" />
@@ -154,14 +160,19 @@ export const routes = <R>(
     Effect.succeed(Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
       wantsHtml(request.headers["accept"])
         ? HttpServerResponse.setHeader(HttpServerResponse.html(rootPage), "vary", "accept")
-        : HttpServerResponse.jsonUnsafe(rootBody, { headers: { vary: "accept" } })
-    )),
+        : HttpServerResponse.jsonUnsafe(rootBody, { headers: { vary: "accept" } }))),
     {
       summary: "Where to start: the API reference, the OpenAPI document and the API root",
-      description: "JSON, or an HTML page linking the reference, the portal and the OpenAPI document for a request that accepts `text/html`.",
+      description:
+        "JSON, or an HTML page linking the reference, the portal and the OpenAPI document for a request that accepts `text/html`.",
       tags: ["Documentation"],
       security: "public",
-      responses: { 200: { description: "Links", schema: Schema.Struct({ service: Schema.String, docs: Schema.String, openapi: Schema.String, api: Schema.String }) } }
+      responses: {
+        200: {
+          description: "Links",
+          schema: Schema.Struct({ service: Schema.String, docs: Schema.String, openapi: Schema.String, api: Schema.String })
+        }
+      }
     }
   )
   const all = [openApi, reference, root, ...Pages.routes]

@@ -56,10 +56,13 @@ export const render = (error: Errors.ApiError): HttpServerResponse.HttpServerRes
   const status = Errors.statusOf[error._tag]
   switch (error._tag) {
     case "InvalidRequest":
-      return json(status, error.details === undefined ? { error: error.message } : {
-        error: detailedMessage(error.message, error.details),
-        details: error.details
-      })
+      return json(
+        status,
+        error.details === undefined ? { error: error.message } : {
+          error: detailedMessage(error.message, error.details),
+          details: error.details
+        }
+      )
     case "InsufficientBalance":
       return json(status, { error: error.message, code: "INSUFFICIENT_BALANCE" })
     case "SpendCapReached":
@@ -115,7 +118,9 @@ export const renderAnthropic = (error: Errors.ApiError): HttpServerResponse.Http
   const rendered = render(error)
   // a 402 that asks for a payment keeps the payment protocol's body, which a paying client reads
   if (error._tag === "PaymentRequired") return rendered
-  const message = error._tag === "InvalidRequest" && error.details !== undefined ? detailedMessage(error.message, error.details) : error.message
+  const message = error._tag === "InvalidRequest" && error.details !== undefined
+    ? detailedMessage(error.message, error.details)
+    : error.message
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(rendered.headers)) {
     if (name !== "content-type" && typeof value === "string") headers[name] = value

@@ -37,7 +37,13 @@ export interface NodeHandler {
  * @category constructors
  */
 export const toWebHandler = <A, E>(app: Layer.Layer<A | Application, E, AppRequirements>): WebHandler => {
-  const { dispose, handler } = HttpEffect.toWebHandlerLayerWith<never, A | Application, E, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(app.pipe(Layer.provide(NodeHttpServer.layerHttpServices)), {
+  const { dispose, handler } = HttpEffect.toWebHandlerLayerWith<
+    never,
+    A | Application,
+    E,
+    HttpServerRequest.HttpServerRequest | Scope.Scope,
+    never
+  >(app.pipe(Layer.provide(NodeHttpServer.layerHttpServices)), {
     toHandler: (context) => Effect.succeed(Context.get(context, Application).handle)
   })
   return { handler: (request) => handler(request), dispose }
@@ -129,7 +135,9 @@ export const make = async <A, E>(
       const node = yield* NodeHttpServer.makeHandler(handle, { scope }).pipe(Effect.provideContext(context))
       return {
         node,
-        web: HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(context as Context.Context<never>)(handle),
+        web: HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope, never>(
+          context as Context.Context<never>
+        )(handle),
         paths,
         serves
       }

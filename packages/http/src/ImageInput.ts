@@ -66,7 +66,8 @@ const picked = (record: Record<string, unknown>, fields: ReadonlyArray<string>) 
 const fromForm = (fields: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const form = yield* MultipartUpload.read({ maxBytes: MAX_IMAGE_BYTES, fields: [...fields, "image_url"], fileField: "image" })
-    if (form.fields["image_url"] !== undefined) return yield* Errors.invalidField("image_url", "Not supported: send the image itself in image")
+    if (form.fields["image_url"] !== undefined)
+      return yield* Errors.invalidField("image_url", "Not supported: send the image itself in image")
     yield* MultipartUpload.check(form.problems)
     const { image_url: _, ...rest } = form.fields
     return { image: form.file, fields: rest }
@@ -80,8 +81,11 @@ const fromForm = (fields: ReadonlyArray<string>) =>
 export const read = (
   fields: ReadonlyArray<string>
 ): Effect.Effect<Input, Errors.ApiError, HttpServerRequest.HttpServerRequest | Scope.Scope> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    (request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data") ? fromForm(fields) : fromJson(fields))
+  Effect.flatMap(
+    HttpServerRequest.HttpServerRequest,
+    (request) =>
+      (request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data") ? fromForm(fields) : fromJson(fields)
+  )
 
 /** @category models */
 export interface Inputs {
@@ -99,11 +103,13 @@ const manyFromJson = (fields: ReadonlyArray<string>, max: number) =>
     const record = body as Record<string, unknown>
     const sent = record["images"]
     if (sent === undefined) return yield* Errors.invalidField("images", "Required")
-    if (!Array.isArray(sent) || sent.length === 0) return yield* Errors.invalidField("images", "Expected a non-empty array of base64 images")
+    if (!Array.isArray(sent) || sent.length === 0)
+      return yield* Errors.invalidField("images", "Expected a non-empty array of base64 images")
     if (sent.length > max) return yield* Errors.invalidField("images", `At most ${max} images`)
     const images: Array<Uint8Array> = []
     for (const image of sent) {
-      if (typeof image === "string" && /^https?:/iu.test(image)) return yield* Errors.invalidField("images", "URLs are not supported: send the images themselves")
+      if (typeof image === "string" && /^https?:/iu.test(image))
+        return yield* Errors.invalidField("images", "URLs are not supported: send the images themselves")
       const bytes = decodeBase64(image)
       if (bytes === undefined) return yield* Errors.invalidField("images", "Expected base64 strings or data URLs")
       if (bytes.length > MAX_IMAGE_BYTES) return yield* MultipartUpload.tooLarge(MAX_IMAGE_BYTES)
@@ -128,7 +134,10 @@ export const readMany = (
   fields: ReadonlyArray<string>,
   max: number
 ): Effect.Effect<Inputs, Errors.ApiError, HttpServerRequest.HttpServerRequest | Scope.Scope> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    (request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")
-      ? manyFromForm(fields, max)
-      : manyFromJson(fields, max))
+  Effect.flatMap(
+    HttpServerRequest.HttpServerRequest,
+    (request) =>
+      (request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")
+        ? manyFromForm(fields, max)
+        : manyFromJson(fields, max)
+  )

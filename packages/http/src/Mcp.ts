@@ -21,7 +21,7 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import { type CallToolResult, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Errors, PricingEngine, X402 } from "@tollgate/core"
 import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { ByteSize, Effect, type Option, Schema } from "effect"
@@ -106,7 +106,10 @@ const resultOf = async (response: Response): Promise<CallToolResult> => {
   if (type.startsWith("image/") || type.startsWith("audio/")) {
     const data = Buffer.from(await response.arrayBuffer()).toString("base64")
     const mimeType = type.split(";")[0]!
-    return { content: [type.startsWith("image/") ? { type: "image", data, mimeType } : { type: "audio", data, mimeType }], _meta: resultMeta }
+    return {
+      content: [type.startsWith("image/") ? { type: "image", data, mimeType } : { type: "audio", data, mimeType }],
+      _meta: resultMeta
+    }
   }
   if (type.startsWith("application/json")) return textResult(await response.json(), false, resultMeta)
   return textResult(await response.text(), false, resultMeta)
@@ -121,7 +124,10 @@ const headersOf = (transport: Headers, callMeta: Json | undefined): Headers => {
   }
   const payment = callMeta?.[meta.payment]
   if (payment !== undefined) {
-    headers.set(X402.headers.paymentSignature, typeof payment === "string" ? payment : Buffer.from(JSON.stringify(payment)).toString("base64"))
+    headers.set(
+      X402.headers.paymentSignature,
+      typeof payment === "string" ? payment : Buffer.from(JSON.stringify(payment)).toString("base64")
+    )
   }
   const signIn = callMeta?.[meta.signIn]
   if (typeof signIn === "string") headers.set(X402.headers.signIn, signIn)
@@ -165,7 +171,10 @@ export const route = Route.make(
       const headers = headersOf(transport, callMeta)
       const body = http.body === undefined ? null : "json" in http.body ? JSON.stringify(http.body.json) : http.body.form
       if (http.body !== undefined && "json" in http.body) headers.set("content-type", "application/json")
-      const response = await dispatch.fetch(new Request(new URL(http.path, info.publicOrigin), { method: http.method, headers, body }), { remoteAddress, tool: name })
+      const response = await dispatch.fetch(new Request(new URL(http.path, info.publicOrigin), { method: http.method, headers, body }), {
+        remoteAddress,
+        tool: name
+      })
       return resultOf(response)
     }
 
@@ -175,8 +184,11 @@ export const route = Route.make(
       const transportHeaders = new Headers(Object.entries(request.headers))
       const server = new Server({ name: "tollgate", version: info.version }, { capabilities: { tools: {} } })
       server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }))
-      server.setRequestHandler(CallToolRequestSchema, (toolCall) =>
-        call(toolCall.params.name, toolCall.params.arguments ?? {}, toolCall.params._meta, transportHeaders, request.remoteAddress))
+      server.setRequestHandler(
+        CallToolRequestSchema,
+        (toolCall) =>
+          call(toolCall.params.name, toolCall.params.arguments ?? {}, toolCall.params._meta, transportHeaders, request.remoteAddress)
+      )
       const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
       const response = yield* Effect.promise(async () => {
         await server.connect(transport)

@@ -13,9 +13,9 @@
 import { Money, Networks, type PricingEngine } from "@tollgate/core"
 import { Schema } from "effect"
 import type * as Route from "./Route.ts"
-import * as ToolPrice from "./ToolPrice.ts"
 import * as Rpc from "./routes/Rpc.ts"
 import * as TextParser from "./routes/TextParser.ts"
+import * as ToolPrice from "./ToolPrice.ts"
 
 /**
  * Where the MCP server answers (`Mcp` serves it; `Bazaar` lists its paid tools there).
@@ -85,7 +85,12 @@ const usd = (amount: Money.Nano) => Money.formatUsd(amount)
 const jsonTool = (
   routes: ReadonlyMap<string, Route.Route<any>>,
   path: string,
-  tool: { readonly name: string; readonly description: string; readonly price?: ToolPrice.ToolPrice | undefined; readonly fixed?: Readonly<Record<string, unknown>> }
+  tool: {
+    readonly name: string
+    readonly description: string
+    readonly price?: ToolPrice.ToolPrice | undefined
+    readonly fixed?: Readonly<Record<string, unknown>>
+  }
 ): ReadonlyArray<Tool> => {
   const route = routes.get(`POST ${path}`)
   const schema = route?.docs?.request?.schema
@@ -103,7 +108,12 @@ const jsonTool = (
 const getTool = (
   routes: ReadonlyMap<string, Route.Route<any>>,
   path: string,
-  tool: { readonly name: string; readonly description: string; readonly input?: Schema.Top; readonly query?: (args: Readonly<Record<string, unknown>>) => string }
+  tool: {
+    readonly name: string
+    readonly description: string
+    readonly input?: Schema.Top
+    readonly query?: (args: Readonly<Record<string, unknown>>) => string
+  }
 ): ReadonlyArray<Tool> => {
   if (!routes.has(`GET ${path}`)) return []
   return [{
@@ -124,12 +134,14 @@ const RpcArguments = Schema.Struct({
 /** The text parser's arguments: the document as base64 or as an embedded resource, instead of the form's file. */
 const DocumentArguments = Schema.Struct({
   document: Schema.optionalKey(Schema.String.annotate({ description: "The document's bytes, base64", contentEncoding: "base64" })),
-  resource: Schema.optionalKey(Schema.Struct({
-    uri: Schema.String,
-    mimeType: Schema.optionalKey(Schema.String),
-    blob: Schema.optionalKey(Schema.String.annotate({ contentEncoding: "base64" })),
-    text: Schema.optionalKey(Schema.String)
-  }).annotate({ description: "An MCP embedded resource holding the document (blob or text)" })),
+  resource: Schema.optionalKey(
+    Schema.Struct({
+      uri: Schema.String,
+      mimeType: Schema.optionalKey(Schema.String),
+      blob: Schema.optionalKey(Schema.String.annotate({ contentEncoding: "base64" })),
+      text: Schema.optionalKey(Schema.String)
+    }).annotate({ description: "An MCP embedded resource holding the document (blob or text)" })
+  ),
   filename: Schema.optionalKey(Schema.String),
   response_format: TextParser.UploadForm.fields.response_format
 })
@@ -144,11 +156,17 @@ const textParserTool = (routes: ReadonlyMap<string, Route.Route<any>>, tables: P
   const price = ToolPrice.flat(tables.textParser.perRequest)
   return [{
     name: "parse_document",
-    description: `Extract the text of a PDF, DOCX, PPTX, XLSX or plain-text document, given as base64 in \`document\` or as an embedded resource in \`resource\`. ${price.text}`,
+    description:
+      `Extract the text of a PDF, DOCX, PPTX, XLSX or plain-text document, given as base64 in \`document\` or as an embedded resource in \`resource\`. ${price.text}`,
     inputSchema: inputSchemaOf(DocumentArguments),
     price,
     request: (args) => {
-      const resource = args["resource"] as { readonly blob?: unknown; readonly text?: unknown; readonly mimeType?: unknown; readonly uri?: unknown } | undefined
+      const resource = args["resource"] as {
+        readonly blob?: unknown
+        readonly text?: unknown
+        readonly mimeType?: unknown
+        readonly uri?: unknown
+      } | undefined
       const bytes = typeof args["document"] === "string"
         ? Buffer.from(args["document"], "base64")
         : typeof resource?.blob === "string"
@@ -163,7 +181,11 @@ const textParserTool = (routes: ReadonlyMap<string, Route.Route<any>>, tables: P
         ? resource.uri.split("/").pop() || "document"
         : "document"
       const form = new FormData()
-      form.append("file", new Blob([bytes], { type: typeof resource?.mimeType === "string" ? resource.mimeType : "application/octet-stream" }), name)
+      form.append(
+        "file",
+        new Blob([bytes], { type: typeof resource?.mimeType === "string" ? resource.mimeType : "application/octet-stream" }),
+        name
+      )
       if (typeof args["response_format"] === "string") form.append("response_format", args["response_format"])
       return { method: "POST", path, body: { form } }
     }
@@ -196,13 +218,19 @@ const builtIn = (routes: ReadonlyMap<string, Route.Route<any>>, tables: PricingE
     ...jsonTool(routes, "/api/v1/chat/completions", {
       name: "chat_completion",
       description: "An OpenAI-compatible chat completion (not streamed): model and messages as in POST /chat/completions.",
-      price: ToolPrice.perModel("per million tokens", Object.entries(tables.chat.models).map(([id, p]) => [id, { input: p.inputPerMillion, output: p.outputPerMillion }])),
+      price: ToolPrice.perModel(
+        "per million tokens",
+        Object.entries(tables.chat.models).map(([id, p]) => [id, { input: p.inputPerMillion, output: p.outputPerMillion }])
+      ),
       fixed: { stream: false }
     }),
     ...jsonTool(routes, "/api/v1/embeddings", {
       name: "embeddings",
       description: "Embedding vectors of one or more inputs, as POST /embeddings.",
-      price: ToolPrice.perModel("per million tokens", Object.entries(tables.media.embedding).map(([id, p]) => [id, { input: p.perMillionTokens }]))
+      price: ToolPrice.perModel(
+        "per million tokens",
+        Object.entries(tables.media.embedding).map(([id, p]) => [id, { input: p.perMillionTokens }])
+      )
     }),
     ...jsonTool(routes, "/api/v1/image/generate", {
       name: "generate_image",
@@ -213,7 +241,10 @@ const builtIn = (routes: ReadonlyMap<string, Route.Route<any>>, tables: PricingE
     ...jsonTool(routes, "/api/v1/audio/speech", {
       name: "speech",
       description: "Speech of a text in a model's voice, answered as MCP audio content.",
-      price: ToolPrice.perModel("per million characters", Object.entries(tables.media.speech).map(([id, p]) => [id, { input: p.perMillionCharacters }]))
+      price: ToolPrice.perModel(
+        "per million characters",
+        Object.entries(tables.media.speech).map(([id, p]) => [id, { input: p.perMillionCharacters }])
+      )
     }),
     ...jsonTool(routes, "/api/v1/augment/search", {
       name: "web_search",

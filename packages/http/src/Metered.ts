@@ -27,7 +27,17 @@
  *
  * @since 0.1.0
  */
-export type { CallContext, DeferredOutcome, Kind, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome, Usage } from "./metered/MeteredCall.ts"
-export { LimitPolicy, layerLimits, layerLimitsDefault } from "./metered/LimitPolicy.ts"
+export { layerLimits, layerLimitsDefault, LimitPolicy } from "./metered/LimitPolicy.ts"
+export type {
+  CallContext,
+  DeferredOutcome,
+  Kind,
+  MeteredCall,
+  ModelTier,
+  Outcome,
+  Produced,
+  StreamingOutcome,
+  Usage
+} from "./metered/MeteredCall.ts"
 export { PaymentRequiredBodies } from "./metered/PaymentRequiredBodies.ts"
 export { layer, Metered, type Options } from "./metered/Pipeline.ts"

@@ -87,30 +87,32 @@ export const read = (options: {
     let fileAsField = false
     let filename = "file"
     let contentType = "application/octet-stream"
-    yield* BodyDeadline.read(Stream.runForEach(request.multipartStream, (part): Effect.Effect<void, Errors.ApiError | Multipart.MultipartError> => {
-      if (part._tag === "Field") {
-        if (wanted.has(part.key)) fields[part.key] = part.value
-        if (part.key === fileField) fileAsField = true
-        return Effect.void
-      }
-      if (part.key !== fileField || files++ > 0) return Stream.runDrain(part.content)
-      filename = part.name
-      contentType = part.contentType
-      return Stream.runForEach(part.content, (chunk) => {
-        size += chunk.length
-        if (size > maxBytes) return Effect.fail(tooLarge(maxBytes))
-        chunks.push(chunk)
-        return Effect.void
-      })
-    }).pipe(
-      Effect.catchIf(Multipart.isMultipartError, (error) => Effect.fail(fromMultipart(maxBytes)(error))),
-      Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
-      // The exact cap is the counter above; the parser's own limits are a backstop, with room for
-      // the part's headers, which the parser counts into the part's size.
-      Effect.provideService(Multipart.MaxFileSize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
-      Effect.provideService(Multipart.MaxFieldSize, ByteSize.bytes(FRAMING_BYTES)),
-      Effect.provideService(Multipart.MaxParts, MAX_PARTS)
-    ))
+    yield* BodyDeadline.read(
+      Stream.runForEach(request.multipartStream, (part): Effect.Effect<void, Errors.ApiError | Multipart.MultipartError> => {
+        if (part._tag === "Field") {
+          if (wanted.has(part.key)) fields[part.key] = part.value
+          if (part.key === fileField) fileAsField = true
+          return Effect.void
+        }
+        if (part.key !== fileField || files++ > 0) return Stream.runDrain(part.content)
+        filename = part.name
+        contentType = part.contentType
+        return Stream.runForEach(part.content, (chunk) => {
+          size += chunk.length
+          if (size > maxBytes) return Effect.fail(tooLarge(maxBytes))
+          chunks.push(chunk)
+          return Effect.void
+        })
+      }).pipe(
+        Effect.catchIf(Multipart.isMultipartError, (error) => Effect.fail(fromMultipart(maxBytes)(error))),
+        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
+        // The exact cap is the counter above; the parser's own limits are a backstop, with room for
+        // the part's headers, which the parser counts into the part's size.
+        Effect.provideService(Multipart.MaxFileSize, ByteSize.bytes(maxBytes + FRAMING_BYTES)),
+        Effect.provideService(Multipart.MaxFieldSize, ByteSize.bytes(FRAMING_BYTES)),
+        Effect.provideService(Multipart.MaxParts, MAX_PARTS)
+      )
+    )
     const problems: Array<Problem> = []
     if (files === 0) problems.push({ path: [fileField], message: fileAsField ? "Expected a file upload" : "Required" })
     else if (files > 1) problems.push({ path: [fileField], message: "Expected exactly one file" })

@@ -60,7 +60,9 @@ export const creditsCaptured = labelledCounter("tollgate_credits_captured_nano_u
 })
 
 /** @category metrics */
-export const holdsOpen = Metric.gauge("tollgate_holds_open", { description: "Credit holds open in the ledger (all accounts, from the store)" })
+export const holdsOpen = Metric.gauge("tollgate_holds_open", {
+  description: "Credit holds open in the ledger (all accounts, from the store)"
+})
 
 /** @category metrics */
 export const heldNanoUsd = Metric.gauge("tollgate_held_nano_usd", {
@@ -124,10 +126,14 @@ export const rpc = RpcMetrics.all
 export const processResidentMemory = Metric.gauge("process_resident_memory_bytes", { description: "Resident set size of the process" })
 
 /** @category metrics */
-export const processCpuSeconds = Metric.gauge("process_cpu_seconds_total", { description: "User and system CPU time of the process, in seconds" })
+export const processCpuSeconds = Metric.gauge("process_cpu_seconds_total", {
+  description: "User and system CPU time of the process, in seconds"
+})
 
 /** @category metrics */
-export const processStartTime = Metric.gauge("process_start_time_seconds", { description: "Start of the process, in seconds since the Unix epoch" })
+export const processStartTime = Metric.gauge("process_start_time_seconds", {
+  description: "Start of the process, in seconds since the Unix epoch"
+})
 
 /** @category metrics */
 export const heapUsed = Metric.gauge("nodejs_heap_size_used_bytes", { description: "V8 heap in use" })
@@ -136,7 +142,9 @@ export const heapUsed = Metric.gauge("nodejs_heap_size_used_bytes", { descriptio
 export const heapTotal = Metric.gauge("nodejs_heap_size_total_bytes", { description: "V8 heap allocated" })
 
 /** @category metrics */
-export const externalMemory = Metric.gauge("nodejs_external_memory_bytes", { description: "Memory of C++ objects bound to JavaScript objects, array buffers included" })
+export const externalMemory = Metric.gauge("nodejs_external_memory_bytes", {
+  description: "Memory of C++ objects bound to JavaScript objects, array buffers included"
+})
 
 /** @category metrics */
 export const arrayBuffers = Metric.gauge("nodejs_array_buffers_bytes", { description: "Memory of ArrayBuffers and SharedArrayBuffers" })

@@ -101,13 +101,15 @@ const register = (schemas: Record<string, unknown>, schema: Schema.Top): unknown
   const rewrite = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(rewrite)
     if (typeof value !== "object" || value === null) return value
-    const rewritten = Object.fromEntries(Object.entries(value).flatMap(([key, inner]): Array<[string, unknown]> => {
-      if (key === "$ref" && typeof inner === "string") return [[key, inner.replace("#/$defs/", "#/components/schemas/")]]
-      // `{}` allows any extra key, which JSON Schema does anyway.
-      if (key === "additionalProperties" && isEmptyObject(inner)) return []
-      if (key === "allOf" && Array.isArray(inner)) return [[key, inner.filter((part) => !isOpenObject(part)).map(rewrite)]]
-      return [[key, rewrite(inner)]]
-    }))
+    const rewritten = Object.fromEntries(
+      Object.entries(value).flatMap(([key, inner]): Array<[string, unknown]> => {
+        if (key === "$ref" && typeof inner === "string") return [[key, inner.replace("#/$defs/", "#/components/schemas/")]]
+        // `{}` allows any extra key, which JSON Schema does anyway.
+        if (key === "additionalProperties" && isEmptyObject(inner)) return []
+        if (key === "allOf" && Array.isArray(inner)) return [[key, inner.filter((part) => !isOpenObject(part)).map(rewrite)]]
+        return [[key, rewrite(inner)]]
+      })
+    )
     return isOpenObject(rewritten) && !("examples" in rewritten) ? { ...rewritten, examples: [{}] } : rewritten
   }
   for (const [name, definition] of Object.entries(document.definitions ?? {})) {
@@ -202,7 +204,9 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
   for (const route of routes) {
     const docs = route.docs
     const operation: Record<string, unknown> = {
-      operationId: `${route.method.toLowerCase()}${toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
+      operationId: `${route.method.toLowerCase()}${
+        toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())
+      }`,
       summary: docs?.summary ?? `${route.method} ${toOpenApiPath(route.path)}`,
       tags: docs?.tags ?? [],
       security: securityOf(docs?.security ?? "public", docs?.wallets === true),
@@ -219,12 +223,14 @@ export const make = (routes: ReadonlyArray<Route.Route<any>>, options: Options):
       ],
       responses: {
         ...errorResponses(schemas, docs?.security ?? "public", options.paymentRequiredSchemas ?? []),
-        ...Object.fromEntries(Object.entries(docs?.responses ?? { 200: { description: "Success" } }).map(([status, response]) => [
-          status,
-          response.schema === undefined
-            ? { description: response.description }
-            : json(schemas, response.schema, response.description, response.contentType)
-        ]))
+        ...Object.fromEntries(
+          Object.entries(docs?.responses ?? { 200: { description: "Success" } }).map(([status, response]) => [
+            status,
+            response.schema === undefined
+              ? { description: response.description }
+              : json(schemas, response.schema, response.description, response.contentType)
+          ])
+        )
       }
     }
     if (docs?.description !== undefined) operation["description"] = docs.description

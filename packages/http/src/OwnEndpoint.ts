@@ -13,15 +13,15 @@
  *
  * @since 0.1.0
  */
-import { Errors, Money, type Principal, type PricingEngine, type RateLimitPolicy } from "@tollgate/core"
+import { Errors, Money, type PricingEngine, type Principal, type RateLimitPolicy } from "@tollgate/core"
 import { Effect, Result, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Endpoint from "./Endpoint.ts"
-import * as ToolPrice from "./ToolPrice.ts"
 import type * as Metered from "./Metered.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as RequestQuery from "./RequestQuery.ts"
 import type * as Route from "./Route.ts"
+import * as ToolPrice from "./ToolPrice.ts"
 
 /**
  * A validator of the Standard Schema spec (zod, valibot, ArkType and Effect's
@@ -272,7 +272,10 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
           }
           // The usage of the chunks sent; none carried any: the quote.
           let used: Usage | undefined
-          const chunks = Stream.fromAsyncIterable(reply.stream, (cause) => new Errors.BadGateway({ message: `${sku}: the stream failed: ${String(cause)}` }))
+          const chunks = Stream.fromAsyncIterable(
+            reply.stream,
+            (cause) => new Errors.BadGateway({ message: `${sku}: the stream failed: ${String(cause)}` })
+          )
           return Endpoint.streaming({
             stream: chunks.pipe(
               Stream.map((chunk) => {
@@ -286,7 +289,8 @@ export const make = <Body = unknown>(options: Options<Body>): Route.Route<Metere
             status: reply.status,
             headers: reply.headers,
             // A stream that sent nothing is not charged.
-            produced: (bytes) => bytes === 0 ? { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit } } : produced(quote, used)
+            produced: (bytes) =>
+              bytes === 0 ? { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit } } : produced(quote, used)
           })
         })
       }

@@ -25,14 +25,16 @@ export const walletsPath = "/docs/wallets" as const
  *
  * @category rendering
  */
-export const escape = (text: string): string => text.replace(/[&<>"]/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
+export const escape = (text: string): string =>
+  text.replace(/[&<>"]/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
 
 /**
  * A page: the title, then paragraphs of trusted HTML (ours), with the links every page shares.
  *
  * @category rendering
  */
-export const render = (title: string, body: ReadonlyArray<string>): string => `<!doctype html>
+export const render = (title: string, body: ReadonlyArray<string>): string =>
+  `<!doctype html>
 <html lang="en">
   <head>
     <meta charset="utf-8" />
@@ -67,7 +69,8 @@ const wallets = render("Paying with a wallet (x402)", [
   "<ol>",
   "<li><code>POST /api/v1/x402/top-up</code> (optionally <code>?amountUsd=12.5</code>) without a payment: a 402 whose <code>accepts</code> lists what to pay (USDC on Base, and on Solana when offered). An empty <code>accepts</code> means this server takes no wallet payments; the top-up then answers 503.</li>",
   "<li>Sign a payment for exactly one entry of <code>accepts</code> and send the same request again with it in the <code>PAYMENT-SIGNATURE</code> header. The answer has the new balance and a <code>PAYMENT-RESPONSE</code> header.</li>",
-  "<li>Call the API with <code>SIGN-IN-WITH-X</code> (see <a href=\"" + authenticationPath + "\">authentication</a>). When the credit runs short the 402 says how much to top up.</li>",
+  "<li>Call the API with <code>SIGN-IN-WITH-X</code> (see <a href=\"" + authenticationPath +
+  "\">authentication</a>). When the credit runs short the 402 says how much to top up.</li>",
   "</ol>",
   "<p><code>GET /api/v1/x402/balance/{walletAddress}</code> reads a wallet's credit. The official clients (<code>@x402/fetch</code>, <code>@x402/evm</code>, <code>@x402/extensions</code>) do all of this.</p>"
 ])

@@ -106,7 +106,13 @@ export const operation = <S extends Request, R>(declaration: {
     kind: declaration.kind,
     serve: Effect.gen(function*() {
       const tables = yield* PricingEngine.PricingEngine
-      const quote: PricingEngine.Quote = { amount: Money.zero, version: tables.version, sku: declaration.sku, units: 0, pricePerUnit: Money.zero }
+      const quote: PricingEngine.Quote = {
+        amount: Money.zero,
+        version: tables.version,
+        sku: declaration.sku,
+        units: 0,
+        pricePerUnit: Money.zero
+      }
       const execute = yield* declaration.serve(yield* jobsOf)
       return {
         decode: RequestBody.schema(declaration.request),
@@ -125,7 +131,10 @@ export const operation = <S extends Request, R>(declaration: {
  */
 export interface Jobs {
   readonly store: VideoJobs.VideoJobs["Service"]
-  readonly end: (job: VideoJobs.Job, outcome: Parameters<typeof VideoJobs.end>[1]) => Effect.Effect<VideoJobs.Job, Errors.ServiceUnavailable>
+  readonly end: (
+    job: VideoJobs.Job,
+    outcome: Parameters<typeof VideoJobs.end>[1]
+  ) => Effect.Effect<VideoJobs.Job, Errors.ServiceUnavailable>
 }
 
 const jobsOf = Effect.gen(function*() {
@@ -154,8 +163,10 @@ export const find = (
   serves: (job: VideoJobs.Job) => boolean,
   notFound: () => Errors.NotFound
 ): Effect.Effect<VideoJobs.Job, Errors.NotFound | Errors.ServiceUnavailable> =>
-  Effect.flatMap(jobs.get(accountId, queueId), (found) =>
-    Option.isSome(found) && serves(found.value) ? Effect.succeed(found.value) : Effect.fail(notFound()))
+  Effect.flatMap(
+    jobs.get(accountId, queueId),
+    (found) => Option.isSome(found) && serves(found.value) ? Effect.succeed(found.value) : Effect.fail(notFound())
+  )
 
 /**
  * Whether the job is still queued past its expiry, so its hold is to be released.
@@ -171,7 +182,10 @@ export const overdue = (job: VideoJobs.Job): Effect.Effect<boolean> =>
  * @category decoding
  */
 export const stillServed = <M>(job: VideoJobs.Job, model: Effect.Effect<M, Errors.ApiError>): Effect.Effect<M, Errors.ServiceUnavailable> =>
-  Effect.mapError(model, () => new Errors.ServiceUnavailable({ message: `The model ${job.model} is no longer served`, retryAfterSeconds: 60 }))
+  Effect.mapError(
+    model,
+    () => new Errors.ServiceUnavailable({ message: `The model ${job.model} is no longer served`, retryAfterSeconds: 60 })
+  )
 
 /**
  * Removes a job that has ended; one still queued is a 400 naming `queue_id` that says `running`.
@@ -183,8 +197,10 @@ export const remove = (
   job: Pick<VideoJobs.Job, "accountId" | "id">,
   running: string
 ): Effect.Effect<Exclude<VideoJobs.Removal, "running">, Errors.ApiError> =>
-  Effect.flatMap(jobs.remove(job.accountId, job.id), (removal) =>
-    removal === "running" ? Effect.fail(Errors.invalidField("queue_id", running)) : Effect.succeed(removal))
+  Effect.flatMap(
+    jobs.remove(job.accountId, job.id),
+    (removal) => removal === "running" ? Effect.fail(Errors.invalidField("queue_id", running)) : Effect.succeed(removal)
+  )
 
 /**
  * The public quote of a queued job: the price in USD a queue request with the `request`'s fields

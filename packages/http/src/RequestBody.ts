@@ -41,7 +41,8 @@ export const json = (
       error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
         ? ErrorResponse.bodyTooLarge(limit)
         : new Errors.InvalidRequest({ message: unparsable(error.reason.cause) })))
-    if (JsonDepth.exceeds(parsed)) return yield* JsonDepth.tooDeep
+    if (JsonDepth.exceeds(parsed))
+      return yield* JsonDepth.tooDeep
     return parsed
   })
 
@@ -99,7 +100,9 @@ export const bytes = (
     if (maxBytes === undefined) {
       return BodyDeadline.read(Effect.mapBoth(request.arrayBuffer, bytesRead(fiber.getRef(HttpIncomingMessage.MaxBodySize))))
     }
-    const body = BodyDeadline.read(Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead(maxBytes)))
+    const body = BodyDeadline.read(
+      Effect.mapBoth(Effect.provideService(request.arrayBuffer, HttpIncomingMessage.MaxBodySize, maxBytes), bytesRead(maxBytes))
+    )
     return Effect.andThen(Effect.flatMap(UploadBudget, (budget) => budget.hold(Number(maxBytes))), body)
   })
 
@@ -138,5 +141,4 @@ export const schema = <S extends Schema.Decoder<unknown>>(
   S["Type"],
   Errors.PayloadTooLarge | Errors.InvalidRequest | Errors.ServiceUnavailable | Errors.RequestTimeout,
   HttpServerRequest.HttpServerRequest | Scope.Scope
-> =>
-  Effect.flatMap(json(maxBytes), (body) => decode(schema, body))
+> => Effect.flatMap(json(maxBytes), (body) => decode(schema, body))

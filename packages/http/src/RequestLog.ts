@@ -72,10 +72,11 @@ export const layerJson = (options: { readonly errorsOnly?: boolean } = {}): Laye
       }
       yield* Effect.acquireRelease(
         Effect.sync(() => setInterval(flush, 50).unref()),
-        (interval) => Effect.sync(() => {
-          clearInterval(interval)
-          flush()
-        })
+        (interval) =>
+          Effect.sync(() => {
+            clearInterval(interval)
+            flush()
+          })
       )
       return RequestLog.of({
         record: (entry) => {

@@ -145,7 +145,8 @@ export const make = <A>(routes: Iterable<readonly [method: string, pattern: stri
       const byPrefix = trailing[i]
       let params: Record<string, string> | undefined
       if (byPrefix !== undefined) {
-        if (!path.startsWith(byPrefix.prefix) || path.length === byPrefix.prefix.length || path.indexOf("/", byPrefix.prefix.length) !== -1) continue
+        if (!path.startsWith(byPrefix.prefix) || path.length === byPrefix.prefix.length || path.indexOf("/", byPrefix.prefix.length) !== -1)
+          continue
         const value = decode(path.slice(byPrefix.prefix.length))
         if (value === undefined) continue
         params = { [byPrefix.name]: value }

@@ -65,7 +65,10 @@ export const perModel = (
     [id, Object.entries(prices).flatMap(([name, amount]) => amount === undefined ? [] : [[name, usd(amount)] as const])] as const
   )
   return {
-    text: `Price per model, ${unit}: ${named.map(([id, prices]) => `${id} ${prices.map(([name, amount]) => `${amount} USD ${name}`).join(", ")}`).join("; ")}. ` +
+    text:
+      `Price per model, ${unit}: ${
+        named.map(([id, prices]) => `${id} ${prices.map(([name, amount]) => `${amount} USD ${name}`).join(", ")}`).join("; ")
+      }. ` +
       "The worst case of the request is held and only what the call uses is charged.",
     data: { mode: "per_model", unit, models: Object.fromEntries(named.map(([id, prices]) => [id, Object.fromEntries(prices)])) }
   }

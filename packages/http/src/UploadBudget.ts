@@ -89,8 +89,10 @@ export const make = (options: Options): Budget => {
     ).pipe(Effect.flatMap((taken) => Option.isSome(taken) ? Effect.void : Effect.fail(refusal)))
   const take = (from: Semaphore.Semaphore, bytes: number, refusal: Errors.ServiceUnavailable) =>
     Effect.uninterruptibleMask((restore) =>
-      waiting > 0 ? restore(waitFor(from, bytes, refusal)) : Effect.flatMap(from.takeIfAvailable(bytes), (taken) =>
-        taken ? Effect.addFinalizer(() => from.release(bytes)) : restore(waitFor(from, bytes, refusal)))
+      waiting > 0 ?
+        restore(waitFor(from, bytes, refusal)) :
+        Effect.flatMap(from.takeIfAvailable(bytes), (taken) =>
+          taken ? Effect.addFinalizer(() => from.release(bytes)) : restore(waitFor(from, bytes, refusal)))
     )
 
   const share = (principal: string) =>
@@ -121,7 +123,8 @@ export const make = (options: Options): Budget => {
         return Effect.flatMap(CurrentRequest, (current) => {
           const principal = current.principalId
           if (principal === undefined) return global
-          return Effect.flatMap(share(principal), (held) => Effect.andThen(take(held.semaphore, Math.min(bytes, shareBytes), shareFull), global))
+          return Effect.flatMap(share(principal), (held) =>
+            Effect.andThen(take(held.semaphore, Math.min(bytes, shareBytes), shareFull), global))
         })
       })
   }

@@ -32,20 +32,24 @@ type AuthWithCaps = Auth.Auth["Service"] & { readonly caps: KeyCaps.KeyCaps["Ser
 
 /** One app instance over the given Auth and abuse guard. */
 const instance = (auth: AuthWithCaps, guard: AbuseGuard.AbuseGuard["Service"]) => {
-  const { dispose, handler } = Handlers.toWebHandler(App.layer(ApiKeys.routes).pipe(
-    Layer.provide(Layer.mergeAll(
-      Layer.succeed(Auth.Auth, auth),
-      Layer.succeed(KeyCaps.KeyCaps, auth.caps),
-      Layer.succeed(AbuseGuard.AbuseGuard, guard)
-    )),
-    Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
-  ))
+  const { dispose, handler } = Handlers.toWebHandler(
+    App.layer(ApiKeys.routes).pipe(
+      Layer.provide(Layer.mergeAll(
+        Layer.succeed(Auth.Auth, auth),
+        Layer.succeed(KeyCaps.KeyCaps, auth.caps),
+        Layer.succeed(AbuseGuard.AbuseGuard, guard)
+      )),
+      Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
+    )
+  )
   afterAll(dispose)
   return (path: string, init: RequestInit & { readonly key?: string } = {}) =>
-    handler(new Request(`${origin}${path}`, {
-      ...init,
-      headers: { ...(init.key === undefined ? {} : { authorization: `Bearer ${init.key}` }), ...init.headers as Record<string, string> }
-    }))
+    handler(
+      new Request(`${origin}${path}`, {
+        ...init,
+        headers: { ...(init.key === undefined ? {} : { authorization: `Bearer ${init.key}` }), ...init.headers as Record<string, string> }
+      })
+    )
 }
 
 const memoryAuth = await buildAuth(Auth.layer({ signingKey, publicOrigin: origin }).pipe(Layer.provideMerge(AuthStore.layerMemory)))
@@ -124,18 +128,28 @@ describe("Spend caps and key details: consumptionLimit and limitPeriod at creati
 
   it("a key created with a cap shows it with the period's spend; one without shows a null limit and no usage", async () => {
     const { admin } = await account()
-    const created = await post(admin, { apiKeyType: "INFERENCE", description: "capped", consumptionLimit: { usd: 0.05 }, limitPeriod: "EPOCH" })
+    const created = await post(admin, {
+      apiKeyType: "INFERENCE",
+      description: "capped",
+      consumptionLimit: { usd: 0.05 },
+      limitPeriod: "EPOCH"
+    })
     expect(created.status).toBe(201)
     const body = await created.json() as { id: string }
     expect(body).toMatchObject({ consumptionLimits: { usd: 0.05 }, limitPeriod: "EPOCH", currentPeriodUsage: { usd: "0" } })
     const shown = await request(`/api/v1/api_keys/${body.id}`, { key: admin })
     expect(shown.status).toBe(200)
-    expect(await shown.json()).toMatchObject({ data: { id: body.id, consumptionLimits: { usd: 0.05 }, limitPeriod: "EPOCH", currentPeriodUsage: { usd: "0" } } })
+    expect(await shown.json()).toMatchObject({
+      data: { id: body.id, consumptionLimits: { usd: 0.05 }, limitPeriod: "EPOCH", currentPeriodUsage: { usd: "0" } }
+    })
     const plain = await (await post(admin, { apiKeyType: "INFERENCE", description: "plain" })).json() as Record<string, unknown>
     expect(plain["consumptionLimits"]).toEqual({ usd: null })
     expect(plain).not.toHaveProperty("currentPeriodUsage")
     const listed = await (await request("/api/v1/api_keys", { key: admin })).json() as { data: Array<{ id: string; limitPeriod: string }> }
-    expect(listed.data.find((key) => key.id === body.id)).toMatchObject({ consumptionLimits: { usd: 0.05 }, currentPeriodUsage: { usd: "0" } })
+    expect(listed.data.find((key) => key.id === body.id)).toMatchObject({
+      consumptionLimits: { usd: 0.05 },
+      currentPeriodUsage: { usd: "0" }
+    })
   })
 
   it("PATCH changes the description, the cap and its period, and removes the cap with usd null", async () => {
@@ -143,8 +157,13 @@ describe("Spend caps and key details: consumptionLimit and limitPeriod at creati
     const { id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "before" })).json() as { id: string }
     const capped = await patch(admin, { id, description: "after", consumptionLimit: { usd: 12.5 } })
     expect(capped.status).toBe(200)
-    expect(await capped.json()).toMatchObject({ success: true, data: { id, description: "after", consumptionLimits: { usd: 12.5 }, limitPeriod: "EPOCH" } })
-    expect(await (await patch(admin, { id, limitPeriod: "MONTH" })).json()).toMatchObject({ data: { consumptionLimits: { usd: 12.5 }, limitPeriod: "MONTH" } })
+    expect(await capped.json()).toMatchObject({
+      success: true,
+      data: { id, description: "after", consumptionLimits: { usd: 12.5 }, limitPeriod: "EPOCH" }
+    })
+    expect(await (await patch(admin, { id, limitPeriod: "MONTH" })).json()).toMatchObject({
+      data: { consumptionLimits: { usd: 12.5 }, limitPeriod: "MONTH" }
+    })
     const removed = await (await patch(admin, { id, consumptionLimit: { usd: null } })).json() as { data: Record<string, unknown> }
     expect(removed.data["consumptionLimits"]).toEqual({ usd: null })
     expect(removed.data).not.toHaveProperty("currentPeriodUsage")
@@ -152,7 +171,10 @@ describe("Spend caps and key details: consumptionLimit and limitPeriod at creati
 
   it("PATCH sets an expiry that ends the key at that time on its next request, and removing it lets the key work again", async () => {
     const { admin } = await account()
-    const { apiKey, id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "expiring" })).json() as { apiKey: string; id: string }
+    const { apiKey, id } = await (await post(admin, { apiKeyType: "INFERENCE", description: "expiring" })).json() as {
+      apiKey: string
+      id: string
+    }
     const soon = new Date(Date.now() + 1_000).toISOString()
     expect(await (await patch(admin, { id, expiresAt: soon })).json()).toMatchObject({ data: { id, expiresAt: soon } })
     expect((await request("/api/v1/api_keys", { key: apiKey })).status).not.toBe(401)
@@ -162,7 +184,9 @@ describe("Spend caps and key details: consumptionLimit and limitPeriod at creati
     expect((await request("/api/v1/api_keys", { key: apiKey })).status).not.toBe(401)
     const past = await patch(admin, { id, expiresAt: "2020-01-01", description: "unchanged?" })
     expect(past.status).toBe(400)
-    expect(await (await request(`/api/v1/api_keys/${id}`, { key: admin })).json()).toMatchObject({ data: { description: "expiring", expiresAt: null } })
+    expect(await (await request(`/api/v1/api_keys/${id}`, { key: admin })).json()).toMatchObject({
+      data: { description: "expiring", expiresAt: null }
+    })
   })
 
   it("a bad cap or period is a 400 naming the field; a period without a cap is a 400", async () => {
@@ -276,10 +300,12 @@ describe("Revocation is effective at once on every instance sharing Redis", () =
     const url = redis.url
     const redisInstance = async () => {
       const connection = Layer.orDie(NodeRedis.layer({ url }))
-      const auth = await buildAuth(Auth.layer({ signingKey, publicOrigin: origin }).pipe(
-        Layer.provideMerge(AuthStoreRedis.layerRedis),
-        Layer.provide(connection)
-      ))
+      const auth = await buildAuth(
+        Auth.layer({ signingKey, publicOrigin: origin }).pipe(
+          Layer.provideMerge(AuthStoreRedis.layerRedis),
+          Layer.provide(connection)
+        )
+      )
       const guard = await build(AbuseGuard.AbuseGuard, AbuseGuardRedis.layerRedis.pipe(Layer.provide(connection)))
       return { auth, request: instance(auth, guard) }
     }

@@ -39,13 +39,19 @@ beforeAll(async () => {
     hits.push(request.url ?? "")
     if (request.url === "/redirect-loopback") return response.writeHead(302, { location: `http://127.0.0.1:${pagePort}/secret` }).end()
     if (request.url === "/redirect-name") return response.writeHead(302, { location: `http://localhost:${pagePort}/secret` }).end()
-    response.writeHead(200, { "content-type": "text/html" }).end("<html><body><h1>Lighthouse</h1><script>x()</script><p>Keeper's log</p></body></html>")
+    response.writeHead(200, { "content-type": "text/html" }).end(
+      "<html><body><h1>Lighthouse</h1><script>x()</script><p>Keeper's log</p></body></html>"
+    )
   })
   await new Promise<void>((resolve) => pages.listen(0, "::", resolve))
   pagePort = (pages.address() as AddressInfo).port
   const scope = Effect.runSync(Scope.make())
   context = await TestApp.buildContext(services(), scope)
-  const node = await Handlers.toNodeHandler(App.layer<Layer.Success<ReturnType<typeof services>> | App.Dispatch>([...Augment.routes, Mcp.route]).pipe(Layer.provide(Layer.succeedContext(context))))
+  const node = await Handlers.toNodeHandler(
+    App.layer<Layer.Success<ReturnType<typeof services>> | App.Dispatch>([...Augment.routes, Mcp.route]).pipe(
+      Layer.provide(Layer.succeedContext(context))
+    )
+  )
   const server = Http.createServer(node.handler)
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`
@@ -91,9 +97,11 @@ describe("POST /augment/scrape: a public page comes back as text, charged the pr
 describe("web_scrape, the MCP tool, scrapes a public page as its route does: the page's text, one entry naming the tool", () => {
   it("called with the key by the MCP SDK client: the route's JSON, the scrape's price captured once", async () => {
     const client = new Client({ name: "augment-test", version: "1.0.0" })
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${baseURL.replace("/api/v1", "")}/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${apiKey}` } }
-    }))
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${baseURL.replace("/api/v1", "")}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${apiKey}` } }
+      })
+    )
     const before = await balance()
     const url = `http://127.0.0.2:${pagePort}/page`
     const result = await client.callTool({ name: "web_scrape", arguments: { url } }) as CallToolResult
@@ -102,7 +110,12 @@ describe("web_scrape, the MCP tool, scrapes a public page as its route does: the
     expect(result.structuredContent).toEqual({ url, content: "Lighthouse\nKeeper's log", format: "text" })
     expect(before.usd - (await balance()).usd).toBe(PricingEngine.defaults.operations.augmentScrape)
     const usage = await ledger((l) => l.usage(accountId, { order: "desc", limit: 1 }))
-    expect(usage.entries[0]).toMatchObject({ sku: "augment-scrape", units: 1, notes: `MCP tool web_scrape, ${url}`, requestId: result._meta?.["tollgate/request-id"] })
+    expect(usage.entries[0]).toMatchObject({
+      sku: "augment-scrape",
+      units: 1,
+      notes: `MCP tool web_scrape, ${url}`,
+      requestId: result._meta?.["tollgate/request-id"]
+    })
   })
 })
 

@@ -56,9 +56,11 @@ const charge = async (accountId: string, n: number, notes = "ok") => {
 }
 
 const get = (path: string, key: string | undefined, headers: Record<string, string> = {}) =>
-  handler(new Request(`http://localhost${path}`, {
-    headers: key === undefined ? headers : { authorization: `Bearer ${key}`, ...headers }
-  }))
+  handler(
+    new Request(`http://localhost${path}`, {
+      headers: key === undefined ? headers : { authorization: `Bearer ${key}`, ...headers }
+    })
+  )
 
 describe("GET /billing/usage (deprecated): JSON pages with pagination and deprecation headers", () => {
   it("answers the entries, newest first, with x-pagination-*, Deprecation, Sunset and Link", async () => {
@@ -99,7 +101,14 @@ describe("GET /billing/usage (deprecated): JSON pages with pagination and deprec
     expect(response.headers.get("x-pagination-total")).toBe("2")
     const rows = parse(await response.text(), { columns: true }) as Array<Record<string, string>>
     expect(rows).toHaveLength(2)
-    expect(rows[0]).toMatchObject({ sku: "text-parser", amount: "0.01", currency: "USD", notes: "a note, with \"quotes\"\nand a line break", inferenceExecutionTime: "7", promptTokens: "" })
+    expect(rows[0]).toMatchObject({
+      sku: "text-parser",
+      amount: "0.01",
+      currency: "USD",
+      notes: "a note, with \"quotes\"\nand a line break",
+      inferenceExecutionTime: "7",
+      promptTokens: ""
+    })
   })
 
   it("accounts created on or after 2026-07-07 get 410", async () => {
@@ -132,7 +141,10 @@ describe("Billing endpoints need an ADMIN key", () => {
 describe("Bad query parameters -> 400 DetailedError naming each bad field", () => {
   it("every bad field is named, and the rejected call consumed no rate-limit slot", async () => {
     const caller = await account()
-    const response = await get("/api/v1/billing/usage?currency=EUR&startDate=yesterday&endDate=2026-13-45&limit=501&page=0&sortOrder=up", caller.admin)
+    const response = await get(
+      "/api/v1/billing/usage?currency=EUR&startDate=yesterday&endDate=2026-13-45&limit=501&page=0&sortOrder=up",
+      caller.admin
+    )
     expect(response.status).toBe(400)
     const body = await response.json() as { error: string; details: Record<string, { _errors: Array<string> }> }
     for (const field of ["currency", "startDate", "endDate", "limit", "page", "sortOrder"]) {
@@ -156,7 +168,10 @@ describe("GET /billing/usage-history: keyset pages; every entry appears exactly 
     const seen: Array<string> = []
     let cursor: string | null = null
     do {
-      const response: Response = await get(`/api/v1/billing/usage-history?limit=2${cursor === null ? "" : `&cursor=${cursor}`}`, caller.admin)
+      const response: Response = await get(
+        `/api/v1/billing/usage-history?limit=2${cursor === null ? "" : `&cursor=${cursor}`}`,
+        caller.admin
+      )
       expect(response.status).toBe(200)
       const body = await response.json() as { data: Array<{ inferenceDetails: { requestId: string } }>; nextCursor: string | null }
       for (const entry of body.data) seen.push(entry.inferenceDetails.requestId)
@@ -180,14 +195,20 @@ describe("POST /billing/credits: an operator grants credits, once per reference"
   let operator: Awaited<ReturnType<typeof account>>
   beforeAll(async () => {
     await run(auth.createAccount({ id: "operator", createdAt: new Date("2026-01-01T00:00:00Z") }))
-    operator = { id: "operator", admin: (await run(auth.createKey({ accountId: "operator", type: "ADMIN", description: "ops" }))).key, inference: "" }
+    operator = {
+      id: "operator",
+      admin: (await run(auth.createKey({ accountId: "operator", type: "ADMIN", description: "ops" }))).key,
+      inference: ""
+    }
   })
   const grant = (key: string, body: unknown) =>
-    handler(new Request("http://localhost/api/v1/billing/credits", {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify(body)
-    }))
+    handler(
+      new Request("http://localhost/api/v1/billing/credits", {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+    )
 
   it("grants, and a retry with the same reference does not grant again", async () => {
     const target = await account()

@@ -102,7 +102,10 @@ const balance = () => ledger((l) => l.balance(accountId)).then((b) => b.usd)
 const lastUsage = () => ledger((l) => l.usage(accountId, { order: "desc", limit: 1 })).then((page) => page.entries[0])
 
 const priceOf = (inputTokens: number, outputTokens: number) => {
-  const quote = PricingEngine.chat({ ...PricingEngine.defaults, chat: { ...PricingEngine.defaults.chat, models: { "fake-chat": chatPrice } } }, {
+  const quote = PricingEngine.chat({
+    ...PricingEngine.defaults,
+    chat: { ...PricingEngine.defaults.chat, models: { "fake-chat": chatPrice } }
+  }, {
     model: "fake-chat",
     inputTokens,
     outputTokens
@@ -186,8 +189,10 @@ describe("POST /chat/completions: an OpenAI-compatible completion, billed by the
     expect(id).toMatch(/^chatcmpl-/)
     expect(id).not.toContain("fake")
     expect(chunks.map((chunk) => [chunk.id, chunk.model])).toEqual(chunks.map(() => [id, "fake-chat"]))
-    expect(events).toContain(`data: {"id":"${id}","object":"chat.completion.chunk","created":1,` +
-      `"model":"fake-chat","choices":[{"index":0,"delta":{"content":" \\"two\\""},"finish_reason":null}]}`)
+    expect(events).toContain(
+      `data: {"id":"${id}","object":"chat.completion.chunk","created":1,` +
+        `"model":"fake-chat","choices":[{"index":0,"delta":{"content":" \\"two\\""},"finish_reason":null}]}`
+    )
   })
 
   it("relays an upstream that writes its JSON spaced (as Python's json.dumps) under the call's id and the model's id, billed at its usage", async () => {
@@ -247,7 +252,9 @@ describe("A long conversation is forwarded as it came: the caller's messages are
     expect(response.status).toBe(200)
     await response.text()
     const sent = upstream.received.at(-1)!
-    expect(sent.text).toContain(`"messages":[${JSON.stringify({ role: "system", content: SYSTEM_PROMPT })}, {"role":"user", "content":"caf\\u00e9`)
+    expect(sent.text).toContain(
+      `"messages":[${JSON.stringify({ role: "system", content: SYSTEM_PROMPT })}, {"role":"user", "content":"caf\\u00e9`
+    )
     expect(sent.text).toContain(`\\ud83d\\ude00 \\/ 1", "weight": 1.0} ]}`)
     expect(sent.body["messages"]).toEqual([{ role: "system", content: SYSTEM_PROMPT }, { role: "user", content: "café 😀 / 1", weight: 1 }])
   })
@@ -390,7 +397,9 @@ describe("Upstream errors: 429 passes on with its headers, 503 asks for a retry,
 describe("Search: web search through the configured SearchProvider, results given to the model and billed", () => {
   it("puts the results before the user's message and bills the search", async () => {
     const before = await balance()
-    const { data } = await ask({ service_parameters: { enable_web_search: "on", enable_web_citations: true, return_search_results_as_documents: true } })
+    const { data } = await ask({
+      service_parameters: { enable_web_search: "on", enable_web_citations: true, return_search_results_as_documents: true }
+    })
     const messages = upstream.received.at(-1)?.body["messages"] as Array<{ role: string; content: string }>
     expect(messages.at(-2)?.content).toContain("https://docs.example/tollgate")
     expect(messages.at(-2)?.content).toContain("[REF]0[/REF]")

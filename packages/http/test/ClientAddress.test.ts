@@ -27,7 +27,9 @@ describe("Client address: the peer address unless the peer is a trusted proxy", 
 
   it("Forwarded is read when X-Forwarded-For is absent, with quoted IPv6 and ports", () => {
     const proxies = trusted("10.0.0.0/8")
-    expect(ClientAddress.resolve("10.0.0.5", { forwarded: "for=198.51.100.1, for=\"[2001:db8::7]:4711\";proto=https" }, proxies)).toBe("2001:db8::7")
+    expect(ClientAddress.resolve("10.0.0.5", { forwarded: "for=198.51.100.1, for=\"[2001:db8::7]:4711\";proto=https" }, proxies)).toBe(
+      "2001:db8::7"
+    )
     expect(ClientAddress.resolve("10.0.0.5", { forwarded: "for=203.0.113.9:8080" }, proxies)).toBe("203.0.113.9")
   })
 

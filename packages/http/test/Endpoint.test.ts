@@ -2,8 +2,8 @@ import { Errors, Money, type PricingEngine } from "@tollgate/core"
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { afterAll, beforeEach, describe, expect, it } from "vitest"
-import { App, Handlers } from "../src/index.ts"
 import * as Endpoint from "../src/Endpoint.ts"
+import { App, Handlers } from "../src/index.ts"
 import * as RequestBody from "../src/RequestBody.ts"
 import * as Route from "../src/Route.ts"
 import * as TestApp from "./support/TestApp.ts"
@@ -26,11 +26,21 @@ const declared = Endpoint.make({
     quote: (body: typeof Body.Type): PricingEngine.Quote | PricingEngine.Unpriced =>
       body.model === "unpriced"
         ? { _tag: "Unpriced", field: "model", message: "unpriced has no price" }
-        : { sku: `test:${body.model}`, amount: Money.unsafeNano(body.units * price), version: "test", units: body.units, pricePerUnit: price },
+        : {
+          sku: `test:${body.model}`,
+          amount: Money.unsafeNano(body.units * price),
+          version: "test",
+          units: body.units,
+          pricePerUnit: price
+        },
     execute: (body: typeof Body.Type, quote: PricingEngine.Quote) =>
       Effect.sync(() => {
         executed++
-        return { response: HttpServerResponse.jsonUnsafe({ n: executed }), charge: quote.amount, usage: { units: body.units, pricePerUnit: price } }
+        return {
+          response: HttpServerResponse.jsonUnsafe({ n: executed }),
+          charge: quote.amount,
+          usage: { units: body.units, pricePerUnit: price }
+        }
       })
   }),
   docs: { summary: "test", tags: ["Test"], responses: { 200: { description: "ok" } } }
@@ -61,11 +71,13 @@ beforeEach(async () => {
 })
 
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-  handler(new Request(`http://localhost${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body)
-  }))
+  handler(
+    new Request(`http://localhost${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: typeof body === "string" ? body : JSON.stringify(body)
+    })
+  )
 
 describe("Endpoint: credentials are checked before the body is read, because the declaration marks the route", () => {
   it("no credentials: the discovery 402 and the body never decoded; a route only documented as metered runs as public", async () => {
@@ -83,7 +95,10 @@ describe("Endpoint: credentials are checked before the body is read, because the
 
 describe("Endpoint: a malformed Idempotency-Key is a 400 before the body is read", () => {
   it("400 StandardError naming the pattern, nothing decoded or charged", async () => {
-    const response = await post("/api/v1/test/declared", { units: 1, model: "m" }, { authorization: account.authorization, "idempotency-key": "no spaces allowed" })
+    const response = await post("/api/v1/test/declared", { units: 1, model: "m" }, {
+      authorization: account.authorization,
+      "idempotency-key": "no spaces allowed"
+    })
     expect(response.status).toBe(400)
     expect(await response.json()).toEqual({ error: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
     expect(decoded).toBe(0)
@@ -108,7 +123,10 @@ describe("Endpoint: a request the prices do not cover is a 400 naming the field,
   it("model unpriced: 400 DetailedError under model", async () => {
     const response = await post("/api/v1/test/declared", { units: 1, model: "unpriced" }, { authorization: account.authorization })
     expect(response.status).toBe(400)
-    expect(await response.json()).toEqual({ error: `${Errors.INVALID_PARAMETERS}: model: unpriced has no price`, details: { _errors: [], model: { _errors: ["unpriced has no price"] } } })
+    expect(await response.json()).toEqual({
+      error: `${Errors.INVALID_PARAMETERS}: model: unpriced has no price`,
+      details: { _errors: [], model: { _errors: ["unpriced has no price"] } }
+    })
     expect(executed).toBe(0)
     expect(await account.charged()).toBe(0)
   })

@@ -1,9 +1,9 @@
 import { Networks } from "@tollgate/core"
-import { afterAll, describe, expect, it } from "vitest"
+import { Layer } from "effect"
 import * as Zlib from "node:zlib"
+import { afterAll, describe, expect, it } from "vitest"
 import { App, Handlers, ServiceInfo } from "../src/index.ts"
 import * as NetworksRoute from "../src/routes/Networks.ts"
-import { Layer } from "effect"
 
 const app = App.layer([NetworksRoute.route]).pipe(
   Layer.provide(ServiceInfo.layer({ version: "20261122.120000", hostName: "test-host" }))
@@ -49,13 +49,13 @@ describe("Every response carries the service headers, errors included", () => {
     expect(await response.json()).toEqual({ error: expect.any(String) })
     expectServiceHeaders(response)
   })
-
 })
 
 describe("x-request-id is the server's own fresh id; the client's id comes back as x-client-request-id", () => {
   it("every response gets a new unique UUID, whatever the client sent", async () => {
-    const responses = await Promise.all(Array.from({ length: 20 }, () =>
-      get("/api/v1/crypto/rpc/networks", { headers: { "x-request-id": "abc-123" } })))
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => get("/api/v1/crypto/rpc/networks", { headers: { "x-request-id": "abc-123" } }))
+    )
     const ids = responses.map((response) => response.headers.get("x-request-id"))
     for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
     expect(new Set(ids).size).toBe(20)

@@ -57,11 +57,13 @@ const generate = (
   headers: Record<string, string> = { authorization: alice.authorization },
   handler: Handlers.WebHandler = web
 ) =>
-  handler.handler(new Request("http://localhost/api/v1/image/generate", {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body)
-  }))
+  handler.handler(
+    new Request("http://localhost/api/v1/image/generate", {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: typeof body === "string" ? body : JSON.stringify(body)
+    })
+  )
 
 interface ImageBody {
   readonly id: string
@@ -270,7 +272,9 @@ describe("A model with upstreams is drawn by its OpenAI-compatible images API, t
     })
     await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve))
     const baseUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`
-    const models = Models.defaults.map((model) => model.id === "gpt-image-1" ? { ...model, router: "openai", upstreams: [{ baseUrl }] } : model)
+    const models = Models.defaults.map((model) =>
+      model.id === "gpt-image-1" ? { ...model, router: "openai", upstreams: [{ baseUrl }] } : model
+    )
     const context = await buildContext(models, ImageBackend.layer({ timeout: "5 seconds" }).pipe(Layer.provide(FetchHttpClient.layer)))
     remote = Handlers.toWebHandler(App.layer([ImageRoute.route]).pipe(Layer.provide(Layer.succeedContext(context))))
     carol = await newAccount(context)

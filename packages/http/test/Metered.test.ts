@@ -31,34 +31,42 @@ const ok = (charge: number): Effect.Effect<Metered.Outcome> =>
     }
   })
 
-const route = Route.make("POST", "/api/v1/test/metered", Effect.gen(function*() {
-  const metered = yield* Metered.Metered
-  return Effect.gen(function*() {
-    return yield* metered.run({
-      sku: "text-parser",
-      kind: "image",
-      quote,
-      execute: (context) => behaviour(context)
+const route = Route.make(
+  "POST",
+  "/api/v1/test/metered",
+  Effect.gen(function*() {
+    const metered = yield* Metered.Metered
+    return Effect.gen(function*() {
+      return yield* metered.run({
+        sku: "text-parser",
+        kind: "image",
+        quote,
+        execute: (context) => behaviour(context)
+      })
     })
   })
-}))
+)
 
-const idempotentRoute = Route.make("POST", "/api/v1/test/idempotent", Effect.gen(function*() {
-  const metered = yield* Metered.Metered
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const body = yield* Effect.orDie(request.text)
-    const key = request.headers["idempotency-key"]
-    return yield* metered.run({
-      sku: "rpc:base-mainnet",
-      kind: "rpc",
-      reserveCredits: 20,
-      quote: PricingEngine.rpcFromCredits(tables, "base-mainnet", 20),
-      idempotency: key === undefined ? undefined : { key, fingerprint: body },
-      execute: () => ok(20 * 625)
+const idempotentRoute = Route.make(
+  "POST",
+  "/api/v1/test/idempotent",
+  Effect.gen(function*() {
+    const metered = yield* Metered.Metered
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const body = yield* Effect.orDie(request.text)
+      const key = request.headers["idempotency-key"]
+      return yield* metered.run({
+        sku: "rpc:base-mainnet",
+        kind: "rpc",
+        reserveCredits: 20,
+        quote: PricingEngine.rpcFromCredits(tables, "base-mainnet", 20),
+        idempotency: key === undefined ? undefined : { key, fingerprint: body },
+        execute: () => ok(20 * 625)
+      })
     })
   })
-}))
+)
 
 const app = App.layer([route, idempotentRoute]).pipe(
   Layer.provide(TestApp.layerMeteredMemory()),
@@ -82,7 +90,8 @@ beforeEach(async () => {
 const post = (path: string, headers: Record<string, string> = {}, init: RequestInit = {}) =>
   handler(new Request(`http://localhost${path}`, { method: "POST", body: "{}", headers, ...init }))
 const asKey = (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${key}`, ...extra })
-const fund = (amount: number) => run(ledger.topUp({ accountId: account, amount: Money.unsafeNano(amount), reference: `fund-${account}-${amount}` }))
+const fund = (amount: number) =>
+  run(ledger.topUp({ accountId: account, amount: Money.unsafeNano(amount), reference: `fund-${account}-${amount}` }))
 const balance = (accountId = account) => run(ledger.balance(accountId))
 const usage = (accountId = account) => run(ledger.usage(accountId, { order: "asc", limit: 100 })).then((page) => page.entries)
 
@@ -93,7 +102,9 @@ describe("Metered: no credentials get the x402 discovery 402, bad credentials a 
     expect(response.headers.get("cache-control")).toBe("no-store")
     const body = await response.json()
     // The body is small, so it is read and priced: the call itself is offered first (1 base unit of USDC is 1,000 nano-USD).
-    expect(body).toEqual(TestApp.discoveryBody("/api/v1/test/metered", { usd: Money.formatUsd(quote.amount), baseUnits: String(Number(quote.amount) / 1000) }))
+    expect(body).toEqual(
+      TestApp.discoveryBody("/api/v1/test/metered", { usd: Money.formatUsd(quote.amount), baseUnits: String(Number(quote.amount) / 1000) })
+    )
     // The same body in PAYMENT-REQUIRED, which the official v2 client reads.
     expect(decodePaymentRequiredHeader(response.headers.get("payment-required")!)).toEqual(body)
     expect(upstreamCalls).toBe(0)
@@ -215,7 +226,6 @@ describe("Metered: a failure after admission releases the hold; nothing is charg
     expect([after.usd, after.heldUsd]).toEqual([Money.usd(1), 0])
     expect(await usage()).toEqual([])
   })
-
 })
 
 describe("Metered: a client that disconnects once the backend was called does not stop it; the call is charged what it used", () => {
@@ -231,15 +241,21 @@ describe("Metered: a client that disconnects once the backend was called does no
     controller.abort()
     await run(Deferred.succeed(finish, undefined))
     await pending
-    await run(Effect.gen(function*() {
-      while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
-    }).pipe(Effect.timeout("2 seconds")))
+    await run(
+      Effect.gen(function*() {
+        while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
+      }).pipe(Effect.timeout("2 seconds"))
+    )
     expect((await balance()).usd).toBe(Money.usd(1) - 1_000)
   })
 })
 
 describe("Metered: a streamed response is charged for what it produced, when it ends or is cut", () => {
-  const streaming = (chunks: number, produced: Ref.Ref<number>, pace: Duration.Input = "0 millis"): Effect.Effect<Metered.StreamingOutcome> =>
+  const streaming = (
+    chunks: number,
+    produced: Ref.Ref<number>,
+    pace: Duration.Input = "0 millis"
+  ): Effect.Effect<Metered.StreamingOutcome> =>
     Effect.succeed({
       _tag: "Streaming",
       contentType: "text/event-stream",
@@ -261,9 +277,11 @@ describe("Metered: a streamed response is charged for what it produced, when it 
     const response = await post("/api/v1/test/metered", asKey())
     expect(response.headers.get("x-service-balance-usd")).toBe("1")
     expect(await response.text()).toContain("data: 5")
-    await run(Effect.gen(function*() {
-      while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
-    }).pipe(Effect.timeout("2 seconds")))
+    await run(
+      Effect.gen(function*() {
+        while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
+      }).pipe(Effect.timeout("2 seconds"))
+    )
     expect((await balance()).usd).toBe(Money.usd(1) - 5000)
     expect(await usage()).toMatchObject([{ amount: 5000, completionTokens: 5, promptTokens: 1 }])
   })
@@ -277,9 +295,11 @@ describe("Metered: a streamed response is charged for what it produced, when it 
     await reader.read()
     await reader.read()
     await reader.cancel()
-    await run(Effect.gen(function*() {
-      while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
-    }).pipe(Effect.timeout("2 seconds")))
+    await run(
+      Effect.gen(function*() {
+        while ((yield* ledger.balance(account)).heldUsd !== 0) yield* Effect.sleep("5 millis")
+      }).pipe(Effect.timeout("2 seconds"))
+    )
     const [entry] = await usage()
     expect(entry!.amount).toBeGreaterThanOrEqual(2000)
     expect(entry!.amount).toBeLessThan(10_000 * 1000)

@@ -65,7 +65,11 @@ describe("The security schemes are the spec's: bearer JWT and SIGN-IN-WITH-X", (
 
 describe("The reference reads as the API's: every operation tagged and summarised, paths in {braces}, RPC in one group, no invented examples", () => {
   const operations = Object.entries(document.paths).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, operation]) => ({ path, method, operation: operation as { tags: Array<string>; summary: string } }))
+    Object.entries(methods).map(([method, operation]) => ({
+      path,
+      method,
+      operation: operation as { tags: Array<string>; summary: string }
+    }))
   )
 
   it("every operation has a tag and a summary that is not its method and path", () => {
@@ -76,7 +80,12 @@ describe("The reference reads as the API's: every operation tagged and summarise
   })
 
   it("the 404 of a model, a character or a video job states its StandardError body", () => {
-    for (const [path, method] of [["/api/v1/models/{id}", "get"], ["/api/v1/characters/{slug}", "get"], ["/api/v1/video/retrieve", "post"], ["/api/v1/video/complete", "post"]] as const) {
+    for (
+      const [path, method] of [["/api/v1/models/{id}", "get"], ["/api/v1/characters/{slug}", "get"], ["/api/v1/video/retrieve", "post"], [
+        "/api/v1/video/complete",
+        "post"
+      ]] as const
+    ) {
       expect(document.paths[path]?.[method], `${method} ${path}`).toMatchObject({
         responses: { 404: { content: { "application/json": { schema: { $ref: "#/components/schemas/StandardError" } } } } }
       })
@@ -117,7 +126,8 @@ describe("The reference reads as the API's: every operation tagged and summarise
       const schema = value as Record<string, unknown>
       if (schema["type"] === "object" && !("properties" in schema) && !("examples" in schema)) {
         const extra = schema["additionalProperties"]
-        if (extra === undefined || extra === true || (typeof extra === "object" && extra !== null && Object.keys(extra).length === 0)) open.push(at)
+        if (extra === undefined || extra === true || (typeof extra === "object" && extra !== null && Object.keys(extra).length === 0))
+          open.push(at)
       }
       for (const [key, inner] of Object.entries(schema)) walk(inner, `${at}/${key}`)
     }

@@ -76,28 +76,43 @@ describe("The account lists its 20 latest credits, newest first", () => {
       KeyCaps.layerMemory,
       ServiceInfo.layer({ publicOrigin: "http://localhost" })
     )
-    const seeded = await Effect.runPromise(Effect.gen(function*() {
-      const auth = yield* Auth.Auth
-      const ledger = yield* CreditLedger.CreditLedger
-      const account = yield* auth.createAccount({ id: "acct_busy" })
-      for (let grant = 1; grant <= 25; grant++) {
-        yield* ledger.grant({ accountId: account.id, amount: Money.usd(grant), reference: `grant-${grant}` })
-      }
-      const admin = yield* auth.createKey({ accountId: account.id, type: "ADMIN", description: "admin" })
-      return { admin: admin.key, services: yield* Effect.context<
-        Auth.Auth | AuthStore.AuthStore | CreditLedger.CreditLedger | KeyCaps.KeyCaps | SessionRevocations.SessionRevocations | ServiceInfo.ServiceInfo
-      >() }
-    }).pipe(Effect.provide(services)))
+    const seeded = await Effect.runPromise(
+      Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const ledger = yield* CreditLedger.CreditLedger
+        const account = yield* auth.createAccount({ id: "acct_busy" })
+        for (let grant = 1; grant <= 25; grant++) {
+          yield* ledger.grant({ accountId: account.id, amount: Money.usd(grant), reference: `grant-${grant}` })
+        }
+        const admin = yield* auth.createKey({ accountId: account.id, type: "ADMIN", description: "admin" })
+        return {
+          admin: admin.key,
+          services: yield* Effect.context<
+            | Auth.Auth
+            | AuthStore.AuthStore
+            | CreditLedger.CreditLedger
+            | KeyCaps.KeyCaps
+            | SessionRevocations.SessionRevocations
+            | ServiceInfo.ServiceInfo
+          >()
+        }
+      }).pipe(Effect.provide(services))
+    )
     const app = Handlers.toWebHandler(App.layer(Portal.routes).pipe(Layer.provide(Layer.succeedContext(seeded.services))))
     try {
-      const signIn = await app.handler(new Request("http://localhost/api/v1/portal/session", {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ apiKey: seeded.admin })
-      }))
+      const signIn = await app.handler(
+        new Request("http://localhost/api/v1/portal/session", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ apiKey: seeded.admin })
+        })
+      )
       const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!
       const account = await app.handler(new Request("http://localhost/api/v1/portal/account", { headers: { cookie } }))
-      const { balanceUsd, transactions } = await account.json() as { transactions: Array<{ kind: string; amountUsd: string }>; balanceUsd: string }
+      const { balanceUsd, transactions } = await account.json() as {
+        transactions: Array<{ kind: string; amountUsd: string }>
+        balanceUsd: string
+      }
       expect(balanceUsd).toBe("325")
       expect(transactions.map((entry) => entry.amountUsd)).toEqual(Array.from({ length: 20 }, (_, index) => String(25 - index)))
       expect(new Set(transactions.map((entry) => entry.kind))).toEqual(new Set(["grant"]))
@@ -117,22 +132,27 @@ describe("A key's restrictions changed through the portal are in the audit log u
       CreditLedger.layerMemory,
       ServiceInfo.layer({ publicOrigin: "http://localhost" })
     )
-    const seeded = await Effect.runPromise(Effect.gen(function*() {
-      yield* (yield* CreditLedger.CreditLedger).grant({ accountId, amount: Money.usd(1), reference: "seed" })
-      return yield* Effect.context<
-        | Auth.Auth
-        | AuthStore.AuthStore
-        | AuditLog.AuditLog
-        | CreditLedger.CreditLedger
-        | KeyCaps.KeyCaps
-        | SessionRevocations.SessionRevocations
-        | ServiceInfo.ServiceInfo
-      >()
-    }).pipe(Effect.provide(services)))
+    const seeded = await Effect.runPromise(
+      Effect.gen(function*() {
+        yield* (yield* CreditLedger.CreditLedger).grant({ accountId, amount: Money.usd(1), reference: "seed" })
+        return yield* Effect.context<
+          | Auth.Auth
+          | AuthStore.AuthStore
+          | AuditLog.AuditLog
+          | CreditLedger.CreditLedger
+          | KeyCaps.KeyCaps
+          | SessionRevocations.SessionRevocations
+          | ServiceInfo.ServiceInfo
+        >()
+      }).pipe(Effect.provide(services))
+    )
     const app = Handlers.toWebHandler(App.layer(Portal.routes).pipe(Layer.provide(Layer.succeedContext(seeded))))
     try {
       const request = (path: string, init: RequestInit = {}) => app.handler(new Request(`http://localhost/api/v1/portal${path}`, init))
-      const challenge = await (await request(`/challenge?family=evm&address=${wallet.address}`)).json() as { message: string; chainId: string }
+      const challenge = await (await request(`/challenge?family=evm&address=${wallet.address}`)).json() as {
+        message: string
+        chainId: string
+      }
       const signature = await wallet.signMessage({ message: challenge.message })
       const signIn = await request("/session", {
         method: "POST",
@@ -141,14 +161,24 @@ describe("A key's restrictions changed through the portal are in the audit log u
       })
       expect(signIn.status).toBe(200)
       const { csrfToken } = await signIn.json() as { csrfToken: string }
-      const change = { "content-type": "application/json", cookie: signIn.headers.get("set-cookie")!.split(";")[0]!, "x-csrf-token": csrfToken }
+      const change = {
+        "content-type": "application/json",
+        cookie: signIn.headers.get("set-cookie")!.split(";")[0]!,
+        "x-csrf-token": csrfToken
+      }
       const made = await request("/keys", { method: "POST", headers: change, body: JSON.stringify({ description: "agent" }) })
       const { id } = await made.json() as { id: string }
-      const restricted = await request("/keys", { method: "PATCH", headers: change, body: JSON.stringify({ id, restrictions: { operations: ["rpc:*"] } }) })
+      const restricted = await request("/keys", {
+        method: "PATCH",
+        headers: change,
+        body: JSON.stringify({ id, restrictions: { operations: ["rpc:*"] } })
+      })
       expect(await restricted.json()).toMatchObject({ id, restrictions: { operations: ["rpc:*"] } })
       const lifted = await request("/keys", { method: "PATCH", headers: change, body: JSON.stringify({ id, restrictions: null }) })
       expect(await lifted.json()).toMatchObject({ id, restrictions: null })
-      const log = await Effect.runPromise(AuditLog.AuditLog.use((audit) => audit.list({ accountId, limit: 10 })).pipe(Effect.provide(Layer.succeedContext(seeded))))
+      const log = await Effect.runPromise(
+        AuditLog.AuditLog.use((audit) => audit.list({ accountId, limit: 10 })).pipe(Effect.provide(Layer.succeedContext(seeded)))
+      )
       expect(log.entries.map(({ action, actor, details }) => ({ action, actor, details }))).toEqual([
         { action: "key.restricted", actor: accountId, details: { keyId: id, restrictions: null } },
         { action: "key.restricted", actor: accountId, details: { keyId: id, restrictions: { operations: ["rpc:*"] } } }

@@ -48,9 +48,13 @@ describe("A portal session opens only with its own MAC and only until it ends, 3
 
 describe("The session cookie is httpOnly and SameSite=Strict, Secure on an https origin, and lives as long as the session", () => {
   it("set, and cleared", () => {
-    expect(PortalSession.setCookie("v.m", { secure: true })).toBe("tollgate_portal=v.m; Path=/; HttpOnly; SameSite=Strict; Max-Age=1800; Secure")
+    expect(PortalSession.setCookie("v.m", { secure: true })).toBe(
+      "tollgate_portal=v.m; Path=/; HttpOnly; SameSite=Strict; Max-Age=1800; Secure"
+    )
     expect(PortalSession.setCookie("v.m", { secure: false })).toBe("tollgate_portal=v.m; Path=/; HttpOnly; SameSite=Strict; Max-Age=1800")
-    expect(PortalSession.setCookie(undefined, { secure: true })).toBe("tollgate_portal=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure")
+    expect(PortalSession.setCookie(undefined, { secure: true })).toBe(
+      "tollgate_portal=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure"
+    )
   })
 })
 

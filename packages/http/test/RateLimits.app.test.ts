@@ -19,20 +19,24 @@ const overrides = await build(RateLimits.Overrides, RateLimits.layerOverridesMem
 const quote = PricingEngine.textParser(PricingEngine.defaults)
 
 /** A metered image call, so limits are consumed the way every paid route consumes them. */
-const imageRoute = Route.make("POST", "/api/v1/test/image", Effect.gen(function*() {
-  const metered = yield* Metered.Metered
-  return metered.run({
-    sku: "image:flux-dev",
-    kind: "image",
-    quote,
-    execute: () =>
-      Effect.succeed({
-        response: HttpServerResponse.jsonUnsafe({ ok: true }),
-        charge: Money.unsafeNano(0),
-        usage: { units: 1, pricePerUnit: Money.unsafeNano(0) }
-      })
+const imageRoute = Route.make(
+  "POST",
+  "/api/v1/test/image",
+  Effect.gen(function*() {
+    const metered = yield* Metered.Metered
+    return metered.run({
+      sku: "image:flux-dev",
+      kind: "image",
+      quote,
+      execute: () =>
+        Effect.succeed({
+          response: HttpServerResponse.jsonUnsafe({ ok: true }),
+          charge: Money.unsafeNano(0),
+          usage: { units: 1, pricePerUnit: Money.unsafeNano(0) }
+        })
+    })
   })
-}))
+)
 
 const app = App.layer<Metered.Metered | Auth.Auth | RateLimiter.RateLimiter | RateLimitLog.RateLimitLog | RateLimits.Overrides>([
   imageRoute,
@@ -67,7 +71,8 @@ beforeEach(async () => {
 
 const get = (path: string, authorization: string | null = `Bearer ${key}`) =>
   handler(new Request(`http://localhost/api/v1/api_keys/${path}`, authorization === null ? {} : { headers: { authorization } }))
-const image = () => handler(new Request("http://localhost/api/v1/test/image", { method: "POST", headers: { authorization: `Bearer ${key}` } }))
+const image = () =>
+  handler(new Request("http://localhost/api/v1/test/image", { method: "POST", headers: { authorization: `Bearer ${key}` } }))
 
 interface Status {
   readonly kind: string
@@ -80,7 +85,13 @@ interface Status {
 const limits = async () => {
   const response = await get("rate_limits")
   expect(response.status).toBe(200)
-  return (await response.json()) as { accountId: string; keyId: string; tier: string; limits: Array<Status>; balances: Record<string, unknown> }
+  return (await response.json()) as {
+    accountId: string
+    keyId: string
+    tier: string
+    limits: Array<Status>
+    balances: Record<string, unknown>
+  }
 }
 const find = (body: { limits: Array<Status> }, kind: string, type = "user", modelTier?: string) =>
   body.limits.find((s) => s.kind === kind && s.type === type && s.modelTier === modelTier)
@@ -108,7 +119,10 @@ describe("GET /api_keys/rate_limits: the caller's current limits and what remain
     expect(find(body, "image")?.requests).toMatchObject({ limit: 20, remaining: 20 })
     expect(find(body, "video_retrieve")?.requests?.limit).toBe(120)
     expect(find(body, "billing_usage")?.requests?.limit).toBe(5)
-    expect(find(body, "rpc")).toMatchObject({ requests: { limit: 100, remaining: 100 }, credits: { limit: 10_000_000, remaining: 10_000_000 } })
+    expect(find(body, "rpc")).toMatchObject({
+      requests: { limit: 100, remaining: 100 },
+      credits: { limit: 10_000_000, remaining: 10_000_000 }
+    })
   })
 
   it("what remains follows the calls made, and the headers of a call say the same", async () => {

@@ -20,10 +20,12 @@ const written = async (count: number, options?: { readonly errorsOnly?: boolean 
     return true
   }) as typeof process.stdout.write
   try {
-    await Effect.runPromise(Effect.gen(function*() {
-      const log = yield* RequestLog.RequestLog
-      for (let i = 0; i < count; i++) log.record(entry(i))
-    }).pipe(Effect.provide(RequestLog.layerJson(options))))
+    await Effect.runPromise(
+      Effect.gen(function*() {
+        const log = yield* RequestLog.RequestLog
+        for (let i = 0; i < count; i++) log.record(entry(i))
+      }).pipe(Effect.provide(RequestLog.layerJson(options)))
+    )
   } finally {
     process.stdout.write = original
   }

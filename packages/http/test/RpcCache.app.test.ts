@@ -55,7 +55,11 @@ const caches = [
 ]
 
 /** A stand-in in front of anvil and a proxy over it; head polls every 50 ms. */
-const setUp = async (cache: (config: RpcCache.Config) => Layer.Layer<RpcCache.RpcCache, unknown>, config: RpcCache.Config = {}, options: Parameters<typeof RpcHarness.standIn>[1] = {}) => {
+const setUp = async (
+  cache: (config: RpcCache.Config) => Layer.Layer<RpcCache.RpcCache, unknown>,
+  config: RpcCache.Config = {},
+  options: Parameters<typeof RpcHarness.standIn>[1] = {}
+) => {
   const node = await RpcHarness.standIn(anvil.url, options)
   const proxy = await RpcHarness.make({
     upstreams: { "ethereum-mainnet": [node.url] },
@@ -68,13 +72,16 @@ const setUp = async (cache: (config: RpcCache.Config) => Layer.Layer<RpcCache.Rp
   return { node, proxy }
 }
 
-const finalizedBlock = async () => Number.parseInt((await direct("eth_getBlockByNumber", ["finalized", false]) as { number: string }).number, 16)
+const finalizedBlock = async () =>
+  Number.parseInt((await direct("eth_getBlockByNumber", ["finalized", false]) as { number: string }).number, 16)
 
 describe("RPC proxy: identical reads in flight share one upstream call; each caller gets its own id and its own charge", () => {
   it("10 concurrent eth_getBalance from 10 accounts -> one upstream call, 10 answers with their ids, 20 credits each", async () => {
     const { node, proxy } = await setUp(caches[0]!.layer, {}, { delayMs: { eth_getBalance: 300 } })
     const accounts = await Promise.all(Array.from({ length: 10 }, () => proxy.account()))
-    const responses = await Promise.all(accounts.map((account, i) => account.fetch("ethereum-mainnet", call("eth_getBalance", [dev, "latest"], `caller-${i}`))))
+    const responses = await Promise.all(
+      accounts.map((account, i) => account.fetch("ethereum-mainnet", call("eth_getBalance", [dev, "latest"], `caller-${i}`)))
+    )
     const bodies = await Promise.all(responses.map((response) => response.json() as Promise<{ id: string; result: string }>))
     const balance = await direct("eth_getBalance", [dev, "latest"])
     expect(bodies).toEqual(accounts.map((_account, i) => ({ jsonrpc: "2.0", id: `caller-${i}`, result: balance })))
@@ -138,13 +145,17 @@ for (const cache of caches) {
       const { node, proxy } = await setUp(cache.layer)
       const head = Number.parseInt(await direct("eth_blockNumber") as string, 16)
       const block = hex(head - 1)
-      const before = await (await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", [block, false]))).json() as { result: { hash: string } }
+      const before = await (await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", [block, false]))).json() as {
+        result: { hash: string }
+      }
       const again = await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", [block, false]))
       expect(again.headers.get("x-cache")).toBe("MISS")
       await again.text()
       expect(node.callsWith("eth_getBlockByNumber", block)).toBe(2)
       await reorg(3)
-      const after = await (await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", [block, false]))).json() as { result: { hash: string } }
+      const after = await (await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", [block, false]))).json() as {
+        result: { hash: string }
+      }
       const truth = await direct("eth_getBlockByNumber", [block, false]) as { hash: string }
       expect(after.result.hash).toBe(truth.hash)
       expect(after.result.hash).not.toBe(before.result.hash)
@@ -152,7 +163,9 @@ for (const cache of caches) {
 
     it("a `latest` answer kept for headTtlMs is dropped once the proxy sees the reorged head", async () => {
       const { node, proxy } = await setUp(cache.layer, { headTtlMs: 60_000 })
-      const first = await (await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", ["latest", false]))).json() as { result: { hash: string } }
+      const first = await (await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", ["latest", false]))).json() as {
+        result: { hash: string }
+      }
       const hit = await proxy.fetch("ethereum-mainnet", call("eth_getBlockByNumber", ["latest", false]))
       expect(hit.headers.get("x-cache")).toBe("HIT")
       expect((await hit.json() as { result: { hash: string } }).result.hash).toBe(first.result.hash)
@@ -182,17 +195,26 @@ for (const cache of caches) {
       ])
       const account = await proxy.account()
 
-      const first = await account.fetch("ethereum-mainnet", [call("eth_getBlockByNumber", [block, false], "a"), call("eth_getBalance", [dev, "latest"], 7)])
+      const first = await account.fetch("ethereum-mainnet", [
+        call("eth_getBlockByNumber", [block, false], "a"),
+        call("eth_getBalance", [dev, "latest"], 7)
+      ])
       expect(first.headers.get("x-cache")).toBe("MISS")
       expect(await first.json()).toEqual([{ jsonrpc: "2.0", id: "a", result: expected }, { jsonrpc: "2.0", id: 7, result: balance }])
       expect([node.callsWith("eth_getBlockByNumber", block), node.calls("eth_getBalance")]).toEqual([1, 1])
 
-      const partly = await account.fetch("ethereum-mainnet", [call("eth_getBlockByNumber", [other, false], 1), call("eth_getBlockByNumber", [block, false], 2)])
+      const partly = await account.fetch("ethereum-mainnet", [
+        call("eth_getBlockByNumber", [other, false], 1),
+        call("eth_getBlockByNumber", [block, false], 2)
+      ])
       expect(partly.headers.get("x-cache")).toBe("MISS")
       expect(await partly.json()).toEqual([{ jsonrpc: "2.0", id: 1, result: otherBlock }, { jsonrpc: "2.0", id: 2, result: expected }])
       expect([node.callsWith("eth_getBlockByNumber", other), node.callsWith("eth_getBlockByNumber", block)]).toEqual([1, 1])
 
-      const cached = await account.fetch("ethereum-mainnet", [call("eth_getBlockByNumber", [block, false], "x"), call("eth_getBlockByNumber", [other, false], "y")])
+      const cached = await account.fetch("ethereum-mainnet", [
+        call("eth_getBlockByNumber", [block, false], "x"),
+        call("eth_getBlockByNumber", [other, false], "y")
+      ])
       expect([cached.headers.get("x-cache"), cached.headers.get("x-service-rpc-credits")]).toEqual(["HIT", "40"])
       expect(await cached.json()).toEqual([{ jsonrpc: "2.0", id: "x", result: expected }, { jsonrpc: "2.0", id: "y", result: otherBlock }])
       expect([node.callsWith("eth_getBlockByNumber", other), node.callsWith("eth_getBlockByNumber", block)]).toEqual([1, 1])

@@ -41,8 +41,7 @@ export const GRANT = Money.usd(100)
 
 export const idempotencyMemory = IdempotencyStore.layerMemory
 
-export const idempotencyRedis = (url: string) =>
-  IdempotencyStoreRedis.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url })))
+export const idempotencyRedis = (url: string) => IdempotencyStoreRedis.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url })))
 
 export const make = async (options: {
   readonly upstreams: Readonly<Record<string, ReadonlyArray<string>>>
@@ -66,7 +65,9 @@ export const make = async (options: {
     ServiceInfo.layer({ version: "test", hostName: "test-host" }),
     options.cache ?? RpcCache.layerMemory(options.rpc?.cache)
   ).pipe(Layer.provideMerge(Layer.mergeAll(
-    TestApp.layerPaymentRequiredBodies(Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))),
+    TestApp.layerPaymentRequiredBodies(
+      Auth.layer({ signingKey, publicOrigin: "http://localhost" }).pipe(Layer.provideMerge(AuthStore.layerMemory))
+    ),
     RateLimiter.layerMemory(),
     CreditLedger.layerMemory,
     options.idempotency ?? IdempotencyStore.layerMemory,
@@ -79,33 +80,39 @@ export const make = async (options: {
   const servers: Array<Http.Server> = []
   let accounts = 0
   const account = async (): Promise<Account> => {
-    const { accountId, key } = await Effect.runPromise(Effect.gen(function*() {
-      const auth = yield* Auth.Auth
-      const ledger = yield* CreditLedger.CreditLedger
-      const account = yield* auth.createAccount()
-      const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "rpc tests" })
-      yield* ledger.grant({ accountId: account.id, amount: GRANT, reference: `grant-${accounts++}` })
-      return { accountId: account.id, key }
-    }).pipe(Effect.provide(context)))
+    const { accountId, key } = await Effect.runPromise(
+      Effect.gen(function*() {
+        const auth = yield* Auth.Auth
+        const ledger = yield* CreditLedger.CreditLedger
+        const account = yield* auth.createAccount()
+        const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "rpc tests" })
+        yield* ledger.grant({ accountId: account.id, amount: GRANT, reference: `grant-${accounts++}` })
+        return { accountId: account.id, key }
+      }).pipe(Effect.provide(context))
+    )
     const authorization = `Bearer ${key}`
     return {
       accountId,
       authorization,
       fetch: (network, body, headers = {}) =>
-        web.handler(new Request(`http://localhost/api/v1/crypto/rpc/${network}`, {
-          method: "POST",
-          headers: Object.fromEntries(
-            Object.entries({ authorization, "content-type": "application/json", ...headers })
-              .filter((entry): entry is [string, string] => entry[1] !== null)
-          ),
-          body: typeof body === "string" ? body : JSON.stringify(body)
-        })),
+        web.handler(
+          new Request(`http://localhost/api/v1/crypto/rpc/${network}`, {
+            method: "POST",
+            headers: Object.fromEntries(
+              Object.entries({ authorization, "content-type": "application/json", ...headers })
+                .filter((entry): entry is [string, string] => entry[1] !== null)
+            ),
+            body: typeof body === "string" ? body : JSON.stringify(body)
+          })
+        ),
       charged: () =>
-        Effect.runPromise(Effect.gen(function*() {
-          const ledger = yield* CreditLedger.CreditLedger
-          const balance = yield* ledger.balance(accountId)
-          return GRANT - balance.usd
-        }).pipe(Effect.provide(context)))
+        Effect.runPromise(
+          Effect.gen(function*() {
+            const ledger = yield* CreditLedger.CreditLedger
+            const balance = yield* ledger.balance(accountId)
+            return GRANT - balance.usd
+          }).pipe(Effect.provide(context))
+        )
     }
   }
   const first = await account()
@@ -218,4 +225,4 @@ export const scriptedUpstream = async (reply: (request: string) => string): Prom
 }
 
 /** A node in front of anvil that can lag, answer slowly or report another chain (`@tollgate/testkit`). */
-export { start as standIn, type StandIn } from "@tollgate/testkit/RpcStandIn"
+export { type StandIn, start as standIn } from "@tollgate/testkit/RpcStandIn"

@@ -25,7 +25,11 @@ const direct = async (anvil: Anvil.Anvil, method: string, params: ReadonlyArray<
 
 beforeAll(async () => {
   ;[mining, pending] = await Promise.all([Anvil.start({ chainId: 1 }), Anvil.start({ chainId: 11155111, noMining: true })])
-  txHash = await direct(mining, "eth_sendTransaction", [{ from: dev, to: "0x000000000000000000000000000000000000dEaD", value: "0x1" }]) as string
+  txHash = await direct(mining, "eth_sendTransaction", [{
+    from: dev,
+    to: "0x000000000000000000000000000000000000dEaD",
+    value: "0x1"
+  }]) as string
   minedBlock = (await direct(mining, "eth_getTransactionReceipt", [txHash]) as { blockNumber: string }).blockNumber
   await direct(pending, "eth_sendTransaction", [{ from: dev, to: "0x000000000000000000000000000000000000dEaD", value: "0x2" }])
   harness = await RpcHarness.make({
@@ -89,7 +93,17 @@ describe("RPC proxy: credits per call = baseCredits x tier multiplier, charged a
 })
 
 describe("RPC proxy: methods anvil would answer are refused by the proxy (unsupported, key-holding, cheat codes)", () => {
-  it.each(["eth_newFilter", "eth_sign", "eth_accounts", "eth_sendTransaction", "eth_coinbase", "anvil_setBalance", "evm_mine", "debug_setHead", "personal_sign"])(
+  it.each([
+    "eth_newFilter",
+    "eth_sign",
+    "eth_accounts",
+    "eth_sendTransaction",
+    "eth_coinbase",
+    "anvil_setBalance",
+    "evm_mine",
+    "debug_setHead",
+    "personal_sign"
+  ])(
     "%s -> 400, nothing charged",
     async (method) => {
       const account = await harness.account()

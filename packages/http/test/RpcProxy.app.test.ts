@@ -50,20 +50,22 @@ afterAll(async () => {
 })
 
 describe("RPC proxy: each chain family forwards its own methods at its own price (fake upstream)", () => {
-  it.each([
-    ["solana-mainnet", "getBalance", 30],
-    ["solana-devnet", "getLargestAccounts", 120],
-    ["starknet-mainnet", "starknet_blockNumber", 20],
-    ["starknet-sepolia", "starknet_traceTransaction", 20],
-    ["zksync-mainnet", "zks_L1ChainId", 30],
-    ["zksync-sepolia", "debug_traceTransaction", 60],
-    ["polygon-mainnet", "bor_getAuthor", 20],
-    ["linea-mainnet", "linea_estimateGas", 20],
-    ["optimism-mainnet", "optimism_syncStatus", 20],
-    ["base-mainnet", "optimism_syncStatus", 20],
-    ["arbitrum-mainnet", "arbtrace_block", 40],
-    ["robinhood-mainnet", "arbtrace_replayTransaction", 80]
-  ] as const)("%s %s costs %i credits", async (network, method, credits) => {
+  it.each(
+    [
+      ["solana-mainnet", "getBalance", 30],
+      ["solana-devnet", "getLargestAccounts", 120],
+      ["starknet-mainnet", "starknet_blockNumber", 20],
+      ["starknet-sepolia", "starknet_traceTransaction", 20],
+      ["zksync-mainnet", "zks_L1ChainId", 30],
+      ["zksync-sepolia", "debug_traceTransaction", 60],
+      ["polygon-mainnet", "bor_getAuthor", 20],
+      ["linea-mainnet", "linea_estimateGas", 20],
+      ["optimism-mainnet", "optimism_syncStatus", 20],
+      ["base-mainnet", "optimism_syncStatus", 20],
+      ["arbitrum-mainnet", "arbtrace_block", 40],
+      ["robinhood-mainnet", "arbtrace_replayTransaction", 80]
+    ] as const
+  )("%s %s costs %i credits", async (network, method, credits) => {
     const account = await harness.account()
     const response = await account.fetch(network, call(method))
     expect(response.status).toBe(200)
@@ -72,18 +74,20 @@ describe("RPC proxy: each chain family forwards its own methods at its own price
     expect(await account.charged()).toBe(RpcHarness.nanoOf(credits))
   })
 
-  it.each([
-    ["solana-mainnet", "accountSubscribe", "WebSocket-only"],
-    ["solana-mainnet", "slotUnsubscribe", "WebSocket-only"],
-    ["starknet-mainnet", "starknet_subscribeNewHeads", "WebSocket-only"],
-    ["ethereum-mainnet", "eth_subscribe", "WebSocket-only"],
-    ["solana-mainnet", "getRecentBlockhash", "unsupported"],
-    ["solana-mainnet", "eth_blockNumber", "unknown"],
-    ["starknet-mainnet", "getBalance", "unknown"],
-    ["ethereum-mainnet", "zks_L1ChainId", "unknown"],
-    ["zksync-mainnet", "trace_transaction", "unknown"],
-    ["ethereum-mainnet", "arbtrace_block", "unknown"]
-  ] as const)("%s refuses %s (%s)", async (network, method, why) => {
+  it.each(
+    [
+      ["solana-mainnet", "accountSubscribe", "WebSocket-only"],
+      ["solana-mainnet", "slotUnsubscribe", "WebSocket-only"],
+      ["starknet-mainnet", "starknet_subscribeNewHeads", "WebSocket-only"],
+      ["ethereum-mainnet", "eth_subscribe", "WebSocket-only"],
+      ["solana-mainnet", "getRecentBlockhash", "unsupported"],
+      ["solana-mainnet", "eth_blockNumber", "unknown"],
+      ["starknet-mainnet", "getBalance", "unknown"],
+      ["ethereum-mainnet", "zks_L1ChainId", "unknown"],
+      ["zksync-mainnet", "trace_transaction", "unknown"],
+      ["ethereum-mainnet", "arbtrace_block", "unknown"]
+    ] as const
+  )("%s refuses %s (%s)", async (network, method, why) => {
     const before = upstream.requests()
     const response = await harness.fetch(network, call(method))
     expect(response.status).toBe(400)
@@ -94,7 +98,11 @@ describe("RPC proxy: each chain family forwards its own methods at its own price
 
 describe("RPC proxy: the upstream's answer keeps the request's ids and order; method-not-found dialects become -32601", () => {
   it("a batch answered in reverse order comes back in request order", async () => {
-    const response = await harness.fetch("ethereum-mainnet", [call("eth_blockNumber", "a"), call("eth_chainId", 7), call("eth_getBalance", "z")])
+    const response = await harness.fetch("ethereum-mainnet", [
+      call("eth_blockNumber", "a"),
+      call("eth_chainId", 7),
+      call("eth_getBalance", "z")
+    ])
     const body = await response.json() as Array<{ id: unknown }>
     expect(body.map((item) => item.id)).toEqual(["a", 7, "z"])
   })
@@ -134,7 +142,12 @@ describe("RPC proxy: the node's answer reaches the caller as it came, ids exact;
     script = () => reply
     const account = await local.account()
     const response = await account.fetch("ethereum-mainnet", body)
-    return { status: response.status, text: await response.text(), credits: response.headers.get("x-service-rpc-credits"), charged: await account.charged() }
+    return {
+      status: response.status,
+      text: await response.text(),
+      credits: response.headers.get("x-service-rpc-credits"),
+      charged: await account.charged()
+    }
   }
   const BIG = "12345678901234567890"
   const BIG_NEXT = "12345678901234567891"
@@ -217,7 +230,11 @@ describe("RPC proxy: a malformed request is a 400 that reaches no upstream and c
 
   it("a batch with several bad methods names every one of them and nothing else", async () => {
     const response = await harness.fetch("ethereum-mainnet", [
-      call("eth_blockNumber", 1), call("eth_newFilter", 2), call("foo_bar", 3), call("eth_subscribe", 4), call("trace_filter", 5)
+      call("eth_blockNumber", 1),
+      call("eth_newFilter", 2),
+      call("foo_bar", 3),
+      call("eth_subscribe", 4),
+      call("trace_filter", 5)
     ])
     expect(response.status).toBe(400)
     const { error } = await response.json() as { error: string }
@@ -414,28 +431,37 @@ describe("RPC proxy (property): a batch of allowlisted methods plus junk is forw
     try {
       local = await RpcHarness.fakeUpstream({}, { unknown: { result: "0x1" } })
       proxy = await RpcHarness.make({ upstreams: { [network.slug]: [`${local.url}/${network.slug}`] } })
-      await fc.assert(fc.asyncProperty(
-        fc.array(fc.oneof(fc.constantFrom(...allowed).map((entry) => ({ junk: false, method: entry[0], tier: entry[1] })), junk.map((method) => ({ junk: true, method, tier: "S" as const }))), { minLength: 1, maxLength: 20 }),
-        async (items) => {
-          const account = await proxy!.account()
-          const before = local!.requests()
-          const response = await account.fetch(network.slug, items.map((item, i) => call(item.method, i)))
-          const junkNames = [...new Set(items.filter((item) => item.junk).map((item) => item.method))]
-          if (junkNames.length > 0) {
-            expect(response.status).toBe(400)
-            const { error } = await response.json() as { error: string }
-            expect(JsonRpc.refusedMethods(error)).toEqual(junkNames)
-            expect(local!.requests()).toBe(before)
-            expect(await account.charged()).toBe(0)
-          } else {
-            const credits = items.reduce((sum, item) => sum + network.baseCredits * multiplier[item.tier], 0)
-            expect(response.status).toBe(200)
-            expect(response.headers.get("x-service-rpc-credits")).toBe(String(credits))
-            expect(local!.requests()).toBe(before + 1)
-            expect(await account.charged()).toBe(RpcHarness.nanoOf(credits))
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.oneof(
+              fc.constantFrom(...allowed).map((entry) => ({ junk: false, method: entry[0], tier: entry[1] })),
+              junk.map((method) => ({ junk: true, method, tier: "S" as const }))
+            ),
+            { minLength: 1, maxLength: 20 }
+          ),
+          async (items) => {
+            const account = await proxy!.account()
+            const before = local!.requests()
+            const response = await account.fetch(network.slug, items.map((item, i) => call(item.method, i)))
+            const junkNames = [...new Set(items.filter((item) => item.junk).map((item) => item.method))]
+            if (junkNames.length > 0) {
+              expect(response.status).toBe(400)
+              const { error } = await response.json() as { error: string }
+              expect(JsonRpc.refusedMethods(error)).toEqual(junkNames)
+              expect(local!.requests()).toBe(before)
+              expect(await account.charged()).toBe(0)
+            } else {
+              const credits = items.reduce((sum, item) => sum + network.baseCredits * multiplier[item.tier], 0)
+              expect(response.status).toBe(200)
+              expect(response.headers.get("x-service-rpc-credits")).toBe(String(credits))
+              expect(local!.requests()).toBe(before + 1)
+              expect(await account.charged()).toBe(RpcHarness.nanoOf(credits))
+            }
           }
-        }
-      ), { numRuns: 60 })
+        ),
+        { numRuns: 60 }
+      )
     } finally {
       await proxy?.dispose()
       await local?.stop()

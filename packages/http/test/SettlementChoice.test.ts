@@ -26,7 +26,10 @@ describe("Settlement choice: a paid call's response goes before its settlement o
     ["a hold with more than the margin left lets the response go first", { holdLeftMs: margin + 1 }, "RespondFirst"],
     ["an expired hold is settled first", { holdLeftMs: -1 }, "SettleThenRespond"],
     ["an Idempotency-Key completed by a later store call is waited for", { idempotencyKey: true }, "SettleThenRespond"],
-    ["an Idempotency-Key completed in the settlement's step lets the response go first", { idempotencyKey: true, completesRecordsInStep: true }, "RespondFirst"],
+    ["an Idempotency-Key completed in the settlement's step lets the response go first", {
+      idempotencyKey: true,
+      completesRecordsInStep: true
+    }, "RespondFirst"],
     ["a store completing records in step changes nothing without a key", { completesRecordsInStep: true }, "RespondFirst"]
   ])("%s", (_, changed, expected) => {
     expect(SettlementChoice.choose({ ...free, ...changed })).toBe(expected)

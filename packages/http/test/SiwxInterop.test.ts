@@ -123,7 +123,10 @@ contract WalletFactory {
 `
 
 interface SolcOutput {
-  readonly contracts: Record<string, Record<string, { readonly abi: Array<unknown>; readonly evm: { readonly bytecode: { readonly object: string } } }>>
+  readonly contracts: Record<
+    string,
+    Record<string, { readonly abi: Array<unknown>; readonly evm: { readonly bytecode: { readonly object: string } } }>
+  >
 }
 
 type Artifact = { readonly abi: Array<unknown>; readonly bytecode: Hex }

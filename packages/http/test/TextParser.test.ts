@@ -86,13 +86,15 @@ describe("response_format=text answers the text alone as text/plain", () => {
 })
 
 describe("A missing file, a bad response_format or an empty file is a 400 DetailedError, with no charge", () => {
-  it.each([
-    ["no file", () => form({ response_format: "json" }), ["file"]],
-    ["a file sent as a text field", () => form({ file: "not a file part" }), ["file"]],
-    ["an empty file", () => form({ file: blob("") }), ["file"]],
-    ["an unknown response_format", () => form({ file: blob("words"), response_format: "xml" }), ["response_format"]],
-    ["both at once", () => form({ response_format: "yaml" }), ["file", "response_format"]]
-  ] as const)("%s", async (_, body, fields) => {
+  it.each(
+    [
+      ["no file", () => form({ response_format: "json" }), ["file"]],
+      ["a file sent as a text field", () => form({ file: "not a file part" }), ["file"]],
+      ["an empty file", () => form({ file: blob("") }), ["file"]],
+      ["an unknown response_format", () => form({ file: blob("words"), response_format: "xml" }), ["response_format"]],
+      ["both at once", () => form({ response_format: "yaml" }), ["file", "response_format"]]
+    ] as const
+  )("%s", async (_, body, fields) => {
     const before = await alice.charged()
     const response = await parse(body())
     expect(response.status).toBe(400)
@@ -115,7 +117,9 @@ describe("A missing file, a bad response_format or an empty file is a 400 Detail
  */
 const streamedUpload = (size: number, fill = 0x61) => {
   const boundary = "----tollgate-cap-test"
-  const head = new TextEncoder().encode(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.txt"\r\ncontent-type: text/plain\r\n\r\n`)
+  const head = new TextEncoder().encode(
+    `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.txt"\r\ncontent-type: text/plain\r\n\r\n`
+  )
   const tail = new TextEncoder().encode(`\r\n--${boundary}--\r\n`)
   const chunk = new Uint8Array(256 * 1024).fill(fill)
   let sent = 0
@@ -158,7 +162,9 @@ describe("The 25 MB cap is enforced while streaming: one byte over is a 413 Stan
   it("a file of exactly the cap is read whole and handed to the extractor (here: refused as binary)", async () => {
     const response = await web.handler(streamedUpload(MAX, 0x00).request)
     expect(response.status).toBe(400)
-    expect(((await response.json()) as { details: { file: { _errors: Array<string> } } }).details.file._errors[0]).toMatch(/Unsupported file type/)
+    expect(((await response.json()) as { details: { file: { _errors: Array<string> } } }).details.file._errors[0]).toMatch(
+      /Unsupported file type/
+    )
   })
 
   it("a far larger upload is cut off near the cap, not read to its end", async () => {
@@ -170,10 +176,12 @@ describe("The 25 MB cap is enforced while streaming: one byte over is a 413 Stan
 })
 
 describe("A document the extractor refuses is a 400 naming the reason under file, with no charge", () => {
-  it.each([
-    ["random bytes", () => crypto.getRandomValues(new Uint8Array(4096)), /Unsupported file type/],
-    ["a truncated PDF", () => new TextEncoder().encode("%PDF-1.7\n1 0 obj\n<< /Type /Catalog"), /PDF/]
-  ] as const)("%s", async (_, bytes, reason) => {
+  it.each(
+    [
+      ["random bytes", () => crypto.getRandomValues(new Uint8Array(4096)), /Unsupported file type/],
+      ["a truncated PDF", () => new TextEncoder().encode("%PDF-1.7\n1 0 obj\n<< /Type /Catalog"), /PDF/]
+    ] as const
+  )("%s", async (_, bytes, reason) => {
     const before = await alice.charged()
     const response = await parse(form({ file: blob(bytes()) }))
     expect(response.status).toBe(400)

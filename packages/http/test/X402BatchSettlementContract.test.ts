@@ -55,9 +55,16 @@ const requirements = (payTo: Address, amount: string) => ({
 /** Deposits `amount` with the authorization the official client signs, sent by the receiver's authorizer. */
 const deposit = async (opened: Awaited<ReturnType<typeof channel>>, amount: bigint) => {
   const created = await createBatchSettlementEIP3009DepositPayload(
-    opened.payer, 2, requirements(opened.receiver, "1"), opened.config, amount.toString(), "0"
+    opened.payer,
+    2,
+    requirements(opened.receiver, "1"),
+    opened.config,
+    amount.toString(),
+    "0"
   )
-  const authorization = (created.payload as { deposit: { authorization: { erc3009Authorization: { validAfter: string; validBefore: string; salt: Hex; signature: Hex } } } })
+  const authorization = (created.payload as {
+    deposit: { authorization: { erc3009Authorization: { validAfter: string; validBefore: string; salt: Hex; signature: Hex } } }
+  })
     .deposit.authorization.erc3009Authorization
   const collectorData = encodeAbiParameters(
     [{ type: "uint256" }, { type: "uint256" }, { type: "uint256" }, { type: "bytes" }],
@@ -76,7 +83,10 @@ const send = async (account: ReturnType<typeof privateKeyToAccount>, functionNam
 
 const channelState = async (channelId: Hex) => {
   const [balance, totalClaimed] = await chain.client.readContract({
-    address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "channels", args: [channelId]
+    address: BATCH_SETTLEMENT_ADDRESS,
+    abi: batchSettlementAbi,
+    functionName: "channels",
+    args: [channelId]
   })
   return { balance, totalClaimed }
 }
@@ -92,9 +102,14 @@ describe("The channel contract sits at its canonical address: the SDK's channel 
     expect((await chain.codeAt(BATCH_SETTLEMENT_ADDRESS))?.length).toBeGreaterThan(1000)
     expect((await chain.codeAt(ERC3009_DEPOSIT_COLLECTOR_ADDRESS))?.length).toBeGreaterThan(1000)
     const opened = await channel(0n)
-    expect(await chain.client.readContract({
-      address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "getChannelId", args: [opened.config]
-    })).toBe(opened.channelId)
+    expect(
+      await chain.client.readContract({
+        address: BATCH_SETTLEMENT_ADDRESS,
+        abi: batchSettlementAbi,
+        functionName: "getChannelId",
+        args: [opened.config]
+      })
+    ).toBe(opened.channelId)
   })
 
   it("a deposit, a claim of the vouchers' cumulative amount, its settlement and a refund of the rest move exactly those amounts", async () => {
@@ -120,9 +135,14 @@ describe("The channel contract sits at its canonical address: the SDK's channel 
     await send(receiverAuthorizer, "claim", [[await claimRow(opened, 300n, 300n)]])
     await send(receiverAuthorizer, "claim", [[await claimRow(opened, 200n, 200n)]])
     expect(await channelState(opened.channelId)).toEqual({ balance: 1_000_000n, totalClaimed: 300n })
-    const forged = { ...await claimRow(opened, 500n, 500n), signature: (await signVoucher(receiverAuthorizer, opened.channelId, "500", X402.BASE_MAINNET)).signature }
+    const forged = {
+      ...await claimRow(opened, 500n, 500n),
+      signature: (await signVoucher(receiverAuthorizer, opened.channelId, "500", X402.BASE_MAINNET)).signature
+    }
     const wallet = await chain.walletOf(receiverAuthorizer)
-    await expect(wallet.writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "claim", args: [[forged]] })).rejects.toThrow(/InvalidSignature|reverted/)
+    await expect(
+      wallet.writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "claim", args: [[forged]] })
+    ).rejects.toThrow(/InvalidSignature|reverted/)
   })
 
   it("a payer's timed withdrawal takes only what is not claimed once its delay has passed", async () => {

@@ -1,5 +1,5 @@
-import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { Errors, Money, X402 } from "@tollgate/core"
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { Option } from "effect"
 import { describe, expect, it } from "vitest"
 
@@ -142,7 +142,16 @@ describe("A payment matches only requirements rebuilt for the same request", () 
   it("reads only strict standard base64: a character outside the alphabet, inner whitespace or padding before the end is refused", () => {
     const header = Buffer.from(JSON.stringify({ x402Version: 2 })).toString("base64")
     expect(X402.decodeHeader(header)).toEqual(Option.some({ x402Version: 2 }))
-    for (const broken of [`${header.slice(0, 4)}*${header.slice(5)}`, `${header.slice(0, 4)} ${header.slice(5)}`, `e3=${header.slice(3)}`, "e30====", "a===", "e30=!"]) {
+    for (
+      const broken of [
+        `${header.slice(0, 4)}*${header.slice(5)}`,
+        `${header.slice(0, 4)} ${header.slice(5)}`,
+        `e3=${header.slice(3)}`,
+        "e30====",
+        "a===",
+        "e30=!"
+      ]
+    ) {
       expect(Option.isNone(X402.decodeHeader(broken))).toBe(true)
     }
   })
@@ -152,19 +161,25 @@ describe("Without wallet payments configured, the 402s promise no top-up", () =>
   const off = X402.makeConfig({ publicOrigin: "https://api.example.com" })
 
   it("discovery: an empty accepts, and a description that asks for an API key and names no chain", () => {
-    const body = X402.discovery(off, { resource: { url: "https://api.example.com/api/v1/image/generate" }, challenge }).body as X402.DiscoveryBody
+    const body = X402.discovery(off, { resource: { url: "https://api.example.com/api/v1/image/generate" }, challenge })
+      .body as X402.DiscoveryBody
     expect(body.accepts).toEqual([])
     expect(body.resource.description).toBe("Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server")
   })
 
   it("with Base only, the discovery description names Base and not Solana", () => {
-    const baseOnly = X402.makeConfig({ publicOrigin: "https://api.example.com", payTo: { evm: "0x1111111111111111111111111111111111111111" } })
-    const body = X402.discovery(baseOnly, { resource: { url: "https://api.example.com/api/v1/image/generate" }, challenge }).body as X402.DiscoveryBody
+    const baseOnly = X402.makeConfig({
+      publicOrigin: "https://api.example.com",
+      payTo: { evm: "0x1111111111111111111111111111111111111111" }
+    })
+    const body = X402.discovery(baseOnly, { resource: { url: "https://api.example.com/api/v1/image/generate" }, challenge })
+      .body as X402.DiscoveryBody
     expect(body.resource.description).toBe("Sign in with a wallet holding prepaid credit, or top up USDC credit on Base")
   })
 
   it("insufficient balance: no chains, no instructions, and a description that offers no top-up", () => {
-    const body = X402.insufficientBalance(off, { balance: Money.usd(0), required: Money.usd(1), challenge }).body as X402.InsufficientBalanceBody
+    const body = X402.insufficientBalance(off, { balance: Money.usd(0), required: Money.usd(1), challenge })
+      .body as X402.InsufficientBalanceBody
     expect(body.supportedChains).toEqual([])
     expect("topUpInstructions" in body).toBe(false)
     expect(body.description).toBe("This server takes no wallet top-ups: the wallet's credit comes from its operator, or use an API key")

@@ -42,15 +42,17 @@ const serve = async (rpcUrl: string, redisUrl?: string) => {
       }
     })
   })).pipe(Layer.provide(pendingSettlements))
-  const web = Handlers.toWebHandler(App.layer(X402Route.routes).pipe(
-    Layer.provide(Layer.mergeAll(
-      X402.layer(config),
-      CreditLedger.layerMemory,
-      facilitator,
-      Auth.layer({ signingKey, publicOrigin: ORIGIN }).pipe(Layer.provide(AuthStore.layerMemory)),
-      ServiceInfo.layer({ version: "test", hostName: "test-host" })
-    ))
-  ))
+  const web = Handlers.toWebHandler(
+    App.layer(X402Route.routes).pipe(
+      Layer.provide(Layer.mergeAll(
+        X402.layer(config),
+        CreditLedger.layerMemory,
+        facilitator,
+        Auth.layer({ signingKey, publicOrigin: ORIGIN }).pipe(Layer.provide(AuthStore.layerMemory)),
+        ServiceInfo.layer({ version: "test", hostName: "test-host" })
+      ))
+    )
+  )
   disposals.push(web.dispose)
   const fetchApp = (input: string, init?: RequestInit) => web.handler(new Request(input, init))
   return {

@@ -1,9 +1,9 @@
+import type { KeyPairSigner } from "@solana/kit"
+import * as PaymentFacilitator from "@tollgate/backends/payment/PaymentFacilitator"
 import { CreditLedger, Money, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
-import * as PaymentFacilitator from "@tollgate/backends/payment/PaymentFacilitator"
-import type { KeyPairSigner } from "@solana/kit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { Effect, Layer, Redacted } from "effect"
@@ -42,8 +42,7 @@ const paymentFor = async (signer: KeyPairSigner, signed: X402.PaymentRequirement
   return X402Chain.paymentHeader(accepted, payload)
 }
 
-const submit = (header: string, query = "") =>
-  fetchApp(`${TOP_UP}${query}`, { method: "POST", headers: { "PAYMENT-SIGNATURE": header } })
+const submit = (header: string, query = "") => fetchApp(`${TOP_UP}${query}`, { method: "POST", headers: { "PAYMENT-SIGNATURE": header } })
 
 const refusalReason = async (response: Response) => {
   expect(response.status).toBe(402)
@@ -85,7 +84,12 @@ describe("Solana USDC top-ups are settled by tollgate itself: the official clien
     const payer = await chain.wallet(100_000_000n)
     const first = await officialClient(payer)(TOP_UP, { method: "POST" })
     expect(first.status).toBe(200)
-    expect(await first.json()).toMatchObject({ walletAddress: payer.address, network: X402.SOLANA_MAINNET, creditedUsd: "5", balanceUsd: "5" })
+    expect(await first.json()).toMatchObject({
+      walletAddress: payer.address,
+      network: X402.SOLANA_MAINNET,
+      creditedUsd: "5",
+      balanceUsd: "5"
+    })
     expect(decodePaymentResponseHeader(first.headers.get("payment-response")!)).toMatchObject({ success: true, payer: payer.address })
     const second = await officialClient(payer)(`${TOP_UP}?amountUsd=7.5`, { method: "POST" })
     expect(second.status).toBe(200)

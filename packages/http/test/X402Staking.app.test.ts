@@ -1,10 +1,10 @@
+import * as RpcUpstream from "@tollgate/backends/RpcUpstream"
+import * as StakeChain from "@tollgate/backends/StakeChain"
 import { type CreditLedger, IdempotencyStore, Money, PricingEngine, RpcCache, Staking, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import * as RpcUpstream from "@tollgate/backends/RpcUpstream"
-import * as StakeChain from "@tollgate/backends/StakeChain"
 import { Anvil, StakeToken } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-with-x"
@@ -14,16 +14,20 @@ import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { App, Handlers, type Route, ServiceInfo } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
+import * as X402Bodies from "../src/payment/PaymentRequiredBodies.ts"
 import * as RpcRoute from "../src/routes/Rpc.ts"
 import * as X402Route from "../src/routes/X402.ts"
-import * as X402Bodies from "../src/payment/PaymentRequiredBodies.ts"
 import * as TestApp from "./support/TestApp.ts"
 
 const ORIGIN = "http://localhost"
 const RPC = `${ORIGIN}/api/v1/crypto/rpc/base-mainnet`
 const DAY_MS = 86_400_000
 const REFRESH_MS = 300_000
-const blockNumber = { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }) }
+const blockNumber = {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+}
 
 /**
  * The server's clock: real time moved by `offset`, so a test can step to the next UTC day while
@@ -57,7 +61,9 @@ const advance = async (ms: number) => {
 /** An RPC call signed in with SIWX from a fresh challenge. */
 const signedCall = async (account: PrivateKeyAccount) => {
   const first = await fetchApp(RPC, blockNumber)
-  const challenge = decodePaymentRequiredHeader(first.headers.get("payment-required")!).extensions!["sign-in-with-x"] as { info: Record<string, string> }
+  const challenge = decodePaymentRequiredHeader(first.headers.get("payment-required")!).extensions!["sign-in-with-x"] as {
+    info: Record<string, string>
+  }
   const payload = await createSIWxPayload({ ...challenge.info, chainId: X402.BASE_MAINNET, type: "eip191" } as never, account, RPC)
   return fetchApp(RPC, { ...blockNumber, headers: { ...blockNumber.headers, "SIGN-IN-WITH-X": encodeSIWxHeader(payload) } })
 }
@@ -69,7 +75,12 @@ beforeAll(async () => {
   // Start just after midnight UTC, so the steps below stay inside one day until the test moves on.
   offset = Math.ceil(Date.now() / DAY_MS) * DAY_MS + 60_000 - Date.now()
   anvil = await Anvil.start({ chainId: 8453, args: ["--timestamp", String(Math.floor((Date.now() + offset) / 1000))] })
-  const viemChain = defineChain({ id: 8453, name: "base-test", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [anvil.url] } } })
+  const viemChain = defineChain({
+    id: 8453,
+    name: "base-test",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [anvil.url] } }
+  })
   chain = createTestClient({ chain: viemChain, mode: "anvil", transport: http(anvil.url), pollingInterval: 50 }).extend(publicActions)
   token = await StakeToken.deploy(anvil.url, 8453)
 
@@ -115,7 +126,9 @@ describe("Staked tokens read from chain give a wallet 1 USD of credit per token 
   it("a wallet holding 3 tokens gets 3 USD a day: spent first, then USD, and back the next UTC day", async () => {
     const wallet = privateKeyToAccount(generatePrivateKey())
     await token.mint(wallet.address, 3n)
-    await Effect.runPromise(ledger.grant({ accountId: `wallet:evm:${wallet.address.toLowerCase()}`, amount: Money.usd(2), reference: "prepaid" }))
+    await Effect.runPromise(
+      ledger.grant({ accountId: `wallet:evm:${wallet.address.toLowerCase()}`, amount: Money.usd(2), reference: "prepaid" })
+    )
 
     for (const allowanceBefore of ["3", "2", "1"]) {
       const response = await signedCall(wallet)

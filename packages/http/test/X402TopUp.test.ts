@@ -1,8 +1,8 @@
+import * as PaymentFacilitator from "@tollgate/backends/payment/PaymentFacilitator"
 import { CreditLedger, Money, TopUpTransactions, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
-import * as PaymentFacilitator from "@tollgate/backends/payment/PaymentFacilitator"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
@@ -43,13 +43,21 @@ const solanaFacilitator = Http.createServer((request, response) => {
   let text = ""
   request.on("data", (chunk: Buffer) => (text += chunk.toString()))
   request.on("end", () => {
-    const transaction = text === "" ? "" : (JSON.parse(text) as { paymentPayload: { payload: { transaction: string } } }).paymentPayload.payload.transaction
+    const transaction = text === ""
+      ? ""
+      : (JSON.parse(text) as { paymentPayload: { payload: { transaction: string } } }).paymentPayload.payload.transaction
     response.writeHead(200, { "content-type": "application/json" })
     response.end(JSON.stringify(
       request.url === "/supported"
-        ? { kinds: [{ x402Version: 2, scheme: "exact", network: X402.SOLANA_MAINNET, extra: { feePayer: FEE_PAYER } }], extensions: [], signers: {} }
+        ? {
+          kinds: [{ x402Version: 2, scheme: "exact", network: X402.SOLANA_MAINNET, extra: { feePayer: FEE_PAYER } }],
+          extensions: [],
+          signers: {}
+        }
         : request.url === "/verify"
-        ? transaction === "bad" ? { isValid: false, invalidReason: "invalid_exact_svm_payload_transaction", payer: SOLANA_PAYER } : { isValid: true, payer: SOLANA_PAYER }
+        ? transaction === "bad"
+          ? { isValid: false, invalidReason: "invalid_exact_svm_payload_transaction", payer: SOLANA_PAYER }
+          : { isValid: true, payer: SOLANA_PAYER }
         : { success: true, transaction: `sig${transaction}`, network: X402.SOLANA_MAINNET, payer: SOLANA_PAYER }
     ))
   })
@@ -70,8 +78,7 @@ const officialClient = (account = payer) => {
 
 const requirement = (usd = 5): X402.PaymentRequirements => X402.requirements(config, Money.unsafeNano(usd * Money.NANO_PER_USD))[0]!
 
-const submit = (header: string, query = "") =>
-  fetchApp(`${TOP_UP}${query}`, { method: "POST", headers: { "PAYMENT-SIGNATURE": header } })
+const submit = (header: string, query = "") => fetchApp(`${TOP_UP}${query}`, { method: "POST", headers: { "PAYMENT-SIGNATURE": header } })
 
 const refusalReason = async (response: Response) => {
   expect(response.status).toBe(402)
@@ -92,7 +99,11 @@ beforeAll(async () => {
   chain = await X402Chain.start()
   await chain.mint(payer.address, 1_000_000_000n)
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey)
-  const routes: ReadonlyArray<Route.Route<Auth.Auth | CreditLedger.CreditLedger | PaymentFacilitator.PaymentFacilitator | X402.X402Config | TopUpTransactions.TopUpTransactions>> = [
+  const routes: ReadonlyArray<
+    Route.Route<
+      Auth.Auth | CreditLedger.CreditLedger | PaymentFacilitator.PaymentFacilitator | X402.X402Config | TopUpTransactions.TopUpTransactions
+    >
+  > = [
     ...X402Route.routes,
     ...WalletTransactions.routes
   ]
@@ -136,7 +147,11 @@ describe("POST /x402/top-up without a payment header: 402 with Base and Solana r
   it("prices the amount asked for, in the query or the JSON body, the same on every retry", async () => {
     const fromQuery = await fetchApp(`${TOP_UP}?amountUsd=12.5`, { method: "POST" })
     expect((await fromQuery.json() as X402.DiscoveryBody).accepts[0]!.amount).toBe("12500000")
-    const fromBody = await fetchApp(TOP_UP, { method: "POST", body: JSON.stringify({ amountUsd: 7 }), headers: { "content-type": "application/json" } })
+    const fromBody = await fetchApp(TOP_UP, {
+      method: "POST",
+      body: JSON.stringify({ amountUsd: 7 }),
+      headers: { "content-type": "application/json" }
+    })
     expect((await fromBody.json() as X402.DiscoveryBody).accepts[0]!.amount).toBe("7000000")
   })
 
@@ -184,7 +199,9 @@ describe("The official x402 client tops up a wallet: USDC moves on chain, the cr
     })).toString("base64")
     const response = await fetchApp(`${ORIGIN}/api/v1/x402/transactions/${payer.address}`, { headers: { "sign-in-with-x": header } })
     expect(response.status).toBe(200)
-    const { data } = await response.json() as { data: { transactions: Array<{ type: string; amount: number; balanceAfter: number; transactionHash: string | null }> } }
+    const { data } = await response.json() as {
+      data: { transactions: Array<{ type: string; amount: number; balanceAfter: number; transactionHash: string | null }> }
+    }
     expect(data.transactions).toHaveLength(1)
     const [topUp] = data.transactions
     expect(topUp).toMatchObject({ type: "TOP_UP", amount: 5, balanceAfter: 5, transactionHash: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
@@ -267,7 +284,11 @@ describe("Refused payments credit nothing and answer 402 with a fresh PAYMENT-RE
   })
 
   it("an expired authorization", async () => {
-    const payload = await X402Chain.authorize(payer, { to: payTo, value: 5_000_000n, validBefore: BigInt(Math.floor(Date.now() / 1000) - 60) })
+    const payload = await X402Chain.authorize(payer, {
+      to: payTo,
+      value: 5_000_000n,
+      validBefore: BigInt(Math.floor(Date.now() / 1000) - 60)
+    })
     await expectNothingMoved(async () => {
       expect(await refusalReason(await submit(X402Chain.paymentHeader(requirement(), payload))))
         .toBe("invalid_exact_evm_payload_authorization_valid_before")
@@ -316,8 +337,7 @@ describe("Refused payments credit nothing and answer 402 with a fresh PAYMENT-RE
 })
 
 describe("Solana top-ups settle through the HTTP facilitator and credit once per transaction signature", () => {
-  const solanaHeader = (transaction: string) =>
-    X402Chain.paymentHeader(X402.requirements(config, Money.usd(5))[1]!, { transaction })
+  const solanaHeader = (transaction: string) => X402Chain.paymentHeader(X402.requirements(config, Money.usd(5))[1]!, { transaction })
 
   it("advertises the facilitator's feePayer and credits the payer once however often the payment is sent", async () => {
     const discovery = await fetchApp(TOP_UP, { method: "POST" })

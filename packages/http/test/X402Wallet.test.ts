@@ -1,9 +1,9 @@
+import * as RpcUpstream from "@tollgate/backends/RpcUpstream"
 import { CreditLedger, IdempotencyStore, Money, PricingEngine, RpcCache, X402 } from "@tollgate/core"
 import * as Auth from "@tollgate/core/Auth"
 import * as AuthStore from "@tollgate/core/AuthStore"
 import * as Jwt from "@tollgate/core/Jwt"
 import * as RateLimiter from "@tollgate/core/RateLimiter"
-import * as RpcUpstream from "@tollgate/backends/RpcUpstream"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { createSIWxClientExtension, createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-with-x"
@@ -13,9 +13,9 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { App, Handlers, type Route, ServiceInfo } from "../src/index.ts"
 import * as Metered from "../src/Metered.ts"
+import * as X402Bodies from "../src/payment/PaymentRequiredBodies.ts"
 import * as RpcRoute from "../src/routes/Rpc.ts"
 import * as X402Route from "../src/routes/X402.ts"
-import * as X402Bodies from "../src/payment/PaymentRequiredBodies.ts"
 import * as TestApp from "./support/TestApp.ts"
 import * as X402Chain from "./support/X402Chain.ts"
 
@@ -31,7 +31,11 @@ let handler: (request: Request) => Promise<Response>
 let dispose: () => Promise<void>
 const fetchApp = (input: RequestInfo | URL, init?: RequestInit) => handler(new Request(input, init))
 
-const blockNumber = { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }) }
+const blockNumber = {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+}
 
 const walletClient = (account = payer) => {
   const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
@@ -113,7 +117,10 @@ describe("Spending as a wallet: top up with the official client, sign in with SI
     const evm = challenge.supportedChains.find((c) => c.type === "eip191")!
     const payload = await createSIWxPayload({ ...challenge.info, chainId: evm.chainId, type: "eip191" } as never, payer, RPC)
     const before = (await (await fetchApp(`${ORIGIN}/api/v1/x402/balance/${payer.address}`)).json() as { balanceUsd: string }).balanceUsd
-    const response = await fetchApp(RPC, { ...blockNumber, headers: { ...blockNumber.headers, "SIGN-IN-WITH-X": encodeSIWxHeader(payload) } })
+    const response = await fetchApp(RPC, {
+      ...blockNumber,
+      headers: { ...blockNumber.headers, "SIGN-IN-WITH-X": encodeSIWxHeader(payload) }
+    })
     expect(response.status).toBe(200)
     const after = Money.subtract(Result.getOrThrow(Money.parseUsd(before)), rpcPrice)
     expect(response.headers.get("x-balance-remaining")).toBe(Money.formatUsd(after))
@@ -128,7 +135,10 @@ describe("A signed-in wallet with too little balance gets form 3", () => {
       info: Record<string, string>
     }
     const payload = await createSIWxPayload({ ...challenge.info, chainId: X402.BASE_MAINNET, type: "eip191" } as never, broke, RPC)
-    const response = await fetchApp(RPC, { ...blockNumber, headers: { ...blockNumber.headers, "SIGN-IN-WITH-X": encodeSIWxHeader(payload) } })
+    const response = await fetchApp(RPC, {
+      ...blockNumber,
+      headers: { ...blockNumber.headers, "SIGN-IN-WITH-X": encodeSIWxHeader(payload) }
+    })
     expect(response.status).toBe(402)
     expect(await response.json()).toMatchObject({
       error: "Payment required",

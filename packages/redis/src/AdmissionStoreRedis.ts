@@ -18,7 +18,6 @@
  *
  * @since 0.1.0
  */
-import type { RedisConnection } from "./RedisConnection.ts"
 import { Admission, CreditLedger, Errors, KeyCaps, Money, type RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import * as AccountGroups from "./AccountGroups.ts"
@@ -27,6 +26,7 @@ import * as IdempotencyStoreRedis from "./IdempotencyStoreRedis.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
 import * as Lua from "./Lua.ts"
 import * as RateLimiterRedis from "./RateLimiterRedis.ts"
+import type { RedisConnection } from "./RedisConnection.ts"
 import * as Scripts from "./Scripts.ts"
 
 /** The account's ledger keys, first in every operation's keys (`CreditLedgerRedis.accountKeys`). */

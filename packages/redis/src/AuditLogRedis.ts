@@ -40,8 +40,7 @@ export const layerRedis: Layer.Layer<AuditLog.AuditLog, never, Redis.Redis> = La
   AuditLog.AuditLog,
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) => redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     return AuditLog.AuditLog.of({
       append: (entry) =>
         Effect.flatMap(Effect.clockWith((clock) => Effect.succeed(clock.currentTimeMillisUnsafe())), (now) => {

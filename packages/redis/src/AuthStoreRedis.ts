@@ -11,12 +11,21 @@
  *
  * @since 0.1.0
  */
-import { type AuditLog, type Auth, AuthStore, Errors, type KeyCaps, type KeyRestrictions, type RateLimitPolicy, type SessionRevocations } from "@tollgate/core"
+import {
+  type AuditLog,
+  type Auth,
+  AuthStore,
+  Errors,
+  type KeyCaps,
+  type KeyRestrictions,
+  type RateLimitPolicy,
+  type SessionRevocations
+} from "@tollgate/core"
 import { Clock, Effect, Layer, Option } from "effect"
 import { Redis } from "effect/persistence"
 import * as AuditLogRedis from "./AuditLogRedis.ts"
-import * as Lua from "./Lua.ts"
 import * as KeyCapsRedis from "./KeyCapsRedis.ts"
+import * as Lua from "./Lua.ts"
 import { RedisConnection } from "./RedisConnection.ts"
 import * as SessionRevocationsRedis from "./SessionRevocationsRedis.ts"
 
@@ -67,7 +76,14 @@ const putKeyScript = Redis.script(
 ).withReturnType<number>()
 
 const rerollScript = Redis.script(
-  (keys: string, policy: string, keyId: string, record: string, policyJson: string, replaced: string) => [keys, policy, keyId, record, policyJson, replaced],
+  (
+    keys: string,
+    policy: string,
+    keyId: string,
+    record: string,
+    policyJson: string,
+    replaced: string
+  ) => [keys, policy, keyId, record, policyJson, replaced],
   {
     numberOfKeys: 2,
     lua: Lua.read("auth-reroll")
@@ -126,8 +142,7 @@ interface KeyJson {
   readonly secrets?: Auth.KeySecrets
 }
 
-const encodeAccount = (account: Auth.Account): string =>
-  JSON.stringify({ ...account, createdAt: account.createdAt.toISOString() })
+const encodeAccount = (account: Auth.Account): string => JSON.stringify({ ...account, createdAt: account.createdAt.toISOString() })
 
 const decodeAccount = (json: string): Auth.Account => {
   const raw = JSON.parse(json) as AccountJson
@@ -160,8 +175,7 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     const redis = yield* Redis.Redis
     const revoke = redis.eval(revokeScript)
     const expire = redis.eval(expiryScript)
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) => redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     const putKey = redis.eval(putKeyScript)
     const reroll = redis.eval(rerollScript)
     const overridesOf = (account: string | null | undefined, key: string | null | undefined): RateLimitPolicy.StoredOverrides | undefined =>
@@ -173,9 +187,20 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         }
     // The account, the key's refusal marker and policy, and the account's and key's rate-limit
     // overrides: one MGET of keys in the account's slot.
-    const standingKeys = (accountId: string, keyId: string) =>
-      [accountKey(accountId), revokedKey(accountId, keyId), policyKey(accountId, keyId), limitsKey(accountId), limitsKey(accountId, keyId)]
-    const statusOf = ([account, refusedFrom, policy, accountLimits, keyLimits]: ReadonlyArray<string | null>, now: number): AuthStore.KeyStatus => {
+    const standingKeys = (
+      accountId: string,
+      keyId: string
+    ) => [
+      accountKey(accountId),
+      revokedKey(accountId, keyId),
+      policyKey(accountId, keyId),
+      limitsKey(accountId),
+      limitsKey(accountId, keyId)
+    ]
+    const statusOf = (
+      [account, refusedFrom, policy, accountLimits, keyLimits]: ReadonlyArray<string | null>,
+      now: number
+    ): AuthStore.KeyStatus => {
       const status = { accountExists: account != null, revoked: refusedFrom != null && Number(refusedFrom) <= now }
       const limits = overridesOf(accountLimits, keyLimits)
       if (policy == null) return limits === undefined ? status : { ...status, limits }
@@ -185,20 +210,27 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
     // Over tollgate's connection (`RedisConnection.layer`), a key's standing and its caller's block
     // are sent together and answered in one wait.
     const connection = Option.getOrUndefined(yield* Effect.serviceOption(RedisConnection))
-    const keyStanding = connection === undefined ? undefined : (accountId: string, keyId: string, blockKey: string) =>
-      Effect.clockWith((clock) => {
-        const now = clock.currentTimeMillisUnsafe()
-        const account = accountKey(accountId)
-        return Effect.tryPromise({
-          try: () =>
-            Promise.all([
-              connection.sendCommand(["MGET", ...standingKeys(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
-              // The guard fails open: a block that cannot be read is none.
-              (connection.sendCommand(["PTTL", blockKey], blockKey) as Promise<number>).catch(() => 0)
-            ]),
-          catch: unavailable
-        }).pipe(Effect.map(([standing, blockedMs]): AuthStore.KeyStanding => ({ ...statusOf(standing, now), blockedMs: Math.max(0, blockedMs) })))
-      })
+    const keyStanding = connection === undefined ?
+      undefined :
+      (accountId: string, keyId: string, blockKey: string) =>
+        Effect.clockWith((clock) => {
+          const now = clock.currentTimeMillisUnsafe()
+          const account = accountKey(accountId)
+          return Effect.tryPromise({
+            try: () =>
+              Promise.all([
+                connection.sendCommand(["MGET", ...standingKeys(accountId, keyId)], account) as Promise<ReadonlyArray<string | null>>,
+                // The guard fails open: a block that cannot be read is none.
+                (connection.sendCommand(["PTTL", blockKey], blockKey) as Promise<number>).catch(() => 0)
+              ]),
+            catch: unavailable
+          }).pipe(
+            Effect.map(([standing, blockedMs]): AuthStore.KeyStanding => ({
+              ...statusOf(standing, now),
+              blockedMs: Math.max(0, blockedMs)
+            }))
+          )
+        })
     return AuthStore.AuthStore.of({
       insertAccount: (account) =>
         Effect.map(
@@ -214,7 +246,14 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
         ),
       rerollKey: (record, replaced) =>
         Effect.map(
-          reroll(keysKey(record.accountId), policyKey(record.accountId, record.id), record.id, encodeKey(record), encodePolicy(record), String(replaced)).pipe(
+          reroll(
+            keysKey(record.accountId),
+            policyKey(record.accountId, record.id),
+            record.id,
+            encodeKey(record),
+            encodePolicy(record),
+            String(replaced)
+          ).pipe(
             Effect.mapError(unavailable)
           ),
           (stored) => stored === 1
@@ -255,11 +294,18 @@ const layerAccounts: Layer.Layer<AuthStore.AuthStore, never, Redis.Redis> = Laye
           (found) => found === 1
         ),
       keyStatus: (accountId, keyId) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.map(send<ReadonlyArray<string | null>>("MGET", ...standingKeys(accountId, keyId)), (standing) => statusOf(standing, now))),
+        Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) =>
+            Effect.map(send<ReadonlyArray<string | null>>("MGET", ...standingKeys(accountId, keyId)), (standing) => statusOf(standing, now))
+        ),
       ...(keyStanding === undefined ? {} : { keyStanding }),
       setLimits: (accountId, keyId, override) =>
-        Effect.asVoid(override === undefined ? send("DEL", limitsKey(accountId, keyId)) : send("SET", limitsKey(accountId, keyId), JSON.stringify(override))),
+        Effect.asVoid(
+          override === undefined
+            ? send("DEL", limitsKey(accountId, keyId))
+            : send("SET", limitsKey(accountId, keyId), JSON.stringify(override))
+        ),
       limits: (accountId, keyId) =>
         Effect.map(
           keyId === undefined

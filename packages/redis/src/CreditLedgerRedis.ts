@@ -156,198 +156,221 @@ export const layerRedis = (
     readonly timeoutMs?: number | undefined
   } = {}
 ): Layer.Layer<CreditLedger.CreditLedger, never, Redis.Redis | RedisConnection.RedisConnection> =>
-  Layer.effect(CreditLedger.CreditLedger, Effect.gen(function*() {
-    const redis = yield* Redis.Redis
-    const connection = yield* RedisConnection.RedisConnection
-    const acknowledgment = options.replicaAcknowledgment
-    const prefix = options.prefix ?? defaultPrefix
-    const keysOf = (accountId: string) => accountKeys(prefix, accountId)
-    // The same runner as the admission's (`Scripts.sender`): a Function where Redis offers them.
-    const script = ledgerScript(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
-    const sendScript = yield* Scripts.sender(options.timeoutMs ?? 2000, [script])
-    const run = (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) =>
-      Effect.callback<Reply, unknown>((resume) => {
-        const command = ["", "", String(keys.length), ...keys, op, String(now)]
-        for (const arg of args) command.push(String(arg))
-        sendScript(script, command, (reply) => resume(Effect.succeed(reply as Reply)), (cause) => resume(Effect.fail(cause)))
-      })
-    const span = yield* Spans.current
+  Layer.effect(
+    CreditLedger.CreditLedger,
+    Effect.gen(function*() {
+      const redis = yield* Redis.Redis
+      const connection = yield* RedisConnection.RedisConnection
+      const acknowledgment = options.replicaAcknowledgment
+      const prefix = options.prefix ?? defaultPrefix
+      const keysOf = (accountId: string) => accountKeys(prefix, accountId)
+      // The same runner as the admission's (`Scripts.sender`): a Function where Redis offers them.
+      const script = ledgerScript(options.retentionMs ?? CreditLedger.DEFAULT_RETENTION_MS)
+      const sendScript = yield* Scripts.sender(options.timeoutMs ?? 2000, [script])
+      const run = (keys: ReadonlyArray<string>, op: string, now: number, ...args: ReadonlyArray<string | number>) =>
+        Effect.callback<Reply, unknown>((resume) => {
+          const command = ["", "", String(keys.length), ...keys, op, String(now)]
+          for (const arg of args) command.push(String(arg))
+          sendScript(script, command, (reply) => resume(Effect.succeed(reply as Reply)), (cause) => resume(Effect.fail(cause)))
+        })
+      const span = yield* Spans.current
 
-    const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const reply = yield* run(keysOf(accountId), op, now, ...args).pipe(Effect.mapError(unavailable))
-        if (reply[0] === "err") {
-          return yield* ledgerError(reply[1] as CreditLedger.LedgerError["reason"])
-        }
-        return { detail: reply[1] as ReadonlyArray<string>, balance: toBalance(reply[2] ?? []) }
-      })
-
-    const replicated = (accountId: string, reference: string) =>
-      acknowledgment === undefined
-        ? Effect.void
-        : Effect.tryPromise(() => RedisConnection.waitForReplicas(connection, keysOf(accountId)[0], acknowledgment)).pipe(
-          Effect.flatMap((acknowledged) =>
-            acknowledged >= acknowledgment.replicas
-              ? Effect.void
-              : Effect.logWarning(
-                `a credit is on the Redis master but on ${acknowledged} of ${acknowledgment.replicas} replicas after ${acknowledgment.timeoutMs} ms`,
-                { accountId, reference }
-              )
-          ),
-          Effect.catch((error) => Effect.logWarning("a credit's replication could not be confirmed", { accountId, reference, error: String(error) }))
-        )
-
-    const credit = (op: "topup" | "grant" | "refund") =>
-      Effect.fn(`CreditLedger.${op}`)(function*(input: CreditLedger.CreditInput) {
-        yield* checkAmount(input.amount, false)
-        const { balance, detail } = yield* call(input.accountId, op, input.reference, input.amount)
-        yield* replicated(input.accountId, input.reference)
-        return { entry: toEntry(detail), balance }
-      })
-
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
-
-    const scan = (accountId: string, query: Omit<CreditLedger.UsageQuery, "after"> & { readonly after?: string | undefined }, want: number) =>
-      Effect.gen(function*() {
-        const key = keysOf(accountId)[5]
-        const after = query.after
-        let start: string
-        let end: string
-        if (query.order === "asc") {
-          start = after !== undefined && (query.from === undefined || msOf(after) >= query.from)
-            ? `(${after}`
-            : query.from === undefined ? "-" : String(query.from)
-          end = query.to === undefined ? "+" : String(query.to)
-        } else {
-          end = after !== undefined && (query.to === undefined || msOf(after) <= query.to)
-            ? `(${after}`
-            : query.to === undefined ? "+" : String(query.to)
-          start = query.from === undefined ? "-" : String(query.from)
-        }
-        const matches: Array<CreditLedger.UsageEntry> = []
-        const batch = Math.min(Math.max(want, 16), 1000)
-        while (matches.length < want) {
-          const entries = query.order === "asc"
-            ? yield* send<ReadonlyArray<StreamEntry>>("XRANGE", key, start, end, "COUNT", String(batch))
-            : yield* send<ReadonlyArray<StreamEntry>>("XREVRANGE", key, end, start, "COUNT", String(batch))
-          for (const entry of entries) {
-            const usage = toUsage(entry)
-            if (query.currency === undefined || usage.currency === query.currency) matches.push(usage)
-            if (matches.length >= want) break
+      const call = (accountId: string, op: string, ...args: ReadonlyArray<string | number>) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const reply = yield* run(keysOf(accountId), op, now, ...args).pipe(Effect.mapError(unavailable))
+          if (reply[0] === "err") {
+            return yield* ledgerError(reply[1] as CreditLedger.LedgerError["reason"])
           }
-          if (entries.length < batch) break
-          const last = entries.at(-1)![0]
-          if (query.order === "asc") start = `(${last}`
-          else end = `(${last}`
+          return { detail: reply[1] as ReadonlyArray<string>, balance: toBalance(reply[2] ?? []) }
+        })
+
+      const replicated = (accountId: string, reference: string) =>
+        acknowledgment === undefined
+          ? Effect.void
+          : Effect.tryPromise(() => RedisConnection.waitForReplicas(connection, keysOf(accountId)[0], acknowledgment)).pipe(
+            Effect.flatMap((acknowledged) =>
+              acknowledged >= acknowledgment.replicas
+                ? Effect.void
+                : Effect.logWarning(
+                  `a credit is on the Redis master but on ${acknowledged} of ${acknowledgment.replicas} replicas after ${acknowledgment.timeoutMs} ms`,
+                  { accountId, reference }
+                )
+            ),
+            Effect.catch((error) =>
+              Effect.logWarning("a credit's replication could not be confirmed", { accountId, reference, error: String(error) })
+            )
+          )
+
+      const credit = (op: "topup" | "grant" | "refund") =>
+        Effect.fn(`CreditLedger.${op}`)(function*(input: CreditLedger.CreditInput) {
+          yield* checkAmount(input.amount, false)
+          const { balance, detail } = yield* call(input.accountId, op, input.reference, input.amount)
+          yield* replicated(input.accountId, input.reference)
+          return { entry: toEntry(detail), balance }
+        })
+
+      const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
+        redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+
+      const scan = (
+        accountId: string,
+        query: Omit<CreditLedger.UsageQuery, "after"> & { readonly after?: string | undefined },
+        want: number
+      ) =>
+        Effect.gen(function*() {
+          const key = keysOf(accountId)[5]
+          const after = query.after
+          let start: string
+          let end: string
+          if (query.order === "asc") {
+            start = after !== undefined && (query.from === undefined || msOf(after) >= query.from)
+              ? `(${after}`
+              : query.from === undefined
+              ? "-"
+              : String(query.from)
+            end = query.to === undefined ? "+" : String(query.to)
+          } else {
+            end = after !== undefined && (query.to === undefined || msOf(after) <= query.to)
+              ? `(${after}`
+              : query.to === undefined
+              ? "+"
+              : String(query.to)
+            start = query.from === undefined ? "-" : String(query.from)
+          }
+          const matches: Array<CreditLedger.UsageEntry> = []
+          const batch = Math.min(Math.max(want, 16), 1000)
+          while (matches.length < want) {
+            const entries = query.order === "asc"
+              ? yield* send<ReadonlyArray<StreamEntry>>("XRANGE", key, start, end, "COUNT", String(batch))
+              : yield* send<ReadonlyArray<StreamEntry>>("XREVRANGE", key, end, start, "COUNT", String(batch))
+            for (const entry of entries) {
+              const usage = toUsage(entry)
+              if (query.currency === undefined || usage.currency === query.currency) matches.push(usage)
+              if (matches.length >= want) break
+            }
+            if (entries.length < batch) break
+            const last = entries.at(-1)![0]
+            if (query.order === "asc") start = `(${last}`
+            else end = `(${last}`
+          }
+          return matches
+        })
+
+      /** Every key of the ledger whose name ends in `suffix` (`:a` balances, `:x` deadlines), by SCAN. */
+      const keysEndingIn = (suffix: string) =>
+        Effect.gen(function*() {
+          const found: Array<string> = []
+          let cursor = "0"
+          do {
+            const [next, keys] = yield* send<readonly [string, ReadonlyArray<string>]>(
+              "SCAN",
+              cursor,
+              "MATCH",
+              `${prefix}{*}${suffix}`,
+              "COUNT",
+              "1000"
+            )
+            for (const key of keys) found.push(key)
+            cursor = next
+          } while (cursor !== "0")
+          return found
+        })
+
+      const accountOfKey = (key: string) => key.slice(key.indexOf("{") + 1, key.lastIndexOf("}"))
+
+      const sweepExpired = Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        let swept = 0
+        for (const key of yield* keysEndingIn(":x")) {
+          // The script releases at most 100 due holds per run: run it until none is due (bounded).
+          for (let round = 0; round < 1_000; round++) {
+            const due = yield* send<ReadonlyArray<string>>("ZRANGEBYSCORE", key, "-inf", String(now), "LIMIT", "0", "1")
+            if (due.length === 0) break
+            yield* call(accountOfKey(key), "sweep").pipe(Effect.catchTag("LedgerError", Effect.die))
+            if (round === 0) swept++
+          }
         }
-        return matches
+        return swept
       })
 
-    /** Every key of the ledger whose name ends in `suffix` (`:a` balances, `:x` deadlines), by SCAN. */
-    const keysEndingIn = (suffix: string) =>
-      Effect.gen(function*() {
-        const found: Array<string> = []
-        let cursor = "0"
-        do {
-          const [next, keys] = yield* send<readonly [string, ReadonlyArray<string>]>("SCAN", cursor, "MATCH", `${prefix}{*}${suffix}`, "COUNT", "1000")
-          for (const key of keys) found.push(key)
-          cursor = next
-        } while (cursor !== "0")
-        return found
+      const holdStats = Effect.gen(function*() {
+        const day = String(Math.floor((yield* Clock.currentTimeMillis) / 86_400_000))
+        let open = 0
+        let held = 0
+        for (const key of yield* keysEndingIn(":a")) {
+          const [count, usd, allowance] = yield* send<ReadonlyArray<string | null>>("HMGET", key, "open", "held", `ah:${day}`)
+          open += Math.max(0, Number(count ?? 0))
+          held += Number(usd ?? 0) + Number(allowance ?? 0)
+        }
+        return { open, held: Money.unsafeNano(held) }
       })
 
-    const accountOfKey = (key: string) => key.slice(key.indexOf("{") + 1, key.lastIndexOf("}"))
-
-    const sweepExpired = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      let swept = 0
-      for (const key of yield* keysEndingIn(":x")) {
-        // The script releases at most 100 due holds per run: run it until none is due (bounded).
-        for (let round = 0; round < 1_000; round++) {
-          const due = yield* send<ReadonlyArray<string>>("ZRANGEBYSCORE", key, "-inf", String(now), "LIMIT", "0", "1")
-          if (due.length === 0) break
-          yield* call(accountOfKey(key), "sweep").pipe(Effect.catchTag("LedgerError", Effect.die))
-          if (round === 0) swept++
-        }
-      }
-      return swept
+      return CreditLedger.CreditLedger.of({
+        sweepExpired,
+        holdStats,
+        topUp: credit("topup"),
+        grant: credit("grant"),
+        refund: credit("refund"),
+        stake: Effect.fn("CreditLedger.stake")(function*(input) {
+          if (!Number.isSafeInteger(input.tokens) || input.tokens < 0) {
+            return yield* new CreditLedger.LedgerError({
+              reason: "InvalidAmount",
+              message: `${input.tokens} is not a whole number of tokens`
+            })
+          }
+          const { balance, detail } = yield* call(input.accountId, "stake", input.reference, input.tokens)
+          return { entry: toEntry(detail), balance }
+        }),
+        // Hold, capture and release run on every paid request: their spans (when tracing is on) take
+        // no call-site stack, which `Effect.fn` would capture on every call.
+        hold: Effect.fnUntraced(function*(input) {
+          yield* checkAmount(input.amount, true)
+          const ttl = input.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
+          const { balance, detail } = yield* call(input.accountId, "hold", input.reference, input.amount, input.priceVersion, ttl)
+          return {
+            reference: input.reference,
+            amount: Money.unsafeNano(Number(detail[0])),
+            fromAllowance: Money.unsafeNano(Number(detail[1])),
+            fromUsd: Money.unsafeNano(Number(detail[2])),
+            priceVersion: detail[3]!,
+            expiresAt: Number(detail[4]),
+            before: balance
+          }
+        }, (effect) => span("CreditLedger.hold", effect)),
+        capture: Effect.fnUntraced(function*(input) {
+          yield* checkAmount(input.amount, true)
+          const { balance, detail } = yield* call(input.accountId, "capture", input.reference, input.amount, JSON.stringify(input.usage))
+          return { fromAllowance: Money.unsafeNano(Number(detail[0])), fromUsd: Money.unsafeNano(Number(detail[1])), balance }
+        }, (effect) => span("CreditLedger.capture", effect)),
+        release: (accountId, reference) =>
+          span("CreditLedger.release", Effect.map(call(accountId, "release", reference), ({ balance }) => balance)),
+        balance: (accountId) =>
+          call(accountId, "balance").pipe(
+            Effect.map(({ balance }) => balance),
+            Effect.catchTag("LedgerError", Effect.die)
+          ),
+        journal: (accountId, options) =>
+          send<ReadonlyArray<StreamEntry>>(
+            "XRANGE",
+            keysOf(accountId)[4],
+            options.after === undefined ? "-" : `(${options.after}`,
+            "+",
+            "COUNT",
+            String(options.limit)
+          ).pipe(Effect.map((entries) =>
+            entries.map(([id, flat]) => {
+              const f = fields(flat)
+              return toEntry([id, String(msOf(id)), f["k"]!, f["r"]!, f["c"]!, f["d"]!, f["h"]!])
+            })
+          )),
+        usage: (accountId, query) =>
+          Effect.map(scan(accountId, query, query.limit + 1), (matches) => CreditLedger.finishPage(matches, query.limit)),
+        usageOffset: (accountId, query) =>
+          Effect.map(scan(accountId, query, Number.MAX_SAFE_INTEGER), (matches) => ({
+            entries: matches.slice(query.offset, query.offset + query.limit),
+            total: matches.length
+          }))
+      })
     })
-
-    const holdStats = Effect.gen(function*() {
-      const day = String(Math.floor((yield* Clock.currentTimeMillis) / 86_400_000))
-      let open = 0
-      let held = 0
-      for (const key of yield* keysEndingIn(":a")) {
-        const [count, usd, allowance] = yield* send<ReadonlyArray<string | null>>("HMGET", key, "open", "held", `ah:${day}`)
-        open += Math.max(0, Number(count ?? 0))
-        held += Number(usd ?? 0) + Number(allowance ?? 0)
-      }
-      return { open, held: Money.unsafeNano(held) }
-    })
-
-    return CreditLedger.CreditLedger.of({
-      sweepExpired,
-      holdStats,
-      topUp: credit("topup"),
-      grant: credit("grant"),
-      refund: credit("refund"),
-      stake: Effect.fn("CreditLedger.stake")(function*(input) {
-        if (!Number.isSafeInteger(input.tokens) || input.tokens < 0) {
-          return yield* new CreditLedger.LedgerError({ reason: "InvalidAmount", message: `${input.tokens} is not a whole number of tokens` })
-        }
-        const { balance, detail } = yield* call(input.accountId, "stake", input.reference, input.tokens)
-        return { entry: toEntry(detail), balance }
-      }),
-      // Hold, capture and release run on every paid request: their spans (when tracing is on) take
-      // no call-site stack, which `Effect.fn` would capture on every call.
-      hold: Effect.fnUntraced(function*(input) {
-        yield* checkAmount(input.amount, true)
-        const ttl = input.ttlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS
-        const { balance, detail } = yield* call(input.accountId, "hold", input.reference, input.amount, input.priceVersion, ttl)
-        return {
-          reference: input.reference,
-          amount: Money.unsafeNano(Number(detail[0])),
-          fromAllowance: Money.unsafeNano(Number(detail[1])),
-          fromUsd: Money.unsafeNano(Number(detail[2])),
-          priceVersion: detail[3]!,
-          expiresAt: Number(detail[4]),
-          before: balance
-        }
-      }, (effect) => span("CreditLedger.hold", effect)),
-      capture: Effect.fnUntraced(function*(input) {
-        yield* checkAmount(input.amount, true)
-        const { balance, detail } = yield* call(input.accountId, "capture", input.reference, input.amount, JSON.stringify(input.usage))
-        return { fromAllowance: Money.unsafeNano(Number(detail[0])), fromUsd: Money.unsafeNano(Number(detail[1])), balance }
-      }, (effect) => span("CreditLedger.capture", effect)),
-      release: (accountId, reference) =>
-        span("CreditLedger.release", Effect.map(call(accountId, "release", reference), ({ balance }) => balance)),
-      balance: (accountId) =>
-        call(accountId, "balance").pipe(
-          Effect.map(({ balance }) => balance),
-          Effect.catchTag("LedgerError", Effect.die)
-        ),
-      journal: (accountId, options) =>
-        send<ReadonlyArray<StreamEntry>>(
-          "XRANGE",
-          keysOf(accountId)[4],
-          options.after === undefined ? "-" : `(${options.after}`,
-          "+",
-          "COUNT",
-          String(options.limit)
-        ).pipe(Effect.map((entries) =>
-          entries.map(([id, flat]) => {
-            const f = fields(flat)
-            return toEntry([id, String(msOf(id)), f["k"]!, f["r"]!, f["c"]!, f["d"]!, f["h"]!])
-          })
-        )),
-      usage: (accountId, query) =>
-        Effect.map(scan(accountId, query, query.limit + 1), (matches) => CreditLedger.finishPage(matches, query.limit)),
-      usageOffset: (accountId, query) =>
-        Effect.map(scan(accountId, query, Number.MAX_SAFE_INTEGER), (matches) => ({
-          entries: matches.slice(query.offset, query.offset + query.limit),
-          total: matches.length
-        }))
-    })
-  }))
+  )

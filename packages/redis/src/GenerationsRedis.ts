@@ -23,13 +23,16 @@ export const make = (options: { readonly prefix?: string } = {}) =>
     const name = (accountId: string, id: string) => `${prefix}:{${accountId}}:${id}`
     return Generations.Generations.of({
       record: (generation) =>
-        redis.send("SET", name(generation.accountId, generation.id), JSON.stringify(generation), "PX", String(Generations.RETENTION_MS)).pipe(
-          Effect.asVoid,
-          Effect.mapError(unavailable)
-        ),
+        redis.send("SET", name(generation.accountId, generation.id), JSON.stringify(generation), "PX", String(Generations.RETENTION_MS))
+          .pipe(
+            Effect.asVoid,
+            Effect.mapError(unavailable)
+          ),
       get: (accountId, id) =>
         redis.send<string | null>("GET", name(accountId, id)).pipe(
-          Effect.map((json) => json === null || json === undefined ? Option.none() : Option.some(JSON.parse(json) as Generations.Generation)),
+          Effect.map((json) =>
+            json === null || json === undefined ? Option.none() : Option.some(JSON.parse(json) as Generations.Generation)
+          ),
           Effect.mapError(unavailable)
         )
     })

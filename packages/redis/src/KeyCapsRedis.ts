@@ -44,8 +44,7 @@ export const layerRedis: Layer.Layer<KeyCaps.KeyCaps, never, Redis.Redis> = Laye
   KeyCaps.KeyCaps,
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) => redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     return KeyCaps.KeyCaps.of({
       set: (accountId, keyId, cap) =>
         Effect.asVoid(
@@ -56,11 +55,14 @@ export const layerRedis: Layer.Layer<KeyCaps.KeyCaps, never, Redis.Redis> = Laye
       read: (accountId, keyIds, now) =>
         Effect.map(
           Effect.forEach(keyIds, (keyId) =>
-            send<ReadonlyArray<string | null>>("HMGET", capKey(accountId, keyId), "usd", "period", "p", "spent"), { concurrency: "unbounded" }),
+            send<ReadonlyArray<string | null>>("HMGET", capKey(accountId, keyId), "usd", "period", "p", "spent"), {
+            concurrency: "unbounded"
+          }),
           (rows) => {
             const found = new Map<string, KeyCaps.KeySpend>()
             rows.forEach(([usd, period, counted, spent], i) => {
-              if (usd == null || period == null) return
+              if (usd == null || period == null)
+                return
               const cap = { usd: Money.unsafeNano(Number(usd)), period: period as KeyCaps.LimitPeriod }
               const current = counted === KeyCaps.periodId(cap.period, now)
               found.set(keyIds[i]!, { cap, spent: Money.unsafeNano(current ? Number(spent) : 0) })

@@ -20,7 +20,17 @@ export const defaultPrefix = "tollgate:channel"
  *
  * @category internals
  */
-export const FIELDS = ["config", "balance", "totalClaimed", "withdrawRequestedAt", "charged", "chargedNano", "signedMax", "signature", "lastRequestAt"] as const
+export const FIELDS = [
+  "config",
+  "balance",
+  "totalClaimed",
+  "withdrawRequestedAt",
+  "charged",
+  "chargedNano",
+  "signedMax",
+  "signature",
+  "lastRequestAt"
+] as const
 
 /** Whole numbers written without an exponent (Lua's `tostring` writes 1e+15). */
 const library = `
@@ -38,8 +48,14 @@ end
 `
 
 const openScript = Redis.script(
-  (key: string, config: string, balance: string, totalClaimed: string, withdrawRequestedAt: number, now: number) =>
-    [key, config, balance, totalClaimed, withdrawRequestedAt, now],
+  (
+    key: string,
+    config: string,
+    balance: string,
+    totalClaimed: string,
+    withdrawRequestedAt: number,
+    now: number
+  ) => [key, config, balance, totalClaimed, withdrawRequestedAt, now],
   {
     numberOfKeys: 1,
     lua: `${library}
@@ -61,8 +77,15 @@ return fields(KEYS[1])
  * @category internals
  */
 export const reserveScript = Redis.script(
-  (key: string, maxClaimable: string, signature: string, price: string, exposureCap: string, now: number, leaseMs: number) =>
-    [key, maxClaimable, signature, price, exposureCap, now, leaseMs],
+  (
+    key: string,
+    maxClaimable: string,
+    signature: string,
+    price: string,
+    exposureCap: string,
+    now: number,
+    leaseMs: number
+  ) => [key, maxClaimable, signature, price, exposureCap, now, leaseMs],
   {
     numberOfKeys: 1,
     lua: `${library}
@@ -176,7 +199,16 @@ export const make = (options: { readonly prefix?: string } = {}) =>
     return PaymentChannels.PaymentChannels.of({
       open: (channelId, config, onChain, now) =>
         redis.send("SADD", index, channelId).pipe(
-          Effect.andThen(open(key(channelId), JSON.stringify(config), String(onChain.balance), String(onChain.totalClaimed), onChain.withdrawRequestedAt, now)),
+          Effect.andThen(
+            open(
+              key(channelId),
+              JSON.stringify(config),
+              String(onChain.balance),
+              String(onChain.totalClaimed),
+              onChain.withdrawRequestedAt,
+              now
+            )
+          ),
           Effect.map((values) => fromFields(channelId, values)),
           Effect.mapError(unavailable)
         ),
@@ -195,10 +227,12 @@ export const make = (options: { readonly prefix?: string } = {}) =>
           Effect.flatMap((answer) => {
             const [outcome, ...values] = answer
             if (outcome === "Reserved") return Effect.succeed(fromFields(reservation.channelId, values))
-            return Effect.fail(new PaymentChannels.VoucherRefused({
-              reason: outcome as PaymentChannels.Refusal,
-              channel: values.length === 0 ? undefined : fromFields(reservation.channelId, values)
-            }))
+            return Effect.fail(
+              new PaymentChannels.VoucherRefused({
+                reason: outcome as PaymentChannels.Refusal,
+                channel: values.length === 0 ? undefined : fromFields(reservation.channelId, values)
+              })
+            )
           })
         ),
       commit: (channelId, chargeNano) =>

@@ -44,8 +44,11 @@ export const make = (options: RateLimitLog.Options = {}) =>
             .map((line) => JSON.parse(line) as RateLimitLog.Entry)
             .filter((entry) => entry.timestamp > now - retentionMs)
         }).pipe(
-          Effect.catchTag("RedisError", () =>
-            Effect.fail(new Errors.ServiceUnavailable({ message: "Rate-limit logs are temporarily unavailable", retryAfterSeconds: 1 })))
+          Effect.catchTag(
+            "RedisError",
+            () =>
+              Effect.fail(new Errors.ServiceUnavailable({ message: "Rate-limit logs are temporarily unavailable", retryAfterSeconds: 1 }))
+          )
         )
     })
   })

@@ -25,10 +25,10 @@
  *
  * @since 0.1.0
  */
-import type { RedisConnection } from "./RedisConnection.ts"
 import { RateLimiter } from "@tollgate/core"
 import { Effect, Layer } from "effect"
 import * as Lua from "./Lua.ts"
+import type { RedisConnection } from "./RedisConnection.ts"
 import * as Scripts from "./Scripts.ts"
 
 /**
@@ -267,5 +267,4 @@ export const layerStoreRedis = (options: StoreOptions = {}): Layer.Layer<RateLim
  */
 export const layerRedis = (
   options: RateLimiter.Options & StoreOptions = {}
-): Layer.Layer<RateLimiter.RateLimiter, never, RedisConnection> =>
-  RateLimiter.layer(options).pipe(Layer.provide(layerStoreRedis(options)))
+): Layer.Layer<RateLimiter.RateLimiter, never, RedisConnection> => RateLimiter.layer(options).pipe(Layer.provide(layerStoreRedis(options)))

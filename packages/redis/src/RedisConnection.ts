@@ -29,9 +29,9 @@
  * @since 0.1.0
  */
 import { NodeRedis } from "@effect/platform-node"
+import calculateSlot from "cluster-key-slot"
 import { Context, Effect, Layer } from "effect"
 import * as Redis from "effect/persistence/Redis"
-import calculateSlot from "cluster-key-slot"
 import { createHash } from "node:crypto"
 import { createCluster, ErrorReply } from "redis"
 
@@ -135,7 +135,9 @@ const clusterLayer = (seeds: ReadonlyArray<string>, functions: boolean) =>
 
     // `_slots.rediscover` is node-redis's own topology refresh (what a MOVED reply triggers); it is
     // not in the typed surface, hence the narrow view of it.
-    const slots = (cluster as unknown as { readonly _slots: { rediscover: (startWith: unknown) => Promise<void>; masters: ReadonlyArray<{ client?: unknown }> } })._slots
+    const slots = (cluster as unknown as {
+      readonly _slots: { rediscover: (startWith: unknown) => Promise<void>; masters: ReadonlyArray<{ client?: unknown }> }
+    })._slots
     let rediscoveredAt = 0
     const rediscoverAfter = (error: unknown) => {
       if (error instanceof ErrorReply || Date.now() - rediscoveredAt < REDISCOVER_MS) return

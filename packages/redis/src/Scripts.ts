@@ -79,8 +79,7 @@ export type Mode =
   | { readonly _tag: "Evalsha"; readonly reason: string }
 
 /** Whether Redis answered that it does not run Functions here (an unknown command, an ACL refusal). */
-const refusesFunctions = (error: unknown) =>
-  error instanceof ErrorReply && /unknown command|NOPERM|no permissions/i.test(error.message)
+const refusesFunctions = (error: unknown) => error instanceof ErrorReply && /unknown command|NOPERM|no permissions/i.test(error.message)
 
 // One choice per connection, made by the first sender and logged once; a later sender loads its own
 // libraries and falls back on its own (logged) only if that fails. A Redis that does not answer at

@@ -18,12 +18,14 @@ export const layerRedis: Layer.Layer<SessionRevocations.SessionRevocations, neve
   SessionRevocations.SessionRevocations,
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) => redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     return SessionRevocations.SessionRevocations.of({
       revoke: (id, expiresAt) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          expiresAt <= now ? Effect.void : Effect.asVoid(send("SET", revokedKey(id), "1", "PX", String(Math.ceil(expiresAt - now))))),
+        Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) =>
+            expiresAt <= now ? Effect.void : Effect.asVoid(send("SET", revokedKey(id), "1", "PX", String(Math.ceil(expiresAt - now))))
+        ),
       isRevoked: (id) => Effect.map(send<number>("EXISTS", revokedKey(id)), (count) => count > 0)
     })
   })

@@ -22,14 +22,14 @@ export const layerRedis: Layer.Layer<TopUpTransactions.TopUpTransactions, never,
   TopUpTransactions.TopUpTransactions,
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) => redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     return TopUpTransactions.TopUpTransactions.of({
       record: (accountId, reference, transaction) => Effect.asVoid(send("HSET", key(accountId), reference, transaction)),
       read: (accountId, references) =>
         references.length === 0 ? Effect.succeed(new Map()) : Effect.map(
           send<ReadonlyArray<string | null>>("HMGET", key(accountId), ...references),
-          (transactions) => new Map(references.flatMap((reference, i) => transactions[i] == null ? [] : [[reference, transactions[i]!] as const]))
+          (transactions) =>
+            new Map(references.flatMap((reference, i) => transactions[i] == null ? [] : [[reference, transactions[i]!] as const]))
         )
     })
   })

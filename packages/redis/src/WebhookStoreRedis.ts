@@ -28,7 +28,13 @@ const claimScript = Redis.script(
 ).withReturnType<ReadonlyArray<string | null>>()
 
 const enqueueScript = Redis.script(
-  (deliveries: string, due: string, log: string, size: number, ...rows: ReadonlyArray<string | number>) => [deliveries, due, log, size, ...rows],
+  (
+    deliveries: string,
+    due: string,
+    log: string,
+    size: number,
+    ...rows: ReadonlyArray<string | number>
+  ) => [deliveries, due, log, size, ...rows],
   {
     numberOfKeys: 3,
     lua: Lua.read("webhook-enqueue")
@@ -59,8 +65,7 @@ export const layerRedis: Layer.Layer<Webhooks.WebhookStore, never, Redis.Redis> 
     const claim = redis.eval(claimScript)
     const enqueue = redis.eval(enqueueScript)
     const update = redis.eval(updateScript)
-    const send = <A>(command: string, ...args: ReadonlyArray<string>) =>
-      redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
+    const send = <A>(command: string, ...args: ReadonlyArray<string>) => redis.send<A>(command, ...args).pipe(Effect.mapError(unavailable))
     return Webhooks.WebhookStore.of({
       latch: (key, ttlMs) =>
         Effect.map(
@@ -85,18 +90,30 @@ export const layerRedis: Layer.Layer<Webhooks.WebhookStore, never, Redis.Redis> 
         ),
       update: (delivery) =>
         Effect.asVoid(
-          update(deliveriesKey, dueKey, delivery.id, JSON.stringify(delivery), delivery.status === "pending" ? String(delivery.nextAt) : "").pipe(
-            Effect.mapError(unavailable)
-          )
+          update(deliveriesKey, dueKey, delivery.id, JSON.stringify(delivery), delivery.status === "pending" ? String(delivery.nextAt) : "")
+            .pipe(
+              Effect.mapError(unavailable)
+            )
         ),
       get: (id) => Effect.map(send<string | null>("HGET", deliveriesKey, id), (json) => Option.map(Option.fromNullishOr(json), decode)),
       list: (limit, before) =>
         Effect.flatMap(
-          send<ReadonlyArray<string>>("ZREVRANGEBYSCORE", logKey, before === undefined ? "+inf" : `(${before}`, "-inf", "LIMIT", "0", String(limit)),
+          send<ReadonlyArray<string>>(
+            "ZREVRANGEBYSCORE",
+            logKey,
+            before === undefined ? "+inf" : `(${before}`,
+            "-inf",
+            "LIMIT",
+            "0",
+            String(limit)
+          ),
           (ids) =>
             ids.length === 0
               ? Effect.succeed([])
-              : Effect.map(send<ReadonlyArray<string | null>>("HMGET", deliveriesKey, ...ids), (rows) => rows.flatMap((json) => json === null ? [] : [decode(json)]))
+              : Effect.map(
+                send<ReadonlyArray<string | null>>("HMGET", deliveriesKey, ...ids),
+                (rows) => rows.flatMap((json) => json === null ? [] : [decode(json)])
+              )
         )
     })
   })

@@ -67,8 +67,14 @@ const HOLD = 1_000
 const counters = (accountId: string, limit: number, daily: boolean, now: number) =>
   Effect.gen(function*() {
     const limiter = yield* RateLimiter.RateLimiter
-    const limits: Array<RateLimiter.Limit> = [{ type: "user", key: `${accountId}:minute`, hashTag: accountId, requests: { limit, windowMs: 60_000 } }]
-    if (daily) limits.push({ type: "user", key: `${accountId}:day`, hashTag: accountId, credits: { limit: 1e9, windowMs: 86_400_000, reserve: 20 } })
+    const limits: Array<RateLimiter.Limit> = [{
+      type: "user",
+      key: `${accountId}:minute`,
+      hashTag: accountId,
+      requests: { limit, windowMs: 60_000 }
+    }]
+    if (daily)
+      limits.push({ type: "user", key: `${accountId}:day`, hashTag: accountId, credits: { limit: 1e9, windowMs: 86_400_000, reserve: 20 } })
     return limiter.plan(limits, now).counters
   })
 
@@ -95,13 +101,21 @@ Contract.contract(
                 counters: planned,
                 // The fifth call's hold is more than the four before it left: it is judged where its part of the group lies.
                 hold: { reference: `r${i}`, amount: nano(i === 4 ? 3 * HOLD : HOLD), priceVersion: "v1" }
-              }))
-          ),
+              }))),
           { concurrency: "unbounded" }
         )
         assert.strictEqual(yield* calls.count, 2)
         assert.deepStrictEqual(replies.map((reply) => reply._tag), [
-          "Admitted", "Admitted", "Admitted", "Admitted", "HoldRefused", "Admitted", "Admitted", "HoldRefused", "HoldRefused", "HoldRefused"
+          "Admitted",
+          "Admitted",
+          "Admitted",
+          "Admitted",
+          "HoldRefused",
+          "Admitted",
+          "Admitted",
+          "HoldRefused",
+          "HoldRefused",
+          "HoldRefused"
         ])
         // Each admission saw the holds before it: the balance before its own hold, and its request counted after theirs.
         const admitted = replies.flatMap((reply) => reply._tag === "Admitted" ? [reply] : [])
@@ -109,7 +123,12 @@ Contract.contract(
         assert.deepStrictEqual(admitted.map((reply) => reply.states[0]?.used), [1, 2, 3, 4, 5, 6])
         const balance = yield* ledger.balance(accountId)
         assert.deepStrictEqual([balance.usd, balance.heldUsd], [6 * HOLD, 6 * HOLD])
-        const [minute] = yield* limiter.inspect([{ type: "user", key: `${accountId}:minute`, hashTag: accountId, requests: { limit: 8, windowMs: 60_000 } }])
+        const [minute] = yield* limiter.inspect([{
+          type: "user",
+          key: `${accountId}:minute`,
+          hashTag: accountId,
+          requests: { limit: 8, windowMs: 60_000 }
+        }])
         assert.strictEqual(minute?.requests?.used, 6)
       }))
 
@@ -142,7 +161,12 @@ Contract.contract(
         const accountId = yield* funded(100_000)
         const now = yield* Clock.currentTimeMillis
         for (let i = 0; i < 10; i++) {
-          const reply = yield* store.admit({ now, accountId, counters: [], hold: { reference: `r${i}`, amount: nano(HOLD), priceVersion: "v1" } })
+          const reply = yield* store.admit({
+            now,
+            accountId,
+            counters: [],
+            hold: { reference: `r${i}`, amount: nano(HOLD), priceVersion: "v1" }
+          })
           assert.strictEqual(reply._tag, "Admitted")
         }
         yield* calls.reset
@@ -152,7 +176,12 @@ Contract.contract(
           amounts.map((amount, i) =>
             Effect.result(store.settle({
               now,
-              capture: { accountId, reference: `r${i}`, amount: nano(amount), usage: { sku: "test", units: 1, pricePerUnit: nano(amount), requestId: `q${i}`, executionMs: 1 } },
+              capture: {
+                accountId,
+                reference: `r${i}`,
+                amount: nano(amount),
+                usage: { sku: "test", units: 1, pricePerUnit: nano(amount), requestId: `q${i}`, executionMs: 1 }
+              },
               adjustments: []
             }))
           ),
@@ -182,7 +211,12 @@ Contract.contract(
         const started = Date.now()
         const settlement = yield* store.settle({
           now,
-          capture: { accountId, reference: "r", amount: nano(250), usage: { sku: "test", units: 1, pricePerUnit: nano(250), requestId: "q", executionMs: 1 } },
+          capture: {
+            accountId,
+            reference: "r",
+            amount: nano(250),
+            usage: { sku: "test", units: 1, pricePerUnit: nano(250), requestId: "q", executionMs: 1 }
+          },
           adjustments: []
         })
         // Well under the 3 s delay: it did not wait for a group.

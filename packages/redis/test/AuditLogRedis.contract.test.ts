@@ -10,7 +10,8 @@ afterAll(() => redis.stop())
 const cluster = await RedisCluster.start()
 afterAll(() => cluster.stop())
 
-const redisLayer = (target: RedisConnection.Target) => AuditLogRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer(target).pipe(Layer.orDie)))
+const redisLayer = (target: RedisConnection.Target) =>
+  AuditLogRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer(target).pipe(Layer.orDie)))
 
 AuditLogContract.run([
   RedisServer.backend(redis, (url) => redisLayer({ url })),

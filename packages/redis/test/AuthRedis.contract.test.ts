@@ -57,15 +57,28 @@ Contract.contract(
         const auth = yield* Auth.Auth
         const account = yield* auth.createAccount()
         const { record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "ci" })
-        const caller = AbuseGuard.principalCaller(new Principal.ApiKeyPrincipal({ accountId: account.id, keyId: record.id, keyType: "INFERENCE", tier: "default" }))
+        const caller = AbuseGuard.principalCaller(
+          new Principal.ApiKeyPrincipal({ accountId: account.id, keyId: record.id, keyType: "INFERENCE", tier: "default" })
+        )
         const blockKey = guard.blockKey!(caller)
-        assert.deepStrictEqual(yield* store.keyStanding!(account.id, record.id, blockKey), { accountExists: true, revoked: false, blockedMs: 0 })
+        assert.deepStrictEqual(yield* store.keyStanding!(account.id, record.id, blockKey), {
+          accountExists: true,
+          revoked: false,
+          blockedMs: 0
+        })
         for (let i = 0; i < 21; i++) yield* guard.recordFailure(caller)
         const blocked = yield* store.keyStanding!(account.id, record.id, blockKey)
-        assert.isTrue(blocked.accountExists && !blocked.revoked && blocked.blockedMs > 25_000 && blocked.blockedMs <= 30_000, JSON.stringify(blocked))
+        assert.isTrue(
+          blocked.accountExists && !blocked.revoked && blocked.blockedMs > 25_000 && blocked.blockedMs <= 30_000,
+          JSON.stringify(blocked)
+        )
         yield* auth.revokeKey(account.id, record.id)
         assert.strictEqual((yield* store.keyStanding!(account.id, record.id, blockKey)).revoked, true)
-        assert.deepStrictEqual(yield* store.keyStanding!("acct_none", "key_none", guard.blockKey!("key:{acct_none}:key_none")), { accountExists: false, revoked: false, blockedMs: 0 })
+        assert.deepStrictEqual(yield* store.keyStanding!("acct_none", "key_none", guard.blockKey!("key:{acct_none}:key_none")), {
+          accountExists: false,
+          revoked: false,
+          blockedMs: 0
+        })
       })))
 
     it.effect("a key is authenticated until its caller is blocked (RateLimited with the block's Retry-After), and a revoked key is Unauthenticated first", () =>
@@ -76,7 +89,9 @@ Contract.contract(
         const { key, record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "ci" })
         const authorization = `Bearer ${key}`
         assert.strictEqual(yield* tagOf(auth.authenticate({ authorization })), "success")
-        const caller = AbuseGuard.principalCaller(new Principal.ApiKeyPrincipal({ accountId: account.id, keyId: record.id, keyType: "INFERENCE", tier: "default" }))
+        const caller = AbuseGuard.principalCaller(
+          new Principal.ApiKeyPrincipal({ accountId: account.id, keyId: record.id, keyType: "INFERENCE", tier: "default" })
+        )
         for (let i = 0; i < 21; i++) yield* guard.recordFailure(caller)
         const refusal = yield* Effect.flip(auth.authenticate({ authorization }))
         assert.strictEqual(refusal._tag, "RateLimited")
@@ -99,7 +114,9 @@ describe("A key's restrictions and stored rate-limit overrides cost no store rou
       const before = await commands()
       await run()
       const after = await commands()
-      return [...after].flatMap(([name, calls]) => name === "info" || calls === (before.get(name) ?? 0) ? [] : [`${name}:${calls - (before.get(name) ?? 0)}`]).sort()
+      return [...after].flatMap(([name, calls]) =>
+        name === "info" || calls === (before.get(name) ?? 0) ? [] : [`${name}:${calls - (before.get(name) ?? 0)}`]
+      ).sort()
     }
     const runtime = ManagedRuntime.make(guardedAuthLayer({ url: redis.url }))
     try {

@@ -25,8 +25,12 @@ describe("CreditLedger on one Redis, two server processes: no balance is spent t
     const ledger = CreditLedgerRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))
     const run = <A, E>(effect: Effect.Effect<A, E, CreditLedger.CreditLedger>) => Effect.runPromise(Effect.provide(effect, ledger))
     const accountId = `two-processes-${Date.now()}`
-    await run(Effect.flatMap(CreditLedger.CreditLedger, (service) =>
-      service.topUp({ accountId, amount: Money.unsafeNano(250 * 625), reference: "fund" })))
+    await run(
+      Effect.flatMap(
+        CreditLedger.CreditLedger,
+        (service) => service.topUp({ accountId, amount: Money.unsafeNano(250 * 625), reference: "fund" })
+      )
+    )
     const [a, b] = await Promise.all([holdsIn(url, accountId, 500, "a"), holdsIn(url, accountId, 500, "b")])
     expect(a + b).toBe(250)
     const balance = await run(Effect.flatMap(CreditLedger.CreditLedger, (service) => service.balance(accountId)))

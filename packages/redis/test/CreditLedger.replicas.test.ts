@@ -40,8 +40,12 @@ const ledgerOn = (target: RedisConnection.Target, replicaAcknowledgment?: RedisC
 const timedGrant = async (ledger: ManagedRuntime.ManagedRuntime<CreditLedger.CreditLedger, unknown>) => {
   const accountId = fresh()
   const started = performance.now()
-  await ledger.runPromise(Effect.flatMap(CreditLedger.CreditLedger, (service) =>
-    service.grant({ accountId, amount: Money.unsafeNano(1_000_000_000), reference: `grant-${accountId}` })))
+  await ledger.runPromise(
+    Effect.flatMap(
+      CreditLedger.CreditLedger,
+      (service) => service.grant({ accountId, amount: Money.unsafeNano(1_000_000_000), reference: `grant-${accountId}` })
+    )
+  )
   return { accountId, ms: performance.now() - started }
 }
 
@@ -109,8 +113,12 @@ describe("On a Redis Cluster the wait goes to the master of the account's slot",
       const follower = await nodes.replicaOf(owner.port)
       // Shorter than the cluster's node timeout, so the stalled replica is not failed over meanwhile.
       const stalled = nodes.stall(follower.port, 400)
-      const granted = waiting.runPromise(Effect.flatMap(CreditLedger.CreditLedger, (service) =>
-        service.grant({ accountId, amount: Money.unsafeNano(1_000_000_000), reference: `grant-${accountId}` })))
+      const granted = waiting.runPromise(
+        Effect.flatMap(
+          CreditLedger.CreditLedger,
+          (service) => service.grant({ accountId, amount: Money.unsafeNano(1_000_000_000), reference: `grant-${accountId}` })
+        )
+      )
       const [, grantedFirst] = await firstOf(granted, stalled)
       expect(grantedFirst).toBe(false)
       expect(await usdOn(follower.url, accountId, true)).toBe("1000000000")

@@ -45,7 +45,10 @@ Contract.contract(
   "CreditLedger retention: entries older than the retention leave the journal and the usage report; the balance never depends on them",
   [
     { name: "memory", layer: CreditLedger.layerMemoryWith({ retentionMs: DAY }) },
-    RedisServer.backend(redis, (url) => CreditLedgerRedis.layerRedis({ retentionMs: DAY }).pipe(Layer.provide(RedisConnection.layer({ url }))))
+    RedisServer.backend(
+      redis,
+      (url) => CreditLedgerRedis.layerRedis({ retentionMs: DAY }).pipe(Layer.provide(RedisConnection.layer({ url })))
+    )
   ],
   (it, backend) => {
     it.effect("calls older than a day are trimmed as new ones arrive (Redis: to within one stream node); the balance counts them all", () =>
@@ -87,12 +90,15 @@ describe("CreditLedger retention in memory: at most `maxEntries` usage entries, 
         // The oldest closed holds are forgotten first.
         const forgotten = yield* Effect.flip(ledger.release(accountId, "call-0"))
         assert.strictEqual(forgotten._tag === "LedgerError" ? forgotten.reason : forgotten._tag, "UnknownHold")
-        assert.deepStrictEqual((yield* ledger.capture({
-          accountId,
-          reference: "call-999",
-          amount: nano(10),
-          usage: { sku: "text-parser", units: 1, pricePerUnit: nano(10), requestId: "again", executionMs: 1 }
-        })).fromUsd, 10)
+        assert.deepStrictEqual(
+          (yield* ledger.capture({
+            accountId,
+            reference: "call-999",
+            amount: nano(10),
+            usage: { sku: "text-parser", units: 1, pricePerUnit: nano(10), requestId: "again", executionMs: 1 }
+          })).fromUsd,
+          10
+        )
       }))
   })
 })

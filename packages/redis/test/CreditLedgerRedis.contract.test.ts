@@ -30,7 +30,11 @@ const previous = (accountId: string, op: string, ...args: ReadonlyArray<string |
     const now = yield* Clock.currentTimeMillis
     const keys = CreditLedgerRedis.accountKeys(CreditLedgerRedis.defaultPrefix, accountId)
     const command = ["EVAL", previousLedger(), String(keys.length), ...keys, op, String(now), ...args.map(String)]
-    return (yield* Effect.promise(() => sendCommand(command, keys[0]))) as readonly [string, ReadonlyArray<string> | string, ReadonlyArray<string>?]
+    return (yield* Effect.promise(() => sendCommand(command, keys[0]))) as readonly [
+      string,
+      ReadonlyArray<string> | string,
+      ReadonlyArray<string>?
+    ]
   })
 
 const assertJournalInOrder = (entries: ReadonlyArray<CreditLedger.JournalEntry>) => {
@@ -43,7 +47,10 @@ Contract.contract(
   "CreditLedger on Redis across a rolling deploy: an account the previous release's script wrote reads the same, and both scripts can serve it side by side",
   [
     RedisServer.backend(redis, (url) => CreditLedgerRedis.layerRedis().pipe(Layer.provideMerge(RedisConnection.layer({ url })))),
-    RedisCluster.backend(cluster, (seeds) => CreditLedgerRedis.layerRedis().pipe(Layer.provideMerge(RedisConnection.layer({ cluster: seeds }))))
+    RedisCluster.backend(
+      cluster,
+      (seeds) => CreditLedgerRedis.layerRedis().pipe(Layer.provideMerge(RedisConnection.layer({ cluster: seeds })))
+    )
   ],
   (it) => {
     it.effect("balances, references, open and closed holds and the journal's ids carry over; its holds expire and are forgotten on time", () =>
@@ -64,19 +71,34 @@ Contract.contract(
         assert.strictEqual(yield* reason(ledger.grant({ accountId: account, amount: nano(1), reference: "funds" })), "ReferenceConflict")
         const replayed = yield* ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })
         assert.deepStrictEqual([replayed.fromUsd, replayed.balance.usd], [30, 970])
-        assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "released", amount: nano(1), usage: usage("r") })), "HoldClosed")
+        assert.strictEqual(
+          yield* reason(ledger.capture({ accountId: account, reference: "released", amount: nano(1), usage: usage("r") })),
+          "HoldClosed"
+        )
         yield* ledger.hold({ accountId: account, amount: nano(5), reference: "new", priceVersion: "v" })
         yield* TestClock.adjust(1_000)
         const expired = yield* ledger.balance(account)
         assert.deepStrictEqual([expired.usd, expired.heldUsd], [970, 5])
         const journal = yield* allJournal(ledger, account)
         assertJournalInOrder(journal)
-        assert.deepStrictEqual(journal.map((entry) => entry.kind), ["grant", "hold", "hold", "capture", "hold", "release", "hold", "release"])
+        assert.deepStrictEqual(journal.map((entry) => entry.kind), [
+          "grant",
+          "hold",
+          "hold",
+          "capture",
+          "hold",
+          "release",
+          "hold",
+          "release"
+        ])
         assert.deepStrictEqual(journalSums(journal), { usd: 970, heldUsd: 5 })
         yield* TestClock.adjust(CreditLedger.CLOSED_HOLD_RETENTION_MS - 1_001)
         yield* ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })
         yield* TestClock.adjust(1)
-        assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })), "UnknownHold")
+        assert.strictEqual(
+          yield* reason(ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })),
+          "UnknownHold"
+        )
         assert.strictEqual(yield* reason(ledger.release(account, "released")), "UnknownHold")
       }))
 

@@ -20,7 +20,9 @@ const fresh = () => `acct-fn-${process.pid}-${Date.now()}-${counter++}`
 
 /** The names of the libraries loaded on a node that match the glob `pattern`. */
 const libraries = async (url: string, pattern: string): Promise<Array<string>> => {
-  const list = await RedisServer.command(url, "FUNCTION", "LIST", "LIBRARYNAME", pattern) as unknown as ReadonlyArray<ReadonlyArray<unknown>>
+  const list = await RedisServer.command(url, "FUNCTION", "LIST", "LIBRARYNAME", pattern) as unknown as ReadonlyArray<
+    ReadonlyArray<unknown>
+  >
   return list.map((library) => String(library[library.indexOf("library_name") + 1])).sort()
 }
 
@@ -31,7 +33,12 @@ const instance = (target: RedisConnection.Target, options: AdmissionStoreRedis.O
     lines.push(`${logLevel} ${[message].flat().join(" ")}`)
   })])
   const runtime = ManagedRuntime.make(
-    Layer.mergeAll(AdmissionStoreRedis.layerRedis(options), AuthStoreRedis.layerRedis, CreditLedgerRedis.layerRedis(), RateLimiterRedis.layerRedis())
+    Layer.mergeAll(
+      AdmissionStoreRedis.layerRedis(options),
+      AuthStoreRedis.layerRedis,
+      CreditLedgerRedis.layerRedis(),
+      RateLimiterRedis.layerRedis()
+    )
       .pipe(Layer.provide(RedisConnection.layer(target)), Layer.provide(capture), Layer.orDie)
   )
   return { runtime, lines }
@@ -58,7 +65,12 @@ const paidCall = (runtime: ReturnType<typeof instance>["runtime"]) =>
     })
     const settled = yield* store.settle({
       now,
-      capture: { accountId, reference: "call-1", amount: nano(625), usage: { sku: "text-parser", units: 1, pricePerUnit: nano(625), requestId: "call-1", executionMs: 1 } },
+      capture: {
+        accountId,
+        reference: "call-1",
+        amount: nano(625),
+        usage: { sku: "text-parser", units: 1, pricePerUnit: nano(625), requestId: "call-1", executionMs: 1 }
+      },
       adjustments: []
     })
     const [status] = yield* limiter.inspect([limit])

@@ -1,6 +1,6 @@
+import { IdempotencyStore } from "@tollgate/core"
 import { RedisCluster, RedisServer } from "@tollgate/testkit"
 import * as IdempotencyStoreContract from "@tollgate/testkit/contracts/IdempotencyStore"
-import { IdempotencyStore } from "@tollgate/core"
 import { Layer } from "effect"
 import { afterAll } from "vitest"
 import * as IdempotencyStoreRedis from "../src/IdempotencyStoreRedis.ts"
@@ -20,8 +20,13 @@ IdempotencyStoreContract.run([
 ])
 
 IdempotencyStoreContract.runLease([
-  RedisServer.backend(redis, (url) =>
-    Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: LEASE_MS })).pipe(Layer.provide(RedisConnection.layer({ url })))),
-  RedisCluster.backend(cluster, (seeds) =>
-    Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: LEASE_MS })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+  RedisServer.backend(
+    redis,
+    (url) => Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: LEASE_MS })).pipe(Layer.provide(RedisConnection.layer({ url })))
+  ),
+  RedisCluster.backend(
+    cluster,
+    (seeds) =>
+      Layer.effect(Store, IdempotencyStoreRedis.make({ leaseMs: LEASE_MS })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds })))
+  )
 ])

@@ -51,7 +51,10 @@ Contract.contract(
   "A hold record the previous release wrote (JSON in another order, with or without nc) is settled and given back as this release's own: nc alone leaves the cap unread",
   [
     RedisServer.backend(redis, (url) => onRedis({ url }).pipe(Layer.provideMerge(RedisConnection.layer({ url })))),
-    RedisCluster.backend(cluster, (seeds) => onRedis({ cluster: seeds }).pipe(Layer.provideMerge(RedisConnection.layer({ cluster: seeds }))))
+    RedisCluster.backend(
+      cluster,
+      (seeds) => onRedis({ cluster: seeds }).pipe(Layer.provideMerge(RedisConnection.layer({ cluster: seeds })))
+    )
   ],
   (it) => {
     it.effect("a capture takes the amount from the balance and counts it in the cap in place of the quote; repeated, it answers the same", () =>
@@ -60,7 +63,12 @@ Contract.contract(
         assert.strictEqual((yield* admit(accountId, "r1", 600))._tag, "Admitted")
         yield* asPreviousRelease(accountId, "r1", false)
         const first = yield* settle(accountId, "r1", 200)
-        assert.deepStrictEqual([first.fromUsd, first.fromAllowance, first.balance.usd, first.balance.heldUsd], [200, 0, 1_000_000_000 - 200, 0])
+        assert.deepStrictEqual([first.fromUsd, first.fromAllowance, first.balance.usd, first.balance.heldUsd], [
+          200,
+          0,
+          1_000_000_000 - 200,
+          0
+        ])
         assert.strictEqual(yield* spent(accountId), 200)
         const again = yield* settle(accountId, "r1", 200)
         assert.deepStrictEqual([again.fromUsd, again.balance.usd], [200, 1_000_000_000 - 200])

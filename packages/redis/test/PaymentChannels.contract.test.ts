@@ -117,7 +117,10 @@ Contract.contract(
         yield* store.reserve(reservation(channelId, 125n))
         yield* store.commit(channelId, 125_000n)
         for (const max of [125n, 100n, 300n]) {
-          assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, max, 3_000)))), "invalid_batch_settlement_evm_cumulative_amount_mismatch")
+          assert.strictEqual(
+            refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, max, 3_000)))),
+            "invalid_batch_settlement_evm_cumulative_amount_mismatch"
+          )
         }
         assert.strictEqual(Option.getOrThrow(yield* store.get(channelId)).charged, 125n)
       }))
@@ -142,7 +145,10 @@ Contract.contract(
         const store = yield* Store
         const channelId = yield* opened()
         yield* store.reserve(reservation(channelId, 125n, 2_000))
-        assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, 125n, 31_999)))), "invalid_batch_settlement_evm_channel_busy")
+        assert.strictEqual(
+          refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, 125n, 31_999)))),
+          "invalid_batch_settlement_evm_channel_busy"
+        )
         assert.strictEqual((yield* store.reserve(reservation(channelId, 125n, 32_000))).signedMax, 125n)
       }))
 
@@ -150,11 +156,23 @@ Contract.contract(
       Effect.gen(function*() {
         const store = yield* Store
         const channelId = yield* opened()
-        assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 1_000_125n), price: 1_000_125n }))), "invalid_batch_settlement_evm_cumulative_exceeds_balance")
-        assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 600_000n), price: 600_000n }))), "batch_settlement_exposure_cap")
-        assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve(reservation(fresh(), 125n)))), "invalid_batch_settlement_evm_missing_channel")
+        assert.strictEqual(
+          refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 1_000_125n), price: 1_000_125n }))),
+          "invalid_batch_settlement_evm_cumulative_exceeds_balance"
+        )
+        assert.strictEqual(
+          refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 600_000n), price: 600_000n }))),
+          "batch_settlement_exposure_cap"
+        )
+        assert.strictEqual(
+          refusedWith(yield* Effect.exit(store.reserve(reservation(fresh(), 125n)))),
+          "invalid_batch_settlement_evm_missing_channel"
+        )
         yield* store.mirror(channelId, { balance: 1_000_000n, totalClaimed: 0n, withdrawRequestedAt: 1_700_000_000 })
-        assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, 125n)))), "batch_settlement_withdrawal_pending")
+        assert.strictEqual(
+          refusedWith(yield* Effect.exit(store.reserve(reservation(channelId, 125n)))),
+          "batch_settlement_withdrawal_pending"
+        )
       }))
 
     it.effect("one owner holds the claim round at a time, until its lock expires", () =>
@@ -177,7 +195,10 @@ Contract.contract(
           yield* store.reserve({ ...reservation(channelId, i * 125_000n), price: 125_000n })
           yield* store.commit(channelId, 125_000_000n)
         }
-        assert.strictEqual(refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 625_000n), price: 125_000n }))), "batch_settlement_exposure_cap")
+        assert.strictEqual(
+          refusedWith(yield* Effect.exit(store.reserve({ ...reservation(channelId, 625_000n), price: 125_000n }))),
+          "batch_settlement_exposure_cap"
+        )
         yield* store.mirror(channelId, { balance: 1_000_000n, totalClaimed: 500_000n, withdrawRequestedAt: 0 })
         assert.strictEqual((yield* store.reserve({ ...reservation(channelId, 625_000n), price: 125_000n })).totalClaimed, 500_000n)
         assert.isTrue((yield* store.list).some((channel) => channel.channelId === channelId && channel.charged === 500_000n))

@@ -19,7 +19,10 @@ const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
 
 PendingSettlementsContract.run([
   RedisServer.backend(redis, (url) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ url })))),
-  RedisCluster.backend(cluster, (seeds) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+  RedisCluster.backend(
+    cluster,
+    (seeds) => PendingSettlementsRedis.layerRedis().pipe(Layer.provide(RedisConnection.layer({ cluster: seeds })))
+  )
 ])
 
 /** A second instance: its own connection to the same Redis, as another process has. */
@@ -69,10 +72,18 @@ const SHORT_TTL_MS = 1_000
 Contract.contract(
   "PendingSettlements on Redis: an entry past its TTL is gone",
   [
-    RedisServer.backend(redis, (url) =>
-      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: SHORT_TTL_MS })).pipe(Layer.provide(RedisConnection.layer({ url })))),
-    RedisCluster.backend(cluster, (seeds) =>
-      Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: SHORT_TTL_MS })).pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+    RedisServer.backend(
+      redis,
+      (url) =>
+        Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: SHORT_TTL_MS })).pipe(Layer.provide(RedisConnection.layer({ url })))
+    ),
+    RedisCluster.backend(
+      cluster,
+      (seeds) =>
+        Layer.effect(Store, PendingSettlementsRedis.make({ ttlMs: SHORT_TTL_MS })).pipe(
+          Layer.provide(RedisConnection.layer({ cluster: seeds }))
+        )
+    )
   ],
   (it) => {
     it.effect("kept within ttlMs, undefined after", () =>
@@ -101,7 +112,6 @@ const STALL_MS = 400
 
 describe("With replicaAcknowledgment, a pending settlement is set once a replica has it (WAIT), as a credit is", () => {
   const { primary, replica: follower } = pair as { readonly primary: RedisServer.RedisServer; readonly replica: RedisServer.RedisServer }
-
 
   it("a set waits for a stalled replica and the replica has the entry when it resolves", async () => {
     const store = ManagedRuntime.make(

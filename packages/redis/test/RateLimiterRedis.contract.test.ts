@@ -3,8 +3,8 @@ import * as RateLimiterContract from "@tollgate/testkit/contracts/RateLimiter"
 import { Layer } from "effect"
 import { afterAll } from "vitest"
 import * as RateLimiterRedis from "../src/RateLimiterRedis.ts"
-import * as RedisConnection from "../src/RedisConnection.ts"
 import * as RateLimitLogRedis from "../src/RateLimitLogRedis.ts"
+import * as RedisConnection from "../src/RedisConnection.ts"
 
 const redis = await RedisServer.acquire()
 afterAll(() => redis.stop())

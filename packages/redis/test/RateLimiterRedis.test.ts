@@ -71,7 +71,10 @@ describe("Admissions that start together share one script call, each still all o
       await runtime.runPromise(limiter.inspect([wide, narrow]))
       const before = await evalCalls()
       const results = await runtime.runPromise(Effect.all(
-        Array.from({ length: 40 }, (_, i) => i % 4 === 3 ? Effect.result(limiter.inspect([wide])) : Effect.result(limiter.admit([wide, narrow]))),
+        Array.from(
+          { length: 40 },
+          (_, i) => i % 4 === 3 ? Effect.result(limiter.inspect([wide])) : Effect.result(limiter.admit([wide, narrow]))
+        ),
         { concurrency: "unbounded" }
       ))
       expect(await evalCalls()).toBe(before + 1)

@@ -12,14 +12,19 @@ afterAll(() => redis.stop())
 const connection = RedisConnection.layer({ url: redis.url }).pipe(Layer.orDie)
 
 /** A cache of its own (a fresh prefix) with `config`, and the number of answers Redis holds under it. */
-const withCache = <A>(config: RpcCache.Config, body: (cache: RpcCache.RpcCache["Service"], stored: Effect.Effect<number>) => Effect.Effect<A>) =>
-  Effect.runPromise(Effect.gen(function*() {
-    const prefix = `tollgate:test:{rpc-cache-${Crypto.randomUUID()}}`
-    const cache = yield* RpcCacheRedis.make(RpcCache.settings(config), prefix)
-    const client = yield* Redis.Redis
-    const stored = Effect.map(client.send<ReadonlyArray<string>>("KEYS", `${prefix}:*`), (keys) => keys.length).pipe(Effect.orDie)
-    return yield* body(cache, stored)
-  }).pipe(Effect.provide(connection)))
+const withCache = <A>(
+  config: RpcCache.Config,
+  body: (cache: RpcCache.RpcCache["Service"], stored: Effect.Effect<number>) => Effect.Effect<A>
+) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const prefix = `tollgate:test:{rpc-cache-${Crypto.randomUUID()}}`
+      const cache = yield* RpcCacheRedis.make(RpcCache.settings(config), prefix)
+      const client = yield* Redis.Redis
+      const stored = Effect.map(client.send<ReadonlyArray<string>>("KEYS", `${prefix}:*`), (keys) => keys.length).pipe(Effect.orDie)
+      return yield* body(cache, stored)
+    }).pipe(Effect.provide(connection))
+  )
 
 const poll = <A>(effect: Effect.Effect<A>, until: (a: A) => boolean): Effect.Effect<A> =>
   Effect.flatMap(effect, (a) => until(a) ? Effect.succeed(a) : Effect.flatMap(Effect.sleep("20 millis"), () => poll(effect, until)))

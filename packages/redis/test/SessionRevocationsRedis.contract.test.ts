@@ -12,5 +12,8 @@ afterAll(() => cluster.stop())
 
 SessionRevocationsContract.run([
   RedisServer.backend(redis, (url) => SessionRevocationsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })))),
-  RedisCluster.backend(cluster, (seeds) => SessionRevocationsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ cluster: seeds }))))
+  RedisCluster.backend(
+    cluster,
+    (seeds) => SessionRevocationsRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ cluster: seeds })))
+  )
 ])

@@ -9,6 +9,8 @@ const redis = await RedisServer.acquire()
 afterAll(() => redis.stop())
 
 WebhooksContract.run([
-  RedisServer.backend(redis, (url) =>
-    WebhooksContract.observed(WebhookStoreRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })), Layer.orDie)))
+  RedisServer.backend(
+    redis,
+    (url) => WebhooksContract.observed(WebhookStoreRedis.layerRedis.pipe(Layer.provide(RedisConnection.layer({ url })), Layer.orDie))
+  )
 ])

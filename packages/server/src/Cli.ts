@@ -24,11 +24,23 @@
  *
  * @since 0.1.0
  */
-import { AuditLog, Auth, AuthStore, CreditLedger, type Errors, Jwt, KeyCaps, KeyRestrictions, Money, RateLimitPolicy, Refunds } from "@tollgate/core"
+import {
+  AuditLog,
+  Auth,
+  AuthStore,
+  CreditLedger,
+  type Errors,
+  Jwt,
+  KeyCaps,
+  KeyRestrictions,
+  Money,
+  RateLimitPolicy,
+  Refunds
+} from "@tollgate/core"
 import { AuthStoreRedis, CreditLedgerRedis, RedisConnection } from "@tollgate/redis"
 import { Console, Effect, Layer, Option, Result, Schema } from "effect"
-import * as Fs from "node:fs/promises"
 import { CliError, Command, Flag } from "effect/cli"
+import * as Fs from "node:fs/promises"
 import type { ServerConfig } from "./Config.ts"
 import * as RedisReachable from "./RedisReachable.ts"
 
@@ -73,11 +85,15 @@ const restrictionsOf = (flag: string, json: string) => {
   const decoded = decodeRestrictions(json)
   return Result.isSuccess(decoded)
     ? Effect.succeed(decoded.success)
-    : Effect.fail(new CliError.UserError({ cause: decoded.failure, userMessage: `--${flag}: ${decoded.failure.message.replace(/\s+/g, " ")}` }))
+    : Effect.fail(
+      new CliError.UserError({ cause: decoded.failure, userMessage: `--${flag}: ${decoded.failure.message.replace(/\s+/g, " ")}` })
+    )
 }
 
 const restrictionsFlag = Flag.String("restrictions").pipe(
-  Flag.withDescription("What the key may call, as JSON: models, networks, methods, operations, ips (lists); e.g. '{\"networks\":[\"ethereum-mainnet\"]}'")
+  Flag.withDescription(
+    "What the key may call, as JSON: models, networks, methods, operations, ips (lists); e.g. '{\"networks\":[\"ethereum-mainnet\"]}'"
+  )
 )
 
 const capJson = (cap: KeyCaps.SpendCap | undefined) =>
@@ -85,14 +101,19 @@ const capJson = (cap: KeyCaps.SpendCap | undefined) =>
 
 const mintKey = Command.make("mint", {
   account,
-  type: Flag.Literals("type", ["INFERENCE", "ADMIN"]).pipe(Flag.withDescription("INFERENCE calls the API; ADMIN also manages keys and billing")),
+  type: Flag.Literals("type", ["INFERENCE", "ADMIN"]).pipe(
+    Flag.withDescription("INFERENCE calls the API; ADMIN also manages keys and billing")
+  ),
   tier: Flag.Literals("tier", ["default", "partner"]).pipe(
     Flag.withDescription("The rate-limit tier (default: default)"),
     Flag.withDefault("default" as const)
   ),
   description: Flag.String("description").pipe(Flag.withDescription("What the key is for, shown in listings"), Flag.withDefault("")),
   expiresAt: Flag.Date("expires-at").pipe(Flag.withDescription("When the key stops working (ISO 8601; default: never)"), Flag.optional),
-  capUsd: Flag.String("cap-usd").pipe(Flag.withDescription("The most the key may spend per --limit-period, in USD (default: no cap)"), Flag.optional),
+  capUsd: Flag.String("cap-usd").pipe(
+    Flag.withDescription("The most the key may spend per --limit-period, in USD (default: no cap)"),
+    Flag.optional
+  ),
   limitPeriod,
   restrictions: Flag.optional(restrictionsFlag)
 }, (input) =>
@@ -140,7 +161,12 @@ const capKey = Command.make("cap", {
     yield* auth.getKey(input.account, input.id).pipe(Effect.mapError(userError))
     const cap = input.usd === "none" ? undefined : yield* capOf("usd", input.usd, input.limitPeriod)
     yield* caps.set(input.account, input.id, cap).pipe(Effect.mapError(userError))
-    yield* AuditLog.record({ actor: "cli", action: "key.capped", accountId: input.account, details: { keyId: input.id, cap: capJson(cap) } }).pipe(
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "key.capped",
+      accountId: input.account,
+      details: { keyId: input.id, cap: capJson(cap) }
+    }).pipe(
       Effect.mapError(userError)
     )
     yield* print({ accountId: input.account, keyId: input.id, ...capJson(cap) })
@@ -153,7 +179,9 @@ const revokeKey = Command.make("revoke", {
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     yield* auth.revokeKey(input.account, input.id).pipe(Effect.mapError(userError))
-    yield* AuditLog.record({ actor: "cli", action: "key.revoked", accountId: input.account, details: { keyId: input.id } }).pipe(Effect.mapError(userError))
+    yield* AuditLog.record({ actor: "cli", action: "key.revoked", accountId: input.account, details: { keyId: input.id } }).pipe(
+      Effect.mapError(userError)
+    )
     yield* print({ accountId: input.account, keyId: input.id, revoked: true })
   })).pipe(Command.withDescription("Revoke an API key, at once on every server sharing the store"))
 
@@ -193,7 +221,11 @@ const rerollKey = Command.make("reroll", {
       details: { keyId: input.id, graceSeconds: input.graceSeconds, kid: record.kid }
     }).pipe(Effect.mapError(userError))
     yield* print({ accountId: record.accountId, keyId: record.id, type: record.type, graceSeconds: input.graceSeconds, apiKey: key })
-  })).pipe(Command.withDescription("Issue a new secret for an API key (same id, cap and restrictions), signed with the current signing key; printed once"))
+  })).pipe(
+    Command.withDescription(
+      "Issue a new secret for an API key (same id, cap and restrictions), signed with the current signing key; printed once"
+    )
+  )
 
 const recordJson = (record: Auth.ApiKeyRecord) => ({
   accountId: record.accountId,
@@ -206,7 +238,9 @@ const recordJson = (record: Auth.ApiKeyRecord) => ({
 
 const signedBy = Command.make("signed-by", {
   kid: Flag.String("kid").pipe(
-    Flag.withDescription("The signing key's id (printed by signing-key --out and logged at start); none: keys minted before keys named their signing key")
+    Flag.withDescription(
+      "The signing key's id (printed by signing-key --out and logged at start); none: keys minted before keys named their signing key"
+    )
   )
 }, (input) =>
   Effect.gen(function*() {
@@ -252,7 +286,10 @@ const refundCall = Command.make("refund", {
   Effect.gen(function*() {
     const amount = Option.isNone(input.usd) ? undefined : Money.parseUsd(input.usd.value)
     if (amount !== undefined && (Result.isFailure(amount) || amount.success <= 0)) {
-      return yield* new CliError.UserError({ cause: amount, userMessage: `--usd: ${Option.getOrThrow(input.usd)} is not a positive USD amount` })
+      return yield* new CliError.UserError({
+        cause: amount,
+        userMessage: `--usd: ${Option.getOrThrow(input.usd)} is not a positive USD amount`
+      })
     }
     const ledger = yield* CreditLedger.CreditLedger
     const refund = yield* Refunds.refundCall(ledger, {
@@ -286,7 +323,11 @@ const signingKey = Command.make("signing-key", {
       const file = input.idOf.value
       const text = yield* Effect.tryPromise({
         try: () => Fs.readFile(file, "utf8"),
-        catch: (cause) => new CliError.UserError({ cause, userMessage: `--id-of: cannot read ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
+        catch: (cause) =>
+          new CliError.UserError({
+            cause,
+            userMessage: `--id-of: cannot read ${file} (${cause instanceof Error ? cause.message : String(cause)})`
+          })
       })
       const keys = yield* Jwt.importVerifyingKeys(text).pipe(
         Effect.mapError((error) => new CliError.UserError({ cause: error, userMessage: `--id-of: ${file}: ${error.message}` }))
@@ -299,7 +340,11 @@ const signingKey = Command.make("signing-key", {
     const file = input.out.value
     yield* Effect.tryPromise({
       try: () => Fs.writeFile(file, `${pem.trimEnd()}\n`, { mode: 0o600, flag: "wx" }),
-      catch: (cause) => new CliError.UserError({ cause, userMessage: `--out: cannot write ${file} (${cause instanceof Error ? cause.message : String(cause)})` })
+      catch: (cause) =>
+        new CliError.UserError({
+          cause,
+          userMessage: `--out: cannot write ${file} (${cause instanceof Error ? cause.message : String(cause)})`
+        })
     })
     yield* print({ written: file, kid: key.kid })
   })).pipe(Command.withDescription("Make a new Ed25519 signing key for TOLLGATE_SIGNING_KEY (PKCS#8 PEM); needs no configuration"))
@@ -310,19 +355,29 @@ const setLimits = Command.make("set", {
   account,
   id: Flag.String("id").pipe(Flag.withDescription("One key of the account (default: the account's own override)"), Flag.optional),
   limits: Flag.String("limits").pipe(
-    Flag.withDescription("Rates per category as JSON, as the config file's rateLimits.accounts, e.g. '{\"text:M\":{\"requests\":5}}'; none removes the override")
+    Flag.withDescription(
+      "Rates per category as JSON, as the config file's rateLimits.accounts, e.g. '{\"text:M\":{\"requests\":5}}'; none removes the override"
+    )
   )
 }, (input) =>
   Effect.gen(function*() {
     const auth = yield* Auth.Auth
     const decoded = input.limits === "none" ? undefined : decodeOverride(input.limits)
     if (decoded !== undefined && Result.isFailure(decoded)) {
-      return yield* new CliError.UserError({ cause: decoded.failure, userMessage: `--limits: ${decoded.failure.message.replace(/\s+/g, " ")}` })
+      return yield* new CliError.UserError({
+        cause: decoded.failure,
+        userMessage: `--limits: ${decoded.failure.message.replace(/\s+/g, " ")}`
+      })
     }
     const override = decoded === undefined ? undefined : decoded.success
     const keyId = Option.getOrUndefined(input.id)
     yield* auth.setLimits(input.account, keyId, override).pipe(Effect.mapError(userError))
-    yield* AuditLog.record({ actor: "cli", action: "limits.changed", accountId: input.account, details: { keyId: keyId ?? null, limits: override ?? null } }).pipe(
+    yield* AuditLog.record({
+      actor: "cli",
+      action: "limits.changed",
+      accountId: input.account,
+      details: { keyId: keyId ?? null, limits: override ?? null }
+    }).pipe(
       Effect.mapError(userError)
     )
     yield* print({ accountId: input.account, keyId: keyId ?? null, limits: override ?? null })
@@ -418,7 +473,8 @@ export const requireChosenStore = (env: Readonly<Record<string, string | undefin
   env["TOLLGATE_STORE"] !== undefined ? Effect.void : Effect.fail(
     new CliError.UserError({
       cause: "no store",
-      userMessage: "TOLLGATE_STORE is not set: set TOLLGATE_STORE=redis and TOLLGATE_REDIS_URL (the servers' store), or TOLLGATE_STORE=memory to try the commands on a store that is gone when the command exits"
+      userMessage:
+        "TOLLGATE_STORE is not set: set TOLLGATE_STORE=redis and TOLLGATE_REDIS_URL (the servers' store), or TOLLGATE_STORE=memory to try the commands on a store that is gone when the command exits"
     })
   )
 
@@ -443,7 +499,8 @@ export const layer = (
     if (config.signingKey === undefined) {
       return yield* new CliError.UserError({
         cause: "no signing key",
-        userMessage: "TOLLGATE_SIGNING_KEY must be set: accounts, keys and credits are managed with the servers' signing key (tollgate-cli signing-key makes one)"
+        userMessage:
+          "TOLLGATE_SIGNING_KEY must be set: accounts, keys and credits are managed with the servers' signing key (tollgate-cli signing-key makes one)"
       })
     }
     const signingKey = yield* Jwt.importSigningKey(config.signingKey).pipe(

@@ -249,7 +249,8 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
     }
     if (redisCluster !== undefined && typeof file.rateLimits === "object" && file.rateLimits !== null && "global" in file.rateLimits) {
       return yield* new ConfigError({
-        message: "TOLLGATE_CONFIG.rateLimits.global: a global limit is one key every account's script touches, which a Redis Cluster cannot put in each account's slot"
+        message:
+          "TOLLGATE_CONFIG.rateLimits.global: a global limit is one key every account's script touches, which a Redis Cluster cannot put in each account's slot"
       })
     }
     if (store === "redis" && vars.TOLLGATE_REDIS_URL === undefined && redisCluster === undefined) {
@@ -261,7 +262,9 @@ export const load = (env: Readonly<Record<string, string | undefined>> = process
     }
     const production = vars.TOLLGATE_SIGNING_KEY !== undefined
     if (vars.TOLLGATE_PREVIOUS_SIGNING_KEYS !== undefined && !production) {
-      return yield* new ConfigError({ message: "TOLLGATE_PREVIOUS_SIGNING_KEYS: needs TOLLGATE_SIGNING_KEY (the key new API keys are signed with)" })
+      return yield* new ConfigError({
+        message: "TOLLGATE_PREVIOUS_SIGNING_KEYS: needs TOLLGATE_SIGNING_KEY (the key new API keys are signed with)"
+      })
     }
     const workers = vars.TOLLGATE_WORKERS === "auto" || (vars.TOLLGATE_WORKERS === undefined && store === "redis" && production)
       ? Os.availableParallelism()

@@ -63,11 +63,15 @@ export const layer = (
       // Written at once, not in the next batch of log lines: a host embedding tollgate prints its
       // own listening line as soon as `Tollgate.make` resolves, and a script waiting for that line
       // finds the keys before it.
-      yield* Effect.logInfo(DevCredentials.banner).pipe(Effect.annotateLogs({
-        accountId: credentials.accountId,
-        adminKey: credentials.adminKey,
-        inferenceKey: credentials.inferenceKey
-      }), notice, Effect.provide(Logger.layer([Logger.consoleJson])))
+      yield* Effect.logInfo(DevCredentials.banner).pipe(
+        Effect.annotateLogs({
+          accountId: credentials.accountId,
+          adminKey: credentials.adminKey,
+          inferenceKey: credentials.inferenceKey
+        }),
+        notice,
+        Effect.provide(Logger.layer([Logger.consoleJson]))
+      )
       if (process.stdout.isTTY) process.stdout.write(terminalBlock(credentials, config.publicOrigin))
     }
   }))

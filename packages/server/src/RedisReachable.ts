@@ -41,9 +41,13 @@ export const check = (
       return new ConfigError({ message: `${field}: cannot connect to ${urls.map(redactedUrl).join(", ")} (${reason})` })
     }
   }).pipe(Effect.flatMap((replicas) =>
-    replicas >= wanted ? Effect.void : Effect.fail(new ConfigError({
-      message: `TOLLGATE_REDIS_WAIT_REPLICAS: ${wanted} replicas asked for, but ${config.redisCluster === undefined ? "the Redis server has" : "a Redis Cluster master has only"} ${replicas} connected`
-    }))
+    replicas >= wanted ? Effect.void : Effect.fail(
+      new ConfigError({
+        message: `TOLLGATE_REDIS_WAIT_REPLICAS: ${wanted} replicas asked for, but ${
+          config.redisCluster === undefined ? "the Redis server has" : "a Redis Cluster master has only"
+        } ${replicas} connected`
+      })
+    )
   ))
 }
 

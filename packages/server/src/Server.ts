@@ -7,8 +7,8 @@
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { App, Mcp, type Metered, RequestLog, type Route, ServiceInfo } from "@tollgate/http"
-import * as Routes from "@tollgate/http/routes/index"
 import * as Billing from "@tollgate/http/routes/Billing"
+import * as Routes from "@tollgate/http/routes/index"
 import * as Metrics from "@tollgate/http/routes/Metrics"
 import { Effect, Layer, Logger, References } from "effect"
 import { HttpServer } from "effect/http"
@@ -26,7 +26,9 @@ const operatorAccountIds = (config: Config.ServerConfig): ReadonlyArray<string> 
   Config.isDevMode(config) ? [DevCredentials.demoAccountId] : config.operatorAccountIds
 
 /** What the routes of the server need. */
-type RouteRequirements = (typeof Routes.all)[number] extends Route.Route<infer R> ? R | (typeof Mcp.route extends Route.Route<infer M> ? M : never) : never
+type RouteRequirements = (typeof Routes.all)[number] extends Route.Route<infer R>
+  ? R | (typeof Mcp.route extends Route.Route<infer M> ? M : never)
+  : never
 
 /**
  * The application layer (routes, middleware and services) for a configuration. `services` defaults
@@ -76,12 +78,12 @@ export const layer = (config: Config.ServerConfig) =>
       // extraction workers).
       Layer.provide(NodeHttpServer.layerServer(nodeServer, { port: config.port, gracefulShutdownTimeout: "20 seconds" }))
     ))).pipe(
-    Layer.provide(appLayer(config, Services.layer(config), { announce: true })),
-    Layer.provide(NodeHttpServer.layerHttpServices),
-    Layer.tap(() => listening(config)),
-    Layer.provide(Telemetry.layer()),
-    Layer.provide(logging(config))
-  )
+      Layer.provide(appLayer(config, Services.layer(config), { announce: true })),
+      Layer.provide(NodeHttpServer.layerHttpServices),
+      Layer.tap(() => listening(config)),
+      Layer.provide(Telemetry.layer()),
+      Layer.provide(logging(config))
+    )
 
 /**
  * The node server: its parser's refusals answered as JSON (`HttpParserErrors`), header names lower

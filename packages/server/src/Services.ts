@@ -6,7 +6,16 @@
  *
  * @since 0.1.0
  */
-import { ChannelChain, ContractWallets, ImageBackend, ImageEditor, PaymentFacilitator, PromptEnhancer, RpcUpstream, StakeChain } from "@tollgate/backends"
+import {
+  ChannelChain,
+  ContractWallets,
+  ImageBackend,
+  ImageEditor,
+  PaymentFacilitator,
+  PromptEnhancer,
+  RpcUpstream,
+  StakeChain
+} from "@tollgate/backends"
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import * as EmbeddingBackend from "@tollgate/backends/EmbeddingBackend"
 import * as SpeechBackend from "@tollgate/backends/SpeechBackend"
@@ -43,8 +52,8 @@ import * as ChatOptions from "@tollgate/core/ChatOptions"
 import * as SearchProvider from "@tollgate/core/SearchProvider"
 import { DocumentExtractor } from "@tollgate/documents"
 import { ChannelClaims, HoldSweeper, Metered, PortalSession } from "@tollgate/http"
-import * as PerCallPayment from "@tollgate/http/payment/PerCallPayment"
 import * as X402Bodies from "@tollgate/http/payment/PaymentRequiredBodies"
+import * as PerCallPayment from "@tollgate/http/payment/PerCallPayment"
 import {
   AbuseGuardRedis,
   AdmissionStoreRedis,
@@ -63,9 +72,9 @@ import {
   WebhookStoreRedis
 } from "@tollgate/redis"
 import bs58 from "bs58"
-import { privateKeyToAccount } from "viem/accounts"
 import { Duration, Effect, Layer, Redacted, Result, Schema } from "effect"
 import { FetchHttpClient } from "effect/http"
+import { privateKeyToAccount } from "viem/accounts"
 import { ConfigError, decodeStrict, describeIssue, isDevMode, type ServerConfig } from "./Config.ts"
 import * as RedisReachable from "./RedisReachable.ts"
 
@@ -89,11 +98,11 @@ const settlesBase = (section: typeof X402Section.Type): boolean =>
  * facilitator. Without either, a Solana receiver and fee payer are not offered: every payment on
  * such an entry would be refused.
  */
-const settlesSolana = (section: typeof X402Section.Type): boolean =>
-  section.solana !== undefined || section.facilitatorUrl !== undefined
+const settlesSolana = (section: typeof X402Section.Type): boolean => section.solana !== undefined || section.facilitatorUrl !== undefined
 
-const UsdAmount = Schema.String.check(Schema.makeFilter((text: string) =>
-  Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD such as \"0.5\""))
+const UsdAmount = Schema.String.check(
+  Schema.makeFilter((text: string) => Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD such as \"0.5\"")
+)
 
 /**
  * The `x402.batchSettlement` section: the channels offered (the withdrawal delay asked of them,
@@ -105,8 +114,12 @@ const UsdAmount = Schema.String.check(Schema.makeFilter((text: string) =>
  * @category schemas
  */
 export const BatchSettlementSection = Schema.Struct({
-  withdrawDelaySeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))),
-  minimumWithdrawDelaySeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))),
+  withdrawDelaySeconds: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))
+  ),
+  minimumWithdrawDelaySeconds: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: BatchSettlement.CONTRACT_MIN_WITHDRAW_DELAY_SECONDS, maximum: 2_592_000 }))
+  ),
   exposureCapUsd: Schema.optionalKey(UsdAmount),
   minDepositUsd: Schema.optionalKey(UsdAmount),
   claimIntervalSeconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 86_400 }))),
@@ -177,7 +190,9 @@ export const X402Section = Schema.Struct({
   /** Staked-token credits: each whole token held (or staked) gives 1 USD of credit per UTC day. */
   staking: Schema.optionalKey(Schema.Struct({
     /** CAIP-2 EVM chain; default Base mainnet. */
-    chain: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^eip155:\d+$/u, { message: "must be a CAIP-2 EVM chain such as eip155:8453" }))),
+    chain: Schema.optionalKey(
+      Schema.String.check(Schema.isPattern(/^eip155:\d+$/u, { message: "must be a CAIP-2 EVM chain such as eip155:8453" }))
+    ),
     /** The ERC-20 staking token, or a staking contract with the same `balanceOf(address)` view. */
     token: Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/u, { message: "must be a 0x address" })),
     rpcUrl: Schema.String.check(Schema.isPattern(/^https?:\/\/.+/u, { message: "must be an http(s) URL" })),
@@ -197,7 +212,9 @@ const solanaFeePayer = (key: string | ReadonlyArray<number>) =>
       catch: () => new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be base58 or an array of bytes" })
     })
     if (bytes.length !== 64) {
-      return yield* new ConfigError({ message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be a 64-byte key pair (seed and public key)" })
+      return yield* new ConfigError({
+        message: "TOLLGATE_CONFIG.x402.solana.feePayerKey: must be a 64-byte key pair (seed and public key)"
+      })
     }
     return { bytes, address: bs58.encode(bytes.subarray(32)) }
   })
@@ -219,7 +236,8 @@ const batchSettlementOf = (relayerKey: `0x${string}`, section: typeof BatchSettl
     const minimumWithdrawDelaySeconds = section.minimumWithdrawDelaySeconds ?? 3_600
     if (withdrawDelaySeconds < minimumWithdrawDelaySeconds) {
       return yield* new ConfigError({
-        message: "TOLLGATE_CONFIG.x402.batchSettlement.withdrawDelaySeconds: is under minimumWithdrawDelaySeconds, so the channels offered would be refused"
+        message:
+          "TOLLGATE_CONFIG.x402.batchSettlement.withdrawDelaySeconds: is under minimumWithdrawDelaySeconds, so the channels offered would be refused"
       })
     }
     const offer: BatchSettlement.Offer = {
@@ -239,8 +257,11 @@ const batchSettlementOf = (relayerKey: `0x${string}`, section: typeof BatchSettl
     }
   })
 
-const WebhookSecret = Schema.String.check(Schema.makeFilter((text: string) =>
-  /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(text) ? true : "must be a Standard Webhooks secret: whsec_ and base64"))
+const WebhookSecret = Schema.String.check(
+  Schema.makeFilter((text: string) =>
+    /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(text) ? true : "must be a Standard Webhooks secret: whsec_ and base64"
+  )
+)
 
 /**
  * The `webhooks` section: the endpoints events are sent to (each with its `whsec_` secret and,
@@ -252,12 +273,17 @@ const WebhookSecret = Schema.String.check(Schema.makeFilter((text: string) =>
  */
 export const WebhooksSection = Schema.Struct({
   endpoints: Schema.Array(Schema.Struct({
-    url: Schema.String.check(Schema.makeFilter((text: string) => /^https?:\/\//.test(text) && URL.canParse(text) ? true : "must be an http(s) URL")),
+    url: Schema.String.check(
+      Schema.makeFilter((text: string) => /^https?:\/\//.test(text) && URL.canParse(text) ? true : "must be an http(s) URL")
+    ),
     secret: WebhookSecret,
     events: Schema.optionalKey(Schema.Array(Schema.Literals(Webhooks.EVENT_TYPES)))
   })),
-  balanceBelowUsd: Schema.optionalKey(Schema.String.check(Schema.makeFilter((text: string) =>
-    Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD"))),
+  balanceBelowUsd: Schema.optionalKey(
+    Schema.String.check(
+      Schema.makeFilter((text: string) => Result.isSuccess(Money.parseUsd(text)) ? true : "must be a decimal amount of USD")
+    )
+  ),
   capShare: Schema.optionalKey(Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1))),
   retryBaseMs: Schema.optionalKey(Schema.Finite.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(10)))
 })
@@ -271,7 +297,9 @@ export const WebhooksSection = Schema.Struct({
 export const ChatSection = Schema.Struct({
   systemPrompt: Schema.optionalKey(Schema.String),
   characters: Schema.optionalKey(Schema.Record(
-    Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9-]{0,199}$/u, { message: "must be a slug: lowercase letters, digits and dashes" })),
+    Schema.String.check(
+      Schema.isPattern(/^[a-z0-9][a-z0-9-]{0,199}$/u, { message: "must be a slug: lowercase letters, digits and dashes" })
+    ),
     Schema.Struct({
       name: Schema.String,
       systemPrompt: Schema.String,
@@ -323,19 +351,26 @@ const checkProduction = (config: ServerConfig, section: typeof X402Section.Type)
   const payTo = section.payTo?.evm
   if (isDevMode(config)) return Effect.void
   if (config.file.models === undefined) {
-    return Effect.fail(new ConfigError({
-      message: "TOLLGATE_CONFIG.models: required when TOLLGATE_SIGNING_KEY is set (the dev models answer locally)"
-    }))
+    return Effect.fail(
+      new ConfigError({
+        message: "TOLLGATE_CONFIG.models: required when TOLLGATE_SIGNING_KEY is set (the dev models answer locally)"
+      })
+    )
   }
   if (payTo?.toLowerCase() === DEV_PAY_TO.toLowerCase()) {
-    return Effect.fail(new ConfigError({
-      message: "TOLLGATE_CONFIG.x402.payTo.evm: is anvil's dev account, whose private key is public; set your own address"
-    }))
+    return Effect.fail(
+      new ConfigError({
+        message: "TOLLGATE_CONFIG.x402.payTo.evm: is anvil's dev account, whose private key is public; set your own address"
+      })
+    )
   }
   if (section.payTo !== undefined && !settlesBase(section) && section.solana === undefined) {
-    return Effect.fail(new ConfigError({
-      message: "TOLLGATE_CONFIG.x402.payTo: nothing settles the payments sent to it; set x402.relayerKey and x402.evmRpcUrl (Base, settled here), x402.solana (Solana, settled here) or x402.facilitatorUrl (a hosted facilitator)"
-    }))
+    return Effect.fail(
+      new ConfigError({
+        message:
+          "TOLLGATE_CONFIG.x402.payTo: nothing settles the payments sent to it; set x402.relayerKey and x402.evmRpcUrl (Base, settled here), x402.solana (Solana, settled here) or x402.facilitatorUrl (a hosted facilitator)"
+      })
+    )
   }
   return Effect.void
 }
@@ -486,9 +521,11 @@ export const layer = (config: ServerConfig) =>
     }
     const solanaNetwork = solana?.network ?? X402.SOLANA_MAINNET
     const solanaFeePayerAddress = feePayer?.address ?? x402.solanaFeePayer
-    const minimumPerCall = x402.minimumPerCallUsd === undefined ? undefined : yield* Effect.fromResult(Money.parseUsd(x402.minimumPerCallUsd)).pipe(
-      Effect.mapError(() => new ConfigError({ message: "TOLLGATE_CONFIG.x402.minimumPerCallUsd: is out of range" }))
-    )
+    const minimumPerCall = x402.minimumPerCallUsd === undefined ?
+      undefined :
+      yield* Effect.fromResult(Money.parseUsd(x402.minimumPerCallUsd)).pipe(
+        Effect.mapError(() => new ConfigError({ message: "TOLLGATE_CONFIG.x402.minimumPerCallUsd: is out of range" }))
+      )
     // `upto` is settled only by the local EVM backend, whose relayer the payer's permit names.
     const upto = x402.relayerKey !== undefined && evmRpcUrl !== undefined && x402.upto !== false
       ? { extra: yield* PaymentFacilitator.uptoExtra(Redacted.make(x402.relayerKey), X402.BASE_MAINNET) }
@@ -510,7 +547,9 @@ export const layer = (config: ServerConfig) =>
       }),
       ...(solanaFeePayerAddress === undefined ? {} : { solanaFeePayer: solanaFeePayerAddress }),
       ...(minimumPerCall === undefined ? {} : { minimumPerCall }),
-      ...(solana === undefined ? {} : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
+      ...(solana === undefined
+        ? {}
+        : { solana: { network: solanaNetwork, ...(solana.asset === undefined ? {} : { asset: solana.asset }) } })
     }))
     // Pending settlements (EVM and Solana) live in the stores: on Redis, a retried top-up that
     // reaches another instance or worker collects the transaction the first one sent.
@@ -531,7 +570,11 @@ export const layer = (config: ServerConfig) =>
         ...(solana === undefined || feePayer === undefined
           ? {}
           : {
-            svm: { networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } }, feePayerKey: Redacted.make(feePayer.bytes), pendingSettlements }
+            svm: {
+              networks: { [solanaNetwork]: { rpcUrl: solana.rpcUrl } },
+              feePayerKey: Redacted.make(feePayer.bytes),
+              pendingSettlements
+            }
           }),
         ...(x402.facilitatorUrl === undefined ? {} : { http: { url: x402.facilitatorUrl } })
       })

@@ -127,21 +127,25 @@ describe("The abuse guard through the shipped server on the memory store (dev mo
     expect(normal.status).toBe(200)
   }, 60_000)
 
-  it("100 concurrent duplicates of one Idempotency-Key are not failures: the replay then gets 200 with Idempotent-Replayed: true", async () => {
-    const { inferenceKey } = server.credentials!
-    const call = () =>
-      fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
-        method: "POST",
-        headers: { ...bearer(inferenceKey), "content-type": "application/json", "idempotency-key": "dup-1" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
-      })
-    const statuses = await Promise.all(Array.from({ length: 100 }, () => call().then(status)))
-    expect(statuses.filter((s) => s !== 200 && s !== 409)).toEqual([])
-    const replay = await call()
-    expect(replay.status).toBe(200)
-    expect(replay.headers.get("idempotent-replayed")).toBe("true")
-    expect(await replay.json()).toMatchObject({ jsonrpc: "2.0", id: 1 })
-  }, 60_000)
+  it(
+    "100 concurrent duplicates of one Idempotency-Key are not failures: the replay then gets 200 with Idempotent-Replayed: true",
+    async () => {
+      const { inferenceKey } = server.credentials!
+      const call = () =>
+        fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+          method: "POST",
+          headers: { ...bearer(inferenceKey), "content-type": "application/json", "idempotency-key": "dup-1" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+        })
+      const statuses = await Promise.all(Array.from({ length: 100 }, () => call().then(status)))
+      expect(statuses.filter((s) => s !== 200 && s !== 409)).toEqual([])
+      const replay = await call()
+      expect(replay.status).toBe(200)
+      expect(replay.headers.get("idempotent-replayed")).toBe("true")
+      expect(await replay.json()).toMatchObject({ jsonrpc: "2.0", id: 1 })
+    },
+    60_000
+  )
 
   guardRules(() => [server], rpc)
 
@@ -213,36 +217,42 @@ describe("The bytes of uploads held at once are bounded by the upload budget", (
   }, 120_000)
   afterAll(() => server?.stop())
 
-  it("six 25 MiB uploads at once are all answered (200, or 503 with Retry-After), and the server's peak RSS grows by a bounded amount", async () => {
-    const file = Buffer.alloc(25 * 1024 * 1024, "lorem ipsum dolor sit amet ")
-    const before = memoryOf(server.pid)
-    const upload = async () => {
-      const form = new FormData()
-      form.append("file", new Blob([file], { type: "text/plain" }), "big.txt")
-      const response = await fetch(`${server.api}/augment/text-parser`, {
-        method: "POST",
-        headers: bearer(server.credentials!.inferenceKey),
-        body: form
-      })
-      const body = await response.text()
-      return { status: response.status, retryAfter: response.headers.get("retry-after"), size: body.length }
-    }
-    const answers = await Promise.all(Array.from({ length: 6 }, upload))
-    const after = memoryOf(server.pid)
-    console.log(`upload budget ${budgetMiB} MiB: RSS before ${before.residentMiB.toFixed(0)} MiB, peak (VmHWM) ${
-      after.peakMiB.toFixed(0)
-    } MiB; answers ${answers.map((answer) => answer.status).join(",")}`)
-    for (const answer of answers) {
-      expect([200, 503]).toContain(answer.status)
-      if (answer.status === 503) expect(Number(answer.retryAfter)).toBeGreaterThan(0)
-    }
-    expect(answers.filter((answer) => answer.status === 200).length).toBeGreaterThanOrEqual(2)
-    // An upload in memory costs about 3 times its bytes on its way (the file, its copy for the
-    // worker, the text going back), and its garbage is freed when the GC gets to it: measured
-    // +287 to +331 MiB on an idle 2-core machine and +406 MiB in CI under the full suite's load
-    // (761 MB RSS before this budget existed).
-    expect(after.peakMiB - before.residentMiB).toBeLessThan(budgetMiB * 5)
-  }, 180_000)
+  it(
+    "six 25 MiB uploads at once are all answered (200, or 503 with Retry-After), and the server's peak RSS grows by a bounded amount",
+    async () => {
+      const file = Buffer.alloc(25 * 1024 * 1024, "lorem ipsum dolor sit amet ")
+      const before = memoryOf(server.pid)
+      const upload = async () => {
+        const form = new FormData()
+        form.append("file", new Blob([file], { type: "text/plain" }), "big.txt")
+        const response = await fetch(`${server.api}/augment/text-parser`, {
+          method: "POST",
+          headers: bearer(server.credentials!.inferenceKey),
+          body: form
+        })
+        const body = await response.text()
+        return { status: response.status, retryAfter: response.headers.get("retry-after"), size: body.length }
+      }
+      const answers = await Promise.all(Array.from({ length: 6 }, upload))
+      const after = memoryOf(server.pid)
+      console.log(
+        `upload budget ${budgetMiB} MiB: RSS before ${before.residentMiB.toFixed(0)} MiB, peak (VmHWM) ${
+          after.peakMiB.toFixed(0)
+        } MiB; answers ${answers.map((answer) => answer.status).join(",")}`
+      )
+      for (const answer of answers) {
+        expect([200, 503]).toContain(answer.status)
+        if (answer.status === 503) expect(Number(answer.retryAfter)).toBeGreaterThan(0)
+      }
+      expect(answers.filter((answer) => answer.status === 200).length).toBeGreaterThanOrEqual(2)
+      // An upload in memory costs about 3 times its bytes on its way (the file, its copy for the
+      // worker, the text going back), and its garbage is freed when the GC gets to it: measured
+      // +287 to +331 MiB on an idle 2-core machine and +406 MiB in CI under the full suite's load
+      // (761 MB RSS before this budget existed).
+      expect(after.peakMiB - before.residentMiB).toBeLessThan(budgetMiB * 5)
+    },
+    180_000
+  )
 })
 
 const redis = await RedisServer.acquire()
@@ -250,8 +260,19 @@ const redisUrl = redis.url
 afterAll(() => redis.stop())
 
 const localRenderer = {
-  id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
-  promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
+  id: "local-renderer",
+  name: "Local Renderer",
+  type: "image",
+  router: "local",
+  sizing: "pixel",
+  aspectRatios: [],
+  resolutions: [],
+  promptCharacterLimit: 7500,
+  maxStyleReferences: 0,
+  supportsOptimizePromptThinking: false,
+  supportsWebSearch: false,
+  qualities: [],
+  upstreams: []
 }
 
 describe("The abuse guard on Redis, over two server processes sharing it: the 21st failure blocks at once", () => {
@@ -276,40 +297,51 @@ describe("The abuse guard on Redis, over two server processes sharing it: the 21
 
   afterAll(() => Promise.all(servers.map((server) => server.stop())))
 
-  it("1,000 concurrent paid calls on a balance for 100: exactly 100 x 200 and 900 x 402 with the insufficient-balance body, no 429, the balance ends at 0", async () => {
-    const answers = await Promise.all(Array.from({ length: 1_000 }, (_, i) =>
-      fetch(`${servers[i % 2]!.api}/image/generate`, {
-        method: "POST",
-        headers: { ...bearer(hundredKey), "content-type": "application/json" },
-        body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
-      }).then(async (response) => ({ status: response.status, body: response.status === 402 ? await response.json() : await response.arrayBuffer() }))))
-    const statuses = answers.map((answer) => answer.status)
-    const count = (wanted: number) => statuses.filter((s) => s === wanted).length
-    expect({ ok: count(200), paymentRequired: count(402), other: statuses.filter((s) => s !== 200 && s !== 402) })
-      .toEqual({ ok: 100, paymentRequired: 900, other: [] })
-    const refusals = new Set(answers.filter((answer) => answer.status === 402).map((answer) => JSON.stringify(answer.body)))
-    expect([...refusals].map((body) => JSON.parse(body))).toEqual([
-      { error: "Insufficient balance to pay for this request", code: "INSUFFICIENT_BALANCE" }
-    ])
-    // 100 images at 0.001 USD took the whole 0.10, and no hold is left open.
-    const client = createClient({ url: redisUrl })
-    await client.connect()
-    try {
-      expect(await client.hmGet("tg:cl:{acct_hundred}:a", ["usd", "held", "open"])).toEqual(["0", "0", "0"])
-    } finally {
-      await client.quit()
-    }
-    // The 900 honest 402s did not block the key.
-    expect(await status(await fetch(`${servers[0]!.api}/api_keys/rate_limits`, { headers: bearer(hundredKey) }))).toBe(200)
-  }, 180_000)
+  it(
+    "1,000 concurrent paid calls on a balance for 100: exactly 100 x 200 and 900 x 402 with the insufficient-balance body, no 429, the balance ends at 0",
+    async () => {
+      const answers = await Promise.all(Array.from({ length: 1_000 }, (_, i) =>
+        fetch(`${servers[i % 2]!.api}/image/generate`, {
+          method: "POST",
+          headers: { ...bearer(hundredKey), "content-type": "application/json" },
+          body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
+        }).then(async (response) => ({
+          status: response.status,
+          body: response.status === 402 ? await response.json() : await response.arrayBuffer()
+        }))))
+      const statuses = answers.map((answer) => answer.status)
+      const count = (wanted: number) => statuses.filter((s) => s === wanted).length
+      expect({ ok: count(200), paymentRequired: count(402), other: statuses.filter((s) => s !== 200 && s !== 402) })
+        .toEqual({ ok: 100, paymentRequired: 900, other: [] })
+      const refusals = new Set(answers.filter((answer) => answer.status === 402).map((answer) => JSON.stringify(answer.body)))
+      expect([...refusals].map((body) => JSON.parse(body))).toEqual([
+        { error: "Insufficient balance to pay for this request", code: "INSUFFICIENT_BALANCE" }
+      ])
+      // 100 images at 0.001 USD took the whole 0.10, and no hold is left open.
+      const client = createClient({ url: redisUrl })
+      await client.connect()
+      try {
+        expect(await client.hmGet("tg:cl:{acct_hundred}:a", ["usd", "held", "open"])).toEqual(["0", "0", "0"])
+      } finally {
+        await client.quit()
+      }
+      // The 900 honest 402s did not block the key.
+      expect(await status(await fetch(`${servers[0]!.api}/api_keys/rate_limits`, { headers: bearer(hundredKey) }))).toBe(200)
+    },
+    180_000
+  )
 
   guardRules(() => servers, image)
 
   it("100 concurrent garbage keys from one address: exactly 21 get their 401, every other one 429", async () => {
     const agent = new Agent({ localAddress: "127.0.0.3" })
     try {
-      const statuses = await Promise.all(Array.from({ length: 100 }, (_, i) =>
-        undiciFetch(`${servers[i % 2]!.api}/api_keys`, { headers: bearer(`garbage-${i}`), dispatcher: agent }).then(status)))
+      const statuses = await Promise.all(
+        Array.from(
+          { length: 100 },
+          (_, i) => undiciFetch(`${servers[i % 2]!.api}/api_keys`, { headers: bearer(`garbage-${i}`), dispatcher: agent }).then(status)
+        )
+      )
       expect(statuses.filter((s) => s === 401)).toHaveLength(21)
       expect(statuses.filter((s) => s === 429)).toHaveLength(79)
     } finally {

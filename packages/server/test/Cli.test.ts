@@ -25,7 +25,9 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
     Effect.gen(function*() {
       const auth = yield* Auth.Auth
       // The commands act on these very instances, so the test can look at what they did.
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>())
+      const shared = Layer.succeedContext(
+        yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>()
+      )
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       yield* run(["accounts", "create", "--id", "acct_cli", "--description", "Acme"])
       assert.isTrue(Option.isSome(yield* auth.getAccount("acct_cli")))
@@ -46,7 +48,9 @@ describe("Operator CLI: create an account, mint and revoke keys with the signing
   it.effect("keys mint --cap-usd caps a key from its first call; keys cap changes or removes the cap", () =>
     Effect.gen(function*() {
       const caps = yield* KeyCaps.KeyCaps
-      const shared = Layer.succeedContext(yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>())
+      const shared = Layer.succeedContext(
+        yield* Effect.context<Auth.Auth | KeyCaps.KeyCaps | CreditLedger.CreditLedger | AuditLog.AuditLog>()
+      )
       const run = (argv: ReadonlyArray<string>) => Cli.run(argv, shared)
       const capOf = (keyId: string) => Effect.map(caps.read("acct_caps", [keyId], Date.now()), (found) => found.get(keyId)?.cap)
       yield* run(["accounts", "create", "--id", "acct_caps"])
@@ -104,12 +108,14 @@ describe.concurrent("The CLI as documented: every command described in --help, s
   it("--help lists signing-key, accounts, keys and credits, each with a description, with no configuration", async () => {
     const { code, stdout } = await runCli(["--help"])
     expect(code).toBe(0)
-    for (const [command, description] of [
-      ["signing-key", "Make a new Ed25519 signing key"],
-      ["accounts", "Accounts own API keys and credit"],
-      ["keys", "API keys, signed with TOLLGATE_SIGNING_KEY"],
-      ["credits", "Prepaid credit of an account"]
-    ]) {
+    for (
+      const [command, description] of [
+        ["signing-key", "Make a new Ed25519 signing key"],
+        ["accounts", "Accounts own API keys and credit"],
+        ["keys", "API keys, signed with TOLLGATE_SIGNING_KEY"],
+        ["credits", "Prepaid credit of an account"]
+      ]
+    ) {
       expect(stdout).toMatch(new RegExp(`${command}\\s+${description}`))
     }
   })

@@ -57,12 +57,27 @@ const startSlowRpc = async () => {
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const { port } = server.address() as Net.AddressInfo
-  return { url: `http://127.0.0.1:${port}`, answered: (method: string) => answered.get(method) ?? 0, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    answered: (method: string) => answered.get(method) ?? 0,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
+  }
 }
 
 const localRenderer = {
-  id: "local-renderer", name: "Local Renderer", type: "image", router: "local", sizing: "pixel", aspectRatios: [], resolutions: [],
-  promptCharacterLimit: 7500, maxStyleReferences: 0, supportsOptimizePromptThinking: false, supportsWebSearch: false, qualities: [], upstreams: []
+  id: "local-renderer",
+  name: "Local Renderer",
+  type: "image",
+  router: "local",
+  sizing: "pixel",
+  aspectRatios: [],
+  resolutions: [],
+  promptCharacterLimit: 7500,
+  maxStyleReferences: 0,
+  supportsOptimizePromptThinking: false,
+  supportsWebSearch: false,
+  qualities: [],
+  upstreams: []
 }
 
 /** One dev-mode server per store: its demo account is an operator's, so its ADMIN key grants credit. */
@@ -125,115 +140,150 @@ const usageSince = async (server: ShippedServer.ShippedServer, sku: string, sinc
 const hangUpAfter = (ms: number, request: Promise<Response>) =>
   request.then((response) => `answered ${response.status}`, (error: Error) => error.name)
 
-describe.each(stores)("Finding 1 (%s): a call the client abandons once the backend was called runs to its end and is charged what it used", (store) => {
-  it("a non-streamed chat completion of a 20,000-word prompt dropped at 1 s on a 2.5 s upstream is charged its prompt and completion tokens", async () => {
-    const server = serverOf(store)
-    const since = Date.now() - 1
-    const prompt = Array.from({ length: 20_000 }, (_, i) => `word${i % 100}`).join(" ")
-    const outcome = await hangUpAfter(1_000, fetch(`${server.api}/chat/completions`, {
-      method: "POST",
-      headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
-      body: JSON.stringify({ model: "slow-model", messages: [{ role: "user", content: prompt }] }),
-      signal: AbortSignal.timeout(1_000)
-    }))
-    expect(outcome).toBe("TimeoutError")
-    await new Promise((resolve) => setTimeout(resolve, CHAT_MS + 1_000))
-    const entries = await usageSince(server, "chat:slow-model", since)
-    // 26,000 prompt tokens at 0.5 USD and 2 completion tokens at 1.5 USD per million.
-    expect(entries).toMatchObject([{ amount: 0.013003, inferenceDetails: { promptTokens: 26_000, completionTokens: 2 } }])
-  }, 30_000)
+describe.each(stores)(
+  "Finding 1 (%s): a call the client abandons once the backend was called runs to its end and is charged what it used",
+  (store) => {
+    it(
+      "a non-streamed chat completion of a 20,000-word prompt dropped at 1 s on a 2.5 s upstream is charged its prompt and completion tokens",
+      async () => {
+        const server = serverOf(store)
+        const since = Date.now() - 1
+        const prompt = Array.from({ length: 20_000 }, (_, i) => `word${i % 100}`).join(" ")
+        const outcome = await hangUpAfter(
+          1_000,
+          fetch(`${server.api}/chat/completions`, {
+            method: "POST",
+            headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+            body: JSON.stringify({ model: "slow-model", messages: [{ role: "user", content: prompt }] }),
+            signal: AbortSignal.timeout(1_000)
+          })
+        )
+        expect(outcome).toBe("TimeoutError")
+        await new Promise((resolve) => setTimeout(resolve, CHAT_MS + 1_000))
+        const entries = await usageSince(server, "chat:slow-model", since)
+        // 26,000 prompt tokens at 0.5 USD and 2 completion tokens at 1.5 USD per million.
+        expect(entries).toMatchObject([{ amount: 0.013003, inferenceDetails: { promptTokens: 26_000, completionTokens: 2 } }])
+      },
+      30_000
+    )
 
-  it("an RPC call dropped at 1 s on a 3 s upstream is forwarded to its end and charged its credits", async () => {
-    const server = serverOf(store)
-    const since = Date.now() - 1
-    const before = slowRpc.answered("eth_blockNumber")
-    const outcome = await hangUpAfter(1_000, fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
-      method: "POST",
-      headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "eth_blockNumber", params: [] }),
-      signal: AbortSignal.timeout(1_000)
-    }))
-    expect(outcome).toBe("TimeoutError")
-    await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_000))
-    expect(slowRpc.answered("eth_blockNumber")).toBe(before + 1)
-    const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
-    expect(entries).toHaveLength(1)
-    expect(entries[0]!.unit).toBeGreaterThan(0)
-    expect(entries[0]!.amount).toBeGreaterThan(0)
-  }, 30_000)
+    it("an RPC call dropped at 1 s on a 3 s upstream is forwarded to its end and charged its credits", async () => {
+      const server = serverOf(store)
+      const since = Date.now() - 1
+      const before = slowRpc.answered("eth_blockNumber")
+      const outcome = await hangUpAfter(
+        1_000,
+        fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+          method: "POST",
+          headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "eth_blockNumber", params: [] }),
+          signal: AbortSignal.timeout(1_000)
+        })
+      )
+      expect(outcome).toBe("TimeoutError")
+      await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_000))
+      expect(slowRpc.answered("eth_blockNumber")).toBe(before + 1)
+      const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
+      expect(entries).toHaveLength(1)
+      expect(entries[0]!.unit).toBeGreaterThan(0)
+      expect(entries[0]!.amount).toBeGreaterThan(0)
+    }, 30_000)
 
-  it("12 RPC calls of one account dropped at 1 s on a 3 s upstream are each charged, though their settlements go together after their answers", async () => {
-    const server = serverOf(store)
-    const since = Date.now() - 1
-    const before = slowRpc.answered("eth_getBalance")
-    // Twelve different reads: identical reads in flight would share one upstream call.
-    const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) =>
-      hangUpAfter(1_000, fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
-        method: "POST",
-        headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 100 + i, method: "eth_getBalance", params: [`0x${String(i + 1).padStart(40, "0")}`, "latest"] }),
-        signal: AbortSignal.timeout(1_000)
-      }))))
-    expect(outcomes.every((outcome) => outcome === "TimeoutError")).toBe(true)
-    await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_500))
-    expect(slowRpc.answered("eth_getBalance")).toBe(before + 12)
-    const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
-    expect(entries).toHaveLength(12)
-  }, 30_000)
-})
+    it(
+      "12 RPC calls of one account dropped at 1 s on a 3 s upstream are each charged, though their settlements go together after their answers",
+      async () => {
+        const server = serverOf(store)
+        const since = Date.now() - 1
+        const before = slowRpc.answered("eth_getBalance")
+        // Twelve different reads: identical reads in flight would share one upstream call.
+        const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) =>
+          hangUpAfter(
+            1_000,
+            fetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+              method: "POST",
+              headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+              body: JSON.stringify({
+                jsonrpc: "2.0",
+                id: 100 + i,
+                method: "eth_getBalance",
+                params: [`0x${String(i + 1).padStart(40, "0")}`, "latest"]
+              }),
+              signal: AbortSignal.timeout(1_000)
+            })
+          )))
+        expect(outcomes.every((outcome) => outcome === "TimeoutError")).toBe(true)
+        await new Promise((resolve) => setTimeout(resolve, RPC_MS + 1_500))
+        expect(slowRpc.answered("eth_getBalance")).toBe(before + 12)
+        const entries = await usageSince(server, "rpc:ethereum-mainnet", since)
+        expect(entries).toHaveLength(12)
+      },
+      30_000
+    )
+  }
+)
 
 const GUARD_MESSAGE = "Too many failed attempts (over 20). Please wait 30s."
 
-describe.each(stores)("Finding 3 (%s): a request with valid credentials counts against them whatever step fails, never against its address", (store) => {
-  it("21 failures of a valid key from one address (malformed JSON-RPC, an unknown method, a bad chat body, a 404) block the key, and every anonymous caller at that address is still served", async () => {
-    const server = serverOf(store)
-    const agent = new Agent({ localAddress: store === "memory" ? "127.0.0.6" : "127.0.0.7" })
-    try {
-      const minted = await fetch(`${server.api}/api_keys`, {
-        method: "POST",
-        headers: { ...bearer(server.credentials!.adminKey), "content-type": "application/json" },
-        body: JSON.stringify({ apiKeyType: "INFERENCE", description: "finding 3" })
-      })
-      expect(minted.status).toBe(201)
-      const { apiKey } = await minted.json() as { apiKey: string }
-      const send = (path: string, body?: string) =>
-        undiciFetch(`${server.api}${path}`, {
-          method: body === undefined ? "GET" : "POST",
-          headers: { ...bearer(apiKey), "content-type": "application/json" },
-          ...(body === undefined ? {} : { body }),
-          dispatcher: agent
-        })
-      const failures = [
-        () => send("/crypto/rpc/ethereum-mainnet", "{\"jsonrpc\": \"2.0\", \"id\": 1,"),
-        () => send("/crypto/rpc/ethereum-mainnet", JSON.stringify({ jsonrpc: "2.0", id: 1, method: "no_such_method", params: [] })),
-        () => send("/chat/completions", JSON.stringify({ model: "slow-model", messages: "not a list" })),
-        () => send("/no/such/route")
-      ]
-      for (let i = 0; i < 21; i++) {
-        const response = await failures[i % failures.length]!()
-        expect([400, 404]).toContain(response.status)
-        await response.arrayBuffer()
-      }
-      const blocked = await send("/crypto/rpc/ethereum-mainnet", JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }))
-      expect(blocked.status).toBe(429)
-      expect(await blocked.json()).toEqual({ error: GUARD_MESSAGE })
-      const networks = await undiciFetch(`${server.api}/crypto/rpc/networks`, { dispatcher: agent })
-      expect(networks.status).toBe(200)
-      await networks.arrayBuffer()
-      // A well-formed call: an anonymous small body is checked before it is priced for its 402.
-      const discovery = await undiciFetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
-        dispatcher: agent
-      })
-      expect(discovery.status).toBe(402)
-      expect(await discovery.json()).toMatchObject({ x402Version: 2 })
-    } finally {
-      await agent.close()
-    }
-  }, 30_000)
-})
+describe.each(stores)(
+  "Finding 3 (%s): a request with valid credentials counts against them whatever step fails, never against its address",
+  (store) => {
+    it(
+      "21 failures of a valid key from one address (malformed JSON-RPC, an unknown method, a bad chat body, a 404) block the key, and every anonymous caller at that address is still served",
+      async () => {
+        const server = serverOf(store)
+        const agent = new Agent({ localAddress: store === "memory" ? "127.0.0.6" : "127.0.0.7" })
+        try {
+          const minted = await fetch(`${server.api}/api_keys`, {
+            method: "POST",
+            headers: { ...bearer(server.credentials!.adminKey), "content-type": "application/json" },
+            body: JSON.stringify({ apiKeyType: "INFERENCE", description: "finding 3" })
+          })
+          expect(minted.status).toBe(201)
+          const { apiKey } = await minted.json() as { apiKey: string }
+          const send = (path: string, body?: string) =>
+            undiciFetch(`${server.api}${path}`, {
+              method: body === undefined ? "GET" : "POST",
+              headers: { ...bearer(apiKey), "content-type": "application/json" },
+              ...(body === undefined ? {} : { body }),
+              dispatcher: agent
+            })
+          const failures = [
+            () => send("/crypto/rpc/ethereum-mainnet", "{\"jsonrpc\": \"2.0\", \"id\": 1,"),
+            () => send("/crypto/rpc/ethereum-mainnet", JSON.stringify({ jsonrpc: "2.0", id: 1, method: "no_such_method", params: [] })),
+            () => send("/chat/completions", JSON.stringify({ model: "slow-model", messages: "not a list" })),
+            () => send("/no/such/route")
+          ]
+          for (let i = 0; i < 21; i++) {
+            const response = await failures[i % failures.length]!()
+            expect([400, 404]).toContain(response.status)
+            await response.arrayBuffer()
+          }
+          const blocked = await send(
+            "/crypto/rpc/ethereum-mainnet",
+            JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] })
+          )
+          expect(blocked.status).toBe(429)
+          expect(await blocked.json()).toEqual({ error: GUARD_MESSAGE })
+          const networks = await undiciFetch(`${server.api}/crypto/rpc/networks`, { dispatcher: agent })
+          expect(networks.status).toBe(200)
+          await networks.arrayBuffer()
+          // A well-formed call: an anonymous small body is checked before it is priced for its 402.
+          const discovery = await undiciFetch(`${server.api}/crypto/rpc/ethereum-mainnet`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+            dispatcher: agent
+          })
+          expect(discovery.status).toBe(402)
+          expect(await discovery.json()).toMatchObject({ x402Version: 2 })
+        } finally {
+          await agent.close()
+        }
+      },
+      30_000
+    )
+  }
+)
 
 /** A `SIGN-IN-WITH-X` header of a fresh wallet for `server`. */
 const freshWalletHeader = (server: ShippedServer.ShippedServer) => SiwxHeader.freshWallet(`http://localhost:${server.port}`)
@@ -266,20 +316,24 @@ describe.each(stores)("Finding 4 (%s): a wallet that never held credit leaves no
     if (store === "redis") expect(lastingWalletKeys().filter((key) => !before.includes(key))).toEqual([])
   }, 60_000)
 
-  it("a wallet granted credit before it signed in can pay once it signs in, and its balance is what was granted less the call", async () => {
-    const server = serverOf(store)
-    const { address, header } = await freshWalletHeader(server)
-    const granted = await grant(server, `wallet:evm:${address.toLowerCase()}`, "1")
-    expect(granted.status).toBe(200)
-    const paid = await fetch(`${server.api}/image/generate`, {
-      method: "POST",
-      headers: { "sign-in-with-x": header, "content-type": "application/json" },
-      body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
-    })
-    expect(paid.status).toBe(200)
-    expect(paid.headers.get("x-balance-remaining")).toBe("0.999")
-    await paid.arrayBuffer()
-  }, 30_000)
+  it(
+    "a wallet granted credit before it signed in can pay once it signs in, and its balance is what was granted less the call",
+    async () => {
+      const server = serverOf(store)
+      const { address, header } = await freshWalletHeader(server)
+      const granted = await grant(server, `wallet:evm:${address.toLowerCase()}`, "1")
+      expect(granted.status).toBe(200)
+      const paid = await fetch(`${server.api}/image/generate`, {
+        method: "POST",
+        headers: { "sign-in-with-x": header, "content-type": "application/json" },
+        body: JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 32, height: 32, format: "png" })
+      })
+      expect(paid.status).toBe(200)
+      expect(paid.headers.get("x-balance-remaining")).toBe("0.999")
+      await paid.arrayBuffer()
+    },
+    30_000
+  )
 })
 
 /** JSON text of `levels` arrays nested in one another. */
@@ -296,7 +350,10 @@ describe.each(stores)("Finding 6 (%s): a JSON body nested deeper than 64 levels 
     })
 
   it.each([
-    ["/image/generate", (extra: string) => `{"model":"local-renderer","prompt":"a lighthouse","width":32,"height":32,"format":"png","extra":${extra}}`],
+    [
+      "/image/generate",
+      (extra: string) => `{"model":"local-renderer","prompt":"a lighthouse","width":32,"height":32,"format":"png","extra":${extra}}`
+    ],
     ["/chat/completions", (extra: string) => `{"model":"slow-model","messages":[{"role":"user","content":"hi"}],"extra":${extra}}`],
     ["/crypto/rpc/ethereum-mainnet", (extra: string) => `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":${extra}}`],
     ["/embeddings", (extra: string) => `{"model":"slow-model","input":"hi","extra":${extra}}`]
@@ -316,49 +373,55 @@ describe.each(stores)("Finding 6 (%s): a JSON body nested deeper than 64 levels 
   })
 })
 
-describe.each(stores)("Finding 7 (%s): an upstream's failure reaches the caller as a stable message, and its cause only the log", (store) => {
-  it("an RPC node that refuses the connection: 502 with the same words every time, ECONNREFUSED in the log only", async () => {
-    const server = serverOf(store)
-    const response = await fetch(`${server.api}/crypto/rpc/base-mainnet`, {
-      method: "POST",
-      headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] })
+describe.each(stores)(
+  "Finding 7 (%s): an upstream's failure reaches the caller as a stable message, and its cause only the log",
+  (store) => {
+    it("an RPC node that refuses the connection: 502 with the same words every time, ECONNREFUSED in the log only", async () => {
+      const server = serverOf(store)
+      const response = await fetch(`${server.api}/crypto/rpc/base-mainnet`, {
+        method: "POST",
+        headers: { ...bearer(server.credentials!.inferenceKey), "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] })
+      })
+      expect(response.status).toBe(502)
+      expect(await response.json()).toEqual({ error: "The base-mainnet upstream could not be reached" })
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      expect(server.output()).toContain("ECONNREFUSED")
     })
-    expect(response.status).toBe(502)
-    expect(await response.json()).toEqual({ error: "The base-mainnet upstream could not be reached" })
-    await new Promise((resolve) => setTimeout(resolve, 200))
-    expect(server.output()).toContain("ECONNREFUSED")
-  })
-})
+  }
+)
 
-describe.skipIf(redisUrl === undefined)("Finding 8 (redis, production): /metrics in admin mode answers only the ADMIN keys of operator accounts", () => {
-  let server: ShippedServer.ShippedServer
-  let operatorKey = ""
+describe.skipIf(redisUrl === undefined)(
+  "Finding 8 (redis, production): /metrics in admin mode answers only the ADMIN keys of operator accounts",
+  () => {
+    let server: ShippedServer.ShippedServer
+    let operatorKey = ""
 
-  beforeAll(async () => {
-    // acct_e2e (provisioned with the CLI) is a customer; acct_operator runs the deployment.
-    server = await ShippedServer.start({
-      store: "redis",
-      redisUrl: redisUrl!,
-      signingKey: true,
-      config: { models: [localRenderer] },
-      env: { TOLLGATE_METRICS: "admin", TOLLGATE_OPERATOR_ACCOUNTS: "acct_operator" }
+    beforeAll(async () => {
+      // acct_e2e (provisioned with the CLI) is a customer; acct_operator runs the deployment.
+      server = await ShippedServer.start({
+        store: "redis",
+        redisUrl: redisUrl!,
+        signingKey: true,
+        config: { models: [localRenderer] },
+        env: { TOLLGATE_METRICS: "admin", TOLLGATE_OPERATOR_ACCOUNTS: "acct_operator" }
+      })
+      await server.cli(["accounts", "create", "--id", "acct_operator"])
+      operatorKey = String((await server.cli(["keys", "mint", "--account", "acct_operator", "--type", "ADMIN"]))["apiKey"])
+    }, 120_000)
+
+    afterAll(() => server?.stop())
+
+    it("a customer's ADMIN key gets 403 and no figures; the operator's ADMIN key gets the metrics", async () => {
+      const customer = await fetch(`${server.origin}/metrics`, { headers: bearer(server.credentials!.adminKey) })
+      expect(customer.status).toBe(403)
+      expect(await customer.json()).toEqual({ error: "Only operator accounts may read the metrics" })
+      const operator = await fetch(`${server.origin}/metrics`, { headers: bearer(operatorKey) })
+      expect(operator.status).toBe(200)
+      expect(await operator.text()).toContain("# TYPE tollgate_http_requests_total counter")
     })
-    await server.cli(["accounts", "create", "--id", "acct_operator"])
-    operatorKey = String((await server.cli(["keys", "mint", "--account", "acct_operator", "--type", "ADMIN"]))["apiKey"])
-  }, 120_000)
-
-  afterAll(() => server?.stop())
-
-  it("a customer's ADMIN key gets 403 and no figures; the operator's ADMIN key gets the metrics", async () => {
-    const customer = await fetch(`${server.origin}/metrics`, { headers: bearer(server.credentials!.adminKey) })
-    expect(customer.status).toBe(403)
-    expect(await customer.json()).toEqual({ error: "Only operator accounts may read the metrics" })
-    const operator = await fetch(`${server.origin}/metrics`, { headers: bearer(operatorKey) })
-    expect(operator.status).toBe(200)
-    expect(await operator.text()).toContain("# TYPE tollgate_http_requests_total counter")
-  })
-})
+  }
+)
 
 describe.each(stores)("Query parameters (%s): numbers are decimal digits and dates are days that exist", (store) => {
   const history = (query: string) =>
@@ -374,7 +437,10 @@ describe.each(stores)("Query parameters (%s): numbers are decimal digits and dat
   ])("%s is a 400 naming %s", async (query, field) => {
     const response = await history(query)
     expect(response.status).toBe(400)
-    expect(await response.json()).toMatchObject({ error: expect.stringMatching(new RegExp(`^Invalid query parameters: ${field}: `)), details: { [field]: { _errors: [expect.any(String)] } } })
+    expect(await response.json()).toMatchObject({
+      error: expect.stringMatching(new RegExp(`^Invalid query parameters: ${field}: `)),
+      details: { [field]: { _errors: [expect.any(String)] } }
+    })
   })
 
   it.each(["limit=16", "startDate=2028-02-29", "startDate=2026-02-28T10:00:00Z&endDate=2026-03-01"])("%s is served", async (query) => {
@@ -447,110 +513,139 @@ const textParser = (server: ShippedServer.ShippedServer, key: string) => {
   return fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: bearer(key), body: form })
 }
 
-describe.each(stores)("Finding 2 (%s): nobody can hold the upload memory without valid credentials, sending slowly, or beyond its share", (store) => {
-  it("50 slow 25 MB uploads with a key that does not verify are refused at once (401, or 429 once the address is blocked), and hold nothing: a valid key's upload gets 200 meanwhile", async () => {
-    const server = serverOf(store)
-    const uploads = Array.from({ length: 50 }, () =>
-      slowUpload(server, { authorization: "Bearer not.a.key", declaredBytes: 25_000_000, chunkBytes: 1024, everyMs: 1000, localAddress: "127.0.0.5" }))
-    try {
-      const answers = await Promise.all(uploads.map((upload) => upload.answered))
-      for (const answer of answers) {
-        expect([401, 429]).toContain(answer.status)
-        expect(answer.ms).toBeLessThan(3_000)
-      }
-      const honest = await textParser(server, server.credentials!.inferenceKey)
-      expect(honest.status).toBe(200)
-      expect(await honest.json()).toMatchObject({ text: expect.stringContaining("a short document") })
-    } finally {
-      for (const upload of uploads) upload.close()
-    }
-  }, 30_000)
+describe.each(stores)(
+  "Finding 2 (%s): nobody can hold the upload memory without valid credentials, sending slowly, or beyond its share",
+  (store) => {
+    it(
+      "50 slow 25 MB uploads with a key that does not verify are refused at once (401, or 429 once the address is blocked), and hold nothing: a valid key's upload gets 200 meanwhile",
+      async () => {
+        const server = serverOf(store)
+        const uploads = Array.from({ length: 50 }, () =>
+          slowUpload(server, {
+            authorization: "Bearer not.a.key",
+            declaredBytes: 25_000_000,
+            chunkBytes: 1024,
+            everyMs: 1000,
+            localAddress: "127.0.0.5"
+          }))
+        try {
+          const answers = await Promise.all(uploads.map((upload) => upload.answered))
+          for (const answer of answers) {
+            expect([401, 429]).toContain(answer.status)
+            expect(answer.ms).toBeLessThan(3_000)
+          }
+          const honest = await textParser(server, server.credentials!.inferenceKey)
+          expect(honest.status).toBe(200)
+          expect(await honest.json()).toMatchObject({ text: expect.stringContaining("a short document") })
+        } finally {
+          for (const upload of uploads) upload.close()
+        }
+      },
+      30_000
+    )
 
-  it("a valid key's upload sending 1 KB a second is cut off with a 408 within two 5 s windows, and the connection is closed", async () => {
-    const server = serverOf(store)
-    const upload = slowUpload(server, {
-      authorization: `Bearer ${server.credentials!.inferenceKey}`,
-      declaredBytes: 25_000_000,
-      chunkBytes: 1024,
-      everyMs: 1000
+    it(
+      "a valid key's upload sending 1 KB a second is cut off with a 408 within two 5 s windows, and the connection is closed",
+      async () => {
+        const server = serverOf(store)
+        const upload = slowUpload(server, {
+          authorization: `Bearer ${server.credentials!.inferenceKey}`,
+          declaredBytes: 25_000_000,
+          chunkBytes: 1024,
+          everyMs: 1000
+        })
+        try {
+          const answer = await upload.answered
+          expect(answer.status).toBe(408)
+          expect(answer.ms).toBeLessThan(11_000)
+          expect(answer.head.toLowerCase()).toContain("connection: close")
+        } finally {
+          upload.close()
+        }
+      },
+      30_000
+    )
+
+    it(
+      "one key's uploads hold at most half the budget: its third 25 MiB upload waits and gets 503, another key's upload gets 200 meanwhile",
+      async () => {
+        const server = serverOf(store)
+        const { adminKey, inferenceKey } = server.credentials!
+        // Fast enough for the body deadline (256 KiB/s), slow enough to last the test (about 100 s for 25 MiB).
+        const uploads = Array.from(
+          { length: 2 },
+          () =>
+            slowUpload(server, { authorization: `Bearer ${inferenceKey}`, declaredBytes: 25 * MiB, chunkBytes: 64 * 1024, everyMs: 250 })
+        )
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 500))
+          const started = Date.now()
+          const [third, other] = await Promise.all([textParser(server, inferenceKey), textParser(server, adminKey)])
+          expect(other.status).toBe(200)
+          expect(third.status).toBe(503)
+          expect(Number(third.headers.get("retry-after"))).toBeGreaterThan(0)
+          expect(await third.json()).toEqual({
+            error: "Your uploads in progress hold your share of the server's upload memory; retry when one ends"
+          })
+          expect(Date.now() - started).toBeGreaterThanOrEqual(4_500)
+        } finally {
+          for (const upload of uploads) upload.close()
+        }
+      },
+      30_000
+    )
+  }
+)
+
+describe.each(stores)(
+  "Finding 5 (%s): a credit past the ledger's ceiling is refused before anything is written, and credits go only to accounts that can exist",
+  (store) => {
+    it("a grant reaching exactly the maximum is answered 200; one nano-USD more is a 400 naming the limit; the account still pays and reads its balance", async () => {
+      const server = serverOf(store)
+      const { accountId, inferenceKey } = server.credentials!
+      const first = await grant(server, accountId, "0.000000001")
+      expect(first.status).toBe(200)
+      const before = nanoOf((await first.json() as { balanceUsd: string }).balanceUsd)
+
+      const over = await grant(server, accountId, usdOf(MAX_NANO - before + 1n))
+      expect(over.status).toBe(400)
+      expect(await over.json()).toEqual({ error: `The balance would exceed the maximum of ${MAX_USD} USD` })
+
+      const exact = await grant(server, accountId, usdOf(MAX_NANO - before))
+      expect(exact.status).toBe(200)
+      expect(await exact.json()).toMatchObject({ balanceUsd: MAX_USD })
+
+      const oneMore = await grant(server, accountId, "0.000000001")
+      expect(oneMore.status).toBe(400)
+      expect(await oneMore.json()).toEqual({ error: `The balance would exceed the maximum of ${MAX_USD} USD` })
+
+      const paid = await image(server, inferenceKey)
+      expect(paid.status).toBe(200)
+      expect(paid.headers.get("x-service-balance-usd")).toBe(MAX_USD)
+      await paid.arrayBuffer()
+      const after = await image(server, inferenceKey)
+      expect(after.status).toBe(200)
+      expect(nanoOf(after.headers.get("x-service-balance-usd")!)).toBeLessThan(MAX_NANO)
+      await after.arrayBuffer()
     })
-    try {
-      const answer = await upload.answered
-      expect(answer.status).toBe(408)
-      expect(answer.ms).toBeLessThan(11_000)
-      expect(answer.head.toLowerCase()).toContain("connection: close")
-    } finally {
-      upload.close()
-    }
-  }, 30_000)
 
-  it("one key's uploads hold at most half the budget: its third 25 MiB upload waits and gets 503, another key's upload gets 200 meanwhile", async () => {
-    const server = serverOf(store)
-    const { adminKey, inferenceKey } = server.credentials!
-    // Fast enough for the body deadline (256 KiB/s), slow enough to last the test (about 100 s for 25 MiB).
-    const uploads = Array.from({ length: 2 }, () =>
-      slowUpload(server, { authorization: `Bearer ${inferenceKey}`, declaredBytes: 25 * MiB, chunkBytes: 64 * 1024, everyMs: 250 }))
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 500))
-      const started = Date.now()
-      const [third, other] = await Promise.all([textParser(server, inferenceKey), textParser(server, adminKey)])
-      expect(other.status).toBe(200)
-      expect(third.status).toBe(503)
-      expect(Number(third.headers.get("retry-after"))).toBeGreaterThan(0)
-      expect(await third.json()).toEqual({ error: "Your uploads in progress hold your share of the server's upload memory; retry when one ends" })
-      expect(Date.now() - started).toBeGreaterThanOrEqual(4_500)
-    } finally {
-      for (const upload of uploads) upload.close()
-    }
-  }, 30_000)
-})
+    it.each([
+      ["a path", "../acct_demo"],
+      ["a NUL", "acct\u0000demo"],
+      ["a CRLF", "acct\r\ndemo"],
+      ["a space", "acct demo"],
+      ["a malformed wallet id", "wallet:evm:0xnot-an-address"],
+      ["an account that does not exist", "acct_nobody_has_this"]
+    ])("an account id with %s is refused with a 400 naming accountId", async (_, accountId) => {
+      const response = await grant(serverOf(store), accountId, "1")
+      expect(response.status).toBe(400)
+      expect(await response.json()).toMatchObject({ error: expect.any(String), details: { accountId: expect.any(Object) } })
+    })
 
-describe.each(stores)("Finding 5 (%s): a credit past the ledger's ceiling is refused before anything is written, and credits go only to accounts that can exist", (store) => {
-  it("a grant reaching exactly the maximum is answered 200; one nano-USD more is a 400 naming the limit; the account still pays and reads its balance", async () => {
-    const server = serverOf(store)
-    const { accountId, inferenceKey } = server.credentials!
-    const first = await grant(server, accountId, "0.000000001")
-    expect(first.status).toBe(200)
-    const before = nanoOf((await first.json() as { balanceUsd: string }).balanceUsd)
-
-    const over = await grant(server, accountId, usdOf(MAX_NANO - before + 1n))
-    expect(over.status).toBe(400)
-    expect(await over.json()).toEqual({ error: `The balance would exceed the maximum of ${MAX_USD} USD` })
-
-    const exact = await grant(server, accountId, usdOf(MAX_NANO - before))
-    expect(exact.status).toBe(200)
-    expect(await exact.json()).toMatchObject({ balanceUsd: MAX_USD })
-
-    const oneMore = await grant(server, accountId, "0.000000001")
-    expect(oneMore.status).toBe(400)
-    expect(await oneMore.json()).toEqual({ error: `The balance would exceed the maximum of ${MAX_USD} USD` })
-
-    const paid = await image(server, inferenceKey)
-    expect(paid.status).toBe(200)
-    expect(paid.headers.get("x-service-balance-usd")).toBe(MAX_USD)
-    await paid.arrayBuffer()
-    const after = await image(server, inferenceKey)
-    expect(after.status).toBe(200)
-    expect(nanoOf(after.headers.get("x-service-balance-usd")!)).toBeLessThan(MAX_NANO)
-    await after.arrayBuffer()
-  })
-
-  it.each([
-    ["a path", "../acct_demo"],
-    ["a NUL", "acct\u0000demo"],
-    ["a CRLF", "acct\r\ndemo"],
-    ["a space", "acct demo"],
-    ["a malformed wallet id", "wallet:evm:0xnot-an-address"],
-    ["an account that does not exist", "acct_nobody_has_this"]
-  ])("an account id with %s is refused with a 400 naming accountId", async (_, accountId) => {
-    const response = await grant(serverOf(store), accountId, "1")
-    expect(response.status).toBe(400)
-    expect(await response.json()).toMatchObject({ error: expect.any(String), details: { accountId: expect.any(Object) } })
-  })
-
-  it("a well-formed wallet's account can be granted credit before it ever signed in", async () => {
-    const response = await grant(serverOf(store), "wallet:evm:0x00000000000000000000000000000000000000aa", "1")
-    expect(response.status).toBe(200)
-    expect(await response.json()).toMatchObject({ balanceUsd: "1" })
-  })
-})
+    it("a well-formed wallet's account can be granted credit before it ever signed in", async () => {
+      const response = await grant(serverOf(store), "wallet:evm:0x00000000000000000000000000000000000000aa", "1")
+      expect(response.status).toBe(200)
+      expect(await response.json()).toMatchObject({ balanceUsd: "1" })
+    })
+  }
+)

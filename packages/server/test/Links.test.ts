@@ -2,8 +2,8 @@
  * What a client that follows the links of a 402 finds, and what `/docs` loads, on the shipped
  * server.
  */
-import { ShippedServer } from "@tollgate/testkit"
 import * as OpenApi from "@tollgate/http/OpenApi"
+import { ShippedServer } from "@tollgate/testkit"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 let server: ShippedServer.ShippedServer

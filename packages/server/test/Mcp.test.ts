@@ -16,10 +16,10 @@ import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { UptoEvmScheme } from "@x402/evm/upto/client"
 import { createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-with-x"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { maxUint256 } from "viem"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import { maxUint256 } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as X402Chain from "../../http/test/support/X402Chain.ts"
 import * as Usage from "./e2e/support/Usage.ts"
@@ -105,18 +105,38 @@ describe("tools/list: every paid tool states its price in words and in _meta, ev
     const { tools } = await client.listTools()
     const names = tools.map((tool) => tool.name)
     expect(names).toEqual(expect.arrayContaining([
-      "chat_completion", "embeddings", "generate_image", "speech", "web_search", "web_scrape", "parse_document", "rpc",
-      "list_models", "list_networks", "balance", "recent_usage"
+      "chat_completion",
+      "embeddings",
+      "generate_image",
+      "speech",
+      "web_search",
+      "web_scrape",
+      "parse_document",
+      "rpc",
+      "list_models",
+      "list_networks",
+      "balance",
+      "recent_usage"
     ]))
     const chat = tools.find((tool) => tool.name === "chat_completion")!
     expect(chat.description).toContain("test-model 1000 USD input, 2000 USD output")
-    expect(chat._meta).toEqual({ "tollgate/price": { mode: "per_model", unit: "per million tokens", models: expect.objectContaining({ "test-model": { input: "1000", output: "2000" } }) } })
+    expect(chat._meta).toEqual({
+      "tollgate/price": {
+        mode: "per_model",
+        unit: "per million tokens",
+        models: expect.objectContaining({ "test-model": { input: "1000", output: "2000" } })
+      }
+    })
     expect(chat.inputSchema).toMatchObject({ type: "object", properties: { model: expect.any(Object), messages: expect.any(Object) } })
     const parser = tools.find((tool) => tool.name === "parse_document")!
     expect(parser.description).toContain("Price: 0.01 USD per call.")
     expect(parser._meta).toEqual({ "tollgate/price": { mode: "flat", usd: "0.01" } })
     const rpc = tools.find((tool) => tool.name === "rpc")!
-    expect(rpc.inputSchema).toMatchObject({ type: "object", properties: { network: { enum: expect.arrayContaining(["base-mainnet"]) } }, required: ["network", "method"] })
+    expect(rpc.inputSchema).toMatchObject({
+      type: "object",
+      properties: { network: { enum: expect.arrayContaining(["base-mainnet"]) } },
+      required: ["network", "method"]
+    })
     for (const free of ["list_models", "list_networks", "balance", "recent_usage"]) {
       expect(tools.find((tool) => tool.name === free)!._meta).toBeUndefined()
     }
@@ -168,14 +188,24 @@ describe("An API key on the transport pays a tool call: charged once, what the H
 describe("A tool call's usage entry names the tool: GET /billing/usage-history shows which tool an entry paid for", () => {
   it("a key-paid parse_document call's entry notes MCP tool parse_document; the same request over HTTP names no tool", async () => {
     const client = await connect(bearer(server.credentials!.inferenceKey))
-    const result = await call(client, "parse_document", { document: Buffer.from("Named by its tool.").toString("base64"), filename: "notes.txt" })
+    const result = await call(client, "parse_document", {
+      document: Buffer.from("Named by its tool.").toString("base64"),
+      filename: "notes.txt"
+    })
     expect(result.isError).toBeUndefined()
     const form = new FormData()
     form.append("file", new Blob(["Named by its tool."]), "notes.txt")
-    const http = await fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: bearer(server.credentials!.inferenceKey), body: form })
+    const http = await fetch(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      headers: bearer(server.credentials!.inferenceKey),
+      body: form
+    })
     expect(http.status).toBe(200)
     const [httpEntry, mcpEntry] = await Usage.latest(server, 2)
-    expect(mcpEntry).toMatchObject({ notes: expect.stringMatching(/^MCP tool parse_document(, |$)/), inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] } })
+    expect(mcpEntry).toMatchObject({
+      notes: expect.stringMatching(/^MCP tool parse_document(, |$)/),
+      inferenceDetails: { requestId: result._meta?.["tollgate/request-id"] }
+    })
     expect(httpEntry?.notes).not.toContain("MCP tool")
     expect(httpEntry?.nano).toBe(mcpEntry?.nano)
     await client.close()
@@ -229,12 +259,21 @@ describe("Every paid tool answers its route's result and is charged once, what i
     expect(result.structuredContent).toMatchObject({
       object: "list",
       model: "dev-embedding",
-      data: [{ object: "embedding", index: 0, embedding: expect.any(Array) }, { object: "embedding", index: 1, embedding: expect.any(Array) }]
+      data: [{ object: "embedding", index: 0, embedding: expect.any(Array) }, {
+        object: "embedding",
+        index: 1,
+        embedding: expect.any(Array)
+      }]
     })
   })
 
   it("speech: one MCP audio content block, a WAV", async () => {
-    const result = await chargedAsHttp("speech", { model: "dev-tts", input: "Hello from the lighthouse.", voice: "alloy", response_format: "wav" }, "/audio/speech")
+    const result = await chargedAsHttp("speech", {
+      model: "dev-tts",
+      input: "Hello from the lighthouse.",
+      voice: "alloy",
+      response_format: "wav"
+    }, "/audio/speech")
     const [audio] = result.content as Array<{ type: string; data: string; mimeType: string }>
     expect(audio).toMatchObject({ type: "audio", mimeType: expect.stringMatching(/^audio\//) })
     expect(Buffer.from(audio!.data, "base64").subarray(0, 4).toString("latin1")).toBe("RIFF")
@@ -273,7 +312,10 @@ describe("The free tools answer what their routes answer and charge nothing: lis
     const [before] = await Usage.latest(server, 1)
     const models = await call(client, "list_models", {})
     expect(models.isError).toBeUndefined()
-    expect(models.structuredContent).toMatchObject({ object: "list", data: expect.arrayContaining([expect.objectContaining({ id: "test-model" })]) })
+    expect(models.structuredContent).toMatchObject({
+      object: "list",
+      data: expect.arrayContaining([expect.objectContaining({ id: "test-model" })])
+    })
     const networks = await call(client, "list_networks", {})
     expect(networks.isError).toBeUndefined()
     expect(JSON.stringify(networks.structuredContent)).toContain("base-mainnet")
@@ -309,7 +351,10 @@ describe("A bad argument is an isError result naming the field, an unknown tool 
     const [before] = await Usage.latest(server, 1)
     const bad = await call(client, "chat_completion", { model: "test-model" })
     expect(bad.isError).toBe(true)
-    expect(bad.structuredContent).toMatchObject({ error: expect.stringContaining("messages"), details: { messages: { _errors: [expect.any(String)] } } })
+    expect(bad.structuredContent).toMatchObject({
+      error: expect.stringContaining("messages"),
+      details: { messages: { _errors: [expect.any(String)] } }
+    })
     const unknown = await call(client, "nope", {}).then(() => undefined, (error: unknown) => error)
     expect(unknown).toBeInstanceOf(McpError)
     expect((unknown as McpError).code).toBe(ErrorCode.InvalidParams)
@@ -322,10 +367,16 @@ describe("A bad argument is an isError result naming the field, an unknown tool 
 describe("A call with no credentials gets x402's PaymentRequired tool result: the 402's accepts, top-up and SIWX challenge", () => {
   it("parse_document without payment: isError, structuredContent the PaymentRequired, content[0] its JSON", async () => {
     const client = await connect()
-    const result = await call(client, "parse_document", { document: Buffer.from("Quarterly figures.").toString("base64"), filename: "notes.txt" })
+    const result = await call(client, "parse_document", {
+      document: Buffer.from("Quarterly figures.").toString("base64"),
+      filename: "notes.txt"
+    })
     expect(result.isError).toBe(true)
     const required = result.structuredContent as unknown as PaymentRequired
-    expect(required).toMatchObject({ x402Version: 2, accepts: [{ scheme: "exact", amount: "10000", payTo }, { scheme: "exact", amount: "5000000" }] })
+    expect(required).toMatchObject({
+      x402Version: 2,
+      accepts: [{ scheme: "exact", amount: "10000", payTo }, { scheme: "exact", amount: "5000000" }]
+    })
     expect(required.extensions?.["sign-in-with-x"]).toEqual(expect.any(Object))
     expect(JSON.parse((result.content as Array<{ text: string }>)[0]!.text)).toEqual(required)
     await client.close()
@@ -350,7 +401,11 @@ describe("x402 per call in _meta[\"x402/payment\"], built by the official client
     const result = await call(client, "parse_document", args, { "x402/payment": payment })
     expect(result.isError).toBeUndefined()
     expect(result.structuredContent).toMatchObject({ text: expect.stringContaining("revenue rose") })
-    expect(result._meta?.["x402/payment-response"]).toMatchObject({ success: true, payer: wallet.address, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+    expect(result._meta?.["x402/payment-response"]).toMatchObject({
+      success: true,
+      payer: wallet.address,
+      transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/)
+    })
     expect(await paidBy(wallet.address)).toBe(BigInt(payment.accepted.amount))
     expect(payment.accepted.amount).toBe("10000")
     await client.close()
@@ -367,7 +422,11 @@ describe("x402 per call in _meta[\"x402/payment\"], built by the official client
     expect(BigInt(payment.accepted.amount)).toBeGreaterThan(CHAT_CHARGE_UNITS)
     const result = await call(client, "chat_completion", chatArguments, { "x402/payment": payment })
     expect(result.isError).toBeUndefined()
-    expect(result._meta?.["x402/payment-response"]).toMatchObject({ success: true, payer: wallet.address, amount: String(CHAT_CHARGE_UNITS) })
+    expect(result._meta?.["x402/payment-response"]).toMatchObject({
+      success: true,
+      payer: wallet.address,
+      amount: String(CHAT_CHARGE_UNITS)
+    })
     expect(await paidBy(wallet.address)).toBe(CHAT_CHARGE_UNITS)
     expect(await creditUnits(wallet.address)).toBe(0n)
     await client.close()
@@ -389,47 +448,66 @@ const documentArguments = { document: Buffer.from("Paid from credit.").toString(
 
 /** A SIWX proof for `_meta["sign-in-with-x"]`, over the challenge of a payment-required result (each proof is used once). */
 const signedIn = async (client: Client, wallet: ReturnType<typeof privateKeyToAccount>) => {
-  const challenge = (await paymentRequired(client, "parse_document", documentArguments)).extensions!["sign-in-with-x"] as { info: Record<string, unknown> }
-  const proof = await createSIWxPayload({ ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never, wallet, `${server.origin.replace("127.0.0.1", "localhost")}/mcp`)
+  const challenge = (await paymentRequired(client, "parse_document", documentArguments)).extensions!["sign-in-with-x"] as {
+    info: Record<string, unknown>
+  }
+  const proof = await createSIWxPayload(
+    { ...challenge.info, chainId: "eip155:8453", type: "eip191" } as never,
+    wallet,
+    `${server.origin.replace("127.0.0.1", "localhost")}/mcp`
+  )
   return { "sign-in-with-x": encodeSIWxHeader(proof) }
 }
 
 describe("A wallet's prepaid credit pays tool calls through SIWX: two calls from one top-up, one settlement", () => {
-  it("top-up 5 USD with @x402/fetch, then two parse_document calls signed in via _meta: 0.01 USD each from credit, nothing more on chain", async () => {
-    const wallet = await toppedUpWallet()
-    const client = await connect()
-    const args = documentArguments
-    for (let n = 1; n <= 2; n++) {
-      const result = await call(client, "parse_document", args, await signedIn(client, wallet))
-      expect(result.isError).toBeUndefined()
-      expect(result._meta?.["x402/payment-response"]).toBeUndefined()
-      expect(await creditUnits(wallet.address)).toBe(5_000_000n - BigInt(n) * 10_000n)
-    }
-    expect(await paidBy(wallet.address)).toBe(5_000_000n)
-    await client.close()
-  }, 60_000)
+  it(
+    "top-up 5 USD with @x402/fetch, then two parse_document calls signed in via _meta: 0.01 USD each from credit, nothing more on chain",
+    async () => {
+      const wallet = await toppedUpWallet()
+      const client = await connect()
+      const args = documentArguments
+      for (let n = 1; n <= 2; n++) {
+        const result = await call(client, "parse_document", args, await signedIn(client, wallet))
+        expect(result.isError).toBeUndefined()
+        expect(result._meta?.["x402/payment-response"]).toBeUndefined()
+        expect(await creditUnits(wallet.address)).toBe(5_000_000n - BigInt(n) * 10_000n)
+      }
+      expect(await paidBy(wallet.address)).toBe(5_000_000n)
+      await client.close()
+    },
+    60_000
+  )
 })
 
 describe("A wallet signed in with SIWX reads its own balance and recent usage over MCP, as a key reads its account's", () => {
-  it("after one parse_document paid from credit: balance 4.99 USD, recent_usage that one entry naming the tool; nothing charged for either", async () => {
-    const wallet = await toppedUpWallet()
-    const client = await connect()
-    const paid = await call(client, "parse_document", documentArguments, await signedIn(client, wallet))
-    expect(paid.isError).toBeUndefined()
-    const balance = await call(client, "balance", {}, await signedIn(client, wallet))
-    expect(balance.isError).toBeUndefined()
-    expect(balance.structuredContent).toMatchObject({ canConsume: true, consumptionCurrency: "USD", balances: { usd: 4.99 } })
-    const usage = await call(client, "recent_usage", { limit: 5 }, await signedIn(client, wallet))
-    expect(usage.isError).toBeUndefined()
-    expect(usage.structuredContent).toMatchObject({
-      data: [{ sku: "text-parser", amount: 0.01, notes: expect.stringMatching(/^MCP tool parse_document/), inferenceDetails: { requestId: paid._meta?.["tollgate/request-id"] } }],
-      hasMore: false
-    })
-    expect(await creditUnits(wallet.address)).toBe(5_000_000n - 10_000n)
-    const anonymous = await call(client, "recent_usage", {})
-    expect(anonymous).toMatchObject({ isError: true, structuredContent: { error: expect.stringContaining("SIGN-IN-WITH-X") } })
-    await client.close()
-  }, 60_000)
+  it(
+    "after one parse_document paid from credit: balance 4.99 USD, recent_usage that one entry naming the tool; nothing charged for either",
+    async () => {
+      const wallet = await toppedUpWallet()
+      const client = await connect()
+      const paid = await call(client, "parse_document", documentArguments, await signedIn(client, wallet))
+      expect(paid.isError).toBeUndefined()
+      const balance = await call(client, "balance", {}, await signedIn(client, wallet))
+      expect(balance.isError).toBeUndefined()
+      expect(balance.structuredContent).toMatchObject({ canConsume: true, consumptionCurrency: "USD", balances: { usd: 4.99 } })
+      const usage = await call(client, "recent_usage", { limit: 5 }, await signedIn(client, wallet))
+      expect(usage.isError).toBeUndefined()
+      expect(usage.structuredContent).toMatchObject({
+        data: [{
+          sku: "text-parser",
+          amount: 0.01,
+          notes: expect.stringMatching(/^MCP tool parse_document/),
+          inferenceDetails: { requestId: paid._meta?.["tollgate/request-id"] }
+        }],
+        hasMore: false
+      })
+      expect(await creditUnits(wallet.address)).toBe(5_000_000n - 10_000n)
+      const anonymous = await call(client, "recent_usage", {})
+      expect(anonymous).toMatchObject({ isError: true, structuredContent: { error: expect.stringContaining("SIGN-IN-WITH-X") } })
+      await client.close()
+    },
+    60_000
+  )
 })
 
 describe("TOLLGATE_MCP=off turns the MCP server off: /mcp is a 404", () => {

@@ -204,7 +204,11 @@ describe("With a configured OpenAI-compatible upstream, the SDK's calls reach it
   })
 
   it("embeddings.create goes to POST /embeddings with the upstream's model name and key; billed per input token", async () => {
-    const { data, response } = await client.embeddings.create({ model: "text-embedding-3-small", input: "the quick brown fox", dimensions: 4 })
+    const { data, response } = await client.embeddings.create({
+      model: "text-embedding-3-small",
+      input: "the quick brown fox",
+      dimensions: 4
+    })
       .withResponse()
     const sent = upstream.received.at(-1)!
     expect(sent.path).toBe("/embeddings")
@@ -218,7 +222,12 @@ describe("With a configured OpenAI-compatible upstream, the SDK's calls reach it
   })
 
   it("audio.speech.create streams the upstream's audio under the format's type; billed per input character", async () => {
-    const { data, response } = await client.audio.speech.create({ model: "tts-1", input: "Hello, world", voice: "nova", response_format: "mp3" })
+    const { data, response } = await client.audio.speech.create({
+      model: "tts-1",
+      input: "Hello, world",
+      voice: "nova",
+      response_format: "mp3"
+    })
       .withResponse()
     expect(data.headers.get("content-type")).toBe("audio/mpeg")
     expect(await data.text()).toBe("FAKE-AUDIO mp3 nova: Hello, world")
@@ -239,7 +248,12 @@ describe("With a configured OpenAI-compatible upstream, the SDK's calls reach it
     expect(data.text).toBe("Hello from the fake upstream.")
     const sent = upstream.received.at(-1)!
     expect(sent.path).toBe("/audio/transcriptions")
-    expect(sent.body).toMatchObject({ model: "upstream-name", response_format: "verbose_json", language: "en", file: { name: "speech.mp3", size: 6_000 } })
+    expect(sent.body).toMatchObject({
+      model: "upstream-name",
+      response_format: "verbose_json",
+      language: "en",
+      file: { name: "speech.mp3", size: 6_000 }
+    })
     const entries = (await usage(configured)).filter((entry) => entry.sku === "asr:whisper-1")
     expect(entries.map((entry) => [entry.unit, entry.amount])).toEqual([[4, 0.04]])
     const srt = await client.audio.transcriptions.create({
@@ -378,10 +392,14 @@ describe("A video job holds its worst-case price: captured when the job complete
     expect(first.status).toBe(200)
     const { queue_id } = await first.json() as { queue_id: string }
     const jobs = submitted()
-    const malformed = await post("/video/queue", { model: "sora-2", prompt: "bad key", duration: 4 }, { "idempotency-key": "no spaces allowed" })
+    const malformed = await post("/video/queue", { model: "sora-2", prompt: "bad key", duration: 4 }, {
+      "idempotency-key": "no spaces allowed"
+    })
     expect(malformed.status).toBe(400)
     expect(await malformed.json()).toEqual({ error: "Idempotency-Key must match [A-Za-z0-9_-]{1,255}" })
-    const reused = await post("/video/queue", { model: "sora-2", prompt: "another body", duration: 4 }, { "idempotency-key": "video-keyed" })
+    const reused = await post("/video/queue", { model: "sora-2", prompt: "another body", duration: 4 }, {
+      "idempotency-key": "video-keyed"
+    })
     expect(reused.status).toBe(400)
     expect(await reused.json()).toEqual({ error: "Idempotency-Key was already used with a different request body" })
     expect(submitted()).toBe(jobs)
@@ -462,7 +480,7 @@ describe("Each kind's 429 arrives at the spec's per-minute limit, with the x-rat
     // The window the first test filled may have ended since: it is filled (again) here, until a
     // 429 leaves more than 5 s of its window for the SDK's call.
     const speech = post("/audio/speech", { model: "dev-tts", input: "hi", voice: "alloy" })
-    for (let sent = 0; ; sent++) {
+    for (let sent = 0;; sent++) {
       expect(sent).toBeLessThan(1_000)
       const response = await speech()
       await response.arrayBuffer()

@@ -7,8 +7,10 @@ import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 
 /** The metrics docs/operations.md documents, from its table. */
-const documented = [...Fs.readFileSync(Path.join(import.meta.dirname, "..", "..", "..", "docs", "operations.md"), "utf8")
-  .matchAll(/^\| `((?:tollgate|process|nodejs)_[a-z_]+)` \|/gm)].map((match) => match[1]!)
+const documented = [
+  ...Fs.readFileSync(Path.join(import.meta.dirname, "..", "..", "..", "docs", "operations.md"), "utf8")
+    .matchAll(/^\| `((?:tollgate|process|nodejs)_[a-z_]+)` \|/gm)
+].map((match) => match[1]!)
 
 const sample = (text: string, name: string): number | undefined => {
   const line = text.split("\n").find((each) => each.startsWith(`${name} `) || each.startsWith(`${name}{`))

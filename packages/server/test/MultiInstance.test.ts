@@ -17,17 +17,19 @@ let revocableKeyId = ""
 beforeAll(async () => {
   const signingKey = await Effect.runPromise(Jwt.generateSigningKey.pipe(Effect.flatMap(Jwt.exportSigningKey)))
   const config = { store: "redis" as const, redisUrl: redis.url, publicOrigin: "http://localhost:8787", signingKey }
-  const seeded = await Effect.runPromise(Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const ledger = yield* CreditLedger.CreditLedger
-    const account = yield* auth.createAccount({ id: "acct_shared" })
-    const inference = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "load" })
-    const other = yield* auth.createAccount({ id: "acct_other" })
-    const admin = yield* auth.createKey({ accountId: other.id, type: "ADMIN", description: "test admin" })
-    const revocable = yield* auth.createKey({ accountId: other.id, type: "INFERENCE", description: "to revoke" })
-    yield* ledger.grant({ accountId: account.id, amount: Money.usd(100), reference: "seed" })
-    return { admin: admin.key, inference: inference.key, revocable: revocable.key, revocableId: revocable.record.id }
-  }).pipe(Effect.provide(Cli.layer(config))))
+  const seeded = await Effect.runPromise(
+    Effect.gen(function*() {
+      const auth = yield* Auth.Auth
+      const ledger = yield* CreditLedger.CreditLedger
+      const account = yield* auth.createAccount({ id: "acct_shared" })
+      const inference = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "load" })
+      const other = yield* auth.createAccount({ id: "acct_other" })
+      const admin = yield* auth.createKey({ accountId: other.id, type: "ADMIN", description: "test admin" })
+      const revocable = yield* auth.createKey({ accountId: other.id, type: "INFERENCE", description: "to revoke" })
+      yield* ledger.grant({ accountId: account.id, amount: Money.usd(100), reference: "seed" })
+      return { admin: admin.key, inference: inference.key, revocable: revocable.key, revocableId: revocable.record.id }
+    }).pipe(Effect.provide(Cli.layer(config)))
+  )
   adminKey = seeded.admin
   inferenceKey = seeded.inference
   revocableKey = seeded.revocable
@@ -117,25 +119,30 @@ const portalSignIn = async (instance: Instance) => {
   return { cookie: signIn.headers.get("set-cookie")!.split(";")[0]!, csrfToken }
 }
 
-describe.skipIf(redis === undefined)("A portal session opened on one instance is accepted by the other (its seal is derived from the shared signing key)", () => {
-  it("signed in with the ADMIN key on one, the account and keys read on both; a key made on the second is listed on the first", async () => {
-    const [first, second] = instances as [Instance, Instance]
-    const { cookie, csrfToken } = await portalSignIn(first)
-    for (const instance of [first, second]) {
-      const account = await fetch(`${instance.origin}/api/v1/portal/account`, { headers: { cookie } })
-      expect(account.status).toBe(200)
-      expect(await account.json()).toMatchObject({ accountId: "acct_other" })
-    }
-    const made = await fetch(`${second.origin}/api/v1/portal/keys`, {
-      method: "POST",
-      headers: { "content-type": "application/json", cookie, "x-csrf-token": csrfToken },
-      body: JSON.stringify({ description: "made on the second" })
+describe.skipIf(redis === undefined)(
+  "A portal session opened on one instance is accepted by the other (its seal is derived from the shared signing key)",
+  () => {
+    it("signed in with the ADMIN key on one, the account and keys read on both; a key made on the second is listed on the first", async () => {
+      const [first, second] = instances as [Instance, Instance]
+      const { cookie, csrfToken } = await portalSignIn(first)
+      for (const instance of [first, second]) {
+        const account = await fetch(`${instance.origin}/api/v1/portal/account`, { headers: { cookie } })
+        expect(account.status).toBe(200)
+        expect(await account.json()).toMatchObject({ accountId: "acct_other" })
+      }
+      const made = await fetch(`${second.origin}/api/v1/portal/keys`, {
+        method: "POST",
+        headers: { "content-type": "application/json", cookie, "x-csrf-token": csrfToken },
+        body: JSON.stringify({ description: "made on the second" })
+      })
+      expect(made.status).toBe(201)
+      const listed = await (await fetch(`${first.origin}/api/v1/portal/keys`, { headers: { cookie } })).json() as {
+        data: Array<{ description: string }>
+      }
+      expect(listed.data.map((key) => key.description)).toContain("made on the second")
     })
-    expect(made.status).toBe(201)
-    const listed = await (await fetch(`${first.origin}/api/v1/portal/keys`, { headers: { cookie } })).json() as { data: Array<{ description: string }> }
-    expect(listed.data.map((key) => key.description)).toContain("made on the second")
-  })
-})
+  }
+)
 
 describe.skipIf(redis === undefined)("A sign-out on one instance ends the session on the other (the revocation is in Redis)", () => {
   it("signed out on the second, a copy of the cookie is a 401 on the first", async () => {

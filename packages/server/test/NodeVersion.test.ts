@@ -56,9 +56,13 @@ describe("A Node older than engines.node is refused with one line naming the ver
   })
 
   it.skipIf(!old)("an old Node importing the library entry fails with that line as the error", () => {
-    const result = ChildProcess.spawnSync(systemNode, ["--input-type=module", "-e", `
+    const result = ChildProcess.spawnSync(systemNode, [
+      "--input-type=module",
+      "-e",
+      `
       try { await import(${JSON.stringify(Path.join(bin, "require-node.mjs"))}) } catch (error) { console.log(error.message) }
-    `], { encoding: "utf8" })
+    `
+    ], { encoding: "utf8" })
     expect(result.stdout.trim()).toBe(NodeVersion.refusal(systemVersion!))
   })
 })

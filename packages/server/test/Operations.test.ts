@@ -5,9 +5,9 @@
  */
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Auth, CreditLedger, Money } from "@tollgate/core"
+import * as WorkerPool from "@tollgate/documents/WorkerPool"
 import { Handlers, RequestLog } from "@tollgate/http"
 import { RedisServer } from "@tollgate/testkit"
-import * as WorkerPool from "@tollgate/documents/WorkerPool"
 import { type Context, Effect, Layer, Logger, Metric, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Config from "../src/Config.ts"
@@ -46,22 +46,27 @@ let accounts = 0
 
 /** An account (`id`, or a fresh one) with one key (INFERENCE unless said) and `grant` of credits. */
 const account = (instance: Instance, grant: Money.Nano, type: "INFERENCE" | "ADMIN" = "INFERENCE", id?: string) =>
-  Effect.runPromise(Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const ledger = yield* CreditLedger.CreditLedger
-    const created = yield* auth.createAccount(id === undefined ? {} : { id })
-    const { key } = yield* auth.createKey({ accountId: created.id, type, description: "operations tests" })
-    if (grant > 0) yield* ledger.grant({ accountId: created.id, amount: grant, reference: `operations-${accounts++}` })
-    const spent = () => Effect.runPromise(Effect.map(ledger.balance(created.id), (balance) => grant - balance.usd).pipe(Effect.provide(instance.seeded)))
-    return { key, spent }
-  }).pipe(Effect.provide(instance.seeded)))
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const auth = yield* Auth.Auth
+      const ledger = yield* CreditLedger.CreditLedger
+      const created = yield* auth.createAccount(id === undefined ? {} : { id })
+      const { key } = yield* auth.createKey({ accountId: created.id, type, description: "operations tests" })
+      if (grant > 0) yield* ledger.grant({ accountId: created.id, amount: grant, reference: `operations-${accounts++}` })
+      const spent = () =>
+        Effect.runPromise(Effect.map(ledger.balance(created.id), (balance) => grant - balance.usd).pipe(Effect.provide(instance.seeded)))
+      return { key, spent }
+    }).pipe(Effect.provide(instance.seeded))
+  )
 
 const generate = (instance: Instance, key: string, body: unknown) =>
-  instance.web.handler(new Request("http://localhost/api/v1/image/generate", {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-    body: JSON.stringify(body)
-  }))
+  instance.web.handler(
+    new Request("http://localhost/api/v1/image/generate", {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify(body)
+    })
+  )
 
 const image = (prompt: string) => ({ model: "local-renderer", prompt, width: 64, height: 48, format: "png" })
 
@@ -154,7 +159,9 @@ describe("TOLLGATE_METRICS decides who may scrape: off (no route, the default), 
     const instance = await start(Logger.layer([]), { TOLLGATE_METRICS: "admin" })
     try {
       const scrapeWith = (key?: string) =>
-        instance.web.handler(new Request("http://localhost/metrics", key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }))
+        instance.web.handler(
+          new Request("http://localhost/metrics", key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } })
+        )
       const inference = await account(instance, Money.zero)
       const customer = await account(instance, Money.zero, "ADMIN")
       const operator = await account(instance, Money.zero, "ADMIN", "acct_demo")
@@ -222,11 +229,13 @@ describe("Tracing: one span per request named by its route, with child spans for
 
   it("a route with a parameter names its span by the pattern, not the path", async () => {
     exporter.reset()
-    const response = await instance.web.handler(new Request("http://localhost/api/v1/crypto/rpc/base", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
-    }))
+    const response = await instance.web.handler(
+      new Request("http://localhost/api/v1/crypto/rpc/base", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+      })
+    )
     await response.arrayBuffer()
     await expect.poll(() => exporter.getFinishedSpans().filter((span) => parentOf(span) === undefined)).toHaveLength(1)
     expect(exporter.getFinishedSpans().find((span) => parentOf(span) === undefined)!.name).toBe("POST /api/v1/crypto/rpc/:network")
@@ -291,11 +300,13 @@ describe("Log lines carry the request id, principal, route, status and latency, 
 
     const statuses: Array<number> = []
     for (let batch = 0; batch < 1000; batch += 50) {
-      const answered = await Promise.all(Array.from({ length: 50 }, (_, j) =>
-        instance.web.handler(requestFor(batch + j)).then(async (response) => {
-          await response.arrayBuffer()
-          return response.status
-        })))
+      const answered = await Promise.all(
+        Array.from({ length: 50 }, (_, j) =>
+          instance.web.handler(requestFor(batch + j)).then(async (response) => {
+            await response.arrayBuffer()
+            return response.status
+          }))
+      )
       for (const status of answered) statuses.push(status)
     }
     statuses.forEach((status, i) => {
@@ -310,7 +321,15 @@ describe("Log lines carry the request id, principal, route, status and latency, 
     )
     expect(new Set(requestLines.map((entry) => entry.annotations["requestId"])).size).toBe(1000)
     for (const entry of requestLines) {
-      expect(Object.keys(entry.annotations).sort()).toEqual(["clientRequestId", "latencyMs", "method", "principalId", "requestId", "route", "status"])
+      expect(Object.keys(entry.annotations).sort()).toEqual([
+        "clientRequestId",
+        "latencyMs",
+        "method",
+        "principalId",
+        "requestId",
+        "route",
+        "status"
+      ])
     }
 
     const log = lines.join("\n")

@@ -68,10 +68,13 @@ const endpoints = [
     path: "/v1/flat-stream",
     sku: "flat-stream",
     price: { usd: "0.25" },
-    handle: async () => ({ stream: (async function*() {
-      yield "one "
-      yield new TextEncoder().encode("two")
-    })(), contentType: "text/event-stream" })
+    handle: async () => ({
+      stream: (async function*() {
+        yield "one "
+        yield new TextEncoder().encode("two")
+      })(),
+      contentType: "text/event-stream"
+    })
   })
 ]
 
@@ -88,11 +91,13 @@ beforeAll(async () => {
 afterAll(() => tollgate?.dispose())
 
 const call = (path: string, init: RequestInit = {}, apiKey = key) =>
-  tollgate.fetch(new Request(`http://localhost${path}`, {
-    method: "POST",
-    ...init,
-    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", ...init.headers }
-  }))
+  tollgate.fetch(
+    new Request(`http://localhost${path}`, {
+      method: "POST",
+      ...init,
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", ...init.headers }
+    })
+  )
 
 const nano = (usd: string) => {
   const [whole, fraction = ""] = usd.split(".")
@@ -102,7 +107,9 @@ const nano = (usd: string) => {
 /** The balance once no hold is open: a stream settles as its last chunk leaves. */
 const balance = async (): Promise<number> => {
   for (;;) {
-    const { balances } = await (await call("/api/v1/api_keys/rate_limits", { method: "GET" })).json() as { balances: { usd: string; heldUsd: string } }
+    const { balances } = await (await call("/api/v1/api_keys/rate_limits", { method: "GET" })).json() as {
+      balances: { usd: string; heldUsd: string }
+    }
     if (balances.heldUsd === "0") return nano(balances.usd)
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
@@ -110,7 +117,15 @@ const balance = async (): Promise<number> => {
 
 const entryOf = async (response: Response) => {
   const { data } = await (await call("/api/v1/billing/usage-history?limit=100", { method: "GET" }, adminKey)).json() as {
-    data: ReadonlyArray<{ sku: string; unit: number; amount: number; notes: string; inferenceDetails: { requestId: string; promptTokens?: number; completionTokens?: number } }>
+    data: ReadonlyArray<
+      {
+        sku: string
+        unit: number
+        amount: number
+        notes: string
+        inferenceDetails: { requestId: string; promptTokens?: number; completionTokens?: number }
+      }
+    >
   }
   return data.find((entry) => entry.inferenceDetails.requestId === response.headers.get("x-request-id"))
 }
@@ -131,7 +146,10 @@ describe("OwnEndpoint: a GET endpoint's body is its query parameters, checked by
     expect(ok.charge).toBe(1_000_000)
     const refused = await charged(() => call("/v1/quote", { method: "GET" }))
     expect(refused.response.status).toBe(400)
-    expect(JSON.parse(refused.body)).toEqual({ error: "Invalid request parameters: symbol: Required", details: { _errors: [], symbol: { _errors: ["Required"] } } })
+    expect(JSON.parse(refused.body)).toEqual({
+      error: "Invalid request parameters: symbol: Required",
+      details: { _errors: [], symbol: { _errors: ["Required"] } }
+    })
     expect(refused.charge).toBe(0)
   })
 })
@@ -150,7 +168,11 @@ describe("OwnEndpoint: per-unit usage in tokens is their sum, recorded on the us
   it("30 prompt + 12 completion tokens at 0.000002: 84,000 nano-USD; nothing reported, or 150 of at most 100 units: 100 units", async () => {
     const tokens = await charged(() => call("/v1/tokens", { body: "{}" }))
     expect(tokens.charge).toBe(42 * 2_000)
-    expect(await entryOf(tokens.response)).toMatchObject({ sku: "tokens", unit: 42, inferenceDetails: { promptTokens: 30, completionTokens: 12 } })
+    expect(await entryOf(tokens.response)).toMatchObject({
+      sku: "tokens",
+      unit: 42,
+      inferenceDetails: { promptTokens: 30, completionTokens: 12 }
+    })
     const unreported = await charged(() => call("/v1/unreported", { body: "{}" }))
     expect(unreported.charge).toBe(100 * 2_000)
     const overused = await charged(() => call("/v1/overused", { body: "{}" }))

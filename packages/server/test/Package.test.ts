@@ -54,7 +54,9 @@ describe("Every package packs to a tarball of built JavaScript, types and source
     expect(Fs.readdirSync(tarballs).sort()).toEqual(packages.map((name) => `tollgate-${name}-0.1.0.tgz`).sort())
     for (const name of packages) {
       const files = (await run("tar", ["tzf", Path.join(tarballs, `tollgate-${name}-0.1.0.tgz`)], work)).split("\n")
-      expect(files).toEqual(expect.arrayContaining(["package/dist/index.js", "package/dist/index.d.ts", "package/dist/index.js.map", "package/README.md"]))
+      expect(files).toEqual(
+        expect.arrayContaining(["package/dist/index.js", "package/dist/index.d.ts", "package/dist/index.js.map", "package/README.md"])
+      )
       expect(files.filter((file) => file.includes("/test/") || file.endsWith(".test.ts"))).toEqual([])
       const installed = JSON.parse(Fs.readFileSync(Path.join(project, "node_modules", "@tollgate", name, "package.json"), "utf8"))
       expect(installed.exports["."].default).toBe("./dist/index.js")
@@ -65,7 +67,9 @@ describe("Every package packs to a tarball of built JavaScript, types and source
 
 describe("Installed with npm outside the workspace, tollgate embeds in Express 5 under a prefix and charges a paid call", () => {
   it("an Express app mounting Tollgate.make at /payments answers a chat completion with the dev key", async () => {
-    Fs.writeFileSync(Path.join(project, "app.mjs"), `
+    Fs.writeFileSync(
+      Path.join(project, "app.mjs"),
+      `
 import express from "express"
 import { Tollgate } from "@tollgate/server"
 const tollgate = await Tollgate.make({ basePath: "/payments", announce: false })
@@ -89,7 +93,8 @@ const server = app.listen(0, "127.0.0.1", async () => {
   server.close()
   await tollgate.dispose()
 })
-`)
+`
+    )
     const output = await run(process.execPath, ["app.mjs"], project)
     // The app's request log may flush its last line after the result, so the result is found by its shape.
     const result = JSON.parse(output.trim().split("\n").findLast((line) => line.startsWith("{\"status\"")) ?? "{}") as {
@@ -109,7 +114,10 @@ const server = app.listen(0, "127.0.0.1", async () => {
   const tooOld = NodeVersion.refusal(oldVersion) !== undefined
   it.skipIf(!tooOld)(`on an older Node (${oldVersion} at /usr/bin/node) the bin and the import each refuse with one line`, async () => {
     const line = NodeVersion.refusal(oldVersion)!
-    const bin = ChildProcess.spawnSync(oldNode, [Path.join(project, "node_modules", ".bin", "tollgate")], { cwd: project, encoding: "utf8" })
+    const bin = ChildProcess.spawnSync(oldNode, [Path.join(project, "node_modules", ".bin", "tollgate")], {
+      cwd: project,
+      encoding: "utf8"
+    })
     expect([bin.status, bin.stdout, bin.stderr]).toEqual([1, "", `${line}\n`])
     const imported = ChildProcess.spawnSync(oldNode, [
       "--input-type=module",
@@ -120,7 +128,9 @@ const server = app.listen(0, "127.0.0.1", async () => {
   })
 
   it("the same app declares a paid endpoint of its own with Tollgate.endpoint, without Effect, charged 0.002 USD a call", async () => {
-    Fs.writeFileSync(Path.join(project, "own.mjs"), `
+    Fs.writeFileSync(
+      Path.join(project, "own.mjs"),
+      `
 import express from "express"
 import { Tollgate } from "@tollgate/server"
 const summarize = Tollgate.endpoint({
@@ -149,7 +159,8 @@ const server = app.listen(0, "127.0.0.1", async () => {
   server.close()
   await tollgate.dispose()
 })
-`)
+`
+    )
     const output = await run(process.execPath, ["own.mjs"], project)
     const result = JSON.parse(output.trim().split("\n").findLast((line) => line.startsWith("{\"status\"")) ?? "{}") as {
       status: number

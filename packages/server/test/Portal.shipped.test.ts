@@ -122,7 +122,8 @@ beforeAll(async () => {
   context.on("weberror", (error) => pageErrors.push(String(error.error())))
   await context.exposeFunction("tollgateWallet", answerWallet)
   await context.addInitScript(() => {
-    const bridge = (window as unknown as { tollgateWallet: (method: string, params: ReadonlyArray<unknown>) => Promise<unknown> }).tollgateWallet
+    const bridge =
+      (window as unknown as { tollgateWallet: (method: string, params: ReadonlyArray<unknown>) => Promise<unknown> }).tollgateWallet
     Object.assign(window, {
       ethereum: {
         request: ({ method, params }: { method: string; params?: ReadonlyArray<unknown> }) => bridge(method, params ?? []),
@@ -137,7 +138,8 @@ beforeAll(async () => {
   })
   // A Wallet Standard wallet answers the page's `wallet-standard:app-ready` by registering itself.
   await context.addInitScript((address: string) => {
-    const sign = (window as unknown as { tollgateSolanaSign: (bytes: ReadonlyArray<number>) => Promise<ReadonlyArray<number>> }).tollgateSolanaSign
+    const sign =
+      (window as unknown as { tollgateSolanaSign: (bytes: ReadonlyArray<number>) => Promise<ReadonlyArray<number>> }).tollgateSolanaSign
     const account = { address, publicKey: new Uint8Array(32), chains: ["solana:mainnet"], features: ["solana:signMessage"] }
     const solanaWallet = {
       version: "1.0.0",
@@ -149,12 +151,16 @@ beforeAll(async () => {
         "standard:connect": { version: "1.0.0", connect: async () => ({ accounts: [account] }) },
         "solana:signMessage": {
           version: "1.0.0",
-          signMessage: async ({ message }: { message: Uint8Array }) => [{ signedMessage: message, signature: Uint8Array.from(await sign(Array.from(message))) }]
+          signMessage: async (
+            { message }: { message: Uint8Array }
+          ) => [{ signedMessage: message, signature: Uint8Array.from(await sign(Array.from(message))) }]
         }
       }
     }
-    window.addEventListener("wallet-standard:app-ready", (event) =>
-      (event as CustomEvent<{ register: (wallet: unknown) => unknown }>).detail.register(solanaWallet))
+    window.addEventListener(
+      "wallet-standard:app-ready",
+      (event) => (event as CustomEvent<{ register: (wallet: unknown) => unknown }>).detail.register(solanaWallet)
+    )
   }, solanaAddress)
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin })
   page = context.pages()[0] ?? await context.newPage()
@@ -286,7 +292,16 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     })
     await page.reload()
     await page.locator("#dashboard").waitFor({ state: "visible" })
-    await expect.poll(cells).toEqual([expect.any(String), expect.any(String), expect.any(String), "active", "$0.02 per UTC day", "$0.02", "none", "Revoke"])
+    await expect.poll(cells).toEqual([
+      expect.any(String),
+      expect.any(String),
+      expect.any(String),
+      "active",
+      "$0.02 per UTC day",
+      "$0.02",
+      "none",
+      "Revoke"
+    ])
     // The refused call took nothing: five calls of 0.005 USD in all.
     await expect.poll(() => page.locator("#usage-table tbody tr").count()).toBe(5)
     await expect.poll(() => text("#balance-usd")).toBe("$12.225")
@@ -302,7 +317,17 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await phone.locator("#dashboard").waitFor({ state: "visible" })
     await phone.locator("#usage-chart svg").waitFor()
     expect(await phone.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
-    for (const name of ["Pay with USDC on Base", "Create an INFERENCE key", "Set the cap", "Remove the cap", "Set the restrictions", "Lift the restrictions", "Sign out"]) {
+    for (
+      const name of [
+        "Pay with USDC on Base",
+        "Create an INFERENCE key",
+        "Set the cap",
+        "Remove the cap",
+        "Set the restrictions",
+        "Lift the restrictions",
+        "Sign out"
+      ]
+    ) {
       const box = await phone.getByRole("button", { name }).boundingBox()
       expect(box, name).not.toBeNull()
       expect(box!.x + box!.width, name).toBeLessThanOrEqual(390)
@@ -352,7 +377,8 @@ const portal = (path: string, init: RequestInit = {}) => fetch(`${origin}/api/v1
 
 const json = { "content-type": "application/json" }
 
-const signInWith = async (body: unknown): Promise<Response> => portal("/session", { method: "POST", headers: json, body: JSON.stringify(body) })
+const signInWith = async (body: unknown): Promise<Response> =>
+  portal("/session", { method: "POST", headers: json, body: JSON.stringify(body) })
 
 const sessionOf = async (response: Response): Promise<HttpSession> => {
   expect(response.status).toBe(200)
@@ -362,7 +388,10 @@ const sessionOf = async (response: Response): Promise<HttpSession> => {
 }
 
 const walletMessage = async (account = privateKeyToAccount(generatePrivateKey())) => {
-  const challenge = await (await portal(`/challenge?family=evm&address=${account.address.toLowerCase()}`)).json() as { message: string; chainId: string }
+  const challenge = await (await portal(`/challenge?family=evm&address=${account.address.toLowerCase()}`)).json() as {
+    message: string
+    chainId: string
+  }
   const signature = await account.signMessage({ message: challenge.message })
   return { wallet: { address: account.address, message: challenge.message, signature, chainId: challenge.chainId } }
 }
@@ -428,14 +457,18 @@ describe("A key's restrictions are shown and set from the page: a call outside t
 
   it("a new key shows no restrictions; restricted to ethereum-mainnet from the form, the table shows it and a call on base-mainnet is a 403 naming the restriction", async () => {
     expect(await restrictionsCell()).toBe("none")
-    await admin.getByLabel("Key to restrict").selectOption({ label: (await admin.locator("#restrict-key option", { hasText: "front-end" }).innerText()) })
+    await admin.getByLabel("Key to restrict").selectOption({
+      label: (await admin.locator("#restrict-key option", { hasText: "front-end" }).innerText())
+    })
     await admin.getByLabel("Networks").fill("ethereum-mainnet")
     await admin.getByRole("button", { name: "Set the restrictions" }).click()
     await expect.poll(() => admin.locator("#status").innerText()).toBe("The key “front-end” is restricted to networks: ethereum-mainnet.")
     await expect.poll(restrictionsCell).toBe("networks: ethereum-mainnet")
     const refused = await rpcCall(apiKey)
     expect(refused.status).toBe(403)
-    expect(await refused.json()).toEqual({ error: "This API key is restricted: its networks restriction allows ethereum-mainnet, not base-mainnet" })
+    expect(await refused.json()).toEqual({
+      error: "This API key is restricted: its networks restriction allows ethereum-mainnet, not base-mainnet"
+    })
     await shot("restrictions", admin)
   })
 
@@ -452,11 +485,15 @@ describe("A key's restrictions are shown and set from the page: a call outside t
     await admin.getByLabel("RPC methods").fill("eth_blockNumber")
     await admin.getByLabel("Client addresses").fill("127.0.0.1, ::1")
     await admin.getByRole("button", { name: "Set the restrictions" }).click()
-    await expect.poll(restrictionsCell).toBe("networks: ethereum-mainnet, base-mainnet; RPC methods: eth_blockNumber; client addresses: 127.0.0.1, ::1")
+    await expect.poll(restrictionsCell).toBe(
+      "networks: ethereum-mainnet, base-mainnet; RPC methods: eth_blockNumber; client addresses: 127.0.0.1, ::1"
+    )
     expect((await rpcCall(apiKey)).status).toBe(200)
     await admin.reload()
     await admin.locator("#dashboard").waitFor({ state: "visible" })
-    await admin.getByLabel("Key to restrict").selectOption({ label: (await admin.locator("#restrict-key option", { hasText: "front-end" }).innerText()) })
+    await admin.getByLabel("Key to restrict").selectOption({
+      label: (await admin.locator("#restrict-key option", { hasText: "front-end" }).innerText())
+    })
     expect(await admin.getByLabel("Networks").inputValue()).toBe("ethereum-mainnet, base-mainnet")
     expect(await admin.getByLabel("RPC methods").inputValue()).toBe("eth_blockNumber")
     expect(await admin.getByLabel("Models").inputValue()).toBe("")
@@ -467,9 +504,10 @@ describe("A key's restrictions are shown and set from the page: a call outside t
     await expect.poll(() => admin.locator("#status").innerText()).toBe("Lifted the restrictions of “front-end”.")
     await expect.poll(restrictionsCell).toBe("none")
     expect(await admin.getByLabel("Networks").inputValue()).toBe("")
-    const log = await (await fetch(`${server.api}/audit_log`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })).json() as {
-      data: Array<{ actor: string; action: string; details: { restrictions: unknown } }>
-    }
+    const log = await (await fetch(`${server.api}/audit_log`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } }))
+      .json() as {
+        data: Array<{ actor: string; action: string; details: { restrictions: unknown } }>
+      }
     const restricted = log.data.filter((entry) => entry.action === "key.restricted")
     expect(restricted.map((entry) => entry.details.restrictions)).toEqual([
       null,
@@ -488,7 +526,10 @@ describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INF
     expect(response.status).toBe(200)
     const challenge = await response.json() as { message: string; chainId: string }
     expect(challenge.chainId).toBe("eip155:8453")
-    expect(challenge.message.split("\n").slice(0, 2)).toEqual([`localhost:${server.port} wants you to sign in with your Ethereum account:`, account.address])
+    expect(challenge.message.split("\n").slice(0, 2)).toEqual([
+      `localhost:${server.port} wants you to sign in with your Ethereum account:`,
+      account.address
+    ])
     const bad = await portal("/challenge?family=evm&address=not-an-address")
     expect(bad.status).toBe(400)
     expect(await bad.json()).toEqual({
@@ -580,16 +621,25 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
 
   it("a key created without the CSRF token is a 403 and no key is made; with it, a 201", async () => {
     const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
-    const keys = async () => ((await (await portal("/keys", { headers: { cookie: session.cookie } })).json()) as { data: Array<unknown> }).data.length
+    const keys = async () =>
+      ((await (await portal("/keys", { headers: { cookie: session.cookie } })).json()) as { data: Array<unknown> }).data.length
     const before = await keys()
     const body = JSON.stringify({ description: "ci" })
     const refused = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie }, body })
     expect(refused.status).toBe(403)
     expect(await refused.json()).toEqual({ error: "A change needs the session's CSRF token in x-csrf-token" })
-    const wrong = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie, "x-csrf-token": "x".repeat(32) }, body })
+    const wrong = await portal("/keys", {
+      method: "POST",
+      headers: { ...json, cookie: session.cookie, "x-csrf-token": "x".repeat(32) },
+      body
+    })
     expect(wrong.status).toBe(403)
     expect(await keys()).toBe(before)
-    const made = await portal("/keys", { method: "POST", headers: { ...json, cookie: session.cookie, "x-csrf-token": session.csrfToken }, body })
+    const made = await portal("/keys", {
+      method: "POST",
+      headers: { ...json, cookie: session.cookie, "x-csrf-token": session.csrfToken },
+      body
+    })
     expect(made.status).toBe(201)
     expect(await made.json()).toMatchObject({ apiKeyType: "INFERENCE", tier: "default", description: "ci", apiKey: expect.any(String) })
     expect(await keys()).toBe(before + 1)
@@ -603,7 +653,10 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
     })
     const { apiKey, id } = await admin.json() as { apiKey: string; id: string }
     const session = await sessionOf(await signInWith({ apiKey }))
-    const revoke = await portal(`/keys?id=${id}`, { method: "DELETE", headers: { cookie: session.cookie, "x-csrf-token": session.csrfToken } })
+    const revoke = await portal(`/keys?id=${id}`, {
+      method: "DELETE",
+      headers: { cookie: session.cookie, "x-csrf-token": session.csrfToken }
+    })
     expect(revoke.status).toBe(200)
     expect((await portal("/account", { headers: { cookie: session.cookie } })).status).toBe(401)
   })
@@ -650,9 +703,11 @@ describe("A key's spend cap is set and removed through the portal with PATCH /ap
     const fromCapClient = { "x-forwarded-for": CAP_CLIENT }
     const made = await portal("/keys", { method: "POST", headers: change, body: JSON.stringify({ description: "capped" }) })
     const { id } = await made.json() as { id: string }
-    const cap = (body: unknown, headers: Record<string, string> = change) => portal("/keys", { method: "PATCH", headers: { ...headers, ...fromCapClient }, body: JSON.stringify(body) })
+    const cap = (body: unknown, headers: Record<string, string> = change) =>
+      portal("/keys", { method: "PATCH", headers: { ...headers, ...fromCapClient }, body: JSON.stringify(body) })
     const listed = async () =>
-      ((await (await portal("/keys", { headers: { cookie: session.cookie } })).json()) as { data: Array<Record<string, unknown>> }).data.find((key) => key.id === id)
+      ((await (await portal("/keys", { headers: { cookie: session.cookie } })).json()) as { data: Array<Record<string, unknown>> }).data
+        .find((key) => key.id === id)
     return { session, id, cap, listed }
   }
 
@@ -662,7 +717,13 @@ describe("A key's spend cap is set and removed through the portal with PATCH /ap
     expect(response.status).toBe(200)
     expect(response.headers.get("cache-control")).toBe("no-store, private")
     const answer = await response.json()
-    expect(answer).toMatchObject({ id, apiKeyType: "INFERENCE", consumptionLimits: { usd: 1.5 }, limitPeriod: "MONTH", currentPeriodUsage: { usd: "0" } })
+    expect(answer).toMatchObject({
+      id,
+      apiKeyType: "INFERENCE",
+      consumptionLimits: { usd: 1.5 },
+      limitPeriod: "MONTH",
+      currentPeriodUsage: { usd: "0" }
+    })
     expect(await listed()).toEqual(answer)
     const removed = await cap({ id, consumptionLimit: { usd: null } })
     expect(await removed.json()).toMatchObject({ id, consumptionLimits: { usd: null }, limitPeriod: "EPOCH" })
@@ -681,7 +742,8 @@ describe("A key's spend cap is set and removed through the portal with PATCH /ap
     const periodAlone = await cap({ id, limitPeriod: "MONTH" })
     expect(periodAlone.status).toBe(400)
     expect(await periodAlone.json()).toEqual({
-      error: "limitPeriod applies to a consumption limit: set consumptionLimit.usd too: limitPeriod: needs consumptionLimit.usd on a key without one",
+      error:
+        "limitPeriod applies to a consumption limit: set consumptionLimit.usd too: limitPeriod: needs consumptionLimit.usd on a key without one",
       details: { _errors: [], limitPeriod: { _errors: ["needs consumptionLimit.usd on a key without one"] } }
     })
     const wallet = await sessionOf(await signInWith(await walletMessage()))
@@ -693,7 +755,11 @@ describe("A key's spend cap is set and removed through the portal with PATCH /ap
 
 describe("/api-keys, the 402's getKey link, is the portal and its terminal example works as printed", () => {
   it("the 402 links to /api-keys, which serves the portal with its assets under the same policy", async () => {
-    const paid = await fetch(`${server.api}/crypto/rpc/base-mainnet`, { method: "POST", headers: json, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" }) })
+    const paid = await fetch(`${server.api}/crypto/rpc/base-mainnet`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })
+    })
     const { authOptions } = await paid.json() as { authOptions: { apiKey: { getKey: string } } }
     expect(authOptions.apiKey.getKey).toBe(`${origin}/api-keys`)
     for (const path of ["/api-keys", "/portal/portal.js", "/portal/portal.css"]) {
@@ -713,8 +779,9 @@ describe("/api-keys, the 402's getKey link, is the portal and its terminal examp
       .replaceAll("&lt;", "<").replaceAll("&gt;", ">").replaceAll("&quot;", "\"").replaceAll("&#39;", "'").replaceAll("&amp;", "&")
     expect(printed).toContain(`curl -X POST ${origin}/api/v1/api_keys`)
     const answer = await new Promise<string>((resolve, reject) =>
-      ChildProcess.execFile("bash", ["-c", `${printed} --silent --show-error`], { env: { PATH: process.env["PATH"] ?? "", ADMIN_KEY: server.credentials!.adminKey } }, (error, stdout) =>
-        error === null ? resolve(stdout) : reject(error))
+      ChildProcess.execFile("bash", ["-c", `${printed} --silent --show-error`], {
+        env: { PATH: process.env["PATH"] ?? "", ADMIN_KEY: server.credentials!.adminKey }
+      }, (error, stdout) => error === null ? resolve(stdout) : reject(error))
     )
     expect(JSON.parse(answer)).toMatchObject({ apiKeyType: "INFERENCE", description: "my app", apiKey: expect.any(String) })
   })

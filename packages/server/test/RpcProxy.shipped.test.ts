@@ -66,7 +66,6 @@ describe("RPC proxy: a bad rpc section stops the server at start, naming the key
 })
 
 describe("RPC proxy: an upstream reporting another chain id stops the server at start, with one line naming the URL", () => {
-
   it("an ethereum-mainnet upstream on chain 5 -> exit 1, one FATAL line naming it", async () => {
     const wrong = await otherChain(5)
     try {
@@ -80,7 +79,9 @@ describe("RPC proxy: an upstream reporting another chain id stops the server at 
       expect(lines).toHaveLength(1)
       const line = JSON.parse(lines[0]!) as { level: string; message: string }
       expect(line.level).toBe("FATAL")
-      expect(line.message).toBe(`invalid configuration: TOLLGATE_CONFIG.rpc.upstreams.ethereum-mainnet: ${wrong.url} reports chain id 5, not 1 (ethereum-mainnet)`)
+      expect(line.message).toBe(
+        `invalid configuration: TOLLGATE_CONFIG.rpc.upstreams.ethereum-mainnet: ${wrong.url} reports chain id 5, not 1 (ethereum-mainnet)`
+      )
     } finally {
       await wrong.stop()
     }
@@ -134,7 +135,9 @@ for (const store of stores) {
     afterAll(() => server?.stop())
 
     const balanceNano = async () => {
-      const response = await fetch(`${server.api}/billing/balance`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
+      const response = await fetch(`${server.api}/billing/balance`, {
+        headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` }
+      })
       return Math.round((await response.json() as { balances: { usd: number } }).balances.usd * 1e9)
     }
 
@@ -156,7 +159,9 @@ for (const store of stores) {
       expect(first.hash).toBe((await direct("eth_getBlockByNumber", [`0x${(finalized - 1).toString(16)}`, false]) as { hash: string }).hash)
       expect(seen).toEqual([{ cache: "MISS", credits: "20" }, { cache: "HIT", credits: "20" }])
       expect(before - await balanceNano()).toBe(nanoOf(40))
-      const usage = await fetch(`${server.api}/billing/usage-history?limit=2`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })
+      const usage = await fetch(`${server.api}/billing/usage-history?limit=2`, {
+        headers: { authorization: `Bearer ${server.credentials!.adminKey}` }
+      })
       const entries = (await usage.json() as { data: ReadonlyArray<{ notes: string; amount: number }> }).data
       expect(entries.map((entry) => entry.notes)).toEqual([
         "1 JSON-RPC call on ethereum-mainnet (cache hit)",
@@ -165,7 +170,9 @@ for (const store of stores) {
       const metrics = await (await fetch(`${server.origin}/metrics`)).text()
       expect(metrics).toMatch(/^tollgate_rpc_cache_hits_total\{network="ethereum-mainnet"\} 1$/m)
       expect(metrics).toMatch(/^tollgate_rpc_cache_misses_total\{network="ethereum-mainnet"\} 1$/m)
-      expect(metrics).toMatch(/^tollgate_rpc_upstream_calls_total\{network="ethereum-mainnet",upstream="http:\/\/127\.0\.0\.1:\d+\/"\} \d+$/m)
+      expect(metrics).toMatch(
+        /^tollgate_rpc_upstream_calls_total\{network="ethereum-mainnet",upstream="http:\/\/127\.0\.0\.1:\d+\/"\} \d+$/m
+      )
     })
   })
 }
@@ -183,7 +190,9 @@ describe("RPC proxy: /metrics counts the hedges sent and won and shows each upst
     nodes.push(slow, fast, lagging)
     server = await ShippedServer.start({
       env: { TOLLGATE_METRICS: "open" },
-      config: { rpc: { upstreams: { "ethereum-mainnet": [slow.url, fast.url, lagging.url] }, headPollMs: 100, maxLagBlocks: 5, hedgeAfterMs: 100 } }
+      config: {
+        rpc: { upstreams: { "ethereum-mainnet": [slow.url, fast.url, lagging.url] }, headPollMs: 100, maxLagBlocks: 5, hedgeAfterMs: 100 }
+      }
     })
   }, 90_000)
   afterAll(async () => {
@@ -199,7 +208,8 @@ describe("RPC proxy: /metrics counts the hedges sent and won and shows each upst
   // Polled until the lagging node's head is known, so reads leave it out from the first.
   beforeAll(async () => {
     const deadline = Date.now() + 20_000
-    while (lag(nodes[2]!).exec(await metrics())?.[1] !== "10" && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+    while (lag(nodes[2]!).exec(await metrics())?.[1] !== "10" && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50))
   }, 30_000)
 
   it("a lagging node's lag is its distance to the best head; the others' is 0", async () => {
@@ -219,7 +229,12 @@ describe("RPC proxy: /metrics counts the hedges sent and won and shows each upst
       body: JSON.stringify({ jsonrpc: "2.0", id: "hedged", method: "eth_getBalance", params: [dev, "latest"] })
     })
     expect(await response.json()).toEqual({ jsonrpc: "2.0", id: "hedged", result: await direct("eth_getBalance", [dev, "latest"]) })
-    expect([slow.calls("eth_getBalance"), slow.answered("eth_getBalance"), fast.answered("eth_getBalance"), lagging.calls("eth_getBalance")]).toEqual([1, 0, 1, 0])
+    expect([
+      slow.calls("eth_getBalance"),
+      slow.answered("eth_getBalance"),
+      fast.answered("eth_getBalance"),
+      lagging.calls("eth_getBalance")
+    ]).toEqual([1, 0, 1, 0])
     const text = await metrics()
     expect(text).toMatch(/^tollgate_rpc_hedges_sent_total\{network="ethereum-mainnet"\} 1$/m)
     expect(text).toMatch(/^tollgate_rpc_hedges_won_total\{network="ethereum-mainnet"\} 1$/m)

@@ -110,10 +110,14 @@ describe("TOLLGATE_WORKERS: several processes share the port; memory stores refu
       const key = server.credentials!.inferenceKey
       const statuses = await Promise.all(Array.from({ length: 20 }, () => blockNumber(server, key).then((r) => r?.status)))
       expect(count(statuses)).toEqual({ "200": 20 })
-      await waitFor(() => {
-        const now = childrenOf(server.pid)
-        return now.length === 2 && !now.includes(first)
-      }, 60_000, "a replacement worker")
+      await waitFor(
+        () => {
+          const now = childrenOf(server.pid)
+          return now.length === 2 && !now.includes(first)
+        },
+        60_000,
+        "a replacement worker"
+      )
       const workers = childrenOf(server.pid)
       expect(await server.stop()).toBe(0)
       expect(workers.filter(isAlive)).toEqual([])
@@ -131,13 +135,17 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
 
   /** The balance as the ledger has it, read in process over the same cluster. */
   const balance = () =>
-    Effect.runPromise(Effect.gen(function*() {
-      const ledger = yield* CreditLedger.CreditLedger
-      const { availableUsd, heldUsd, usd } = yield* ledger.balance(accountId)
-      return { usd: Number(usd), heldUsd: Number(heldUsd), availableUsd: Number(availableUsd) }
-    }).pipe(
-      Effect.provide(Cli.layer({ store: "redis", redisUrl: "", redisCluster: cluster.seeds.split(","), publicOrigin: "http://localhost", signingKey }))
-    ))
+    Effect.runPromise(
+      Effect.gen(function*() {
+        const ledger = yield* CreditLedger.CreditLedger
+        const { availableUsd, heldUsd, usd } = yield* ledger.balance(accountId)
+        return { usd: Number(usd), heldUsd: Number(heldUsd), availableUsd: Number(availableUsd) }
+      }).pipe(
+        Effect.provide(
+          Cli.layer({ store: "redis", redisUrl: "", redisCluster: cluster.seeds.split(","), publicOrigin: "http://localhost", signingKey })
+        )
+      )
+    )
 
   const available = () => balance().then((b) => b.availableUsd)
 
@@ -167,15 +175,19 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
     await cluster?.stop()
   })
 
-  it("1,000 concurrent paid calls across both instances on a balance for 100: exactly 100 x 200 and 900 x 402, the balance ends at 0", async () => {
-    await grant("0.00125", "cluster-money")
-    expect(await available()).toBe(100 * CALL)
-    const statuses = await Promise.all(
-      Array.from({ length: 1_000 }, (_, i) => blockNumber(instances[i % 2]!, key).then((response) => response?.status))
-    )
-    expect(count(statuses)).toEqual({ "200": 100, "402": 900 })
-    expect(await available()).toBe(0)
-  }, 180_000)
+  it(
+    "1,000 concurrent paid calls across both instances on a balance for 100: exactly 100 x 200 and 900 x 402, the balance ends at 0",
+    async () => {
+      await grant("0.00125", "cluster-money")
+      expect(await available()).toBe(100 * CALL)
+      const statuses = await Promise.all(
+        Array.from({ length: 1_000 }, (_, i) => blockNumber(instances[i % 2]!, key).then((response) => response?.status))
+      )
+      expect(count(statuses)).toEqual({ "200": 100, "402": 900 })
+      expect(await available()).toBe(0)
+    },
+    180_000
+  )
 
   it("100 concurrent duplicates of one Idempotency-Key reach the upstream once and are charged once; the retry replays", async () => {
     await grant("0.0000125", "cluster-idempotency")
@@ -193,58 +205,62 @@ describe("On a Redis Cluster, two instances with two workers each keep every bal
     expect(upstream.calls() - before).toBe(1)
   }, 120_000)
 
-  it("a master killed during paid calls: its slots answer 503 with Retry-After until a replica takes over, then calls succeed again; no 500, balances reconcile", async () => {
-    await grant("1.00", "cluster-failover")
-    const start = await balance()
-    const master = await cluster.masterOf(`{${accountId}}`)
-    const statuses: Array<number | undefined> = []
-    const retryAfter = new Set<string | null>()
-    let charged = 0
-    /** nano-USD served by calls that started once a replica had taken over: never lost. */
-    let chargedAfterRecovery = 0
-    let stop = false
-    let killedAt = 0
-    let recoveredAt = 0
-    const caller = async (instance: ShippedServer.ShippedServer) => {
-      while (!stop) {
-        const startedAt = Date.now()
-        const response = await blockNumber(instance, key)
-        statuses.push(response?.status)
-        if (response?.status === 200) {
-          charged += CALL
-          if (recoveredAt > 0 && startedAt > recoveredAt) chargedAfterRecovery += CALL
-          // Only a call that started after the kill shows recovery: one in flight may end with 200.
-          if (killedAt > 0 && startedAt > killedAt && recoveredAt === 0) recoveredAt = Date.now()
+  it(
+    "a master killed during paid calls: its slots answer 503 with Retry-After until a replica takes over, then calls succeed again; no 500, balances reconcile",
+    async () => {
+      await grant("1.00", "cluster-failover")
+      const start = await balance()
+      const master = await cluster.masterOf(`{${accountId}}`)
+      const statuses: Array<number | undefined> = []
+      const retryAfter = new Set<string | null>()
+      let charged = 0
+      /** nano-USD served by calls that started once a replica had taken over: never lost. */
+      let chargedAfterRecovery = 0
+      let stop = false
+      let killedAt = 0
+      let recoveredAt = 0
+      const caller = async (instance: ShippedServer.ShippedServer) => {
+        while (!stop) {
+          const startedAt = Date.now()
+          const response = await blockNumber(instance, key)
+          statuses.push(response?.status)
+          if (response?.status === 200) {
+            charged += CALL
+            if (recoveredAt > 0 && startedAt > recoveredAt) chargedAfterRecovery += CALL
+            // Only a call that started after the kill shows recovery: one in flight may end with 200.
+            if (killedAt > 0 && startedAt > killedAt && recoveredAt === 0) recoveredAt = Date.now()
+          }
+          if (response?.status === 503) retryAfter.add(response.headers.get("retry-after"))
         }
-        if (response?.status === 503) retryAfter.add(response.headers.get("retry-after"))
       }
-    }
-    const callers = Array.from({ length: 8 }, (_, i) => caller(instances[i % 2]!))
-    await new Promise((resolve) => setTimeout(resolve, 1_000))
-    await cluster.kill(master.port)
-    killedAt = Date.now()
-    const seenBefore = statuses.length
-    await waitFor(() => recoveredAt > 0, 60_000, "paid calls to succeed again after the failover")
-    await new Promise((resolve) => setTimeout(resolve, 1_000))
-    stop = true
-    await Promise.all(callers)
-    const during = count(statuses.slice(seenBefore))
-    console.log(`failover: ${recoveredAt - killedAt} ms to the first 200; statuses after the kill ${JSON.stringify(during)}`)
-    expect(Object.keys(during).filter((status) => status !== "200" && status !== "503")).toEqual([])
-    // The account's slot had no master for a while: some calls saw it, each with a Retry-After.
-    expect(during["503"]).toBeGreaterThan(0)
-    expect(retryAfter.size).toBeGreaterThan(0)
-    expect([...retryAfter].every((value) => value !== null && Number(value) >= 1)).toBe(true)
-    // Replication is asynchronous: writes acknowledged by the old master just before it died can be
-    // lost. What the ledger settled never charges more than was served; holds the dead master
-    // could not release are held until they expire, not charged.
-    const after = await balance()
-    const settled = start.usd - after.usd
-    console.log(`failover ledger: ${charged} nano-USD served, ${settled} settled, ${after.heldUsd} still held`)
-    expect(chargedAfterRecovery).toBeGreaterThan(0)
-    expect(settled).toBeLessThanOrEqual(charged)
-    // What the new master settled cannot have been lost: at least every call served after it took over.
-    expect(settled).toBeGreaterThanOrEqual(chargedAfterRecovery)
-    expect(settled % CALL).toBe(0)
-  }, 120_000)
+      const callers = Array.from({ length: 8 }, (_, i) => caller(instances[i % 2]!))
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      await cluster.kill(master.port)
+      killedAt = Date.now()
+      const seenBefore = statuses.length
+      await waitFor(() => recoveredAt > 0, 60_000, "paid calls to succeed again after the failover")
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      stop = true
+      await Promise.all(callers)
+      const during = count(statuses.slice(seenBefore))
+      console.log(`failover: ${recoveredAt - killedAt} ms to the first 200; statuses after the kill ${JSON.stringify(during)}`)
+      expect(Object.keys(during).filter((status) => status !== "200" && status !== "503")).toEqual([])
+      // The account's slot had no master for a while: some calls saw it, each with a Retry-After.
+      expect(during["503"]).toBeGreaterThan(0)
+      expect(retryAfter.size).toBeGreaterThan(0)
+      expect([...retryAfter].every((value) => value !== null && Number(value) >= 1)).toBe(true)
+      // Replication is asynchronous: writes acknowledged by the old master just before it died can be
+      // lost. What the ledger settled never charges more than was served; holds the dead master
+      // could not release are held until they expire, not charged.
+      const after = await balance()
+      const settled = start.usd - after.usd
+      console.log(`failover ledger: ${charged} nano-USD served, ${settled} settled, ${after.heldUsd} still held`)
+      expect(chargedAfterRecovery).toBeGreaterThan(0)
+      expect(settled).toBeLessThanOrEqual(charged)
+      // What the new master settled cannot have been lost: at least every call served after it took over.
+      expect(settled).toBeGreaterThanOrEqual(chargedAfterRecovery)
+      expect(settled % CALL).toBe(0)
+    },
+    120_000
+  )
 })

@@ -89,14 +89,20 @@ describe.concurrent("An unknown key in the config file stops the server, naming 
 
 describe.concurrent("A bad rate of an operator's own kind (rateLimits.kinds) stops the server, naming the field", () => {
   it("a negative requests per minute is refused at start", async () => {
-    const result = await refused({ TOLLGATE_CONFIG: configFile("kind-rate", { rateLimits: { kinds: { summaries: { default: { requests: -1 } } } } }) })
+    const result = await refused({
+      TOLLGATE_CONFIG: configFile("kind-rate", { rateLimits: { kinds: { summaries: { default: { requests: -1 } } } } })
+    })
     expectOneLine(result, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.default.requests")
   })
 
   it("a tier that does not exist, or a rate a custom kind does not have, is refused as an unknown key", async () => {
-    const tier = await refused({ TOLLGATE_CONFIG: configFile("kind-tier", { rateLimits: { kinds: { summaries: { premium: { requests: 5 } } } } }) })
+    const tier = await refused({
+      TOLLGATE_CONFIG: configFile("kind-tier", { rateLimits: { kinds: { summaries: { premium: { requests: 5 } } } } })
+    })
     expect(expectOneLine(tier, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.premium")).toContain("unknown key")
-    const credits = await refused({ TOLLGATE_CONFIG: configFile("kind-credits", { rateLimits: { kinds: { summaries: { default: { credits: 5 } } } } }) })
+    const credits = await refused({
+      TOLLGATE_CONFIG: configFile("kind-credits", { rateLimits: { kinds: { summaries: { default: { credits: 5 } } } } })
+    })
     expect(expectOneLine(credits, "TOLLGATE_CONFIG.rateLimits.kinds.summaries.default.credits")).toContain("unknown key")
   })
 })
@@ -123,7 +129,9 @@ describe.concurrent("An admission grouping delay outside 0 to 20 ms stops the se
 describe.concurrent("A webhook endpoint that could not be signed for or reached stops the server, naming the field", () => {
   it("a secret that is not whsec_ and base64 is refused at start", async () => {
     const result = await refused({
-      TOLLGATE_CONFIG: configFile("webhook-secret", { webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret: "hunter2" }] } })
+      TOLLGATE_CONFIG: configFile("webhook-secret", {
+        webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret: "hunter2" }] }
+      })
     })
     expect(expectOneLine(result, "TOLLGATE_CONFIG.webhooks.endpoints.0.secret")).toContain("whsec_")
   })
@@ -131,7 +139,9 @@ describe.concurrent("A webhook endpoint that could not be signed for or reached 
   it("an event type that does not exist is refused at start", async () => {
     const secret = `whsec_${Buffer.from("tollgate startup webhook secret!").toString("base64")}`
     const result = await refused({
-      TOLLGATE_CONFIG: configFile("webhook-event", { webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret, events: ["balance.low"] }] } })
+      TOLLGATE_CONFIG: configFile("webhook-event", {
+        webhooks: { endpoints: [{ url: "https://hooks.example/tollgate", secret, events: ["balance.low"] }] }
+      })
     })
     expectOneLine(result, "TOLLGATE_CONFIG.webhooks.endpoints.0.events.0")
   })
@@ -165,8 +175,10 @@ describe.concurrent("Signing keys that cannot verify stop the server at start, n
   })
 
   it("a PEM that is not an Ed25519 key is refused, naming which one", async () => {
-    const rsa = ChildProcess.execFileSync(process.execPath, ["-e",
-      "process.stdout.write(require('node:crypto').generateKeyPairSync('rsa',{modulusLength:2048}).publicKey.export({type:'spki',format:'pem'}))"]).toString()
+    const rsa = ChildProcess.execFileSync(process.execPath, [
+      "-e",
+      "process.stdout.write(require('node:crypto').generateKeyPairSync('rsa',{modulusLength:2048}).publicKey.export({type:'spki',format:'pem'}))"
+    ]).toString()
     const result = await refused({ TOLLGATE_SIGNING_KEY: signingKey, TOLLGATE_PREVIOUS_SIGNING_KEYS: `${signingKey}\n${rsa}` })
     expect(expectOneLine(result, "TOLLGATE_PREVIOUS_SIGNING_KEYS")).toContain("PEM 2 (PUBLIC KEY) is not an Ed25519 key")
   })
@@ -283,9 +295,13 @@ describe.concurrent("Every line the server prints is JSON on stdout", () => {
       running.child.kill("SIGTERM")
       await running.exited
     }
-    const lines = running.stdout().trim().split("\n").map((line) => JSON.parse(line) as { message: string; level: string; annotations: Record<string, unknown> })
+    const lines = running.stdout().trim().split("\n").map((line) =>
+      JSON.parse(line) as { message: string; level: string; annotations: Record<string, unknown> }
+    )
     expect(running.stderr()).toBe("")
-    expect(lines.map((line) => line.message)).toEqual(expect.arrayContaining([expect.stringContaining("dev mode"), expect.stringContaining("listening"), "request"]))
+    expect(lines.map((line) => line.message)).toEqual(
+      expect.arrayContaining([expect.stringContaining("dev mode"), expect.stringContaining("listening"), "request"])
+    )
     const devKeys = lines.find((line) => line.message.startsWith("dev mode"))!
     expect(devKeys.annotations).toEqual({ accountId: "acct_demo", adminKey: expect.any(String), inferenceKey: expect.any(String) })
   })

@@ -41,7 +41,9 @@ const parse = (raw: string): Response => {
   const end = raw.indexOf("\r\n\r\n")
   const [statusLine, ...lines] = raw.slice(0, end).split("\r\n")
   const names = lines.map((line) => line.slice(0, line.indexOf(":")))
-  const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]))
+  const headers = Object.fromEntries(
+    lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()])
+  )
   return { statusLine: statusLine!, names, headers, body: raw.slice(end + 4) }
 }
 
@@ -104,10 +106,14 @@ describe("A request line naming an HTTP version other than 1.0 and 1.1 is answer
     const balance = async () => (await fetch(`${server.api}/billing/balance`, { headers })).headers.get("x-service-balance-usd")
     const before = await balance()
     const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
-    const response = parse(await exchange(
-      `POST /api/v1/crypto/rpc/base-mainnet HTTP/2.0\r\nhost: localhost\r\nauthorization: Bearer ${server.credentials!.inferenceKey}\r\n` +
-        `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
-    ))
+    const response = parse(
+      await exchange(
+        `POST /api/v1/crypto/rpc/base-mainnet HTTP/2.0\r\nhost: localhost\r\nauthorization: Bearer ${
+          server.credentials!.inferenceKey
+        }\r\n` +
+          `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+      )
+    )
     expect(response.statusLine).toBe("HTTP/1.1 505 HTTP Version Not Supported")
     expect(await balance()).toBe(before)
   })

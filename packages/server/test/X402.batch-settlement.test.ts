@@ -6,7 +6,12 @@
  */
 import { Money, X402 } from "@tollgate/core"
 import { RedisServer, ShippedServer } from "@tollgate/testkit"
-import { decodePaymentRequiredHeader, decodePaymentResponseHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
+import {
+  decodePaymentRequiredHeader,
+  decodePaymentResponseHeader,
+  decodePaymentSignatureHeader,
+  encodePaymentSignatureHeader
+} from "@x402/core/http"
 import { BATCH_SETTLEMENT_ADDRESS, toClientEvmSigner } from "@x402/evm"
 import { BatchSettlementEvmScheme, computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
@@ -81,7 +86,10 @@ const channelOf = (payer: Address, payTo: Address) => {
 
 const onChain = async (channelId: Hex) => {
   const [balance, totalClaimed] = await chain.client.readContract({
-    address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "channels", args: [channelId]
+    address: BATCH_SETTLEMENT_ADDRESS,
+    abi: batchSettlementAbi,
+    functionName: "channels",
+    args: [channelId]
   })
   return { balance, totalClaimed }
 }
@@ -90,7 +98,11 @@ const onChain = async (channelId: Hex) => {
 const sendRaw = async (url: string, payment: string) => {
   const response = await fetch(url, { ...rpcInit(), headers: { "content-type": "application/json", "payment-signature": payment } })
   const header = response.headers.get("payment-required")
-  return { status: response.status, reason: header === null ? undefined : decodePaymentRequiredHeader(header).error, body: await response.text() }
+  return {
+    status: response.status,
+    reason: header === null ? undefined : decodePaymentRequiredHeader(header).error,
+    body: await response.text()
+  }
 }
 
 /** What a paid RPC call cost, in nano-USD, from its answer. */
@@ -169,143 +181,171 @@ describe("batch-settlement on Redis: two instances share one channel, its cumula
 })
 
 describe("batch-settlement: a replayed voucher and a lower cumulative voucher are refused, serve nothing and move nothing", () => {
-  it("after three paid calls, the third's payment sent again and a voucher below it are 402s; the channel is charged for three calls", async () => {
-    const payTo = privateKeyToAccount(generatePrivateKey()).address
-    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 1 }) })
-    try {
-      const payer = await payerWith(1_000_000n)
-      const url = `${server.api}/crypto/rpc/base-mainnet`
-      let costNano = 0
-      for (let call = 0; call < 3; call++) {
-        const response = await payer.pay(url, rpcInit())
-        expect(response.status).toBe(200)
-        costNano += costOf(response)
+  it(
+    "after three paid calls, the third's payment sent again and a voucher below it are 402s; the channel is charged for three calls",
+    async () => {
+      const payTo = privateKeyToAccount(generatePrivateKey()).address
+      const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 1 }) })
+      try {
+        const payer = await payerWith(1_000_000n)
+        const url = `${server.api}/crypto/rpc/base-mainnet`
+        let costNano = 0
+        for (let call = 0; call < 3; call++) {
+          const response = await payer.pay(url, rpcInit())
+          expect(response.status).toBe(200)
+          costNano += costOf(response)
+        }
+        const third = payer.sent.payment
+        const replay = await sendRaw(url, third)
+        expect(replay).toMatchObject({ status: 402, reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
+        // The 402's body, not the call's answer.
+        expect(JSON.parse(replay.body)).toMatchObject({ x402Version: 2, error: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
+
+        const signed = decodePaymentSignatureHeader(third)
+        const payload = signed.payload as { voucher: { channelId: Hex; maxClaimableAmount: string } }
+        const lower = await signVoucher(
+          payer.account,
+          payload.voucher.channelId,
+          (BigInt(payload.voucher.maxClaimableAmount) - 13n).toString(),
+          X402.BASE_MAINNET
+        )
+        const refused = await sendRaw(
+          url,
+          encodePaymentSignatureHeader({ ...signed, payload: { ...payload, type: "voucher", voucher: lower } })
+        )
+        expect(refused).toMatchObject({ status: 402, reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
+
+        // Nothing was charged for them: the client's next voucher still matches, and payTo receives three calls' worth.
+        const fourth = await payer.pay(url, rpcInit())
+        expect(fourth.status).toBe(200)
+        costNano += costOf(fourth)
+        const expected = BigInt(Math.ceil(costNano / 1000))
+        await waitFor(async () => (await chain.balanceOf(payTo)) === expected)
+        expect((await onChain(channelOf(payer.account.address, payTo).channelId)).totalClaimed).toBe(expected)
+      } finally {
+        await server.stop()
       }
-      const third = payer.sent.payment
-      const replay = await sendRaw(url, third)
-      expect(replay).toMatchObject({ status: 402, reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
-      // The 402's body, not the call's answer.
-      expect(JSON.parse(replay.body)).toMatchObject({ x402Version: 2, error: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
-
-      const signed = decodePaymentSignatureHeader(third)
-      const payload = signed.payload as { voucher: { channelId: Hex; maxClaimableAmount: string } }
-      const lower = await signVoucher(payer.account, payload.voucher.channelId, (BigInt(payload.voucher.maxClaimableAmount) - 13n).toString(), X402.BASE_MAINNET)
-      const refused = await sendRaw(url, encodePaymentSignatureHeader({ ...signed, payload: { ...payload, type: "voucher", voucher: lower } }))
-      expect(refused).toMatchObject({ status: 402, reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch" })
-
-      // Nothing was charged for them: the client's next voucher still matches, and payTo receives three calls' worth.
-      const fourth = await payer.pay(url, rpcInit())
-      expect(fourth.status).toBe(200)
-      costNano += costOf(fourth)
-      const expected = BigInt(Math.ceil(costNano / 1000))
-      await waitFor(async () => (await chain.balanceOf(payTo)) === expected)
-      expect((await onChain(channelOf(payer.account.address, payTo).channelId)).totalClaimed).toBe(expected)
-    } finally {
-      await server.stop()
-    }
-  }, 120_000)
+    },
+    120_000
+  )
 })
 
 describe("batch-settlement: a client whose state of its channel is stale gets the corrective 402, resyncs from it and is served", () => {
-  it("a second client of the same payer, knowing nothing of the channel, is told its charge and last voucher and pays the next call on it", async () => {
-    const payTo = privateKeyToAccount(generatePrivateKey()).address
-    const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }) })
-    try {
-      const first = await payerWith(1_000_000n)
-      const url = `${server.api}/crypto/rpc/base-mainnet`
-      let costNano = 0
-      for (let call = 0; call < 3; call++) {
-        const response = await first.pay(url, rpcInit())
-        expect(response.status).toBe(200)
-        costNano += costOf(response)
-      }
-      const charged = BigInt(Math.ceil(costNano / 1000)).toString()
-      // The same key in another client: from the chain it knows the deposit, not the three calls.
-      // The 402s answering a payment, with their batch-settlement entry's extra.
-      const refusals: Array<Record<string, unknown>> = []
-      const watching: typeof fetch = async (input, init) => {
-        // The client's fetch is handed a Request (`clientOf`), whose body only `fetch` may read.
-        const paid = (input as Request).headers.has("payment-signature")
-        const response = await fetch(input, init)
-        const header = response.headers.get("payment-required")
-        if (paid && response.status === 402 && header !== null) {
-          const required = decodePaymentRequiredHeader(header)
-          refusals.push({ error: required.error, ...required.accepts.find((entry) => entry.scheme === "batch-settlement")!.extra })
+  it(
+    "a second client of the same payer, knowing nothing of the channel, is told its charge and last voucher and pays the next call on it",
+    async () => {
+      const payTo = privateKeyToAccount(generatePrivateKey()).address
+      const server = await ShippedServer.start({ config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }) })
+      try {
+        const first = await payerWith(1_000_000n)
+        const url = `${server.api}/crypto/rpc/base-mainnet`
+        let costNano = 0
+        for (let call = 0; call < 3; call++) {
+          const response = await first.pay(url, rpcInit())
+          expect(response.status).toBe(200)
+          costNano += costOf(response)
         }
-        return response
+        const charged = BigInt(Math.ceil(costNano / 1000)).toString()
+        // The same key in another client: from the chain it knows the deposit, not the three calls.
+        // The 402s answering a payment, with their batch-settlement entry's extra.
+        const refusals: Array<Record<string, unknown>> = []
+        const watching: typeof fetch = async (input, init) => {
+          // The client's fetch is handed a Request (`clientOf`), whose body only `fetch` may read.
+          const paid = (input as Request).headers.has("payment-signature")
+          const response = await fetch(input, init)
+          const header = response.headers.get("payment-required")
+          if (paid && response.status === 402 && header !== null) {
+            const required = decodePaymentRequiredHeader(header)
+            refusals.push({ error: required.error, ...required.accepts.find((entry) => entry.scheme === "batch-settlement")!.extra })
+          }
+          return response
+        }
+        const response = await clientOf(first.account, watching).pay(url, rpcInit())
+        expect(response.status).toBe(200)
+        expect(refusals).toEqual([expect.objectContaining({
+          error: "invalid_batch_settlement_evm_cumulative_amount_mismatch",
+          channelState: expect.objectContaining({ chargedCumulativeAmount: charged }),
+          voucherState: { signedMaxClaimable: expect.any(String), signature: expect.stringMatching(/^0x[0-9a-f]{130}$/i) }
+        })])
+        const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!)
+        costNano += costOf(response)
+        expect((settled.extra as { channelState: { chargedCumulativeAmount: string } }).channelState.chargedCumulativeAmount)
+          .toBe(BigInt(Math.ceil(costNano / 1000)).toString())
+      } finally {
+        await server.stop()
       }
-      const response = await clientOf(first.account, watching).pay(url, rpcInit())
-      expect(response.status).toBe(200)
-      expect(refusals).toEqual([expect.objectContaining({
-        error: "invalid_batch_settlement_evm_cumulative_amount_mismatch",
-        channelState: expect.objectContaining({ chargedCumulativeAmount: charged }),
-        voucherState: { signedMaxClaimable: expect.any(String), signature: expect.stringMatching(/^0x[0-9a-f]{130}$/i) }
-      })])
-      const settled = decodePaymentResponseHeader(response.headers.get("payment-response")!)
-      costNano += costOf(response)
-      expect((settled.extra as { channelState: { chargedCumulativeAmount: string } }).channelState.chargedCumulativeAmount)
-        .toBe(BigInt(Math.ceil(costNano / 1000)).toString())
-    } finally {
-      await server.stop()
-    }
-  }, 120_000)
+    },
+    120_000
+  )
 })
 
 // Last: it moves the chain's clock a day on, past the validity of any deposit authorization signed after it.
 describe("batch-settlement: a payer's withdrawal, seen by the contract's event, stops calls on its channel, and every served call is claimed before it can finalize", () => {
-  it("calls are refused once the withdrawal is seen; what was served is claimed within the delay, and finalizing returns only the rest", async () => {
-    const payTo = privateKeyToAccount(generatePrivateKey()).address
-    // Claims only at the threshold (never reached here) or on a withdrawal; logs what its rounds see.
-    const server = await ShippedServer.start({
-      config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }),
-      env: { TOLLGATE_LOG_LEVEL: "info" }
-    })
-    try {
-      const payer = await payerWith(1_000_000n)
-      const url = `${server.api}/crypto/rpc/base-mainnet`
-      let costNano = 0
-      for (let call = 0; call < 10; call++) {
-        const response = await payer.pay(url, rpcInit())
-        expect(response.status).toBe(200)
-        costNano += costOf(response)
-      }
-      const { channelId, config } = channelOf(payer.account.address, payTo)
-      const before = await onChain(channelId)
-      expect(before.totalClaimed).toBe(0n)
-      const wallet = await chain.walletOf(payer.account)
-      await chain.client.waitForTransactionReceipt({
-        hash: await wallet.writeContract({
-          address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "initiateWithdraw", args: [config, before.balance]
-        })
+  it(
+    "calls are refused once the withdrawal is seen; what was served is claimed within the delay, and finalizing returns only the rest",
+    async () => {
+      const payTo = privateKeyToAccount(generatePrivateKey()).address
+      // Claims only at the threshold (never reached here) or on a withdrawal; logs what its rounds see.
+      const server = await ShippedServer.start({
+        config: serverConfig(payTo, { claimIntervalSeconds: 3_600, claimThresholdUsd: "1" }),
+        env: { TOLLGATE_LOG_LEVEL: "info" }
       })
-      // Served until the server's next round reads the withdrawal, then refused.
-      let refusal: string | undefined
-      for (let call = 0; refusal === undefined && call < 200; call++) {
-        const response = await payer.pay(url, rpcInit())
-        if (response.status === 200) {
+      try {
+        const payer = await payerWith(1_000_000n)
+        const url = `${server.api}/crypto/rpc/base-mainnet`
+        let costNano = 0
+        for (let call = 0; call < 10; call++) {
+          const response = await payer.pay(url, rpcInit())
+          expect(response.status).toBe(200)
           costNano += costOf(response)
-        } else {
-          expect(response.status).toBe(402)
-          refusal = decodePaymentRequiredHeader(response.headers.get("payment-required")!).error
         }
+        const { channelId, config } = channelOf(payer.account.address, payTo)
+        const before = await onChain(channelId)
+        expect(before.totalClaimed).toBe(0n)
+        const wallet = await chain.walletOf(payer.account)
+        await chain.client.waitForTransactionReceipt({
+          hash: await wallet.writeContract({
+            address: BATCH_SETTLEMENT_ADDRESS,
+            abi: batchSettlementAbi,
+            functionName: "initiateWithdraw",
+            args: [config, before.balance]
+          })
+        })
+        // Served until the server's next round reads the withdrawal, then refused.
+        let refusal: string | undefined
+        for (let call = 0; refusal === undefined && call < 200; call++) {
+          const response = await payer.pay(url, rpcInit())
+          if (response.status === 200) {
+            costNano += costOf(response)
+          } else {
+            expect(response.status).toBe(402)
+            refusal = decodePaymentRequiredHeader(response.headers.get("payment-required")!).error
+          }
+        }
+        expect(refusal).toBe("batch_settlement_withdrawal_pending")
+        // Seen by the contract's event, not by reading the channel (logged once the store has it).
+        const seen = new RegExp(`x402 batch-settlement withdrawal started.*${channelId}.*"seenBy":"(\\w+)"`, "i")
+        await waitFor(async () => seen.test(server.output()))
+        expect(seen.exec(server.output())![1]).toBe("event")
+        const served = BigInt(Math.ceil(costNano / 1000))
+        // Claimed at once, long before the one-day delay ends.
+        await waitFor(async () => (await onChain(channelId)).totalClaimed === served)
+        await chain.client.increaseTime({ seconds: 86_401 })
+        await chain.client.mine({ blocks: 1 })
+        await chain.client.waitForTransactionReceipt({
+          hash: await wallet.writeContract({
+            address: BATCH_SETTLEMENT_ADDRESS,
+            abi: batchSettlementAbi,
+            functionName: "finalizeWithdraw",
+            args: [config]
+          })
+        })
+        expect(await chain.balanceOf(payer.account.address)).toBe(1_000_000n - served)
+        await waitFor(async () => (await chain.balanceOf(payTo)) === served)
+      } finally {
+        await server.stop()
       }
-      expect(refusal).toBe("batch_settlement_withdrawal_pending")
-      // Seen by the contract's event, not by reading the channel (logged once the store has it).
-      const seen = new RegExp(`x402 batch-settlement withdrawal started.*${channelId}.*"seenBy":"(\\w+)"`, "i")
-      await waitFor(async () => seen.test(server.output()))
-      expect(seen.exec(server.output())![1]).toBe("event")
-      const served = BigInt(Math.ceil(costNano / 1000))
-      // Claimed at once, long before the one-day delay ends.
-      await waitFor(async () => (await onChain(channelId)).totalClaimed === served)
-      await chain.client.increaseTime({ seconds: 86_401 })
-      await chain.client.mine({ blocks: 1 })
-      await chain.client.waitForTransactionReceipt({
-        hash: await wallet.writeContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: batchSettlementAbi, functionName: "finalizeWithdraw", args: [config] })
-      })
-      expect(await chain.balanceOf(payer.account.address)).toBe(1_000_000n - served)
-      await waitFor(async () => (await chain.balanceOf(payTo)) === served)
-    } finally {
-      await server.stop()
-    }
-  }, 180_000)
+    },
+    180_000
+  )
 })

@@ -5,7 +5,7 @@
 import { X402 } from "@tollgate/core"
 import { Anvil, ShippedServer } from "@tollgate/testkit"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
-import { validateDiscoveryExtension, validateDiscoveryExtensionSpec, type DiscoveryExtension } from "@x402/extensions/bazaar"
+import { type DiscoveryExtension, validateDiscoveryExtension, validateDiscoveryExtensionSpec } from "@x402/extensions/bazaar"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -37,7 +37,11 @@ beforeAll(async () => {
   // Base is settled here (the relayer and an RPC URL), so the 402s offer payments; no call settles in these tests.
   server = await ShippedServer.start({
     config: {
-      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" }, relayerKey: Anvil.devPrivateKey, evmRpcUrl: "http://127.0.0.1:9" },
+      x402: {
+        payTo: { evm: "0x1111111111111111111111111111111111111111" },
+        relayerKey: Anvil.devPrivateKey,
+        evmRpcUrl: "http://127.0.0.1:9"
+      },
       // Never reached: an unpaid call is refused before it is forwarded.
       rpc: { upstreams: { "base-mainnet": ["http://127.0.0.1:9"] } }
     }
@@ -108,7 +112,8 @@ describe("GET /.well-known/x402 lists every paid resource, each with the extensi
     }
     const metered = Object.entries(document.paths).flatMap(([path, operations]) =>
       Object.entries(operations).filter(([, operation]) => operation["x-x402"] !== undefined).map(([method]) =>
-        `${method.toUpperCase()} ${path.replace(/\{([A-Za-z0-9_]+)\}/g, ":$1")}`)
+        `${method.toUpperCase()} ${path.replace(/\{([A-Za-z0-9_]+)\}/g, ":$1")}`
+      )
     ).sort()
     const listed = await discovery()
     expect(listed.version).toBe(1)
@@ -121,7 +126,9 @@ describe("GET /.well-known/x402 lists every paid resource, each with the extensi
 
   it("each listed resource answers a caller without credentials with a 402 carrying the listed extension, valid by the SDK's own check", async () => {
     for (const item of (await discovery()).items.filter((item) => item.type === "http")) {
-      expect(validateDiscoveryExtensionSpec(item.extensions.bazaar as unknown as Record<string, unknown>), item.resource).toEqual({ valid: true })
+      expect(validateDiscoveryExtensionSpec(item.extensions.bazaar as unknown as Record<string, unknown>), item.resource).toEqual({
+        valid: true
+      })
       // A body of unknown length: the 402 comes before the body is read, whatever the operation takes.
       const path = new URL(item.resource).pathname.replace(":network", "base-mainnet")
       const answer = await fetch(`${server.origin}${path}`, {
@@ -164,14 +171,23 @@ describe("GET /.well-known/x402 lists an embedder's declared endpoints with toll
   it("a declared POST endpoint is listed with its fixed price and a JSON body, and its 402 carries that extension", async () => {
     const directory = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-bazaar-"))
     const file = Path.join(directory, "config.json")
-    Fs.writeFileSync(file, JSON.stringify({
-      x402: { payTo: { evm: "0x1111111111111111111111111111111111111111" }, relayerKey: Anvil.devPrivateKey, evmRpcUrl: "http://127.0.0.1:9" }
-    }))
+    Fs.writeFileSync(
+      file,
+      JSON.stringify({
+        x402: {
+          payTo: { evm: "0x1111111111111111111111111111111111111111" },
+          relayerKey: Anvil.devPrivateKey,
+          evmRpcUrl: "http://127.0.0.1:9"
+        }
+      })
+    )
     const config = await Effect.runPromise(Config.load({ TOLLGATE_STORE: "memory", TOLLGATE_LOG_LEVEL: "none", TOLLGATE_CONFIG: file }))
     const tollgate = await Tollgate.make({
       config,
       announce: false,
-      endpoints: [Tollgate.endpoint({ path: "/v1/summarize", sku: "summarize", price: { usd: "0.002" }, handle: async () => ({ json: {} }) })]
+      endpoints: [
+        Tollgate.endpoint({ path: "/v1/summarize", sku: "summarize", price: { usd: "0.002" }, handle: async () => ({ json: {} }) })
+      ]
     })
     try {
       const listed = await (await tollgate.fetch(new Request("http://localhost/.well-known/x402"))).json() as { items: ReadonlyArray<Item> }

@@ -40,7 +40,11 @@ describe("The shipped server settles an EIP-6492 top-up from a wallet of an allo
       signer: {
         address: wallet.address,
         signTypedData: async (typedData) =>
-          serializeErc6492Signature({ address: factory.address, data: wallet.deployCall, signature: await owner.signTypedData(typedData as never) })
+          serializeErc6492Signature({
+            address: factory.address,
+            data: wallet.deployCall,
+            signature: await owner.signTypedData(typedData as never)
+          })
       }
     })
     const response = await wrapFetchWithPayment(fetch, client)(`${server.api}/x402/top-up`, { method: "POST" })

@@ -23,16 +23,26 @@ describe("A network is offered only where something settles it: Solana's receive
   it("a dev server with payTo.solana and solanaFeePayer, settling only Base, offers Base only", async () => {
     const payTo = { evm: "0x1111111111111111111111111111111111111111", solana: (await generateKeyPairSigner()).address }
     const solanaFeePayer = (await generateKeyPairSigner()).address
-    expect(await networksOffered({
-      x402: { payTo, solanaFeePayer, relayerKey: Anvil.devPrivateKey, evmRpcUrl: "http://127.0.0.1:9" }
-    })).toEqual([X402.BASE_MAINNET])
+    expect(
+      await networksOffered({
+        x402: { payTo, solanaFeePayer, relayerKey: Anvil.devPrivateKey, evmRpcUrl: "http://127.0.0.1:9" }
+      })
+    ).toEqual([X402.BASE_MAINNET])
   })
 
   it("the same server with a hosted facilitator, which settles Solana, offers both", async () => {
     const payTo = { evm: "0x1111111111111111111111111111111111111111", solana: (await generateKeyPairSigner()).address }
     const solanaFeePayer = (await generateKeyPairSigner()).address
-    expect(await networksOffered({
-      x402: { payTo, solanaFeePayer, relayerKey: Anvil.devPrivateKey, evmRpcUrl: "http://127.0.0.1:9", facilitatorUrl: "http://127.0.0.1:9" }
-    })).toEqual([X402.BASE_MAINNET, X402.SOLANA_MAINNET])
+    expect(
+      await networksOffered({
+        x402: {
+          payTo,
+          solanaFeePayer,
+          relayerKey: Anvil.devPrivateKey,
+          evmRpcUrl: "http://127.0.0.1:9",
+          facilitatorUrl: "http://127.0.0.1:9"
+        }
+      })
+    ).toEqual([X402.BASE_MAINNET, X402.SOLANA_MAINNET])
   })
 })

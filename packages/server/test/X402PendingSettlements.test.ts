@@ -73,70 +73,83 @@ const balanceUsd = async (instance: ShippedServer.ShippedServer, address: string
   ((await (await fetch(`${instance.api}/x402/balance/${address}`)).json()) as { balanceUsd: string }).balanceUsd
 
 describe("On Redis, a top-up whose receipt was late on one instance is credited once when it is retried on another", () => {
-  it("503 from the first instance while the block is not mined; the same payment sent to the second: 200 with 5 USD; a replay to either is refused", async () => {
-    const [first, second] = instances as [ShippedServer.ShippedServer, ShippedServer.ShippedServer]
-    const wallet = privateKeyToAccount(generatePrivateKey())
-    await chain.mint(wallet.address, 10_000_000n)
-    const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
-    registerExactEvmScheme(client, { signer: wallet })
-    const recording = recordingFetch()
-    await chain.client.setAutomine(false)
-    try {
-      const late = await wrapFetchWithPayment(recording.fetch, client)(`${first.api}/x402/top-up`, { method: "POST" })
-      expect(late.status).toBe(503)
-      expect(late.headers.get("retry-after")).not.toBeNull()
-      expect(await balanceUsd(second, wallet.address)).toBe("0")
-      await chain.client.mine({ blocks: 1 })
-    } finally {
-      await chain.client.setAutomine(true)
-    }
-    expect(recording.sent.payment).toBeDefined()
-    const topUp = topUpWith(recording.sent.payment!)
+  it(
+    "503 from the first instance while the block is not mined; the same payment sent to the second: 200 with 5 USD; a replay to either is refused",
+    async () => {
+      const [first, second] = instances as [ShippedServer.ShippedServer, ShippedServer.ShippedServer]
+      const wallet = privateKeyToAccount(generatePrivateKey())
+      await chain.mint(wallet.address, 10_000_000n)
+      const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
+      registerExactEvmScheme(client, { signer: wallet })
+      const recording = recordingFetch()
+      await chain.client.setAutomine(false)
+      try {
+        const late = await wrapFetchWithPayment(recording.fetch, client)(`${first.api}/x402/top-up`, { method: "POST" })
+        expect(late.status).toBe(503)
+        expect(late.headers.get("retry-after")).not.toBeNull()
+        expect(await balanceUsd(second, wallet.address)).toBe("0")
+        await chain.client.mine({ blocks: 1 })
+      } finally {
+        await chain.client.setAutomine(true)
+      }
+      expect(recording.sent.payment).toBeDefined()
+      const topUp = topUpWith(recording.sent.payment!)
 
-    const retried = await topUp(second)
-    expect(retried.status).toBe(200)
-    expect(await retried.json()).toMatchObject({ walletAddress: wallet.address, creditedUsd: "5", balanceUsd: "5" })
-    expect(await chain.balanceOf(payTo)).toBe(5_000_000n)
+      const retried = await topUp(second)
+      expect(retried.status).toBe(200)
+      expect(await retried.json()).toMatchObject({ walletAddress: wallet.address, creditedUsd: "5", balanceUsd: "5" })
+      expect(await chain.balanceOf(payTo)).toBe(5_000_000n)
 
-    for (const instance of [first, second]) {
-      const replay = await topUp(instance)
-      expect(replay.status).toBe(402)
-      expect(decodePaymentRequiredHeader(replay.headers.get("payment-required")!).error).toBe("invalid_exact_evm_nonce_already_used")
-    }
-    expect(await balanceUsd(first, wallet.address)).toBe("5")
-    expect(await balanceUsd(second, wallet.address)).toBe("5")
-    expect(await chain.balanceOf(wallet.address)).toBe(5_000_000n)
-  }, 60_000)
+      for (const instance of [first, second]) {
+        const replay = await topUp(instance)
+        expect(replay.status).toBe(402)
+        expect(decodePaymentRequiredHeader(replay.headers.get("payment-required")!).error).toBe("invalid_exact_evm_nonce_already_used")
+      }
+      expect(await balanceUsd(first, wallet.address)).toBe("5")
+      expect(await balanceUsd(second, wallet.address)).toBe("5")
+      expect(await chain.balanceOf(wallet.address)).toBe(5_000_000n)
+    },
+    60_000
+  )
 })
 
 describe("On Redis, a Solana top-up whose confirmation was late on one instance is credited once when it is retried on another", () => {
-  it("503 from the first instance while the node cannot confirm; the same payment sent to the second: 200 with 5 USD; a replay is refused", async () => {
-    const [first, second] = instances as [ShippedServer.ShippedServer, ShippedServer.ShippedServer]
-    // Exactly the price: once the transfer has landed, a fresh check of the same transaction fails
-    // (its simulation finds no USDC left), so only the pending settlement lets the retry through.
-    const payer = await generateKeyPairSigner()
-    await solana.fund(X402.SOLANA_USDC, payer.address, 5_000_000n)
-    const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
-    client.register("solana:*", new ExactSvmScheme(payer, { rpcUrl: solana.url }))
-    const recording = recordingFetch()
-    solana.lagStatuses(true)
-    try {
-      const late = await wrapFetchWithPayment(recording.fetch, client)(`${first.api}/x402/top-up`, { method: "POST" })
-      expect(late.status).toBe(503)
+  it(
+    "503 from the first instance while the node cannot confirm; the same payment sent to the second: 200 with 5 USD; a replay is refused",
+    async () => {
+      const [first, second] = instances as [ShippedServer.ShippedServer, ShippedServer.ShippedServer]
+      // Exactly the price: once the transfer has landed, a fresh check of the same transaction fails
+      // (its simulation finds no USDC left), so only the pending settlement lets the retry through.
+      const payer = await generateKeyPairSigner()
+      await solana.fund(X402.SOLANA_USDC, payer.address, 5_000_000n)
+      const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$100" })
+      client.register("solana:*", new ExactSvmScheme(payer, { rpcUrl: solana.url }))
+      const recording = recordingFetch()
+      solana.lagStatuses(true)
+      try {
+        const late = await wrapFetchWithPayment(recording.fetch, client)(`${first.api}/x402/top-up`, { method: "POST" })
+        expect(late.status).toBe(503)
+        expect(await solana.tokenBalance(X402.SOLANA_USDC, treasury)).toBe(5_000_000n)
+        expect(await balanceUsd(second, payer.address)).toBe("0")
+      } finally {
+        solana.lagStatuses(false)
+      }
+      const topUp = topUpWith(recording.sent.payment!)
+
+      const retried = await topUp(second)
+      expect(retried.status).toBe(200)
+      expect(await retried.json()).toMatchObject({
+        walletAddress: payer.address,
+        network: X402.SOLANA_MAINNET,
+        creditedUsd: "5",
+        balanceUsd: "5"
+      })
+
+      for (const instance of [first, second]) expect((await topUp(instance)).status).toBe(402)
+      expect(await balanceUsd(first, payer.address)).toBe("5")
       expect(await solana.tokenBalance(X402.SOLANA_USDC, treasury)).toBe(5_000_000n)
-      expect(await balanceUsd(second, payer.address)).toBe("0")
-    } finally {
-      solana.lagStatuses(false)
-    }
-    const topUp = topUpWith(recording.sent.payment!)
-
-    const retried = await topUp(second)
-    expect(retried.status).toBe(200)
-    expect(await retried.json()).toMatchObject({ walletAddress: payer.address, network: X402.SOLANA_MAINNET, creditedUsd: "5", balanceUsd: "5" })
-
-    for (const instance of [first, second]) expect((await topUp(instance)).status).toBe(402)
-    expect(await balanceUsd(first, payer.address)).toBe("5")
-    expect(await solana.tokenBalance(X402.SOLANA_USDC, treasury)).toBe(5_000_000n)
-    expect(await solana.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(0n)
-  }, 60_000)
+      expect(await solana.tokenBalance(X402.SOLANA_USDC, payer.address)).toBe(0n)
+    },
+    60_000
+  )
 })

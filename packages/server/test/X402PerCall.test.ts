@@ -114,52 +114,68 @@ describe("A payment sent with a metered call is honoured: the plain official cli
     expect(await creditUnits(wallet.address)).toBe(0n)
   }, 60_000)
 
-  it("POST /chat/completions: the worst-case quote is paid, the actual charge taken, the rest is the wallet's credit to the unit", async () => {
-    const wallet = await fundedWallet()
-    const recording = recordingFetch()
-    const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, chatInit())
-    expect(response.status).toBe(200)
-    expect(((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).toBe("Hello there")
-    const signed = signedAmount(recording.sent.payment!)
-    expect(signed).toBeGreaterThan(CHAT_CHARGE_UNITS)
-    expect(response.headers.get("x-payment-credited-usd")).toBe(String(Number(signed) / 1_000_000))
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
-    expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
+  it(
+    "POST /chat/completions: the worst-case quote is paid, the actual charge taken, the rest is the wallet's credit to the unit",
+    async () => {
+      const wallet = await fundedWallet()
+      const recording = recordingFetch()
+      const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, chatInit())
+      expect(response.status).toBe(200)
+      expect(((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).toBe(
+        "Hello there"
+      )
+      const signed = signedAmount(recording.sent.payment!)
+      expect(signed).toBeGreaterThan(CHAT_CHARGE_UNITS)
+      expect(response.headers.get("x-payment-credited-usd")).toBe(String(Number(signed) / 1_000_000))
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+      expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
 
-    const replay = await fetch(`${server.api}/chat/completions`, {
-      ...chatInit(),
-      headers: { "content-type": "application/json", "payment-signature": recording.sent.payment! }
-    })
-    expect(replay.status).toBe(402)
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
-    expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
-  }, 60_000)
+      const replay = await fetch(`${server.api}/chat/completions`, {
+        ...chatInit(),
+        headers: { "content-type": "application/json", "payment-signature": recording.sent.payment! }
+      })
+      expect(replay.status).toBe(402)
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+      expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
+    },
+    60_000
+  )
 })
 
 describe("A streamed chat completion paid with the call: the stream is served, and its charge is taken when it ends", () => {
-  it("stream: true with the plain client: the events arrive, PAYMENT-RESPONSE is on the answer, the credit is the payment minus the charge", async () => {
-    const wallet = await fundedWallet()
-    const recording = recordingFetch()
-    const body = JSON.stringify({ model: "test-model", max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hi" }] })
-    const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body
-    })
-    expect(response.status).toBe(200)
-    expect(response.headers.get("payment-response")).not.toBeNull()
-    const events = await response.text()
-    expect(events).toContain("Hello")
-    expect(events).toContain("data: [DONE]")
-    const signed = signedAmount(recording.sent.payment!)
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
-    // The charge is captured as the stream ends, which may be just after the last bytes reach us.
-    const deadline = Date.now() + 5_000
-    while (await creditUnits(wallet.address) !== signed - CHAT_CHARGE_UNITS && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-    expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
-  }, 60_000)
+  it(
+    "stream: true with the plain client: the events arrive, PAYMENT-RESPONSE is on the answer, the credit is the payment minus the charge",
+    async () => {
+      const wallet = await fundedWallet()
+      const recording = recordingFetch()
+      const body = JSON.stringify({
+        model: "test-model",
+        max_tokens: 100,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: "user", content: "hi" }]
+      })
+      const response = await wrapFetchWithPayment(recording.fetch, plainClient(wallet))(`${server.api}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body
+      })
+      expect(response.status).toBe(200)
+      expect(response.headers.get("payment-response")).not.toBeNull()
+      const events = await response.text()
+      expect(events).toContain("Hello")
+      expect(events).toContain("data: [DONE]")
+      const signed = signedAmount(recording.sent.payment!)
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(signed)
+      // The charge is captured as the stream ends, which may be just after the last bytes reach us.
+      const deadline = Date.now() + 5_000
+      while (await creditUnits(wallet.address) !== signed - CHAT_CHARGE_UNITS && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      expect(await creditUnits(wallet.address)).toBe(signed - CHAT_CHARGE_UNITS)
+    },
+    60_000
+  )
 })
 
 describe("The discovery 402 of a metered call offers the call at its price, then the minimum top-up; below the floor, a voucher on a payment channel and the top-up", () => {
@@ -167,7 +183,11 @@ describe("The discovery 402 of a metered call offers the call at its price, then
     const parser = await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
     expect(parser.status).toBe(402)
     const offered = decodePaymentRequiredHeader(parser.headers.get("payment-required")!)
-    expect(offered.accepts.map((entry) => [entry.scheme, entry.amount, entry.payTo])).toEqual([["exact", "10000", payTo], ["exact", "5000000", payTo]])
+    expect(offered.accepts.map((entry) => [entry.scheme, entry.amount, entry.payTo])).toEqual([["exact", "10000", payTo], [
+      "exact",
+      "5000000",
+      payTo
+    ]])
 
     const rpc = await fetch(`${server.api}/crypto/rpc/base-mainnet`, {
       method: "POST",
@@ -183,7 +203,11 @@ describe("The discovery 402 of a metered call offers the call at its price, then
 
   it("an anonymous body over 64 KiB is not read to be priced: its 402 offers the minimum top-up only", async () => {
     const large = JSON.stringify({ model: "test-model", max_tokens: 100, messages: [{ role: "user", content: "x".repeat(70 * 1024) }] })
-    const response = await fetch(`${server.api}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: large })
+    const response = await fetch(`${server.api}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: large
+    })
     expect(response.status).toBe(402)
     const offered = decodePaymentRequiredHeader(response.headers.get("payment-required")!)
     expect(offered.accepts.map((entry) => entry.amount)).toEqual(["5000000"])
@@ -192,22 +216,26 @@ describe("The discovery 402 of a metered call offers the call at its price, then
 })
 
 describe("A call below the per-call floor takes the top-up entry's payment (a client that knows only exact): the 5 USD are credited and the call is charged to them", () => {
-  it("an RPC call paid with the 5 USDC entry of its 402: 200 with the block number, 5 USDC moved, 4.9999875 USD of credit left", async () => {
-    const wallet = await fundedWallet()
-    const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$10" })
-    registerExactEvmScheme(client, { signer: wallet })
-    const response = await wrapFetchWithPayment(fetch, client)(`${server.api}/crypto/rpc/base-mainnet`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
-    })
-    expect(response.status).toBe(200)
-    expect(await response.json()).toMatchObject({ jsonrpc: "2.0", id: 1, result: expect.stringMatching(/^0x/) })
-    expect(response.headers.get("x-payment-credited-usd")).toBe("5")
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(5_000_000n)
-    const { balanceUsd } = (await (await fetch(`${server.api}/x402/balance/${wallet.address}`)).json()) as { balanceUsd: string }
-    expect(balanceUsd).toBe("4.9999875")
-  }, 60_000)
+  it(
+    "an RPC call paid with the 5 USDC entry of its 402: 200 with the block number, 5 USDC moved, 4.9999875 USD of credit left",
+    async () => {
+      const wallet = await fundedWallet()
+      const client = new x402Client().setSpendControls({ maxAmountPerPayment: "$10" })
+      registerExactEvmScheme(client, { signer: wallet })
+      const response = await wrapFetchWithPayment(fetch, client)(`${server.api}/crypto/rpc/base-mainnet`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+      })
+      expect(response.status).toBe(200)
+      expect(await response.json()).toMatchObject({ jsonrpc: "2.0", id: 1, result: expect.stringMatching(/^0x/) })
+      expect(response.headers.get("x-payment-credited-usd")).toBe("5")
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(5_000_000n)
+      const { balanceUsd } = (await (await fetch(`${server.api}/x402/balance/${wallet.address}`)).json()) as { balanceUsd: string }
+      expect(balanceUsd).toBe("4.9999875")
+    },
+    60_000
+  )
 })
 
 describe("The legacy X-PAYMENT header pays a metered call as PAYMENT-SIGNATURE does", () => {
@@ -218,7 +246,11 @@ describe("The legacy X-PAYMENT header pays a metered call as PAYMENT-SIGNATURE d
       (await fetch(`${server.api}/augment/text-parser`, { method: "POST", body: document() })).headers.get("payment-required")!
     )
     const payment = encodePaymentSignatureHeader(await client.createPaymentPayload(required))
-    const response = await fetch(`${server.api}/augment/text-parser`, { method: "POST", headers: { "x-payment": payment }, body: document() })
+    const response = await fetch(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      headers: { "x-payment": payment },
+      body: document()
+    })
     expect(response.status).toBe(200)
     expect(decodePaymentResponseHeader(response.headers.get("payment-response")!)).toMatchObject({ success: true, payer: wallet.address })
     expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
@@ -245,27 +277,31 @@ describe("A failed call after its payment settled leaves the whole payment as cr
 })
 
 describe("Credit first: a wallet that signs in with credit is never asked to pay", () => {
-  it("wrapFetchWithPayment around wrapFetchWithSIWx: the first call pays, the next calls spend the leftover credit with no payment", async () => {
-    const wallet = await fundedWallet()
-    const client = plainClient(wallet)
-    const agent = wrapFetchWithPayment(wrapFetchWithSIWx(fetch, wallet), client)
-    // SIWX binds to the server's public origin, which names the host localhost.
-    const api = server.api.replace("127.0.0.1", "localhost")
-    const first = await agent(`${api}/chat/completions`, chatInit())
-    expect(first.status).toBe(200)
-    expect(first.headers.get("payment-response")).not.toBeNull()
-    const paid = 10_000_000n - (await chain.balanceOf(wallet.address))
-    const credit = await creditUnits(wallet.address)
-    expect(credit).toBe(paid - CHAT_CHARGE_UNITS)
+  it(
+    "wrapFetchWithPayment around wrapFetchWithSIWx: the first call pays, the next calls spend the leftover credit with no payment",
+    async () => {
+      const wallet = await fundedWallet()
+      const client = plainClient(wallet)
+      const agent = wrapFetchWithPayment(wrapFetchWithSIWx(fetch, wallet), client)
+      // SIWX binds to the server's public origin, which names the host localhost.
+      const api = server.api.replace("127.0.0.1", "localhost")
+      const first = await agent(`${api}/chat/completions`, chatInit())
+      expect(first.status).toBe(200)
+      expect(first.headers.get("payment-response")).not.toBeNull()
+      const paid = 10_000_000n - (await chain.balanceOf(wallet.address))
+      const credit = await creditUnits(wallet.address)
+      expect(credit).toBe(paid - CHAT_CHARGE_UNITS)
 
-    for (let call = 1; call <= 3; call++) {
-      const next = await agent(`${api}/augment/text-parser`, { method: "POST", body: document() })
-      expect(next.status).toBe(200)
-      expect(next.headers.get("payment-response")).toBeNull()
-      expect(await creditUnits(wallet.address)).toBe(credit - BigInt(call) * 10_000n)
-    }
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(paid)
-  }, 60_000)
+      for (let call = 1; call <= 3; call++) {
+        const next = await agent(`${api}/augment/text-parser`, { method: "POST", body: document() })
+        expect(next.status).toBe(200)
+        expect(next.headers.get("payment-response")).toBeNull()
+        expect(await creditUnits(wallet.address)).toBe(credit - BigInt(call) * 10_000n)
+      }
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(paid)
+    },
+    60_000
+  )
 })
 
 describe("The other nesting, wrapFetchWithSIWx outside wrapFetchWithPayment, pays every call: the payment wrapper meets each 402 first", () => {
@@ -302,31 +338,35 @@ describe("Credit first with the SIWX client extension registered on the payment 
 })
 
 describe("payment-identifier: a client's retry with the same identifier is answered from the first attempt, never paid or served twice", () => {
-  it("the first answer is lost on the way back; the retry, signed anew with the same id, gets the kept 200 and no USDC moves again", async () => {
-    const wallet = await fundedWallet()
-    const client = plainClient(wallet)
-    const id = generatePaymentId()
-    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-      appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
-    })
-    const lost = { answers: 0 }
-    const losing: typeof fetch = async (input, init) => {
-      const response = await fetch(input, init)
-      if (response.status === 200 && lost.answers++ === 0) throw new TypeError("fetch failed: the connection was reset")
-      return response
-    }
-    const agent = wrapFetchWithPayment(losing, client)
-    const call = () => agent(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
-    await expect(call()).rejects.toThrow("connection was reset")
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
+  it(
+    "the first answer is lost on the way back; the retry, signed anew with the same id, gets the kept 200 and no USDC moves again",
+    async () => {
+      const wallet = await fundedWallet()
+      const client = plainClient(wallet)
+      const id = generatePaymentId()
+      client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+        appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
+      })
+      const lost = { answers: 0 }
+      const losing: typeof fetch = async (input, init) => {
+        const response = await fetch(input, init)
+        if (response.status === 200 && lost.answers++ === 0) throw new TypeError("fetch failed: the connection was reset")
+        return response
+      }
+      const agent = wrapFetchWithPayment(losing, client)
+      const call = () => agent(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+      await expect(call()).rejects.toThrow("connection was reset")
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
 
-    const retried = await call()
-    expect(retried.status).toBe(200)
-    expect(retried.headers.get("idempotent-replayed")).toBe("true")
-    expect(await retried.json()).toMatchObject({ text: expect.stringContaining("revenue rose") })
-    expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
-    expect(await creditUnits(wallet.address)).toBe(0n)
-  }, 60_000)
+      const retried = await call()
+      expect(retried.status).toBe(200)
+      expect(retried.headers.get("idempotent-replayed")).toBe("true")
+      expect(await retried.json()).toMatchObject({ text: expect.stringContaining("revenue rose") })
+      expect(10_000_000n - (await chain.balanceOf(wallet.address))).toBe(10_000n)
+      expect(await creditUnits(wallet.address)).toBe(0n)
+    },
+    60_000
+  )
 
   it("the same payment re-sent as it was (its authorization already spent) gets the kept 200, not a refusal", async () => {
     const wallet = await fundedWallet()
@@ -336,7 +376,10 @@ describe("payment-identifier: a client's retry with the same identifier is answe
       appendPaymentIdentifierToExtensions(paymentRequired.extensions ?? {}, id)
     })
     const recording = recordingFetch()
-    expect((await wrapFetchWithPayment(recording.fetch, client)(`${server.api}/augment/text-parser`, { method: "POST", body: document() })).status)
+    expect(
+      (await wrapFetchWithPayment(recording.fetch, client)(`${server.api}/augment/text-parser`, { method: "POST", body: document() }))
+        .status
+    )
       .toBe(200)
     const resent = await fetch(`${server.api}/augment/text-parser`, {
       method: "POST",
@@ -360,12 +403,18 @@ describe("payment-identifier: another wallet sending a known identifier gets no 
       return client
     }
     const payer = await fundedWallet()
-    const first = await wrapFetchWithPayment(fetch, withId(payer))(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+    const first = await wrapFetchWithPayment(fetch, withId(payer))(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      body: document()
+    })
     expect(first.status).toBe(200)
     expect(10_000_000n - (await chain.balanceOf(payer.address))).toBe(10_000n)
 
     const other = await fundedWallet()
-    const taken = await wrapFetchWithPayment(fetch, withId(other))(`${server.api}/augment/text-parser`, { method: "POST", body: document() })
+    const taken = await wrapFetchWithPayment(fetch, withId(other))(`${server.api}/augment/text-parser`, {
+      method: "POST",
+      body: document()
+    })
     expect(taken.status).toBe(402)
     expect(taken.headers.get("idempotent-replayed")).toBeNull()
     expect(decodePaymentRequiredHeader(taken.headers.get("payment-required")!).error).toBe("payment_identifier_mismatch")

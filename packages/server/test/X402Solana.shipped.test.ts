@@ -1,6 +1,6 @@
+import { createKeyPairSignerFromBytes, generateKeyPairSigner, type KeyPairSigner } from "@solana/kit"
 import { X402 } from "@tollgate/core"
 import { ShippedServer, SolanaRpc } from "@tollgate/testkit"
-import { createKeyPairSignerFromBytes, generateKeyPairSigner, type KeyPairSigner } from "@solana/kit"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader, encodePaymentSignatureHeader } from "@x402/core/http"
 import { appendPaymentIdentifierToExtensions, generatePaymentId } from "@x402/extensions/payment-identifier"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"

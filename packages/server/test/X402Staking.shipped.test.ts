@@ -5,7 +5,11 @@ import { createSIWxPayload, encodeSIWxHeader } from "@x402/extensions/sign-in-wi
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
-const blockNumber = { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }) }
+const blockNumber = {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] })
+}
 
 let anvil: Anvil.Anvil
 let token: StakeToken.StakeToken
@@ -16,7 +20,9 @@ let origin = ""
 const signedCall = async (account: PrivateKeyAccount) => {
   const url = `${origin}/api/v1/crypto/rpc/base-mainnet`
   const first = await fetch(url, blockNumber)
-  const challenge = decodePaymentRequiredHeader(first.headers.get("payment-required")!).extensions!["sign-in-with-x"] as { info: Record<string, string> }
+  const challenge = decodePaymentRequiredHeader(first.headers.get("payment-required")!).extensions!["sign-in-with-x"] as {
+    info: Record<string, string>
+  }
   const payload = await createSIWxPayload({ ...challenge.info, chainId: X402.BASE_MAINNET, type: "eip191" } as never, account, url)
   return fetch(url, { ...blockNumber, headers: { ...blockNumber.headers, "SIGN-IN-WITH-X": encodeSIWxHeader(payload) } })
 }
@@ -28,7 +34,10 @@ beforeAll(async () => {
     config: {
       rpc: { upstreams: { "base-mainnet": [anvil.url] } },
       prices: { rpc: { usdPerCredit: "1", baseCredits: { "base-mainnet": 1 } } },
-      x402: { payTo: { evm: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" }, staking: { chain: X402.BASE_MAINNET, token: token.address, rpcUrl: anvil.url } }
+      x402: {
+        payTo: { evm: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" },
+        staking: { chain: X402.BASE_MAINNET, token: token.address, rpcUrl: anvil.url }
+      }
     }
   })
   // SIWX binds to the public origin, which is `http://localhost:<port>` by default: the client

@@ -104,28 +104,50 @@ const answerOther = async (
   path: string,
   headers: Http.IncomingHttpHeaders,
   raw: Buffer
-): Promise<{ readonly status: number; readonly type: string; readonly body: string | Uint8Array; readonly received: Record<string, unknown> } | undefined> => {
-  const ok = (body: unknown, received: Record<string, unknown>) => ({ status: 200, type: "application/json", body: JSON.stringify(body), received })
+): Promise<
+  | { readonly status: number; readonly type: string; readonly body: string | Uint8Array; readonly received: Record<string, unknown> }
+  | undefined
+> => {
+  const ok = (body: unknown, received: Record<string, unknown>) => ({
+    status: 200,
+    type: "application/json",
+    body: JSON.stringify(body),
+    received
+  })
   if (method === "POST" && path === "/embeddings") {
     const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
-    const inputs: Array<unknown> = typeof body["input"] === "string" || (Array.isArray(body["input"]) && typeof body["input"][0] === "number")
-      ? [body["input"]]
-      : body["input"] as Array<unknown>
+    const inputs: Array<unknown> =
+      typeof body["input"] === "string" || (Array.isArray(body["input"]) && typeof body["input"][0] === "number")
+        ? [body["input"]]
+        : body["input"] as Array<unknown>
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : 8
     const tokens = inputs.reduce<number>((sum, input) => sum + wordsOf(input), 0)
     return ok({
       object: "list",
-      data: inputs.map((_, index) => ({ object: "embedding", index, embedding: Array.from({ length: dimensions }, (_, i) => (index + 1) / (i + 2)) })),
+      data: inputs.map((_, index) => ({
+        object: "embedding",
+        index,
+        embedding: Array.from({ length: dimensions }, (_, i) => (index + 1) / (i + 2))
+      })),
       model: body["model"],
       usage: { prompt_tokens: tokens, total_tokens: tokens }
     }, body)
   }
   if (method === "POST" && path === "/audio/speech") {
     const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
-    return { status: 200, type: "audio/mpeg", body: `FAKE-AUDIO ${String(body["response_format"])} ${String(body["voice"])}: ${String(body["input"])}`, received: body }
+    return {
+      status: 200,
+      type: "audio/mpeg",
+      body: `FAKE-AUDIO ${String(body["response_format"])} ${String(body["voice"])}: ${String(body["input"])}`,
+      received: body
+    }
   }
   if (method === "POST" && path === "/audio/transcriptions") {
-    const form = await new Request("http://fake/", { method: "POST", headers: { "content-type": headers["content-type"] ?? "" }, body: new Uint8Array(raw) }).formData()
+    const form = await new Request("http://fake/", {
+      method: "POST",
+      headers: { "content-type": headers["content-type"] ?? "" },
+      body: new Uint8Array(raw)
+    }).formData()
     const received: Record<string, unknown> = {}
     for (const [key, value] of form.entries()) {
       received[key] = typeof value === "string" ? value : { name: value.name, type: value.type, size: value.size }
@@ -148,7 +170,8 @@ const answerOther = async (
   const video = /^\/videos\/([^/]+)(\/content)?$/u.exec(path)
   if (method === "GET" && video !== null) {
     const id = decodeURIComponent(video[1]!)
-    if (!videos.has(id)) return { status: 404, type: "application/json", body: JSON.stringify({ error: { message: "no such video" } }), received: {} }
+    if (!videos.has(id))
+      return { status: 404, type: "application/json", body: JSON.stringify({ error: { message: "no such video" } }), received: {} }
     videos.set(id, videos.get(id)! + 1)
     if (video[2] !== undefined) return { status: 200, type: "video/mp4", body: `FAKE-MP4 ${id}`, received: {} }
     const outcome = upstream.videoOutcome
@@ -199,7 +222,11 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     const text = Buffer.concat(parts).toString("utf8")
     const body = JSON.parse(text) as Record<string, unknown>
     let finished = false
-    const hungUp = new Promise<void>((resolve) => response.on("close", () => { if (!finished) resolve() }))
+    const hungUp = new Promise<void>((resolve) =>
+      response.on("close", () => {
+        if (!finished) resolve()
+      })
+    )
     received.push({ path, body, text, headers: request.headers, hungUp })
     const reply = upstream.script(body)
     if (reply.status !== undefined && (reply.status < 200 || reply.status >= 300)) {
@@ -227,7 +254,11 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
             content: reply.pieces.join(""),
             ...(reply.reasoning === undefined ? {} : { reasoning_content: reply.reasoning.join("") }),
             ...(reply.toolCalls === undefined ? {} : {
-              tool_calls: reply.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }))
+              tool_calls: reply.toolCalls.map((call) => ({
+                id: call.id,
+                type: "function",
+                function: { name: call.name, arguments: call.arguments }
+              }))
             })
           },
           finish_reason: reply.toolCalls === undefined ? "stop" : "tool_calls"
@@ -241,7 +272,9 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     const pause = () => new Promise((resolve) => setTimeout(resolve, reply.delayMs ?? 0))
     const encode = reply.spaced === true ? spacedJson : JSON.stringify
     const chunk = (id: string, model: unknown, delta: Record<string, unknown>, finish: string | null) =>
-      `data: ${encode({ id, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+      `data: ${
+        encode({ id, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })
+      }\n\n`
     response.write(chunk(id, body["model"], { role: "assistant", content: "" }, null))
     for (const piece of reply.reasoning ?? []) response.write(chunk(id, body["model"], { reasoning_content: piece }, null))
     for (const piece of reply.pieces) {
@@ -251,7 +284,14 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     }
     for (const [index, call] of (reply.toolCalls ?? []).entries()) {
       const half = Math.ceil(call.arguments.length / 2)
-      response.write(chunk(id, body["model"], { tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }, null))
+      response.write(
+        chunk(
+          id,
+          body["model"],
+          { tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] },
+          null
+        )
+      )
       for (const part of [call.arguments.slice(0, half), call.arguments.slice(half)]) {
         response.write(chunk(id, body["model"], { tool_calls: [{ index, function: { arguments: part } }] }, null))
       }
@@ -265,7 +305,9 @@ export const start = async (script: FakeChatUpstream["script"] = () => ({ pieces
     response.write(chunk(id, body["model"], {}, reply.toolCalls === undefined ? "stop" : "tool_calls"))
     const streamOptions = body["stream_options"] as { include_usage?: boolean } | undefined
     if (streamOptions?.include_usage === true) {
-      response.write(`data: ${encode({ id, object: "chat.completion.chunk", created: 1, model: body["model"], choices: [], usage: fullUsage })}\n\n`)
+      response.write(
+        `data: ${encode({ id, object: "chat.completion.chunk", created: 1, model: body["model"], choices: [], usage: fullUsage })}\n\n`
+      )
     }
     finished = true
     response.end("data: [DONE]\n\n")

@@ -89,20 +89,33 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
   for (let i = 0; i < MASTERS * 2; i++) {
     const { child, port } = await RedisServer.launchOnFreePort(async (port) =>
       ChildProcess.spawn("redis-server", [
-        "--port", String(port),
-        "--cluster-port", String(await freePort()),
-        "--bind", "127.0.0.1",
-        "--cluster-enabled", "yes",
-        "--cluster-config-file", Path.join(dir, `nodes-${port}.conf`),
-        "--cluster-node-timeout", String(options.nodeTimeoutMs ?? 1000),
-        "--dir", dir,
-        "--save", "",
-        "--appendonly", "no",
+        "--port",
+        String(port),
+        "--cluster-port",
+        String(await freePort()),
+        "--bind",
+        "127.0.0.1",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        Path.join(dir, `nodes-${port}.conf`),
+        "--cluster-node-timeout",
+        String(options.nodeTimeoutMs ?? 1000),
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
         // A replica that never finished its first sync refuses to fail over: sync at once.
-        "--repl-diskless-sync-delay", "0",
-        "--daemonize", "no",
-        "--logfile", Path.join(dir, `log-${port}.txt`)
-      ], { stdio: "ignore" })).catch(async (error) => {
+        "--repl-diskless-sync-delay",
+        "0",
+        "--daemonize",
+        "no",
+        "--logfile",
+        Path.join(dir, `log-${port}.txt`)
+      ], { stdio: "ignore" })
+    ).catch(async (error) => {
       await stop()
       throw error
     })
@@ -129,26 +142,37 @@ export const start = async (options: { readonly nodeTimeoutMs?: number } = {}): 
     })
   }
   const waitHealthy = async (timeoutMs = 30_000) => {
-    await waitFor(async () => {
-      const infos = await Promise.all(alive().map((node) => cli(node.port, "cluster", "info")))
-      if (!infos.every((info) => info.includes("cluster_state:ok") && info.includes("cluster_slots_ok:16384"))) return false
-      const masters = (await topology()).filter((node) => node.flags.includes("master") && node.servesSlots)
-      return masters.length === MASTERS && masters.every((node) => isAlive(node.port) && !node.flags.some((flag) => flag.includes("fail")))
-    }, timeoutMs, "the Redis Cluster to serve every slot from a live master")
+    await waitFor(
+      async () => {
+        const infos = await Promise.all(alive().map((node) => cli(node.port, "cluster", "info")))
+        if (!infos.every((info) => info.includes("cluster_state:ok") && info.includes("cluster_slots_ok:16384"))) return false
+        const masters = (await topology()).filter((node) => node.flags.includes("master") && node.servesSlots)
+        return masters.length === MASTERS &&
+          masters.every((node) => isAlive(node.port) && !node.flags.some((flag) => flag.includes("fail")))
+      },
+      timeoutMs,
+      "the Redis Cluster to serve every slot from a live master"
+    )
   }
   try {
     await run("redis-cli", [
-      "--cluster", "create",
+      "--cluster",
+      "create",
       ...nodes.map((node) => `127.0.0.1:${node.port}`),
-      "--cluster-replicas", "1",
+      "--cluster-replicas",
+      "1",
       "--cluster-yes"
     ])
     await waitHealthy()
-    await waitFor(async () => {
-      const replicas = (await topology()).filter((node) => node.flags.includes("slave"))
-      const links = await Promise.all(replicas.map((node) => cli(node.port, "info", "replication")))
-      return replicas.length === MASTERS && links.every((info) => info.includes("master_link_status:up"))
-    }, 30_000, "every replica to finish its first sync")
+    await waitFor(
+      async () => {
+        const replicas = (await topology()).filter((node) => node.flags.includes("slave"))
+        const links = await Promise.all(replicas.map((node) => cli(node.port, "info", "replication")))
+        return replicas.length === MASTERS && links.every((info) => info.includes("master_link_status:up"))
+      },
+      30_000,
+      "every replica to finish its first sync"
+    )
   } catch (error) {
     await stop()
     throw error

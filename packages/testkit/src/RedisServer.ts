@@ -11,12 +11,12 @@
  */
 import type { Layer } from "effect"
 import * as ChildProcess from "node:child_process"
-import type * as Contract from "./Contract.ts"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { createClient } from "redis"
+import type * as Contract from "./Contract.ts"
 import { freePort } from "./FreePort.ts"
 import * as Reaper from "./Reaper.ts"
 
@@ -88,7 +88,16 @@ const spawnServer = (port: number, dir: string, appendOnly: boolean) =>
   ChildProcess.spawn(
     "redis-server",
     [
-      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no", "--dir", dir,
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--daemonize",
+      "no",
+      "--dir",
+      dir,
       ...(appendOnly ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"])
     ],
     { stdio: "ignore" }
@@ -116,7 +125,7 @@ export const stall = async (child: ChildProcess.ChildProcess, ms: number): Promi
 export const launchOnFreePort = async (
   spawn: (port: number) => Promise<ChildProcess.ChildProcess>
 ): Promise<{ readonly child: ChildProcess.ChildProcess; readonly port: number }> => {
-  for (let attempt = 1; ; attempt++) {
+  for (let attempt = 1;; attempt++) {
     const port = await freePort()
     const child = await spawn(port)
     Reaper.reap(child)
@@ -187,11 +196,19 @@ export const startReplicated = async (): Promise<{ readonly primary: RedisServer
   const [primary, replica] = await Promise.all([start(), start()])
   const command = (port: number, ...args: ReadonlyArray<string>) =>
     new Promise<string>((resolve, reject) =>
-      ChildProcess.execFile("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], (error, stdout) =>
-        error === null ? resolve(stdout) : reject(error)))
+      ChildProcess.execFile(
+        "redis-cli",
+        ["-h", "127.0.0.1", "-p", String(port), ...args],
+        (error, stdout) => error === null ? resolve(stdout) : reject(error)
+      )
+    )
   await command(primary.port, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
   await command(replica.port, "REPLICAOF", "127.0.0.1", String(primary.port))
-  await waitUntil(async () => (await command(replica.port, "INFO", "replication")).includes("master_link_status:up"), 10_000, "the replica's first sync")
+  await waitUntil(
+    async () => (await command(replica.port, "INFO", "replication")).includes("master_link_status:up"),
+    10_000,
+    "the replica's first sync"
+  )
   return { primary, replica }
 }
 

@@ -60,9 +60,15 @@ export const start = async (target: string, options: {
     if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay))
     let reply: unknown
     const filter = item.method === "eth_getLogs" ? item.params?.[0] as { fromBlock: string; toBlock: string } : undefined
-    if (filter !== undefined && options.maxLogRange !== undefined &&
-      Number.parseInt(filter.toBlock, 16) - Number.parseInt(filter.fromBlock, 16) + 1 > options.maxLogRange) {
-      reply = { jsonrpc: "2.0", id: item.id ?? null, error: { code: -32005, message: `query exceeds max block range ${options.maxLogRange}` } }
+    if (
+      filter !== undefined && options.maxLogRange !== undefined &&
+      Number.parseInt(filter.toBlock, 16) - Number.parseInt(filter.fromBlock, 16) + 1 > options.maxLogRange
+    ) {
+      reply = {
+        jsonrpc: "2.0",
+        id: item.id ?? null,
+        error: { code: -32005, message: `query exceeds max block range ${options.maxLogRange}` }
+      }
     } else if (options.chainId !== undefined && item.method === "eth_chainId") {
       reply = { jsonrpc: "2.0", id: item.id ?? null, result: `0x${options.chainId.toString(16)}` }
     } else if (options.lagBlocks !== undefined && (item.method === "eth_blockNumber" || item.params?.[0] === "latest")) {

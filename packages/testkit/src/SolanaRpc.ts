@@ -66,7 +66,9 @@ const base64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64")
 
 const errorJson = (failed: FailedTransactionMetadata): unknown => {
   const err = failed.err()
-  return typeof err === "number" ? { code: err } : JSON.parse(JSON.stringify(err, (_key, v: unknown) => (typeof v === "bigint" ? Number(v) : v)))
+  return typeof err === "number"
+    ? { code: err }
+    : JSON.parse(JSON.stringify(err, (_key, v: unknown) => (typeof v === "bigint" ? Number(v) : v)))
 }
 
 /**
@@ -184,24 +186,34 @@ export const start = async (): Promise<SolanaRpc> => {
       svm.warpToSlot(svm.getClock().slot + 1n)
       return signature
     },
-    getSignatureStatuses: ([signatures]) => lagging ? lag() : ({
-      context: context(),
-      value: (signatures as ReadonlyArray<string>).map((signature) => {
-        const status = statuses.get(signature)
-        return status === undefined
-          ? null
-          : { slot: status.slot, confirmations: null, err: status.err, status: status.err === null ? { Ok: null } : { Err: status.err }, confirmationStatus: "finalized" }
-      })
-    }),
+    getSignatureStatuses: ([signatures]) =>
+      lagging ? lag() : ({
+        context: context(),
+        value: (signatures as ReadonlyArray<string>).map((signature) => {
+          const status = statuses.get(signature)
+          return status === undefined
+            ? null
+            : {
+              slot: status.slot,
+              confirmations: null,
+              err: status.err,
+              status: status.err === null ? { Ok: null } : { Err: status.err },
+              confirmationStatus: "finalized"
+            }
+        })
+      }),
     getTransaction: ([signature]) => {
       const status = statuses.get(signature as string)
-      return status === undefined ? null : { slot: status.slot, meta: { err: status.err, innerInstructions: [] }, transaction: null, blockTime: null }
+      return status === undefined
+        ? null
+        : { slot: status.slot, meta: { err: status.err, innerInstructions: [] }, transaction: null, blockTime: null }
     }
   }
 
   const answer = (request: RpcRequest) => {
     const method = methods[request.method]
-    if (method === undefined) return { jsonrpc: "2.0", id: request.id, error: { code: -32601, message: `Method not found: ${request.method}` } }
+    if (method === undefined)
+      return { jsonrpc: "2.0", id: request.id, error: { code: -32601, message: `Method not found: ${request.method}` } }
     try {
       return { jsonrpc: "2.0", id: request.id, result: method(request.params ?? []) }
     } catch (error) {
@@ -236,27 +248,45 @@ export const start = async (): Promise<SolanaRpc> => {
     url: `http://127.0.0.1:${port}`,
     svm,
     createMint: (mint, decimals) => {
-      const data = Uint8Array.from(getMintEncoder().encode({
-        mintAuthority: null,
-        supply: 1_000_000_000_000_000n,
-        decimals,
-        isInitialized: true,
-        freezeAuthority: null
-      }))
-      svm.setAccount({ address: toAddress(mint), data, executable: false, lamports: rentExempt(data.length), programAddress: TOKEN_PROGRAM_ADDRESS, space: BigInt(data.length) })
+      const data = Uint8Array.from(
+        getMintEncoder().encode({
+          mintAuthority: null,
+          supply: 1_000_000_000_000_000n,
+          decimals,
+          isInitialized: true,
+          freezeAuthority: null
+        })
+      )
+      svm.setAccount({
+        address: toAddress(mint),
+        data,
+        executable: false,
+        lamports: rentExempt(data.length),
+        programAddress: TOKEN_PROGRAM_ADDRESS,
+        space: BigInt(data.length)
+      })
     },
     fund: async (mint, owner, amount) => {
-      const data = Uint8Array.from(getTokenEncoder().encode({
-        mint: toAddress(mint),
-        owner: toAddress(owner),
-        amount,
-        delegate: null,
-        state: 1,
-        isNative: null,
-        delegatedAmount: 0n,
-        closeAuthority: null
-      }))
-      svm.setAccount({ address: await ata(mint, owner), data, executable: false, lamports: rentExempt(data.length), programAddress: TOKEN_PROGRAM_ADDRESS, space: BigInt(data.length) })
+      const data = Uint8Array.from(
+        getTokenEncoder().encode({
+          mint: toAddress(mint),
+          owner: toAddress(owner),
+          amount,
+          delegate: null,
+          state: 1,
+          isNative: null,
+          delegatedAmount: 0n,
+          closeAuthority: null
+        })
+      )
+      svm.setAccount({
+        address: await ata(mint, owner),
+        data,
+        executable: false,
+        lamports: rentExempt(data.length),
+        programAddress: TOKEN_PROGRAM_ADDRESS,
+        space: BigInt(data.length)
+      })
     },
     tokenBalance: async (mint, owner) => {
       const found = svm.getAccount(await ata(mint, owner))

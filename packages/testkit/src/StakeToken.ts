@@ -19,7 +19,13 @@ export interface StakeToken {
 }
 
 const abi = [
-  { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [] }
+  {
+    type: "function",
+    name: "mint",
+    stateMutability: "nonpayable",
+    inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }],
+    outputs: []
+  }
 ] as const
 
 const compile = (): Hex => {
@@ -38,7 +44,12 @@ const compile = (): Hex => {
  * @category constructors
  */
 export const deploy = async (rpcUrl: string, chainId: number): Promise<StakeToken> => {
-  const chain = defineChain({ id: chainId, name: "anvil", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } })
+  const chain = defineChain({
+    id: chainId,
+    name: "anvil",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } }
+  })
   const account = privateKeyToAccount(devPrivateKey)
   const wallet = createWalletClient({ chain, transport: http(rpcUrl), account, pollingInterval: 50 })
   const client = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 50 })

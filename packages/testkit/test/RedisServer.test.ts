@@ -75,7 +75,12 @@ describe("A throwaway server writes only into its own temporary folder", () => {
 
 describe("No throwaway server outlives its test run, whatever the run filtered or failed", () => {
   it("a name filter that skips every test of the Redis contract files: their server and cluster start, and all stop", async () => {
-    const run = await runVitest(["packages/redis/test/CreditLedgerRedis.contract.test.ts", "-t", "no test has this name", "--passWithNoTests"])
+    const run = await runVitest([
+      "packages/redis/test/CreditLedgerRedis.contract.test.ts",
+      "-t",
+      "no test has this name",
+      "--passWithNoTests"
+    ])
     expect(run.code).toBe(0)
     // One server and a six-node cluster, started while the file was collected.
     expect(run.most).toBeGreaterThanOrEqual(7)
@@ -94,10 +99,14 @@ describe("Without redis-server on the PATH the run fails with one line naming it
   const emptyPath = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-no-redis-"))
 
   it("the first step of pnpm test exits 1 with that line", () => {
-    const result = ChildProcess.spawnSync(process.execPath, [Path.join(repository, "packages", "testkit", "src", "prerequisites-main.ts")], {
-      env: { PATH: emptyPath() },
-      encoding: "utf8"
-    })
+    const result = ChildProcess.spawnSync(
+      process.execPath,
+      [Path.join(repository, "packages", "testkit", "src", "prerequisites-main.ts")],
+      {
+        env: { PATH: emptyPath() },
+        encoding: "utf8"
+      }
+    )
     expect(result.status).toBe(1)
     expect(result.stdout).toBe("")
     expect(result.stderr.trim().split("\n")).toEqual([RedisServer.missing("redis-server")])

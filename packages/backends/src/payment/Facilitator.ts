@@ -9,9 +9,9 @@
  * @since 0.1.0
  */
 import { Errors, Money, X402 } from "@tollgate/core"
-import { Effect, Option, Schedule, Schema } from "effect"
 import type { PendingSettlementStore } from "@x402/core/facilitator"
 import type { PaymentPayload as SdkPaymentPayload, PaymentRequirements as SdkPaymentRequirements } from "@x402/core/types"
+import { Effect, Option, Schedule, Schema } from "effect"
 
 /**
  * A payment that passed verification; `payer` is the wallet that pays.
@@ -52,7 +52,6 @@ export interface Supported {
 
 /** @category models */
 export type FacilitatorError = X402.PaymentRejected | Errors.ServiceUnavailable
-
 
 /**
  * What each backend does for the `PaymentFacilitator` service.
@@ -122,7 +121,6 @@ export const ExactEvmPayload = Schema.Struct({
  */
 export const evmReference = (network: string, asset: string, from: string, nonce: string): string =>
   `x402:${network}:${asset.toLowerCase()}:${from.toLowerCase()}:${nonce.toLowerCase()}`
-
 
 /** @category internals */
 // The SDK's types are mutable copies of tollgate's readonly ones.
@@ -204,4 +202,3 @@ export const pendingSettlementsOf = (pending: PendingSettlementStore) => {
 }
 
 export const stillPending = () => unavailable("The transfer was sent but is not confirmed yet; retry the same payment")
-

@@ -139,7 +139,13 @@ export const makeHttp = (options: HttpOptions): Backend => {
     }
     const { asset, network } = payment.requirements
     const { from, nonce } = permit.permit2Authorization
-    return { payer: getAddress(from), transaction: answer.transaction, network, reference: uptoReference(network, asset, from, nonce), amount }
+    return {
+      payer: getAddress(from),
+      transaction: answer.transaction,
+      network,
+      reference: uptoReference(network, asset, from, nonce),
+      amount
+    }
   })
 
   const backend: Backend = {

@@ -19,6 +19,7 @@
  * @since 0.1.0
  */
 import { Money, type X402 } from "@tollgate/core"
+import type { PendingSettlementStore } from "@x402/core/facilitator"
 import { Duration, Effect, Redacted, Schema, Semaphore } from "effect"
 import {
   type Address,
@@ -33,7 +34,6 @@ import {
   TimeoutError
 } from "viem"
 import { nonceManager, privateKeyToAccount } from "viem/accounts"
-import type { PendingSettlementStore } from "@x402/core/facilitator"
 import {
   amountOf,
   type Backend,
@@ -117,15 +117,16 @@ const isUnreachable = (error: unknown) =>
 export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(function*(options: LocalEvmOptions) {
   // Loaded only when EVM payments are settled here, as the Solana stack is (about 30 ms of start
   // on top of viem, measured on the reference machine).
-  const [{ InMemoryPendingSettlementStore, x402Facilitator }, { toFacilitatorEvmSigner }, { ExactEvmScheme }, { UptoEvmScheme }] = yield* Effect
-    .promise(() =>
-      Promise.all([
-        import("@x402/core/facilitator"),
-        import("@x402/evm"),
-        import("@x402/evm/exact/facilitator"),
-        import("@x402/evm/upto/facilitator")
-      ])
-    )
+  const [{ InMemoryPendingSettlementStore, x402Facilitator }, { toFacilitatorEvmSigner }, { ExactEvmScheme }, { UptoEvmScheme }] =
+    yield* Effect
+      .promise(() =>
+        Promise.all([
+          import("@x402/core/facilitator"),
+          import("@x402/evm"),
+          import("@x402/evm/exact/facilitator"),
+          import("@x402/evm/upto/facilitator")
+        ])
+      )
   const account = privateKeyToAccount(Redacted.value(options.relayerKey), { nonceManager })
   const pollingInterval = options.pollingIntervalMs ?? 1_000
   const confirmationTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.receiptTimeout ?? "2 minutes"))
@@ -238,7 +239,10 @@ export const makeLocalEvm = Effect.fn("PaymentFacilitator.makeLocalEvm")(functio
       const answer = yield* call("verify", () => facilitator.verify(...toSdk(payment)))
       if (answer.isValid) return { payer }
       if (unreachable !== unreachableBefore) return yield* unavailable("The chain could not be reached while checking the payment")
-      return yield* reject(answer.invalidReason ?? "invalid_payment", answer.invalidMessage ?? `The permit was refused (${answer.invalidReason})`)
+      return yield* reject(
+        answer.invalidReason ?? "invalid_payment",
+        answer.invalidMessage ?? `The permit was refused (${answer.invalidReason})`
+      )
     })
 
   const backend: Backend = {

@@ -9,8 +9,8 @@
  * @since 0.1.0
  */
 import { type X402 } from "@tollgate/core"
-import { Effect, Redacted } from "effect"
 import type { PendingSettlementStore } from "@x402/core/facilitator"
+import { Effect, Redacted } from "effect"
 import {
   amountOf,
   type Backend,
@@ -100,7 +100,13 @@ export const makeLocalSvm = Effect.fn("PaymentFacilitator.makeLocalSvm")(functio
         return yield* reject(answer.errorReason ?? "settlement_failed", answer.errorMessage ?? "The Solana payment could not be settled")
       }
       const network = payment.requirements.network
-      return { payer: answer.payer, transaction: answer.transaction, network, reference: solanaReference(network, answer.transaction), amount }
+      return {
+        payer: answer.payer,
+        transaction: answer.transaction,
+        network,
+        reference: solanaReference(network, answer.transaction),
+        amount
+      }
     }),
     settleActual: () => Effect.fail(reject("unsupported_scheme", "Solana payments are settled exactly")),
     supported: Effect.sync(() => facilitator.getSupported() as Supported)

@@ -51,19 +51,21 @@ export class PaymentFacilitator extends Context.Service<PaymentFacilitator, Back
  */
 export const combine = (locals: ReadonlyArray<Backend | undefined>, remote: Backend | undefined): Backend => {
   const present = locals.filter((backend): backend is Backend => backend !== undefined)
-  const pick = (network: string) => Effect.gen(function*() {
-    for (const backend of present) {
-      const supported = yield* backend.supported
-      if (supported.kinds.some((kind) => kind.network === network)) return backend
-    }
-    if (remote !== undefined) return remote
-    return yield* reject("unsupported_network", `Network ${network} is not supported`)
-  })
+  const pick = (network: string) =>
+    Effect.gen(function*() {
+      for (const backend of present) {
+        const supported = yield* backend.supported
+        if (supported.kinds.some((kind) => kind.network === network)) return backend
+      }
+      if (remote !== undefined) return remote
+      return yield* reject("unsupported_network", `Network ${network} is not supported`)
+    })
   const all = remote === undefined ? present : [...present, remote]
   return PaymentFacilitator.of({
     verify: (payment) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.verify(payment)),
     settle: (payment) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.settle(payment)),
-    settleActual: (payment, amount) => Effect.flatMap(pick(payment.requirements.network), (backend) => backend.settleActual(payment, amount)),
+    settleActual: (payment, amount) =>
+      Effect.flatMap(pick(payment.requirements.network), (backend) => backend.settleActual(payment, amount)),
     supported: Effect.map(Effect.forEach(all, (backend) => backend.supported), (each) => ({ kinds: each.flatMap((s) => s.kinds) }))
   })
 }

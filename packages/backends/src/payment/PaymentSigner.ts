@@ -58,13 +58,14 @@ const evmSigner = (payment: X402.MatchedPayment): Effect.Effect<Option.Option<st
 
 const svmSigner = (payment: X402.MatchedPayment): Effect.Effect<Option.Option<string>> =>
   Effect.promise(async () => {
-    const [{ getPublicKeyFromAddress, verifySignature }, { decodeTransactionFromPayload, getTokenPayerFromTransaction }] =
-      await Promise.all([import("@solana/kit"), import("@x402/svm")])
+    const [{ getPublicKeyFromAddress, verifySignature }, { decodeTransactionFromPayload, getTokenPayerFromTransaction }] = await Promise
+      .all([import("@solana/kit"), import("@x402/svm")])
     try {
       const transaction = decodeTransactionFromPayload(payment.payload.payload as { transaction: string })
       const payer = getTokenPayerFromTransaction(transaction)
       const signature = payer === "" ? null : transaction.signatures[payer as keyof typeof transaction.signatures]
-      if (signature === null || signature === undefined) return Option.none()
+      if (signature === null || signature === undefined)
+        return Option.none()
       const key = await getPublicKeyFromAddress(payer as Parameters<typeof getPublicKeyFromAddress>[0])
       return (await verifySignature(key, signature, transaction.messageBytes)) ? Option.some(`solana:${payer}`) : Option.none()
     } catch {

@@ -104,8 +104,10 @@ export const make = Effect.fn("KeyManagement.make")(function*(signingKey: Jwt.Si
   })
 
   const getKey = (accountId: string, keyId: string) =>
-    Effect.flatMap(store.getKey(accountId, keyId), (found) =>
-      Option.isSome(found) ? Effect.succeed(found.value) : Effect.fail(new NotFound({ message: "No API key with this id" })))
+    Effect.flatMap(
+      store.getKey(accountId, keyId),
+      (found) => Option.isSome(found) ? Effect.succeed(found.value) : Effect.fail(new NotFound({ message: "No API key with this id" }))
+    )
 
   const setKeyExpiry = Effect.fn("Auth.setKeyExpiry")(function*(accountId: string, keyId: string, expiresAt: Date | undefined) {
     if (expiresAt !== undefined && expiresAt.getTime() <= (yield* now)) {
@@ -116,17 +118,20 @@ export const make = Effect.fn("KeyManagement.make")(function*(signingKey: Jwt.Si
     return yield* getKey(accountId, keyId)
   })
 
-  const restrictKey = Effect.fn("Auth.restrictKey")(function*(accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) {
-    const { restrictions: _, ...rest } = yield* getKey(accountId, keyId)
-    const record: ApiKeyRecord = KeyRestrictions.isRestricted(restrictions) ? { ...rest, restrictions } : rest
-    yield* store.putKey(record)
-    return record
-  })
+  const restrictKey = Effect.fn("Auth.restrictKey")(
+    function*(accountId: string, keyId: string, restrictions: KeyRestrictions.Restrictions | undefined) {
+      const { restrictions: _, ...rest } = yield* getKey(accountId, keyId)
+      const record: ApiKeyRecord = KeyRestrictions.isRestricted(restrictions) ? { ...rest, restrictions } : rest
+      yield* store.putKey(record)
+      return record
+    }
+  )
 
   const rerollKey = Effect.fn("Auth.rerollKey")(function*(accountId: string, keyId: string, graceMs: number) {
     const found = yield* getKey(accountId, keyId)
     if (found.revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
-    if (!Number.isSafeInteger(graceMs) || graceMs < 0) return yield* new InvalidRequest({ message: "The grace period must be a whole number of milliseconds, 0 or more" })
+    if (!Number.isSafeInteger(graceMs) || graceMs < 0)
+      return yield* new InvalidRequest({ message: "The grace period must be a whole number of milliseconds, 0 or more" })
     const at = yield* now
     const current = found.secrets?.current ?? 0
     // Earlier secrets whose grace has ended are forgotten; the one replaced now is kept for its grace.
@@ -147,22 +152,29 @@ export const make = Effect.fn("KeyManagement.make")(function*(signingKey: Jwt.Si
     // Stored only if no other reroll (or revocation) came between: two rerolls that read the same
     // record would issue the same secret, and the grace asked by one would be lost by the other.
     if (!(yield* store.rerollKey(record, current))) {
-      if ((yield* getKey(accountId, keyId)).revokedAt !== undefined) return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
-      return yield* new Conflict({ message: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
+      if ((yield* getKey(accountId, keyId)).revokedAt !== undefined)
+        return yield* new InvalidRequest({ message: "A revoked API key cannot be rerolled" })
+      return yield* new Conflict({
+        message: "This API key was rerolled by another request at the same time; its secret from that reroll stands"
+      })
     }
     return { key, record }
   })
 
-  const setLimits = Effect.fn("Auth.setLimits")(function*(accountId: string, keyId: string | undefined, override: RateLimitPolicy.Override | undefined) {
-    if (keyId !== undefined) yield* getKey(accountId, keyId)
-    else if (isWalletAccountId(accountId)) {
-      // The id the pipeline gives the wallet's calls, or the override would govern none of them.
-      if (canonicalWalletAccountId(accountId) !== accountId) {
-        return yield* new InvalidRequest({ message: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>" })
-      }
-    } else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
-    yield* store.setLimits(accountId, keyId, override)
-  })
+  const setLimits = Effect.fn("Auth.setLimits")(
+    function*(accountId: string, keyId: string | undefined, override: RateLimitPolicy.Override | undefined) {
+      if (keyId !== undefined) yield* getKey(accountId, keyId)
+      else if (isWalletAccountId(accountId)) {
+        // The id the pipeline gives the wallet's calls, or the override would govern none of them.
+        if (canonicalWalletAccountId(accountId) !== accountId) {
+          return yield* new InvalidRequest({
+            message: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>"
+          })
+        }
+      } else if (Option.isNone(yield* store.getAccount(accountId))) return yield* new NotFound({ message: "No account with this id" })
+      yield* store.setLimits(accountId, keyId, override)
+    }
+  )
 
   const describeKey = Effect.fn("Auth.describeKey")(function*(accountId: string, keyId: string, description: string) {
     const record = { ...(yield* getKey(accountId, keyId)), description }

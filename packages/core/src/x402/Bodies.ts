@@ -207,7 +207,9 @@ export const discoveryBody = (config: Config, input: {
     mimeType: input.resource.mimeType ?? "application/json"
   },
   accepts: corrected(
-    input.amount !== undefined ? requirements(config, input.amount) : endpointRequirements(config, input.price, input.settlesActual === true),
+    input.amount !== undefined
+      ? requirements(config, input.amount)
+      : endpointRequirements(config, input.price, input.settlesActual === true),
     input.correction
   ),
   extensions: {
@@ -288,9 +290,7 @@ export const insufficientBalance = (config: Config, input: {
     error: "Payment required",
     code: "PAYMENT_REQUIRED",
     reason: "insufficient_balance",
-    message: `Insufficient balance: ${Money.formatUsd(input.balance)} USD available, ${
-      Money.formatUsd(input.required)
-    } USD required`,
+    message: `Insufficient balance: ${Money.formatUsd(input.balance)} USD available, ${Money.formatUsd(input.required)} USD required`,
     currentBalanceUsd: Money.toUsdNumber(input.balance),
     minimumBalanceUsd: Money.toUsdNumber(input.required),
     description: paymentsEnabled(config)
@@ -320,7 +320,11 @@ export const insufficientBalance = (config: Config, input: {
   const required: PaymentRequired = {
     x402Version: VERSION,
     error: "insufficient_balance",
-    resource: { url: resourceUrl(input.resource.url), description: endpointDescription(config, input.required, input.settlesActual === true), mimeType: "application/json" },
+    resource: {
+      url: resourceUrl(input.resource.url),
+      description: endpointDescription(config, input.required, input.settlesActual === true),
+      mimeType: "application/json"
+    },
     accepts: endpointRequirements(config, input.required, input.settlesActual === true),
     extensions: {
       "sign-in-with-x": input.challenge,

@@ -55,7 +55,10 @@ export const endpointRequirements = (
   settlesActual = false
 ): ReadonlyArray<PaymentRequirements> => {
   const topUp = requirements(config, config.minimumTopUp)
-  if (!perCallOffered(config, price)) return price === undefined || price <= 0 ? topUp : [...batchSettlementRequirements(config, price), ...topUp]
+  if (!perCallOffered(config, price))
+    return price === undefined || price <= 0
+      ? topUp
+      : [...batchSettlementRequirements(config, price), ...topUp]
   const perCall = requirements(config, price)
   const upto = settlesActual ? uptoRequirements(config, price) : []
   return [

@@ -19,7 +19,11 @@ import { Context, Layer } from "effect"
  */
 export class LimitPolicy extends Context.Service<LimitPolicy, {
   /** `stored`: the overrides the store keeps for the caller's account and key, read with its key's standing. */
-  readonly limitsFor: (principal: Principal.Principal, call: RateLimitPolicy.Call, stored?: RateLimitPolicy.StoredOverrides) => ReadonlyArray<RateLimiter.Limit>
+  readonly limitsFor: (
+    principal: Principal.Principal,
+    call: RateLimitPolicy.Call,
+    stored?: RateLimitPolicy.StoredOverrides
+  ) => ReadonlyArray<RateLimiter.Limit>
 }>()("@tollgate/http/Metered/LimitPolicy") {}
 
 /**

@@ -12,9 +12,9 @@ import * as Observability from "../Observability.ts"
 export type AdmissionOutcome = "admitted" | "rate_limit" | "balance" | "idempotency_conflict" | "abuse_guard"
 
 const admissionCounters = Object.fromEntries(
-  (["admitted", "rate_limit", "balance", "idempotency_conflict", "abuse_guard"] as const).map((outcome) =>
-    [outcome, Observability.counterOf(Observability.admissions, { outcome })]
-  )
+  (["admitted", "rate_limit", "balance", "idempotency_conflict", "abuse_guard"] as const).map((
+    outcome
+  ) => [outcome, Observability.counterOf(Observability.admissions, { outcome })])
 ) as Record<AdmissionOutcome, (context: Context.Context<never>) => void>
 
 /** @category counters */

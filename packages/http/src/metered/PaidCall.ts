@@ -16,7 +16,18 @@
  *
  * @since 0.1.0
  */
-import { type Admission, CreditLedger, Errors, KeyCaps, KeyRestrictions, Money, Principal, type Spans, type Staking, X402 } from "@tollgate/core"
+import {
+  type Admission,
+  CreditLedger,
+  Errors,
+  KeyCaps,
+  KeyRestrictions,
+  Money,
+  Principal,
+  type Spans,
+  type Staking,
+  X402
+} from "@tollgate/core"
 import type * as Auth from "@tollgate/core/Auth"
 import type * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
 import type * as RateLimiter from "@tollgate/core/RateLimiter"
@@ -27,8 +38,8 @@ import type * as PerCallPayment from "../payment/PerCallPayment.ts"
 import * as RequestContext from "../RequestContext.ts"
 import { replayed, toStored } from "../StoredResponse.ts"
 import type { LimitPolicy } from "./LimitPolicy.ts"
-import * as Metrics from "./Metrics.ts"
 import type { DeferredOutcome, MeteredCall, ModelTier, Outcome, Produced, StreamingOutcome } from "./MeteredCall.ts"
+import * as Metrics from "./Metrics.ts"
 import type { PaymentRequiredBodies } from "./PaymentRequiredBodies.ts"
 import * as SettlementChoice from "./SettlementChoice.ts"
 
@@ -188,7 +199,10 @@ export class PaidCall {
   }
 
   /** The answer of a call that was settled (`charge` captured) or replayed, finishing its payment. */
-  answered(response: HttpServerResponse.HttpServerResponse, charge: Money.Nano | undefined): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+  answered(
+    response: HttpServerResponse.HttpServerResponse,
+    charge: Money.Nano | undefined
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const payment = this.payment
     return payment === undefined ? Effect.succeed(response) : payment.service.finish(payment.accepted, { _tag: "Served", response, charge })
   }
@@ -198,7 +212,10 @@ export class PaidCall {
     this.step = "other"
     if (Option.isNone(found)) {
       const { quote, settlesActual } = this.call
-      return Effect.flatMap(this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: quote.amount, settlesActual }), Effect.fail)
+      return Effect.flatMap(
+        this.services.bodies.discovery({ url: X402.resourceUrl(this.request.url), price: quote.amount, settlesActual }),
+        Effect.fail
+      )
     }
     const { policy, principal } = found.value
     const restrictions = policy?.restrictions
@@ -289,26 +306,34 @@ export class PaidCall {
       accountId: principal.accountId,
       spendKeyId: this.spendKeyId(),
       counters: plan.counters,
-      hold: { amount: call.quote.amount, reference: this.holdReference, priceVersion: call.quote.version, ttlMs: call.holdTtlMs ?? this.services.holdTtlMs }
-    })
-    return traced("tollgate.admission", Effect.flatMap(this.inStep("admission", admitted), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
-      this.step = "other"
-      switch (reply._tag) {
-        case "Admitted":
-          Metrics.countAdmission("admitted", context)
-          return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
-        case "CapReached":
-          Metrics.countAdmission("balance", context)
-          return Effect.fail(KeyCaps.refusal(reply.cap, reply.spent))
-        case "HoldRefused":
-          Metrics.countAdmission("balance", context)
-          // A wallet's 402 reads its balance: a store failure there is the admission's.
-          return this.inStep("admission", this.holdRefusal(reply.error))
-        case "RateLimited":
-          Metrics.countAdmission("rate_limit", context)
-          return plan.rejected(reply.states)
+      hold: {
+        amount: call.quote.amount,
+        reference: this.holdReference,
+        priceVersion: call.quote.version,
+        ttlMs: call.holdTtlMs ?? this.services.holdTtlMs
       }
-    }))
+    })
+    return traced(
+      "tollgate.admission",
+      Effect.flatMap(this.inStep("admission", admitted), (reply): Effect.Effect<Admitted, Errors.ApiError> => {
+        this.step = "other"
+        switch (reply._tag) {
+          case "Admitted":
+            Metrics.countAdmission("admitted", context)
+            return Effect.succeed({ hold: reply.hold, admission: plan.admitted(reply.states) })
+          case "CapReached":
+            Metrics.countAdmission("balance", context)
+            return Effect.fail(KeyCaps.refusal(reply.cap, reply.spent))
+          case "HoldRefused":
+            Metrics.countAdmission("balance", context)
+            // A wallet's 402 reads its balance: a store failure there is the admission's.
+            return this.inStep("admission", this.holdRefusal(reply.error))
+          case "RateLimited":
+            Metrics.countAdmission("rate_limit", context)
+            return plan.rejected(reply.states)
+        }
+      })
+    )
   }
 
   /** Why the hold was refused, as the caller sees it: a 402 whose body depends on who is paying. */
@@ -332,8 +357,15 @@ export class PaidCall {
     return Effect.uninterruptible(Effect.suspend(() => {
       this.step = "backend"
       const startedAt = this.clock.currentTimeMillisUnsafe()
-      const outcome = this.call.execute({ principal: this.principal, requestId: this.currentRequest.requestId, holdReference: this.holdReference })
-      return Effect.flatMap(this.services.traced("tollgate.backend", outcome, { sku: this.call.sku }), (outcome) => this.respond(admitted, outcome, startedAt))
+      const outcome = this.call.execute({
+        principal: this.principal,
+        requestId: this.currentRequest.requestId,
+        holdReference: this.holdReference
+      })
+      return Effect.flatMap(
+        this.services.traced("tollgate.backend", outcome, { sku: this.call.sku }),
+        (outcome) => this.respond(admitted, outcome, startedAt)
+      )
     }))
   }
 
@@ -406,7 +438,11 @@ export class PaidCall {
    * The call's work outlives the request (a video job): its hold is left open for the job, the
    * rate-limit admission is settled as it was taken, and the `Idempotency-Key` record completed.
    */
-  handOver(admitted: Admitted, outcome: DeferredOutcome, headers: Record<string, string>): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
+  handOver(
+    admitted: Admitted,
+    outcome: DeferredOutcome,
+    headers: Record<string, string>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError> {
     const { idempotencyKey } = this
     this.settled = true
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
@@ -415,7 +451,10 @@ export class PaidCall {
       ? settled
       : Effect.andThen(
         settled,
-        this.inStep("idempotency", Effect.as(this.services.idempotency.complete(this.principal.accountId, idempotencyKey.key, toStored(response)), response))
+        this.inStep(
+          "idempotency",
+          Effect.as(this.services.idempotency.complete(this.principal.accountId, idempotencyKey.key, toStored(response)), response)
+        )
       )
     return this.payment === undefined ? completed : Effect.flatMap(completed, (response) => this.answered(response, undefined))
   }
@@ -431,18 +470,25 @@ export class PaidCall {
     headers: Record<string, string>
   ): Effect.Effect<HttpServerResponse.HttpServerResponse> {
     const settled = outcome.produced.pipe(
-      Effect.flatMap((produced) => Effect.as(Effect.tapError(this.settle(admitted, produced, startedAt, undefined), this.countFailure), this.chargeOf(produced))),
+      Effect.flatMap((produced) =>
+        Effect.as(Effect.tapError(this.settle(admitted, produced, startedAt, undefined), this.countFailure), this.chargeOf(produced))
+      ),
       Effect.catchCause((cause) =>
         Effect.logError("settling a streamed call failed", cause).pipe(Effect.andThen(this.giveBack(admitted, false)), Effect.as(undefined))
       )
     )
     const payment = this.payment
-    const stream: Stream.Stream<Uint8Array, Errors.ApiError> = outcome.stream.pipe(Stream.onExit((): Effect.Effect<unknown> =>
-      payment === undefined
-        ? settled
-        // The payment is finished once the stream's settlement is known; its answer is gone by then.
-        : Effect.flatMap(settled, (charge) => Effect.ignore(payment.service.finish(payment.accepted, { _tag: "Served", response, charge })))
-    ))
+    const stream: Stream.Stream<Uint8Array, Errors.ApiError> = outcome.stream.pipe(
+      Stream.onExit((): Effect.Effect<unknown> =>
+        payment === undefined
+          ? settled
+          // The payment is finished once the stream's settlement is known; its answer is gone by then.
+          : Effect.flatMap(
+            settled,
+            (charge) => Effect.ignore(payment.service.finish(payment.accepted, { _tag: "Served", response, charge }))
+          )
+      )
+    )
     const response: HttpServerResponse.HttpServerResponse = HttpServerResponse.stream(stream, {
       status: outcome.status,
       headers: { ...outcome.headers, ...headers },
@@ -469,13 +515,19 @@ export class PaidCall {
         if (idempotencyKey === undefined) return answered
         return Effect.flatMap(
           answered,
-          (response) => this.inStep("idempotency", Effect.as(this.services.idempotency.complete(accountId, idempotencyKey.key, toStored(response)), response))
+          (response) =>
+            this.inStep(
+              "idempotency",
+              Effect.as(this.services.idempotency.complete(accountId, idempotencyKey.key, toStored(response)), response)
+            )
         )
       })
     }
     // An API key's call: no payment is sent with it (a payment's call runs as its wallet).
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
-    const completion = idempotencyKey === undefined ? undefined : { scope: accountId, key: idempotencyKey.key, response: toStored(response) }
+    const completion = idempotencyKey === undefined
+      ? undefined
+      : { scope: accountId, key: idempotencyKey.key, response: toStored(response) }
     return Effect.as(this.settle(admitted, outcome, startedAt, completion), response)
   }
 
@@ -500,10 +552,17 @@ export class PaidCall {
     const { idempotencyKey, principal } = this
     const charge = this.chargeOf(outcome)
     if (principal._tag === "Wallet") {
-      headers["x-balance-remaining"] = Money.formatUsd(Money.subtract(admitted.hold.before.availableUsd, CreditLedger.split(charge, admitted.hold.fromAllowance, this.payment?.accepted.fundsHold === true).fromUsd))
+      headers["x-balance-remaining"] = Money.formatUsd(
+        Money.subtract(
+          admitted.hold.before.availableUsd,
+          CreditLedger.split(charge, admitted.hold.fromAllowance, this.payment?.accepted.fundsHold === true).fromUsd
+        )
+      )
     }
     const response = HttpServerResponse.setHeaders(outcome.response, headers)
-    const completion = idempotencyKey === undefined ? undefined : { scope: principal.accountId, key: idempotencyKey.key, response: toStored(response) }
+    const completion = idempotencyKey === undefined
+      ? undefined
+      : { scope: principal.accountId, key: idempotencyKey.key, response: toStored(response) }
     const settlement = this.settle(admitted, outcome, startedAt, completion).pipe(
       Effect.tapError(this.countFailure),
       Effect.catchCause((cause) =>
@@ -555,14 +614,17 @@ export class PaidCall {
       adjustments: admission.settlement({ tokens: produced.actualTokens, credits: produced.actualCredits }),
       completion
     })
-    return this.services.traced("tollgate.capture", Effect.matchEffect(this.inStep("admission", settled), {
-      onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
-      onSuccess: (settlement) => {
-        this.settled = true
-        Metrics.countCaptured(context, amount)
-        return Effect.succeed(settlement)
-      }
-    }))
+    return this.services.traced(
+      "tollgate.capture",
+      Effect.matchEffect(this.inStep("admission", settled), {
+        onFailure: (error) => error._tag === "LedgerError" ? Effect.die(error) : Effect.fail(error),
+        onSuccess: (settlement) => {
+          this.settled = true
+          Metrics.countCaptured(context, amount)
+          return Effect.succeed(settlement)
+        }
+      })
+    )
   }
 
   // A failed or interrupted call after admission: the hold is released, the rate-limit

@@ -17,8 +17,8 @@ import * as ErrorResponse from "../ErrorResponse.ts"
 import * as PerCallPayment from "../payment/PerCallPayment.ts"
 import { CurrentRequest } from "../RequestContext.ts"
 import { LimitPolicy } from "./LimitPolicy.ts"
-import * as Metrics from "./Metrics.ts"
 import type { MeteredCall } from "./MeteredCall.ts"
+import * as Metrics from "./Metrics.ts"
 import * as PaidCall from "./PaidCall.ts"
 import { PaymentRequiredBodies } from "./PaymentRequiredBodies.ts"
 
@@ -30,7 +30,9 @@ export interface Options {
 
 /** @category services */
 export class Metered extends Context.Service<Metered, {
-  readonly run: (call: MeteredCall) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest>
+  readonly run: (
+    call: MeteredCall
+  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest>
   /**
    * What a metered route's request must pass before the route reads its body: one without any
    * credentials gets the discovery 402 at once, or a 413 when its declared body is over the app's
@@ -71,68 +73,79 @@ export const layer = (options: Options = {}): Layer.Layer<
   | PaymentRequiredBodies
   | LimitPolicy
 > =>
-  Layer.effect(Metered, Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const store = yield* Admission.AdmissionStore
-    const bodies = yield* PaymentRequiredBodies
-    const traced = yield* Spans.current
-    const perCall = Option.getOrUndefined(yield* Effect.serviceOption(PerCallPayment.PerCallPayment))
-    // Settlements sent after their responses: a stopping server waits for them (finalizers run
-    // last-added first, so before the set would interrupt them), and none is cut short.
-    const settlements = yield* FiberSet.make<unknown>()
-    yield* Effect.addFinalizer(() => FiberSet.awaitEmpty(settlements))
-    const services: PaidCall.Services = {
-      auth,
-      limiter: yield* RateLimiter.RateLimiter,
-      ledger: yield* CreditLedger.CreditLedger,
-      idempotency: yield* IdempotencyStore.IdempotencyStore,
-      store,
-      bodies,
-      policy: yield* LimitPolicy,
-      staking: yield* Staking.Staking,
-      traced,
-      holdTtlMs: options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS,
-      perCall,
-      settleLater: (settlement) => FiberSet.run(settlements, Effect.uninterruptible(settlement))
-    }
-
-    const run = (call: MeteredCall): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest> =>
-      traced("Metered.run", Effect.withFiber((fiber) => {
-        const context = fiber.context as Context.Context<HttpServerRequest.HttpServerRequest>
-        const paid = new PaidCall.PaidCall(services, call, context)
-        return Effect.tapError(paid.start(), paid.countFailure)
-      }))
-
-    // A key's restrictions that the request line and headers decide (its address, the RPC network
-    // of its path) refuse the call before its body is read.
-    const requestRestricted = (fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<void, Errors.Forbidden> => {
-      const current = fiber.getRef(CurrentRequest)
-      const restrictions = current.credentials?.policy?.restrictions
-      if (restrictions === undefined) return Effect.void
-      const refused = KeyRestrictions.checkRequest(restrictions, { address: current.clientAddress ?? "unknown", network: current.params["network"] })
-      return refused === undefined ? Effect.void : Effect.fail(refused)
-    }
-
-    // Every paid call passes it: the request is read from the fiber, not as an Effect step.
-    const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.withFiber((fiber) => {
-      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-      // A payment is verified when the call starts, and takes precedence over other credentials.
-      if (perCall?.carries(request.headers) === true) return Effect.void
-      if (Auth.hasCredentials(request.headers)) {
-        return traced("tollgate.auth", Effect.flatMap(Authenticate.upFront(auth), () => requestRestricted(fiber))).pipe(
-          Effect.tapError((error) => Effect.sync(() => Metrics.countFailure(error, "auth", "", fiber.context)))
-        )
+  Layer.effect(
+    Metered,
+    Effect.gen(function*() {
+      const auth = yield* Auth.Auth
+      const store = yield* Admission.AdmissionStore
+      const bodies = yield* PaymentRequiredBodies
+      const traced = yield* Spans.current
+      const perCall = Option.getOrUndefined(yield* Effect.serviceOption(PerCallPayment.PerCallPayment))
+      // Settlements sent after their responses: a stopping server waits for them (finalizers run
+      // last-added first, so before the set would interrupt them), and none is cut short.
+      const settlements = yield* FiberSet.make<unknown>()
+      yield* Effect.addFinalizer(() => FiberSet.awaitEmpty(settlements))
+      const services: PaidCall.Services = {
+        auth,
+        limiter: yield* RateLimiter.RateLimiter,
+        ledger: yield* CreditLedger.CreditLedger,
+        idempotency: yield* IdempotencyStore.IdempotencyStore,
+        store,
+        bodies,
+        policy: yield* LimitPolicy,
+        staking: yield* Staking.Staking,
+        traced,
+        holdTtlMs: options.holdTtlMs ?? CreditLedger.DEFAULT_HOLD_TTL_MS,
+        perCall,
+        settleLater: (settlement) => FiberSet.run(settlements, Effect.uninterruptible(settlement))
       }
-      return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {
-        const declared = Number(request.headers["content-length"] ?? 0)
-        if (cap !== undefined && declared > Number(cap)) {
-          return Effect.fail(ErrorResponse.bodyTooLarge(cap))
-        }
-        // A small body is read and priced, so the 402 can offer the call at its price.
-        if (perCall?.pricesAnonymous(request.headers) === true) return Effect.void
-        return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(request.url) }), Effect.fail)
-      })
-    })
 
-    return Metered.of({ run, requireCredentials })
-  }))
+      const run = (
+        call: MeteredCall
+      ): Effect.Effect<HttpServerResponse.HttpServerResponse, Errors.ApiError, HttpServerRequest.HttpServerRequest> =>
+        traced(
+          "Metered.run",
+          Effect.withFiber((fiber) => {
+            const context = fiber.context as Context.Context<HttpServerRequest.HttpServerRequest>
+            const paid = new PaidCall.PaidCall(services, call, context)
+            return Effect.tapError(paid.start(), paid.countFailure)
+          })
+        )
+
+      // A key's restrictions that the request line and headers decide (its address, the RPC network
+      // of its path) refuse the call before its body is read.
+      const requestRestricted = (fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<void, Errors.Forbidden> => {
+        const current = fiber.getRef(CurrentRequest)
+        const restrictions = current.credentials?.policy?.restrictions
+        if (restrictions === undefined) return Effect.void
+        const refused = KeyRestrictions.checkRequest(restrictions, {
+          address: current.clientAddress ?? "unknown",
+          network: current.params["network"]
+        })
+        return refused === undefined ? Effect.void : Effect.fail(refused)
+      }
+
+      // Every paid call passes it: the request is read from the fiber, not as an Effect step.
+      const requireCredentials: Metered["Service"]["requireCredentials"] = Effect.withFiber((fiber) => {
+        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+        // A payment is verified when the call starts, and takes precedence over other credentials.
+        if (perCall?.carries(request.headers) === true) return Effect.void
+        if (Auth.hasCredentials(request.headers)) {
+          return traced("tollgate.auth", Effect.flatMap(Authenticate.upFront(auth), () => requestRestricted(fiber))).pipe(
+            Effect.tapError((error) => Effect.sync(() => Metrics.countFailure(error, "auth", "", fiber.context)))
+          )
+        }
+        return Effect.flatMap(HttpIncomingMessage.MaxBodySize, (cap): Effect.Effect<void, Errors.ApiError> => {
+          const declared = Number(request.headers["content-length"] ?? 0)
+          if (cap !== undefined && declared > Number(cap)) {
+            return Effect.fail(ErrorResponse.bodyTooLarge(cap))
+          }
+          // A small body is read and priced, so the 402 can offer the call at its price.
+          if (perCall?.pricesAnonymous(request.headers) === true) return Effect.void
+          return Effect.flatMap(bodies.discovery({ url: X402.resourceUrl(request.url) }), Effect.fail)
+        })
+      })
+
+      return Metered.of({ run, requireCredentials })
+    })
+  )

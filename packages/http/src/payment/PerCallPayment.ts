@@ -18,12 +18,12 @@
  *
  * @since 0.1.0
  */
+import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import type { Errors, Money } from "@tollgate/core"
 import { BatchSettlement, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
 import * as CreditLedger from "@tollgate/core/CreditLedger"
 import * as IdempotencyStore from "@tollgate/core/IdempotencyStore"
-import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import { Context, Effect, Layer, Option, Result } from "effect"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentRequest } from "../RequestContext.ts"
@@ -119,13 +119,29 @@ export const layer: Layer.Layer<
       const refuse = (error: string, correction?: X402.Correction) =>
         Effect.flatMap(Effect.zip(auth.siwxChallenge, CurrentRequest), ([challenge, current]) =>
           Effect.fail(
-            X402.discovery(config, { resource, challenge, price, settlesActual: settlesActual === true, bazaar: current.bazaar, error, correction })
+            X402.discovery(config, {
+              resource,
+              challenge,
+              price,
+              settlesActual: settlesActual === true,
+              bazaar: current.bazaar,
+              error,
+              correction
+            })
           ))
       const header = Option.getOrElse(X402.paymentHeader(request.headers), () => "")
       const decoded = X402.decodePayment(header, X402.endpointRequirements(config, price, settlesActual === true))
-      const taken = Result.isFailure(decoded) ? Effect.fail(decoded.failure) : schemeOf(decoded.success).accept(decoded.success, { path, refuse })
-      return Effect.catchTag(taken, "PaymentRejected", (rejected) =>
-        Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason, rejected.correction))))
+      const taken = Result.isFailure(decoded)
+        ? Effect.fail(decoded.failure)
+        : schemeOf(decoded.success).accept(decoded.success, { path, refuse })
+      return Effect.catchTag(
+        taken,
+        "PaymentRejected",
+        (rejected) =>
+          Effect.logInfo("x402 per-call payment refused", rejected.reason, rejected.message).pipe(
+            Effect.andThen(refuse(rejected.reason, rejected.correction))
+          )
+      )
     }
 
     return PerCallPayment.of({

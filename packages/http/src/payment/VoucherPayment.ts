@@ -17,13 +17,13 @@
  *
  * @since 0.1.0
  */
+import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import type { Errors } from "@tollgate/core"
 import { BatchSettlement, PaymentChannels, X402 } from "@tollgate/core"
-import { ChannelChain } from "@tollgate/backends/ChannelChain"
 import { Effect, Option, Result } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ErrorResponse from "../ErrorResponse.ts"
-import type { Accepted, AcceptContext, Ended, PaymentScheme } from "./PaymentScheme.ts"
+import type { AcceptContext, Accepted, Ended, PaymentScheme } from "./PaymentScheme.ts"
 import { headers, walletOf } from "./PaymentScheme.ts"
 
 /**
@@ -74,19 +74,27 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
     const missing = (): Reserving =>
       Effect.flatMap(chain.read(voucher.channelId), (onChain): Reserving =>
         onChain.balance === 0n
-          ? Effect.fail(new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" }))
+          ? Effect.fail(
+            new X402.PaymentRejected({ reason: "invalid_batch_settlement_evm_channel_not_found", message: "The channel holds no deposit" })
+          )
           : Effect.andThen(channels.open(voucher.channelId, voucher.config, onChain, now), reserve))
-    const reserved: Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected | PaymentChannels.VoucherRefused> = voucher.deposit !== undefined
-      ? Effect.flatMap(chain.deposit(payment), (deposited) =>
-        channels.open(voucher.channelId, voucher.config, deposited.onChain, now).pipe(
-          Effect.andThen(reserve),
-          Effect.map((channel) => accepted(channel, { transaction: deposited.transaction, amount: voucher.deposit! }))
-        ))
-      : reserve.pipe(
-        Effect.catchTag("VoucherRefused", (refused): Reserving =>
-          refused.reason !== "invalid_batch_settlement_evm_missing_channel" ? Effect.fail(refused) : missing()),
-        Effect.map((channel) => accepted(channel, undefined))
-      )
+    const reserved: Effect.Effect<Accepted, Errors.ApiError | X402.PaymentRejected | PaymentChannels.VoucherRefused> =
+      voucher.deposit !== undefined
+        ? Effect.flatMap(
+          chain.deposit(payment),
+          (deposited) =>
+            channels.open(voucher.channelId, voucher.config, deposited.onChain, now).pipe(
+              Effect.andThen(reserve),
+              Effect.map((channel) => accepted(channel, { transaction: deposited.transaction, amount: voucher.deposit! }))
+            )
+        )
+        : reserve.pipe(
+          Effect.catchTag(
+            "VoucherRefused",
+            (refused): Reserving => refused.reason !== "invalid_batch_settlement_evm_missing_channel" ? Effect.fail(refused) : missing()
+          ),
+          Effect.map((channel) => accepted(channel, undefined))
+        )
     // A voucher that is not the channel's charge plus the price gets the corrective 402: the
     // client's state of the channel is stale (another client of the same key, a lost response).
     return Effect.catchTag(reserved, "VoucherRefused", (refused) =>
@@ -113,21 +121,26 @@ export const make: Effect.Effect<PaymentScheme, never, X402.X402Config> = Effect
     if (channel === undefined || channels === undefined || ended._tag === "Failed") {
       return Effect.as(
         abandon(accepted),
-        ended._tag === "Failed" ? HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" }) : ended.response
+        ended._tag === "Failed"
+          ? HttpServerResponse.setHeaders(ErrorResponse.render(ended.error), { [headers.credit]: "unsettled" })
+          : ended.response
       )
     }
     const { deposit, reserved } = channel
-    return Effect.map(channels.commit(reserved.channelId, BigInt(ended.charge ?? 0)), (after) =>
-      HttpServerResponse.setHeaders(ended.response, {
-        [X402.headers.paymentResponse]: X402.encodePaymentResponse({
-          success: true,
-          transaction: deposit?.transaction ?? "",
-          network: accepted.payment.requirements.network,
-          payer: accepted.principal.address,
-          amount: deposit === undefined ? "" : deposit.amount.toString(),
-          extra: BatchSettlement.responseExtra(reserved, after)
+    return Effect.map(
+      channels.commit(reserved.channelId, BigInt(ended.charge ?? 0)),
+      (after) =>
+        HttpServerResponse.setHeaders(ended.response, {
+          [X402.headers.paymentResponse]: X402.encodePaymentResponse({
+            success: true,
+            transaction: deposit?.transaction ?? "",
+            network: accepted.payment.requirements.network,
+            payer: accepted.principal.address,
+            amount: deposit === undefined ? "" : deposit.amount.toString(),
+            extra: BatchSettlement.responseExtra(reserved, after)
+          })
         })
-      }))
+    )
   }
 
   return { accept, finish, abandon }

@@ -69,29 +69,30 @@ export const account = sessionRoute(
   Effect.gen(function*() {
     const ledger = yield* CreditLedger.CreditLedger
     const staking = yield* Staking.Staking
-    return (current) => Effect.gen(function*() {
-      if (current.wallet !== undefined) {
-        yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
-      }
-      const now = yield* Clock.currentTimeMillis
-      const balance = yield* ledger.balance(current.accountId)
-      const transactions = yield* recentCredits(ledger, current.accountId, now)
-      return HttpServerResponse.jsonUnsafe({
-        accountId: current.accountId,
-        balanceUsd: Money.formatUsd(balance.usd),
-        availableUsd: Money.formatUsd(balance.availableUsd),
-        stakedTokens: balance.stakedTokens,
-        allowanceUsd: Money.formatUsd(balance.availableAllowance),
-        transactions: transactions.map((entry) => ({
-          id: entry.id,
-          timestamp: new Date(entry.timestamp).toISOString(),
-          kind: entry.kind,
-          amountUsd: Money.formatUsd(entry.delta),
-          currency: entry.currency,
-          reference: entry.reference
-        }))
-      }, { headers: noStore })
-    })
+    return (current) =>
+      Effect.gen(function*() {
+        if (current.wallet !== undefined) {
+          yield* staking.refresh(new Principal.WalletPrincipal({ accountId: current.accountId, ...current.wallet }))
+        }
+        const now = yield* Clock.currentTimeMillis
+        const balance = yield* ledger.balance(current.accountId)
+        const transactions = yield* recentCredits(ledger, current.accountId, now)
+        return HttpServerResponse.jsonUnsafe({
+          accountId: current.accountId,
+          balanceUsd: Money.formatUsd(balance.usd),
+          availableUsd: Money.formatUsd(balance.availableUsd),
+          stakedTokens: balance.stakedTokens,
+          allowanceUsd: Money.formatUsd(balance.availableAllowance),
+          transactions: transactions.map((entry) => ({
+            id: entry.id,
+            timestamp: new Date(entry.timestamp).toISOString(),
+            kind: entry.kind,
+            amountUsd: Money.formatUsd(entry.delta),
+            currency: entry.currency,
+            reference: entry.reference
+          }))
+        }, { headers: noStore })
+      })
   }),
   sessionDocs("The account's balance and credits", ".", { 200: { description: "Balance, allowance and the last credits" } })
 )
@@ -104,14 +105,17 @@ export const listKeys = sessionRoute(
   Effect.gen(function*() {
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
-    return (current) => Effect.gen(function*() {
-      const keys = yield* auth.listKeys(current.accountId)
-      const spend = yield* caps.read(current.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
-      return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => ApiKeys.metadata(key, spend.get(key.id))) }, { headers: noStore })
-    })
+    return (current) =>
+      Effect.gen(function*() {
+        const keys = yield* auth.listKeys(current.accountId)
+        const spend = yield* caps.read(current.accountId, keys.map((key) => key.id), yield* Clock.currentTimeMillis)
+        return HttpServerResponse.jsonUnsafe({ data: keys.map((key) => ApiKeys.metadata(key, spend.get(key.id))) }, { headers: noStore })
+      })
   }),
   sessionDocs("The account's API keys", ".", {
-    200: { description: "Metadata of every key of the account, as `GET /api_keys` answers it: a capped key with its spend in the current period" }
+    200: {
+      description: "Metadata of every key of the account, as `GET /api_keys` answers it: a capped key with its spend in the current period"
+    }
   })
 )
 
@@ -132,21 +136,25 @@ export const createKey = sessionRoute(
   Effect.gen(function*() {
     const auth = yield* Auth
     const ledger = yield* CreditLedger.CreditLedger
-    return (current) => Effect.gen(function*() {
-      const body = yield* RequestBody.schema(CreateKeyRequest)
-      // A wallet's account is recorded with its first key (sign-in stores nothing), so only a wallet
-      // that holds credit may make one: wallets that cost nothing to create leave no state behind.
-      if (Principal.isWalletAccountId(current.accountId) && (yield* ledger.balance(current.accountId)).usd <= 0) {
-        return yield* new Errors.InsufficientBalance({ message: "Top up this wallet before creating a key" })
-      }
-      const created = yield* auth.createKey({
-        accountId: current.accountId,
-        type: "INFERENCE",
-        tier: current.tier ?? "default",
-        description: body.description
+    return (current) =>
+      Effect.gen(function*() {
+        const body = yield* RequestBody.schema(CreateKeyRequest)
+        // A wallet's account is recorded with its first key (sign-in stores nothing), so only a wallet
+        // that holds credit may make one: wallets that cost nothing to create leave no state behind.
+        if (Principal.isWalletAccountId(current.accountId) && (yield* ledger.balance(current.accountId)).usd <= 0) {
+          return yield* new Errors.InsufficientBalance({ message: "Top up this wallet before creating a key" })
+        }
+        const created = yield* auth.createKey({
+          accountId: current.accountId,
+          type: "INFERENCE",
+          tier: current.tier ?? "default",
+          description: body.description
+        })
+        return HttpServerResponse.jsonUnsafe({ ...ApiKeys.metadata(created.record, undefined), apiKey: created.key }, {
+          status: 201,
+          headers: noStore
+        })
       })
-      return HttpServerResponse.jsonUnsafe({ ...ApiKeys.metadata(created.record, undefined), apiKey: created.key }, { status: 201, headers: noStore })
-    })
   }),
   {
     ...sessionDocs("Create an INFERENCE key", CHANGE, {
@@ -191,23 +199,26 @@ export const changeKey = sessionRoute(
     const auth = yield* Auth
     const caps = yield* KeyCaps.KeyCaps
     const audit = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
-    return (current) => Effect.gen(function*() {
-      const { accountId } = current
-      const body = yield* RequestBody.schema(ChangeKeyRequest)
-      const found = yield* auth.getKey(accountId, body.id)
-      const storeCap = yield* ApiKeys.capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
-      const record = body.restrictions === undefined ? found : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
-      const spend = yield* storeCap(found.id)
-      if (body.restrictions !== undefined && audit !== undefined) {
-        yield* audit.append({
-          actor: actorOf(current),
-          action: "key.restricted",
-          accountId,
-          details: { keyId: found.id, restrictions: record.restrictions ?? null }
-        })
-      }
-      return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(record, spend), { headers: noStore })
-    })
+    return (current) =>
+      Effect.gen(function*() {
+        const { accountId } = current
+        const body = yield* RequestBody.schema(ChangeKeyRequest)
+        const found = yield* auth.getKey(accountId, body.id)
+        const storeCap = yield* ApiKeys.capChange(caps, accountId, found.id, body, yield* Clock.currentTimeMillis)
+        const record = body.restrictions === undefined
+          ? found
+          : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
+        const spend = yield* storeCap(found.id)
+        if (body.restrictions !== undefined && audit !== undefined) {
+          yield* audit.append({
+            actor: actorOf(current),
+            action: "key.restricted",
+            accountId,
+            details: { keyId: found.id, restrictions: record.restrictions ?? null }
+          })
+        }
+        return HttpServerResponse.jsonUnsafe(ApiKeys.metadata(record, spend), { headers: noStore })
+      })
   }),
   {
     ...sessionDocs("Set or remove a key's spend cap and restrictions", CHANGE, {
@@ -227,11 +238,12 @@ export const revokeKey = sessionRoute(
   true,
   Effect.gen(function*() {
     const auth = yield* Auth
-    return (current) => Effect.gen(function*() {
-      const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
-      yield* auth.revokeKey(current.accountId, query.id)
-      return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
-    })
+    return (current) =>
+      Effect.gen(function*() {
+        const query = yield* RequestQuery.schema(Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) }))
+        yield* auth.revokeKey(current.accountId, query.id)
+        return HttpServerResponse.jsonUnsafe({ id: query.id, revoked: true }, { headers: noStore })
+      })
   }),
   sessionDocs("Revoke a key of the account", CHANGE, {
     200: { description: "The key is revoked" },
@@ -263,7 +275,8 @@ export const spendByDay = (entries: ReadonlyArray<CreditLedger.UsageEntry>, now:
     return day >= firstDay && day <= lastDay
   }))
   // The chart shows what a day cost, whichever balance paid it.
-  const formatUsd = (total: UsageAnalytics.Total | undefined) => Money.formatUsd(Money.unsafeNano(total === undefined ? 0 : total.usd + total.diem))
+  const formatUsd = (total: UsageAnalytics.Total | undefined) =>
+    Money.formatUsd(Money.unsafeNano(total === undefined ? 0 : total.usd + total.diem))
   return {
     skus: [...bySku]
       .sort(([a, x], [b, y]) => y.usd + y.diem - (x.usd + x.diem) || a.localeCompare(b))
@@ -291,15 +304,16 @@ export const usage = sessionRoute(
   false,
   Effect.gen(function*() {
     const ledger = yield* CreditLedger.CreditLedger
-    return (current) => Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
-      const entries = yield* usageSince(ledger, current.accountId, from)
-      return HttpServerResponse.jsonUnsafe({
-        ...spendByDay(entries, now),
-        recent: entries.slice(0, RECENT_CALLS).map(Usage.toWire)
-      }, { headers: noStore })
-    })
+    return (current) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const from = (CreditLedger.dayOf(now) - (WINDOW_DAYS - 1)) * CreditLedger.DAY_MS
+        const entries = yield* usageSince(ledger, current.accountId, from)
+        return HttpServerResponse.jsonUnsafe({
+          ...spendByDay(entries, now),
+          recent: entries.slice(0, RECENT_CALLS).map(Usage.toWire)
+        }, { headers: noStore })
+      })
   }),
   sessionDocs("Spend by day and sku, and the latest calls", ".", {
     200: { description: "`days` (30, oldest first), `skus` by total, `recent` usage entries" }

@@ -40,15 +40,20 @@ const pageHeaders = {
 const asset = (name: string) => Fs.readFileSync(new URL(`../../src/portal/${name}`, import.meta.url), "utf8")
 
 const assetRoute = (name: string, contentType: string) =>
-  Route.make("GET", `/portal/${name}`, Effect.sync(() => {
-    const body = asset(name)
-    return Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))
-  }), {
-    summary: `Portal asset ${name}`,
-    tags: ["Portal"],
-    security: "public",
-    responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
-  })
+  Route.make(
+    "GET",
+    `/portal/${name}`,
+    Effect.sync(() => {
+      const body = asset(name)
+      return Effect.sync(() => HttpServerResponse.text(body, { contentType, headers: pageHeaders }))
+    }),
+    {
+      summary: `Portal asset ${name}`,
+      tags: ["Portal"],
+      security: "public",
+      responses: { 200: { description: "The asset", contentType, schema: Schema.String } }
+    }
+  )
 
 /**
  * `GET /api-keys`: the portal page, with this server's origin in its terminal example.

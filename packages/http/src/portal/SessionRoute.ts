@@ -29,21 +29,22 @@ export const sessionCheck = Effect.gen(function*() {
   const store = yield* AuthStore
   const revocations = yield* SessionRevocations.SessionRevocations
   const key = yield* PortalSession.SessionKey
-  return (change: boolean) => Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const now = yield* Clock.currentTimeMillis
-    const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
-    const session = cookie === undefined ? undefined : PortalSession.open(key, cookie, now)
-    if (session === undefined || (yield* revocations.isRevoked(session.id))) return yield* unauthenticated
-    if (session.keyId !== undefined) {
-      const status = yield* store.keyStatus(session.accountId, session.keyId)
-      if (!status.accountExists || status.revoked) return yield* unauthenticated
-    }
-    if (change && !PortalSession.csrfMatches(session, request.headers[PortalSession.csrfHeader])) {
-      return yield* new Errors.Forbidden({ message: `A change needs the session's CSRF token in ${PortalSession.csrfHeader}` })
-    }
-    return session
-  })
+  return (change: boolean) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const now = yield* Clock.currentTimeMillis
+      const cookie = PortalSession.fromCookieHeader(request.headers["cookie"])
+      const session = cookie === undefined ? undefined : PortalSession.open(key, cookie, now)
+      if (session === undefined || (yield* revocations.isRevoked(session.id))) return yield* unauthenticated
+      if (session.keyId !== undefined) {
+        const status = yield* store.keyStatus(session.accountId, session.keyId)
+        if (!status.accountExists || status.revoked) return yield* unauthenticated
+      }
+      if (change && !PortalSession.csrfMatches(session, request.headers[PortalSession.csrfHeader])) {
+        return yield* new Errors.Forbidden({ message: `A change needs the session's CSRF token in ${PortalSession.csrfHeader}` })
+      }
+      return session
+    })
 })
 
 /**
@@ -57,11 +58,16 @@ export const sessionRoute = <R>(
   handler: Effect.Effect<(session: PortalSession.Session) => Route.Handler, never, R>,
   docs: Route.Docs
 ) =>
-  Route.make(method, path, Effect.gen(function*() {
-    const requireSession = yield* sessionCheck
-    const handle = yield* handler
-    return Effect.flatMap(requireSession(changes), handle)
-  }), docs)
+  Route.make(
+    method,
+    path,
+    Effect.gen(function*() {
+      const requireSession = yield* sessionCheck
+      const handle = yield* handler
+      return Effect.flatMap(requireSession(changes), handle)
+    }),
+    docs
+  )
 
 export const sessionView = (session: PortalSession.Session) => ({
   accountId: session.accountId,

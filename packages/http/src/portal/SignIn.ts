@@ -42,7 +42,9 @@ export const challenge = Route.make(
       const fresh = yield* auth.siwxChallenge
       const chain = fresh.supportedChains.find((candidate) => X402.familyOf(candidate.chainId) === query.family)
       if (chain === undefined) return yield* new Errors.InvalidRequest({ message: `This server accepts no ${query.family} sign-in` })
-      const message = yield* Effect.fromResult(Siwx.format(query.family, { ...fresh.info, address: wallet.value.address, chainId: chain.chainId })).pipe(
+      const message = yield* Effect.fromResult(
+        Siwx.format(query.family, { ...fresh.info, address: wallet.value.address, chainId: chain.chainId })
+      ).pipe(
         Effect.mapError((error) => new Errors.InvalidRequest({ message: error.reason }))
       )
       return HttpServerResponse.jsonUnsafe({ message, chainId: chain.chainId, expiresAt: fresh.info.expirationTime }, { headers: noStore })

@@ -26,10 +26,13 @@ import * as Route from "../Route.ts"
 
 const PATH = "/api/v1/api_keys"
 
-const IsoTimestamp = Schema.String.check(Schema.makeFilter((text: string) =>
-  /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/.test(text) && !Number.isNaN(Date.parse(text))
-    ? true
-    : "must be an ISO 8601 timestamp with a time zone"))
+const IsoTimestamp = Schema.String.check(
+  Schema.makeFilter((text: string) =>
+    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/.test(text) && !Number.isNaN(Date.parse(text))
+      ? true
+      : "must be an ISO 8601 timestamp with a time zone"
+  )
+)
 
 /** The largest cap: nano-USD are safe integers. */
 const MAX_CAP_USD = Math.floor(Money.MAX / Money.NANO_PER_USD)
@@ -53,8 +56,11 @@ export const CreateRequest = Schema.Struct({
   restrictions: Schema.optionalKey(KeyRestrictions.Restrictions)
 })
 
-const IsoDate = Schema.String.check(Schema.makeFilter((text: string) =>
-  /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"))
+const IsoDate = Schema.String.check(
+  Schema.makeFilter((text: string) =>
+    /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"
+  )
+)
 
 /** @category schemas */
 export const UpdateRequest = Schema.Struct({
@@ -119,10 +125,12 @@ const requestedCap = (
   if (usd !== undefined) return Effect.succeed({ usd: Money.unsafeNano(Math.round(usd * Money.NANO_PER_USD)), period })
   if (body.limitPeriod === undefined) return Effect.succeed(undefined)
   if (current === undefined) {
-    return Effect.fail(new Errors.InvalidRequest({
-      message: "limitPeriod applies to a consumption limit: set consumptionLimit.usd too",
-      details: Errors.fieldErrors([{ path: ["limitPeriod"], message: "needs consumptionLimit.usd on a key without one" }])
-    }))
+    return Effect.fail(
+      new Errors.InvalidRequest({
+        message: "limitPeriod applies to a consumption limit: set consumptionLimit.usd too",
+        details: Errors.fieldErrors([{ path: ["limitPeriod"], message: "needs consumptionLimit.usd on a key without one" }])
+      })
+    )
   }
   return Effect.succeed({ usd: current.usd, period })
 }
@@ -172,11 +180,16 @@ const adminRoute = (
   ) => Route.Handler,
   docs: Route.Docs
 ) =>
-  Route.make(method, path, Effect.gen(function*() {
-    const audit = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
-    const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps, log: audit?.append ?? (() => Effect.void) }
-    return Effect.flatMap(Authenticate.requireAdmin(stores.auth), (principal) => handler(principal, stores))
-  }), docs)
+  Route.make(
+    method,
+    path,
+    Effect.gen(function*() {
+      const audit = Option.getOrUndefined(yield* Effect.serviceOption(AuditLog.AuditLog))
+      const stores = { auth: yield* Auth, caps: yield* KeyCaps.KeyCaps, log: audit?.append ?? (() => Effect.void) }
+      return Effect.flatMap(Authenticate.requireAdmin(stores.auth), (principal) => handler(principal, stores))
+    }),
+    docs
+  )
 
 /** The audit log's name for the ADMIN key that acts. */
 const actorOf = (principal: Principal.ApiKeyPrincipal): AuditLog.Actor => `key:${principal.keyId}`
@@ -209,7 +222,13 @@ export const create = adminRoute(
         actor: actorOf(principal),
         action: "key.minted",
         accountId: record.accountId,
-        details: { keyId: record.id, type: record.type, tier: record.tier, cap: capDetails(spend), restrictions: record.restrictions ?? null }
+        details: {
+          keyId: record.id,
+          type: record.type,
+          tier: record.tier,
+          cap: capDetails(spend),
+          restrictions: record.restrictions ?? null
+        }
       })
       return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, {
         status: 201,
@@ -242,7 +261,8 @@ export const list = adminRoute(
     }),
   {
     summary: "List the account's API keys",
-    description: "ADMIN key. Metadata only: the secret of a key is never shown again. A capped key shows its spend in the current period (`currentPeriodUsage`).",
+    description:
+      "ADMIN key. Metadata only: the secret of a key is never shown again. A capped key shows its spend in the current period (`currentPeriodUsage`).",
     tags: ["API keys"],
     security: "admin",
     responses: { 200: { description: "The keys of the caller's account" } }
@@ -310,9 +330,15 @@ export const update = adminRoute(
       // The expiry first: it is the one change that can still be refused (a past time), before anything is written.
       const expiring = body.expiresAt === undefined
         ? found
-        : yield* auth.setKeyExpiry(accountId, found.id, body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt))
+        : yield* auth.setKeyExpiry(
+          accountId,
+          found.id,
+          body.expiresAt === null || body.expiresAt === "" ? undefined : new Date(body.expiresAt)
+        )
       const described = body.description === undefined ? expiring : yield* auth.describeKey(accountId, found.id, body.description)
-      const record = body.restrictions === undefined ? described : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
+      const record = body.restrictions === undefined
+        ? described
+        : yield* auth.restrictKey(accountId, found.id, body.restrictions ?? undefined)
       const spend = yield* storeCap(found.id)
       const logged = { actor: actorOf(principal), accountId }
       if (body.consumptionLimit !== undefined || body.limitPeriod !== undefined) {
@@ -348,7 +374,12 @@ export const reroll = adminRoute(
       const body = yield* RequestBody.schema(RerollRequest)
       const graceSeconds = body.graceSeconds ?? 0
       const { key, record } = yield* auth.rerollKey(principal.accountId, params["id"] ?? "", graceSeconds * 1000)
-      yield* log({ actor: actorOf(principal), action: "key.rerolled", accountId: record.accountId, details: { keyId: record.id, graceSeconds, kid: record.kid } })
+      yield* log({
+        actor: actorOf(principal),
+        action: "key.rerolled",
+        accountId: record.accountId,
+        details: { keyId: record.id, graceSeconds, kid: record.kid }
+      })
       const spend = yield* spendOf(caps, principal.accountId, record.id, yield* Clock.currentTimeMillis)
       return HttpServerResponse.jsonUnsafe({ ...metadata(record, spend), apiKey: key }, { headers: { "cache-control": "no-store" } })
     }),

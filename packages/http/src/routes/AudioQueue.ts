@@ -139,7 +139,8 @@ export const queue = Endpoint.make({
             size: "",
             speech: { voice, format: model.responseFormats[0]!, speed, characters }
           },
-          respond: (job) => HttpServerResponse.jsonUnsafe({ model: model.id, queue_id: job.id, status: "QUEUED" }, { headers: Models.headersOf(model) })
+          respond: (job) =>
+            HttpServerResponse.jsonUnsafe({ model: model.id, queue_id: job.id, status: "QUEUED" }, { headers: Models.headersOf(model) })
         })
     }
   }),
@@ -161,36 +162,37 @@ export const retrieve = QueuedJob.operation({
   kind: "audio",
   sku: "audio_retrieve",
   request: RetrieveRequest,
-  serve: ({ end, store: jobs }) => Effect.gen(function*() {
-    const models = yield* Models.ModelList
-    const tables = yield* PricingEngine.PricingEngine
-    const backend = yield* SpeechBackend.SpeechBackend
-    return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
-      Effect.gen(function*() {
-        const job = yield* findJob(jobs, principal.accountId, body)
-        const speech = job.speech!
-        const gone = new Errors.NotFound({ message: `Audio job ${job.id} expired before it was retrieved` })
-        if (job.state === "expired" || job.state === "failed") return yield* gone
-        if (yield* QueuedJob.overdue(job)) {
-          yield* end(job, { state: "expired" })
-          return yield* gone
-        }
-        const model = yield* QueuedJob.stillServed(job, models.ofType("tts", job.model))
-        const audio = yield* backend.speak({ model, input: job.prompt, voice: speech.voice, format: speech.format, speed: speech.speed })
-        if (job.state === "queued") {
-          const price = yield* priceOf(tables, model, speech.characters)
-          yield* end(job, { state: "completed", requestId, pricePerUnit: price.pricePerUnit })
-        }
-        if (body.delete_media_on_completion === true) yield* jobs.remove(principal.accountId, job.id)
-        return {
-          _tag: "Streaming" as const,
-          stream: audio.audio,
-          contentType: audio.contentType,
-          headers: { ...Models.headersOf(model), "content-encoding": "identity" },
-          produced: Effect.succeed(QueuedJob.free(`audio job ${job.id}`))
-        }
-      })
-  }),
+  serve: ({ end, store: jobs }) =>
+    Effect.gen(function*() {
+      const models = yield* Models.ModelList
+      const tables = yield* PricingEngine.PricingEngine
+      const backend = yield* SpeechBackend.SpeechBackend
+      return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
+        Effect.gen(function*() {
+          const job = yield* findJob(jobs, principal.accountId, body)
+          const speech = job.speech!
+          const gone = new Errors.NotFound({ message: `Audio job ${job.id} expired before it was retrieved` })
+          if (job.state === "expired" || job.state === "failed") return yield* gone
+          if (yield* QueuedJob.overdue(job)) {
+            yield* end(job, { state: "expired" })
+            return yield* gone
+          }
+          const model = yield* QueuedJob.stillServed(job, models.ofType("tts", job.model))
+          const audio = yield* backend.speak({ model, input: job.prompt, voice: speech.voice, format: speech.format, speed: speech.speed })
+          if (job.state === "queued") {
+            const price = yield* priceOf(tables, model, speech.characters)
+            yield* end(job, { state: "completed", requestId, pricePerUnit: price.pricePerUnit })
+          }
+          if (body.delete_media_on_completion === true) yield* jobs.remove(principal.accountId, job.id)
+          return {
+            _tag: "Streaming" as const,
+            stream: audio.audio,
+            contentType: audio.contentType,
+            headers: { ...Models.headersOf(model), "content-encoding": "identity" },
+            produced: Effect.succeed(QueuedJob.free(`audio job ${job.id}`))
+          }
+        })
+    }),
   docs: {
     summary: "Retrieve queued speech",
     description: "The job's audio, synthesized and streamed under its format's audio/* Content-Type. The first retrieval " +
@@ -234,15 +236,22 @@ export const complete = QueuedJob.operation({
       Effect.gen(function*() {
         const job = yield* findJob(jobs, principal.accountId, body)
         const removal = yield* QueuedJob.remove(jobs, job, "The job was never retrieved: retrieve its audio first")
-        return { response: HttpServerResponse.jsonUnsafe({ success: removal === "removed" }), ...QueuedJob.free(`audio job ${job.id} completed`) }
-      })),
+        return {
+          response: HttpServerResponse.jsonUnsafe({ success: removal === "removed" }),
+          ...QueuedJob.free(`audio job ${job.id} completed`)
+        }
+      })
+    ),
   docs: {
     summary: "Complete queued speech",
     description: "Removes a job whose audio was retrieved: retrieving it again is a 404. A job never retrieved is a 400 " +
       "(its hold is still open). Not charged.",
     tags: ["Audio"],
     responses: {
-      200: { description: "The job was removed", schema: Schema.Struct({ success: Schema.Boolean }).annotate({ identifier: "AudioCompleteResponse" }) },
+      200: {
+        description: "The job was removed",
+        schema: Schema.Struct({ success: Schema.Boolean }).annotate({ identifier: "AudioCompleteResponse" })
+      },
       404: { description: "No such job for this account and model" }
     }
   }

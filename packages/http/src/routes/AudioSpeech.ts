@@ -75,7 +75,10 @@ export const route = Endpoint.make({
               produced: (bytes) =>
                 bytes === 0
                   ? { charge: Money.zero, usage: { units: 0, pricePerUnit: quote.pricePerUnit, notes: format } }
-                  : { charge: quote.amount, usage: { units: characters, pricePerUnit: quote.pricePerUnit, notes: `${format}, ${bytes} bytes` } }
+                  : {
+                    charge: quote.amount,
+                    usage: { units: characters, pricePerUnit: quote.pricePerUnit, notes: `${format}, ${bytes} bytes` }
+                  }
             })
         )
     }

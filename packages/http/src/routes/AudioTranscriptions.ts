@@ -47,7 +47,9 @@ const isFormat = Schema.is(Models.TranscriptionFormat)
 const timestamp = (seconds: number, separator: "," | ".") => {
   const ms = Math.round(seconds * 1000)
   const pad = (n: number, width = 2) => String(n).padStart(width, "0")
-  return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}${separator}${pad(ms % 1000, 3)}`
+  return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}${separator}${
+    pad(ms % 1000, 3)
+  }`
 }
 
 /**
@@ -74,7 +76,12 @@ export const render = (
       )
     case "vtt":
       return HttpServerResponse.text(
-        ["WEBVTT\n", ...transcript.segments.map((segment) => `${timestamp(segment.start, ".")} --> ${timestamp(segment.end, ".")}\n${segment.text.trim()}\n`)].join("\n"),
+        [
+          "WEBVTT\n",
+          ...transcript.segments.map((segment) =>
+            `${timestamp(segment.start, ".")} --> ${timestamp(segment.end, ".")}\n${segment.text.trim()}\n`
+          )
+        ].join("\n"),
         { contentType: "text/vtt; charset=utf-8" }
       )
     case "verbose_json":
@@ -122,7 +129,9 @@ export const route = Endpoint.make({
         yield* MultipartUpload.check([
           ...form.problems,
           ...(fields["model"] === undefined ? [{ path: ["model"], message: "Required" }] : []),
-          ...(isFormat(format) ? [] : [{ path: ["response_format"], message: `Expected one of ${Models.TranscriptionFormat.literals.join(", ")}` }]),
+          ...(isFormat(format)
+            ? []
+            : [{ path: ["response_format"], message: `Expected one of ${Models.TranscriptionFormat.literals.join(", ")}` }]),
           ...(temperature === undefined || (temperature >= 0 && temperature <= 1)
             ? []
             : [{ path: ["temperature"], message: "Expected a number from 0 to 1" }])
@@ -164,7 +173,10 @@ export const route = Endpoint.make({
     tags: ["Audio"],
     request: { contentType: "multipart/form-data", schema: TranscriptionForm },
     responses: {
-      200: { description: "The transcript (JSON for json and verbose_json; text/plain, SRT or WebVTT otherwise)", headers: Models.headerNames }
+      200: {
+        description: "The transcript (JSON for json and verbose_json; text/plain, SRT or WebVTT otherwise)",
+        headers: Models.headerNames
+      }
     }
   }
 })

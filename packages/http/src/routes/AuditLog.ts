@@ -21,7 +21,9 @@ export const Query = Schema.Struct({
     Schema.isBetween({ minimum: 1, maximum: AuditLog.MAX_PAGE }, { message: `must be between 1 and ${AuditLog.MAX_PAGE}` })
   )),
   /** The `next` of the previous page. */
-  before: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d{1,20}-\d{1,20}$/u, { message: "must be the next of a previous page" }))),
+  before: Schema.optionalKey(
+    Schema.String.check(Schema.isPattern(/^\d{1,20}-\d{1,20}$/u, { message: "must be the next of a previous page" }))
+  ),
   /** `account` (the default): the caller's account; `all`: every entry, for operators. */
   scope: Schema.optionalKey(Schema.Literals(["account", "all"]))
 })
@@ -55,7 +57,9 @@ export const list = Route.make(
         before: query.before,
         limit: query.limit ?? 50
       })
-      return HttpServerResponse.jsonUnsafe({ data: page.entries.map(wire), next: page.next ?? null }, { headers: { "cache-control": "no-store" } })
+      return HttpServerResponse.jsonUnsafe({ data: page.entries.map(wire), next: page.next ?? null }, {
+        headers: { "cache-control": "no-store" }
+      })
     })
   }),
   {

@@ -108,7 +108,9 @@ export const scrape = Endpoint.make({
       execute: ([body, run]: readonly [typeof ScrapeRequest.Type, SearchProvider.Scrape]) =>
         run(body.url).pipe(
           Effect.mapError((error) => Errors.invalidField("url", `Could not be scraped: ${error.message}`)),
-          Effect.map((page) => Endpoint.flat(quote, HttpServerResponse.jsonUnsafe({ url: page.url, content: page.text, format: "text" }), page.url))
+          Effect.map((page) =>
+            Endpoint.flat(quote, HttpServerResponse.jsonUnsafe({ url: page.url, content: page.text, format: "text" }), page.url)
+          )
         )
     }
   }),

@@ -119,8 +119,11 @@ const DAY_MS = 86_400_000
 /** The longest lookback of usage analytics, in days. */
 const MAX_LOOKBACK_DAYS = 90
 
-const PlainDate = Schema.String.check(Schema.makeFilter((text: string) =>
-  /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"))
+const PlainDate = Schema.String.check(
+  Schema.makeFilter((text: string) =>
+    /^\d{4}-\d{2}-\d{2}$/.test(text) && !Number.isNaN(Date.parse(text)) ? true : "must be a date, YYYY-MM-DD"
+  )
+)
 
 /** @category schemas */
 export const UsageAnalyticsQuery = Schema.Struct({
@@ -137,10 +140,12 @@ const rangeOf = (query: { readonly startDate?: string; readonly endDate?: string
   const from = query.startDate === undefined ? undefined : Date.parse(query.startDate)
   const to = query.endDate === undefined ? undefined : Date.parse(query.endDate)
   if (from !== undefined && to !== undefined && from > to) {
-    return Effect.fail(new Errors.InvalidRequest({
-      message: INVALID_QUERY,
-      details: Errors.fieldErrors([{ path: ["endDate"], message: "must not be before startDate" }])
-    }))
+    return Effect.fail(
+      new Errors.InvalidRequest({
+        message: INVALID_QUERY,
+        details: Errors.fieldErrors([{ path: ["endDate"], message: "must not be before startDate" }])
+      })
+    )
   }
   return Effect.succeed({ from, to })
 }
@@ -169,7 +174,11 @@ export const usage = Route.make(
       }
       const account = yield* auth.getAccount(principal.accountId)
       if (Option.isSome(account) && account.value.createdAt.getTime() >= options.usageCutoff.getTime()) {
-        return yield* new Errors.Gone({ message: `${DEPRECATION_NOTICE}. It is not available to accounts created on or after ${options.usageCutoff.toISOString().slice(0, 10)}.` })
+        return yield* new Errors.Gone({
+          message: `${DEPRECATION_NOTICE}. It is not available to accounts created on or after ${
+            options.usageCutoff.toISOString().slice(0, 10)
+          }.`
+        })
       }
       const request = yield* HttpServerRequest.HttpServerRequest
       const query = yield* RequestQuery.schema(UsageQuery, INVALID_QUERY)
@@ -208,13 +217,25 @@ export const usage = Route.make(
   }),
   {
     summary: "Usage entries, page by page (deprecated)",
-    description: `${DEPRECATION_NOTICE}. JSON or CSV by Accept. 410 for accounts created on or after 2026-07-07. 5 requests per minute per user.`,
+    description:
+      `${DEPRECATION_NOTICE}. JSON or CSV by Accept. 410 for accounts created on or after 2026-07-07. 5 requests per minute per user.`,
     tags: ["Billing"],
     security: "admin",
     query: UsageQuery,
     deprecated: true,
     responses: {
-      200: { description: "Usage entries", headers: ["x-pagination-limit", "x-pagination-page", "x-pagination-total", "x-pagination-total-pages", "deprecation", "sunset", "link"] },
+      200: {
+        description: "Usage entries",
+        headers: [
+          "x-pagination-limit",
+          "x-pagination-page",
+          "x-pagination-total",
+          "x-pagination-total-pages",
+          "deprecation",
+          "sunset",
+          "link"
+        ]
+      },
       400: { description: "Invalid query parameters", schema: Errors.DetailedError },
       410: { description: "Not available to accounts created on or after 2026-07-07", schema: Errors.StandardError },
       429: { description: "More than 5 requests in a minute", schema: Errors.StandardError }
@@ -288,7 +309,10 @@ export const RefundRequest = Schema.Struct({
   accountId: GrantRequest.fields.accountId,
   requestId: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_:.-]{1,200}$/u, { message: "must match [A-Za-z0-9_:.-]{1,200}" })),
   amountUsd: Schema.optionalKey(GrantRequest.fields.amountUsd),
-  reason: Schema.String.check(Schema.isMinLength(1, { message: "must be 1 to 500 characters" }), Schema.isMaxLength(500, { message: "must be 1 to 500 characters" }))
+  reason: Schema.String.check(
+    Schema.isMinLength(1, { message: "must be 1 to 500 characters" }),
+    Schema.isMaxLength(500, { message: "must be 1 to 500 characters" })
+  )
 })
 
 /**
@@ -341,7 +365,8 @@ export const refundCall = Route.make(
     responses: {
       200: { description: "The refund and the account's new balance" },
       400: {
-        description: "Invalid body, an amount above the call's USD charge, a call charged nothing in USD, or a call already refunded another amount",
+        description:
+          "Invalid body, an amount above the call's USD charge, a call charged nothing in USD, or a call already refunded another amount",
         schema: Errors.DetailedError
       },
       403: { description: "Not an operator's ADMIN key", schema: Errors.StandardError },
@@ -429,7 +454,10 @@ export const usageAnalytics = Route.make(
       if ((query.startDate === undefined) !== (query.endDate === undefined)) {
         return yield* new Errors.InvalidRequest({
           message: INVALID_QUERY,
-          details: Errors.fieldErrors([{ path: [query.startDate === undefined ? "startDate" : "endDate"], message: "startDate and endDate go together" }])
+          details: Errors.fieldErrors([{
+            path: [query.startDate === undefined ? "startDate" : "endDate"],
+            message: "startDate and endDate go together"
+          }])
         })
       }
       const now = yield* Clock.currentTimeMillis

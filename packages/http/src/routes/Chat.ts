@@ -21,7 +21,18 @@ import type * as SearchProvider from "@tollgate/core/SearchProvider"
 import { Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ChatCall from "../ChatCall.ts"
-import { deltaPieces, isObject, type Json, MAX_BODY, newTally, parseChunk, preparer, REASONING_FIELDS, recordUsage, upstreamFailure } from "../ChatCall.ts"
+import {
+  deltaPieces,
+  isObject,
+  type Json,
+  MAX_BODY,
+  newTally,
+  parseChunk,
+  preparer,
+  REASONING_FIELDS,
+  recordUsage,
+  upstreamFailure
+} from "../ChatCall.ts"
 import * as Endpoint from "../Endpoint.ts"
 import * as RequestBody from "../RequestBody.ts"
 
@@ -118,7 +129,9 @@ export const route = Endpoint.make({
     const prepare = yield* preparer
     const backend = yield* ChatBackend.ChatBackend
     const decode = RequestBody.jsonWithBytes(MAX_BODY).pipe(
-      Effect.flatMap(({ bytes, json }) => Effect.flatMap(Effect.fromResult(ChatOptions.parseRequest(json)), (request) => prepare(request, bytes))),
+      Effect.flatMap(({ bytes, json }) =>
+        Effect.flatMap(Effect.fromResult(ChatOptions.parseRequest(json)), (request) => prepare(request, bytes))
+      ),
       Effect.map((plan) => ({ plan }))
     )
     return yield* ChatCall.serve("chatcmpl-", decode, (_, found, call) => {
@@ -127,7 +140,12 @@ export const route = Endpoint.make({
 
       const complete = () =>
         Effect.gen(function*() {
-          const { body, upstream } = yield* backend.complete({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const { body, upstream } = yield* backend.complete({
+            model,
+            body: upstreamBody(found),
+            messages: upstreamMessages(found),
+            promptCacheKey: request.promptCacheKey
+          }).pipe(
             Effect.mapError(upstreamFailure)
           )
           call.upstream = upstream
@@ -162,7 +180,12 @@ export const route = Endpoint.make({
 
       const stream = () =>
         Effect.gen(function*() {
-          const upstream = yield* backend.stream({ model, body: upstreamBody(found), messages: upstreamMessages(found), promptCacheKey: request.promptCacheKey }).pipe(
+          const upstream = yield* backend.stream({
+            model,
+            body: upstreamBody(found),
+            messages: upstreamMessages(found),
+            promptCacheKey: request.promptCacheKey
+          }).pipe(
             Effect.mapError(upstreamFailure)
           )
           call.upstream = upstream.upstream
@@ -240,7 +263,14 @@ export const route = Endpoint.make({
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
           if (options.include_search_results_in_stream && found.results.length > 0) {
-            first.push({ id: call.id, object: "chat.completion.chunk", created, model: model.id, choices: [], search_results: found.results })
+            first.push({
+              id: call.id,
+              object: "chat.completion.chunk",
+              created,
+              model: model.id,
+              choices: [],
+              search_results: found.results
+            })
           }
           if (options.return_search_results_as_documents && found.results.length > 0) {
             first.push({

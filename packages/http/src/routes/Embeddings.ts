@@ -144,7 +144,11 @@ export const route = Endpoint.make({
       "those). encoding_format base64 answers each vector as the base64 of its little-endian float32 bytes; " +
       "dimensions asks for shorter vectors on models that support it. Billed per input token.",
     tags: ["Embeddings"],
-    request: { contentType: "application/json", schema: EmbeddingRequest, example: { model: "text-embedding-3-small", input: "The quick brown fox" } },
+    request: {
+      contentType: "application/json",
+      schema: EmbeddingRequest,
+      example: { model: "text-embedding-3-small", input: "The quick brown fox" }
+    },
     responses: {
       200: { description: "The embeddings", schema: EmbeddingResponse, headers: Models.headerNames }
     }

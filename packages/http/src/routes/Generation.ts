@@ -33,7 +33,9 @@ export const GenerationBody = Schema.Struct({
     cached_tokens: Schema.Int,
     cost: Schema.Finite.annotate({ description: "USD, as the ledger captured it (the answer's usage.cost)" }),
     latency_ms: Schema.Int,
-    cut_short: Schema.Boolean.annotate({ description: "The answer ended before the model finished (a client that hung up, an upstream that broke off)" }),
+    cut_short: Schema.Boolean.annotate({
+      description: "The answer ended before the model finished (a client that hung up, an upstream that broke off)"
+    }),
     created_at: Schema.String
   })
 }).annotate({ identifier: "Generation" })

@@ -23,7 +23,9 @@ import * as Image from "./Image.ts"
 
 const MAX_BODY = ByteSize.kilobytes(64)
 
-const Size = Schema.String.check(Schema.isPattern(/^(auto|[1-9]\d{1,4}x[1-9]\d{1,4})$/u, { message: "must be auto or <width>x<height>, e.g. 1024x1024" }))
+const Size = Schema.String.check(
+  Schema.isPattern(/^(auto|[1-9]\d{1,4}x[1-9]\d{1,4})$/u, { message: "must be auto or <width>x<height>, e.g. 1024x1024" })
+)
 
 /**
  * The OpenAI request. Other fields are ignored, so fields a newer SDK sends do not fail the call.

@@ -133,13 +133,16 @@ export const upscale = Endpoint.make({
         const { height, width } = yield* ImageEditor.inspect(input.image)
         const asked = fields.scale ?? 2
         const scale = Math.min(asked, Math.sqrt(ImageEditor.MAX_PIXELS / (width * height)))
-        if (scale < 2) return yield* Errors.invalidField("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
+        if (scale < 2)
+          return yield* Errors.invalidField("image", `Too large to upscale: the result may have at most ${ImageEditor.MAX_PIXELS} pixels`)
         return { image: input.image, width, height, asked, scale } satisfies Upscaling
       }),
       quote: ({ asked }: Upscaling) => PricingEngine.operation(tables, asked === 4 ? "image-upscale-4" : "image-upscale-2"),
       execute: ({ height, image, scale, width }: Upscaling, quote: PricingEngine.Quote) =>
-        Effect.map(editor.upscale(image, scale), (produced) =>
-          Endpoint.flat(quote, binary(produced), `${width}x${height} to ${produced.width}x${produced.height}`))
+        Effect.map(
+          editor.upscale(image, scale),
+          (produced) => Endpoint.flat(quote, binary(produced), `${width}x${height} to ${produced.width}x${produced.height}`)
+        )
     }
   }),
   docs: {
@@ -239,7 +242,12 @@ export const edit = editing({
       `${ImageEditor.MAX_PIXELS} pixels. Priced as one image of the model.`,
     tags: ["Image"],
     request: { contentType: "application/json", schema: jsonDoc(EditFields.fields, "ImageEditRequest") },
-    responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
+    responses: {
+      200: {
+        ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"),
+        headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"]
+      }
+    }
   }
 })
 
@@ -311,11 +319,16 @@ export const multiEdit = editing({
       for (const [i, image] of input.images.entries()) {
         const { height, width } = yield* ImageEditor.inspect(image, "images")
         if (width * height < MIN_EDIT_PIXELS) {
-          return yield* Errors.invalidField("images", `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`)
+          return yield* Errors.invalidField(
+            "images",
+            `Image ${i + 1} has ${width}x${height} pixels: at least ${MIN_EDIT_PIXELS} are needed`
+          )
         }
       }
-      const model = yield* Effect.mapError(editModel(models, fields.modelId), (error) =>
-        fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`))
+      const model = yield* Effect.mapError(
+        editModel(models, fields.modelId),
+        (error) => fields.modelId === undefined ? error : Errors.invalidField("modelId", `${fields.modelId} is not an image model`)
+      )
       if (fields.prompt.length > model.promptCharacterLimit) {
         return yield* Errors.invalidField("prompt", `${model.id} reads at most ${model.promptCharacterLimit} characters`)
       }
@@ -334,11 +347,18 @@ export const multiEdit = editing({
     request: {
       contentType: "application/json",
       schema: Schema.Struct({
-        images: Schema.Array(Schema.String).annotate({ description: "The base image, then its layers: base64 or data URLs (file parts in multipart)" }),
+        images: Schema.Array(Schema.String).annotate({
+          description: "The base image, then its layers: base64 or data URLs (file parts in multipart)"
+        }),
         ...MultiEditFields.fields
       }).annotate({ identifier: "ImageMultiEditRequest" })
     },
-    responses: { 200: { ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"), headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"] } }
+    responses: {
+      200: {
+        ...imageResponse("The edited image (image/png, image/jpeg or image/webp)"),
+        headers: [...Models.headerNames, "x-service-image-width", "x-service-image-height"]
+      }
+    }
   }
 })
 

@@ -75,7 +75,11 @@ const ToolResultBlock = Schema.Struct({
 })
 
 /** Earlier thinking sent back with its turn: accepted, and not sent upstream (see `messagesOf`). */
-const ThinkingBlock = Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: Schema.optionalKey(Schema.String) })
+const ThinkingBlock = Schema.Struct({
+  type: Schema.Literal("thinking"),
+  thinking: Schema.String,
+  signature: Schema.optionalKey(Schema.String)
+})
 
 const RedactedThinkingBlock = Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String })
 
@@ -88,7 +92,11 @@ const DocumentBlock = Schema.Struct({
   source: Schema.Union([
     Schema.Struct({ type: Schema.Literal("text"), media_type: Schema.Literal("text/plain"), data: Schema.String }),
     Schema.Struct({ type: Schema.Literal("content"), content: Schema.Union([Schema.String, Schema.Array(TextBlock)]) }),
-    Schema.Struct({ type: Schema.Literal("base64"), media_type: Schema.Literal("application/pdf"), data: Schema.String.check(Schema.isMinLength(1)) })
+    Schema.Struct({
+      type: Schema.Literal("base64"),
+      media_type: Schema.Literal("application/pdf"),
+      data: Schema.String.check(Schema.isMinLength(1))
+    })
   ]),
   title: Schema.optionalKey(Schema.NullOr(Schema.String)),
   context: Schema.optionalKey(Schema.NullOr(Schema.String))
@@ -136,7 +144,6 @@ const Thinking = Schema.Union([
 /** Whether the model's reasoning goes back as thinking blocks. */
 const showsThinking = (thinking: typeof Thinking.Type | undefined): boolean =>
   thinking !== undefined && thinking.type !== "disabled" && thinking.display !== "omitted"
-
 
 const fields = {
   model: ModelName,
@@ -229,13 +236,23 @@ const messagesOf = (message: typeof Message.Type, documents: Documents): Array<J
   if (message.role === "assistant") {
     const text = blocks.flatMap((block) => block.type === "text" ? [block.text] : []).join("")
     const calls = blocks.flatMap((block) =>
-      block.type === "tool_use" ? [{ id: block.id, type: "function", function: { name: block.name, arguments: JSON.stringify(block.input) } }] : []
+      block.type === "tool_use"
+        ? [{ id: block.id, type: "function", function: { name: block.name, arguments: JSON.stringify(block.input) } }]
+        : []
     )
-    return [{ role: "assistant", content: text === "" && calls.length > 0 ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) }]
+    return [{
+      role: "assistant",
+      content: text === "" && calls.length > 0 ? null : text,
+      ...(calls.length > 0 ? { tool_calls: calls } : {})
+    }]
   }
   const results = blocks.flatMap((block) =>
     block.type === "tool_result"
-      ? [{ role: "tool", tool_call_id: block.tool_use_id, content: typeof block.content === "string" ? block.content : textOf(block.content ?? []) }]
+      ? [{
+        role: "tool",
+        tool_call_id: block.tool_use_id,
+        content: typeof block.content === "string" ? block.content : textOf(block.content ?? [])
+      }]
       : []
   )
   const parts = blocks.flatMap((block): ReadonlyArray<Json> =>
@@ -262,7 +279,9 @@ export const chatBody = (body: Body, documents: Documents = new Map()): Json => 
   model: body.model,
   ...(body.models === undefined ? {} : { models: body.models }),
   messages: [
-    ...(body.system === undefined ? [] : [{ role: "system", content: typeof body.system === "string" ? body.system : textOf(body.system) }]),
+    ...(body.system === undefined
+      ? []
+      : [{ role: "system", content: typeof body.system === "string" ? body.system : textOf(body.system) }]),
     ...body.messages.flatMap((message) => messagesOf(message, documents))
   ],
   ...(body.max_tokens === undefined ? {} : { max_tokens: body.max_tokens }),
@@ -273,7 +292,11 @@ export const chatBody = (body: Body, documents: Documents = new Map()): Json => 
   ...(body.tools === undefined || body.tools.length === 0 ? {} : {
     tools: body.tools.map((tool) => ({
       type: "function",
-      function: { name: tool.name, ...(tool.description === undefined ? {} : { description: tool.description }), parameters: tool.input_schema }
+      function: {
+        name: tool.name,
+        ...(tool.description === undefined ? {} : { description: tool.description }),
+        parameters: tool.input_schema
+      }
     }))
   }),
   ...(body.tool_choice === undefined ? {} : { tool_choice: chatToolChoice(body.tool_choice) }),
@@ -338,9 +361,13 @@ const extractDocuments = (
   messages: ReadonlyArray<typeof Message.Type>
 ): Effect.Effect<Documents, Errors.InvalidRequest> => {
   const pdfs = messages.flatMap((message, m) =>
-    typeof message.content === "string" ? [] : message.content.flatMap((block, b) =>
-      block.type === "document" && block.source.type === "base64" ? [{ block, data: block.source.data, path: ["messages", m, "content", b, "source", "data"] }] : []
-    )
+    typeof message.content === "string" ?
+      [] :
+      message.content.flatMap((block, b) =>
+        block.type === "document" && block.source.type === "base64"
+          ? [{ block, data: block.source.data, path: ["messages", m, "content", b, "source", "data"] }]
+          : []
+      )
   )
   if (pdfs.length === 0) return Effect.succeed(new Map())
   return Effect.map(
@@ -518,7 +545,9 @@ export const route = Endpoint.make({
           }
           const thinking = (piece: string): ReadonlyArray<Json> => {
             if (piece === "") return []
-            const opening = open?.kind === "thinking" ? [] : [...close(), start({ type: "thinking", thinking: "", signature: "" }, "thinking")]
+            const opening = open?.kind === "thinking"
+              ? []
+              : [...close(), start({ type: "thinking", thinking: "", signature: "" }, "thinking")]
             return [...opening, { type: "content_block_delta", index: blocks - 1, delta: { type: "thinking_delta", thinking: piece } }]
           }
           const start = (block: Json, kind: "thinking" | "text" | "tool", tool?: number): Json => {
@@ -535,16 +564,26 @@ export const route = Endpoint.make({
               tally.pieces.push(piece)
               const opening = tools.has(index) ? [] : [
                 ...close(),
-                start({
-                  type: "tool_use",
-                  id: typeof part["id"] === "string" ? part["id"] : `toolu_${call.id.slice(4)}_${index}`,
-                  name: typeof fn["name"] === "string" ? fn["name"] : "",
-                  input: {}
-                }, "tool", index)
+                start(
+                  {
+                    type: "tool_use",
+                    id: typeof part["id"] === "string" ? part["id"] : `toolu_${call.id.slice(4)}_${index}`,
+                    name: typeof fn["name"] === "string" ? fn["name"] : "",
+                    input: {}
+                  },
+                  "tool",
+                  index
+                )
               ]
               return [
                 ...opening,
-                ...(piece === "" ? [] : [{ type: "content_block_delta", index: tools.get(index) ?? blocks - 1, delta: { type: "input_json_delta", partial_json: piece } }])
+                ...(piece === ""
+                  ? []
+                  : [{
+                    type: "content_block_delta",
+                    index: tools.get(index) ?? blocks - 1,
+                    delta: { type: "input_json_delta", partial_json: piece }
+                  }])
               ]
             })
           const rewrite = (chunk: ChatBackend.Json): ReadonlyArray<Json> => {
@@ -586,7 +625,11 @@ export const route = Endpoint.make({
               call.finished = true
               return [
                 ...close(),
-                { type: "message_delta", delta: { stop_reason: stop.reason, stop_sequence: stop.sequence }, usage: usageOf(price(found, tally), call) },
+                {
+                  type: "message_delta",
+                  delta: { stop_reason: stop.reason, stop_sequence: stop.sequence },
+                  usage: usageOf(price(found, tally), call)
+                },
                 { type: "message_stop" }
               ]
             }),

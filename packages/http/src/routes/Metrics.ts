@@ -46,11 +46,14 @@ export const routes = (access: Access, operatorAccountIds: ReadonlyArray<string>
       return [Route.make(
         "GET",
         "/metrics",
-        Effect.map(Auth.Auth, (auth) =>
-          Effect.flatMap(Authenticate.requireAdmin(auth), (principal) =>
-            operatorAccountIds.includes(principal.accountId)
-              ? scrape
-              : Effect.fail(new Errors.Forbidden({ message: "Only operator accounts may read the metrics" })))),
+        Effect.map(
+          Auth.Auth,
+          (auth) =>
+            Effect.flatMap(Authenticate.requireAdmin(auth), (principal) =>
+              operatorAccountIds.includes(principal.accountId)
+                ? scrape
+                : Effect.fail(new Errors.Forbidden({ message: "Only operator accounts may read the metrics" })))
+        ),
         docs(access)
       )]
   }

@@ -250,7 +250,9 @@ const mapping = (
         HttpServerResponse.jsonUnsafe({
           object: "list",
           type,
-          data: Object.fromEntries(models.all.filter(matches(type)).flatMap((model) => (names(model) ?? []).map((name) => [name, model.id])))
+          data: Object.fromEntries(
+            models.all.filter(matches(type)).flatMap((model) => (names(model) ?? []).map((name) => [name, model.id]))
+          )
         }))
     }),
     {

@@ -97,7 +97,8 @@ export const rateLimits = Route.make(
   }),
   {
     summary: "The caller's current rate limits",
-    description: "Every limit that applies to the key (per text model tier and per kind, overrides included) and what remains of it; requests reset at a Unix second, tokens in seconds. With the account's balances.",
+    description:
+      "Every limit that applies to the key (per text model tier and per kind, overrides included) and what remains of it; requests reset at a Unix second, tokens in seconds. With the account's balances.",
     tags: ["Rate limits"],
     security: "key",
     responses: {
@@ -134,7 +135,8 @@ export const rateLimitLogs = Route.make(
   }),
   {
     summary: "The caller's recent rate-limited requests",
-    description: "Newest first: when, which limit, the model or kind, and the key. At most 200 entries per account, none older than 7 days.",
+    description:
+      "Newest first: when, which limit, the model or kind, and the key. At most 200 entries per account, none older than 7 days.",
     tags: ["Rate limits"],
     security: "key",
     responses: {
@@ -164,7 +166,9 @@ export const setOverride = Route.make(
     return Effect.gen(function*() {
       const principal = yield* Authenticate.requireAdmin(auth)
       if (!operatorAccountIds.includes(principal.accountId)) {
-        return yield* new Errors.Forbidden({ message: "Only operator accounts may set rate-limit overrides: the server lists them in TOLLGATE_OPERATOR_ACCOUNTS" })
+        return yield* new Errors.Forbidden({
+          message: "Only operator accounts may set rate-limit overrides: the server lists them in TOLLGATE_OPERATOR_ACCOUNTS"
+        })
       }
       const body = yield* RequestBody.schema(OverrideRequest)
       yield* auth.setLimits(body.accountId, body.keyId, body.limits ?? undefined)

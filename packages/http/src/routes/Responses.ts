@@ -96,7 +96,10 @@ const ToolChoice = Schema.Union([
 export const Request = Schema.Struct({
   model: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512)),
   models: Schema.optionalKey(
-    Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512))).check(Schema.isMinLength(1), Schema.isMaxLength(ChatOptions.MAX_MODELS))
+    Schema.Array(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(512))).check(
+      Schema.isMinLength(1),
+      Schema.isMaxLength(ChatOptions.MAX_MODELS)
+    )
   ),
   input: Schema.Union([Schema.String.check(Schema.isMinLength(1)), Schema.Array(InputItem).check(Schema.isMinLength(1))]),
   tools: Schema.optionalKey(Schema.Array(FunctionTool)),
@@ -139,7 +142,9 @@ const unsupported = ["previous_response_id", "conversation", "prompt", "backgrou
 const chatContent = (content: typeof InputMessage.Type["content"]) =>
   typeof content === "string"
     ? content
-    : content.map((part) => part.type === "input_image" ? { type: "image_url", image_url: { url: part.image_url } } : { type: "text", text: part.text })
+    : content.map((part) =>
+      part.type === "input_image" ? { type: "image_url", image_url: { url: part.image_url } } : { type: "text", text: part.text }
+    )
 
 /**
  * The chat messages of the input: a message as it is (`developer` as `system`), a run of function
@@ -191,7 +196,8 @@ export const chatBody = (body: typeof Request.Type): Json => ({
 })
 
 /** An unsupported field is refused only when it asks for something: SDKs send some with their neutral value. */
-const asksFor = (value: unknown) => value !== undefined && value !== null && value !== false && !(Array.isArray(value) && value.length === 0)
+const asksFor = (value: unknown) =>
+  value !== undefined && value !== null && value !== false && !(Array.isArray(value) && value.length === 0)
 
 const decodeRequest = Effect.fnUntraced(function*(raw: unknown) {
   const body = yield* RequestBody.decode(Request, raw)
@@ -322,7 +328,9 @@ export const route = Endpoint.make({
           const produced = price(found, tally)
           const output = [
             ...(strips || reasoning.length === 0 ? [] : [reasoningItem(`rs_${messageId.slice(4)}`, reasoning.join(""))]),
-            ...(calls.length > 0 && content === "" ? [] : [messageItem(messageId, strips ? ThinkStripper.strip(content) : content, "completed")]),
+            ...(calls.length > 0 && content === ""
+              ? []
+              : [messageItem(messageId, strips ? ThinkStripper.strip(content) : content, "completed")]),
             ...calls.map((call) => callItem(call, "completed"))
           ]
           return {
@@ -369,8 +377,12 @@ export const route = Endpoint.make({
               const outputIndex = known === undefined ? calls.size + 1 : [...calls.keys()].indexOf(index) + 1
               if (known === undefined) calls.set(index, call)
               return [
-                ...(known === undefined ? [event("response.output_item.added", { output_index: outputIndex, item: callItem(call, "in_progress") })] : []),
-                ...(piece === "" ? [] : [event("response.function_call_arguments.delta", { item_id: call.id, output_index: outputIndex, delta: piece })])
+                ...(known === undefined
+                  ? [event("response.output_item.added", { output_index: outputIndex, item: callItem(call, "in_progress") })]
+                  : []),
+                ...(piece === ""
+                  ? []
+                  : [event("response.function_call_arguments.delta", { item_id: call.id, output_index: outputIndex, delta: piece })])
               ]
             })
           const rewrite = (chunk: ChatBackend.Json): ReadonlyArray<Json> => {

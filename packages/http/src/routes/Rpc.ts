@@ -96,7 +96,11 @@ export const route = Endpoint.make({
         const rpc = JsonRpc.check(network, json.success)
         if (Result.isFailure(rpc)) return Effect.fail(rpc.failure)
         if (!upstream.serves(slug)) {
-          return Effect.fail(new Errors.ServiceUnavailable({ message: `No upstream is configured for ${slug}: add its node URLs under rpc.upstreams.${slug} in the TOLLGATE_CONFIG file` }))
+          return Effect.fail(
+            new Errors.ServiceUnavailable({
+              message: `No upstream is configured for ${slug}: add its node URLs under rpc.upstreams.${slug} in the TOLLGATE_CONFIG file`
+            })
+          )
         }
         const worst = PricingEngine.rpcCredits(tables, slug, rpc.success.items.map((item) => item.tier))
         if (typeof worst !== "number") return Effect.fail(new Errors.InvalidRequest({ message: worst.message }))
@@ -176,7 +180,15 @@ export const route = Endpoint.make({
       200: {
         description: "The upstream's JSON-RPC response; items may carry an `error`",
         example: { jsonrpc: "2.0", id: 1, result: "0x1b4" },
-        headers: ["X-Service-RPC-Credits", "X-Service-RPC-Cost-USD", "X-Cache", "X-Request-ID", "X-RateLimit-Limit-Requests", "X-RateLimit-Remaining-Requests", "Idempotent-Replayed"]
+        headers: [
+          "X-Service-RPC-Credits",
+          "X-Service-RPC-Cost-USD",
+          "X-Cache",
+          "X-Request-ID",
+          "X-RateLimit-Limit-Requests",
+          "X-RateLimit-Remaining-Requests",
+          "Idempotent-Replayed"
+        ]
       },
       204: { description: "The request held notifications only" },
       400: { description: "Unsupported network, malformed JSON-RPC, offending methods, bad or reused Idempotency-Key" },

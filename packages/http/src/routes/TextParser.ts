@@ -10,8 +10,8 @@
  * @since 0.1.0
  */
 import { Errors, Money, PricingEngine } from "@tollgate/core"
-import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import type { DocumentRefused, DocumentTooLarge } from "@tollgate/documents/DocumentError"
+import * as DocumentExtractor from "@tollgate/documents/DocumentExtractor"
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Endpoint from "../Endpoint.ts"

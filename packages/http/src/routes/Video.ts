@@ -110,10 +110,13 @@ const pricer = Effect.gen(function*() {
       const model = yield* models.ofType("video", body.model)
       const seconds = body.duration === undefined ? model.durations[0]! : secondsOf(body.duration)
       const size = body.size ?? model.sizes[0]!
-      if (!model.durations.includes(seconds)) return yield* Errors.invalidField("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
-      if (!model.sizes.includes(size)) return yield* Errors.invalidField("size", `Expected one of ${model.sizes.join(", ")}`)
+      if (!model.durations.includes(seconds))
+        return yield* Errors.invalidField("duration", `${model.id} renders ${model.durations.join(", ")} seconds`)
+      if (!model.sizes.includes(size))
+        return yield* Errors.invalidField("size", `Expected one of ${model.sizes.join(", ")}`)
       const quote = PricingEngine.media(tables, "video", model.id, seconds)
-      if (PricingEngine.isUnpriced(quote)) return yield* Endpoint.unpriced(quote)
+      if (PricingEngine.isUnpriced(quote))
+        return yield* Endpoint.unpriced(quote)
       return { model, seconds, size, quote }
     })
 })
@@ -195,46 +198,47 @@ export const retrieve = QueuedJob.operation({
   kind: "video_retrieve",
   sku: "video_retrieve",
   request: RetrieveRequest,
-  serve: ({ end, store: jobs }) => Effect.gen(function*() {
-    const models = yield* Models.ModelList
-    const tables = yield* PricingEngine.PricingEngine
-    const backend = yield* VideoBackend.VideoBackend
-    return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
-      Effect.gen(function*(): Effect.fn.Return<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> {
-        let job = yield* findJob(jobs, principal.accountId, body)
-        const model = yield* QueuedJob.stillServed(job, models.ofType("video", job.model))
-        let progress: number | undefined
-        if (yield* QueuedJob.overdue(job)) {
-          job = yield* end(job, { state: "expired" })
-        } else if (job.state === "queued") {
-          const status = yield* backend.poll(model, job)
-          if (status.state === "completed") {
-            const price = PricingEngine.media(tables, "video", model.id, job.seconds)
-            const pricePerUnit = PricingEngine.isUnpriced(price) ? Money.zero : price.pricePerUnit
-            job = yield* end(job, { state: "completed", requestId, pricePerUnit })
-          } else if (status.state === "failed") {
-            job = yield* end(job, { state: "failed", error: status.error })
-          } else {
-            progress = status.progress
+  serve: ({ end, store: jobs }) =>
+    Effect.gen(function*() {
+      const models = yield* Models.ModelList
+      const tables = yield* PricingEngine.PricingEngine
+      const backend = yield* VideoBackend.VideoBackend
+      return (body: typeof RetrieveRequest.Type, { principal, requestId }: Metered.CallContext) =>
+        Effect.gen(function*(): Effect.fn.Return<Metered.Outcome | Metered.StreamingOutcome, Errors.ApiError> {
+          let job = yield* findJob(jobs, principal.accountId, body)
+          const model = yield* QueuedJob.stillServed(job, models.ofType("video", job.model))
+          let progress: number | undefined
+          if (yield* QueuedJob.overdue(job)) {
+            job = yield* end(job, { state: "expired" })
+          } else if (job.state === "queued") {
+            const status = yield* backend.poll(model, job)
+            if (status.state === "completed") {
+              const price = PricingEngine.media(tables, "video", model.id, job.seconds)
+              const pricePerUnit = PricingEngine.isUnpriced(price) ? Money.zero : price.pricePerUnit
+              job = yield* end(job, { state: "completed", requestId, pricePerUnit })
+            } else if (status.state === "failed") {
+              job = yield* end(job, { state: "failed", error: status.error })
+            } else {
+              progress = status.progress
+            }
           }
-        }
-        const used = QueuedJob.free(`video job ${job.id} ${job.state}`)
-        if (job.state !== "completed") return { response: stateOf(job, { progress }), ...used }
-        const video = yield* backend.content(model, job)
-        return {
-          _tag: "Streaming" as const,
-          stream: video.video,
-          contentType: video.contentType,
-          headers: {
-            ...Models.headersOf(model),
-            "content-encoding": "identity",
-            "content-disposition": `inline; filename="${job.id}.${video.contentType === "video/mp4" ? "mp4" : "y4m"}"`,
-            "x-service-video-status": "completed"
-          },
-          produced: Effect.succeed(used)
-        }
-      })
-  }),
+          const used = QueuedJob.free(`video job ${job.id} ${job.state}`)
+          if (job.state !== "completed") return { response: stateOf(job, { progress }), ...used }
+          const video = yield* backend.content(model, job)
+          return {
+            _tag: "Streaming" as const,
+            stream: video.video,
+            contentType: video.contentType,
+            headers: {
+              ...Models.headersOf(model),
+              "content-encoding": "identity",
+              "content-disposition": `inline; filename="${job.id}.${video.contentType === "video/mp4" ? "mp4" : "y4m"}"`,
+              "x-service-video-status": "completed"
+            },
+            produced: Effect.succeed(used)
+          }
+        })
+    }),
   docs: {
     summary: "Retrieve a video",
     description: "The state of a video job as JSON while it runs (and when it failed or expired), or the video itself " +
@@ -284,14 +288,18 @@ export const complete = QueuedJob.operation({
         const removal = yield* QueuedJob.remove(jobs, job, "The job is still running: retrieve it until it completes, fails or expires")
         if (removal === "unknown") return yield* notFound(body.queue_id)
         return { response: HttpServerResponse.jsonUnsafe({ success: true }), ...QueuedJob.free(`video job ${body.queue_id} released`) }
-      })),
+      })
+    ),
   docs: {
     summary: "Complete a video",
     description: "Releases a job that has ended (completed, failed or expired) once its video was retrieved: the job and its " +
       "record are removed, and retrieving it again is a 404. A job still running is a 400. Not charged.",
     tags: ["Video"],
     responses: {
-      200: { description: "The job was released", schema: Schema.Struct({ success: Schema.Literal(true) }).annotate({ identifier: "VideoCompleteResponse" }) },
+      200: {
+        description: "The job was released",
+        schema: Schema.Struct({ success: Schema.Literal(true) }).annotate({ identifier: "VideoCompleteResponse" })
+      },
       404: { description: "No such job for this account", schema: Errors.StandardError }
     }
   }

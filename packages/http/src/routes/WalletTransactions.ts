@@ -63,7 +63,8 @@ export const transactions = Route.make(
       }
       const request = yield* HttpServerRequest.HttpServerRequest
       const found = yield* auth.authenticate(request.headers)
-      if (Option.isNone(found)) return yield* new Errors.Unauthenticated({ message: "Sign in with the wallet (SIGN-IN-WITH-X), or use an operator's ADMIN key" })
+      if (Option.isNone(found))
+        return yield* new Errors.Unauthenticated({ message: "Sign in with the wallet (SIGN-IN-WITH-X), or use an operator's ADMIN key" })
       const accountId = Principal.walletAccountId(wallet.value.family, wallet.value.address)
       const principal = found.value
       const allowed = principal._tag === "Wallet"

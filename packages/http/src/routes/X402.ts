@@ -13,9 +13,9 @@
  *
  * @since 0.1.0
  */
+import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import { CreditLedger, Errors, Money, Principal, TopUpTransactions, X402 } from "@tollgate/core"
 import { Auth } from "@tollgate/core/Auth"
-import { PaymentFacilitator } from "@tollgate/backends/payment/PaymentFacilitator"
 import { Effect, Option, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as JsonDepth from "../JsonDepth.ts"
@@ -91,8 +91,11 @@ export const topUp = Route.make(
       const settled = yield* Effect.fromResult(X402.decodePayment(header.value, X402.requirements(config, amount))).pipe(
         Effect.tap((payment) => facilitator.verify(payment)),
         Effect.flatMap((payment) => facilitator.settle(payment)),
-        Effect.catchTag("PaymentRejected", (rejected) =>
-          Effect.logInfo("x402 payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason))))
+        Effect.catchTag(
+          "PaymentRejected",
+          (rejected) =>
+            Effect.logInfo("x402 payment refused", rejected.reason, rejected.message).pipe(Effect.andThen(refuse(rejected.reason)))
+        )
       )
       const family = X402.familyOf(settled.network)
       const accountId = Principal.walletAccountId(family, settled.payer)
@@ -101,10 +104,13 @@ export const topUp = Route.make(
         amount: settled.amount,
         reference: settled.reference
       }).pipe(
-        Effect.catchTag("LedgerError", (error) =>
-          Effect.logError("x402 top-up settled but not credited", settled.reference, error.message).pipe(
-            Effect.andThen(Effect.fail(new Errors.ServiceUnavailable({ message: "The payment settled but could not be credited yet" })))
-          ))
+        Effect.catchTag(
+          "LedgerError",
+          (error) =>
+            Effect.logError("x402 top-up settled but not credited", settled.reference, error.message).pipe(
+              Effect.andThen(Effect.fail(new Errors.ServiceUnavailable({ message: "The payment settled but could not be credited yet" })))
+            )
+        )
       )
       // The credit stands either way: a hash not kept only leaves the history without it.
       if (transactions !== undefined) {

@@ -4,12 +4,14 @@
  *
  * @since 0.1.0
  */
+import * as Portal from "../portal/Portal.ts"
+import type * as Route from "../Route.ts"
 import * as ApiKeys from "./ApiKeys.ts"
-import * as AuditLog from "./AuditLog.ts"
 import * as AudioQueue from "./AudioQueue.ts"
 import * as AudioSpeech from "./AudioSpeech.ts"
 import * as AudioTranscriptions from "./AudioTranscriptions.ts"
 import * as AudioVoices from "./AudioVoices.ts"
+import * as AuditLog from "./AuditLog.ts"
 import * as Augment from "./Augment.ts"
 import * as Billing from "./Billing.ts"
 import * as Characters from "./Characters.ts"
@@ -22,7 +24,6 @@ import * as ImageOperations from "./ImageOperations.ts"
 import * as Messages from "./Messages.ts"
 import * as Models from "./Models.ts"
 import * as Networks from "./Networks.ts"
-import * as Portal from "../portal/Portal.ts"
 import * as RateLimits from "./RateLimits.ts"
 import * as Responses from "./Responses.ts"
 import * as Rpc from "./Rpc.ts"
@@ -31,7 +32,6 @@ import * as Video from "./Video.ts"
 import * as WalletTransactions from "./WalletTransactions.ts"
 import * as Webhooks from "./Webhooks.ts"
 import * as X402 from "./X402.ts"
-import type * as Route from "../Route.ts"
 
 const routes = [
   Networks.route,

@@ -4,9 +4,9 @@
  * 64-byte key tollgate is configured with, and helpers for the payments the official client would
  * never produce (other mint, other receiver, other amount).
  */
+import { createKeyPairSignerFromBytes, generateKeyPairSigner, type KeyPairSigner } from "@solana/kit"
 import { X402 } from "@tollgate/core"
 import { SolanaRpc } from "@tollgate/testkit"
-import { createKeyPairSignerFromBytes, generateKeyPairSigner, type KeyPairSigner } from "@solana/kit"
 import { ExactSvmScheme } from "@x402/svm/exact/client"
 
 export type Chain = Awaited<ReturnType<typeof start>>

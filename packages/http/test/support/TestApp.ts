@@ -108,7 +108,10 @@ export const operationDiscoveryBody = (path: string) => {
     ...body,
     extensions: {
       ...body.extensions,
-      bazaar: expect.objectContaining({ info: expect.objectContaining({ input: expect.objectContaining({ type: "http", method: "POST" }) }), schema: expect.any(Object) })
+      bazaar: expect.objectContaining({
+        info: expect.objectContaining({ input: expect.objectContaining({ type: "http", method: "POST" }) }),
+        schema: expect.any(Object)
+      })
     }
   }
 }
@@ -175,12 +178,14 @@ export const seedAccount = (
   context: Context.Context<Auth.Auth | CreditLedger.CreditLedger>,
   options: { readonly label: string; readonly grant: Money.Nano }
 ): Promise<SeededAccount> =>
-  run(Effect.gen(function*() {
-    const auth = yield* Auth.Auth
-    const ledger = yield* CreditLedger.CreditLedger
-    const account = yield* auth.createAccount()
-    const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: `${options.label} tests` })
-    yield* ledger.grant({ accountId: account.id, amount: options.grant, reference: `${options.label}-grant-${seeded++}` })
-    const charged = () => run(Effect.map(ledger.balance(account.id), (balance) => options.grant - balance.usd))
-    return { id: account.id, key, authorization: `Bearer ${key}`, charged }
-  }).pipe(Effect.provide(context)))
+  run(
+    Effect.gen(function*() {
+      const auth = yield* Auth.Auth
+      const ledger = yield* CreditLedger.CreditLedger
+      const account = yield* auth.createAccount()
+      const { key } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: `${options.label} tests` })
+      yield* ledger.grant({ accountId: account.id, amount: options.grant, reference: `${options.label}-grant-${seeded++}` })
+      const charged = () => run(Effect.map(ledger.balance(account.id), (balance) => options.grant - balance.usd))
+      return { id: account.id, key, authorization: `Bearer ${key}`, charged }
+    }).pipe(Effect.provide(context))
+  )

@@ -9,22 +9,22 @@
  * for the payments the official client would never produce (forged, expired, misdirected).
  */
 import { PaymentFacilitator } from "@tollgate/backends"
-import { authorizationTypes, x402UptoPermit2ProxyAddress } from "@x402/evm"
-import { Redacted } from "effect"
 import { X402 } from "@tollgate/core"
 import { Anvil } from "@tollgate/testkit"
+import { authorizationTypes, x402UptoPermit2ProxyAddress } from "@x402/evm"
+import { Redacted } from "effect"
 import * as Fs from "node:fs"
 import solc from "solc"
 import {
   type Address,
   concatHex,
   createTestClient,
+  createWalletClient,
+  defineChain,
   encodeAbiParameters,
   encodeFunctionData,
   erc20Abi,
   getContractAddress,
-  createWalletClient,
-  defineChain,
   type Hex,
   http,
   publicActions,
@@ -52,7 +52,10 @@ const compile = (): {
     settings: { outputSelection: { "*": { "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"] } } }
   }))) as {
     errors?: Array<{ severity: string; formattedMessage: string }>
-    contracts: Record<string, Record<string, { abi: Array<unknown>; evm: { bytecode: { object: string }; deployedBytecode: { object: string } } }>>
+    contracts: Record<
+      string,
+      Record<string, { abi: Array<unknown>; evm: { bytecode: { object: string }; deployedBytecode: { object: string } } }>
+    >
   }
   const errors = (output.errors ?? []).filter((error) => error.severity === "error")
   if (errors.length > 0) throw new Error(errors.map((error) => error.formattedMessage).join("\n"))
@@ -66,9 +69,27 @@ const compile = (): {
 }
 
 export const usdcAbi = [
-  { type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }], outputs: [] },
-  { type: "function", name: "setBlocked", stateMutability: "nonpayable", inputs: [{ name: "account", type: "address" }, { name: "value", type: "bool" }], outputs: [] },
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] }
+  {
+    type: "function",
+    name: "mint",
+    stateMutability: "nonpayable",
+    inputs: [{ name: "to", type: "address" }, { name: "value", type: "uint256" }],
+    outputs: []
+  },
+  {
+    type: "function",
+    name: "setBlocked",
+    stateMutability: "nonpayable",
+    inputs: [{ name: "account", type: "address" }, { name: "value", type: "bool" }],
+    outputs: []
+  },
+  {
+    type: "function",
+    name: "balanceOf",
+    stateMutability: "view",
+    inputs: [{ name: "account", type: "address" }],
+    outputs: [{ type: "uint256" }]
+  }
 ] as const
 
 /** Where Multicall3 lives on Base and most chains. */
@@ -86,7 +107,12 @@ export const start = async () => {
     rpcUrls: { default: { http: [anvil.url] } }
   })
   const client = createTestClient({ chain, mode: "anvil", transport: http(anvil.url), pollingInterval: 50 }).extend(publicActions)
-  const admin = createWalletClient({ chain, transport: http(anvil.url), account: privateKeyToAccount(Anvil.devPrivateKey), pollingInterval: 50 })
+  const admin = createWalletClient({
+    chain,
+    transport: http(anvil.url),
+    account: privateKeyToAccount(Anvil.devPrivateKey),
+    pollingInterval: 50
+  })
   const usdc = X402.BASE_USDC as Address
   await client.setCode({ address: usdc, bytecode: compiled.usdc.runtime })
   await client.setCode({ address: MULTICALL3, bytecode: compiled.multicall.runtime })

@@ -152,7 +152,12 @@ describe("A store outage is a 503 with Retry-After and a message naming no inter
 
   it("with Redis killed, an authenticated call is 503, Retry-After: 1, and its message has no tag", async () => {
     const headers = { authorization: `Bearer ${onRedis.credentials!.inferenceKey}`, "content-type": "application/json" }
-    const call = () => fetch(`${onRedis.api}/image/generate`, { method: "POST", headers, body: JSON.stringify({ model: "local-renderer", prompt: "x", width: 64, height: 64 }) })
+    const call = () =>
+      fetch(`${onRedis.api}/image/generate`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ model: "local-renderer", prompt: "x", width: 64, height: 64 })
+      })
     expect((await call()).status).toBe(200)
     await redis.kill()
     const refused = await call()

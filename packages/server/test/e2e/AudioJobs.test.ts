@@ -42,7 +42,10 @@ describe("GET /audio/voices lists each speech model's voices from the configurat
       data: expect.arrayContaining([{ model: "dev-tts", voices: ["alloy", "echo", "nova"], default_voice: "alloy" }])
     })
     const one = await fetch(`${server.api}/audio/voices?model=dev-tts`)
-    expect(await one.json()).toEqual({ object: "list", data: [{ model: "dev-tts", voices: ["alloy", "echo", "nova"], default_voice: "alloy" }] })
+    expect(await one.json()).toEqual({
+      object: "list",
+      data: [{ model: "dev-tts", voices: ["alloy", "echo", "nova"], default_voice: "alloy" }]
+    })
   })
 
   it("a model that is not a speech model is a 400 naming model", async () => {
@@ -82,7 +85,11 @@ describe("POST /audio/queue holds the text's price; the first retrieval captures
     expect(wav.subarray(0, 4).toString("ascii")).toBe("RIFF")
     expect(wav.subarray(8, 12).toString("ascii")).toBe("WAVE")
     const [charged] = await ttsEntries()
-    expect(charged).toMatchObject({ unit: prompt.length, nano: prompt.length * NANO_PER_CHARACTER, notes: `wav speech, job ${job.queue_id}` })
+    expect(charged).toMatchObject({
+      unit: prompt.length,
+      nano: prompt.length * NANO_PER_CHARACTER,
+      notes: `wav speech, job ${job.queue_id}`
+    })
 
     const again = await post("/audio/retrieve", { model: "dev-tts", queue_id: job.queue_id })
     expect(again.status).toBe(200)

@@ -58,7 +58,9 @@ describe("POST /augment/search answers the configured provider's results, charge
   it("a missing query or a limit over 20 is a 400 naming it", async () => {
     const response = await post("/augment/search", { limit: 21 })
     expect(response.status).toBe(400)
-    expect(await response.json()).toMatchObject({ details: { query: { _errors: ["Missing key"] }, limit: { _errors: [expect.any(String)] } } })
+    expect(await response.json()).toMatchObject({
+      details: { query: { _errors: ["Missing key"] }, limit: { _errors: [expect.any(String)] } }
+    })
   })
 })
 

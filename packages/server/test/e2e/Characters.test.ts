@@ -58,7 +58,14 @@ describe("GET /characters lists the configured characters, publicly, without the
       status: 200,
       body: {
         object: "list",
-        data: [nemo, { slug: "lighthouse-keeper", name: "Lighthouse Keeper", description: null, tags: ["calm"], modelId: null, adult: false }]
+        data: [nemo, {
+          slug: "lighthouse-keeper",
+          name: "Lighthouse Keeper",
+          description: null,
+          tags: ["calm"],
+          modelId: null,
+          adult: false
+        }]
       }
     })
     expect(JSON.stringify(all.body)).not.toContain("Nautilus. Answer")
@@ -100,7 +107,11 @@ describe("character_slug in chat applies the character's system prompt; an unkno
     const response = await fetch(`${server.api}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${server.credentials!.inferenceKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "local-echo", messages: [{ role: "user", content: "hi" }], service_parameters: { character_slug: "nobody" } })
+      body: JSON.stringify({
+        model: "local-echo",
+        messages: [{ role: "user", content: "hi" }],
+        service_parameters: { character_slug: "nobody" }
+      })
     })
     expect(response.status).toBe(400)
     expect(await response.json()).toEqual({

@@ -231,7 +231,11 @@ describe("models: [a, b] with a's upstream down is served by b, named b and bill
     const small = new OpenAI({ apiKey: key, baseURL: server.api, maxRetries: 0 })
     upstream.script = () => ({ pieces: ["ok"], usage: { prompt_tokens: 5, completion_tokens: 1 } })
     const request = { model: "fake-chat", max_tokens: 10, messages: [{ role: "user" as const, content: "hi" }] }
-    await expect(small.chat.completions.create({ ...request, models: ["fake-chat", "fake-down"] } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming))
+    await expect(
+      small.chat.completions.create(
+        { ...request, models: ["fake-chat", "fake-down"] } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming
+      )
+    )
       .rejects.toMatchObject({ status: 402 })
     const served = await small.chat.completions.create(request)
     expect(served.model).toBe("fake-chat")
@@ -239,7 +243,9 @@ describe("models: [a, b] with a's upstream down is served by b, named b and bill
 
   it("a Responses call", async () => {
     upstream.script = () => ({ pieces: ["b"], usage: { prompt_tokens: 5, completion_tokens: 1 } })
-    const response = await client.responses.create({ model: "fake-down", models: ["fake-chat"], input: "hi" } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+    const response = await client.responses.create(
+      { model: "fake-down", models: ["fake-chat"], input: "hi" } as OpenAI.Responses.ResponseCreateParamsNonStreaming
+    )
     expect(response.model).toBe("fake-chat")
     const [entry] = await Usage.latest(server)
     expect(entry).toMatchObject({ sku: "chat:fake-chat", nano: priceOf("fake-chat", 5, 1) })
@@ -267,7 +273,12 @@ describe("The rate limits counted are those of the model that served: a fallback
   it("a chat call asked of an L model and served by an S fallback, not streamed and streamed", async () => {
     // No other call here is of tier S or L, so their counts are this test's.
     upstream.script = () => ({ pieces: ["small"], usage: { prompt_tokens: 6, completion_tokens: 1 } })
-    const request = { model: "fake-down-large", models: ["fake-down-large", "fake-small"], max_tokens: 50, messages: [{ role: "user", content: "hi" }] }
+    const request = {
+      model: "fake-down-large",
+      models: ["fake-down-large", "fake-small"],
+      max_tokens: 50,
+      messages: [{ role: "user", content: "hi" }]
+    }
     const { data: completion, response } = await client.chat.completions
       .create(request as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
       .withResponse()
@@ -281,8 +292,14 @@ describe("The rate limits counted are those of the model that served: a fallback
     expect(streamed.response.headers.get("x-ratelimit-remaining-requests")).toBe("73")
 
     const limits = await waitFor(async () => {
-      const listed = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
-      const body = await listed.json() as { limits: ReadonlyArray<{ modelTier?: string; type: string; requests?: { remaining: number }; tokens?: { limit: number; remaining: number } }> }
+      const listed = await fetch(`${server.api}/api_keys/rate_limits`, {
+        headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` }
+      })
+      const body = await listed.json() as {
+        limits: ReadonlyArray<
+          { modelTier?: string; type: string; requests?: { remaining: number }; tokens?: { limit: number; remaining: number } }
+        >
+      }
       const small = body.limits.find((limit) => limit.modelTier === "S" && limit.type === "user")!
       // The streamed call's tokens are settled to its use once its stream has ended.
       return small.tokens!.limit - small.tokens!.remaining === 2 * (6 + 1) ? body.limits : undefined
@@ -296,7 +313,10 @@ describe("The rate limits counted are those of the model that served: a fallback
 
 describe("Cached prompt tokens are billed at the model's cached-input price, shown in usage and in the usage notes", () => {
   it("1,000 prompt tokens of which 800 cached", async () => {
-    upstream.script = () => ({ pieces: ["x"], usage: { prompt_tokens: 1_000, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 800 } } })
+    upstream.script = () => ({
+      pieces: ["x"],
+      usage: { prompt_tokens: 1_000, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 800 } }
+    })
     const completion = await client.chat.completions.create({ model: "fake-cached", messages: [{ role: "user", content: "again" }] })
     expect(completion.usage!.prompt_tokens_details!.cached_tokens).toBe(800)
     const [entry] = await Usage.latest(server)

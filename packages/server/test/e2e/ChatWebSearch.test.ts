@@ -34,7 +34,12 @@ const startSearch = async () => {
     response.end(JSON.stringify({
       query: url.searchParams.get("q"),
       results: [
-        { title: "Tollgate meters APIs", url: "https://tollgate.example/about", content: "Tollgate bills each call.", publishedDate: "2026-11-01" },
+        {
+          title: "Tollgate meters APIs",
+          url: "https://tollgate.example/about",
+          content: "Tollgate bills each call.",
+          publishedDate: "2026-11-01"
+        },
         { title: "Second result", url: "https://news.example/tollgate", content: "More about tollgate." }
       ]
     }))
@@ -49,7 +54,10 @@ const startSearch = async () => {
 
 beforeAll(async () => {
   search = await startSearch()
-  upstream = await FakeChatUpstream.start(() => ({ pieces: ["Tollgate", " bills calls."], usage: { prompt_tokens: 1_000, completion_tokens: 100 } }))
+  upstream = await FakeChatUpstream.start(() => ({
+    pieces: ["Tollgate", " bills calls."],
+    usage: { prompt_tokens: 1_000, completion_tokens: 100 }
+  }))
   server = await ShippedServer.start({
     config: {
       models: [{ id: "search-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],

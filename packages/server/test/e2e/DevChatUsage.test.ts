@@ -18,7 +18,10 @@ afterAll(async () => {
   await server?.stop()
 })
 
-const messages = [{ role: "system" as const, content: "Be brief." }, { role: "user" as const, content: "Say hello to the lighthouse keeper" }]
+const messages = [{ role: "system" as const, content: "Be brief." }, {
+  role: "user" as const,
+  content: "Say hello to the lighthouse keeper"
+}]
 
 describe("Dev chat: a completion carries usage, and the call is billed by it", () => {
   it.each(["local-echo", "llama-3.3-70b", "qwen3-4b"])("%s", async (model) => {
@@ -40,7 +43,12 @@ describe("Dev chat: a completion carries usage, and the call is billed by it", (
 
 describe("Dev chat: a stream ends with a usage chunk when stream_options.include_usage is set, and only then", () => {
   it("include_usage: the last chunk has empty choices and the usage of the completion", async () => {
-    const stream = await client.chat.completions.create({ model: "local-echo", messages, stream: true, stream_options: { include_usage: true } })
+    const stream = await client.chat.completions.create({
+      model: "local-echo",
+      messages,
+      stream: true,
+      stream_options: { include_usage: true }
+    })
     const chunks = []
     for await (const chunk of stream) chunks.push(chunk)
     const last = chunks.at(-1)!

@@ -179,7 +179,8 @@ describe("A refusal caused by the configuration names the setting to change", ()
     })
     expect(response.status).toBe(503)
     expect(await response.json()).toEqual({
-      error: "No upstream is configured for ethereum-mainnet: add its node URLs under rpc.upstreams.ethereum-mainnet in the TOLLGATE_CONFIG file"
+      error:
+        "No upstream is configured for ethereum-mainnet: add its node URLs under rpc.upstreams.ethereum-mainnet in the TOLLGATE_CONFIG file"
     })
     expect(await balance()).toBe(before)
   })
@@ -237,7 +238,9 @@ describe("Dev mode offers no wallet payment it cannot settle: with nothing confi
     const body = await paid.json() as { accepts: ReadonlyArray<unknown>; resource: { description: string } }
     expect(body.accepts).toEqual([])
     expect(body.resource.description).toBe("Send an API key (Authorization: Bearer); wallet top-ups are not configured on this server")
-    const header = JSON.parse(Buffer.from(paid.headers.get("payment-required")!, "base64").toString()) as { accepts: ReadonlyArray<unknown> }
+    const header = JSON.parse(Buffer.from(paid.headers.get("payment-required")!, "base64").toString()) as {
+      accepts: ReadonlyArray<unknown>
+    }
     expect(header.accepts).toEqual([])
     const topUp = await fetch(`${server.api}/x402/top-up`, { method: "POST" })
     expect(topUp.status).toBe(503)

@@ -5,8 +5,8 @@
  * nano-USD of its price.
  */
 import { ShippedServer } from "@tollgate/testkit"
-import OpenAI from "openai"
 import * as Zlib from "node:zlib"
+import OpenAI from "openai"
 import Sharp from "sharp"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Usage from "./support/Usage.ts"
@@ -42,7 +42,13 @@ describe("POST /images/generations is OpenAI's image shape over the service's im
   })
 
   it("n images at n times the price; a size wider than the largest side keeps its shape", async () => {
-    const images = await client.images.generate({ model: "local-renderer", prompt: "dunes", n: 2, size: "1792x1024", output_format: "webp" })
+    const images = await client.images.generate({
+      model: "local-renderer",
+      prompt: "dunes",
+      n: 2,
+      size: "1792x1024",
+      output_format: "webp"
+    })
     expect(images.data).toHaveLength(2)
     expect(await decoded(images.data![1]!.b64_json!)).toMatchObject({ format: "webp", width: 1280, height: 731 })
     expect((await Usage.latest(server))[0]).toMatchObject({ sku: "image:local-renderer", unit: 2, nano: 2_000_000 })
@@ -51,13 +57,18 @@ describe("POST /images/generations is OpenAI's image shape over the service's im
   it("an aspect-ratio model gets the nearest ratio it offers; quality hd is high", async () => {
     const images = await client.images.generate({ model: "gpt-image-1", prompt: "a map", size: "1536x1024", quality: "hd" })
     expect(await decoded(images.data![0]!.b64_json!)).toMatchObject({ width: 1024, height: 683 })
-    expect((await Usage.latest(server))[0]).toMatchObject({ sku: "image:gpt-image-1", nano: 190_000_000, notes: "1024x683 png, quality high" })
+    expect((await Usage.latest(server))[0]).toMatchObject({
+      sku: "image:gpt-image-1",
+      nano: 190_000_000,
+      notes: "1024x683 png, quality high"
+    })
   })
 
   it("without a model, or with another provider's name, the default image model draws; an alias names its model", async () => {
     const { response } = await client.images.generate({ prompt: "a fox", size: "256x256" }).withResponse()
     expect(response.headers.get("x-service-model-id")).toBe("flux-dev")
-    const { response: unknown } = await client.images.generate({ model: "some-other-model", prompt: "a fox", size: "256x256" }).withResponse()
+    const { response: unknown } = await client.images.generate({ model: "some-other-model", prompt: "a fox", size: "256x256" })
+      .withResponse()
     expect(unknown.headers.get("x-service-model-id")).toBe("flux-dev")
   })
 
@@ -122,7 +133,11 @@ const form = (image: Buffer, fields: Record<string, string>) => {
 const postForm = (path: string, body: FormData) => fetch(`${server.api}${path}`, { method: "POST", headers: bearer(), body })
 
 const postJson = (path: string, body: unknown) =>
-  fetch(`${server.api}${path}`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify(body) })
+  fetch(`${server.api}${path}`, {
+    method: "POST",
+    headers: { ...bearer(), "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
 
 /** The PNG with its header claiming `side` x `side` pixels (a decompression bomb's header; IHDR follows the signature). */
 const claimingSize = async (png: Buffer, side: number) => {
@@ -253,7 +268,13 @@ describe("An image whose header reads but whose pixels are damaged is the caller
   ownKey()
 
   it.each(["/image/upscale", "/image/edit", "/images/edits", "/image/background-remove"])("%s", async (path) => {
-    const noise = { width: 256, height: 256, channels: 3, background: "#336699", noise: { type: "gaussian", mean: 128, sigma: 40 } } as const
+    const noise = {
+      width: 256,
+      height: 256,
+      channels: 3,
+      background: "#336699",
+      noise: { type: "gaussian", mean: 128, sigma: 40 }
+    } as const
     const png = await Sharp({ create: noise }).png().toBuffer()
     const truncated = png.subarray(0, Math.floor(png.length / 2))
     const before = await Usage.latest(server)
@@ -297,7 +318,10 @@ describe("POST /image/multi-edit lays the images over the first and edits them b
   ownKey()
 
   it("multipart: a white base and a layer with a blue corner, black and white: the corner comes back gray over white", async () => {
-    const response = await postForm("/image/multi-edit", imagesForm([await plainPng("#ffffff"), await blueCornerPng()], { prompt: "black and white" }))
+    const response = await postForm(
+      "/image/multi-edit",
+      imagesForm([await plainPng("#ffffff"), await blueCornerPng()], { prompt: "black and white" })
+    )
     expect(response.status).toBe(200)
     expect(response.headers.get("x-service-model-id")).toBe("local-renderer")
     const png = Buffer.from(await response.arrayBuffer())
@@ -324,7 +348,11 @@ describe("POST /image/multi-edit lays the images over the first and edits them b
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toBe("image/webp")
     expect(await Sharp(Buffer.from(await response.arrayBuffer())).metadata()).toMatchObject({ format: "webp", width: 256, height: 256 })
-    expect((await Usage.latest(server))[0]).toMatchObject({ sku: "image:flux-dev", nano: 10_000_000, notes: "multi-edit of 2 images, 256x256 webp" })
+    expect((await Usage.latest(server))[0]).toMatchObject({
+      sku: "image:flux-dev",
+      nano: 10_000_000,
+      notes: "multi-edit of 2 images, 256x256 webp"
+    })
   })
 
   it("no images, too many, one under 65,536 pixels, a URL, no prompt, a ratio the reference lacks, or a model that draws no images: a 400 naming the field, nothing charged", async () => {
@@ -345,7 +373,9 @@ describe("POST /image/multi-edit lays the images over the first and edits them b
       expect(await response.json()).toMatchObject({ details: { [field]: { _errors: [expect.any(String)] } } })
     }
     const small = await postForm("/image/multi-edit", imagesForm([white, await plainPng("#000000", 128)], { prompt: "x" }))
-    expect(await small.json()).toMatchObject({ details: { images: { _errors: ["Image 2 has 128x128 pixels: at least 65536 are needed"] } } })
+    expect(await small.json()).toMatchObject({
+      details: { images: { _errors: ["Image 2 has 128x128 pixels: at least 65536 are needed"] } }
+    })
     expect(await Usage.latest(server)).toEqual(before)
   })
 

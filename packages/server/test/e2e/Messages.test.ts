@@ -50,7 +50,9 @@ const billed = async <A>(f: () => Promise<A>): Promise<{ readonly result: A; rea
   const [before] = await Usage.latest(server)
   const result = await f()
   const latest = await Usage.latest(server, 10)
-  const index = before === undefined ? latest.length : latest.findIndex((entry) => entry.inferenceDetails.requestId === before.inferenceDetails.requestId)
+  const index = before === undefined
+    ? latest.length
+    : latest.findIndex((entry) => entry.inferenceDetails.requestId === before.inferenceDetails.requestId)
   return { result, entries: latest.slice(0, index) }
 }
 
@@ -124,7 +126,14 @@ describe("messages.create: the model's answer as an Anthropic message, billed on
 describe("models: fallback models, as on chat: the first model that can serve the call does, under its own name and price", () => {
   it("an unknown first model gives way to the next", async () => {
     const { entries, result: message } = await billed(() =>
-      anthropic.messages.create({ model: "no-such-model", models: ["llama-3.3-70b"], max_tokens: 64, messages: [{ role: "user", content: "hi" }] } as Anthropic.MessageCreateParamsNonStreaming)
+      anthropic.messages.create(
+        {
+          model: "no-such-model",
+          models: ["llama-3.3-70b"],
+          max_tokens: 64,
+          messages: [{ role: "user", content: "hi" }]
+        } as Anthropic.MessageCreateParamsNonStreaming
+      )
     )
     expect(message.model).toBe("llama-3.3-70b")
     expect(entries.map((entry) => entry.sku)).toEqual(["chat:llama-3.3-70b"])
@@ -133,12 +142,23 @@ describe("models: fallback models, as on chat: the first model that can serve th
   it("a first model of tier L whose upstream is down: the M model that serves counts the call, the L limits are untouched", async () => {
     upstream.script = () => ({ pieces: ["From M"] })
     const { data: message, response } = await anthropic.messages
-      .create({ model: "fake-down-large", models: ["fake-chat"], max_tokens: 64, messages: [{ role: "user", content: "hi" }] } as Anthropic.MessageCreateParamsNonStreaming)
+      .create(
+        {
+          model: "fake-down-large",
+          models: ["fake-chat"],
+          max_tokens: 64,
+          messages: [{ role: "user", content: "hi" }]
+        } as Anthropic.MessageCreateParamsNonStreaming
+      )
       .withResponse()
     expect(message.model).toBe("fake-chat")
     expect(response.headers.get("x-ratelimit-limit-requests")).toBe("50")
-    const listed = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` } })
-    const { limits } = await listed.json() as { limits: ReadonlyArray<{ modelTier?: string; type: string; requests?: { limit: number; remaining: number } }> }
+    const listed = await fetch(`${server.api}/api_keys/rate_limits`, {
+      headers: { authorization: `Bearer ${server.credentials!.inferenceKey}` }
+    })
+    const { limits } = await listed.json() as {
+      limits: ReadonlyArray<{ modelTier?: string; type: string; requests?: { limit: number; remaining: number } }>
+    }
     const large = limits.find((limit) => limit.modelTier === "L" && limit.type === "user")!
     expect(large.requests!.remaining).toBe(large.requests!.limit)
   })
@@ -163,7 +183,10 @@ describe("messages.stream: Anthropic's event sequence, with the billed usage in 
     expect(entries).toHaveLength(1)
     const chat = await billed(() => openai.chat.completions.create({ model: "llama-3.3-70b", max_tokens: 256, messages: chatConversation }))
     expect(entries[0]!.nano).toBe(chat.entries[0]!.nano)
-    expect(result.message.usage).toMatchObject({ input_tokens: chat.result.usage!.prompt_tokens, output_tokens: chat.result.usage!.completion_tokens })
+    expect(result.message.usage).toMatchObject({
+      input_tokens: chat.result.usage!.prompt_tokens,
+      output_tokens: chat.result.usage!.completion_tokens
+    })
     expect(nano(result.cost!)).toBe(entries[0]!.nano)
   })
 })
@@ -187,7 +210,10 @@ describe("Tool use: tools become chat tools, the model's calls tool_use blocks, 
       })
     )
     expect(upstream.received.at(-1)!.body).toMatchObject({
-      tools: [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: weather.input_schema } }],
+      tools: [{
+        type: "function",
+        function: { name: "get_weather", description: "The weather in a city", parameters: weather.input_schema }
+      }],
       tool_choice: { type: "function", function: { name: "get_weather" } },
       parallel_tool_calls: false
     })
@@ -210,20 +236,40 @@ describe("Tool use: tools become chat tools, the model's calls tool_use blocks, 
     )
     expect(upstream.received.at(-1)!.body["messages"]).toEqual([
       { role: "user", content: "Weather in Paris?" },
-      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }]
+      },
       { role: "tool", tool_call_id: "call_1", content: "sunny, 21 C" }
     ])
     expect(second.result.content).toEqual([{ type: "text", text: "Sunny in Paris" }])
     expect(second.entries).toHaveLength(1)
-    expect(second.entries[0]).toMatchObject({ sku: "chat:fake-chat", nano: Usage.perMillion(10, 1_000_000_000) + Usage.perMillion(2, 2_000_000_000) })
+    expect(second.entries[0]).toMatchObject({
+      sku: "chat:fake-chat",
+      nano: Usage.perMillion(10, 1_000_000_000) + Usage.perMillion(2, 2_000_000_000)
+    })
   })
 
   it("streamed: a tool_use block whose input_json_delta pieces make the input", async () => {
-    upstream.script = () => ({ pieces: ["Let me check."], toolCalls: [{ id: "call_2", name: "get_weather", arguments: "{\"city\":\"Oslo\"}" }] })
-    const stream = anthropic.messages.stream({ model: "fake-chat", max_tokens: 200, tools: [weather], messages: [{ role: "user", content: "Oslo?" }] })
+    upstream.script = () => ({
+      pieces: ["Let me check."],
+      toolCalls: [{ id: "call_2", name: "get_weather", arguments: "{\"city\":\"Oslo\"}" }]
+    })
+    const stream = anthropic.messages.stream({
+      model: "fake-chat",
+      max_tokens: 200,
+      tools: [weather],
+      messages: [{ role: "user", content: "Oslo?" }]
+    })
     const message = await stream.finalMessage()
     expect(message.stop_reason).toBe("tool_use")
-    expect(message.content).toMatchObject([{ type: "text", text: "Let me check." }, { type: "tool_use", id: "call_2", name: "get_weather", input: { city: "Oslo" } }])
+    expect(message.content).toMatchObject([{ type: "text", text: "Let me check." }, {
+      type: "tool_use",
+      id: "call_2",
+      name: "get_weather",
+      input: { city: "Oslo" }
+    }])
   })
 })
 
@@ -236,7 +282,10 @@ describe("Extended thinking: the model's reasoning as thinking blocks when think
       { role: "user" as const, content: "first" },
       {
         role: "assistant" as const,
-        content: [{ type: "thinking" as const, thinking: "earlier thought", signature: "sig" }, { type: "text" as const, text: "first answer" }]
+        content: [{ type: "thinking" as const, thinking: "earlier thought", signature: "sig" }, {
+          type: "text" as const,
+          text: "first answer"
+        }]
       },
       { role: "user" as const, content: "second" }
     ]
@@ -261,7 +310,10 @@ describe("Extended thinking: the model's reasoning as thinking blocks when think
     const deltas: Array<string> = []
     for await (const event of stream) if (event.type === "content_block_delta") deltas.push(event.delta.type)
     expect(deltas).toEqual(["thinking_delta", "thinking_delta", "text_delta", "text_delta"])
-    expect((await stream.finalMessage()).content).toEqual([{ type: "thinking", thinking: "Weighing it", signature: "" }, { type: "text", text: "Answer" }])
+    expect((await stream.finalMessage()).content).toEqual([{ type: "thinking", thinking: "Weighing it", signature: "" }, {
+      type: "text",
+      text: "Answer"
+    }])
   })
 
   it("think tags in the text are thought too, streamed and not", async () => {
@@ -306,7 +358,9 @@ describe("Documents: text and base64 PDF documents reach the upstream as text pa
       })
     )
     expect(entries).toHaveLength(1)
-    const [message] = upstream.received.at(-1)!.body["messages"] as ReadonlyArray<{ content: ReadonlyArray<{ type: string; text: string }> }>
+    const [message] = upstream.received.at(-1)!.body["messages"] as ReadonlyArray<
+      { content: ReadonlyArray<{ type: string; text: string }> }
+    >
     expect(message!.content.map((part) => part.type)).toEqual(["text", "text", "text"])
     expect(message!.content[0]!.text).toBe("Notes\n\nThe grass is green.")
     expect(message!.content[1]!.text).toContain("Apache Tika")
@@ -315,7 +369,11 @@ describe("Documents: text and base64 PDF documents reach the upstream as text pa
   it.each([
     ["a PDF by URL", { type: "url", url: "https://example.com/a.pdf" }, "messages.0.content.0.source.type"],
     ["a Files API id", { type: "file", file_id: "file_1" }, "messages.0.content.0.source.type"],
-    ["a PDF that cannot be read", { type: "base64", media_type: "application/pdf", data: Buffer.from("%PDF-1.7 broken").toString("base64") }, "messages.0.content.0.source.data"]
+    ["a PDF that cannot be read", {
+      type: "base64",
+      media_type: "application/pdf",
+      data: Buffer.from("%PDF-1.7 broken").toString("base64")
+    }, "messages.0.content.0.source.data"]
   ])("%s", async (_, source, field) => {
     const { entries, result } = await billed(() =>
       anthropic.messages.create({
@@ -354,7 +412,11 @@ describe("countTokens: the input tokens as they are billed, for free", () => {
 
 describe("Keys and errors on the Messages API: x-api-key or Bearer; failures in Anthropic's error shape, charging nothing", () => {
   const post = (body: unknown, headers: Record<string, string>) =>
-    fetch(`${server.api}/messages`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
+    fetch(`${server.api}/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body)
+    })
   const hello = { model: "llama-3.3-70b", max_tokens: 64, messages: [{ role: "user", content: "hello" }] }
 
   it("Authorization: Bearer works as x-api-key does", async () => {
@@ -364,7 +426,13 @@ describe("Keys and errors on the Messages API: x-api-key or Bearer; failures in 
 
   it.each([
     ["an unknown model", { ...hello, model: "no-such-model" }, {}, 400, "invalid_request_error"],
-    ["a thinking budget not below max_tokens", { ...hello, thinking: { type: "enabled", budget_tokens: 1024 } }, {}, 400, "invalid_request_error"],
+    [
+      "a thinking budget not below max_tokens",
+      { ...hello, thinking: { type: "enabled", budget_tokens: 1024 } },
+      {},
+      400,
+      "invalid_request_error"
+    ],
     ["a bad anthropic-version", hello, { "anthropic-version": "latest" }, 400, "invalid_request_error"],
     ["a bad key", hello, { "x-api-key": "not-a-key" }, 401, "authentication_error"]
   ])("%s", async (_, body, headers, status, type) => {

@@ -81,7 +81,10 @@ describe("GET /models?type= filters with the published reference's values", () =
     expect(new Set((await idsOf("all")).map((model) => model.type))).toEqual(new Set(["text", "image", "embedding", "tts", "asr", "video"]))
     const response = await get("/models?type=sculpture")
     expect(response.status).toBe(400)
-    expect(await response.json()).toMatchObject({ error: expect.stringMatching(/^Invalid request parameters: type: /), details: { type: { _errors: [expect.any(String)] } } })
+    expect(await response.json()).toMatchObject({
+      error: expect.stringMatching(/^Invalid request parameters: type: /),
+      details: { type: { _errors: [expect.any(String)] } }
+    })
   })
 })
 
@@ -116,9 +119,16 @@ describe("A model the configuration marks deprecated answers with the deprecatio
   it("sd-3.5 (deprecated in the dev list): retrieve and a generation both carry the warning and the date", async () => {
     const retrieved = await get("/models/sd-3.5")
     expect(retrieved.headers.get("x-service-model-deprecation-date")).toBe("2027-01-31")
-    const { response } = await client.images.generate({ model: "sd-3.5", prompt: "a lighthouse", size: "256x256", response_format: "b64_json" })
+    const { response } = await client.images.generate({
+      model: "sd-3.5",
+      prompt: "a lighthouse",
+      size: "256x256",
+      response_format: "b64_json"
+    })
       .withResponse()
-    expect(response.headers.get("x-service-model-deprecation-warning")).toBe("sd-3.5 is deprecated and will be removed; use flux-dev instead")
+    expect(response.headers.get("x-service-model-deprecation-warning")).toBe(
+      "sd-3.5 is deprecated and will be removed; use flux-dev instead"
+    )
     expect(response.headers.get("x-service-model-deprecation-date")).toBe("2027-01-31")
   })
 

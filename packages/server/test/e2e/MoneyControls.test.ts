@@ -86,7 +86,9 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
       const { adminKey, inferenceKey } = server().credentials!
       await Promise.all(Array.from({ length: 3 }, () => parse(server(), inferenceKey)))
       const today = new Date().toISOString().slice(0, 10)
-      const analytics = await fetch(`${server().api}/billing/usage-analytics?startDate=${today}&endDate=${today}`, { headers: bearer(adminKey) })
+      const analytics = await fetch(`${server().api}/billing/usage-analytics?startDate=${today}&endDate=${today}`, {
+        headers: bearer(adminKey)
+      })
       expect(analytics.status).toBe(200)
       const report = await analytics.json() as {
         lookback: string
@@ -123,7 +125,8 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
 )
 
 /** A SIGN-IN-WITH-X header of `account` for the server (each is good for one request). */
-const signIn = (server: ShippedServer.ShippedServer, account: PrivateKeyAccount) => SiwxHeader.of(`http://localhost:${server.port}`, account)
+const signIn = (server: ShippedServer.ShippedServer, account: PrivateKeyAccount) =>
+  SiwxHeader.of(`http://localhost:${server.port}`, account)
 
 describe.each([["dev mode on memory", () => memory], ["production on Redis", () => onRedis]])(
   "GET /x402/transactions/{wallet} (%s): the wallet's grants and charges, newest first, paged by cursor, offset or page, for the wallet itself or an operator",
@@ -134,30 +137,63 @@ describe.each([["dev mode on memory", () => memory], ["production on Redis", () 
       const granted = await fetch(`${server().api}/billing/credits`, {
         method: "POST",
         headers: { ...bearer(adminKey), "content-type": "application/json" },
-        body: JSON.stringify({ accountId: `wallet:evm:${wallet.address.toLowerCase()}`, amountUsd: "1", reference: `wallet-${wallet.address}` })
+        body: JSON.stringify({
+          accountId: `wallet:evm:${wallet.address.toLowerCase()}`,
+          amountUsd: "1",
+          reference: `wallet-${wallet.address}`
+        })
       })
       expect(granted.status).toBe(200)
       for (let i = 0; i < 2; i++) {
         const form = new FormData()
         form.append("file", new Blob(["Hello.\n"], { type: "text/plain" }), "hello.txt")
-        const paid = await fetch(`${server().api}/augment/text-parser`, { method: "POST", headers: { "sign-in-with-x": await signIn(server(), wallet) }, body: form })
+        const paid = await fetch(`${server().api}/augment/text-parser`, {
+          method: "POST",
+          headers: { "sign-in-with-x": await signIn(server(), wallet) },
+          body: form
+        })
         expect(paid.status).toBe(200)
       }
       const read = async (headers: Record<string, string>, query = "") =>
         fetch(`${server().api}/x402/transactions/${wallet.address}${query}`, { headers })
-      type Page = { success: boolean; data: { walletAddress: string; currentBalance: number; transactions: Array<Record<string, unknown>>; pagination: { limit: number; offset: number; hasMore: boolean; nextCursor: string | null } } }
+      type Page = {
+        success: boolean
+        data: {
+          walletAddress: string
+          currentBalance: number
+          transactions: Array<Record<string, unknown>>
+          pagination: { limit: number; offset: number; hasMore: boolean; nextCursor: string | null }
+        }
+      }
       const first = await read({ "sign-in-with-x": await signIn(server(), wallet) }, "?limit=2")
       expect(first.status).toBe(200)
       const page = await first.json() as Page
-      expect(page).toMatchObject({ success: true, data: { walletAddress: wallet.address, currentBalance: 0.98, pagination: { limit: 2, hasMore: true } } })
+      expect(page).toMatchObject({
+        success: true,
+        data: { walletAddress: wallet.address, currentBalance: 0.98, pagination: { limit: 2, hasMore: true } }
+      })
       expect(page.data.transactions).toEqual([
-        expect.objectContaining({ type: "CHARGE", amount: -0.01, balanceAfter: 0.98, requestId: expect.any(String), modelId: "text-parser" }),
-        expect.objectContaining({ type: "CHARGE", amount: -0.01, balanceAfter: 0.99, requestId: expect.any(String), modelId: "text-parser" })
+        expect.objectContaining({
+          type: "CHARGE",
+          amount: -0.01,
+          balanceAfter: 0.98,
+          requestId: expect.any(String),
+          modelId: "text-parser"
+        }),
+        expect.objectContaining({
+          type: "CHARGE",
+          amount: -0.01,
+          balanceAfter: 0.99,
+          requestId: expect.any(String),
+          modelId: "text-parser"
+        })
       ])
       const next = await read(bearer(adminKey), `?limit=2&cursor=${page.data.pagination.nextCursor}`)
       expect(next.status).toBe(200)
       const rest = await next.json() as Page
-      expect(rest.data.transactions).toEqual([expect.objectContaining({ type: "GRANT", amount: 1, balanceAfter: 1, requestId: null, transactionHash: null })])
+      expect(rest.data.transactions).toEqual([
+        expect.objectContaining({ type: "GRANT", amount: 1, balanceAfter: 1, requestId: null, transactionHash: null })
+      ])
       expect(rest.data.pagination).toEqual({ limit: 2, offset: 2, hasMore: false, nextCursor: null })
 
       // The reference's offset, and the spec's 1-based page with its x-pagination-* headers, page the same list.

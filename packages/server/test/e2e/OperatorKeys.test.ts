@@ -12,7 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as SiwxHeader from "../../../http/test/support/SiwxHeader.ts"
 
 const redis = await RedisServer.start()
-const config = { models: [{ id: "house-model", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }], prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } } }
+const config = {
+  models: [{ id: "house-model", type: "text", upstreams: [{ baseUrl: "http://127.0.0.1:9/v1" }] }],
+  prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } }
+}
 
 // A loaded machine starts a production server slowly; this file starts several.
 const timeoutMs = 180_000
@@ -41,7 +44,11 @@ const admin = () => ({ authorization: `Bearer ${server.credentials!.adminKey}`, 
 
 /** Mints a key through the API with the account's ADMIN key. */
 const mint = async (body: Record<string, unknown>) => {
-  const response = await fetch(`${server.api}/api_keys`, { method: "POST", headers: admin(), body: JSON.stringify({ apiKeyType: "INFERENCE", description: "", ...body }) })
+  const response = await fetch(`${server.api}/api_keys`, {
+    method: "POST",
+    headers: admin(),
+    body: JSON.stringify({ apiKeyType: "INFERENCE", description: "", ...body })
+  })
   expect(response.status).toBe(201)
   return await response.json() as { id: string; apiKey: string; restrictions: unknown }
 }
@@ -61,66 +68,99 @@ const listKeys = (server: ShippedServer.ShippedServer, key: string) =>
   fetch(`${server.api}/api_keys`, { headers: { authorization: `Bearer ${key}` } })
 
 describe("Signing-key rotation: a key minted under the old signing key works while it is a previous key, and is 401 once it is dropped", () => {
-  it("mint under key 1, restart on key 2 with key 1 kept: the key works; restart without key 1: 401; the CLI lists the keys of key 1", async () => {
-    const key1 = ShippedServer.generateSigningKey()
-    const key2 = ShippedServer.generateSigningKey()
-    const first = await ShippedServer.start({ store: "redis", redisUrl: redis.url, timeoutMs, signingKey: key1, accountId: "acct_rotation", config })
-    const { adminKey } = first.credentials!
-    expect((await listKeys(first, adminKey)).status).toBe(200)
-    await first.stop()
+  it(
+    "mint under key 1, restart on key 2 with key 1 kept: the key works; restart without key 1: 401; the CLI lists the keys of key 1",
+    async () => {
+      const key1 = ShippedServer.generateSigningKey()
+      const key2 = ShippedServer.generateSigningKey()
+      const first = await ShippedServer.start({
+        store: "redis",
+        redisUrl: redis.url,
+        timeoutMs,
+        signingKey: key1,
+        accountId: "acct_rotation",
+        config
+      })
+      const { adminKey } = first.credentials!
+      expect((await listKeys(first, adminKey)).status).toBe(200)
+      await first.stop()
 
-    const rotated = await ShippedServer.start({
-      store: "redis",
-      redisUrl: redis.url,
-      timeoutMs,
-      signingKey: key2,
-      provision: false,
-      config,
-      env: { TOLLGATE_PREVIOUS_SIGNING_KEYS: key1 }
-    })
-    try {
-      expect((await listKeys(rotated, adminKey)).status).toBe(200)
-      // The CLI mints with the current key: its key names key 2.
-      const minted = await rotated.cli(["keys", "mint", "--account", "acct_rotation", "--type", "INFERENCE"])
-      const signedBy1 = await rotated.cli(["keys", "signed-by", "--kid", await kidOf(key1)])
-      const signedBy2 = await rotated.cli(["keys", "signed-by", "--kid", await kidOf(key2)])
-      expect((signedBy1["keys"] as Array<{ type: string }>).map((key) => key.type).sort()).toEqual(["ADMIN", "INFERENCE"])
-      expect(signedBy2["keys"]).toEqual([expect.objectContaining({ keyId: minted["keyId"], kid: await kidOf(key2) })])
-    } finally {
-      await rotated.stop()
-    }
+      const rotated = await ShippedServer.start({
+        store: "redis",
+        redisUrl: redis.url,
+        timeoutMs,
+        signingKey: key2,
+        provision: false,
+        config,
+        env: { TOLLGATE_PREVIOUS_SIGNING_KEYS: key1 }
+      })
+      try {
+        expect((await listKeys(rotated, adminKey)).status).toBe(200)
+        // The CLI mints with the current key: its key names key 2.
+        const minted = await rotated.cli(["keys", "mint", "--account", "acct_rotation", "--type", "INFERENCE"])
+        const signedBy1 = await rotated.cli(["keys", "signed-by", "--kid", await kidOf(key1)])
+        const signedBy2 = await rotated.cli(["keys", "signed-by", "--kid", await kidOf(key2)])
+        expect((signedBy1["keys"] as Array<{ type: string }>).map((key) => key.type).sort()).toEqual(["ADMIN", "INFERENCE"])
+        expect(signedBy2["keys"]).toEqual([expect.objectContaining({ keyId: minted["keyId"], kid: await kidOf(key2) })])
+      } finally {
+        await rotated.stop()
+      }
 
-    const dropped = await ShippedServer.start({ store: "redis", redisUrl: redis.url, timeoutMs, signingKey: key2, provision: false, config })
-    try {
-      const refused = await listKeys(dropped, adminKey)
-      expect(refused.status).toBe(401)
-      expect(await refused.json()).toEqual({ error: "Invalid or expired API key" })
-    } finally {
-      await dropped.stop()
-    }
-  }, 600_000)
+      const dropped = await ShippedServer.start({
+        store: "redis",
+        redisUrl: redis.url,
+        timeoutMs,
+        signingKey: key2,
+        provision: false,
+        config
+      })
+      try {
+        const refused = await listKeys(dropped, adminKey)
+        expect(refused.status).toBe(401)
+        expect(await refused.json()).toEqual({ error: "Invalid or expired API key" })
+      } finally {
+        await dropped.stop()
+      }
+    },
+    600_000
+  )
 })
 
 describe("A restricted key gets 403 naming the restriction outside it, before its body is read or any credit held", () => {
   it("a key restricted to ethereum-mainnet (POST /api_keys) is refused on base-mainnet; GET /api_keys shows the restriction; PATCH lifts it", async () => {
     const key = await mint({ description: "mainnet only", restrictions: { networks: ["ethereum-mainnet"] } })
     expect(key.restrictions).toEqual({ networks: ["ethereum-mainnet"] })
-    const listed = await (await fetch(`${server.api}/api_keys`, { headers: admin() })).json() as { data: Array<{ id: string; restrictions: unknown }> }
+    const listed = await (await fetch(`${server.api}/api_keys`, { headers: admin() })).json() as {
+      data: Array<{ id: string; restrictions: unknown }>
+    }
     expect(listed.data.find((entry) => entry.id === key.id)?.restrictions).toEqual({ networks: ["ethereum-mainnet"] })
 
     const refused = await rpc(key.apiKey, "base-mainnet")
     expect(refused.status).toBe(403)
-    expect(await refused.json()).toEqual({ error: "This API key is restricted: its networks restriction allows ethereum-mainnet, not base-mainnet" })
+    expect(await refused.json()).toEqual({
+      error: "This API key is restricted: its networks restriction allows ethereum-mainnet, not base-mainnet"
+    })
     expect((await rpc(key.apiKey, "ethereum-mainnet")).status).not.toBe(403)
 
-    const lifted = await fetch(`${server.api}/api_keys`, { method: "PATCH", headers: admin(), body: JSON.stringify({ id: key.id, restrictions: null }) })
+    const lifted = await fetch(`${server.api}/api_keys`, {
+      method: "PATCH",
+      headers: admin(),
+      body: JSON.stringify({ id: key.id, restrictions: null })
+    })
     expect(((await lifted.json()) as { data: { restrictions: unknown } }).data.restrictions).toBeNull()
     expect((await rpc(key.apiKey, "base-mainnet")).status).not.toBe(403)
   })
 
   it("a key restricted to 10.9.9.0/24 (keys mint --restrictions) gets 403 from 127.0.0.1", async () => {
     const minted = await server.cli([
-      "keys", "mint", "--account", server.credentials!.accountId, "--type", "INFERENCE", "--restrictions", JSON.stringify({ ips: ["10.9.9.0/24"] })
+      "keys",
+      "mint",
+      "--account",
+      server.credentials!.accountId,
+      "--type",
+      "INFERENCE",
+      "--restrictions",
+      JSON.stringify({ ips: ["10.9.9.0/24"] })
     ])
     expect(minted["restrictions"]).toEqual({ ips: ["10.9.9.0/24"] })
     const refused = await rpc(String(minted["apiKey"]), "ethereum-mainnet")
@@ -142,7 +182,11 @@ describe("A restricted key gets 403 naming the restriction outside it, before it
 describe("A rerolled key keeps its id; its old secret works for the grace period the caller chose, then is 401", () => {
   it("POST /api_keys/{id}/reroll with graceSeconds 2: both secrets work, then only the new one; keys reroll with no grace ends the old one at once", async () => {
     const key = await mint({ description: "agent", restrictions: { networks: ["ethereum-mainnet"] } })
-    const response = await fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 2 }) })
+    const response = await fetch(`${server.api}/api_keys/${key.id}/reroll`, {
+      method: "POST",
+      headers: admin(),
+      body: JSON.stringify({ graceSeconds: 2 })
+    })
     expect(response.status).toBe(200)
     const rerolled = await response.json() as { id: string; apiKey: string; description: string; restrictions: unknown }
     expect([rerolled.id, rerolled.description, rerolled.restrictions]).toEqual([key.id, "agent", { networks: ["ethereum-mainnet"] }])
@@ -159,14 +203,21 @@ describe("A rerolled key keeps its id; its old secret works for the grace period
 describe("Concurrent rerolls of one key are serialised: one issues the secret that works, the others are 409 and issue nothing", () => {
   it("five rerolls with no grace sent at once: each is a 200 or a 409, of the secrets issued exactly one works, and the old secret is 401", async () => {
     const key = await mint({ description: "double-clicked" })
-    const answers = await Promise.all(Array.from({ length: 5 }, () =>
-      fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 0 }) })))
+    const answers = await Promise.all(
+      Array.from(
+        { length: 5 },
+        () =>
+          fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 0 }) })
+      )
+    )
     expect(answers.every((answer) => answer.status === 200 || answer.status === 409)).toBe(true)
     const issued: Array<string> = []
     for (const answer of answers) {
       const body = await answer.json() as { apiKey?: string; error?: string }
       if (answer.status === 200) issued.push(body.apiKey!)
-      else expect(body).toEqual({ error: "This API key was rerolled by another request at the same time; its secret from that reroll stands" })
+      else expect(body).toEqual({
+          error: "This API key was rerolled by another request at the same time; its secret from that reroll stands"
+        })
     }
     const statuses = await Promise.all([key.apiKey, ...issued].map(async (secret) => (await rateLimits(secret)).status))
     expect(statuses[0]).toBe(401)
@@ -175,7 +226,10 @@ describe("Concurrent rerolls of one key are serialised: one issues the secret th
 })
 
 describe("A rate-limit override set through the admin API is kept in the store: a second instance enforces it on the next call, for a key's calls and a wallet's", () => {
-  const parse = (instance: ShippedServer.ShippedServer, headers: Record<string, string> = { authorization: `Bearer ${server.credentials!.inferenceKey}` }) => {
+  const parse = (
+    instance: ShippedServer.ShippedServer,
+    headers: Record<string, string> = { authorization: `Bearer ${server.credentials!.inferenceKey}` }
+  ) => {
     const form = new FormData()
     form.append("file", new Blob(["Hello from a text file.\n"], { type: "text/plain" }), "hello.txt")
     return fetch(`${instance.api}/augment/text-parser`, { method: "POST", headers, body: form }).then((response) => response.status)
@@ -200,10 +254,18 @@ describe("A rate-limit override set through the admin API is kept in the store: 
   it("a wallet's calls (SIWX) follow the override of its account set on instance A: instance B admits one and refuses the next with 429; removed, B admits again", async () => {
     const wallet = privateKeyToAccount(generatePrivateKey())
     const accountId = `wallet:evm:${wallet.address.toLowerCase()}`
-    const granted = await fetch(`${server.api}/billing/credits`, { method: "POST", headers: admin(), body: JSON.stringify({ accountId, amountUsd: "1.00", reference: `limits-${accountId}` }) })
+    const granted = await fetch(`${server.api}/billing/credits`, {
+      method: "POST",
+      headers: admin(),
+      body: JSON.stringify({ accountId, amountUsd: "1.00", reference: `limits-${accountId}` })
+    })
     expect(granted.status).toBe(200)
     const signedIn = async () => ({ "sign-in-with-x": await SiwxHeader.of(`http://localhost:${other.port}`, wallet) })
-    const set = await fetch(`${server.api}/rate_limits/overrides`, { method: "PUT", headers: admin(), body: JSON.stringify({ accountId, limits: { "text:M": { requests: 1 } } }) })
+    const set = await fetch(`${server.api}/rate_limits/overrides`, {
+      method: "PUT",
+      headers: admin(),
+      body: JSON.stringify({ accountId, limits: { "text:M": { requests: 1 } } })
+    })
     expect(set.status).toBe(200)
     expect([await parse(other, await signedIn()), await parse(other, await signedIn())]).toEqual([200, 429])
     await server.cli(["limits", "set", "--account", accountId, "--limits", "none"])
@@ -218,7 +280,9 @@ describe("A rate-limit override set through the admin API is kept in the store: 
       body: JSON.stringify({ accountId: `wallet:evm:${wallet.address}`, limits: { "text:M": { requests: 1 } } })
     })
     expect(response.status).toBe(400)
-    expect(await response.json()).toEqual({ error: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>" })
+    expect(await response.json()).toEqual({
+      error: "A wallet's account id is wallet:evm:<address, lower-cased> or wallet:solana:<address>"
+    })
   })
 
   it("only an operator account's ADMIN key sets overrides; an unknown account is a 404", async () => {
@@ -231,13 +295,22 @@ describe("A rate-limit override set through the admin API is kept in the store: 
       body
     })
     expect(refused.status).toBe(403)
-    const unknown = await fetch(`${server.api}/rate_limits/overrides`, { method: "PUT", headers: admin(), body: JSON.stringify({ accountId: "acct_nobody", limits: null }) })
+    const unknown = await fetch(`${server.api}/rate_limits/overrides`, {
+      method: "PUT",
+      headers: admin(),
+      body: JSON.stringify({ accountId: "acct_nobody", limits: null })
+    })
     expect(unknown.status).toBe(404)
   })
 })
 
 describe("The audit log lists each management action: who, when, what changed; an account's own entries, every entry for operators", () => {
-  interface Entry { readonly actor: string; readonly action: string; readonly accountId: string | null; readonly details: Record<string, unknown> }
+  interface Entry {
+    readonly actor: string
+    readonly action: string
+    readonly accountId: string | null
+    readonly details: Record<string, unknown>
+  }
   const read = async (query: string) => {
     const response = await fetch(`${server.api}/audit_log${query}`, { headers: admin() })
     expect(response.status).toBe(200)
@@ -245,10 +318,15 @@ describe("The audit log lists each management action: who, when, what changed; a
   }
 
   it("an ADMIN key reads its account's minted, restricted, rerolled, revoked keys and granted credits, by the key or the CLI that acted", async () => {
-    const adminKeyId = ((await (await fetch(`${server.api}/api_keys`, { headers: admin() })).json()) as { data: Array<{ id: string; apiKeyType: string }> })
-      .data.find((key) => key.apiKeyType === "ADMIN")!.id
+    const adminKeyId =
+      ((await (await fetch(`${server.api}/api_keys`, { headers: admin() })).json()) as { data: Array<{ id: string; apiKeyType: string }> })
+        .data.find((key) => key.apiKeyType === "ADMIN")!.id
     const key = await mint({ description: "audited" })
-    await fetch(`${server.api}/api_keys`, { method: "PATCH", headers: admin(), body: JSON.stringify({ id: key.id, restrictions: { networks: ["ethereum-mainnet"] } }) })
+    await fetch(`${server.api}/api_keys`, {
+      method: "PATCH",
+      headers: admin(),
+      body: JSON.stringify({ id: key.id, restrictions: { networks: ["ethereum-mainnet"] } })
+    })
     await fetch(`${server.api}/api_keys/${key.id}/reroll`, { method: "POST", headers: admin(), body: JSON.stringify({ graceSeconds: 0 }) })
     await server.cli(["keys", "revoke", "--account", "acct_e2e", "--id", key.id])
 
@@ -261,7 +339,10 @@ describe("The audit log lists each management action: who, when, what changed; a
       ["key.minted", `key:${adminKeyId}`]
     ])
     expect(own.find((entry) => entry.action === "key.restricted")?.details["restrictions"]).toEqual({ networks: ["ethereum-mainnet"] })
-    expect(own.find((entry) => entry.action === "credits.granted")).toMatchObject({ actor: "cli", details: { amountUsd: "25", reference: "e2e-seed" } })
+    expect(own.find((entry) => entry.action === "credits.granted")).toMatchObject({
+      actor: "cli",
+      details: { amountUsd: "25", reference: "e2e-seed" }
+    })
     expect(own.every((entry) => entry.accountId === "acct_e2e")).toBe(true)
     expect(own.filter((entry) => entry.action === "limits.changed").map((entry) => [entry.actor, entry.details["limits"]])).toEqual([
       ["cli", null],

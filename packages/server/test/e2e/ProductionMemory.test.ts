@@ -44,11 +44,13 @@ describe("Production mode on memory: public endpoints answer, credentials are re
     form.append("file", new Blob(["hello"]), "hello.txt")
     return form
   }
-  it.each([
-    ["/image/generate", () => JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 64, height: 64 })],
-    ["/augment/text-parser", textFile],
-    ["/crypto/rpc/base-mainnet", () => JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })]
-  ] as const)("POST %s with no credentials answers 402 with the payment options and the wallet challenge", async (path, body) => {
+  it.each(
+    [
+      ["/image/generate", () => JSON.stringify({ model: "local-renderer", prompt: "a lighthouse", width: 64, height: 64 })],
+      ["/augment/text-parser", textFile],
+      ["/crypto/rpc/base-mainnet", () => JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_blockNumber" })]
+    ] as const
+  )("POST %s with no credentials answers 402 with the payment options and the wallet challenge", async (path, body) => {
     const payload = body()
     const headers: Record<string, string> = typeof payload === "string" ? { "content-type": "application/json" } : {}
     const response = await fetch(`${server.api}${path}`, { method: "POST", headers, body: payload })
@@ -75,7 +77,10 @@ describe("Production mode on memory: public endpoints answer, credentials are re
     expect(topUp.status).toBe(402)
     const required = await topUp.json() as { x402Version: number; resource: { url: string; description: string }; accepts: Array<unknown> }
     expect(required.x402Version).toBe(2)
-    expect(required.resource).toMatchObject({ url: expect.stringMatching(/\/api\/v1\/x402\/top-up$/), description: "Top up 5 USD of wallet credit" })
+    expect(required.resource).toMatchObject({
+      url: expect.stringMatching(/\/api\/v1\/x402\/top-up$/),
+      description: "Top up 5 USD of wallet credit"
+    })
     expect(required.accepts).toEqual([{
       scheme: "exact",
       network: "eip155:8453",

@@ -35,7 +35,10 @@ afterAll(async () => {
   await redis.stop()
 })
 
-Endpoints.suite("Production mode on Redis", () => ({ server, chatModel: "house-model", chatReply: /Hello from upstream/, network: "base-mainnet" }))
+Endpoints.suite(
+  "Production mode on Redis",
+  () => ({ server, chatModel: "house-model", chatReply: /Hello from upstream/, network: "base-mainnet" })
+)
 
 describe("The operator's CLI grants credit on Redis once per reference", () => {
   it("a retried grant answers the same balance and credits nothing more; another amount under the reference is refused", async () => {
@@ -45,7 +48,9 @@ describe("The operator's CLI grants credit on Redis once per reference", () => {
     expect(await grant("2.00")).toEqual(first)
     const refused = await grant("3.00").then(() => "granted", (error: Error) => error.message.split("--reference cli-once: ")[1])
     expect(refused).toMatch(/^tollgate-cli: The reference was used/)
-    const limits = await fetch(`${server.api}/api_keys/rate_limits`, { headers: { authorization: `Bearer ${server.credentials!.adminKey}` } })
+    const limits = await fetch(`${server.api}/api_keys/rate_limits`, {
+      headers: { authorization: `Bearer ${server.credentials!.adminKey}` }
+    })
     expect((await limits.json() as { balances: { usd: string } }).balances.usd).toBe(first["balanceUsd"])
   })
 })

@@ -98,7 +98,11 @@ describe("The minimal production file of docs/operations.md starts on Redis as w
 
 describe("The sample file of docs/configuration.md starts a production server as copied", () => {
   it("answers, with the sample's model listed", async () => {
-    const server = await ShippedServer.start({ config: jsonBlockAfter("configuration.md", "## The JSON file"), signingKey: true, store: "memory" })
+    const server = await ShippedServer.start({
+      config: jsonBlockAfter("configuration.md", "## The JSON file"),
+      signingKey: true,
+      store: "memory"
+    })
     try {
       const models = await fetch(`${server.api}/models?type=text`).then((response) => response.json()) as {
         data: ReadonlyArray<{ id: string }>

@@ -53,16 +53,20 @@ const twoPaidCalls = async (server: ShippedServer.ShippedServer) => {
 }
 
 describe("The shipped server runs the paid path's Redis scripts as Functions where Redis offers them, else as EVALSHA, and says which at start", () => {
-  it("a Redis 7 that allows FUNCTION: the paid calls go as FCALL, the admission library is loaded, and the log says Functions", async () => {
-    // The choice of Functions is an INFO line; the shipped server's tests log from WARN.
-    const { redis, server } = await serve({ env: { TOLLGATE_LOG_LEVEL: "info" } })
-    const before = await RedisServer.scriptCalls(redis.url)
-    expect(await twoPaidCalls(server)).toBeGreaterThan(0)
-    expect((await RedisServer.scriptCalls(redis.url)).fcall - before.fcall).toBeGreaterThanOrEqual(4)
-    expect(server.output()).toMatch(/Redis scripts run as Functions \(FCALL\): tollgate_[a-z]+_[0-9a-f]{12}/)
-    const libraries = String(await RedisServer.command(redis.url, "FUNCTION", "LIST", "LIBRARYNAME", "tollgate_admission_*"))
-    expect(libraries).toMatch(/tollgate_admission_[0-9a-f]{12}/)
-  }, 60_000)
+  it(
+    "a Redis 7 that allows FUNCTION: the paid calls go as FCALL, the admission library is loaded, and the log says Functions",
+    async () => {
+      // The choice of Functions is an INFO line; the shipped server's tests log from WARN.
+      const { redis, server } = await serve({ env: { TOLLGATE_LOG_LEVEL: "info" } })
+      const before = await RedisServer.scriptCalls(redis.url)
+      expect(await twoPaidCalls(server)).toBeGreaterThan(0)
+      expect((await RedisServer.scriptCalls(redis.url)).fcall - before.fcall).toBeGreaterThanOrEqual(4)
+      expect(server.output()).toMatch(/Redis scripts run as Functions \(FCALL\): tollgate_[a-z]+_[0-9a-f]{12}/)
+      const libraries = String(await RedisServer.command(redis.url, "FUNCTION", "LIST", "LIBRARYNAME", "tollgate_admission_*"))
+      expect(libraries).toMatch(/tollgate_admission_[0-9a-f]{12}/)
+    },
+    60_000
+  )
 
   it("an ACL user without FUNCTION: the same calls are served and charged the same by EVALSHA, and the log says why", async () => {
     const functions = started[0]!

@@ -90,7 +90,10 @@ describe("POST /responses answers output_text and usage, and is charged per toke
     const suffixed = await client.responses.create({ model: "qwen3-4b:strip_thinking_response=true", input: "hi" })
     expect(suffixed.output_text).toBe("You said: hi")
     const [entry] = await Usage.latest(server)
-    expect(entry).toMatchObject({ sku: "chat:qwen3-4b", nano: priceOf("qwen3-4b", suffixed.usage!.input_tokens, suffixed.usage!.output_tokens) })
+    expect(entry).toMatchObject({
+      sku: "chat:qwen3-4b",
+      nano: priceOf("qwen3-4b", suffixed.usage!.input_tokens, suffixed.usage!.output_tokens)
+    })
   })
 })
 
@@ -100,8 +103,18 @@ describe("POST /responses with stream: true yields the Responses events, ending 
     const events = []
     for await (const event of stream) events.push(event)
     const types = events.map((event) => event.type)
-    expect(types.slice(0, 4)).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"])
-    expect(types.slice(-4)).toEqual(["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"])
+    expect(types.slice(0, 4)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added"
+    ])
+    expect(types.slice(-4)).toEqual([
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed"
+    ])
     const deltas = events.flatMap((event) => event.type === "response.output_text.delta" ? [event.delta] : [])
     expect(deltas.length).toBeGreaterThan(1)
     expect(deltas.join("")).toBe("You said: hello there")
@@ -160,12 +173,26 @@ const weather = {
 describe("POST /responses with function tools: the model's calls come back as function_call items, their outputs go back as tool messages", () => {
   it("a call, not streamed: the upstream got chat tools; the output is the call; the next turn sends its output", async () => {
     upstream.script = () => ({ pieces: [], toolCalls: [{ id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}" }] })
-    const response = await client.responses.create({ model: "fake-chat", input: "Weather in Paris?", tools: [weather], tool_choice: "auto" })
-    expect(upstream.received.at(-1)!.body).toMatchObject({
-      tools: [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: weather.parameters, strict: false } }],
+    const response = await client.responses.create({
+      model: "fake-chat",
+      input: "Weather in Paris?",
+      tools: [weather],
       tool_choice: "auto"
     })
-    expect(response.output).toMatchObject([{ type: "function_call", call_id: "call_1", name: "get_weather", arguments: "{\"city\":\"Paris\"}", status: "completed" }])
+    expect(upstream.received.at(-1)!.body).toMatchObject({
+      tools: [{
+        type: "function",
+        function: { name: "get_weather", description: "The weather in a city", parameters: weather.parameters, strict: false }
+      }],
+      tool_choice: "auto"
+    })
+    expect(response.output).toMatchObject([{
+      type: "function_call",
+      call_id: "call_1",
+      name: "get_weather",
+      arguments: "{\"city\":\"Paris\"}",
+      status: "completed"
+    }])
     upstream.script = () => ({ pieces: ["Sunny", " in Paris"] })
     const next = await client.responses.create({
       model: "fake-chat",
@@ -179,7 +206,11 @@ describe("POST /responses with function tools: the model's calls come back as fu
     expect(next.output_text).toBe("Sunny in Paris")
     expect(upstream.received.at(-1)!.body["messages"]).toEqual([
       { role: "user", content: "Weather in Paris?" },
-      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }]
+      },
       { role: "tool", tool_call_id: "call_1", content: "sunny, 21 C" }
     ])
   })
@@ -190,10 +221,15 @@ describe("POST /responses with function tools: the model's calls come back as fu
     const events = []
     for await (const event of stream) events.push(event)
     const added = events.find((event) => event.type === "response.output_item.added" && event.item.type === "function_call")
-    expect(added).toMatchObject({ output_index: 1, item: { type: "function_call", call_id: "call_2", name: "get_weather", status: "in_progress" } })
+    expect(added).toMatchObject({
+      output_index: 1,
+      item: { type: "function_call", call_id: "call_2", name: "get_weather", status: "in_progress" }
+    })
     const deltas = events.flatMap((event) => event.type === "response.function_call_arguments.delta" ? [event.delta] : [])
     expect(deltas.join("")).toBe("{\"city\":\"Oslo\"}")
-    expect(events.find((event) => event.type === "response.function_call_arguments.done")).toMatchObject({ arguments: "{\"city\":\"Oslo\"}" })
+    expect(events.find((event) => event.type === "response.function_call_arguments.done")).toMatchObject({
+      arguments: "{\"city\":\"Oslo\"}"
+    })
     const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent
     expect(completed.response.output[1]).toMatchObject({ type: "function_call", call_id: "call_2", arguments: "{\"city\":\"Oslo\"}" })
   })

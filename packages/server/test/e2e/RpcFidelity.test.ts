@@ -91,7 +91,8 @@ describe("RPC proxy (shipped server): ids come back exactly as sent, in request 
 
 describe("RPC proxy (shipped server): a batch is answered item by item from the cache, the rest sent upstream with their ids as sent and matched back by id, never by position", () => {
   const byHash = (id: string, hash: string) => `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByHash","params":["${hash}",false]}`
-  const byNumber = (id: string, number: string) => `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByNumber","params":["${number}",false]}`
+  const byNumber = (id: string, number: string) =>
+    `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByNumber","params":["${number}",false]}`
   const HASH_A = `0x${"a".repeat(64)}`
   const HASH_B = `0x${"b".repeat(64)}`
   // Results the node would send: numbers beyond 2^53 stay as they came.
@@ -129,7 +130,8 @@ describe("RPC proxy (shipped server): a batch is answered item by item from the 
       status: 200,
       cache: "MISS",
       credits: "60",
-      text: `[{"jsonrpc":"2.0","id":${BIG_NEXT},"result":"0x11"},{"jsonrpc":"2.0","id":"a","result":${blockA}},{"jsonrpc":"2.0","id":${BIG},"result":${blockB}}]`
+      text:
+        `[{"jsonrpc":"2.0","id":${BIG_NEXT},"result":"0x11"},{"jsonrpc":"2.0","id":"a","result":${blockA}},{"jsonrpc":"2.0","id":${BIG},"result":${blockB}}]`
     })
 
     const cached = await fetchRpc(`[${byHash("7", HASH_B)},${byHash(BIG_NEXT, HASH_A)}]`)

@@ -16,16 +16,21 @@ interface Probe {
  */
 const probe = (port: number): Promise<Probe> =>
   new Promise((resolve) => {
-    const request = Http.get({ host: "127.0.0.1", port, path: "/api/v1/crypto/rpc/networks", agent: false, timeout: 15_000 }, (response) => {
-      response.resume()
-      response.once("end", () => resolve({ outcome: "answered", status: response.statusCode!, retryAfter: response.headers["retry-after"] }))
-    })
+    const request = Http.get(
+      { host: "127.0.0.1", port, path: "/api/v1/crypto/rpc/networks", agent: false, timeout: 15_000 },
+      (response) => {
+        response.resume()
+        response.once("end", () =>
+          resolve({ outcome: "answered", status: response.statusCode!, retryAfter: response.headers["retry-after"] }))
+      }
+    )
     request.once("timeout", () => {
       request.destroy()
       resolve({ outcome: "unanswered" })
     })
     // A reset or a socket closed without an answer is a lost request too.
-    request.once("error", (error: NodeJS.ErrnoException) => resolve({ outcome: error.code === "ECONNREFUSED" ? "refused" : "unanswered" }))
+    request.once("error", (error: NodeJS.ErrnoException) =>
+      resolve({ outcome: error.code === "ECONNREFUSED" ? "refused" : "unanswered" }))
   })
 
 /**

@@ -51,7 +51,9 @@ describe("POST /video/quote answers the price in USD a queue request would hold,
 
 describe("POST /video/complete releases a job that has ended; a running one is a 400, an unknown one a 404", () => {
   it("queued: 400; retrieved (completed): released, then retrieve and complete are 404", async () => {
-    const { queue_id } = await (await post("/video/queue", { model: "dev-video", prompt: "waves", duration: 2 })).json() as { queue_id: string }
+    const { queue_id } = await (await post("/video/queue", { model: "dev-video", prompt: "waves", duration: 2 })).json() as {
+      queue_id: string
+    }
     const running = await post("/video/complete", { queue_id })
     expect(running.status).toBe(400)
     expect(await running.json()).toMatchObject({ details: { queue_id: { _errors: [expect.stringContaining("still running")] } } })

@@ -22,7 +22,10 @@ const receiver = (port: number) =>
       request.on("data", (chunk: Buffer) => (body += chunk.toString()))
       request.on("end", () => {
         try {
-          const event = new Webhook(SECRET).verify(body, request.headers as Record<string, string>) as { type: string; data: Record<string, unknown> }
+          const event = new Webhook(SECRET).verify(body, request.headers as Record<string, string>) as {
+            type: string
+            data: Record<string, unknown>
+          }
           received.push({ id: String(request.headers["webhook-id"]), type: event.type, data: event.data })
           response.writeHead(204).end()
         } catch {
@@ -110,53 +113,71 @@ describe.each([["dev mode on memory", () => memory, ports.memory], ["production 
       }
     })
 
-    it("a receiver down for 10 s gets every event once it is back; the log shows the retries, and a delivery can be sent again", async () => {
-      const { accountId, adminKey } = server().credentials!
-      // A credit lifts the balance over the threshold (24.99): the next fall is a new crossing.
-      expect((await post("/billing/credits", { accountId, amountUsd: "0.04", reference: `lift-${port}` })).status).toBe(200)
-      const created = await post("/api_keys", { apiKeyType: "INFERENCE", description: "hooked", consumptionLimit: { usd: 0.05 }, limitPeriod: "EPOCH" })
-      const { apiKey, id } = await created.json() as { apiKey: string; id: string }
-      const statuses: Array<number> = []
-      for (let i = 0; i < 6; i++) statuses.push((await parse(apiKey)).status)
-      expect(statuses).toEqual([200, 200, 200, 200, 200, 402])
-
-      await new Promise((resolve) => setTimeout(resolve, 10_000))
-      const hooks = await receiver(port)
-      try {
-        await until(() => hooks.received.length >= 3, 30_000)
-        await new Promise((resolve) => setTimeout(resolve, 1_500))
-        const byType = Object.fromEntries(hooks.received.map((event) => [event.type, event.data]))
-        expect(hooks.received).toHaveLength(3)
-        // The answer goes before its settlement: the next call may settle before the share's
-        // crossing is observed, so the event reports the spend it saw, from the share to the cap.
-        const shareSpent = byType["key.cap_share_reached"]?.spentUsd
-        expect(["0.03", "0.04", "0.05"]).toContain(shareSpent)
-        expect(byType).toEqual({
-          "balance.below_threshold": { accountId, availableUsd: "24.97", thresholdUsd: "24.98" },
-          "key.cap_share_reached": { accountId, keyId: id, limitPeriod: "EPOCH", capUsd: "0.05", spentUsd: shareSpent, share: 0.6 },
-          "key.cap_reached": { accountId, keyId: id, limitPeriod: "EPOCH", capUsd: "0.05", spentUsd: "0.05" }
+    it(
+      "a receiver down for 10 s gets every event once it is back; the log shows the retries, and a delivery can be sent again",
+      async () => {
+        const { accountId, adminKey } = server().credentials!
+        // A credit lifts the balance over the threshold (24.99): the next fall is a new crossing.
+        expect((await post("/billing/credits", { accountId, amountUsd: "0.04", reference: `lift-${port}` })).status).toBe(200)
+        const created = await post("/api_keys", {
+          apiKeyType: "INFERENCE",
+          description: "hooked",
+          consumptionLimit: { usd: 0.05 },
+          limitPeriod: "EPOCH"
         })
+        const { apiKey, id } = await created.json() as { apiKey: string; id: string }
+        const statuses: Array<number> = []
+        for (let i = 0; i < 6; i++) statuses.push((await parse(apiKey)).status)
+        expect(statuses).toEqual([200, 200, 200, 200, 200, 402])
 
-        const log = await fetch(`${server().api}/webhooks/deliveries?limit=10`, { headers: bearer(adminKey) })
-        expect(log.status).toBe(200)
-        const { data } = await log.json() as { data: Array<{ id: string; type: string; status: string; attempts: number; lastError: string | null }> }
-        const retried = data.filter((delivery) => hooks.received.some((event) => event.id === delivery.id))
-        expect(retried).toHaveLength(3)
-        for (const delivery of retried) {
-          expect(delivery.status).toBe("delivered")
-          expect(delivery.attempts).toBeGreaterThan(1)
+        await new Promise((resolve) => setTimeout(resolve, 10_000))
+        const hooks = await receiver(port)
+        try {
+          await until(() => hooks.received.length >= 3, 30_000)
+          await new Promise((resolve) => setTimeout(resolve, 1_500))
+          const byType = Object.fromEntries(hooks.received.map((event) => [event.type, event.data]))
+          expect(hooks.received).toHaveLength(3)
+          // The answer goes before its settlement: the next call may settle before the share's
+          // crossing is observed, so the event reports the spend it saw, from the share to the cap.
+          const shareSpent = byType["key.cap_share_reached"]?.spentUsd
+          expect(["0.03", "0.04", "0.05"]).toContain(shareSpent)
+          expect(byType).toEqual({
+            "balance.below_threshold": { accountId, availableUsd: "24.97", thresholdUsd: "24.98" },
+            "key.cap_share_reached": { accountId, keyId: id, limitPeriod: "EPOCH", capUsd: "0.05", spentUsd: shareSpent, share: 0.6 },
+            "key.cap_reached": { accountId, keyId: id, limitPeriod: "EPOCH", capUsd: "0.05", spentUsd: "0.05" }
+          })
+
+          const log = await fetch(`${server().api}/webhooks/deliveries?limit=10`, { headers: bearer(adminKey) })
+          expect(log.status).toBe(200)
+          const { data } = await log.json() as {
+            data: Array<{ id: string; type: string; status: string; attempts: number; lastError: string | null }>
+          }
+          const retried = data.filter((delivery) => hooks.received.some((event) => event.id === delivery.id))
+          expect(retried).toHaveLength(3)
+          for (const delivery of retried) {
+            expect(delivery.status).toBe("delivered")
+            expect(delivery.attempts).toBeGreaterThan(1)
+          }
+
+          const capReached = hooks.received.find((event) => event.type === "key.cap_reached")!
+          const again = await fetch(`${server().api}/webhooks/deliveries/${capReached.id}/redeliver`, {
+            method: "POST",
+            headers: bearer(adminKey)
+          })
+          expect(again.status).toBe(202)
+          await until(() => hooks.received.length >= 4, 10_000)
+          expect(hooks.received.at(-1)).toEqual(capReached)
+          expect(
+            (await fetch(`${server().api}/webhooks/deliveries/msg_missing/redeliver`, { method: "POST", headers: bearer(adminKey) })).status
+          ).toBe(404)
+          expect((await fetch(`${server().api}/webhooks/deliveries`, { headers: bearer(server().credentials!.inferenceKey) })).status).toBe(
+            403
+          )
+        } finally {
+          await hooks.close()
         }
-
-        const capReached = hooks.received.find((event) => event.type === "key.cap_reached")!
-        const again = await fetch(`${server().api}/webhooks/deliveries/${capReached.id}/redeliver`, { method: "POST", headers: bearer(adminKey) })
-        expect(again.status).toBe(202)
-        await until(() => hooks.received.length >= 4, 10_000)
-        expect(hooks.received.at(-1)).toEqual(capReached)
-        expect((await fetch(`${server().api}/webhooks/deliveries/msg_missing/redeliver`, { method: "POST", headers: bearer(adminKey) })).status).toBe(404)
-        expect((await fetch(`${server().api}/webhooks/deliveries`, { headers: bearer(server().credentials!.inferenceKey) })).status).toBe(403)
-      } finally {
-        await hooks.close()
-      }
-    }, 60_000)
+      },
+      60_000
+    )
   }
 )

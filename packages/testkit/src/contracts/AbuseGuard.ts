@@ -39,7 +39,9 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<AbuseGuard.Abuse
         live(Effect.gen(function*() {
           const guard = yield* AbuseGuard.AbuseGuard
           const caller = `caller-${Math.random()}`
-          const answers = yield* Effect.forEach(Array.from({ length: 100 }), () => guard.recordFailure(caller), { concurrency: "unbounded" })
+          const answers = yield* Effect.forEach(Array.from({ length: 100 }), () => guard.recordFailure(caller), {
+            concurrency: "unbounded"
+          })
           assert.strictEqual(answers.filter((ms) => ms === 0).length, 21)
           assert.isTrue(answers.filter((ms) => ms > 0).every((ms) => ms > 25_000 && ms <= 30_000))
         })))

@@ -32,7 +32,12 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<AuditLog.AuditLo
           const accountId = unique()
           const before = Date.now()
           for (let i = 0; i < 5; i++) {
-            yield* log.append({ actor: i % 2 === 0 ? "cli" : "key:key_admin", action: "key.minted", accountId, details: { keyId: `key_${i}` } })
+            yield* log.append({
+              actor: i % 2 === 0 ? "cli" : "key:key_admin",
+              action: "key.minted",
+              accountId,
+              details: { keyId: `key_${i}` }
+            })
           }
           const first = yield* log.list({ accountId, limit: 2 })
           assert.deepStrictEqual(first.entries.map((entry) => entry.details["keyId"]), ["key_4", "key_3"])

@@ -9,8 +9,8 @@ import { assert } from "@effect/vitest"
 import { Auth, AuthStore, Jwt, Principal } from "@tollgate/core"
 import { Effect, Layer, Option, Result } from "effect"
 import { TestClock } from "effect/testing"
-import { createSiweMessage } from "viem/siwe"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { createSiweMessage } from "viem/siwe"
 import * as Contract from "../Contract.ts"
 
 /**
@@ -29,7 +29,6 @@ export const origin = "http://localhost:8787"
  */
 export const authLayer = (store: Layer.Layer<AuthStore.AuthStore>) =>
   Auth.layer({ signingKey, publicOrigin: origin }).pipe(Layer.provideMerge(store))
-
 
 /** The Redis client schedules on the clock, so contract tests run on the live one. */
 const live = <A, E, R>(body: Effect.Effect<A, E, R>) => TestClock.withLive(body)
@@ -95,7 +94,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
             issuedAt: new Date()
           })
           for (const authorization of ["Basic abc", "Bearer", "Bearer not.a.jwt", `Bearer ${foreign}`]) {
-            assert.strictEqual(yield* tagOf((auth.authenticate({ authorization }))), "Unauthenticated")
+            assert.strictEqual(yield* tagOf(auth.authenticate({ authorization })), "Unauthenticated")
           }
         })))
 
@@ -105,7 +104,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           const account = yield* auth.createAccount()
           const { key, record } = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "ci" })
           yield* auth.revokeKey(account.id, record.id)
-          assert.strictEqual(yield* tagOf((auth.authenticate({ authorization: `Bearer ${key}` }))), "Unauthenticated")
+          assert.strictEqual(yield* tagOf(auth.authenticate({ authorization: `Bearer ${key}` })), "Unauthenticated")
           const [listed] = yield* auth.listKeys(account.id)
           assert.strictEqual(listed?.id, record.id)
           assert.instanceOf(listed?.revokedAt, Date)
@@ -118,8 +117,8 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           const a = yield* auth.createAccount()
           const b = yield* auth.createAccount()
           const { record } = yield* auth.createKey({ accountId: a.id, type: "INFERENCE", description: "" })
-          assert.strictEqual(yield* tagOf((auth.revokeKey(b.id, record.id))), "NotFound")
-          assert.strictEqual(yield* tagOf((auth.revokeKey(a.id, "key_missing"))), "NotFound")
+          assert.strictEqual(yield* tagOf(auth.revokeKey(b.id, record.id)), "NotFound")
+          assert.strictEqual(yield* tagOf(auth.revokeKey(a.id, "key_missing")), "NotFound")
         })))
 
       it.effect("an expired key is refused; expiresAt must be in the future", () =>
@@ -140,16 +139,21 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
             issuedAt: new Date(Date.now() - 120_000),
             expiresAt: new Date(Date.now() - 1_000)
           })
-          assert.strictEqual(yield* tagOf((auth.authenticate({ authorization: `Bearer ${key}` }))), "Unauthenticated")
+          assert.strictEqual(yield* tagOf(auth.authenticate({ authorization: `Bearer ${key}` })), "Unauthenticated")
           const past = auth.createKey({ accountId: account.id, type: "INFERENCE", description: "", expiresAt: new Date(0) })
-          assert.strictEqual(yield* tagOf((past)), "InvalidRequest")
+          assert.strictEqual(yield* tagOf(past), "InvalidRequest")
         })))
 
       it.effect("a key's expiry lives in the store: set, it refuses the key from that time on; removed, the key works again; a revoked key stays revoked", () =>
         live(Effect.gen(function*() {
           const auth = yield* Auth.Auth
           const account = yield* auth.createAccount()
-          const minted = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "", expiresAt: new Date(Date.now() + 60_000) })
+          const minted = yield* auth.createKey({
+            accountId: account.id,
+            type: "INFERENCE",
+            description: "",
+            expiresAt: new Date(Date.now() + 60_000)
+          })
           const header = { authorization: `Bearer ${minted.key}` }
           assert.strictEqual(yield* tagOf(auth.authenticate(header)), "success")
           yield* auth.setKeyExpiry(account.id, minted.record.id, new Date(Date.now() + 100))
@@ -175,7 +179,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
             tier: "default",
             issuedAt: new Date()
           })
-          assert.strictEqual(yield* tagOf((auth.authenticate({ authorization: `Bearer ${token}` }))), "Unauthenticated")
+          assert.strictEqual(yield* tagOf(auth.authenticate({ authorization: `Bearer ${token}` })), "Unauthenticated")
         })))
 
       it.effect("creating an account with an existing id returns the existing one", () =>
@@ -186,7 +190,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           const second = yield* auth.createAccount({ id })
           assert.deepStrictEqual(second, first)
           assert.deepStrictEqual(yield* auth.getAccount(id), Option.some(first))
-          assert.strictEqual(yield* tagOf((auth.createAccount({ id: "bad id{}" }))), "InvalidRequest")
+          assert.strictEqual(yield* tagOf(auth.createAccount({ id: "bad id{}" })), "InvalidRequest")
         })))
 
       it.effect("a key's record names the signing key that signed it, and the keys of a signing key are listed across accounts", () =>
@@ -198,7 +202,9 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           assert.strictEqual(a.record.kid, signingKey.kid)
           assert.strictEqual((yield* auth.getKey(two.id, b.record.id)).kid, signingKey.kid)
           assert.deepStrictEqual(auth.signingKeyIds, [signingKey.kid])
-          const listed = (yield* auth.keysSignedBy(signingKey.kid)).filter((record) => record.accountId === one.id || record.accountId === two.id)
+          const listed = (yield* auth.keysSignedBy(signingKey.kid)).filter((record) =>
+            record.accountId === one.id || record.accountId === two.id
+          )
           assert.deepStrictEqual(listed.map((record) => record.id).sort(), [a.record.id, b.record.id].sort())
           assert.deepStrictEqual(yield* auth.keysSignedBy("another-kid"), [])
         })))
@@ -229,7 +235,11 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           const restrictions = { networks: ["ethereum-mainnet"] }
           const first = yield* auth.createKey({ accountId: account.id, type: "INFERENCE", description: "agent", restrictions })
           const second = yield* auth.rerollKey(account.id, first.record.id, 60_000)
-          assert.deepStrictEqual([second.record.id, second.record.description, second.record.restrictions], [first.record.id, "agent", restrictions])
+          assert.deepStrictEqual([second.record.id, second.record.description, second.record.restrictions], [
+            first.record.id,
+            "agent",
+            restrictions
+          ])
           const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
           assert.deepStrictEqual([yield* works(first.key), yield* works(second.key)], ["success", "success"])
           const third = yield* auth.rerollKey(account.id, first.record.id, 0)
@@ -255,13 +265,22 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           )
           const issued = rerolls.filter(Result.isSuccess).map((result) => result.success)
           assert.strictEqual(issued.length, 1)
-          assert.deepStrictEqual(rerolls.filter(Result.isFailure).map((result) => result.failure._tag), ["Conflict", "Conflict", "Conflict", "Conflict"])
+          assert.deepStrictEqual(rerolls.filter(Result.isFailure).map((result) => result.failure._tag), [
+            "Conflict",
+            "Conflict",
+            "Conflict",
+            "Conflict"
+          ])
           const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
           assert.deepStrictEqual([yield* works(first.key), yield* works(issued[0]!.key)], ["success", "success"])
           assert.deepStrictEqual((yield* auth.getKey(account.id, first.record.id)).secrets, issued[0]!.record.secrets)
           // The next reroll, after them, replaces the one secret issued; with no grace it ends at once.
           const next = yield* auth.rerollKey(account.id, first.record.id, 0)
-          assert.deepStrictEqual([yield* works(first.key), yield* works(issued[0]!.key), yield* works(next.key)], ["success", "Unauthenticated", "success"])
+          assert.deepStrictEqual([yield* works(first.key), yield* works(issued[0]!.key), yield* works(next.key)], [
+            "success",
+            "Unauthenticated",
+            "success"
+          ])
         })))
 
       it.effect("concurrent rerolls with no grace leave one working secret, the one reroll that was stored issued; the old secret is refused at once", () =>
@@ -308,7 +327,11 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           const works = (key: string) => tagOf(auth.authenticate({ authorization: `Bearer ${key}` }))
           assert.deepStrictEqual([yield* works(first.key), yield* works(rerolled.key)], ["Unauthenticated", "success"])
           const stored = yield* auth.getKey(account.id, first.record.id)
-          assert.deepStrictEqual([stored.description, stored.restrictions, stored.secrets], ["renamed", { networks: ["ethereum-mainnet"] }, rerolled.record.secrets])
+          assert.deepStrictEqual([stored.description, stored.restrictions, stored.secrets], [
+            "renamed",
+            { networks: ["ethereum-mainnet"] },
+            rerolled.record.secrets
+          ])
           assert.deepStrictEqual((yield* store.keyStatus(account.id, first.record.id)).restrictions, { networks: ["ethereum-mainnet"] })
           const before = yield* auth.getKey(account.id, first.record.id)
           yield* auth.revokeKey(account.id, first.record.id)
@@ -325,7 +348,11 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           yield* auth.setLimits(accountId, undefined, { "text:M": { requests: 1 } })
           assert.deepStrictEqual(yield* auth.storedLimits(accountId, undefined), { account: { "text:M": { requests: 1 } }, key: undefined })
           assert.isTrue(Option.isNone(yield* auth.getAccount(accountId)))
-          assert.strictEqual(yield* tagOf(auth.setLimits(`wallet:evm:${address}`, undefined, {})), "InvalidRequest", "a checksummed address is not the id its calls run as")
+          assert.strictEqual(
+            yield* tagOf(auth.setLimits(`wallet:evm:${address}`, undefined, {})),
+            "InvalidRequest",
+            "a checksummed address is not the id its calls run as"
+          )
           assert.strictEqual(yield* tagOf(auth.setLimits("wallet:evm:0x1234", undefined, {})), "InvalidRequest")
           yield* auth.setLimits(accountId, undefined, undefined)
           assert.deepStrictEqual(yield* auth.storedLimits(accountId, undefined), {})
@@ -344,7 +371,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, expected)
           assert.deepStrictEqual(yield* store.limits(account.id, record.id), expected)
           yield* auth.setLimits(account.id, record.id, undefined)
-          assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, { account: { "text:M": { requests: 1 } }, key: undefined })
+          assert.deepStrictEqual((yield* store.keyStatus(account.id, record.id)).limits, {
+            account: { "text:M": { requests: 1 } },
+            key: undefined
+          })
           assert.strictEqual(yield* tagOf(auth.setLimits("acct_missing", undefined, {})), "NotFound")
           assert.strictEqual(yield* tagOf(auth.setLimits(account.id, "key_missing", {})), "NotFound")
         })))
@@ -367,14 +397,14 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Auth.Auth | Auth
           const auth = yield* Auth.Auth
           const { header } = yield* Effect.promise(() => siwxHeader(Date.now(), "0f1e2d3c4b5a6978"))
           assert.isTrue(Option.isSome(yield* auth.authenticate({ "x-sign-in-with-x": header })))
-          assert.strictEqual(yield* tagOf((auth.authenticate({ "sign-in-with-x": header }))), "Unauthenticated")
+          assert.strictEqual(yield* tagOf(auth.authenticate({ "sign-in-with-x": header })), "Unauthenticated")
         })))
 
       it.effect("an expired SIWX message is refused", () =>
         live(Effect.gen(function*() {
           const auth = yield* Auth.Auth
           const { header } = yield* Effect.promise(() => siwxHeader(Date.now() - 601_000, "ffffeeeeddddcccc"))
-          assert.strictEqual(yield* tagOf((auth.authenticate({ "sign-in-with-x": header }))), "Unauthenticated")
+          assert.strictEqual(yield* tagOf(auth.authenticate({ "sign-in-with-x": header })), "Unauthenticated")
         })))
     }
   )

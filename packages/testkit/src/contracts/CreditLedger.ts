@@ -79,7 +79,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           const again = yield* ledger.topUp({ accountId: account, amount: Money.usd(5), reference: "pay-1" })
           assert.deepStrictEqual(again.entry, first.entry)
           assert.strictEqual(again.balance.usd, Money.usd(5))
-          assert.strictEqual(yield* reason(ledger.topUp({ accountId: account, amount: Money.usd(6), reference: "pay-1" })), "ReferenceConflict")
+          assert.strictEqual(
+            yield* reason(ledger.topUp({ accountId: account, amount: Money.usd(6), reference: "pay-1" })),
+            "ReferenceConflict"
+          )
           assert.strictEqual((yield* allJournal(ledger, account)).length, 1)
         }))
 
@@ -102,7 +105,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           assert.strictEqual(hold.priceVersion, "v1")
           const during = yield* ledger.balance(account)
           assert.deepStrictEqual([during.usd, during.heldUsd, during.availableUsd], [1000, 600, 400])
-          assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "req-1", amount: nano(601), usage: usage("r1") })), "ExceedsHold")
+          assert.strictEqual(
+            yield* reason(ledger.capture({ accountId: account, reference: "req-1", amount: nano(601), usage: usage("r1") })),
+            "ExceedsHold"
+          )
           const settled = yield* ledger.capture({ accountId: account, reference: "req-1", amount: nano(250), usage: usage("r1") })
           assert.deepStrictEqual([settled.fromUsd, settled.balance.usd, settled.balance.heldUsd], [250, 750, 0])
           const replay = yield* ledger.capture({ accountId: account, reference: "req-1", amount: nano(250), usage: usage("r1") })
@@ -116,7 +122,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           const ledger = yield* Ledger
           const account = fresh()
           yield* ledger.topUp({ accountId: account, amount: nano(100), reference: "pay" })
-          assert.strictEqual(yield* reason(ledger.hold({ accountId: account, amount: nano(101), reference: "h", priceVersion: "v" })), "InsufficientFunds")
+          assert.strictEqual(
+            yield* reason(ledger.hold({ accountId: account, amount: nano(101), reference: "h", priceVersion: "v" })),
+            "InsufficientFunds"
+          )
           const balance = yield* ledger.balance(account)
           assert.deepStrictEqual([balance.usd, balance.heldUsd], [100, 0])
           assert.strictEqual((yield* allJournal(ledger, account)).length, 1)
@@ -126,15 +135,40 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
         Effect.gen(function*() {
           const ledger = yield* Ledger
           const account = fresh()
-          const empty = yield* ledger.hold({ accountId: account, amount: nano(600), reference: `${CreditLedger.FUNDED_HOLD_PREFIX}a`, priceVersion: "v" })
+          const empty = yield* ledger.hold({
+            accountId: account,
+            amount: nano(600),
+            reference: `${CreditLedger.FUNDED_HOLD_PREFIX}a`,
+            priceVersion: "v"
+          })
           assert.deepStrictEqual([empty.fromAllowance, empty.fromUsd], [0, 0])
           yield* ledger.topUp({ accountId: account, amount: nano(100), reference: "pay" })
-          const hold = yield* ledger.hold({ accountId: account, amount: nano(600), reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`, priceVersion: "v" })
+          const hold = yield* ledger.hold({
+            accountId: account,
+            amount: nano(600),
+            reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`,
+            priceVersion: "v"
+          })
           assert.deepStrictEqual([hold.fromUsd, hold.before.availableUsd], [0, 100])
           const during = yield* ledger.balance(account)
           assert.deepStrictEqual([during.usd, during.heldUsd, during.availableUsd], [100, 0, 100])
-          assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`, amount: nano(601), usage: usage("r1") })), "ExceedsHold")
-          const settled = yield* ledger.capture({ accountId: account, reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`, amount: nano(250), usage: usage("r1") })
+          assert.strictEqual(
+            yield* reason(
+              ledger.capture({
+                accountId: account,
+                reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`,
+                amount: nano(601),
+                usage: usage("r1")
+              })
+            ),
+            "ExceedsHold"
+          )
+          const settled = yield* ledger.capture({
+            accountId: account,
+            reference: `${CreditLedger.FUNDED_HOLD_PREFIX}b`,
+            amount: nano(250),
+            usage: usage("r1")
+          })
           assert.deepStrictEqual([settled.fromUsd, settled.fromAllowance, settled.balance.usd, settled.balance.heldUsd], [0, 0, 100, 0])
           const released = yield* ledger.release(account, `${CreditLedger.FUNDED_HOLD_PREFIX}a`)
           assert.deepStrictEqual([released.usd, released.heldUsd], [100, 0])
@@ -151,7 +185,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           yield* ledger.hold({ accountId: account, amount: nano(100), reference: "h", priceVersion: "v" })
           const released = yield* ledger.release(account, "h")
           assert.strictEqual(released.availableUsd, 100)
-          assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "h", amount: nano(1), usage: usage("r") })), "HoldClosed")
+          assert.strictEqual(
+            yield* reason(ledger.capture({ accountId: account, reference: "h", amount: nano(1), usage: usage("r") })),
+            "HoldClosed"
+          )
           yield* ledger.release(account, "h")
           assert.strictEqual(yield* reason(ledger.release(account, "nope")), "UnknownHold")
           assert.strictEqual((yield* allJournal(ledger, account)).length, 3)
@@ -166,7 +203,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           assert.strictEqual((yield* ledger.balance(account)).availableUsd, 0)
           yield* TestClock.adjust("2 seconds")
           assert.strictEqual((yield* ledger.balance(account)).availableUsd, 100)
-          assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "h", amount: nano(1), usage: usage("r") })), "HoldClosed")
+          assert.strictEqual(
+            yield* reason(ledger.capture({ accountId: account, reference: "h", amount: nano(1), usage: usage("r") })),
+            "HoldClosed"
+          )
         }))
 
       it.effect("the sweep releases expired holds without an operation on their account; the hold stats come from the store", () =>
@@ -207,7 +247,10 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           assert.deepStrictEqual([replayed.fromUsd, replayed.fromAllowance], [settled.fromUsd, settled.fromAllowance])
           yield* ledger.release(account, "released")
           yield* TestClock.adjust(1)
-          assert.strictEqual(yield* reason(ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })), "UnknownHold")
+          assert.strictEqual(
+            yield* reason(ledger.capture({ accountId: account, reference: "captured", amount: nano(30), usage: usage("r") })),
+            "UnknownHold"
+          )
           assert.strictEqual(yield* reason(ledger.release(account, "released")), "UnknownHold")
           const balance = yield* ledger.balance(account)
           assert.deepStrictEqual([balance.usd, balance.heldUsd], [70, 0])
@@ -252,13 +295,30 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
             accountId: account,
             reference: "h",
             amount: nano(4000),
-            usage: { sku: "chat:qwen3-4b", units: 40, pricePerUnit: nano(100), requestId: "req-9", executionMs: 12, promptTokens: 30, completionTokens: 10, notes: "n" }
+            usage: {
+              sku: "chat:qwen3-4b",
+              units: 40,
+              pricePerUnit: nano(100),
+              requestId: "req-9",
+              executionMs: 12,
+              promptTokens: 30,
+              completionTokens: 10,
+              notes: "n"
+            }
           })
           const { entries } = yield* ledger.usage(account, { order: "desc", limit: 10 })
           assert.strictEqual(entries.length, 1)
           assert.deepInclude({ ...entries[0]! } as Record<string, unknown>, {
-            sku: "chat:qwen3-4b", units: 40, pricePerUnit: 100, amount: 4000, currency: "USD",
-            requestId: "req-9", executionMs: 12, promptTokens: 30, completionTokens: 10, notes: "n"
+            sku: "chat:qwen3-4b",
+            units: 40,
+            pricePerUnit: 100,
+            amount: 4000,
+            currency: "USD",
+            requestId: "req-9",
+            executionMs: 12,
+            promptTokens: 30,
+            completionTokens: 10,
+            notes: "n"
           })
         }))
 
@@ -346,9 +406,17 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           const ledger = yield* Ledger
           const services = yield* Effect.context<CreditLedger.CreditLedger>()
           const op = fc.oneof(
-            fc.record({ op: fc.constant("topUp" as const), amount: fc.integer({ min: 1, max: 1000 }), ref: fc.integer({ min: 0, max: 5 }) }),
+            fc.record({
+              op: fc.constant("topUp" as const),
+              amount: fc.integer({ min: 1, max: 1000 }),
+              ref: fc.integer({ min: 0, max: 5 })
+            }),
             fc.record({ op: fc.constant("hold" as const), amount: fc.integer({ min: 0, max: 800 }), ref: fc.integer({ min: 0, max: 8 }) }),
-            fc.record({ op: fc.constant("capture" as const), amount: fc.integer({ min: 0, max: 800 }), ref: fc.integer({ min: 0, max: 8 }) }),
+            fc.record({
+              op: fc.constant("capture" as const),
+              amount: fc.integer({ min: 0, max: 800 }),
+              ref: fc.integer({ min: 0, max: 8 })
+            }),
             fc.record({ op: fc.constant("release" as const), amount: fc.constant(0), ref: fc.integer({ min: 0, max: 8 }) }),
             fc.record({ op: fc.constant("refund" as const), amount: fc.integer({ min: 1, max: 300 }), ref: fc.integer({ min: 0, max: 5 }) })
           )
@@ -379,18 +447,20 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<CreditLedger.Cre
           yield* Effect.promise(() =>
             fc.assert(
               fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), (steps) =>
-                Effect.runPromise(Effect.gen(function*() {
-                  const account = fresh("prop")
-                  for (const step of steps) {
-                    yield* Effect.ignore(apply(account, step))
-                    const balance = yield* check(account)
-                    const journal = (yield* allJournal(ledger, account)).length
-                    yield* Effect.ignore(apply(account, step))
-                    const replayed = yield* check(account)
-                    assert.deepStrictEqual(replayed, balance)
-                    assert.strictEqual((yield* allJournal(ledger, account)).length, journal)
-                  }
-                }).pipe(Effect.provide(services)))),
+                Effect.runPromise(
+                  Effect.gen(function*() {
+                    const account = fresh("prop")
+                    for (const step of steps) {
+                      yield* Effect.ignore(apply(account, step))
+                      const balance = yield* check(account)
+                      const journal = (yield* allJournal(ledger, account)).length
+                      yield* Effect.ignore(apply(account, step))
+                      const replayed = yield* check(account)
+                      assert.deepStrictEqual(replayed, balance)
+                      assert.strictEqual((yield* allJournal(ledger, account)).length, journal)
+                    }
+                  }).pipe(Effect.provide(services))
+                )),
               { numRuns: 40, seed: 20261122 }
             )
           )

@@ -74,8 +74,7 @@ export const heldUsd = (accountId: string) =>
   Effect.flatMap(CreditLedger.CreditLedger, (ledger) => Effect.map(ledger.balance(accountId), (balance) => balance.heldUsd))
 
 /** Moves the clock forward to `target` (ms since the epoch). */
-const advanceTo = (target: number) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) => TestClock.adjust(target - now))
+const advanceTo = (target: number) => Effect.flatMap(Clock.currentTimeMillis, (now) => TestClock.adjust(target - now))
 
 /**
  * Runs the contract against each backend.

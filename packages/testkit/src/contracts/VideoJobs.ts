@@ -53,7 +53,13 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<VideoJobs.VideoJ
       it.effect("a speech job (POST /audio/queue) reads back with its speech, as it ended", () =>
         Effect.gen(function*() {
           const jobs = yield* VideoJobs.VideoJobs
-          const created = job({ model: "tts-1", prompt: "Hello.", seconds: 0, size: "", speech: { voice: "nova", format: "wav", speed: 1.5, characters: 6 } })
+          const created = job({
+            model: "tts-1",
+            prompt: "Hello.",
+            seconds: 0,
+            size: "",
+            speech: { voice: "nova", format: "wav", speed: 1.5, characters: 6 }
+          })
           yield* jobs.create(created)
           assert.deepStrictEqual(yield* jobs.get(created.accountId, created.id), Option.some(created))
           const ended = yield* jobs.finish(created.accountId, created.id, { state: "completed", finishedAt: 5 })
@@ -66,9 +72,15 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<VideoJobs.VideoJ
           const created = job()
           yield* jobs.create(created)
           const first = yield* jobs.finish(created.accountId, created.id, { state: "failed", finishedAt: 5, error: "boom" })
-          assert.deepStrictEqual(first, Option.some({ ended: true, job: { ...created, state: "failed" as const, finishedAt: 5, error: "boom" } }))
+          assert.deepStrictEqual(
+            first,
+            Option.some({ ended: true, job: { ...created, state: "failed" as const, finishedAt: 5, error: "boom" } })
+          )
           const second = yield* jobs.finish(created.accountId, created.id, { state: "completed", finishedAt: 6 })
-          assert.deepStrictEqual(second, Option.some({ ended: false, job: { ...created, state: "failed" as const, finishedAt: 5, error: "boom" } }))
+          assert.deepStrictEqual(
+            second,
+            Option.some({ ended: false, job: { ...created, state: "failed" as const, finishedAt: 5, error: "boom" } })
+          )
           assert.deepStrictEqual(yield* jobs.finish(created.accountId, "vid_unknown", { state: "expired", finishedAt: 7 }), Option.none())
         }))
 

@@ -72,7 +72,12 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<Webhooks.Webhook
           yield* store.update({ ...delivery(a, at), status: "delivered", attempts: 1, deliveredAt: at })
           yield* store.update({ ...delivery(b, at + 1), attempts: 1, nextAt: at + 5_000, lastError: "the endpoint answered 503" })
           assert.deepStrictEqual((yield* store.claimDue(at + 4_999, 1_000, 10_000)).filter((due) => due.id === a || due.id === b), [])
-          assert.deepStrictEqual((yield* store.claimDue(at + 5_000, 1_000, 10_000)).map((due) => [due.id, due.attempts, due.lastError]).filter(([id]) => id === b), [[b, 1, "the endpoint answered 503"]])
+          assert.deepStrictEqual(
+            (yield* store.claimDue(at + 5_000, 1_000, 10_000)).map((due) => [due.id, due.attempts, due.lastError]).filter(([id]) =>
+              id === b
+            ),
+            [[b, 1, "the endpoint answered 503"]]
+          )
           const log = yield* store.list(2)
           assert.deepStrictEqual(log.map((entry) => [entry.id, entry.status]), [[b, "pending"], [a, "delivered"]])
           assert.deepStrictEqual((yield* store.list(1, at + 1)).map((entry) => entry.id), [a])

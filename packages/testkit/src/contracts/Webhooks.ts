@@ -6,7 +6,17 @@
  * @since 0.1.0
  */
 import { assert } from "@effect/vitest"
-import { Admission, AuthStore, CreditLedger, IdempotencyStore, KeyCaps, Money, PendingSettlements, RateLimiter, Webhooks } from "@tollgate/core"
+import {
+  Admission,
+  AuthStore,
+  CreditLedger,
+  IdempotencyStore,
+  KeyCaps,
+  Money,
+  PendingSettlements,
+  RateLimiter,
+  Webhooks
+} from "@tollgate/core"
 import { Clock, Effect, Layer } from "effect"
 import * as Contract from "../Contract.ts"
 
@@ -21,7 +31,10 @@ const nano = Money.unsafeNano
 export const observed = (store: Layer.Layer<Webhooks.WebhookStore>) =>
   Webhooks.layerObserve.pipe(
     Layer.provideMerge(Webhooks.layer({
-      endpoints: [{ url: "http://127.0.0.1:1/hooks", secret: `whsec_${Buffer.from("contract webhook secret, 32 byte").toString("base64")}` }],
+      endpoints: [{
+        url: "http://127.0.0.1:1/hooks",
+        secret: `whsec_${Buffer.from("contract webhook secret, 32 byte").toString("base64")}`
+      }],
       balanceBelow: nano(1_000),
       capShare: 0.5
     })),
@@ -53,12 +66,23 @@ const call = (accountId: string, reference: string, amount: number, keyId?: stri
   Effect.gen(function*() {
     const store = yield* Admission.AdmissionStore
     const now = yield* Clock.currentTimeMillis
-    const reply = yield* store.admit({ now, accountId, spendKeyId: keyId, counters: [], hold: { reference, amount: nano(amount), priceVersion: "v1" } })
+    const reply = yield* store.admit({
+      now,
+      accountId,
+      spendKeyId: keyId,
+      counters: [],
+      hold: { reference, amount: nano(amount), priceVersion: "v1" }
+    })
     if (reply._tag !== "Admitted") return reply._tag
     yield* store.settle({
       now,
       spendKeyId: keyId,
-      capture: { accountId, reference, amount: nano(amount), usage: { sku: "text-parser", units: 1, pricePerUnit: nano(amount), requestId: reference, executionMs: 1 } },
+      capture: {
+        accountId,
+        reference,
+        amount: nano(amount),
+        usage: { sku: "text-parser", units: 1, pricePerUnit: nano(amount), requestId: reference, executionMs: 1 }
+      },
       adjustments: []
     })
     return reply._tag

@@ -108,7 +108,12 @@ export const suite = (name: string, target: () => Target) =>
 
     it("POST /images/generations: the openai SDK gets a decodable image", async () => {
       const openai = new OpenAI({ apiKey: keys().inferenceKey, baseURL: server().api, maxRetries: 0 })
-      const { data } = await openai.images.generate({ model: "local-renderer", prompt: "a lighthouse", size: "256x256", response_format: "b64_json" })
+      const { data } = await openai.images.generate({
+        model: "local-renderer",
+        prompt: "a lighthouse",
+        size: "256x256",
+        response_format: "b64_json"
+      })
       expect(await Sharp(Buffer.from(data![0]!.b64_json!, "base64")).metadata()).toMatchObject({ format: "png", width: 256, height: 256 })
     })
 
@@ -136,12 +141,18 @@ export const suite = (name: string, target: () => Target) =>
         for (const [name, value] of Object.entries(fields)) form.append(name, value)
         return form
       }
-      for (const [path, fields, size] of [
-        ["/image/upscale", { scale: "2" }, 128],
-        ["/image/edit", { prompt: "black and white", model: "local-renderer" }, 64],
-        ["/image/background-remove", {}, 64]
-      ] as const) {
-        const response = await fetch(`${server().api}${path}`, { method: "POST", headers: bearer(keys().inferenceKey), body: upload(fields) })
+      for (
+        const [path, fields, size] of [
+          ["/image/upscale", { scale: "2" }, 128],
+          ["/image/edit", { prompt: "black and white", model: "local-renderer" }, 64],
+          ["/image/background-remove", {}, 64]
+        ] as const
+      ) {
+        const response = await fetch(`${server().api}${path}`, {
+          method: "POST",
+          headers: bearer(keys().inferenceKey),
+          body: upload(fields)
+        })
         expect(response.status, path).toBe(200)
         expect(await Sharp(Buffer.from(await response.arrayBuffer())).metadata(), path).toMatchObject({ width: size, height: size })
       }
@@ -188,7 +199,11 @@ export const suite = (name: string, target: () => Target) =>
     it("POST /augment/text-parser: a FormData upload of a text file comes back as its text", async () => {
       const form = new FormData()
       form.append("file", new Blob(["Hello from a text file.\n"], { type: "text/plain" }), "hello.txt")
-      const response = await fetch(`${server().api}/augment/text-parser`, { method: "POST", headers: bearer(keys().inferenceKey), body: form })
+      const response = await fetch(`${server().api}/augment/text-parser`, {
+        method: "POST",
+        headers: bearer(keys().inferenceKey),
+        body: form
+      })
       expect(response.status).toBe(200)
       expect(await response.json()).toEqual({ text: "Hello from a text file.\n", tokens: expect.any(Number) })
     })
@@ -210,7 +225,9 @@ export const suite = (name: string, target: () => Target) =>
       expect(charged).toBeGreaterThan(0)
       const history = await get("/billing/usage-history?limit=50", keys().adminKey)
       expect(history.status).toBe(200)
-      const { data } = await history.json() as { data: Array<{ sku: string; amount: number; currency: string; inferenceDetails: { requestId: string } }> }
+      const { data } = await history.json() as {
+        data: Array<{ sku: string; amount: number; currency: string; inferenceDetails: { requestId: string } }>
+      }
       const entry = data.find((row) => row.inferenceDetails.requestId === call.headers.get("x-request-id"))
       expect(entry).toMatchObject({ currency: "USD", sku: expect.stringContaining("local-renderer") })
       expect(entry!.amount).toBeCloseTo(charged, 9)
@@ -224,7 +241,12 @@ export const suite = (name: string, target: () => Target) =>
       const first = await post("/billing/credits", grant, keys().adminKey)
       expect(first.status).toBe(200)
       const granted = await first.json() as { balanceUsd: string; entryId: string }
-      expect(granted).toMatchObject({ accountId: keys().accountId, amountUsd: "1.5", reference: grant.reference, entryId: expect.any(String) })
+      expect(granted).toMatchObject({
+        accountId: keys().accountId,
+        amountUsd: "1.5",
+        reference: grant.reference,
+        entryId: expect.any(String)
+      })
       // The retry answers the same grant: same entry, and the balance did not grow a second time.
       const retry = await post("/billing/credits", grant, keys().adminKey)
       expect(retry.status).toBe(200)
