@@ -47,19 +47,6 @@ interface Plan {
   readonly key: string | undefined
 }
 
-/** The indexes of a batch answer's elements by the raw text of their ids, in the order they came. */
-const answerIndexes = (answers: ReadonlyArray<unknown>): Map<string, Array<number>> => {
-  const byId = new Map<string, Array<number>>()
-  answers.forEach((answer, index) => {
-    const id = isRecord(answer) ? JsonRpc.idText(answer["id"]) : undefined
-    if (id === undefined || id === "null") return
-    const queue = byId.get(id)
-    if (queue === undefined) byId.set(id, [index])
-    else queue.push(index)
-  })
-  return byId
-}
-
 /**
  * The elements of a batch answer as sent to the caller, parsed and as raw text, index for index
  * (the answer's `response` is in the node's order, its body may be in the request's); none when it
@@ -218,7 +205,7 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
     answers: ReadonlyArray<unknown>,
     raw: ReadonlyArray<string>
   ) => {
-    const byId = answerIndexes(answers)
+    const byId = JsonRpc.answerIndexes(answers)
     const kept: Array<Effect.Effect<void>> = []
     items.forEach((item, i) => {
       const { decision, key } = plans[i]!
@@ -311,7 +298,7 @@ export const make = (upstream: RpcUpstream.RpcUpstream["Service"], cache: RpcCac
             const { answers, raw } = elementsOf(answer)
             // One object answering the whole upstream batch (an error): the answer of each item sent.
             const whole = answer?.body !== undefined && isRecord(answer.response) ? JsonText.member(answer.body, "error") : undefined
-            const byId = answerIndexes(answers)
+            const byId = JsonRpc.answerIndexes(answers)
             const placed = new Set<number>()
             const parts: Array<string> = []
             request.items.forEach((item, i) => {

@@ -288,14 +288,7 @@ const methodNotFound = (request: JsonRpc.Request, status: number): Answer => {
  * @category internals
  */
 export const requestOrder = (request: JsonRpc.Request, answers: ReadonlyArray<unknown>): ReadonlyArray<number> => {
-  const byId = new Map<string, Array<number>>()
-  answers.forEach((answer, index) => {
-    const id = isRecord(answer) ? JsonRpc.idText(answer["id"]) : undefined
-    if (id === undefined || id === "null") return
-    const queue = byId.get(id)
-    if (queue === undefined) byId.set(id, [index])
-    else queue.push(index)
-  })
+  const byId = JsonRpc.answerIndexes(answers)
   const placed = new Set<number>()
   const order: Array<number> = []
   for (const item of request.items) {

@@ -63,6 +63,25 @@ export const idText = (id: unknown): string | undefined => {
   }
 }
 
+/**
+ * The indexes of a batch answer's elements by the text of their ids (`idText`), each id's in the
+ * order they came; elements with no id or a null one are left out. Answers are matched to requests
+ * by this, never by position: a node may reorder a batch's answers.
+ *
+ * @category parsing
+ */
+export const answerIndexes = (answers: ReadonlyArray<unknown>): Map<string, Array<number>> => {
+  const byId = new Map<string, Array<number>>()
+  answers.forEach((answer, index) => {
+    const id = isRecord(answer) ? idText(answer["id"]) : undefined
+    if (id === undefined || id === "null") return
+    const queue = byId.get(id)
+    if (queue === undefined) byId.set(id, [index])
+    else queue.push(index)
+  })
+  return byId
+}
+
 const inexactId = (u: unknown) => isRecord(u) && typeof u["id"] === "number" && !Number.isSafeInteger(u["id"])
 
 /**

@@ -259,29 +259,13 @@ const redis = await RedisServer.acquire()
 const redisUrl = redis.url
 afterAll(() => redis.stop())
 
-const localRenderer = {
-  id: "local-renderer",
-  name: "Local Renderer",
-  type: "image",
-  router: "local",
-  sizing: "pixel",
-  aspectRatios: [],
-  resolutions: [],
-  promptCharacterLimit: 7500,
-  maxStyleReferences: 0,
-  supportsOptimizePromptThinking: false,
-  supportsWebSearch: false,
-  qualities: [],
-  upstreams: []
-}
-
 describe("The abuse guard on Redis, over two server processes sharing it: the 21st failure blocks at once", () => {
   let servers: ReadonlyArray<ShippedServer.ShippedServer> = []
   let hundredKey = ""
 
   beforeAll(async () => {
     const config = {
-      models: [localRenderer],
+      models: [ShippedServer.localRendererModel],
       rateLimits: { accounts: { acct_hundred: { image: { requests: 5_000 } } } }
     }
     const signingKey = ShippedServer.generateSigningKey()

@@ -64,22 +64,6 @@ const startSlowRpc = async () => {
   }
 }
 
-const localRenderer = {
-  id: "local-renderer",
-  name: "Local Renderer",
-  type: "image",
-  router: "local",
-  sizing: "pixel",
-  aspectRatios: [],
-  resolutions: [],
-  promptCharacterLimit: 7500,
-  maxStyleReferences: 0,
-  supportsOptimizePromptThinking: false,
-  supportsWebSearch: false,
-  qualities: [],
-  upstreams: []
-}
-
 /** One dev-mode server per store: its demo account is an operator's, so its ADMIN key grants credit. */
 const servers = new Map<Store, ShippedServer.ShippedServer>()
 let chatUpstream: FakeChatUpstream.FakeChatUpstream
@@ -89,7 +73,7 @@ beforeAll(async () => {
   chatUpstream = await FakeChatUpstream.start(() => ({ pieces: ["slow", " answer"], delayMs: CHAT_MS / 2, usage: CHAT_USAGE }))
   slowRpc = await startSlowRpc()
   const config = {
-    models: [localRenderer, { id: "slow-model", type: "text", upstreams: [{ baseUrl: chatUpstream.baseUrl }] }],
+    models: [ShippedServer.localRendererModel, { id: "slow-model", type: "text", upstreams: [{ baseUrl: chatUpstream.baseUrl }] }],
     prices: { chat: { "slow-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
     // base-mainnet's node refuses connections (nothing listens on the discard port).
     rpc: { upstreams: { "ethereum-mainnet": [slowRpc.url], "base-mainnet": ["http://127.0.0.1:9"] } }
@@ -403,7 +387,7 @@ describe.skipIf(redisUrl === undefined)(
         store: "redis",
         redisUrl: redisUrl!,
         signingKey: true,
-        config: { models: [localRenderer] },
+        config: { models: [ShippedServer.localRendererModel] },
         env: { TOLLGATE_METRICS: "admin", TOLLGATE_OPERATOR_ACCOUNTS: "acct_operator" }
       })
       await server.cli(["accounts", "create", "--id", "acct_operator"])

@@ -26,22 +26,6 @@ const USAGE = { prompt_tokens: 1_000, completion_tokens: 10 }
 const CHARGE_NANO = 1_000 * 500 + 10 * 1_500
 const UPSTREAM_MS = 600
 
-const localRenderer = {
-  id: "local-renderer",
-  name: "Local Renderer",
-  type: "image",
-  router: "local",
-  sizing: "pixel",
-  aspectRatios: [],
-  resolutions: [],
-  promptCharacterLimit: 7500,
-  maxStyleReferences: 0,
-  supportsOptimizePromptThinking: false,
-  supportsWebSearch: false,
-  qualities: [],
-  upstreams: []
-}
-
 /**
  * A JSON-RPC node that answers `eth_blockNumber` after `UPSTREAM_MS`, counting the `eth_blockNumber`
  * calls it got (the proxy's own head polls are batches, and not counted).
@@ -80,7 +64,7 @@ afterAll(async () => {
 })
 
 const config = () => ({
-  models: [localRenderer, { id: "house-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
+  models: [ShippedServer.localRendererModel, { id: "house-model", type: "text", upstreams: [{ baseUrl: upstream.baseUrl }] }],
   prices: { chat: { "house-model": { inputPerMillionUsd: "0.5", outputPerMillionUsd: "1.5" } } },
   rpc: { upstreams: { "ethereum-mainnet": [rpc.url] } },
   rateLimits: { accounts: { acct_many: { image: { requests: 5_000 } } } },

@@ -34,6 +34,26 @@ export const mainPath = Path.join(serverSource, "..", "bin", "tollgate.mjs")
 /** The `tollgate-cli` bin. @category constants */
 export const cliPath = Path.join(serverSource, "..", "bin", "tollgate-cli.mjs")
 
+/**
+ * The renderer that runs in the server, as a configuration file's `models` entry: an image model
+ * that needs no upstream, for configurations that list their own models (production lists them).
+ */
+export const localRendererModel = {
+  id: "local-renderer",
+  name: "Local Renderer",
+  type: "image",
+  router: "local",
+  sizing: "pixel",
+  aspectRatios: [],
+  resolutions: [],
+  promptCharacterLimit: 7500,
+  maxStyleReferences: 0,
+  supportsOptimizePromptThinking: false,
+  supportsWebSearch: false,
+  qualities: [],
+  upstreams: []
+}
+
 /** @category models */
 export interface Options {
   /** More environment variables (`TOLLGATE_*`); they win over the ones derived below. */

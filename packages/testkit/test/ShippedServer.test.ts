@@ -20,22 +20,7 @@ describe("ShippedServer: the pnpm start entry point on a free port, answering be
 
   it("production on Redis: keys provisioned with the shipped CLI are accepted", { timeout: 150_000 }, async () => {
     // Production lists its models; the local renderer needs no upstream.
-    const localRenderer = {
-      id: "local-renderer",
-      name: "Local Renderer",
-      type: "image",
-      router: "local",
-      sizing: "pixel",
-      aspectRatios: [],
-      resolutions: [],
-      promptCharacterLimit: 7500,
-      maxStyleReferences: 0,
-      supportsOptimizePromptThinking: false,
-      supportsWebSearch: false,
-      qualities: [],
-      upstreams: []
-    }
-    const config = { models: [localRenderer] }
+    const config = { models: [ShippedServer.localRendererModel] }
     const server = await ShippedServer.start({ store: "redis", redisUrl: redis.url, signingKey: true, config })
     try {
       const response = await fetch(`${server.api}/api_keys`, {
