@@ -122,12 +122,22 @@ describe("RPC proxy: a write is never hedged and never sent twice", () => {
 describe("RPC proxy: eth_getLogs over a range wider than the node accepts is split into rpc.getLogs.maxRange parts and joined, up to maxParts", () => {
   it("logs of 121 blocks through a node that takes 50 at most: three calls, the logs anvil gives for the whole range", async () => {
     // Contracts whose constructor emits one LOG0 (init code PUSH1 0 PUSH1 0 LOG0), spread over the range.
-    const start = Number.parseInt(await direct("eth_blockNumber") as string, 16) + 1
+    // The blocks are read from the receipts, so a log mined later than its transaction was sent still
+    // lands where the range expects it.
+    const logBlocks: Array<number> = []
     for (let i = 0; i < 4; i++) {
-      await direct("eth_sendTransaction", [{ from: dev, data: "0x60006000a000" }])
-      await direct("anvil_mine", ["0x27"])
+      const hash = await direct("eth_sendTransaction", [{ from: dev, data: "0x60006000a000" }])
+      // anvil may answer eth_sendTransaction before the block that holds it is mined.
+      let receipt: { blockNumber: string } | null = null
+      while (receipt === null) {
+        receipt = await direct("eth_getTransactionReceipt", [hash]) as { blockNumber: string } | null
+      }
+      logBlocks.push(Number.parseInt(receipt.blockNumber, 16))
+      if (i < 3) await direct("anvil_mine", [`0x${(logBlocks[0]! + 40 * (i + 1) - logBlocks[i]! - 1).toString(16)}`])
     }
+    const start = logBlocks[0]!
     const end = start + 120
+    expect(logBlocks[3]).toBe(end)
     await direct("anvil_mine", ["0x40"])
     const narrow = await standIn({ maxLogRange: 50 })
     const proxy = await harness([narrow.url], { getLogs: { maxRange: 50, maxParts: 3 } })
