@@ -1,9 +1,14 @@
 /**
  * The document-to-text service behind `POST /augment/text-parser`: PDF, DOCX, PPTX, XLSX and plain
- * text in, text and its o200k_base token count out. The format is sniffed from the bytes; every
- * extraction runs in a killable worker process (`WorkerPool`); every guard that trips is a
- * `DocumentRefused` naming its reason, and an upload over the size cap is a `DocumentTooLarge`.
- * Nothing is written to disk or logged: the bytes and the text live only in memory for the call.
+ * text in, text and its o200k_base token count out. Every refusal is a `DocumentRefused` naming its
+ * reason, or a `DocumentTooLarge` for an upload over the size cap; nothing is written to disk or
+ * logged.
+ *
+ * **Details**
+ *
+ * The format is sniffed from the bytes, never taken from the file name. Every extraction runs in a
+ * killable worker process (`WorkerPool`), so a hostile document can cost a worker but not the
+ * server. The bytes and the text live only in memory for the call.
  *
  * @since 0.1.0
  */

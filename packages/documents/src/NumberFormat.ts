@@ -1,10 +1,14 @@
 /**
  * Renders spreadsheet numbers the way their cell format shows them, for the common Excel number
  * formats: fixed decimals, thousands separators, percentages, scientific notation, simple
- * fractions, currency and literal text, negative sections in parentheses, and dates and times.
- * No maintained formatter fits the dependency bar, so this is a deliberately small subset: a
+ * fractions, currency and literal text, negative sections in parentheses, and dates and times. A
  * format it does not understand (conditions, scaling commas, exotic tokens) falls back to Excel's
  * General rendering, which shows the raw value.
+ *
+ * **Details**
+ *
+ * Hand-written because no maintained formatter fits the dependency bar, so this is a deliberately
+ * small subset of Excel's format language.
  *
  * @since 0.1.0
  */

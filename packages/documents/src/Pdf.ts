@@ -1,12 +1,19 @@
 /**
- * Text of a PDF through pdf.js (`pdfjs-dist`, the legacy build for Node), page by page in the
- * order pdf.js reads the content, either all pages at once or one share of them (a large PDF is
- * split across idle workers, see `WorkerPool`). pdf.js is configured as a pure text reader: no
- * font faces, no XFA, no network, and CMaps and standard fonts from the installed package so CJK
- * text decodes. (`isEvalSupported: false` is not passed because pdf.js 6.5 no longer compiles font
- * programs with `eval` at all and dropped the option; the installed version is past the
- * CVE-2026-16633 fix.) It has no cap of its own on decoded stream sizes, so this module runs only
- * inside the extraction workers, where the parent's watchdog can kill it.
+ * Text of a PDF through pdf.js (`pdfjs-dist`, the legacy build for Node), page by page in the order
+ * pdf.js reads the content: all pages at once, or one share of them when a large PDF is split
+ * across idle workers (see `WorkerPool`).
+ *
+ * **When to use**
+ *
+ * Only inside the extraction workers: pdf.js has no cap of its own on decoded stream sizes, so this
+ * module must run where the parent's watchdog can kill it.
+ *
+ * **Details**
+ *
+ * pdf.js is configured as a pure text reader: no font faces, no XFA, no network, and CMaps and
+ * standard fonts from the installed package so CJK text decodes. `isEvalSupported: false` is not
+ * passed: pdf.js 6.5 no longer compiles font programs with `eval` at all and dropped the option;
+ * the installed version is past the CVE-2026-16633 fix.
  *
  * @since 0.1.0
  */

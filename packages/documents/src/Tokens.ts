@@ -1,11 +1,20 @@
 /**
- * Token counts of extracted text, and of chat conversations, with the o200k_base encoding. Two pitfalls of BPE tokenizers are
- * guarded here: text that spells a special token (`<|endoftext|>`) is counted as the plain text it
- * is instead of throwing, and a long run with no split point (a megabyte of `a`, unspaced CJK) is
- * cut into 256-character slices, because BPE merging is quadratic in the length of a run. Ordinary
- * text has no such runs, so its count is exact. A text counted in parts on several workers (a split
- * PDF's shares, the slices of a long text) is counted with `piece` and `countJoined`, to the same
- * total.
+ * Token counts of extracted text, and of chat conversations, with the o200k_base encoding. Ordinary
+ * text is counted exactly, a text that spells a special token is counted as plain text, and no
+ * input makes counting quadratic.
+ *
+ * **When to use**
+ *
+ * A text counted in parts on several workers (a split PDF's shares, the slices of a long text) is
+ * counted with `piece` and `countJoined`, to the same total as counting it whole.
+ *
+ * **Details**
+ *
+ * Two pitfalls of BPE tokenizers are guarded here: text that spells a special token
+ * (`<|endoftext|>`) is counted as the plain text it is instead of throwing, and a long run with no
+ * split point (a megabyte of `a`, unspaced CJK) is cut into 256-character slices, because BPE
+ * merging is quadratic in the length of a run. Ordinary text has no such runs, so its count is
+ * exact.
  *
  * @since 0.1.0
  */

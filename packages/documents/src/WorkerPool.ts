@@ -1,12 +1,16 @@
 /**
  * Killable extraction workers: a fixed set of long-lived child processes (one per core by default),
- * each running `Worker.ts`, with requests queued once all are busy. Every format runs here, not only
- * PDF: pdf.js has no cap on decoded stream sizes, a 25 MB spreadsheet keeps a core busy for
- * seconds, and neither may stall or crash the server. The parent watches each job from outside
- * the child: it polls the child's resident memory and kills it over the limit (`worker_threads`
- * resource limits do not count the ArrayBuffers a bomb fills), kills it when the wall-clock budget
- * (a base plus a per-megabyte allowance, capped) runs out, and replaces any child that was killed,
- * crashed or served its quota of documents before the next job runs on it.
+ * each running `Worker.ts`, with requests queued once all are busy. No document, however hostile,
+ * can stall or crash the server: a worker over its memory or time budget is killed and replaced.
+ *
+ * **Details**
+ *
+ * Every format runs here, not only PDF: pdf.js has no cap on decoded stream sizes, and a 25 MB
+ * spreadsheet keeps a core busy for seconds. The parent watches each job from outside the child: it
+ * polls the child's resident memory and kills it over the limit (`worker_threads` resource limits
+ * do not count the ArrayBuffers a bomb fills), kills it when the wall-clock budget (a base plus a
+ * per-megabyte allowance, capped) runs out, and replaces any child that was killed, crashed or
+ * served its quota of documents before the next job runs on it.
  *
  * @since 0.1.0
  */

@@ -1,9 +1,13 @@
 /**
- * A small, defensive zip reader for OOXML packages. It parses the central directory itself so it
- * can refuse what it does not want to handle (zip64, encryption, compression other than stored and
- * deflate, more entries than a real document has) before inflating anything, and it inflates each
- * part with a hard output budget sized from the input, because the sizes an archive declares are
- * exactly what a zip bomb lies about.
+ * A small, defensive zip reader for OOXML packages: it refuses what it does not handle (zip64,
+ * encryption, compression other than stored and deflate, more entries than a real document has)
+ * before inflating anything, and no part inflates past a budget sized from the input.
+ *
+ * **Details**
+ *
+ * Hand-written because it must parse the central directory itself to refuse before inflating, and
+ * because the sizes an archive declares are exactly what a zip bomb lies about: each part is
+ * inflated with a hard output budget, never trusting the declared size.
  *
  * @since 0.1.0
  */
