@@ -1,15 +1,18 @@
 /**
- * A fake OpenAI-compatible upstream: a real `node:http` server answering
- * `POST <base>/chat/completions` with a JSON completion or a Server-Sent Events stream, the way
- * vLLM or a hosted API does. Tests script each reply (content pieces, function calls, status, usage,
- * a stream that stalls after its pieces) and read back every request it received and whether the caller hung
- * up, so a test can see what tollgate forwarded and that a client's disconnect reached the upstream.
+ * A fake OpenAI-compatible upstream: a real `node:http` server answering `POST
+ * <base>/chat/completions` with a JSON completion or a Server-Sent Events stream, the way vLLM or a
+ * hosted API does. Tests script each reply and read back every request it received, so a test can
+ * see what tollgate forwarded and that a client's disconnect reached the upstream.
  *
- * It speaks the rest of the OpenAI API the same way: `POST /embeddings` (a vector per input,
- * usage counted one token per word), `POST /audio/speech` (bytes naming the format and voice),
- * `POST /audio/transcriptions` (multipart in, a verbose transcript of `transcriptSeconds` out),
- * and the videos API (`POST /videos`, `GET /videos/{id}`, `GET /videos/{id}/content`), whose jobs
- * end as `videoOutcome` says. A `status` in the script refuses any of them the same way.
+ * **Details**
+ *
+ * A script gives the content pieces, function calls, status, usage, and a stream that stalls after
+ * its pieces; the fake records whether the caller hung up. It speaks the rest of the OpenAI API the
+ * same way: `POST /embeddings` (a vector per input, usage counted one token per word), `POST
+ * /audio/speech` (bytes naming the format and voice), `POST /audio/transcriptions` (multipart in, a
+ * verbose transcript of `transcriptSeconds` out), and the videos API (`POST /videos`, `GET
+ * /videos/{id}`, `GET /videos/{id}/content`), whose jobs end as `videoOutcome` says. A `status` in
+ * the script refuses any of them the same way.
  *
  * @since 0.1.0
  */

@@ -1,7 +1,11 @@
 /**
- * Rate-limit windows are fixed minutes of the real clock (a counter per `floor(now / window)`), so a
- * test that counts up to a limit fails when a minute ends halfway through its count. `fresh` waits,
- * when the current window has too little left for the count, until the next one starts.
+ * Keeps a test's count inside one rate-limit window: `fresh` waits, when the current window has too
+ * little left for the count, until the next one starts.
+ *
+ * **Details**
+ *
+ * Rate-limit windows are fixed minutes of the real clock (a counter per `floor(now / window)`), so
+ * a test that counts up to a limit would fail when a minute ended halfway through its count.
  *
  * @since 0.1.0
  */

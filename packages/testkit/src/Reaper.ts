@@ -1,10 +1,15 @@
 /**
- * The throwaway processes of a test file die with it. A file's `afterAll` does not run when a
- * name filter (`vitest run -t ...`) skips every test of the file, and vitest ends its workers
- * without the `exit` event, so neither can be relied on to stop a server started while the file
- * was collected. Each test process instead gets one watchdog: a `sh` reading the process ids (and
- * folders) to clean up from a pipe the test process holds. When the test process ends, however it
- * ends, the pipe closes, and the watchdog kills what is still registered and removes the folders.
+ * The throwaway processes of a test file die with it, and its throwaway folders are removed,
+ * however the test process ends.
+ *
+ * **Details**
+ *
+ * A file's `afterAll` does not run when a name filter (`vitest run -t ...`) skips every test of the
+ * file, and vitest ends its workers without the `exit` event, so neither can be relied on to stop a
+ * server started while the file was collected. Each test process instead gets one watchdog: a `sh`
+ * reading the process ids (and folders) to clean up from a pipe the test process holds. When the
+ * test process ends, however it ends, the pipe closes, and the watchdog kills what is still
+ * registered and removes the folders.
  *
  * @since 0.1.0
  */

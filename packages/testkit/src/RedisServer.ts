@@ -1,9 +1,13 @@
 /**
- * A throwaway `redis-server` for one test file: started on a free port in a throwaway directory
- * (its `--dir`, so nothing it writes, a replica's first sync included, lands in the repository),
- * with no persistence (or, with `appendOnly`, an append-only file fsynced on every write, so a
- * killed server restarts with its data), stopped after the file and killed with the test process
- * whatever happens (`Reaper`). `REDIS_URL` points `acquire` at an existing server instead. Without
+ * A throwaway `redis-server` for one test file, on a free port, stopped after the file and killed
+ * with the test process whatever happens (`Reaper`). `REDIS_URL` points `acquire` at an existing
+ * server instead.
+ *
+ * **Details**
+ *
+ * The server runs in a throwaway directory (its `--dir`, so nothing it writes, a replica's first
+ * sync included, lands in the repository), with no persistence, or, with `appendOnly`, an
+ * append-only file fsynced on every write, so a killed server restarts with its data. Without
  * `redis-server` on the PATH the tests fail, naming it: a suite that skipped half its tests would
  * be green without having exercised the Redis layers.
  *

@@ -1,18 +1,24 @@
 /**
- * The shipped server as users run it, for end-to-end tests: the `pnpm start` entry point
- * (`packages/server/bin/tollgate.mjs`, which runs `src/main.ts`) spawned as a child process of the test's own Node (not through
- * pnpm, so the process tree is one process that signals reach directly), on a free port, with a
- * throwaway directory for its config file and dev credentials. Tests drive it over HTTP only.
+ * The shipped server as users run it, for end-to-end tests: the `pnpm start` entry point on a free
+ * port, with a throwaway directory for its config file and dev credentials. Tests drive it over
+ * HTTP only.
+ *
+ * **Details**
+ *
+ * The entry (`packages/server/bin/tollgate.mjs`, which runs `src/main.ts`) is spawned as a child
+ * process of the test's own Node, not through pnpm, so the process tree is one process that signals
+ * reach directly.
  *
  * Credentials, by mode:
+ *
  * - dev mode (no signing key): the server's own demo account, read from
  *   `TOLLGATE_DEV_CREDENTIALS_FILE` once it answers.
  * - production on Redis: an account provisioned the operator's way, with the shipped CLI
- *   (`packages/server/bin/tollgate-cli.mjs`) against the same Redis and signing key while the server
- *   starts: one account (`acct_e2e` unless told), an ADMIN and an INFERENCE key, and $25 of
+ *   (`packages/server/bin/tollgate-cli.mjs`) against the same Redis and signing key while the
+ *   server starts: one account (`acct_e2e` unless told), an ADMIN and an INFERENCE key, and $25 of
  *   credit (`provision: false` skips it). `cli` runs any other command the same way; a test that
- *   needs many accounts may instead seed the store in-process through the server's `Cli.layer`
- *   with the same signing key.
+ *   needs many accounts may instead seed the store in-process through the server's `Cli.layer` with
+ *   the same signing key.
  * - production on memory: none. The memory store lives inside the server process and nothing
  *   outside it can create an account there, so such tests cover what needs no key (public
  *   endpoints, the 401 and 402 answers, wallets signing in).

@@ -1,16 +1,18 @@
 /**
  * A local Solana for tests: a `litesvm` (a real SVM with the SPL Token, Associated Token Account
  * and Memo programs, from npm with its Linux binary) behind a small JSON-RPC server on a free
- * loopback port. It speaks the Solana RPC methods the official x402 client and the `@x402/svm`
- * facilitator call (`getLatestBlockhash`, `getAccountInfo`, `simulateTransaction`,
- * `sendTransaction`, `getSignatureStatuses`, `getTransaction`, `getTokenAccountBalance`,
- * `getBalance`, `getSlot`, `getBlockHeight`), in the wire format of a validator, so `@solana/kit`'s
- * `createSolanaRpc` works against it unchanged.
+ * loopback port, in the wire format of a validator, so `@solana/kit`'s `createSolanaRpc`, the
+ * official x402 client and the `@x402/svm` facilitator work against it unchanged.
  *
- * A transaction is final as soon as `sendTransaction` returns; blockhashes stay valid until
- * `expireBlockhash`. `lagStatuses(true)` makes `getSignatureStatuses` fail, as a node that is behind
- * does, so a sent transaction's confirmation is late. `createMint` and `fund` write SPL accounts directly, which is how a test
- * places USDC at its mainnet mint address so the official client treats it as USDC.
+ * **Details**
+ *
+ * It speaks the methods those clients call: `getLatestBlockhash`, `getAccountInfo`,
+ * `simulateTransaction`, `sendTransaction`, `getSignatureStatuses`, `getTransaction`,
+ * `getTokenAccountBalance`, `getBalance`, `getSlot`, `getBlockHeight`. A transaction is final as
+ * soon as `sendTransaction` returns; blockhashes stay valid until `expireBlockhash`.
+ * `lagStatuses(true)` makes `getSignatureStatuses` fail, as a node that is behind does, so a sent
+ * transaction's confirmation is late. `createMint` and `fund` write SPL accounts directly, which is
+ * how a test places USDC at its mainnet mint address so the official client treats it as USDC.
  *
  * @since 0.1.0
  */

@@ -1,8 +1,8 @@
 /**
  * @tollgate/testkit: real parts for tests. A throwaway redis-server and anvil per test file (killed
  * with the test process whatever it ran: `Reaper`), a free port, the shipped server as a child
- * process for end-to-end tests, the system Chromium for browser tests, public test documents, and the contract-test helper that runs one
- * service suite over every backend.
+ * process for end-to-end tests, the system Chromium for browser tests, public test documents, and
+ * the contract-test helper that runs one service suite over every backend.
  *
  * @since 0.1.0
  */
