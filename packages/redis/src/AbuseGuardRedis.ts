@@ -1,12 +1,16 @@
 /**
- * The Redis layer of `AbuseGuard`: per caller, a sorted set of failure times (a sliding window)
- * and a block key that expires by itself. Recording a failure is one Lua script that judges and
- * counts at once, on the Redis server's clock: a blocked caller's failure is not counted and the
- * block's time left is returned; otherwise it trims the window, adds the failure and starts the
- * block when the count passes the limit. Every instance counts the same failures against the same
- * window, and concurrent failures cannot slip past the limit between a count and a block. A key's
- * block is read with its standing (`blockKey`, `AuthStoreRedis` `keyStanding`), so the block costs
- * the paid path no round trip of its own.
+ * The Redis layer of `AbuseGuard`: every instance counts a caller's failures against the same
+ * window, on the Redis server's clock, and concurrent failures cannot slip past the limit between a
+ * count and a block.
+ *
+ * **Details**
+ *
+ * Per caller, a sorted set of failure times (a sliding window) and a block key that expires by
+ * itself. Recording a failure is one Lua script (`lua/abuse-record.lua`) that judges and counts at
+ * once: a blocked caller's failure is not counted and the block's time left is returned; otherwise
+ * it trims the window, adds the failure and starts the block when the count passes the limit. A
+ * key's block is read with its standing (`blockKey`, `AuthStoreRedis` `keyStanding`), so the block
+ * costs the paid path no round trip of its own.
  *
  * @since 0.1.0
  */

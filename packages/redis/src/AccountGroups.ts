@@ -1,16 +1,22 @@
 /**
- * A paid call's Redis steps grouped per account: several admissions (or several settlements) of
- * one account sent in one script call. Redis spends much of a step on what does not depend on the
- * call (receiving the script call, reading and writing the account's balances hash, the sweep
- * check), so a group of them costs little more than one; an account's keys share one hash tag, so
- * on a Redis Cluster the group goes to one slot's master like a single step.
+ * A paid call's Redis steps grouped per account: several admissions (or several settlements) of one
+ * account sent in one script call, each still answered on its own (`AdmissionStoreRedis`). A
+ * sequential caller is never held back, and no step waits longer than `delayMs`.
+ *
+ * **When to use**
+ *
+ * Under load, when many calls of one account meet: Redis spends much of a step on what does not
+ * depend on the call (receiving the script call, reading and writing the account's balances hash,
+ * the sweep check), so a group of them costs little more than one. An account's keys share one hash
+ * tag, so on a Redis Cluster the group goes to one slot's master like a single step.
+ *
+ * **Details**
  *
  * A step waits only while its account already has one of the same kind in flight, and at most
- * `delayMs`: an account with nothing in flight sends at once (a sequential caller is never held
- * back), the steps that arrive while one is in flight go together as soon as it is answered or the
- * delay runs out, and a group reaches at most `MAX_GROUP` steps, so one script call stays short.
- * Under load the wait replaces a wait Redis would impose anyway, as it runs one script at a time.
- * The sender answers each step of a group on its own (`AdmissionStoreRedis`).
+ * `delayMs`: an account with nothing in flight sends at once, the steps that arrive while one is in
+ * flight go together as soon as it is answered or the delay runs out, and a group reaches at most
+ * `MAX_GROUP` steps, so one script call stays short. Under load the wait replaces a wait Redis
+ * would impose anyway, as it runs one script at a time.
  *
  * @since 0.1.0
  */

@@ -1,9 +1,13 @@
 /**
  * The Redis layer of `Admission.AdmissionStore`: a paid call's admission, settlement and give-back,
- * each one call of one Lua script. The script is assembled from the stores' own Lua (the ledger's
+ * each one call of one Lua script. An admission is seen by the ledger, the limiter and the spend
+ * caps exactly as if they had made it, and it takes all of them or none.
+ *
+ * **Details**
+ *
+ * The script (`lua/admission.lua`) is assembled from the stores' own Lua (the ledger's
  * `ledgerLibrary`, the limiter's `takeLibrary` and `adjustLibrary`, the idempotency records'
- * `recordLibrary`), so each rule is written once, and it runs over the same keys as those stores:
- * an admission is seen by the ledger, the limiter and the spend caps exactly as if they had made it.
+ * `recordLibrary`), so each rule is written once, and it runs over the same keys as those stores.
  *
  * Every key of an account carries the account id as its hash tag (`tg:cl:{id}:*`, `rl:{id}:*`,
  * `tollgate:cap:{id}:*`, `tollgate:idem:{id}:*`), so on a Redis Cluster one call touches one slot.

@@ -1,13 +1,17 @@
 /**
- * The Redis layer of `AuthStore`. Per account, under the account id as hash tag (one Cluster
- * slot): the account as JSON, a hash of key records, one marker per revoked or expiring key, and
- * one policy per restricted or rerolled key (its restrictions and accepted secrets as JSON), so
- * `keyStatus` is a single MGET on every authenticated request (`keyStanding` sends the abuse
- * guard's PTTL of the key's block with it). A record and its policy are written by one script; a
- * reroll's, by one that first checks the record still has the secret it replaced. A revocation is a Lua script that
- * stamps the record and writes the marker together; any instance's next request reads it. Nonces
- * are claimed with `SET NX PX`, which is atomic: of two instances racing on one SIWX header, one
- * wins.
+ * The Redis layer of `AuthStore`: accounts, keys, revocations and SIWX nonces shared by every
+ * instance. `keyStatus` is a single `MGET` on every authenticated request; a revocation is seen by
+ * any instance's next request; of two instances racing on one SIWX nonce, one wins.
+ *
+ * **Details**
+ *
+ * Per account, under the account id as hash tag (one Cluster slot): the account as JSON, a hash of
+ * key records, one marker per revoked or expiring key, and one policy per restricted or rerolled
+ * key (its restrictions and accepted secrets as JSON). `keyStanding` sends the abuse guard's `PTTL`
+ * of the key's block with the `MGET`. A record and its policy are written by one script
+ * (`lua/auth-put-key.lua`); a reroll's, by one that first checks the record still has the secret it
+ * replaced (`lua/auth-reroll.lua`). A revocation is a script that stamps the record and writes the
+ * marker together (`lua/auth-revoke.lua`). Nonces are claimed with `SET NX PX`, which is atomic.
  *
  * @since 0.1.0
  */

@@ -1,26 +1,31 @@
 /**
  * The Redis layer of `CreditLedger`: the ledger shared by every instance. Each operation is one Lua
- * script over the account's keys, which share the hash tag `{accountId}` so a Redis Cluster keeps
- * an account on one slot: a hash of balances and daily allowance counters, a hash of holds with a
- * sorted set of when each needs attention (an open hold's expiry, a closed hold's forgetting: see
+ * script over one account's keys, so no other command runs between its reads and its writes, and a
+ * usage page costs the same however long the history. Times come from the caller's `Clock`, so
+ * both layers run under TestClock.
+ *
+ * **Details**
+ *
+ * The account's keys share the hash tag `{accountId}`, so a Redis Cluster keeps an account on one
+ * slot: a hash of balances and daily allowance counters, a hash of holds with a sorted set of when
+ * each needs attention (an open hold's expiry, a closed hold's forgetting: see
  * `CreditLedger.CLOSED_HOLD_RETENTION_MS`), a hash of applied references, and two streams, the
  * journal and the usage entries (the capture entries of the journal with their request details).
- * Stream ids are the journal ids (`<ms>-<seq>`), so a usage page is an `XRANGE` from its cursor:
- * its cost does not grow with the history. Times come from the caller's `Clock`, so both layers run under TestClock.
+ * Stream ids are the journal ids (`<ms>-<seq>`), so a usage page is an `XRANGE` from its cursor.
  *
  * The balances hash also counts the account's open holds (`open`), so `holdStats` reads the open
  * holds and the held amounts of every account from the store, and keeps `sweepAt`, a time at or
- * before the earliest deadline, so a script looks at the deadlines only when one may have passed.
- * A script reads the balances hash once and writes it once. A closed hold's record carries the time
+ * before the earliest deadline, so a script looks at the deadlines only when one may have passed. A
+ * script reads the balances hash once and writes it once. A closed hold's record carries the time
  * it is forgotten (`f`) and reads as unknown from then on; the records themselves are deleted in
- * batches, the holds closed within the same minute at once. `sweepExpired` and `holdStats` find
- * the accounts with `SCAN` over the key pattern (incremental, never blocking Redis; on a Redis
- * Cluster `RedisConnection` walks every master), and `sweepExpired` runs the ledger script's sweep
- * on each account whose earliest deadline has passed, which releases its expired holds.
+ * batches, the holds closed within the same minute at once. `sweepExpired` and `holdStats` find the
+ * accounts with `SCAN` over the key pattern (incremental, never blocking Redis; on a Redis Cluster
+ * `RedisConnection` walks every master), and `sweepExpired` runs the ledger script's sweep on each
+ * account whose earliest deadline has passed, which releases its expired holds.
  *
- * A hold's record is JSON, written with its fields in a fixed order (joined as strings, and an
- * open one read with one match); any other order is decoded with cjson. What earlier releases
- * wrote reads the same: see docs/operations.md, "Deploying over a release before".
+ * A hold's record is JSON, written with its fields in a fixed order (joined as strings, and an open
+ * one read with one match); any other order is decoded with cjson, which keeps the records of
+ * earlier releases readable (docs/operations.md, "Upgrading and rolling deploys").
  *
  * Amounts are integer strings in Redis (Lua numbers are doubles, exact below 2^53 like `Money`).
  *

@@ -1,9 +1,13 @@
 /**
- * The Redis layer of `IdempotencyStore`: one hash per (principal, key) holding the body's
- * fingerprint, the claim time and, once done, the stored response; it expires 24 h after the first
- * claim. Claim, complete and abandon are Lua scripts, so two instances racing on one key see one
- * winner, and the claim time comes from the Redis server's clock, so instances need not agree on
- * the time. The principal is the hash tag: one account's keys sit on one Cluster slot.
+ * The Redis layer of `IdempotencyStore`: of two instances racing on one key, one wins, and
+ * instances need not agree on the time. A record expires 24 h after its first claim.
+ *
+ * **Details**
+ *
+ * One hash per (principal, key) holds the body's fingerprint, the claim time and, once done, the
+ * stored response. Claim, complete and abandon are Lua scripts (`lua/idempotency-claim.lua`,
+ * `lua/record.lua`), and the claim time comes from the Redis server's clock. The principal is the
+ * hash tag: one account's keys sit on one Cluster slot.
  *
  * @since 0.1.0
  */

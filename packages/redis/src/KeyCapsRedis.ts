@@ -1,11 +1,15 @@
 /**
  * The Redis layer of `KeyCaps`, and the Lua the admission script (`AdmissionStoreRedis`) checks and
- * counts a key's cap with. A capped key is one hash, `tollgate:cap:{accountId}:<keyId>`, under the
- * account's hash tag like every key an admission touches: `usd` (the cap, nano-USD), `period`
- * (`EPOCH`, `MONTH`, `LIFETIME`), `p` (the period id its spend is counted in, `KeyCaps.periodId`),
- * `spent`, `h:<reference>` = `<period id> <quote> <expiry>` per open hold and `x`, at or before
- * the earliest of those expiries. An uncapped key has no hash,
- * and the admission reads nothing else for it.
+ * counts a key's cap with (`lua/cap.lua`). An uncapped key has no hash, and the admission reads
+ * nothing else for it.
+ *
+ * **Details**
+ *
+ * A capped key is one hash, `tollgate:cap:{accountId}:<keyId>`, under the account's hash tag like
+ * every key an admission touches: `usd` (the cap, nano-USD), `period` (`EPOCH`, `MONTH`,
+ * `LIFETIME`), `p` (the period id its spend is counted in, `KeyCaps.periodId`), `spent`,
+ * `h:<reference>` = `<period id> <quote> <expiry>` per open hold, and `x`, at or before the
+ * earliest of those expiries.
  *
  * @since 0.1.0
  */

@@ -1,10 +1,13 @@
 /**
- * The Redis layer of `PaymentChannels`: one hash per channel (`<prefix>:{<channelId>}`, the
- * channel id its hash tag) and one set naming every channel, for the claim batches. Open, reserve,
- * commit and mirror are Lua scripts on the channel's hash, so two instances serving one channel
- * see one reservation at a time and one cumulative charge. The set is written apart from the hash
- * (on a Redis Cluster they sit on different slots): a channel is added to it when it is opened,
- * before any call is served on it, so every channel with charges is listed.
+ * The Redis layer of `PaymentChannels`: two instances serving one channel see one reservation at a
+ * time and one cumulative charge, and every channel with charges is listed for the claim batches.
+ *
+ * **Details**
+ *
+ * One hash per channel (`<prefix>:{<channelId>}`, the channel id its hash tag) and one set naming
+ * every channel. Open, reserve, commit and mirror are Lua scripts on the channel's hash. The set is
+ * written apart from the hash (on a Redis Cluster they sit on different slots): a channel is added
+ * to it when it is opened, before any call is served on it.
  *
  * @since 0.1.0
  */

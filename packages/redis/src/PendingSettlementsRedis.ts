@@ -1,9 +1,13 @@
 /**
  * The Redis layer of `PendingSettlements`: one string per pending payment holding the transaction
- * sent for it, set with its TTL in one `SET ... PX`, so a retry that reaches another instance or
- * worker collects the transaction the first one sent. The key is the SHA-256 of the SDK's key (a
- * payment signature, kilobytes for an EIP-6492 wallet's) inside a hash tag: one slot per entry
- * on a Redis Cluster, and a bounded key length.
+ * sent for it, so a retry that reaches another instance or worker collects the transaction the
+ * first one sent.
+ *
+ * **Details**
+ *
+ * Each entry is set with its TTL in one `SET ... PX`. The key is the SHA-256 of the SDK's key (a
+ * payment signature, kilobytes for an EIP-6492 wallet's) inside a hash tag: one slot per entry on a
+ * Redis Cluster, and a bounded key length.
  *
  * It sends through `RedisConnection`'s raw sender: the SDK calls the store with promises, which is
  * what that sender returns. With `replicaAcknowledgment` (`TOLLGATE_REDIS_WAIT_REPLICAS`), an entry

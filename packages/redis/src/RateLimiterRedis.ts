@@ -1,14 +1,17 @@
 /**
  * The Redis layer of `RateLimiter`: the counters of every limit in Redis, so every instance shares
- * them. An admission is one take in one `EVALSHA` of one Lua script that checks every counter and
- * keeps the take's additions only when each has room: all or nothing, one round trip. The takes
- * that start in one turn of the event loop share one call (`StoreOptions.batch`), each still all or
- * nothing: under load, the per-command costs of node-redis and Redis are paid once per turn
- * instead of once per admission. A fixed window of a limit is one hash naming its window (requests
- * and tokens are two fields of it) that expires when the window ends; a rolling window is a hash of
- * buckets expiring a window after its newest bucket's first use, when every bucket in it has left
- * the window. The keys of one account share the hash tag `{accountId}`, so on a Redis Cluster (with
- * `batch: false`) one admission touches one slot.
+ * them. An admission is one take in one call of one Lua script that checks every counter and keeps
+ * the take's additions only when each has room: all or nothing, one round trip.
+ *
+ * **Details**
+ *
+ * The takes that start in one turn of the event loop share one call (`StoreOptions.batch`), each
+ * still all or nothing: under load, the per-command costs of node-redis and Redis are paid once per
+ * turn instead of once per admission. A fixed window of a limit is one hash naming its window
+ * (requests and tokens are two fields of it) that expires when the window ends; a rolling window is
+ * a hash of buckets expiring a window after its newest bucket's first use, when every bucket in it
+ * has left the window. The keys of one account share the hash tag `{accountId}`, so on a Redis
+ * Cluster (with `batch: false`) one admission touches one slot.
  *
  * The time is the caller's clock (Effect's `Clock`), passed into the script rather than read with
  * `TIME` in it: both layers then pass the same contract suite under `TestClock`, and the script
@@ -18,10 +21,10 @@
  *
  * The scripts run as Redis Functions (`FCALL`), or as `EVALSHA` where Redis refuses them, straight
  * on the client of `RedisConnection` (the client behind `effect/persistence`'s `Redis` service),
- * reloading a library or a script Redis lost (`Scripts`), so the limiter recovers by itself. Going around `Redis.eval` and `Effect.timeout` is a
- * measured choice: the script cache lookup and the fiber race of a timeout per admission halved
- * the admissions per second (see `bench/ratelimit.ts`); one watchdog timer for every call in
- * flight does the same job.
+ * reloading a library or a script Redis lost (`Scripts`), so the limiter recovers by itself. Going
+ * around `Redis.eval` and `Effect.timeout` is a measured choice: the script cache lookup and the
+ * fiber race of a timeout per admission halved the admissions per second (see
+ * `bench/ratelimit.ts`); one watchdog timer for every call in flight does the same job.
  *
  * @since 0.1.0
  */

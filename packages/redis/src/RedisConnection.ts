@@ -2,21 +2,23 @@
  * The one Redis connection every Redis layer of tollgate shares: a single server through
  * node-redis's client, or a Redis Cluster through node-redis's cluster client. Both are offered as
  * `effect/persistence`'s `Redis` service (what the stores send their commands and scripts to) and
- * as `RedisConnection`, the raw sender the hot-path scripts use.
+ * as `RedisConnection`, the raw sender the hot-path scripts use. A script whose keys span slots is
+ * refused before it is sent, and a failed-over cluster is served again without a restart.
+ *
+ * **Details**
  *
  * On a cluster a command goes to the master of its first key's slot. A script's keys must all sit
- * in one slot (tollgate puts an account's keys under one hash tag); a script whose keys span slots
- * is refused here, before it is sent, so a layer that breaks the rule fails the cluster tests at
- * once instead of working on one server and failing in production. Scripts run as Functions
- * (`FCALL`, their library loaded on every master by `loadLibrary`) or as `EVALSHA`; a node that does
- * not know the script (each master has its own script cache, and a promoted replica starts empty)
- * gets it by `EVAL` and knows it from then on.
+ * in one slot (tollgate puts an account's keys under one hash tag); refusing a script that breaks
+ * the rule here makes a layer fail the cluster tests at once instead of working on one server and
+ * failing in production. Scripts run as Functions (`FCALL`, their library loaded on every master by
+ * `loadLibrary`) or as `EVALSHA`; a node that does not know the script (each master has its own
+ * script cache, and a promoted replica starts empty) gets it by `EVAL` and knows it from then on.
  *
  * node-redis's cluster client learns a new topology only from a `MOVED` reply, which a dead master
  * never sends: after a failover it would keep sending that slot's commands to the dead node. So a
  * command that fails without a reply from Redis (the node is unreachable) asks the client to
  * rediscover the topology from the seed nodes, at most every `REDISCOVER_MS`; once a replica has
- * been promoted the slot is served again without a restart.
+ * been promoted the slot is served again.
  *
  * `SCAN` walks every master in turn: its cursor is `<master>-<cursor>` between masters, and `0`
  * only once the last master is done, so a caller's loop over the cursor sees the whole keyspace.

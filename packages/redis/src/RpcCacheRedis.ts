@@ -1,16 +1,18 @@
 /**
  * The Redis layer of `RpcCache`, shared by every worker and instance, and bounded as the memory
- * layer is: at most `maxEntries` entries and `maxBytes` bytes of keys and values. Each answer is a
- * string key `<prefix>:<sha256 of network, method and parameters>` written with `SET ... PX`, so it
- * expires after its lifetime (`ttlMs` for a final answer, `headTtlMs` for one that follows the
- * head). A write is one script (`lua/rpc-cache-set.lua`) that also keeps an index of the entries by
- * expiry and their sizes, and drops the entries closest to their expiry until both bounds hold. A
- * read stays one `GET`: unlike the memory layer, which drops the least recently read entry, Redis
- * drops the one written longest ago among answers of the same lifetime, so that a hit costs no
- * write. Every key carries one hash tag, so on a Redis Cluster the cache sits on one slot.
+ * layer is: at most `maxEntries` entries and `maxBytes` bytes of keys and values. The cache never
+ * fails a call: a Redis that cannot answer is a miss, and a write it refuses is dropped.
  *
- * An answer larger than `maxEntryBytes` is not written. A Redis that cannot answer is a miss, and a
- * write it refuses is dropped: the cache never fails a call.
+ * **Details**
+ *
+ * Each answer is a string key `<prefix>:<sha256 of network, method and parameters>` written with
+ * `SET ... PX`, so it expires after its lifetime (`ttlMs` for a final answer, `headTtlMs` for one
+ * that follows the head). A write is one script (`lua/rpc-cache-set.lua`) that also keeps an index
+ * of the entries by expiry and their sizes, and drops the entries closest to their expiry until
+ * both bounds hold. A read stays one `GET`: unlike the memory layer, which drops the least recently
+ * read entry, Redis drops the one written longest ago among answers of the same lifetime, so that a
+ * hit costs no write. Every key carries one hash tag, so on a Redis Cluster the cache sits on one
+ * slot. An answer larger than `maxEntryBytes` is not written.
  *
  * @since 0.1.0
  */

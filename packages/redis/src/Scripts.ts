@@ -1,22 +1,29 @@
 /**
  * Lua scripts sent straight on the client of `RedisConnection` (one server or a Redis Cluster,
- * routed by the script's first key). A script is its Lua definitions and the call that enters
- * them, and runs one of two ways, chosen once when the first store starts and logged:
+ * routed by the script's first key). A store that uses them recovers by itself from a Redis that
+ * lost its scripts, and two releases of tollgate on one Redis each call their own
+ * (docs/operations.md, "Upgrading and rolling deploys").
+ *
+ * **When to use**
+ *
+ * For the stores on the paid path (`RateLimiterRedis`, `AdmissionStoreRedis`), instead of
+ * `Redis.eval` of `effect/persistence`: its script-cache lookup and a fiber racing a timeout on
+ * every call halved the rate limiter's admissions per second (see `bench/ratelimit.ts`). One
+ * watchdog timer for every call in flight enforces the timeout.
+ *
+ * **Details**
+ *
+ * A script is its Lua definitions and the call that enters them, and runs one of two ways, chosen
+ * once when the first store starts and logged:
  *
  * - as a Redis Function (Redis 7 and later): its definitions are a library, `FUNCTION LOAD`ed on
  *   every primary at start and called with `FCALL`, so they are compiled and defined once instead
  *   of on every call (for the admission script, about 8 us of Redis's time per call). The library
- *   and its function are named `tollgate_<name>_<hash of the source>`: two releases of tollgate
- *   that run side by side in a rolling deploy load and call their own, and a node that lost the
+ *   and its function are named `tollgate_<name>_<hash of the source>`, and a node that lost the
  *   library (a new primary, a `FUNCTION FLUSH`) gets it again on its first `Function not found`;
  * - as `EVALSHA` with the SHA computed once, and `EVAL` after a `NOSCRIPT` (a restarted or flushed
  *   Redis): where `FUNCTION LOAD` is refused (Redis 6, a managed Redis or an ACL without the
  *   `function` commands), or where `RedisConnection.layer({ functions: false })` switches it off.
- *
- * Either way a store recovers by itself. The stores on the paid path (`RateLimiterRedis`,
- * `AdmissionStoreRedis`) use it instead of `Redis.eval` of `effect/persistence`: its script-cache
- * lookup and a fiber racing a timeout on every call halved the rate limiter's admissions per second
- * (see `bench/ratelimit.ts`). One watchdog timer for every call in flight enforces the timeout.
  *
  * @since 0.1.0
  */

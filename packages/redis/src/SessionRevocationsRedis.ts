@@ -1,7 +1,11 @@
 /**
- * The Redis layer of `SessionRevocations`: one key per signed-out session,
- * `tollgate:portal:revoked:<id>`, that expires (`PX`) when the session would have ended, so
- * nothing is left to clean up and every instance reads a sign-out with one `EXISTS`.
+ * The Redis layer of `SessionRevocations`: every instance reads a portal sign-out with one
+ * `EXISTS`, and nothing is left to clean up.
+ *
+ * **Details**
+ *
+ * One key per signed-out sign-in, `tollgate:portal:revoked:<id>`, that expires (`PX`) when the
+ * sign-in would have ended.
  *
  * @since 0.1.0
  */

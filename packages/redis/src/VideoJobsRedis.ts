@@ -1,9 +1,12 @@
 /**
- * The Redis layer of `VideoJobs`: one hash per job, under the account id as hash tag, holding the
- * job as queued (JSON, never rewritten) beside its `state`, `finishedAt` and `error` fields.
- * `finish` is a Lua script that moves the state out of `queued` only if it still is, so of two
- * instances polling one finished job exactly one settles its hold. The hash expires a day after the
- * job does.
+ * The Redis layer of `VideoJobs`: of two instances polling one finished job, exactly one settles
+ * its hold. A job is kept until a day after it expires.
+ *
+ * **Details**
+ *
+ * One hash per job, under the account id as hash tag, holds the job as queued (JSON, never
+ * rewritten) beside its `state`, `finishedAt` and `error` fields. `finish` is a Lua script
+ * (`lua/video-jobs-finish.lua`) that moves the state out of `queued` only if it still is.
  *
  * @since 0.1.0
  */

@@ -1,10 +1,13 @@
 /**
- * The Redis layer of `Webhooks.WebhookStore`: deliveries survive a restart, and every instance
- * sends from the same queue. Under the hash tag `{webhooks}` (one Cluster slot): a hash of the
- * deliveries as JSON by id, a sorted set of the pending ones by when they are due, another of all
- * of them by creation (the log, trimmed to `Webhooks.LOG_SIZE`), and one key per set latch. A
- * claim is a script that leases the due deliveries (moves their due time past the lease), so two
- * instances polling together never send one delivery twice at once.
+ * The Redis layer of `Webhooks.WebhookStore`: deliveries survive a restart, every instance sends
+ * from the same queue, and two instances polling together never send one delivery twice at once.
+ *
+ * **Details**
+ *
+ * Under the hash tag `{webhooks}` (one Cluster slot): a hash of the deliveries as JSON by id, a
+ * sorted set of the pending ones by when they are due, another of all of them by creation (the log,
+ * trimmed to `Webhooks.LOG_SIZE`), and one key per set latch. A claim is a script
+ * (`lua/webhook-claim.lua`) that leases the due deliveries by moving their due time past the lease.
  *
  * @since 0.1.0
  */

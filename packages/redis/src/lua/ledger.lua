@@ -1,5 +1,7 @@
 -- The ledger's library on Redis (CreditLedgerRedis.ledgerLibrary), after the constants Lua.header
 -- generates. TypeScript twin: the memory ledger (@tollgate/core CreditLedger.layerMemoryWith).
+-- It reads the hold records and sweep marks of earlier releases too (docs/operations.md,
+-- "Upgrading and rolling deploys").
 local DAY = 86400000
 local FORGET_STEP = 60000
 local NEVER = 9007199254740992
