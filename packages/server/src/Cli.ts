@@ -1,8 +1,8 @@
 /**
  * The operator CLI: create accounts, mint and revoke API keys with the configured signing key,
- * grant credits and refund charged calls, against the same store the servers use (so a key revoked here is refused by
- * every server at once). Each command prints one JSON line; a minted key is printed once and
- * stored nowhere.
+ * grant credits and refund charged calls, against the same store the servers use, so a key revoked
+ * here is refused by every server at once. Each command prints one JSON line; a minted key is
+ * printed once and stored nowhere.
  *
  * ```sh
  * tollgate-cli signing-key --out tollgate-signing-key.pem

@@ -1,11 +1,14 @@
 /**
  * Requests node's HTTP parser refuses before any handler sees them (headers over
- * `--max-http-header-size`, a malformed request line, a bad chunk) answered like every other
+ * `--max-http-header-size`, a malformed request line, a bad chunk) are answered like every other
  * error, with a StandardError JSON body and an `x-request-id`, instead of node's bare status line.
+ * A version the parser does not know (`HTTP/1.2`, `HTTP/3.0`) is a 505, like one it lets through to
+ * the application (`HTTP/2.0`, see `@tollgate/http` `App`).
+ *
+ * **Details**
+ *
  * This is node's `clientError` event, where the socket is all there is: the response is written on
- * it, then the connection is closed, as node itself does. A version the parser does not know
- * (`HTTP/1.2`, `HTTP/3.0`) is a 505, like one it lets through to the application (`HTTP/2.0`, see
- * `@tollgate/http` `App`).
+ * it, then the connection is closed, as node itself does.
  *
  * @since 0.1.0
  */

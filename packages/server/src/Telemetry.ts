@@ -1,12 +1,17 @@
 /**
- * Tracing through OpenTelemetry (`@effect/opentelemetry`). The OTLP exporter is configured by the
- * standard `OTEL_*` variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
- * `OTEL_SERVICE_NAME`, ...); with none of the endpoint variables set, tracing is off: Effect's
- * tracer is disabled, so no span is even created (left on, Effect's own tracer would still build
- * the request's span and the pipeline's, about a fifth of the pipeline's time, for no reader). Each request is one span (opened by the HTTP server) with child spans for the steps
- * of the metered pipeline: authentication, admission, the backend call and the capture. The
- * OpenTelemetry SDK is imported only when tracing is on: loading it took about 0.28 s of CPU at
- * every start (Node 24.21, f6e1df1), for servers that mostly never export a span.
+ * Tracing through OpenTelemetry (`@effect/opentelemetry`), configured by the standard `OTEL_*`
+ * variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+ * `OTEL_SERVICE_NAME`, ...). Each request is one span (opened by the HTTP server) with child spans
+ * for the steps of the metered pipeline: authentication, admission, the backend call and the
+ * capture. With none of the endpoint variables set, tracing is off and costs nothing.
+ *
+ * **Details**
+ *
+ * With tracing off, Effect's tracer is disabled, so no span is even created: left on, Effect's own
+ * tracer would still build the request's span and the pipeline's, about a fifth of the pipeline's
+ * time, for no reader. The OpenTelemetry SDK is imported only when tracing is on: loading it took
+ * about 0.28 s of CPU at every start (Node 24.21, f6e1df1), for servers that mostly never export a
+ * span.
  *
  * @since 0.1.0
  */

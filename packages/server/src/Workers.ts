@@ -1,12 +1,17 @@
 /**
  * Every core of the machine: with `TOLLGATE_WORKERS` above one, the process `pnpm start` runs
- * becomes a supervisor that forks that many server processes with `node:cluster`. They share the
- * port (the supervisor hands each new connection to a worker in turn) and all their state through
- * Redis, which is why the configuration refuses more than one worker on memory stores. The first
- * worker starts alone and the others once it listens, so a start that fails (Redis unreachable)
- * prints its one line once and stops the server. A worker that dies later is started again after a
- * second; SIGTERM or SIGINT asks every worker to finish its requests (each shuts down gracefully)
- * and the supervisor exits when the last one has.
+ * becomes a supervisor that forks that many server processes with `node:cluster`, sharing the port
+ * and all their state through Redis. A start that fails prints its one line once; a worker that
+ * dies later is started again; SIGTERM or SIGINT lets every worker finish its requests.
+ *
+ * **Details**
+ *
+ * The supervisor hands each new connection to a worker in turn. State is shared only through Redis,
+ * which is why the configuration refuses more than one worker on memory stores. The first worker
+ * starts alone and the others once it listens, so a start that fails (Redis unreachable) prints its
+ * one line once and stops the server. A worker that dies later is started again after a second; on
+ * SIGTERM or SIGINT each worker shuts down gracefully and the supervisor exits when the last one
+ * has.
  *
  * @since 0.1.0
  */

@@ -107,7 +107,7 @@ describe("A video job lives on Redis: queued on one instance, polled on another,
   }, 60_000)
 })
 
-/** Signs in to the portal of `instance` with the ADMIN key: the session cookie and its CSRF token. */
+/** Signs in to the portal of `instance` with the ADMIN key: the sign-in cookie and its CSRF token. */
 const portalSignIn = async (instance: Instance) => {
   const signIn = await fetch(`${instance.origin}/api/v1/portal/session`, {
     method: "POST",
@@ -120,7 +120,7 @@ const portalSignIn = async (instance: Instance) => {
 }
 
 describe.skipIf(redis === undefined)(
-  "A portal session opened on one instance is accepted by the other (its seal is derived from the shared signing key)",
+  "A portal sign-in made on one instance is accepted by the other (its seal is derived from the shared signing key)",
   () => {
     it("signed in with the ADMIN key on one, the account and keys read on both; a key made on the second is listed on the first", async () => {
       const [first, second] = instances as [Instance, Instance]
@@ -144,7 +144,7 @@ describe.skipIf(redis === undefined)(
   }
 )
 
-describe.skipIf(redis === undefined)("A sign-out on one instance ends the session on the other (the revocation is in Redis)", () => {
+describe.skipIf(redis === undefined)("A sign-out on one instance ends the sign-in on the other (the revocation is in Redis)", () => {
   it("signed out on the second, a copy of the cookie is a 401 on the first", async () => {
     const [first, second] = instances as [Instance, Instance]
     const { cookie, csrfToken } = await portalSignIn(first)

@@ -188,7 +188,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
     await shot("1-sign-in")
   })
 
-  it("signs in from the keyboard with personal_sign of the server's SIWX message: an httpOnly, SameSite=Strict session", async () => {
+  it("signs in from the keyboard with personal_sign of the server's SIWX message: an httpOnly, SameSite=Strict sign-in cookie", async () => {
     // Tab from the top of the page to the wallet button, then Enter: no mouse needed.
     for (let tabs = 0; tabs < 10 && await page.evaluate(() => document.activeElement?.id) !== "signin-evm"; tabs++) {
       await page.keyboard.press("Tab")
@@ -366,7 +366,7 @@ describe("A wallet gets a key at /api-keys: sign in, top up 5 USD through x402, 
   })
 })
 
-/** A portal session over plain HTTP: the cookie the server set, sent back, and the CSRF token. */
+/** A portal sign-in over plain HTTP: the cookie the server set, sent back, and the CSRF token. */
 interface HttpSession {
   readonly cookie: string
   readonly csrfToken: string
@@ -397,7 +397,7 @@ const walletMessage = async (account = privateKeyToAccount(generatePrivateKey())
 }
 
 describe("A Solana wallet found through the Wallet Standard signs in with the SIWS message", () => {
-  it("after signing out the Ethereum wallet, the page offers it, the wallet signs the server's text, the session is its account", async () => {
+  it("after signing out the Ethereum wallet, the page offers it, the wallet signs the server's text, the browser is signed in to its account", async () => {
     const solana = await context.newPage()
     await solana.goto(`${origin}/api-keys`)
     await solana.getByRole("button", { name: "Sign out" }).click()
@@ -407,7 +407,7 @@ describe("A Solana wallet found through the Wallet Standard signs in with the SI
     await solana.locator("#dashboard").waitFor({ state: "visible" })
     expect(walletCalls).toContain("solana:signMessage")
     expect(await solana.locator("#who").innerText()).toBe(solanaAddress)
-    // A top-up credits the paying wallet; this page pays on Base only, so a Solana session is offered none.
+    // A top-up credits the paying wallet; this page pays on Base only, so a browser signed in with a Solana wallet is offered none.
     expect(await solana.locator("#topup-section").isHidden()).toBe(true)
     await solana.close()
   })
@@ -538,7 +538,7 @@ describe("Portal sign-in: a wallet's SIWX message (once) or an ADMIN key; an INF
     })
   })
 
-  it("a signed message opens a wallet session once; the same message again is a 401", async () => {
+  it("a signed message signs a wallet in once; the same message again is a 401", async () => {
     const body = await walletMessage()
     const session = await sessionOf(await signInWith(body))
     expect(session.body).toMatchObject({ via: "wallet", wallet: { address: body.wallet.address, family: "evm", chainId: "eip155:8453" } })
@@ -596,7 +596,7 @@ describe("The account shows the balance and today's staked-token allowance read 
   })
 })
 
-describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict cookie; every change needs its CSRF token", () => {
+describe("The portal's sign-in is a sealed, short-lived, httpOnly SameSite=Strict cookie; every change needs its CSRF token", () => {
   it("the cookie's attributes and lifetime", async () => {
     const response = await signInWith({ apiKey: server.credentials!.adminKey })
     const setCookie = response.headers.get("set-cookie") ?? ""
@@ -605,7 +605,7 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
     expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(29 * 60_000)
   })
 
-  it("without a cookie, or with an altered one, every portal read is a 401, and the session a 204", async () => {
+  it("without a cookie, or with an altered one, every portal read is a 401, and GET /session a 204", async () => {
     const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
     const [value, mac] = session.cookie.split(".") as [string, string]
     const altered = `${value.slice(0, -2)}AA.${mac}`
@@ -645,7 +645,7 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
     expect(await keys()).toBe(before + 1)
   })
 
-  it("revoking the ADMIN key that signed in ends its session", async () => {
+  it("revoking the ADMIN key that signed in ends its sign-in", async () => {
     const admin = await fetch(`${server.api}/api_keys`, {
       method: "POST",
       headers: { ...json, authorization: `Bearer ${server.credentials!.adminKey}` },
@@ -670,11 +670,11 @@ describe("The portal session is a sealed, short-lived, httpOnly SameSite=Strict 
   })
 })
 
-describe("Sign-out ends the session on the server: a copy of the cookie kept from before is refused, other sessions stand", () => {
+describe("Sign-out ends the sign-in on the server: a copy of the cookie kept from before is refused, other sign-ins stand", () => {
   // The copy is used from an address of its own, so the abuse guard counts its 401s apart from the other tests'.
   const fromCopy = { "x-forwarded-for": "198.51.100.8" }
 
-  it("after sign-out the copied cookie gets 401 on every read and on a change, and the session a 204; a second session of the key still reads", async () => {
+  it("after sign-out the copied cookie gets 401 on every read and on a change, and GET /session a 204; a second sign-in of the key still reads", async () => {
     const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
     const other = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
     const copied = session.cookie
@@ -696,7 +696,7 @@ describe("Sign-out ends the session on the server: a copy of the cookie kept fro
   })
 })
 
-describe("A key's spend cap is set and removed through the portal with PATCH /api_keys's body and answer, behind the session and its CSRF token", () => {
+describe("A key's spend cap is set and removed through the portal with PATCH /api_keys's body and answer, behind the sign-in cookie and its CSRF token", () => {
   const capKey = async () => {
     const session = await sessionOf(await signInWith({ apiKey: server.credentials!.adminKey }))
     const change = { ...json, cookie: session.cookie, "x-csrf-token": session.csrfToken }
