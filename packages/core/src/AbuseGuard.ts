@@ -14,6 +14,8 @@
  *   it). A request without valid credentials is judged by its client address (`address:<ip>`);
  *   that block applies only to such requests, so a valid key from a blocked address still works.
  *
+ * **Details**
+ *
  * A request that carries no credentials is refused up front when its address is blocked. One whose
  * credentials turn out not to be valid is answered 429 instead of its failure once it ends: it cost
  * no more than the check of its credentials. Counting and blocking are one store operation

@@ -1,12 +1,15 @@
 /**
- * Who may call. API keys are EdDSA-signed JWTs naming an account, a key id, a key type and a tier;
- * wallets sign in with SIWX (EIP-4361 for EVM, the Solana message for ed25519). `authenticate`
- * turns the credential headers of a request into a principal, or into `None` when the request
- * carries no credentials at all (the caller then gets the x402 discovery 402). Accounts and keys
- * live in an `AuthStore` whose layers are memory and Redis, so a revocation is seen at once by
- * every instance sharing the store. Managing them (accounts, keys, overrides) is
- * `auth/KeyManagement.ts`, which the service includes; a contract wallet's SIWX signature is checked
- * by the `evmVerifier` it is given (`@tollgate/backends/ContractWallets`).
+ * Who may call: `authenticate` turns the credential headers of a request into a principal, or into
+ * `None` when the request carries no credentials at all (the caller then gets the x402 discovery
+ * 402). A revocation is seen at once by every instance sharing the store.
+ *
+ * **Details**
+ *
+ * API keys are EdDSA-signed JWTs naming an account, a key id, a key type and a tier; wallets sign
+ * in with SIWX (EIP-4361 for EVM, the Solana message for ed25519). Accounts and keys live in an
+ * `AuthStore` whose layers are memory and Redis. Managing them (accounts, keys, overrides) is
+ * `auth/KeyManagement.ts`, which the service includes; a contract wallet's SIWX signature is
+ * checked by the `evmVerifier` it is given (`@tollgate/backends/ContractWallets`).
  *
  * @since 0.1.0
  */
@@ -128,8 +131,8 @@ export class Auth extends Context.Service<Auth, {
   readonly getKey: (accountId: string, keyId: string) => Effect.Effect<ApiKeyRecord, NotFound | ServiceUnavailable>
   /**
    * Sets when the key stops working (`undefined`: never), from its next request on, on every
-   * instance. A key minted with an expiry before this release also carries it in its signature,
-   * which still ends it then.
+   * instance. A key minted with an expiry before c7b55fd also carries it in its signature, which
+   * still ends it then (docs/operations.md, "Upgrading and rolling deploys").
    */
   readonly setKeyExpiry: (
     accountId: string,

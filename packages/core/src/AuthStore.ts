@@ -254,9 +254,9 @@ const layerAccounts: Layer.Layer<AuthStore> = Layer.sync(AuthStore, () => {
 })
 
 /**
- * A process-local store (dev mode, tests, single-instance deployments), with the keys' spend caps, the portal's signed-out sessions and the audit log of key
- * management beside it (`KeyCaps.layerMemory`, `SessionRevocations.layerMemory`,
- * `AuditLog.layerMemory`): wherever keys are stored, they are.
+ * A process-local store (dev mode, tests, single-instance deployments), with the keys' spend caps,
+ * the portal's sign-outs and the audit log of key management beside it (`KeyCaps.layerMemory`,
+ * `SessionRevocations.layerMemory`, `AuditLog.layerMemory`): wherever keys are stored, they are.
  *
  * @category layers
  */

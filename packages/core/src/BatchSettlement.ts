@@ -1,18 +1,23 @@
 /**
- * The x402 `batch-settlement` scheme on EVM as tollgate takes it, for calls priced below the per-call
- * floor: the payer deposits USDC once into a channel of x402's channel contract, then signs one
- * voucher per call, each for the cumulative amount the channel has been charged plus the call's
- * price. Tollgate serves on a voucher checked here, with no chain round trip, and claims the
+ * The x402 `batch-settlement` scheme on EVM as tollgate takes it, for calls priced below the
+ * per-call floor: the payer deposits USDC once into a channel of x402's channel contract, then
+ * signs one voucher per call, each for the cumulative amount the channel has been charged plus the
+ * call's price. Tollgate serves on a voucher checked here, with no chain round trip, and claims the
  * vouchers on chain in batches later (`PaymentChannels` keeps what each channel was charged).
+ *
+ * **When to use**
  *
  * This module holds the scheme's pure parts: the entry a 402 offers (`requirement`), the payload a
  * client sends (a `voucher`, or a `deposit` that opens or tops up the channel with a voucher), and
- * the offline check of that payload against the entry: the channel's config matches what was
- * offered (token, receiver, receiver authorizer, withdrawal delay, and that delay at least the
- * configured minimum), it hashes to the channel id, and the voucher's EIP-712 signature recovers to
- * the payer's voucher signer. What the store checks atomically (the cumulative amount, the deposit,
- * the exposure cap) is `PaymentChannels.reserve`'s. The refusals are the scheme's error codes, and
- * tollgate's own for the one rule the scheme leaves to the server.
+ * the offline check of that payload against the entry. What the store checks atomically (the
+ * cumulative amount, the deposit, the exposure cap) is `PaymentChannels.reserve`'s.
+ *
+ * **Details**
+ *
+ * The check: the channel's config matches what was offered (token, receiver, receiver authorizer,
+ * withdrawal delay, and that delay at least the configured minimum), it hashes to the channel id,
+ * and the voucher's EIP-712 signature recovers to the payer's voucher signer. The refusals are the
+ * scheme's error codes, and tollgate's own for the one rule the scheme leaves to the server.
  *
  * The signer is recovered by libsecp256k1 (the `secp256k1` package, whose native build ships for
  * Linux x64, macOS arm64 and Windows x64), not viem's `recoverAddress` (`@noble/curves` in

@@ -1,16 +1,16 @@
 /**
- * What each chat call did, kept for `GET /generation`: the model that served it, the upstream,
- * the tokens, what it cost, how long it took and whether it was cut short. An answer's id is
- * tollgate's own (never the upstream's), so it names one call; a record is stored under the
- * account that made the call and read only by that account, so another account's id reads as
- * unknown.
+ * What each chat call did, kept for `GET /generation`: the model that served it, the upstream, the
+ * tokens, what it cost, how long it took and whether it was cut short. A record is read only by the
+ * account that made the call, so another account's id reads as unknown.
  *
- * A record is written when the call's charge is known (a non-streamed answer before it is sent, a
- * stream when it ends), with the amount the ledger captures, and kept for `RETENTION_MS`.
- * `layerMemory` is for one process (records leave in the order they came once expired, or once
- * there are `MEMORY_RECORDS` of them);
- * `@tollgate/redis` has the shared layer (one string per record, expiring on its own). Both pass
- * the contract in `@tollgate/testkit/contracts/Generations`.
+ * **Details**
+ *
+ * An answer's id is tollgate's own (never the upstream's), so it names one call. A record is
+ * written when the call's charge is known (a non-streamed answer before it is sent, a stream when
+ * it ends), with the amount the ledger captures, and kept for `RETENTION_MS`. `layerMemory` is for
+ * one process (records leave in the order they came once expired, or once there are
+ * `MEMORY_RECORDS` of them); `@tollgate/redis` has the shared layer (one string per record,
+ * expiring on its own). Both pass the contract in `@tollgate/testkit/contracts/Generations`.
  *
  * @since 0.1.0
  */

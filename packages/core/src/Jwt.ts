@@ -1,14 +1,17 @@
 /**
  * API keys as JWTs: EdDSA (Ed25519) signatures through `jose`, with the algorithm pinned so a token
- * claiming `none`, an HMAC or any other algorithm never verifies. A key names its account (`sub`),
- * its id (`jti`), its type and tier, and optionally when it expires (`exp`). Segments must be
+ * claiming `none`, an HMAC or any other algorithm never verifies, and segments that must be
  * canonical base64url, so a token that decodes to the same bytes through a different spelling is
  * refused like any other altered token.
  *
- * A key also names the signing key that signed it (`kid`, the RFC 7638 thumbprint of its public
- * half, in hex), so a server can keep verifying keys of earlier signing keys while it signs with a new one.
- * A key minted before signing keys were named carries no `kid`: it verifies under whichever of the
- * server's keys signed it.
+ * **Details**
+ *
+ * A key names its account (`sub`), its id (`jti`), its type and tier, and optionally when it
+ * expires (`exp`). It also names the signing key that signed it (`kid`, the RFC 7638 thumbprint of
+ * its public half, in hex), so a server can keep verifying keys of earlier signing keys while it
+ * signs with a new one. A key without a `kid` (minted before keys named their signing key:
+ * docs/operations.md, "Rotating the signing key") verifies under whichever of the server's keys
+ * signed it.
  *
  * @since 0.1.0
  */

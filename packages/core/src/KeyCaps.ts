@@ -1,15 +1,17 @@
 /**
  * Per-key spend caps: an API key may spend at most `usd` per UTC day (`EPOCH`), per UTC calendar
  * month (`MONTH`) or over its life (`LIFETIME`), the periods of the published reference's
- * `limitPeriod`. The cap is checked and reserved inside the admission's one store step
- * (`Admission`), so concurrent calls can never push a key past it: while a call's hold is open its
- * whole quote counts against the cap, and once it settles only what was captured does.
+ * `limitPeriod`. Concurrent calls can never push a key past its cap: while a call's hold is open
+ * its whole quote counts against the cap, and once it settles only what was captured does.
  *
- * A capped key's state is its cap, the period its spend was counted in, that spend (settled
- * captures plus the quotes of open holds) and, per open hold, the quote it reserved. A hold closed
- * outside the admission store (expired, or captured later by a deferred job) is reconciled with the
- * ledger the next time the key's spend would refuse a call, or when a new period starts. Spend is
- * counted only while a key is capped: a key without a cap costs the admission one read.
+ * **Details**
+ *
+ * The cap is checked and reserved inside the admission's one store step (`Admission`). A capped
+ * key's state is its cap, the period its spend was counted in, that spend (settled captures plus
+ * the quotes of open holds) and, per open hold, the quote it reserved. A hold closed outside the
+ * admission store (expired, or captured later by a deferred job) is reconciled with the ledger the
+ * next time the key's spend would refuse a call, or when a new period starts. Spend is counted only
+ * while a key is capped: a key without a cap costs the admission one read.
  *
  * @since 0.1.0
  */

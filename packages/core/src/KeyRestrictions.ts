@@ -3,14 +3,15 @@
  * `models` (ids, or prefixes ending in `*`), `networks` (RPC slugs), `methods` (JSON-RPC methods),
  * `operations` (the skus of the paid routes and declared endpoints, or prefixes ending in `*`, such
  * as `chat:*`) and `ips` (CIDR ranges or addresses, judged on the client address tollgate derives
- * with its trusted proxies). A key without a list is not restricted in that respect.
+ * with its trusted proxies). A key without a list is not restricted in that respect; a call outside
+ * them is a 403 naming the restriction, before any credit is held.
  *
- * A call outside them is a 403 naming the restriction. The restrictions travel with the key's
- * standing, read before the body (`AuthStore.KeyStatus`), so judging them costs no store round trip:
- * the network and the address are judged before the body is read, the operation, model and methods
- * once the body is decoded and priced, before any credit is held.
+ * **Details**
  *
- * The address ranges are matched by `node:net`'s `BlockList` (IPv4 and IPv6 subnets), not by hand.
+ * The restrictions travel with the key's standing, read before the body (`AuthStore.KeyStatus`), so
+ * judging them costs no store round trip: the network and the address are judged before the body is
+ * read, the operation, model and methods once the body is decoded and priced. The address ranges
+ * are matched by `node:net`'s `BlockList` (IPv4 and IPv6 subnets), not by hand.
  *
  * @since 0.1.0
  */

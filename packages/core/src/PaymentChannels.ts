@@ -1,25 +1,31 @@
 /**
  * The state of x402 `batch-settlement` payment channels, by channel id, shared by every worker and
- * instance: the channel's immutable config, its on-chain figures as last read (`balance`,
- * `totalClaimed`, whether the payer started a timed withdrawal), what tollgate has charged on it
- * so far (`charged`, the scheme's `chargedCumulativeAmount`) and the latest voucher the payer
- * signed (its cumulative `signedMax` and signature), which is what a claim sends on chain.
+ * instance. Two calls racing on one channel never both pass `reserve`, and a call served and then
+ * lost with its process is still claimable.
  *
- * A paid call goes through two steps of the store. `reserve` runs before the call is served: in
- * one atomic step it checks the voucher against the channel (its cumulative amount is exactly
- * `charged` plus the call's price, within the deposit and the exposure cap, no withdrawal started,
- * no other call in flight on the channel) and stores the voucher, so a call served and then lost
- * with its process is still claimable. `commit` adds the call's charge once it is known; `release`
- * lets a call that was not served go, and the client may send the same voucher again. Two calls
- * racing on one channel never both pass `reserve`: the second is refused as busy, as the scheme
- * allows. The rule exists twice, here for memory and in `PaymentChannelsRedis`'s Lua; both pass
+ * **When to use**
+ *
+ * A paid call goes through two steps of the store. `reserve` runs before the call is served: in one
+ * atomic step it checks the voucher against the channel (its cumulative amount is exactly `charged`
+ * plus the call's price, within the deposit and the exposure cap, no withdrawal started, no other
+ * call in flight on the channel) and stores the voucher. `commit` adds the call's charge once it is
+ * known; `release` lets a call that was not served go, and the client may send the same voucher
+ * again. The second of two racing calls is refused as busy, as the scheme allows.
+ *
+ * **Details**
+ *
+ * A channel's state is its immutable config, its on-chain figures as last read (`balance`,
+ * `totalClaimed`, whether the payer started a timed withdrawal), what tollgate has charged on it so
+ * far (`charged`, the scheme's `chargedCumulativeAmount`) and the latest voucher the payer signed
+ * (its cumulative `signedMax` and signature), which is what a claim sends on chain. The rule exists
+ * twice, here for memory and in `PaymentChannelsRedis`'s Lua; both pass
  * `packages/redis/test/PaymentChannels.contract.test.ts`.
  *
  * Amounts are USDC base units, except what the calls cost, which is kept in nano-USD as well
  * (`chargedNano`): a call may cost a fraction of a base unit (an RPC call, 12.5 units), and the
  * cumulative charge in units is that total rounded up, so a thousand such calls charge exactly
- * 12,500 units, each call 12 or 13. The Redis twin computes in Lua numbers, exact below 2^53
- * (9 million USD in nano-USD), far above any channel's deposit.
+ * 12,500 units, each call 12 or 13. The Redis twin computes in Lua numbers, exact below 2^53 (9
+ * million USD in nano-USD), far above any channel's deposit.
  *
  * @since 0.1.0
  */

@@ -1,15 +1,20 @@
 /**
  * Pending settlements: the transactions a facilitator sent for a payment whose receipt did not
  * arrive in time, by payment (an EIP-3009 payment's signature, a Solana transaction's message
- * hash). The top-up answered 503 and the client sends the same payment again; the transaction sent
- * has already used its authorization (or moved its USDC), and only this entry lets the retry collect
- * that transaction instead of being refused. An entry lost is a payer's money moved with nothing
- * credited, so the store must be shared by every process a retry can reach.
+ * hash), so a retried payment collects the transaction already sent instead of being refused. The
+ * store must be shared by every process a retry can reach.
+ *
+ * **Details**
+ *
+ * The top-up answered 503 and the client sends the same payment again; the transaction sent has
+ * already used its authorization (or moved its USDC), and only this entry lets the retry collect
+ * it. An entry lost is a payer's money moved with nothing credited.
  *
  * The service is `@x402/core`'s `PendingSettlementStore` itself, which the official EVM and Solana
- * facilitator schemes write and read; tollgate's own check of a retried payment reads the same store.
- * `layerMemory` is the SDK's `InMemoryPendingSettlementStore` (one process); `@tollgate/redis` has
- * the shared layer. Both pass `packages/redis/test/PendingSettlements.contract.test.ts`.
+ * facilitator schemes write and read; tollgate's own check of a retried payment reads the same
+ * store. `layerMemory` is the SDK's `InMemoryPendingSettlementStore` (one process);
+ * `@tollgate/redis` has the shared layer. Both pass
+ * `packages/redis/test/PendingSettlements.contract.test.ts`.
  *
  * @since 0.1.0
  */

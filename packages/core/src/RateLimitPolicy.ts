@@ -1,19 +1,22 @@
 /**
  * The limit policy: which rate limits apply to a call.
  *
- * When to use: `limitsFor(principal, call)` gives the `RateLimiter.Limit`s one call is admitted
- * against; the pipeline reads them through `@tollgate/http`'s `LimitPolicy`, which `policy` builds
- * over the `Overrides` store. `status(principal)` reports a caller's limits; `ConfigSchema` is the
- * config file's `rateLimits` section.
+ * **When to use**
  *
- * Details: the spec's default tables (text tiers XS/S/M/L in requests and tokens per minute, the
- * partner tier, the image, audio, embedding and video kinds, the RPC caps of 100 requests per
- * minute and 10,000,000 credits per rolling 24 hours, the deprecated billing usage endpoint's 5
- * per minute) and the overrides per account and per key, from config and at runtime. Every limit
- * of an account uses the account id as its hash tag, so one admission touches one Redis Cluster
- * slot. A per-key override adds an `api_key` limit beside the account's `user` limit; a
- * configured global limit adds a `global` one (hash tag `global`). Formerly `RateLimits`, which
- * still re-exports this module.
+ * `limitsFor(principal, call)` gives the `RateLimiter.Limit`s one call is admitted against; the
+ * pipeline reads them through `@tollgate/http`'s `LimitPolicy`, which `policy` builds over the
+ * `Overrides` store. `status(principal)` reports a caller's limits; `ConfigSchema` is the config
+ * file's `rateLimits` section.
+ *
+ * **Details**
+ *
+ * The spec's default tables (text tiers XS/S/M/L in requests and tokens per minute, the partner
+ * tier, the image, audio, embedding and video kinds, the RPC caps of 100 requests per minute and
+ * 10,000,000 credits per rolling 24 hours, the deprecated billing usage endpoint's 5 per minute)
+ * and the overrides per account and per key, from config and at runtime. Every limit of an account
+ * uses the account id as its hash tag, so one admission touches one Redis Cluster slot. A per-key
+ * override adds an `api_key` limit beside the account's `user` limit; a configured global limit
+ * adds a `global` one (hash tag `global`).
  *
  * @since 0.1.0
  */

@@ -4,6 +4,8 @@
  * are reserved at admission and settled to the actual count afterwards. The answer carries the
  * exact `x-ratelimit-*` headers of the limit that applied.
  *
+ * **Details**
+ *
  * The rules live here once; the counters live in a `RateLimiterStore` whose one atomic primitive
  * (`take`: check every counter, then add to every counter, or to none; or add without checking, for
  * a use that already happened) has a memory layer here and a Redis layer (one Lua script) in

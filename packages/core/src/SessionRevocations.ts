@@ -1,13 +1,16 @@
 /**
- * Portal sessions ended before their time: a session id signed out, kept until the session would
- * have ended on its own. The portal's session is a sealed cookie that nothing stores, so signing
- * out alone clears only the browser's copy; a copy taken earlier (from a shared machine, a proxy's
- * log) would open the session until its end. Every portal request asks here, so a sign-out on one
- * instance ends the session on all of them that share the store.
+ * Portal sign-ins ended before their time: the id of a sign-in that signed out, kept until the
+ * sign-in would have ended on its own. Every portal request asks here, so a sign-out on one
+ * instance ends the sign-in on all of them that share the store.
  *
- * `layerMemory` serves one process; `@tollgate/redis` has the shared layer
+ * **Details**
+ *
+ * The portal's sign-in is a sealed cookie that nothing stores, so signing out alone clears only the
+ * browser's copy; a copy taken earlier (from a shared machine, a proxy's log) would stay signed in
+ * until its end. `layerMemory` serves one process; `@tollgate/redis` has the shared layer
  * (`SessionRevocationsRedis`). Both sit beside the key store (`AuthStore.layerMemory`,
- * `AuthStoreRedis.layerRedis`): wherever an ADMIN key's revocation ends its session, a sign-out does.
+ * `AuthStoreRedis.layerRedis`): wherever an ADMIN key's revocation ends its sign-in, a sign-out
+ * does.
  *
  * @since 0.1.0
  */
@@ -16,13 +19,13 @@ import type { ServiceUnavailable } from "./Errors.ts"
 
 /** @category services */
 export class SessionRevocations extends Context.Service<SessionRevocations, {
-  /** Ends the session `id`, which would have ended at `expiresAt` (ms since the epoch). */
+  /** Ends the sign-in `id`, which would have ended at `expiresAt` (ms since the epoch). */
   readonly revoke: (id: string, expiresAt: number) => Effect.Effect<void, ServiceUnavailable>
   readonly isRevoked: (id: string) => Effect.Effect<boolean, ServiceUnavailable>
 }>()("@tollgate/core/SessionRevocations") {}
 
 /**
- * One process's revocations, each dropped once its session would have ended.
+ * One process's revocations, each dropped once its sign-in would have ended.
  *
  * @category layers
  */

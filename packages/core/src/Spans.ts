@@ -1,9 +1,14 @@
 /**
  * Spans for the steps every paid request takes (the metered pipeline's stages, the Redis ledger's
- * hold, capture and release). They are recorded without a call-site stack: capturing one, as
- * `Effect.fn` and `Effect.withSpan` do on every call, is a measurable share of a proxied RPC call,
- * and the span names already say where they come from. With tracing off the steps are not wrapped
- * at all, since even a span that is never recorded costs a context change per step.
+ * hold, capture and release), recorded without a call-site stack, and not made at all with tracing
+ * off.
+ *
+ * **Details**
+ *
+ * Capturing a call-site stack, as `Effect.fn` and `Effect.withSpan` do on every call, is a
+ * measurable share of a proxied RPC call, and the span names already say where they come from. With
+ * tracing off the steps are not wrapped at all, since even a span that is never recorded costs a
+ * context change per step.
  *
  * @since 0.1.0
  */

@@ -1,13 +1,16 @@
 /**
  * Removes `<think>...</think>` blocks from a model's reply (`strip_thinking_response`,
- * `disable_thinking`). A stream delivers the reply in arbitrary pieces, so a tag may be split
- * across chunks at any character; the streaming stripper holds back only the shortest tail that
- * could still start a tag and emits everything else at once, so the text a client sees is the
- * same whatever the chunking, and no later than it has to be. When the reply opens with thinking, the
- * whitespace after its closing tag goes too (models put a blank line before the answer). An
- * unterminated block is thinking to the end and is dropped. A stripper made with `onThought` hands
- * it the text of the blocks as it is read, for a reply that shows thinking apart (the Messages
- * API's thinking blocks).
+ * `disable_thinking`). The text a client sees is the same whatever the chunking of a stream, and no
+ * later than it has to be. A stripper made with `onThought` hands it the text of the blocks as it
+ * is read, for a reply that shows thinking apart (the Messages API's thinking blocks).
+ *
+ * **Details**
+ *
+ * A stream delivers the reply in arbitrary pieces, so a tag may be split across chunks at any
+ * character; the streaming stripper holds back only the shortest tail that could still start a tag
+ * and emits everything else at once. When the reply opens with thinking, the whitespace after its
+ * closing tag goes too (models put a blank line before the answer). An unterminated block is
+ * thinking to the end and is dropped.
  *
  * @since 0.1.0
  */

@@ -1,22 +1,24 @@
 /**
- * Webhooks: what tells an operator that money is running low. The events are an account's balance
- * falling below a threshold, a key's spend reaching a share of its cap and reaching the cap, a
- * top-up credited, and an x402 settlement whose transaction was sent but not confirmed within the
- * facilitator's receipt timeout (the payer was answered 503 and the transfer is pending). Each is delivered to every configured endpoint that takes its type, in the
- * Standard Webhooks format (`webhook-id`, `webhook-timestamp`, `webhook-signature` over the body,
- * signed with the endpoint's `whsec_` secret by the `standardwebhooks` package), at least once:
- * a delivery is stored before it is sent (`WebhookStore`, in memory or on Redis, where another
- * instance or a restarted one picks it up), and retried with exponential backoff until the endpoint
- * answers 2xx or `maxAttempts` have failed. The stored deliveries are the delivery log, and any of
- * them can be sent again (`redeliver`).
+ * Webhooks: what tells an operator that money is running low. Each event is delivered at least once
+ * to every configured endpoint that takes its type, in the Standard Webhooks format, and fires once
+ * per crossing of its threshold. Nothing on the paid path changes when no endpoint is configured.
  *
- * An event fires once per crossing: a latch in the store is set when it fires and cleared when the
- * condition is undone (a credit lifts the balance above the threshold; a key's next period starts
- * with fresh latches), so calls made under the threshold send nothing more.
+ * **Details**
  *
- * The events come from the stores' operations, observed by `layerObserve` around the admission
- * store, the ledger and the pending settlements: nothing on the paid path changes when no endpoint
- * is configured.
+ * The events are an account's balance falling below a threshold, a key's spend reaching a share of
+ * its cap and reaching the cap, a top-up credited, and an x402 settlement whose transaction was
+ * sent but not confirmed within the facilitator's receipt timeout (the payer was answered 503 and
+ * the transfer is pending). A delivery carries `webhook-id`, `webhook-timestamp` and
+ * `webhook-signature` over the body, signed with the endpoint's `whsec_` secret by the
+ * `standardwebhooks` package. It is stored before it is sent (`WebhookStore`, in memory or on
+ * Redis, where another instance or a restarted one picks it up), and retried with exponential
+ * backoff until the endpoint answers 2xx or `maxAttempts` have failed. The stored deliveries are
+ * the delivery log, and any of them can be sent again (`redeliver`).
+ *
+ * A latch in the store is set when an event fires and cleared when the condition is undone (a
+ * credit lifts the balance above the threshold; a key's next period starts with fresh latches), so
+ * calls made under the threshold send nothing more. The events come from the stores' operations,
+ * observed by `layerObserve` around the admission store, the ledger and the pending settlements.
  *
  * @since 0.1.0
  */
