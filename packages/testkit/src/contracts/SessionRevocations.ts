@@ -1,6 +1,6 @@
 /**
- * The contract of `SessionRevocations`: a signed-out session stays revoked until it would have
- * ended, and no longer. Written once; `@tollgate/core` runs it against the memory layer and
+ * The contract of `SessionRevocations`: a portal sign-in that signed out stays revoked until it
+ * would have ended, and no longer. Written once; `@tollgate/core` runs it against the memory layer and
  * `@tollgate/redis` against Redis and Redis Cluster.
  *
  * @since 0.1.0
@@ -21,10 +21,10 @@ const id = () => Crypto.randomBytes(16).toString("base64url")
  */
 export const run = <E>(backends: ReadonlyArray<Contract.Backend<SessionRevocations.SessionRevocations, E>>) =>
   Contract.contract(
-    "SessionRevocations contract: a signed-out session stays revoked until it would have ended, and no longer",
+    "SessionRevocations contract: a sign-in that signed out stays revoked until it would have ended, and no longer",
     backends,
     (it) => {
-      it.effect("a session never signed out is not revoked; a revoked one is, the others are not", () =>
+      it.effect("a sign-in never signed out is not revoked; a revoked one is, the others are not", () =>
         Effect.gen(function*() {
           const store = yield* SessionRevocations.SessionRevocations
           const [out, kept] = [id(), id()]
@@ -34,7 +34,7 @@ export const run = <E>(backends: ReadonlyArray<Contract.Backend<SessionRevocatio
           assert.isFalse(yield* store.isRevoked(kept))
         }))
 
-      it.effect("the revocation ends with the session's own end; a session already ended leaves nothing", () =>
+      it.effect("the revocation ends with the sign-in's own end; a sign-in already ended leaves nothing", () =>
         Effect.gen(function*() {
           const store = yield* SessionRevocations.SessionRevocations
           const [short, ended] = [id(), id()]
