@@ -1,16 +1,19 @@
 /**
  * Chat completions from any OpenAI-compatible upstream (vLLM, llama.cpp server, Ollama, hosted
- * APIs). A text model of the model list names its upstreams; this adapter picks one per call,
- * sends the body as the client wrote it (with the upstream's own model name), and answers either
- * the completion or the stream of chunks of the upstream's Server-Sent Events.
+ * APIs). A text model of the model list names its upstreams; this adapter picks one per call, sends
+ * the body as the client wrote it (with the upstream's own model name), and answers either the
+ * completion or the stream of chunks of the upstream's Server-Sent Events. A request's own mistake
+ * (a 4xx other than 429) is returned as is; any other failure moves on to the next upstream while
+ * nothing has been produced yet.
+ *
+ * **Details**
  *
  * Routing: with a `prompt_cache_key`, every upstream is ranked by a hash of (key, upstream)
  * (rendezvous hashing), so one key keeps landing on the same upstream, whose prompt cache is warm,
  * while that upstream is healthy; when it fails only its keys move, and they come back when it
  * recovers. Without a key, calls rotate. An upstream that fails to answer (transport error,
- * timeout, 5xx) is skipped for a cool-down and the next one is tried, as long as nothing has been
- * produced yet; a 429 moves on too; any other 4xx is the request's fault and is returned as is.
- * Health is per process: it is a cache that is safe to lose.
+ * timeout, 5xx) is skipped for a cool-down and the next one is tried; a 429 moves on too. Health is
+ * per process: it is a cache that is safe to lose.
  *
  * A model with no upstreams is served by a local echo model, so the dev server runs offline. It
  * reports usage as an OpenAI-compatible server does (`usage` on a completion; a last chunk with

@@ -4,6 +4,8 @@
  * float vectors; the route encodes them the way the client asked, so base64 works the same with
  * every upstream.
  *
+ * **Details**
+ *
  * The local function hashes each word (or token id) into a signed position of the vector and
  * normalizes it: the same input always gives the same vector, and inputs sharing words are closer
  * than inputs that share none. It is a stand-in for the quick start, not a model.

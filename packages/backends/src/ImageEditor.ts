@@ -3,15 +3,17 @@
  * The service's image routes check the image first (`inspect`: it must decode, within the pixel
  * limits) and then call one of these; every result is a PNG (or the asked format, for an edit).
  *
+ * **Details**
+ *
  * Upscaling and background removal are image processing, done here with sharp whatever the
- * configuration: a Lanczos resampling, and an alpha mask of the pixels close to the border's
- * color (the background of a product shot or a drawing). An edit is generative: a model with
- * upstreams sends it to their OpenAI-compatible `POST /images/edits`; a model without is edited
- * locally, deterministically, by the prompt (a black-and-white prompt desaturates, any other turns
- * the hues by an angle drawn from the prompt), so the dev server's results can be checked by
- * decoding them. A multi-edit sends layers with the base image: locally they are laid over it
- * (each stretched to the base's size, alpha kept) before the prompt's change; upstream they go as
- * further `image[]` parts, as OpenAI's edit takes several images.
+ * configuration: a Lanczos resampling, and an alpha mask of the pixels close to the border's color
+ * (the background of a product shot or a drawing). An edit is generative: a model with upstreams
+ * sends it to their OpenAI-compatible `POST /images/edits`; a model without is edited locally,
+ * deterministically, by the prompt (a black-and-white prompt desaturates, any other turns the hues
+ * by an angle drawn from the prompt), so the dev server's results can be checked by decoding them.
+ * A multi-edit sends layers with the base image: locally they are laid over it (each stretched to
+ * the base's size, alpha kept) before the prompt's change; upstream they go as further `image[]`
+ * parts, as OpenAI's edit takes several images.
  *
  * @since 0.1.0
  */

@@ -1,9 +1,10 @@
 /**
- * One call to an OpenAI-compatible upstream (`/images/generations`, `/embeddings`,
- * `/audio/speech`, `/audio/transcriptions`, `/videos`), tried on each configured upstream in turn. What an upstream's failure means to the client is
- * decided here once: a refusal of the request itself (4xx) is the client's 400 and is not retried
- * elsewhere; a transport failure, a 5xx, or an unreadable body moves on to the next upstream, and
- * when none is left becomes a 502 (504 when the last one timed out).
+ * One call to an OpenAI-compatible upstream (`/images/generations`, `/embeddings`, `/audio/speech`,
+ * `/audio/transcriptions`, `/videos`), tried on each configured upstream in turn. What an
+ * upstream's failure means to the client is decided here once: a refusal of the request itself
+ * (4xx) is the client's 400 and is not retried elsewhere; a transport failure, a 5xx, or an
+ * unreadable body moves on to the next upstream, and when none is left becomes a 502 (504 when the
+ * last one timed out).
  *
  * @since 0.1.0
  */

@@ -1,14 +1,15 @@
 /**
- * What the RPC proxy knows of each upstream of a network, to choose where a call goes: its recent
- * latencies and errors (a score), the head and the finalized block it last reported, and whether
- * its chain id was confirmed. `order` puts the upstreams of a call best first: for a read, an
- * upstream lagging more than `maxLagBlocks` behind the best head is left out while a fresh one
- * exists; a write may go to any upstream whose chain is not wrong, since a lagging node still
- * relays a transaction. The network's head and finalized block, which the cache reads, are the
- * best any upstream reported.
+ * What the RPC proxy knows of each upstream of a network, to choose where a call goes. `order` puts
+ * the upstreams of a call best first: for a read, an upstream lagging more than `maxLagBlocks`
+ * behind the best head is left out while a fresh one exists; a write may go to any upstream whose
+ * chain is not wrong, since a lagging node still relays a transaction. The network's head and
+ * finalized block, which the cache reads, are the best any upstream reported.
  *
- * The state is plain mutable records: it is read and updated on every call, and a score is a
- * few arithmetic steps that need no Effect.
+ * **Details**
+ *
+ * Per upstream: its recent latencies and errors (a score), the head and the finalized block it last
+ * reported, and whether its chain id was confirmed. The state is plain mutable records: it is read
+ * and updated on every call, and a score is a few arithmetic steps that need no Effect.
  *
  * @since 0.1.0
  */

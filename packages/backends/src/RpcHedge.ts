@@ -5,9 +5,11 @@
  * first side that ends badly before the delay ends the race at once (no hedge is sent): the
  * caller's retry rule then decides what happens next, as without hedging.
  *
- * Written as an `Effect.race` of the first side against the second delayed by `Effect.sleep`: a
- * good outcome succeeds, a bad one fails so that the race waits for the other side; a bad first
- * outcome before the hedge was sent succeeds instead, which ends the race and interrupts the sleep.
+ * **Details**
+ *
+ * An `Effect.race` of the first side against the second delayed by `Effect.sleep`: a good outcome
+ * succeeds, a bad one fails so that the race waits for the other side; a bad first outcome before
+ * the hedge was sent succeeds instead, which ends the race and interrupts the sleep.
  *
  * @since 0.1.0
  */

@@ -1,18 +1,22 @@
 /**
  * The nodes behind the RPC proxy: for each network slug, one or more JSON-RPC HTTP upstreams from
- * the config file (`{"rpc": {"upstreams": {"<slug>": ["http://..."]}}}`). Each EVM upstream's chain
- * id is checked when the service starts (another chain fails it), and its head and finalized
- * block are polled; a call tries the upstreams best first (`RpcHealth`: a read skips one lagging
+ * the config file (`{"rpc": {"upstreams": {"<slug>": ["http://..."]}}}`). A call tries the
+ * upstreams best first and fails over; the answer comes back as the node wrote it, in the request's
+ * order, with only "method not found" normalized. An upstream that cannot be reached is a 502, one
+ * that does not answer in time a 504.
+ *
+ * **Details**
+ *
+ * Each EVM upstream's chain id is checked when the service starts (another chain fails it), and its
+ * head and finalized block are polled. The order is `RpcHealth`'s (a read skips an upstream lagging
  * behind the others, the rest are ranked by latency and failures), and a read not answered after
  * the hedge delay is also sent to the next one (`RpcHedge`). When a connection cannot be made the
  * call fails over to the next upstream, and a batch of reads is also retried after a connection
  * that broke mid-call (a write is retried only when its connection was refused, so it was never
- * sent, and is never hedged). The answer comes back with the request's order restored and every
- * "method not found" dialect (-32004, -32001, "not supported", HTTP 405/415) turned into -32601,
- * its `message` kept. Nothing else is changed: a batch is reordered on the raw text of its items
- * (never through JS numbers, so an id or a result of `12345678901234567890` survives), and only
- * an item whose code is rewritten is encoded again. An upstream that cannot be reached is a 502,
- * one that does not answer in time a 504.
+ * sent, and is never hedged). Every "method not found" dialect (-32004, -32001, "not supported",
+ * HTTP 405/415) becomes -32601, its `message` kept. Nothing else is changed: a batch is reordered
+ * on the raw text of its items (never through JS numbers, so an id or a result of
+ * `12345678901234567890` survives), and only an item whose code is rewritten is encoded again.
  *
  * The upstreams are reached through undici's dispatcher API (one keep-alive `Agent`, a handler that
  * collects the reply's bytes) rather than `node:http`'s client or undici's `request` with its body

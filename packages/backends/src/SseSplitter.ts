@@ -1,19 +1,23 @@
 /**
  * The `data` of Server-Sent Events, split from a response's bytes: what a chat relay reads of an
- * OpenAI-compatible stream (one JSON text per event, up to `data: [DONE]`).
+ * OpenAI-compatible stream (one JSON text per event, up to `data: [DONE]`). The events of one
+ * network read come out as one batch; the stream ends at `[DONE]`, and an event cut off by the end
+ * of the body is dropped, as the SSE standard says.
+ *
+ * **Details**
  *
  * Hand-written rather than `Sse.decode` from `effect/encoding`, which builds an event object per
  * event through a channel of its own after a `Stream.decodeText` stage: in a profile of 16 unpaced
  * 2,000-chunk streams relayed through tollgate, that parser was 15% of the relay's CPU, and on the
  * same bytes this one takes a quarter of its time per chunk (`pnpm bench sse`, docs/benchmarks.md,
- * "chat"). It decodes each network read once, cuts it at blank lines and keeps the `data:` lines of
- * each event, in one stage that also ends the stream at `[DONE]`; the events of a read come out as
- * one batch. Comments, `event:`, `id:` and `retry:` lines are skipped, CRLF and CR
- * line ends are read as LF, and an event cut off by the end of the body is dropped, as the SSE
- * standard says. After `[DONE]` the few bytes left (the end of a chunked body) are read and dropped
- * rather than the body cut off: cutting it aborts the request, and undici builds an abort error
- * with its stack for that, on every call (a profile of 500 short streamed chats, docs/benchmarks.md,
  * "chat").
+ *
+ * It decodes each network read once, cuts it at blank lines and keeps the `data:` lines of each
+ * event, in one stage that also ends the stream at `[DONE]`. Comments, `event:`, `id:` and `retry:`
+ * lines are skipped, and CRLF and CR line ends are read as LF. After `[DONE]` the few bytes left
+ * (the end of a chunked body) are read and dropped rather than the body cut off: cutting it aborts
+ * the request, and undici builds an abort error with its stack for that, on every call (a profile
+ * of 500 short streamed chats, docs/benchmarks.md, "chat").
  *
  * @since 0.1.0
  */

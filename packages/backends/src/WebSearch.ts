@@ -1,19 +1,23 @@
 /**
- * Ready-made search capabilities an operator can plug into the `SearchProvider`: web search
- * through a SearXNG instance (its JSON API), and a scraper that fetches a page and reduces it to
- * text. The scraper fetches URLs that callers chose, so it connects only to public addresses: the
- * check runs at connect time on the address the connection actually uses (a `lookup` of its own on
- * the scraper's undici `Agent` resolves the name, refuses it when any of its addresses is not public
- * and hands the checked address to the socket, so a second resolution cannot rebind it), and an IP
- * literal in the URL is checked before the request. Redirects are followed by hand, each hop through
- * the same checks. Bodies are capped in size and time.
+ * Ready-made search capabilities an operator can plug into the `SearchProvider`: web search through
+ * a SearXNG instance (its JSON API), and a scraper that fetches a page and reduces it to text. The
+ * scraper fetches URLs that callers chose, so it connects only to public addresses, redirects
+ * included; bodies are capped in size and time.
  *
- * Which addresses are public is `ipaddr.js`'s range table (maintained, every special-purpose
- * IPv4 and IPv6 block of the IANA registries), not a hand-written list: only its `unicast` range
- * passes, so loopback, private, carrier-grade NAT, link-local, unique-local, multicast,
- * unspecified (0.0.0.0, ::), broadcast, reserved, NAT64 (64:ff9b::/96, 64:ff9b:1::/48), 6to4, Teredo
- * and the other special blocks are refused. An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is
- * judged as the IPv4 address it is, and the deprecated IPv4-compatible form (::127.0.0.1) is refused.
+ * **Details**
+ *
+ * The address check runs at connect time on the address the connection actually uses (a `lookup` of
+ * its own on the scraper's undici `Agent` resolves the name, refuses it when any of its addresses
+ * is not public and hands the checked address to the socket, so a second resolution cannot rebind
+ * it), and an IP literal in the URL is checked before the request. Redirects are followed by hand,
+ * each hop through the same checks.
+ *
+ * Which addresses are public is `ipaddr.js`'s range table (maintained, every special-purpose IPv4
+ * and IPv6 block of the IANA registries), not a hand-written list: only its `unicast` range passes,
+ * so loopback, private, carrier-grade NAT, link-local, unique-local, multicast, unspecified
+ * (0.0.0.0, ::), broadcast, reserved, NAT64 (64:ff9b::/96, 64:ff9b:1::/48), 6to4, Teredo and the
+ * other special blocks are refused. An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is judged as the
+ * IPv4 address it is, and the deprecated IPv4-compatible form (::127.0.0.1) is refused.
  *
  * @since 0.1.0
  */

@@ -2,16 +2,19 @@
  * The local EVM backend: the official `@x402/evm` facilitator schemes (`ExactEvmScheme`, and
  * `UptoEvmScheme` for the `upto` payments of calls priced by their outcome, see `settleActual`)
  * inside an `@x402/core` `x402Facilitator`, one scheme per configured chain, sending from the
- * relayer key.
+ * relayer key. A payment settles only on a mined receipt with the matching `Transfer` log, and one
+ * authorization settles once.
+ *
+ * **Details**
  *
  * It checks the EIP-3009 authorization (recipient, amount, time window, the signature of a key, an
  * EIP-1271 contract wallet, or an EIP-6492 counterfactual wallet of an allowed factory) and
- * simulates the transfer, which refuses a used nonce, a short balance or a blacklisted payer
- * before the relayer pays for a revert; settling simulates once more, sends (after deploying an
- * EIP-6492 wallet) and succeeds only on a mined receipt with the matching `Transfer` log. Tollgate
- * keeps what is its own: the credit reference `(network, token, from, nonce)`, the guard that
- * settles one authorization once at a time here, the relayer's sends one at a time, and the
- * refusal reasons its clients already know (`settlement_reverted` for a transfer that fails).
+ * simulates the transfer, which refuses a used nonce, a short balance or a blacklisted payer before
+ * the relayer pays for a revert; settling simulates once more and sends (after deploying an
+ * EIP-6492 wallet). Tollgate keeps what is its own: the credit reference `(network, token, from,
+ * nonce)`, the guard that settles one authorization once at a time here, the relayer's sends one at
+ * a time, and the refusal reasons its clients already know (`settlement_reverted` for a transfer
+ * that fails).
  *
  * A transaction sent but not confirmed in time is kept in a pending settlements store: the top-up
  * answers 503, and the retried payment, whose money has already moved, collects that transaction.
@@ -51,10 +54,10 @@ import {
 
 /**
  * The refusal reasons of the `@x402/evm` facilitator that tollgate names its own way. A transfer
- * that fails on chain is `settlement_reverted` to tollgate's clients, who matched on that reason
- * before the SDK settled EVM payments here; the SDK says `..._simulation_failed` when its
- * simulation shows the failure (nothing sent, no gas spent) and `..._transaction_failed` when a
- * sent transaction reverts. The message tells which. Every other SDK reason is passed through.
+ * that fails on chain is `settlement_reverted` to tollgate's clients, the reason docs/wallets.md
+ * documents for them; the SDK says `..._simulation_failed` when its simulation shows the failure
+ * (nothing sent, no gas spent) and `..._transaction_failed` when a sent transaction reverts. The
+ * message tells which. Every other SDK reason is passed through.
  */
 const SETTLEMENT_REVERTED = "settlement_reverted"
 const SIMULATION_FAILED = "invalid_exact_evm_transaction_simulation_failed"

@@ -3,6 +3,8 @@
  * verified and settled here; what is credited is keyed by the `reference` returned, so a payment
  * credits at most once however often it is submitted.
  *
+ * **Details**
+ *
  * Three backends, combined by network in `layer`: `LocalEvm` (the official `@x402/evm` schemes,
  * sending from the relayer key), `LocalSolana` (the official `@x402/svm` scheme, co-signing as fee
  * payer) and `Hosted` (a client of a hosted facilitator). What they share is in `Facilitator`.
@@ -10,8 +12,8 @@
  * Both local backends keep a transaction sent but not confirmed in time in a pending settlements
  * store (`@x402/core`'s `PendingSettlementStore`, `@tollgate/core/PendingSettlements`): the top-up
  * answers 503, and the retried payment, whose money has already moved, is accepted and collects
- * that transaction. Several processes must share the store (Redis), or a retry reaching another
- * one is refused while the payer has paid.
+ * that transaction. Several processes must share the store (Redis), or a retry reaching another one
+ * is refused while the payer has paid.
  *
  * @since 0.1.0
  */
