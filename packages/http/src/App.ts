@@ -2,11 +2,13 @@
  * The HTTP application: the routes of the public API behind one global middleware, as one Effect
  * that answers every request. Every response, 404s and errors included, carries `x-request-id` (a
  * fresh id of the server's; a well-formed id the client sent comes back as `x-client-request-id`),
- * `x-service-version` and `x-service-timestamp` (plus `x-service-host-name` on errors); JSON
- * bodies are compressed by `Accept-Encoding`; request bodies are capped unless a route raises its
- * own cap; an unknown path is a 404 and a known path with the wrong method a 405, both as
- * StandardError JSON; a node request naming an HTTP version other than 1.0 and 1.1 (node's parser
- * lets `HTTP/2.0` through on a plain connection) is a 505.
+ * `x-service-version` and `x-service-timestamp` (plus `x-service-host-name` on errors); JSON bodies
+ * are compressed by `Accept-Encoding`; request bodies are capped unless a route raises its own cap;
+ * an unknown path is a 404 and a known path with the wrong method a 405, both as StandardError
+ * JSON; a node request naming an HTTP version other than 1.0 and 1.1 (node's parser lets `HTTP/2.0`
+ * through on a plain connection) is a 505.
+ *
+ * **Details**
  *
  * The dispatch is tollgate's own rather than `HttpRouter`'s: the route table is built once at
  * startup (`RouteTable`), each request is matched once, and the middleware's work (request id,

@@ -1,10 +1,10 @@
 /**
- * Bearer authentication for the routes outside the metered pipeline (key management, billing,
- * rate limits, metrics), written once: the request's credentials become an API-key principal (or,
- * where a wallet reads its own account, a wallet's), a request without one is a 401, a key without
- * the right is a 403, and the principal is named in
- * `CurrentRequest` for the logs, as `Metered.run` does for the paid routes. `upFront` is the check
- * of a metered route's credentials before its body is read.
+ * Bearer authentication for the routes outside the metered pipeline (key management, billing, rate
+ * limits, metrics), written once: the request's credentials become an API-key principal (or, where
+ * a wallet reads its own account, a wallet's), a request without one is a 401, a key without the
+ * right is a 403, and the principal is named in `CurrentRequest` for the logs, as `Metered.run`
+ * does for the paid routes. `upFront` is the check of a metered route's credentials before its body
+ * is read.
  *
  * @since 0.1.0
  */

@@ -3,6 +3,8 @@
  * extension (`@x402/extensions/bazaar`) of each paid operation, which every 402 of that operation
  * carries in `extensions.bazaar`, and `GET /.well-known/x402`, the list of every paid resource.
  *
+ * **Details**
+ *
  * An operation's extension is made once, from what its route documents (`Route.Docs`): the method,
  * the request's content type and JSON Schema (the schema the route decodes with), the declared
  * request example, and the schema and example of its 200 answer. The price is the 402's own

@@ -1,11 +1,14 @@
 /**
- * The minimum rate at which a request's body must arrive while the server reads it. A body read
- * into memory holds its size against the `UploadBudget` until it is read, so a client that declares
- * 25 MB and sends a kilobyte a second would hold that room for as long as Node lets the request
- * live (300 s by default): a few such connections starve every other upload. Here a body must
+ * The minimum rate at which a request's body must arrive while the server reads it: a body must
  * bring at least `minBytesPerSecond` in every window of `windowMs`, or the read stops, the request
  * is answered 408 (which the abuse guard counts against the caller) and the connection is closed,
  * so a slow sender is cut off within two windows.
+ *
+ * **Details**
+ *
+ * A body read into memory holds its size against the `UploadBudget` until it is read, so a client
+ * that declares 25 MB and sends a kilobyte a second would hold that room for as long as Node lets
+ * the request live (300 s by default): a few such connections would starve every other upload.
  *
  * The rate is read from the socket's byte count (`bytesRead`) every window, which costs nothing
  * while the body streams and needs no hook into the reading itself. A request that does not come

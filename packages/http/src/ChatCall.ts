@@ -1,20 +1,28 @@
 /**
  * A chat completion as a paid call: what `POST /chat/completions` and `POST /responses` share, so
- * the two wire shapes are one product with one price, one set of options and one backend.
+ * the two wire shapes are one product with one price, one set of options and one backend. A request
+ * is checked before anything is held, and a call pays for what it used, a client that hung up
+ * included.
+ *
+ * **When to use**
  *
  * `prepare` checks a parsed request before anything is held (model, options, character, search
  * capability, context) and works out its admission: the prompt's tokens (plus room for search
  * results) and the capped completion (`max_tokens`, at most the model's limit, times `n`) reserved
- * against the token limit, and their worst-case price held. The prompt is taken at its bound in
- * o200k_base tokens, its UTF-8 length (`Tokens.conversationBound`), so its size costs nothing
- * before the first token; it is tokenized before the call only when the bound might not leave the
- * completion room in the model's context, and after the call only when the upstream reports no
- * usage (or a route asks for the count). `serve` makes the two routes'
+ * against the token limit, and their worst-case price held. `serve` makes the two routes'
  * declarations (`Endpoint.make`) from it: their decoding ends in `prepare`, their quote and
  * admission are the prepared ones, and their work is the search the options ask for, then the
- * route's own rendering of the upstream's answer. What it used is priced from a `Tally`: the upstream's usage once it arrives;
- * until then the text of every piece produced, counted only if the usage never comes (a client
- * that hung up), so a stream that ends normally never pays for tokenizing.
+ * route's own rendering of the upstream's answer.
+ *
+ * **Details**
+ *
+ * The prompt is taken at its bound in o200k_base tokens, its UTF-8 length
+ * (`Tokens.conversationBound`), so its size costs nothing before the first token; it is tokenized
+ * before the call only when the bound might not leave the completion room in the model's context,
+ * and after the call only when the upstream reports no usage (or a route asks for the count). What
+ * a call used is priced from a `Tally`: the upstream's usage once it arrives; until then the text
+ * of every piece produced, counted only if the usage never comes (a client that hung up), so a
+ * stream that ends normally never pays for tokenizing.
  *
  * @since 0.1.0
  */

@@ -2,13 +2,16 @@
  * The client address of a request, as the abuse guard and the logs judge it. Without trusted
  * proxies it is the socket's peer address and `X-Forwarded-For`/`Forwarded` are ignored (anyone can
  * write them). With `trustedProxies` (CIDR ranges, or single addresses), a request whose peer is
- * one of them is attributed to the address that proxy forwarded: the forwarding chain is read from
- * the right, skipping the trusted proxies, and the first address outside them is the client.
- * `X-Forwarded-For` is read when present, else `Forwarded` (RFC 7239); a proxy in front of the
- * service must append to (or overwrite) the header it uses. Addresses are normalized, so an
- * IPv4-mapped IPv6 peer (`::ffff:127.0.0.2` on a dual-stack socket) is its IPv4 address.
+ * one of them is attributed to the address that proxy forwarded.
  *
- * The ranges are parsed by `ipaddr.js` (maintained, IPv4 and IPv6 CIDR matching), not by hand.
+ * **Details**
+ *
+ * The forwarding chain is read from the right, skipping the trusted proxies, and the first address
+ * outside them is the client. `X-Forwarded-For` is read when present, else `Forwarded` (RFC 7239);
+ * a proxy in front of the service must append to (or overwrite) the header it uses. Addresses are
+ * normalized, so an IPv4-mapped IPv6 peer (`::ffff:127.0.0.2` on a dual-stack socket) is its IPv4
+ * address. The ranges are parsed by `ipaddr.js` (maintained, IPv4 and IPv6 CIDR matching), not by
+ * hand.
  *
  * @since 0.1.0
  */

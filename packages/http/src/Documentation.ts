@@ -1,11 +1,14 @@
 /**
- * The routes that document the API: `GET /api/v1/openapi.json` (the generated OpenAPI 3.1
- * document of every route, itself included), `GET /docs` (a browsable reference page, Scalar as
- * bundled by `effect/http-api`, with that document inline), `GET /` (links to both, as a page for
- * a browser and as JSON for everything else) and the pages
- * the 402 bodies link to (`Pages`). Nothing they serve loads anything from outside the server:
- * Scalar's fonts (a CDN) are replaced by the system's, the favicon is an empty inline one, and
- * the introduction is also in the page itself for a browser without JavaScript.
+ * The routes that document the API: `GET /api/v1/openapi.json` (the generated OpenAPI 3.1 document
+ * of every route, itself included), `GET /docs` (a browsable reference page, Scalar as bundled by
+ * `effect/http-api`, with that document inline), `GET /` (links to both, as a page for a browser
+ * and as JSON for everything else) and the pages the 402 bodies link to (`Pages`). Nothing they
+ * serve loads anything from outside the server.
+ *
+ * **Details**
+ *
+ * Scalar's fonts (a CDN) are replaced by the system's, the favicon is an empty inline one, and the
+ * introduction is also in the page itself for a browser without JavaScript.
  *
  * @since 0.1.0
  */

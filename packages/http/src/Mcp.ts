@@ -1,21 +1,23 @@
 /**
  * The MCP server at `POST /mcp` (Streamable HTTP, stateless, JSON answers): tollgate's metered
  * operations and an embedder's declared endpoints as tools an agent can call and pay for
- * (`McpTools`). A tool call is a request to the tool's route through the application itself
- * (`App.Dispatch`), so it runs the one pipeline a request from the network runs: credentials,
+ * (`McpTools`). A tool call runs the one pipeline a request from the network runs: credentials,
  * rate limits, spend caps, idempotency, the abuse guard, the hold and the capture, the usage entry
  * and the request log.
  *
+ * **Details**
+ *
+ * A tool call is a request to the tool's route through the application itself (`App.Dispatch`).
  * What the call carries becomes the route's request headers: the transport request's
  * `Authorization` and `SIGN-IN-WITH-X`; from the call's `_meta`, `x402/payment` (the x402 MCP
  * transport's payment payload) as `PAYMENT-SIGNATURE`, `sign-in-with-x` as `SIGN-IN-WITH-X` and
  * `idempotency-key` as `Idempotency-Key`. The route's answer becomes the tool result: a 402 is the
  * x402 MCP transport's payment-required result (`isError`, the `PaymentRequired` object of the
  * 402's `PAYMENT-REQUIRED` header in `structuredContent` and as text), any other error an `isError`
- * result holding the error body (a 400 names every wrong field), a success its JSON, image or audio;
- * the settlement's `PAYMENT-RESPONSE` is `_meta["x402/payment-response"]`. An unknown tool is the
- * protocol's invalid-params error. The SDK's server is used as it is, one per request, which is
- * what its stateless mode asks for.
+ * result holding the error body (a 400 names every wrong field), a success its JSON, image or
+ * audio; the settlement's `PAYMENT-RESPONSE` is `_meta["x402/payment-response"]`. An unknown tool
+ * is the protocol's invalid-params error. The SDK's server is used as it is, one per request, which
+ * is what its stateless mode asks for.
  *
  * @since 0.1.0
  */

@@ -1,12 +1,16 @@
 /**
  * Reading a multipart upload of one file and a few text fields, the same way on every route that
- * takes one (the text parser, audio transcriptions). The file is read as a stream into memory with
- * the cap enforced while reading, so nothing beyond the cap is buffered and nothing is written to
- * disk (Effect's persisted multipart would use temp files); a file over the cap is a 413, a body
- * that is not multipart a 400, and other parts than the file and the named fields are drained
- * unread. The form holds its size against the process's `UploadBudget` while it is in memory (a
- * 503 when the budget is spent). What is wrong with the file itself (missing, empty, several) is returned as problems, so a
- * route reports them in one 400 with its own fields' problems.
+ * takes one (the text parser, audio transcriptions): a file over the cap is a 413, a body that is
+ * not multipart a 400, and nothing beyond the cap is buffered or written to disk. What is wrong
+ * with the file itself (missing, empty, several) is returned as problems, so a route reports them
+ * in one 400 with its own fields' problems.
+ *
+ * **Details**
+ *
+ * The file is read as a stream into memory with the cap enforced while reading (Effect's persisted
+ * multipart would use temp files), and other parts than the file and the named fields are drained
+ * unread. The form holds its size against the process's `UploadBudget` while it is in memory (a 503
+ * when the budget is spent).
  *
  * @since 0.1.0
  */

@@ -1,8 +1,13 @@
 /**
- * Metrics. All of them exist from the start, at zero (`initialize`), with the process's memory and
- * CPU sampled on each scrape. Every response updates the request counters and the latency histogram (labelled by
- * route pattern and status); the request log line is `RequestLog`'s. The other modules record their own events through the metrics defined here, so the
- * whole set is visible in one place and served at `/metrics` in Prometheus text format.
+ * Metrics, defined in one place and served at `/metrics` in Prometheus text format. All of them
+ * exist from the start, at zero (`initialize`), with the process's memory and CPU sampled on each
+ * scrape.
+ *
+ * **Details**
+ *
+ * Every response updates the request counters and the latency histogram (labelled by route pattern
+ * and status); the request log line is `RequestLog`'s. The other modules record their own events
+ * through the metrics defined here, so the whole set is visible in one place.
  *
  * @since 0.1.0
  */

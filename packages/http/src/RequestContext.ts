@@ -1,8 +1,9 @@
 /**
  * What the global middleware knows about the request being served, shared with the routes: its id
- * (`x-request-id`, always the server's own), the id the client sent, when it started, the route pattern it matched and that pattern's path
- * parameters, the MCP tool an in-process request runs, and the principal once the route has authenticated it (logs, metrics and the abuse
- * guard key on the principal when there is one, else the client address).
+ * (`x-request-id`, always the server's own), the id the client sent, when it started, the route
+ * pattern it matched and that pattern's path parameters, the MCP tool an in-process request runs,
+ * and the principal once the route has authenticated it (logs, metrics and the abuse guard key on
+ * the principal when there is one, else the client address).
  *
  * @since 0.1.0
  */

@@ -1,10 +1,13 @@
 /**
  * The request log: one structured JSON line per response with the request id (and the client's own
- * request id when it sent one, the trace id when tracing is on), the principal id
- * (never a key, signature, document or prompt), the method, the route pattern, the status and the
- * latency. It runs on every request, so it bypasses the general-purpose logger: a line is encoded
- * into a byte chunk, and the chunk is written out every 50 ms and when the layer is released.
+ * request id when it sent one, the trace id when tracing is on), the principal id (never a key,
+ * signature, document or prompt), the method, the route pattern, the status and the latency.
  * Without the service (embedders that do not want it) nothing is recorded.
+ *
+ * **Details**
+ *
+ * It runs on every request, so it bypasses the general-purpose logger: a line is encoded into a
+ * byte chunk, and the chunk is written out every 50 ms and when the layer is released.
  *
  * @since 0.1.0
  */

@@ -1,13 +1,16 @@
 /**
  * The route table: the routes' methods and path patterns, indexed once at startup, and the one
- * lookup a request makes. A static path (no `:param`) is found by one map lookup; the patterns
- * with parameters are few and are tried in the order the routes were listed. A static path wins
- * over a pattern that also matches it, as in `find-my-way`. A `HEAD` request is served by the
- * path's `GET` route when it has no `HEAD` route of its own.
+ * lookup a request makes. A static path wins over a pattern that also matches it, as in
+ * `find-my-way`, and a `HEAD` request is served by the path's `GET` route when it has no `HEAD`
+ * route of its own.
  *
- * tollgate's own table instead of `HttpRouter`'s `find-my-way`: the routes are a short fixed list,
- * so a map and a few segment comparisons find them, and the request's parameters, pattern and the
- * methods allowed on its path (for the 405) come from the same lookup (docs/benchmarks.md).
+ * **Details**
+ *
+ * A static path (no `:param`) is found by one map lookup; the patterns with parameters are few and
+ * are tried in the order the routes were listed. tollgate's own table instead of `HttpRouter`'s
+ * `find-my-way`: the routes are a short fixed list, so a map and a few segment comparisons find
+ * them, and the request's parameters, pattern and the methods allowed on its path (for the 405)
+ * come from the same lookup (docs/benchmarks.md).
  *
  * @since 0.1.0
  */

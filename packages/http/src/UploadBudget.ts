@@ -1,15 +1,18 @@
 /**
- * The process-wide budget of request-body bytes held in memory at once. Uploads are read whole
- * into memory (the text parser's file, a large chat conversation), so without a bound a burst of
- * concurrent uploads grows the server's RSS without limit; with it, a request first holds its
- * declared size (or its route's cap when it declares none) against the budget until it ends. A
- * request that finds the budget spent waits briefly for earlier uploads to finish, then gets a
- * 503 with `Retry-After` and nothing is read. A request larger than the whole budget holds all of
- * it, so it still runs, alone.
+ * The process-wide budget of request-body bytes held in memory at once, so a burst of concurrent
+ * uploads cannot grow the server's RSS without limit, and one caller's uploads always leave room
+ * for everyone else's. A request that finds the budget spent waits briefly, then gets a 503 with
+ * `Retry-After` and nothing is read.
  *
- * Each principal (an API key, a wallet) may hold at most its share of the budget
- * (`DEFAULT_SHARE`, half of it by default) at once, so one caller's uploads, slow or not, always
- * leave room for everyone else's; past its share a request waits the same way, then gets the 503.
+ * **Details**
+ *
+ * Uploads are read whole into memory (the text parser's file, a large chat conversation), so a
+ * request first holds its declared size (or its route's cap when it declares none) against the
+ * budget until it ends. A request larger than the whole budget holds all of it, so it still runs,
+ * alone.
+ *
+ * Each principal (an API key, a wallet) may hold at most its share of the budget (`DEFAULT_SHARE`,
+ * half of it by default) at once; past its share a request waits the same way, then gets the 503.
  * Metered routes authenticate the caller before they read a body, so the principal is known here.
  *
  * The bytes are the permits of one Effect `Semaphore`, taken in the request's scope, so they come

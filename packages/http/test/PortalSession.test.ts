@@ -12,7 +12,7 @@ const wallet = new Principal.WalletPrincipal({
 const key = new Uint8Array(32).fill(7)
 const now = Date.parse("2026-11-27T12:00:00Z")
 
-describe("A portal session opens only with its own MAC and only until it ends, 30 minutes after sign-in", () => {
+describe("A portal sign-in opens only with its own MAC and only until it ends, 30 minutes after sign-in", () => {
   const session = PortalSession.start(wallet, now)
   const sealed = PortalSession.seal(key, session)
 
@@ -31,7 +31,7 @@ describe("A portal session opens only with its own MAC and only until it ends, 3
     expect(PortalSession.open(key, `${payload}.`, now)).toBeUndefined()
   })
 
-  it("every session has its own CSRF token, and only that token matches", () => {
+  it("every sign-in has its own CSRF token, and only that token matches", () => {
     const other = PortalSession.start(wallet, now)
     expect(other.csrfToken).not.toBe(session.csrfToken)
     expect(PortalSession.csrfMatches(session, session.csrfToken)).toBe(true)
@@ -46,7 +46,7 @@ describe("A portal session opens only with its own MAC and only until it ends, 3
   })
 })
 
-describe("The session cookie is httpOnly and SameSite=Strict, Secure on an https origin, and lives as long as the session", () => {
+describe("The sign-in cookie is httpOnly and SameSite=Strict, Secure on an https origin, and lives as long as the sign-in", () => {
   it("set, and cleared", () => {
     expect(PortalSession.setCookie("v.m", { secure: true })).toBe(
       "tollgate_portal=v.m; Path=/; HttpOnly; SameSite=Strict; Max-Age=1800; Secure"
@@ -58,7 +58,7 @@ describe("The session cookie is httpOnly and SameSite=Strict, Secure on an https
   })
 })
 
-describe("The session key is derived from the API-key signing key: the same key gives the same seal, another key another", () => {
+describe("The sealing key is derived from the API-key signing key: the same key gives the same seal, another key another", () => {
   const derive = (signingKey: Jwt.SigningKey) =>
     Effect.runPromise(Effect.provide(
       Effect.gen(function*() {

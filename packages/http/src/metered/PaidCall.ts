@@ -1,18 +1,22 @@
 /**
  * One paid call through the metered pipeline: what its steps share (the caller, the hold's
- * reference, the step a failure is counted under) and the steps, in the order they run:
- * `start` (authentication, or `paidBy` a payment sent with the call), `authenticated` (then
- * `walletReady` for a wallet), `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`, `admit`,
- * `runAdmitted` (the route's work), `respond` (with `recount` for a call a fallback model of
- * another tier served), then `settleAndAnswer`, which takes the path `SettlementChoice.choose`
+ * reference, the step a failure is counted under) and the steps, in the order they run. `Pipeline`
+ * makes one per paid request; a route never uses it directly.
+ *
+ * **Details**
+ *
+ * The steps: `start` (authentication, or `paidBy` a payment sent with the call), `authenticated`
+ * (then `walletReady` for a wallet), `claimAndAdmit` (the `Idempotency-Key`), `admitAndRun`,
+ * `admit`, `runAdmitted` (the route's work), `respond` (with `recount` for a call a fallback model
+ * of another tier served), then `settleAndAnswer`, which takes the path `SettlementChoice.choose`
  * names (`handOver`, `streamThenSettle`, `respondFirst`, `settleThenRespond`), `settle`, and
- * `giveBack` for a call that fails or is interrupted once admitted. A payment sent with the call
- * is accepted before the admission and finished after the settlement (`PerCallPayment`), each
- * path calling `answered`.
+ * `giveBack` for a call that fails or is interrupted once admitted. A payment sent with the call is
+ * accepted before the admission and finished after the settlement (`PerCallPayment`), each path
+ * calling `answered`.
  *
  * A mutable class rather than closures: every paid request makes one, and methods on a prototype
- * are not allocated per call (the generator this replaced allocated about 6 KB per call; see
- * docs/benchmarks.md). The services it calls are resolved once per layer (`Services`).
+ * are not allocated per call, where a generator per call allocated about 6 KB (docs/benchmarks.md).
+ * The services it calls are resolved once per layer (`Services`).
  *
  * @since 0.1.0
  */

@@ -2,14 +2,17 @@
  * The `exact` scheme paid per call: the payment is verified, settled and credited to the paying
  * wallet before the call runs, and the call runs on the wallet's credit.
  *
- * When to use: through `PerCallPayment`, which routes a payment whose matched requirements name
- * `exact` here.
+ * **When to use**
  *
- * Details: settling first means no base unit can go missing: every unit that moved is on the
- * ledger before anything is served, a replay is refused by the facilitator and credits nothing
- * twice, and a call that fails or is cut off leaves the whole payment as credit. A payment that
- * names itself with the `payment-identifier` extension is answered once: a retry with the same id,
- * signed by the same payer, gets the kept answer.
+ * Through `PerCallPayment`, which routes a payment whose matched requirements name `exact` here.
+ *
+ * **Details**
+ *
+ * Settling first means no base unit can go missing: every unit that moved is on the ledger before
+ * anything is served, a replay is refused by the facilitator and credits nothing twice, and a call
+ * that fails or is cut off leaves the whole payment as credit. A payment that names itself with the
+ * `payment-identifier` extension is answered once: a retry with the same id, signed by the same
+ * payer, gets the kept answer.
  *
  * @since 0.1.0
  */

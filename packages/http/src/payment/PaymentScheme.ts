@@ -2,14 +2,18 @@
  * What a per-call payment scheme (`exact`, `upto`, a `batch-settlement` voucher) gives
  * `PerCallPayment`, and the models the two steps share.
  *
- * When to use: to add a scheme, write a module beside `ExactPayment.ts` that builds a
- * `PaymentScheme` and route its `scheme` name to it in `PerCallPayment`. A route never uses a
- * scheme directly: the metered pipeline takes payments through `PerCallPayment`.
+ * **When to use**
  *
- * Details: `accept` runs before the call's admission and answers who pays; `finish` runs after the
- * call's settlement and gives the answer; `abandon` frees what `accept` holds when the call ends
- * without an answer. A refusal is an `X402.PaymentRejected`, which `PerCallPayment` answers with
- * the endpoint's 402.
+ * To add a scheme, write a module beside `ExactPayment.ts` that builds a `PaymentScheme` and route
+ * its `scheme` name to it in `PerCallPayment`. A route never uses a scheme directly: the metered
+ * pipeline takes payments through `PerCallPayment`.
+ *
+ * **Details**
+ *
+ * `accept` runs before the call's admission and answers who pays; `finish` runs after the call's
+ * settlement and gives the answer; `abandon` frees what `accept` holds when the call ends without
+ * an answer. A refusal is an `X402.PaymentRejected`, which `PerCallPayment` answers with the
+ * endpoint's 402.
  *
  * @since 0.1.0
  */

@@ -2,19 +2,23 @@
  * A payment sent with a metered call pays for that call, the way x402 clients expect (the official
  * `wrapFetchWithPayment` re-sends the request with `PAYMENT-SIGNATURE` for an entry of its 402).
  *
- * When to use: provide `layer` with the server's services, and every paid route, and every
- * endpoint declared on top of `Metered.run`, honours such a payment; a route never calls it.
+ * **When to use**
  *
- * Details: the metered pipeline takes the payment in two steps. `accept` before the call's
- * admission, in place of authentication, matches the payment against the endpoint's requirements
- * (the call at its worst-case price, and the minimum top-up, see `X402.endpointRequirements`) and
- * answers who pays (and the headers every answer carries); `finish` after the call's settlement,
- * told how the call ended and what it captured, closes the payment and gives the answer. Neither
- * wraps the call: the pipeline runs it between them as any other call. This module only routes a
- * matched payment to its scheme: `exact` (`ExactPayment`, settled and credited before the call),
- * `upto` (`UptoPayment`, a permit settled for the captured charge after it) and `batch-settlement`
- * (`VoucherPayment`, a voucher committed on its channel). A refused payment is the endpoint's 402
- * naming the reason in `error`.
+ * Provide `layer` with the server's services, and every paid route, and every endpoint declared on
+ * top of `Metered.run`, honours such a payment; a route never calls it.
+ *
+ * **Details**
+ *
+ * The metered pipeline takes the payment in two steps. `accept` before the call's admission, in
+ * place of authentication, matches the payment against the endpoint's requirements (the call at its
+ * worst-case price, and the minimum top-up, see `X402.endpointRequirements`) and answers who pays
+ * (and the headers every answer carries); `finish` after the call's settlement, told how the call
+ * ended and what it captured, closes the payment and gives the answer. Neither wraps the call: the
+ * pipeline runs it between them as any other call. This module only routes a matched payment to its
+ * scheme: `exact` (`ExactPayment`, settled and credited before the call), `upto` (`UptoPayment`, a
+ * permit settled for the captured charge after it) and `batch-settlement` (`VoucherPayment`, a
+ * voucher committed on its channel). A refused payment is the endpoint's 402 naming the reason in
+ * `error`.
  *
  * @since 0.1.0
  */

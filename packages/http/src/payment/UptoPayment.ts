@@ -2,15 +2,19 @@
  * The `upto` scheme paid per call: a Permit2 permit for at most the quote, verified before the
  * call, settled for what the call captured after it.
  *
- * When to use: through `PerCallPayment`, which routes a payment whose matched requirements name
- * `upto` here; they are offered only for a call whose charge is known from its outcome (chat,
- * embeddings, speech, transcription: `MeteredCall.settlesActual`).
+ * **When to use**
  *
- * Details: the permit is verified (signature, deadline, the payer's balance and Permit2
- * allowance, simulated) before the call, and the call runs on a hold the permit funds
+ * Through `PerCallPayment`, which routes a payment whose matched requirements name `upto` here;
+ * they are offered only for a call whose charge is known from its outcome (chat, embeddings,
+ * speech, transcription: `MeteredCall.settlesActual`).
+ *
+ * **Details**
+ *
+ * The permit is verified (signature, deadline, the payer's balance and Permit2 allowance,
+ * simulated) before the call, and the call runs on a hold the permit funds
  * (`CreditLedger.FUNDED_HOLD_PREFIX`: it takes nothing from the wallet's credit, and the wallet's
- * other calls cannot spend it). The captured charge is settled on chain after the call, rounded
- * up to a USDC base unit, and the fraction rounded up is credited to the wallet. A call that fails
+ * other calls cannot spend it). The captured charge is settled on chain after the call, rounded up
+ * to a USDC base unit, and the fraction rounded up is credited to the wallet. A call that fails
  * captures nothing and settles nothing, so the permit is left unused. A permit is claimed by its
  * `(payer, Permit2 nonce)` while its call runs, so a replay sent meanwhile is a 409, and once
  * settled Permit2 refuses its nonce, so a later replay is a 402. A streamed answer is settled when

@@ -3,17 +3,21 @@
  * call and committed with the call's charge after it; the channel is claimed on chain later, in
  * batches (`BatchSettlement`).
  *
- * When to use: through `PerCallPayment`, which routes a payment whose matched requirements name
- * `BatchSettlement.SCHEME` here; it is offered where the EVM option configures
- * `batchSettlement` (`X402.EvmOption`), and a server without `PaymentChannels` and
- * `ChannelChain` refuses it as an unsupported scheme.
+ * **When to use**
  *
- * Details: the voucher is checked offline (`BatchSettlement.check`), then reserved on its channel:
- * stored, and the channel held, before the call runs. A deposit with it is submitted first, and
- * opens or tops up the channel; a voucher on a channel this server has not seen yet (the store
- * refuses it as missing) reads the channel's escrow from the chain once, and is reserved again, so
- * a voucher on a known channel takes one step of the store. A call that fails charges nothing and frees the channel,
- * and the same voucher may be sent again.
+ * Through `PerCallPayment`, which routes a payment whose matched requirements name
+ * `BatchSettlement.SCHEME` here; it is offered where the EVM option configures `batchSettlement`
+ * (`X402.EvmOption`), and a server without `PaymentChannels` and `ChannelChain` refuses it as an
+ * unsupported scheme.
+ *
+ * **Details**
+ *
+ * The voucher is checked offline (`BatchSettlement.check`), then reserved on its channel: stored,
+ * and the channel held, before the call runs. A deposit with it is submitted first, and opens or
+ * tops up the channel; a voucher on a channel this server has not seen yet (the store refuses it as
+ * missing) reads the channel's escrow from the chain once, and is reserved again, so a voucher on a
+ * known channel takes one step of the store. A call that fails charges nothing and frees the
+ * channel, and the same voucher may be sent again.
  *
  * @since 0.1.0
  */

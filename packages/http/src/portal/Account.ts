@@ -125,7 +125,7 @@ export const CreateKeyRequest = Schema.Struct({
 })
 
 /**
- * `POST /api/v1/portal/keys`: an INFERENCE key for the session's account, shown once.
+ * `POST /api/v1/portal/keys`: an INFERENCE key for the signed-in account, shown once.
  *
  * @category routes
  */

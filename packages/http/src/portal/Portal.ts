@@ -5,12 +5,14 @@
  * top-ups, tops up through x402 from the browser, makes and revokes INFERENCE keys, sets or removes
  * each key's spend cap and restrictions and watches the spend of the last 30 days.
  *
+ * **Details**
+ *
  * The page is hand-written HTML, CSS and JavaScript in `src/portal/`, served as they are (no build
  * step, nothing from another host) under a Content-Security-Policy that allows only this server's
  * own scripts and styles (`Assets`). It reads and changes the account through the
- * `/api/v1/portal/*` routes: signing in and out (`SignIn`), and the account, its keys and its
- * usage (`Account`), behind the session cookie of `Session` checked by `SessionRoute`; every state
- * change also needs the session's CSRF token. The top-up itself is the x402 endpoint's.
+ * `/api/v1/portal/*` routes: signing in and out (`SignIn`), and the account, its keys and its usage
+ * (`Account`), behind the sign-in cookie of `Session` checked by `SessionRoute`; every state change
+ * also needs the sign-in's CSRF token. The top-up itself is the x402 endpoint's.
  *
  * @since 0.1.0
  */

@@ -1,16 +1,18 @@
 /**
- * The session of the self-service portal (`routes/Portal.ts`): who signed in (a wallet through
- * sign-in-with-x, or an ADMIN key of an account), sealed into one short-lived cookie that is
- * httpOnly and SameSite=Strict (Secure on an https origin), and the CSRF token every state change
- * must carry in `x-csrf-token`.
+ * A sign-in to the self-service portal (`Session`, see `Portal.ts`): who signed in (a wallet
+ * through sign-in-with-x, or an ADMIN key of an account), sealed into one short-lived cookie that
+ * is httpOnly and SameSite=Strict (Secure on an https origin), and the CSRF token every state
+ * change must carry in `x-csrf-token`. Every instance and worker sharing the server's signing key
+ * accepts the cookie, and a sign-out ends it everywhere.
  *
- * The cookie is the session itself, signed with HMAC-SHA256 rather than looked up in a store, so
- * every instance and worker sharing the server's signing key accepts it and nothing has to expire
- * it server-side: it carries its own end, 30 minutes after sign-in. Only a session ended early is
- * stored: a sign-out revokes the session's `id` until that end (`SessionRevocations`), so a copy
- * of the cookie stops working too. The key is derived from the API-key signing key
- * (`layerFromSigningKey`); without that layer it is random per process, which suits one process
- * (an embedder's, a test's) and nothing more.
+ * **Details**
+ *
+ * The cookie is the sign-in itself, signed with HMAC-SHA256 rather than looked up in a store, so
+ * nothing has to expire it server-side: it carries its own end, 30 minutes after sign-in. Only a
+ * sign-in ended early is stored: a sign-out revokes its `id` until that end (`SessionRevocations`),
+ * so a copy of the cookie stops working too. The key is derived from the API-key signing key
+ * (`layerFromSigningKey`); without that layer it is random per process, which suits one process (an
+ * embedder's, a test's) and nothing more.
  *
  * @since 0.1.0
  */
@@ -24,16 +26,16 @@ export const cookieName = "tollgate_portal"
 /** @category constants */
 export const csrfHeader = "x-csrf-token"
 
-/** How long a session lasts after sign-in. @category constants */
+/** How long a sign-in lasts. @category constants */
 export const LIFETIME_MS = 30 * 60_000
 
 /**
- * A signed-in session: the account it acts for and how it signed in.
+ * A sign-in: the account it acts for and how it signed in.
  *
  * @category models
  */
 export const Session = Schema.Struct({
-  /** Random, unique to the session: what a sign-out revokes. */
+  /** Random, unique to the sign-in: what a sign-out revokes. */
   id: Schema.String,
   accountId: Schema.String,
   via: Schema.Literals(["wallet", "key"]),
@@ -43,9 +45,9 @@ export const Session = Schema.Struct({
     family: Schema.Literals(["evm", "solana"]),
     chainId: Schema.String
   })),
-  /** The ADMIN key that signed in (`via: "key"`): its revocation ends the session. */
+  /** The ADMIN key that signed in (`via: "key"`): its revocation ends the sign-in. */
   keyId: Schema.optionalKey(Schema.String),
-  /** That key's tier, which the keys made in the session get, as `POST /api_keys` gives them. */
+  /** That key's tier, which the keys made while signed in get, as `POST /api_keys` gives them. */
   tier: Schema.optionalKey(Schema.Literals(["default", "partner"])),
   csrfToken: Schema.String,
   expiresAt: Schema.Finite
@@ -57,7 +59,7 @@ export type Session = typeof Session.Type
 const decodeSession = Schema.decodeUnknownOption(Schema.fromJsonString(Session))
 
 /**
- * The HMAC key sessions are sealed with.
+ * The HMAC key sign-ins are sealed with.
  *
  * @category references
  */
@@ -66,8 +68,8 @@ export const SessionKey = Context.Reference<Uint8Array>("@tollgate/http/PortalSe
 })
 
 /**
- * The session key derived from the API-key signing key, so that every process holding it accepts
- * the sessions of the others.
+ * The sealing key derived from the API-key signing key, so that every process holding it accepts
+ * the sign-ins of the others.
  *
  * @category layers
  */
@@ -83,7 +85,7 @@ export const layerFromSigningKey = (signingKey: Jwt.SigningKey): Layer.Layer<nev
 const mac = (key: Uint8Array, payload: string) => Crypto.createHmac("sha256", key).update(payload).digest("base64url")
 
 /**
- * A session for a principal that just signed in.
+ * A sign-in for a principal that just signed in.
  *
  * @category constructors
  */
@@ -98,7 +100,7 @@ export const start = (principal: Principal.Principal, now: number): Session => (
 })
 
 /**
- * The cookie value of a session: its JSON and the MAC of it, both base64url.
+ * The cookie value of a sign-in: its JSON and the MAC of it, both base64url.
  *
  * @category encoding
  */
@@ -108,7 +110,7 @@ export const seal = (key: Uint8Array, session: Session): string => {
 }
 
 /**
- * The session of a cookie value, when its MAC is right and it has not ended.
+ * The sign-in of a cookie value, when its MAC is right and it has not ended.
  *
  * @category decoding
  */
@@ -124,7 +126,7 @@ export const open = (key: Uint8Array, value: string, now: number): Session | und
 }
 
 /**
- * The session cookie in a `Cookie` request header.
+ * The sign-in cookie in a `Cookie` request header.
  *
  * @category decoding
  */
@@ -137,7 +139,7 @@ export const fromCookieHeader = (header: string | undefined): string | undefined
 }
 
 /**
- * Whether the CSRF header of a state change names the session's token.
+ * Whether the CSRF header of a state change names the sign-in's token.
  *
  * @category validation
  */
@@ -149,7 +151,7 @@ export const csrfMatches = (session: Session, header: string | undefined): boole
 }
 
 /**
- * `Set-Cookie` for a sealed session, living as long as the session (or, without one, the header
+ * `Set-Cookie` for a sealed sign-in, living as long as the sign-in (or, without one, the header
  * that ends it). Secure when the public origin is https: a browser on plain-http localhost would
  * otherwise never send it back.
  *

@@ -1,5 +1,5 @@
 /**
- * What every portal route behind the session shares: the session check (the sealed cookie, not
+ * What every portal route behind the sign-in shares: the sign-in check (the sealed cookie, not
  * ended nor signed out, an ADMIN key still standing, and the CSRF token for a change), the route
  * constructor that runs it first, and the answers' common parts.
  *
@@ -20,10 +20,10 @@ export const noStore = { "cache-control": "no-store, private" }
 export const unauthenticated = new Errors.Unauthenticated({ message: "Sign in to the portal first (the session may have ended)" })
 
 /**
- * The session check of a route behind the session, built with the route (the stores and the
- * session key are read once): the session of the request, sealed by this server, not ended nor
+ * The sign-in check of a route behind the sign-in, built with the route (the stores and the
+ * sealing key are read once): the sign-in of the request, sealed by this server, not ended nor
  * signed out, and for an ADMIN key, the key still standing. A state change must also carry the
- * session's CSRF token.
+ * sign-in's CSRF token.
  */
 export const sessionCheck = Effect.gen(function*() {
   const store = yield* AuthStore
@@ -48,8 +48,8 @@ export const sessionCheck = Effect.gen(function*() {
 })
 
 /**
- * A route behind the session: `handler`, built once with the route like any route's, answers a
- * request whose session passed `sessionCheck` (with the CSRF token when the route `changes` state).
+ * A route behind the sign-in: `handler`, built once with the route like any route's, answers a
+ * request whose sign-in passed `sessionCheck` (with the CSRF token when the route `changes` state).
  */
 export const sessionRoute = <R>(
   method: Route.Method,

@@ -1,7 +1,7 @@
 /**
- * Signing in to the portal and out of it: the sign-in message a wallet signs, the session opened
- * by that signature or an ADMIN key (through `Auth`, as a paid call would authenticate), the
- * session read back, and signing out, which revokes the session on the server.
+ * Signing in to the portal and out of it: the sign-in message a wallet signs, the sign-in made with
+ * that signature or an ADMIN key (through `Auth`, as a paid call would authenticate), the sign-in
+ * read back, and signing out, which revokes the sign-in on the server.
  *
  * @since 0.1.0
  */
@@ -78,7 +78,7 @@ export const SignInRequest = Schema.Union([
 
 /**
  * `POST /api/v1/portal/session`: signs in with a signed message or an ADMIN key, through `Auth`
- * as a paid call would (a wallet's nonce is spent), and sets the session cookie.
+ * as a paid call would (a wallet's nonce is spent), and sets the sign-in cookie.
  *
  * @category routes
  */
@@ -136,7 +136,7 @@ export const signIn = Route.make(
 )
 
 /**
- * `GET /api/v1/portal/session`: the session, or 204 when there is none. Every visit of a signed-out
+ * `GET /api/v1/portal/session`: the sign-in, or 204 when there is none. Every visit of a signed-out
  * browser asks this, so it is no failed attempt for the abuse guard (a 401 would be one).
  *
  * @category routes
@@ -164,8 +164,8 @@ export const session = Route.make(
 )
 
 /**
- * `DELETE /api/v1/portal/session`: ends the session on the server (its id is revoked until the
- * session would have ended) and clears the cookie, so a copy of the cookie is refused as well.
+ * `DELETE /api/v1/portal/session`: ends the sign-in on the server (its id is revoked until the
+ * sign-in would have ended) and clears the cookie, so a copy of the cookie is refused as well.
  *
  * @category routes
  */

@@ -3,13 +3,15 @@
  * is in this response and nowhere else, ever), `GET /api_keys` lists the account's keys as
  * metadata, `GET /api_keys/:id` shows one, `PATCH /api_keys` changes a key's description, expiry,
  * spend cap and restrictions, `POST /api_keys/:id/reroll` issues a new secret for a key (the old
- * one valid for the grace period asked), `DELETE /api_keys?id=...` revokes one, effective at once on
- * every instance sharing the store. No credentials or bad ones are a 401; a wallet or an INFERENCE key is a 403; a key of
- * another account is a 404. A key never mints a tier above its own, so an account cannot raise its
- * own limits.
+ * one valid for the grace period asked), `DELETE /api_keys?id=...` revokes one, effective at once
+ * on every instance sharing the store. No credentials or bad ones are a 401; a wallet or an
+ * INFERENCE key is a 403; a key of another account is a 404. A key never mints a tier above its
+ * own, so an account cannot raise its own limits.
  *
- * A key's spend cap (`KeyCaps`) has the published reference's shapes: `consumptionLimit: {usd}`
- * and `limitPeriod` (`EPOCH`, a UTC day, the default; `MONTH`; `LIFETIME`) in requests,
+ * **Details**
+ *
+ * A key's spend cap (`KeyCaps`) has the published reference's shapes: `consumptionLimit: {usd}` and
+ * `limitPeriod` (`EPOCH`, a UTC day, the default; `MONTH`; `LIFETIME`) in requests,
  * `consumptionLimits`, `limitPeriod` and, for a capped key, `currentPeriodUsage: {usd}` in the
  * metadata.
  *

@@ -1,17 +1,20 @@
 /**
  * `POST /chat/completions`: an OpenAI-compatible proxy with the service's own options, billed and
- * limited by tokens through the metered pipeline.
+ * limited by tokens through the metered pipeline. A bad request is a 400 that leaves nothing
+ * behind, a client that leaves mid-stream pays for what passed through, and a call that produced
+ * nothing is not charged.
+ *
+ * **Details**
  *
  * Before anything is held, the body, the options (object and model suffix), the model, the
- * character and the search capability are checked; a bad one is a 400 that leaves nothing behind
- * (`ChatCall`, shared with `POST /responses`). Admission reserves the prompt's tokens (at their bound, the prompt's UTF-8 length, plus room for search results) and the capped
- * completion (`max_tokens`, at most the model's limit, times `n`) against the token limit, and holds
- * their worst-case price. The upstream is asked for usage; its counts settle the call. A streamed
- * call settles when its stream ends or the client hangs up: a client that leaves mid-stream pays
- * for the chunks that passed through (their text is kept and tokenized if the upstream's usage never
- * arrives), and the rest of the hold goes back.
- * An upstream refusal maps to 429 (with the upstream's headers), 400, 503 (retry with backoff) or
- * 500, and nothing is charged for a call that produced nothing.
+ * character and the search capability are checked (`ChatCall`, shared with `POST /responses`).
+ * Admission reserves the prompt's tokens (at their bound, the prompt's UTF-8 length, plus room for
+ * search results) and the capped completion (`max_tokens`, at most the model's limit, times `n`)
+ * against the token limit, and holds their worst-case price. The upstream is asked for usage; its
+ * counts settle the call. A streamed call settles when its stream ends or the client hangs up: the
+ * chunks that passed through are paid for (their text is kept and tokenized if the upstream's usage
+ * never arrives), and the rest of the hold goes back. An upstream refusal maps to 429 (with the
+ * upstream's headers), 400, 503 (retry with backoff) or 500.
  *
  * @since 0.1.0
  */

@@ -2,11 +2,13 @@
  * `POST /messages` and `POST /messages/count_tokens`: Anthropic's Messages API over the chat
  * models, so `@anthropic-ai/sdk` (its `baseURL` the server's `/api`) and the coding agents built on
  * it work unchanged. A request is translated into a chat completion and runs as one (`ChatCall`,
- * shared with `/chat/completions` and `/responses`): the same models, upstreams, options, admission,
- * limits and price per token, so a call costs what the same conversation costs on
+ * shared with `/chat/completions` and `/responses`): the same models, upstreams, options,
+ * admission, limits and price per token, so a call costs what the same conversation costs on
  * `/chat/completions` (usage sku `chat:<model>`). The key may come as `x-api-key`, as the SDK sends
  * it; `anthropic-version` is read (a malformed one is a 400); failures are in Anthropic's error
  * shape (`ErrorResponse.renderAnthropic`).
+ *
+ * **Details**
  *
  * Translation: `system` is a system message; `messages` alternate `user` and `assistant`, their
  * content a string or blocks: `text`, `image` (base64 or URL, an `image_url` part: the upstream
@@ -17,8 +19,8 @@
  * `max_tokens`, `stop_sequences` (`stop`), `temperature`, `top_p` and `top_k` carry over; `tools`
  * become function tools, `tool_choice` `auto`/`any`/`tool`/`none` chat's `auto`/`required`/the
  * function/`none`, and `disable_parallel_tool_use` turns off parallel calls; `models` names
- * fallback models as on chat; `thinking` turned off is chat's `disable_thinking`, turned on it sends
- * the model's reasoning back as thinking blocks. Server tools, a document by URL or file id,
+ * fallback models as on chat; `thinking` turned off is chat's `disable_thinking`, turned on it
+ * sends the model's reasoning back as thinking blocks. Server tools, a document by URL or file id,
  * `container` and `mcp_servers` are not translated: each is a 400 naming its field.
  *
  * The answer is a `message`: a `thinking` block when thinking is on and the model reasoned apart

@@ -4,6 +4,8 @@
  * (`service_parameters` or the model suffix), same admission, backend and price per token, so a
  * call costs what the same conversation costs on `/chat/completions`. Only the wire shapes differ.
  *
+ * **Details**
+ *
  * Translation: `input` is a string (one user message) or a list of items: messages (`role` and
  * `content`, a string or `input_text`/`output_text`/`input_image` parts; `developer` becomes
  * `system`, what chat upstreams understand), the model's earlier `function_call`s (an assistant
@@ -20,8 +22,8 @@
  * Streamed, it is the Responses event sequence: `response.created`, `response.in_progress`,
  * `response.output_item.added`, `response.content_part.added`, `response.output_text.delta` per
  * piece (a call: its own `output_item.added` and `response.function_call_arguments.delta`s), then
- * the `.done` events and `response.completed` with the usage (reasoning a model streams apart is billed but not sent as
- * events). A client that leaves mid-stream pays for what passed through.
+ * the `.done` events and `response.completed` with the usage (reasoning a model streams apart is
+ * billed but not sent as events). A client that leaves mid-stream pays for what passed through.
  *
  * @since 0.1.0
  */

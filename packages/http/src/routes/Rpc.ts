@@ -1,15 +1,18 @@
 /**
  * `POST /crypto/rpc/{network}`: the JSON-RPC proxy, a paid endpoint (`Endpoint.make`). The request
  * is checked whole before anything is metered (a well-formed `Idempotency-Key`, a supported
- * network, JSON-RPC 2.0 items whose methods the network's family admits, a configured upstream),
- * so a refused request costs nothing and burns no key. It then runs through the metered pipeline:
- * the hold and the 24 h credit reservation are the worst
- * case (every item at its tier), the capture what the upstream's answer actually costs (an item
- * not answered with a result costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight
- * gets 409 from the pipeline; a later one gets the stored response. A single read goes through
- * `RpcReads` (the cache, merging of identical reads in flight), and so does a batch of reads each
- * with an id (the cache item by item); the answer says `X-Cache: HIT` when the cache gave all of
- * it, and is charged the same unless the operator set a discount.
+ * network, JSON-RPC 2.0 items whose methods the network's family admits, a configured upstream), so
+ * a refused request costs nothing and burns no key.
+ *
+ * **Details**
+ *
+ * The metered pipeline's hold and 24 h credit reservation are the worst case (every item at its
+ * tier), the capture what the upstream's answer actually costs (an item not answered with a result
+ * costs 5 credits, see `JsonRpc.outcomes`). A duplicate of a keyed request still in flight gets 409
+ * from the pipeline; a later one gets the stored response. A single read goes through `RpcReads`
+ * (the cache, merging of identical reads in flight), and so does a batch of reads each with an id
+ * (the cache item by item); the answer says `X-Cache: HIT` when the cache gave all of it, and is
+ * charged the same unless the operator set a discount.
  *
  * @since 0.1.0
  */

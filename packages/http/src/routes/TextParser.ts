@@ -1,11 +1,14 @@
 /**
  * `POST /augment/text-parser`: a multipart upload (`file`, optional `response_format`) in, the
- * document's text out, as `{text, tokens}` JSON or as text/plain. The upload is read into memory
- * under the 25 MB cap by `MultipartUpload`, never written to disk; the request
- * is validated before anything is held or charged, and the extraction runs inside the metered
- * pipeline at a flat price. The upload holds its size against the process's `UploadBudget` while it
- * is in memory (`MultipartUpload` does). The document and its text are never logged and not kept after the
- * response: usage notes record the format only.
+ * document's text out, as `{text, tokens}` JSON or as text/plain, at a flat price. The request is
+ * validated before anything is held or charged, and the document and its text are never logged,
+ * written to disk or kept after the response: usage notes record the format only.
+ *
+ * **Details**
+ *
+ * The upload is read into memory under the 25 MB cap by `MultipartUpload`, which holds its size
+ * against the process's `UploadBudget` while it is in memory; the extraction runs inside the
+ * metered pipeline.
  *
  * @since 0.1.0
  */

@@ -1,13 +1,17 @@
 /**
  * `GET /x402/transactions/:walletAddress`: a wallet's money movements, newest first, in the
- * published reference's shape: top-ups (`TOP_UP`, with the credit reference and the hash of the
- * transaction that paid, from `TopUpTransactions`), operator grants (`GRANT`), charges (`CHARGE`, with the request
- * id and model of the usage entry the capture wrote) and refunds (`REFUND`), each with the USD
- * balance after it. Pages are keyset: `nextCursor` names the last entry shown, so a page never
- * shifts while the wallet keeps paying. The published reference's `offset`, and the 1-based `page`
- * of the spec's paginated endpoints (with their `x-pagination-*` headers), page the same list for
- * clients written against those. The wallet itself reads its own (SIGN-IN-WITH-X); an ADMIN key of
- * an operator account reads any; anyone else is refused.
+ * published reference's shape, each with the USD balance after it. The wallet itself reads its own
+ * (SIGN-IN-WITH-X); an ADMIN key of an operator account reads any; anyone else is refused.
+ *
+ * **Details**
+ *
+ * The movements are top-ups (`TOP_UP`, with the credit reference and the hash of the transaction
+ * that paid, from `TopUpTransactions`), operator grants (`GRANT`), charges (`CHARGE`, with the
+ * request id and model of the usage entry the capture wrote) and refunds (`REFUND`). Pages are
+ * keyset: `nextCursor` names the last entry shown, so a page never shifts while the wallet keeps
+ * paying. The published reference's `offset`, and the 1-based `page` of the spec's paginated
+ * endpoints (with their `x-pagination-*` headers), page the same list for clients written against
+ * those.
  *
  * @since 0.1.0
  */
