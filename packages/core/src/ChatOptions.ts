@@ -10,6 +10,8 @@
  * sends fixed `service_parameters`). Every other request field is kept as sent and forwarded
  * unvalidated, as the spec allows. Bad values are a 400 DetailedError naming the field.
  *
+ * **Details**
+ *
  * The prompts the service adds live here too (`ChatPrompts`): the operator's default system prompt,
  * prepended unless `include_venice_system_prompt` is false, and the characters `character_slug`
  * picks from.

@@ -5,6 +5,8 @@
  * to hold); after the upstream answers, `outcomes` says what each item is billed as: its tier when
  * the node answered it with a result, `"error"` otherwise. `PricingEngine` turns both into credits.
  *
+ * **Details**
+ *
  * Ids are compared as JSON text, never as JS numbers: `parse` keeps an id such as
  * `12345678901234567890`, which a double cannot hold, as its source text, so two such ids stay apart
  * and come back as they were sent.

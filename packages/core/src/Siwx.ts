@@ -4,6 +4,8 @@
  * EIP-191 (plain accounts) or through their contract (EIP-1271, and EIP-6492 before deployment);
  * Solana wallets sign the SIWS text with ed25519.
  *
+ * **Details**
+ *
  * The `SIGN-IN-WITH-X` header comes in two shapes: the spec's, which carries the signed text, and
  * the official `@x402/extensions` client's, which carries the message's fields and leaves the text
  * to be rebuilt. Both end in the same `Credential`, and the text is always the canonical one the

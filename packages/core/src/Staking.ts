@@ -3,6 +3,8 @@
  * token, read by a `StakeReader`) sets its daily allowance in the `CreditLedger`: 1 token = 1 USD
  * of credit per UTC day, spent before prepaid USD (see `docs/billing.md`).
  *
+ * **Details**
+ *
  * The metered pipeline calls `refresh` for every wallet call before the credit hold. A read is
  * cached per wallet and repeated only when it is older than `refreshMs` or from an earlier UTC day,
  * so a busy wallet costs one chain read every few minutes; the ledger is written only when the
