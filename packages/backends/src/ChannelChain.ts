@@ -8,6 +8,8 @@
  * one transaction, `settle` of what was claimed to `payTo` in one transfer, and the cooperative
  * `refund` of a channel's unclaimed escrow.
  *
+ * **Details**
+ *
  * The relayer sends one transaction at a time here, and takes its nonces from viem's shared nonce
  * manager, as the EVM facilitator of `PaymentFacilitator` does for the same key.
  *

@@ -5,6 +5,8 @@
  * `safe_mode` is on (and over any content violation), and EXIF with the generation info only when
  * `embed_exif_metadata` asks for it.
  *
+ * **When to use**
+ *
  * Two layers: `layerLocal`, a renderer that needs nothing (the dev default: abstract shapes drawn
  * from the seed and the prompt, so the same request always gives the same bytes), and `layer`,
  * which sends each model that lists upstreams to an OpenAI-compatible images API and draws the

@@ -5,6 +5,8 @@
  * a cached or shared answer is written again around the caller's id, its result kept as the
  * node's text (never through JS numbers).
  *
+ * **Details**
+ *
  * Reads are identical when the network, the method and the parameters (as JSON text) are; the id
  * is not part of it. A batch of reads each with an id is answered item by item: the items the
  * cache holds from it, the rest upstream in one batch of their own raw text, the node's answers
