@@ -19,6 +19,8 @@
  * - refunds, cooperatively, the unclaimed escrow of a channel idle for `idleRefundMs` once all its
  *   charges are claimed (read from the chain first), and forgets it.
  *
+ * **Details**
+ *
  * Each claim and refund is counted (`tollgate_channel_claims_total`,
  * `tollgate_channel_claimed_usdc_units_total`, `tollgate_channel_refunds_total`) and logged with
  * its transaction; a withdrawal seen is logged with how it was seen. A failed round is logged and

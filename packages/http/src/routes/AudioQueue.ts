@@ -13,6 +13,8 @@
  *   of the model), publicly like the model list.
  * - `POST /audio/complete` removes a completed job; its hold was settled by its retrieval.
  *
+ * **Details**
+ *
  * The speech is synthesized at retrieval rather than stored: the backend streams it, and nothing
  * holds a caller's audio between requests. That is also why every operation but the quote counts
  * against the audio kind's limit: a retrieval is a synthesis. The music fields of the reference

@@ -4,6 +4,8 @@
  * audio under the audio kind's rate limit. The file is read under a 25 MB cap (the text parser's,
  * and the OpenAI API's) and the form checked before anything is held.
  *
+ * **Details**
+ *
  * The hold needs the duration before the audio is decoded: a WAV's comes from its header; for any
  * other format the hold assumes the lowest bitrate speech is sent at (8 kbps, 1000 bytes a second),
  * so it is never below the truth. The charge is the model's own duration (rounded up to the second),

@@ -4,6 +4,8 @@
  * and runs the same metered generation as `POST /image/generate` (`Image.generation`): same
  * backends, same prices, same limits, same validation of what it translates to.
  *
+ * **Details**
+ *
  * The translation, following the published reference: `model` absent or unknown (another
  * provider's name that is not an alias) is the default image model (its `default` trait, else the
  * first); `n` is the variants; `size` `WxH` is the pixel size of a pixel-sized model (scaled down
