@@ -3,7 +3,8 @@
  * variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
  * `OTEL_SERVICE_NAME`, ...). Each request is one span (opened by the HTTP server) with child spans
  * for the steps of the metered pipeline: authentication, admission, the backend call and the
- * capture. With none of the endpoint variables set, tracing is off and costs nothing.
+ * capture. With none of the endpoint variables set, tracing is off: no span is made and the
+ * OpenTelemetry SDK is not loaded.
  *
  * **Details**
  *
