@@ -2,8 +2,8 @@
  * The local EVM backend: the official `@x402/evm` facilitator schemes (`ExactEvmScheme`, and
  * `UptoEvmScheme` for the `upto` payments of calls priced by their outcome, see `settleActual`)
  * inside an `@x402/core` `x402Facilitator`, one scheme per configured chain, sending from the
- * relayer key. A payment settles only on a mined receipt with the matching `Transfer` log, and one
- * authorization settles once.
+ * relayer key. A payment counts as settled only on a mined receipt with the matching `Transfer`
+ * log.
  *
  * **Details**
  *
