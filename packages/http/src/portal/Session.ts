@@ -3,7 +3,7 @@
  * through sign-in-with-x, or an ADMIN key of an account), sealed into one short-lived cookie that
  * is httpOnly and SameSite=Strict (Secure on an https origin), and the CSRF token every state
  * change must carry in `x-csrf-token`. Every instance and worker sharing the server's signing key
- * accepts the cookie, and a sign-out ends it everywhere.
+ * accepts the cookie, and a sign-out ends it on every instance that shares the store.
  *
  * **Details**
  *
