@@ -1,7 +1,6 @@
 import type { Models } from "@tollgate/core"
 import { FakeChatUpstream } from "@tollgate/testkit"
-import { Effect, Layer, Stream } from "effect"
-import { FetchHttpClient } from "effect/http"
+import { Effect, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as ChatBackend from "../src/ChatBackend.ts"
 
@@ -20,7 +19,7 @@ const model = (upstreams: ReadonlyArray<Models.Upstream>): Models.TextModel => (
 })
 
 const run = <A, E>(effect: Effect.Effect<A, E, ChatBackend.ChatBackend>) =>
-  Effect.runPromise(effect.pipe(Effect.provide(ChatBackend.layer({ coolDown: "1 hour" }).pipe(Layer.provide(FetchHttpClient.layer)))))
+  Effect.runPromise(effect.pipe(Effect.provide(ChatBackend.layer({ coolDown: "1 hour" }))))
 
 const upstreams: Array<FakeChatUpstream.FakeChatUpstream> = []
 beforeAll(async () => {
@@ -134,7 +133,7 @@ describe("ChatBackend: a stream that goes quiet is cut off and the upstream conn
         backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }).pipe(
           Effect.flatMap((s) => Stream.runCollect(s.chunks).pipe(Effect.flip))
         )
-      ).pipe(Effect.provide(ChatBackend.layer({ idleTimeout: "200 millis" }).pipe(Layer.provide(FetchHttpClient.layer))))
+      ).pipe(Effect.provide(ChatBackend.layer({ idleTimeout: "200 millis" })))
     )
     expect(result).toMatchObject({ kind: "timeout" })
     await upstream!.received.at(-1)!.hungUp
