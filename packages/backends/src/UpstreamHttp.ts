@@ -80,6 +80,8 @@ class Exchange implements Undici.Dispatcher.DispatchHandler {
   /** The pull waiting for bytes, resumed once per batch of reads. */
   waiting: ((effect: Effect.Effect<void>) => void) | undefined = undefined
   wakeScheduled = false
+  /** The body is read whole (`text`): it is never paused. */
+  whole = false
 
   constructor(started: (effect: Effect.Effect<Response, UpstreamHttpError>) => void) {
     this.started = started
@@ -104,7 +106,7 @@ class Exchange implements Undici.Dispatcher.DispatchHandler {
   onResponseData(controller: Undici.Dispatcher.DispatchController, chunk: Uint8Array) {
     this.chunks.push(chunk)
     this.buffered += chunk.length
-    if (this.buffered > HIGH_WATER_MARK) controller.pause()
+    if (this.buffered > HIGH_WATER_MARK && !this.whole) controller.pause()
     this.wake()
   }
 
@@ -163,10 +165,14 @@ class Exchange implements Undici.Dispatcher.DispatchHandler {
     Channel.fromTransform((_, scope) => Effect.as(Scope.addFinalizer(scope, this.close), this.pull))
   )
 
-  text: Effect.Effect<string, UpstreamHttpError> = Effect.map(
-    Stream.runCollect(this.body),
-    (chunks) => Buffer.concat(chunks).toString("utf8")
-  )
+  /** The body once it has all arrived, read off the buffer with no stream run over it. */
+  text: Effect.Effect<string, UpstreamHttpError> = Effect.suspend(() => {
+    if (this.failure !== undefined) return Effect.fail(this.failure)
+    if (this.ended) return Effect.succeed(Buffer.concat(this.chunks).toString("utf8"))
+    this.whole = true
+    if (this.controller?.paused === true) this.controller.resume()
+    return Effect.andThen(this.waitForBytes, this.text)
+  })
 }
 
 /**
