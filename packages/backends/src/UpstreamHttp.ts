@@ -63,6 +63,8 @@ const HIGH_WATER_MARK = 256 * 1024
 
 const isTimeout = (error: Error) => "code" in error && (error.code === "UND_ERR_HEADERS_TIMEOUT" || error.code === "UND_ERR_BODY_TIMEOUT")
 
+const interruption = () => new Error("The upstream request was interrupted")
+
 const failureOf = (error: Error) => new UpstreamHttpError({ kind: isTimeout(error) ? "timeout" : "transport", cause: error })
 
 /**
@@ -82,6 +84,8 @@ class Exchange implements Undici.Dispatcher.DispatchHandler {
   wakeScheduled = false
   /** The body is read whole (`text`): it is never paused. */
   whole = false
+  /** The caller stopped waiting for the answer: undici's request is aborted as soon as it can be. */
+  interrupted = false
 
   constructor(started: (effect: Effect.Effect<Response, UpstreamHttpError>) => void) {
     this.started = started
@@ -89,13 +93,15 @@ class Exchange implements Undici.Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Undici.Dispatcher.DispatchController) {
     this.controller = controller
+    if (this.interrupted) controller.abort(interruption())
   }
 
   onResponseStart(
-    _controller: Undici.Dispatcher.DispatchController,
+    controller: Undici.Dispatcher.DispatchController,
     status: number,
     headers: Record<string, string | Array<string> | undefined>
   ) {
+    if (this.interrupted) return controller.abort(interruption())
     const started = this.started
     this.started = undefined
     // On the next microtask: undici parses the body bytes of the same read first, so the first
@@ -194,9 +200,9 @@ export const post = (dispatcher: Undici.Dispatcher, request: Request): Effect.Ef
       bodyTimeout: request.bodyTimeoutMs
     }, exchange)
     return Effect.sync(() => {
-      if (exchange.started !== undefined) {
-        exchange.started = undefined
-        exchange.controller?.abort(new Error("The upstream request was interrupted"))
-      }
+      if (exchange.started === undefined) return
+      exchange.started = undefined
+      exchange.interrupted = true
+      exchange.controller?.abort(interruption())
     })
   })
