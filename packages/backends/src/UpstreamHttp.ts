@@ -1,17 +1,18 @@
 /**
- * One POST to a model's upstream over undici's dispatcher API (`Dispatcher.dispatch` with a
- * handler of its own), answered as Effect values: the status and headers once they arrive, then
- * the body as a stream whose every pull takes all the reads that arrived since the last one.
+ * One POST to a model's upstream over undici's dispatcher API (`Dispatcher.dispatch` with a handler
+ * of its own), answered as Effect values: the status and headers once they arrive, then the body as
+ * a stream whose every pull takes all the reads that arrived since the last one.
  *
- * Hand-written rather than Effect's `HttpClient` over undici (`NodeHttpClient.layerUndici`), which
- * the chat backend used before: per call, that client builds a request object, an
- * `AbortController`, a response wrapper and a Node `Readable` for the body, and races a timeout
- * (a fiber and a timer) around the headers and around every pull of the body. Measured on 400
- * short streamed chats through the chat route (the server's CPU between marks, medians,
- * 2026-11-29, loaded), sending the request until its answer's headers took 0.47 ms with it and
- * 0.37 ms with this module, and the answer's headers until the first relayed batch 0.35 ms and
- * 0.10 ms. The timeouts are undici's own (`headersTimeout`, `bodyTimeout`, on its timers); the
- * body's does not run while a slow reader has the body paused.
+ * **Details**
+ *
+ * Hand-written rather than Effect's `HttpClient` over undici (`NodeHttpClient.layerUndici`): per
+ * call, that client builds a request object, an `AbortController`, a response wrapper and a Node
+ * `Readable` for the body, and races a timeout (a fiber and a timer) around the headers and around
+ * every pull of the body. Measured on 400 short streamed chats through the chat route (the server's
+ * CPU between marks, medians, 2026-11-29, loaded), sending the request until its answer's headers
+ * took 0.47 ms with it and 0.37 ms with this module, and the answer's headers until the first
+ * relayed batch 0.35 ms and 0.10 ms. The timeouts are undici's own (`headersTimeout`,
+ * `bodyTimeout`, on its timers); the body's does not run while a slow reader has the body paused.
  *
  * A body is handed over in batches: a pull that waits is woken once the event loop has taken the
  * network reads that arrived together (`setImmediate`), so the chunks undici parsed out of them go
