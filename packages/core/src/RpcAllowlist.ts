@@ -192,6 +192,20 @@ const isUnsupported = (family: RpcFamily, method: string): boolean => {
   return evmUnsupported.has(method) || evmUnsupportedPrefixes.some((prefix) => method.startsWith(prefix))
 }
 
+// Every paid RPC call classifies its methods: the admitted ones are decided once, here, instead of
+// scanning the refusal lists and prefixes on each call. A table's method that a refusal covers is
+// left out, so it is refused.
+const admitted = Object.fromEntries(
+  Object.entries(tables).map(([family, methods]) => [
+    family,
+    new Map(
+      [...methods]
+        .filter(([method]) => !isWebSocketOnly(family as RpcFamily, method) && !isUnsupported(family as RpcFamily, method))
+        .map(([method, tier]): [string, Classification] => [method, { _tag: "Tiered", tier }])
+    )
+  ])
+) as { readonly [F in RpcFamily]: ReadonlyMap<string, Classification> }
+
 /**
  * Where `method` stands on a family. WebSocket-only and unsupported are decided before the tier
  * table, so no entry of a table can override a refusal.
@@ -199,10 +213,11 @@ const isUnsupported = (family: RpcFamily, method: string): boolean => {
  * @category lookups
  */
 export const classify = (family: RpcFamily, method: string): Classification => {
+  const found = admitted[family].get(method)
+  if (found !== undefined) return found
   if (isWebSocketOnly(family, method)) return { _tag: "WebSocketOnly" }
   if (isUnsupported(family, method)) return { _tag: "Unsupported" }
-  const tier = tables[family].get(method)
-  return tier === undefined ? { _tag: "Unknown" } : { _tag: "Tiered", tier }
+  return { _tag: "Unknown" }
 }
 
 /**
