@@ -192,19 +192,20 @@ const isUnsupported = (family: RpcFamily, method: string): boolean => {
   return evmUnsupported.has(method) || evmUnsupportedPrefixes.some((prefix) => method.startsWith(prefix))
 }
 
+/** A family's methods that no refusal covers, each with its classification. */
+const admittedOf = (family: RpcFamily): ReadonlyMap<string, Classification> => {
+  const admitted = new Map<string, Classification>()
+  for (const [method, tier] of tables[family]) {
+    if (!isWebSocketOnly(family, method) && !isUnsupported(family, method)) admitted.set(method, { _tag: "Tiered", tier })
+  }
+  return admitted
+}
+
 // Every paid RPC call classifies its methods: the admitted ones are decided once, here, instead of
 // scanning the refusal lists and prefixes on each call. A table's method that a refusal covers is
 // left out, so it is refused.
-const admitted = Object.fromEntries(
-  Object.entries(tables).map(([family, methods]) => [
-    family,
-    new Map(
-      [...methods]
-        .filter(([method]) => !isWebSocketOnly(family as RpcFamily, method) && !isUnsupported(family as RpcFamily, method))
-        .map(([method, tier]): [string, Classification] => [method, { _tag: "Tiered", tier }])
-    )
-  ])
-) as { readonly [F in RpcFamily]: ReadonlyMap<string, Classification> }
+const admitted = {} as Record<RpcFamily, ReadonlyMap<string, Classification>>
+for (const family of Object.keys(tables) as ReadonlyArray<RpcFamily>) admitted[family] = admittedOf(family)
 
 /**
  * Where `method` stands on a family. WebSocket-only and unsupported are decided before the tier
