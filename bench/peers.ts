@@ -14,7 +14,10 @@
  * server's CPU and the young-generation collections per 1,000 requests (perf_hooks `gc` entries,
  * `peers/gc-probe.ts`; the pauses are wall time and grow on a busy machine, the count does not). Then
  * `GET /api/v1/crypto/rpc/networks` against a bare node:http server returning the same bytes, and
- * the latency each target adds at one connection (its p50 over the upstream's alone).
+ * the latency each target adds at one connection (its p50 over the upstream's alone), with its
+ * young-generation collections per 1,000 calls there. A server's three measurements run back to
+ * back in each round (see `rounds`: a server measured after sitting idle measures V8's memory
+ * reducer, not the server).
  *
  * Each run sends a fixed number of requests (the target's rate times the duration), so no request
  * is in flight when a run ends: a load generator that abandons requests would have the abuse guard
@@ -235,19 +238,27 @@ const pin = (pid: number) => {
     ChildProcess.execFileSync("taskset", ["-a", "-cp", String(serverCpu), String(each)], { stdio: "ignore" })
 }
 
-/** The GC totals of every process of a server: the probe writes one file per process. */
-const gcTotals = (server: Server): { readonly pauseMs: number; readonly scavenges: number } => {
-  if (server.gcFile === undefined) return { pauseMs: Number.NaN, scavenges: Number.NaN }
+/**
+ * The GC totals of every process of a server (the probe writes one file per process), and the
+ * size of their young generations now.
+ */
+const gcTotals = (server: Server): { readonly pauseMs: number; readonly scavenges: number; readonly youngMb: number } => {
+  if (server.gcFile === undefined) return { pauseMs: Number.NaN, scavenges: Number.NaN, youngMb: Number.NaN }
   const prefix = `${Path.basename(server.gcFile)}.`
   const files = Fs.readdirSync(Path.dirname(server.gcFile)).filter((file) => file.startsWith(prefix) && file.endsWith(".json"))
-  if (files.length === 0) return { pauseMs: Number.NaN, scavenges: Number.NaN }
+  if (files.length === 0) return { pauseMs: Number.NaN, scavenges: Number.NaN, youngMb: Number.NaN }
   return files.reduce((sum, file) => {
     const totals = JSON.parse(Fs.readFileSync(Path.join(Path.dirname(server.gcFile!), file), "utf8")) as {
       pauseMs: number
       scavenges: number
+      youngMb: number
     }
-    return { pauseMs: sum.pauseMs + totals.pauseMs, scavenges: sum.scavenges + totals.scavenges }
-  }, { pauseMs: 0, scavenges: 0 })
+    return {
+      pauseMs: sum.pauseMs + totals.pauseMs,
+      scavenges: sum.scavenges + totals.scavenges,
+      youngMb: sum.youngMb + totals.youngMb
+    }
+  }, { pauseMs: 0, scavenges: 0, youngMb: 0 })
 }
 
 const machineTimes = () =>
@@ -343,6 +354,8 @@ interface Run extends Load {
   readonly redisUs: number
   readonly gcShare: number
   readonly scavengesPer1k: number
+  /** The server's young generation when the run started, MB. */
+  readonly youngMb: number
   readonly machine: number
 }
 
@@ -377,6 +390,7 @@ const measure = async (target: Target, connections: number, seconds: number, war
     redisCommandsPerRequest: result.ok > 0 ? commands / result.ok : Number.NaN,
     gcShare: cpu > 0 ? (gcAfter.pauseMs - gcBefore.pauseMs) / (cpu * 1000) : Number.NaN,
     scavengesPer1k: result.ok > 0 ? (gcAfter.scavenges - gcBefore.scavenges) * 1000 / result.ok : Number.NaN,
+    youngMb: gcBefore.youngMb,
     machine: Os.cpus().length * (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)
   }
 }
@@ -399,20 +413,42 @@ const printTable = (head: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArr
   for (const row of rows) console.log(line(row))
 }
 
-/** Rounds over the targets in turn (A B C A B C), so a slow spell of the machine spreads over all. */
-const rounds = async (targets: ReadonlyArray<Target>, connections: number, seconds = options.duration, warmup = options.warmup) => {
-  const runs = new Map<Target, Array<Run>>(targets.map((target) => [target, []]))
+/** One measured run: a target at a number of connections, after its warm-up. */
+interface Step {
+  readonly label: string
+  readonly target: Target
+  readonly connections: number
+  readonly seconds: number
+  readonly warmup: number
+}
+
+/**
+ * Rounds over the servers in turn (A B C A B C), so a slow spell of the machine spreads over all.
+ * A server's steps (its paid calls at 50 connections, its `networks` route, its paid calls at one
+ * connection) run back to back, so no step of a server follows a pause of that server: a V8 process
+ * left idle for 8 s or more after its old generation grew runs its memory reducer, which shrinks
+ * the young generation to 1 MB, and at one connection it grows back only slowly. A step that
+ * followed the other servers' rounds would measure where the garbage collector stood when the
+ * server went idle (2026-11-29: 12 to 17 scavenges per 1,000 calls at one connection instead of 1,
+ * for whichever server it struck), not the server.
+ */
+const rounds = async (servers: ReadonlyArray<ReadonlyArray<Step>>) => {
+  const runs = new Map<Target, Array<Run>>()
   for (let round = 1; round <= options.rounds; round++) {
-    for (const target of targets) {
-      const run = await measure(target, connections, seconds, warmup)
-      runs.get(target)!.push(run)
-      console.log(
-        `  round ${round} ${target.name.padEnd(26)} ${fixed(run.rps, 0).padStart(6)} req/s  p50 ${fixed(run.p50, 2)} ms  ` +
-          `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}% (${
-            fixed(run.scavengesPer1k, 2)
-          } scavenges/1k req)  machine ${fixed(run.machine * 100, 0)}% of one core` +
-          (run.bad > 0 ? `  !! ${run.bad} non-2xx/errors` : "")
-      )
+    for (const steps of servers) {
+      for (const step of steps) {
+        const run = await measure(step.target, step.connections, step.seconds, step.warmup)
+        runs.set(step.target, [...(runs.get(step.target) ?? []), run])
+        console.log(
+          `  round ${round} ${step.label.padEnd(9)} ${step.target.name.padEnd(26)} ${fixed(run.rps, 0).padStart(6)} req/s  p50 ${
+            fixed(run.p50, 2)
+          } ms  ` +
+            `cpu ${fixed(run.cpuUs, 0)} us/req  gc ${fixed(run.gcShare * 100, 1)}% (${
+              fixed(run.scavengesPer1k, 2)
+            } scavenges/1k req, young generation ${fixed(run.youngMb, 0)} MB)  machine ${fixed(run.machine * 100, 0)}% of one core` +
+            (run.bad > 0 ? `  !! ${run.bad} non-2xx/errors` : "")
+        )
+      }
     }
   }
   return runs
@@ -517,17 +553,36 @@ for (const target of rpcTargets) {
   if (!response.ok || !text.includes("\"result\"")) throw new Error(`${target.name} answered ${response.status} ${text.slice(0, 200)}`)
 }
 
-console.log(
-  `\nPOST /crypto/rpc/ethereum-mainnet, ${options.connections} connections, ${options.rounds} rounds of ${options.duration} s after ${options.warmup} s warm-ups`
-)
-const rpcRuns = await rounds(rpcTargets, options.connections)
-console.log(`\nGET /crypto/rpc/networks, ${options.connections} connections`)
-const networksRuns = await rounds(networksTargets, options.connections)
-
-console.log("\nAdded latency at 1 connection")
 const upstreamAlone: Target = { name: "upstream alone", url: `${upstream.url}/`, method: "POST", headers: {}, server: upstream }
-const latencyTargets = [upstreamAlone, ...rpcTargets.map((target) => ({ ...target, rate: undefined }))]
-const latencyRuns = await rounds(latencyTargets, 1, Math.min(3, options.duration), 1)
+/** The same target measured at one connection, with its own rate. */
+const latencyTargets = new Map([upstreamAlone, ...rpcTargets].map((target) => [target, { ...target, rate: undefined }]))
+const networksOf = new Map(networksTargets.map((target) => [target.server, target]))
+const atOne = (target: Target): Step => ({
+  label: "rpc x1",
+  target: latencyTargets.get(target)!,
+  connections: 1,
+  seconds: Math.min(3, options.duration),
+  warmup: 1
+})
+const atMany = (label: string, target: Target): Step => ({
+  label,
+  target,
+  connections: options.connections,
+  seconds: options.duration,
+  warmup: options.warmup
+})
+console.log(
+  `\nPOST /crypto/rpc/ethereum-mainnet at ${options.connections} connections and GET /crypto/rpc/networks at ${options.connections}, ` +
+    `then the paid call at 1 connection: ${options.rounds} rounds of ${options.duration} s (3 s at 1 connection) after ${options.warmup} s warm-ups`
+)
+const runs = await rounds([
+  [atOne(upstreamAlone)],
+  ...rpcTargets.map((target) => {
+    const networks = networksOf.get(target.server)
+    return [atMany(`rpc x${options.connections}`, target), ...(networks === undefined ? [] : [atMany("networks", networks)]), atOne(target)]
+  }),
+  [atMany("networks", networksTargets[0]!)]
+])
 
 // ---------- tables ----------
 
@@ -542,10 +597,10 @@ const summary = (runs: ReadonlyArray<Run>) => ({
   scavengesPer1k: median(runs.map((run) => run.scavengesPer1k)),
   bad: runs.reduce((sum, run) => sum + run.bad, 0)
 })
-const rpc = new Map(rpcTargets.map((target) => [target.name, summary(rpcRuns.get(target)!)]))
+const rpc = new Map(rpcTargets.map((target) => [target.name, summary(runs.get(target)!)]))
 const rawRow = rpc.get("raw proxy")!
 const peerRow = rpc.get("Express peer gateway")!
-const latency = new Map(latencyTargets.map((target) => [target.name, summary(latencyRuns.get(target)!)]))
+const latency = new Map([...latencyTargets.values()].map((target) => [target.name, summary(runs.get(target)!)]))
 const upstreamP50 = latency.get("upstream alone")!.p50
 
 console.log(`\n### POST /crypto/rpc/ethereum-mainnet (${options.connections} connections, median of ${options.rounds} rounds)\n`)
@@ -564,6 +619,7 @@ printTable(
     "GC pauses",
     "scavenges/1k req",
     "added p50 @1 conn",
+    "scavenges/1k @1 conn",
     "non-2xx"
   ],
   rpcTargets.map((target) => {
@@ -571,7 +627,7 @@ printTable(
     return [
       target.name,
       fixed(row.rps, 0),
-      rpcRuns.get(target)!.map((run) => fixed(run.rps, 0)).join(" / "),
+      runs.get(target)!.map((run) => fixed(run.rps, 0)).join(" / "),
       fixed(row.p50, 2),
       fixed(row.p99, 2),
       `${fixed(row.rps / rawRow.rps, 2)}x`,
@@ -582,13 +638,14 @@ printTable(
       `${fixed(row.gcShare * 100, 1)}%`,
       fixed(row.scavengesPer1k, 2),
       `${fixed(latency.get(target.name)!.p50 - upstreamP50, 3)} ms`,
+      fixed(latency.get(target.name)!.scavengesPer1k, 2),
       String(row.bad)
     ]
   })
 )
 console.log(`\nupstream alone at 1 connection: p50 ${fixed(upstreamP50, 3)} ms`)
 
-const networks = new Map(networksTargets.map((target) => [target.name, summary(networksRuns.get(target)!)]))
+const networks = new Map(networksTargets.map((target) => [target.name, summary(runs.get(target)!)]))
 const bare = networks.get("bare node:http, same bytes")!
 console.log(`\n### GET /crypto/rpc/networks (${options.connections} connections)\n`)
 printTable(
@@ -655,7 +712,7 @@ console.log(
 )
 
 if (options.json !== "") {
-  const dump = (runs: Map<Target, Array<Run>>) => [...runs].map(([target, list]) => ({ name: target.name, runs: list }))
+  const dump = (targets: Iterable<Target>) => [...targets].map((target) => ({ name: target.name, runs: runs.get(target) }))
   Fs.writeFileSync(
     options.json,
     JSON.stringify(
@@ -664,9 +721,9 @@ if (options.json !== "") {
         cpus: Os.cpus().length,
         idle,
         options,
-        rpc: dump(rpcRuns),
-        networks: dump(networksRuns),
-        latency: dump(latencyRuns)
+        rpc: dump(rpcTargets),
+        networks: dump(networksTargets),
+        latency: dump(latencyTargets.values())
       },
       null,
       2
