@@ -20,12 +20,13 @@
  * Every load sends a fixed number of requests (the target's warm-up rate times the duration) and
  * waits for every answer, the same for every target: a load generator that abandons requests at
  * the end of a timed run would have the abuse guard count them. CPU is the server process's utime
- * + stime over the measured load, per answered request; req/s is the answers over the load's wall
- * time.
+ * + stime over the measured load, per answered request; req/s is the 50 connections over the
+ * load's mean latency.
  *
  * Every target of a store (the pass-through, then each checkout's three rows) is warmed with 5,000
  * requests, then measured round after round, so a change in a shared machine's load falls on all
- * of them; each row is the median of its rounds, and its rounds are printed beside it.
+ * of them, each round after half a second of unmeasured load; each row is the median of its rounds,
+ * and its rounds are printed beside it.
  *
  * Options: --duration 3 (seconds of each round's load at 50 connections), --rounds 3,
  * --baseline name=<checkout>, repeatable (another checkout's server, e.g. a git worktree of an
@@ -40,7 +41,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { parseArgs } from "node:util"
-import { cpuSeconds, dir, freePort, load, requireAnswered, startServer, table } from "./Harness.ts"
+import { cpuSeconds, dir, freePort, load, type LoadResult, requireAnswered, startServer, table } from "./Harness.ts"
 
 const args = parseArgs({
   options: {
@@ -57,6 +58,7 @@ const baselines = args.baseline.map((each) => [each.slice(0, each.indexOf("=")),
 if (!(duration > 0) || !(rounds >= 1) || baselines.some(([name, checkout]) => name === "" || checkout === "")) {
   throw new Error("usage: node bench/rpc-cache.ts [--duration <seconds>] [--rounds <n>] [--baseline name=<checkout>]... [--profile <dir>]")
 }
+const CONNECTIONS = 50
 const checkouts: ReadonlyArray<readonly [string, string]> = [["tollgate", Path.resolve(dir, "..")], ...baselines]
 const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-rpc-cache-"))
 
@@ -140,12 +142,16 @@ const loadOf = (url: string, body: string | ReadonlyArray<string>, headers: Reco
   }
 }
 
-/** `amount` requests, each answered before it resolves, with the wall time they took. */
-const timed = async (options: autocannon.Options, amount: number) => {
-  const started = performance.now()
-  const result = await load({ ...options, amount: Math.max(50, Math.round(amount)) })
-  return { result, seconds: (performance.now() - started) / 1000 }
-}
+/** `amount` requests over `CONNECTIONS`, each answered before it resolves. */
+const timed = (options: autocannon.Options, amount: number) =>
+  load({ ...options, connections: CONNECTIONS, amount: Math.max(CONNECTIONS, Math.round(amount)) })
+
+/**
+ * Requests per second of a load: its connections over its mean latency (each connection sends its
+ * next request when the last is answered). autocannon notices the end of a fixed-amount load only
+ * on its next one-second tick, so the load's wall time would count up to a second of nothing.
+ */
+const rateOf = (result: LoadResult) => CONNECTIONS * 1000 / result.meanMs
 
 /** One measured target: its server's pid, its load, and a sample per round. */
 interface Target {
@@ -172,17 +178,20 @@ const target = (
 
 /** Warms the target's path and takes its rate, which sets the number of requests of its rounds. */
 const warm = async (each: Target) => {
-  const { result, seconds } = await timed(each.options, 5_000)
-  each.rate = result.ok / seconds
+  each.rate = rateOf(await timed(each.options, 5_000))
 }
 
 /** One round of the target: its rate times the duration in requests, and its server's CPU over them. */
 const round = async (each: Target) => {
+  // Half a second of its load first, unmeasured: a server that sat idle while the other targets
+  // were measured may have had its young generation shrunk by V8's memory reducer
+  // (docs/operations.md), and would be measured growing it back.
+  await timed(each.options, each.rate / 2)
   const before = cpuSeconds(each.pid)
-  const { result, seconds } = await timed(each.options, each.rate * duration)
+  const result = await timed(each.options, each.rate * duration)
   const cpu = cpuSeconds(each.pid) - before
   requireAnswered(each.name, result)
-  each.samples.push({ requestsPerSecond: result.ok / seconds, cpuUsPerCall: (cpu / Math.max(1, result.ok)) * 1e6 })
+  each.samples.push({ requestsPerSecond: rateOf(result), cpuUsPerCall: (cpu / Math.max(1, result.ok)) * 1e6 })
 }
 
 const median = (values: ReadonlyArray<number>) => {
