@@ -68,7 +68,7 @@ const services = Layer.mergeAll(
     chat: { ...PricingEngine.defaults.chat, models: { "bench-chat": price, "bench-long": price, "bench-paced": price } }
   }),
   Models.layer([model("bench-chat", upstream), model("bench-long", long), model("bench-paced", paced)]),
-  ChatBackend.layerUndici(),
+  ChatBackend.layer(),
   ChatOptions.layerPrompts({ systemPrompt: "You are a benchmark." }),
   Generations.layerMemory,
   SearchProvider.layerNone,

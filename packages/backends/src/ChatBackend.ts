@@ -19,12 +19,13 @@
  *
  * @since 0.1.0
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { type Models, Spans } from "@tollgate/core"
 import * as Tokens from "@tollgate/documents/Tokens"
-import { type Array as Arr, Clock, Context, Data, Duration, Effect, Layer, References, Stream, Tracer } from "effect"
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { type Array as Arr, Clock, Context, Data, Duration, Effect, Layer, Option, References, Stream } from "effect"
+import { HttpTraceContext } from "effect/http"
+import * as Undici from "undici"
 import * as SseSplitter from "./SseSplitter.ts"
+import * as UpstreamHttp from "./UpstreamHttp.ts"
 
 /**
  * A JSON object as the upstream sent it (a completion or one stream chunk).
@@ -138,7 +139,7 @@ export const order = (
   ]
 }
 
-const headersOf = (response: HttpClientResponse.HttpClientResponse): Record<string, string> => {
+const headersOf = (response: UpstreamHttp.Response): Record<string, string> => {
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(response.headers)) {
     if (typeof value === "string") headers[name] = value
@@ -175,25 +176,27 @@ const withMessages = (body: Json, messages: ReadonlyArray<Uint8Array>): Uint8Arr
 }
 
 /**
- * The adapter over an `HttpClient` (provide `FetchHttpClient.layer` or
- * `NodeHttpClient.layerUndici`).
+ * The adapter over undici's dispatcher API (`UpstreamHttp`): one keep-alive `Agent` for every
+ * upstream, closed with the scope. HTTP/1.1 only: undici 8 would otherwise offer h2 to https
+ * upstreams.
  *
  * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options = {}) {
-  const http = yield* HttpClient.HttpClient
+  const agent = yield* Effect.acquireRelease(
+    Effect.sync(() => new Undici.Agent({ allowH2: false })),
+    (agent) => Effect.promise(() => agent.close())
+  )
   // Spans without a call-site stack, and none with tracing off: `Effect.fn` would capture a stack
   // on every call, which is on the way to a stream's first chunk.
   const traced = yield* Spans.current
-  // With tracing off, the HTTP client still makes a span per call (a no-op one), reads the
-  // response's headers into it and writes its ids into the upstream request's headers; told not to
-  // propagate, it does none of that.
-  const execute = (yield* References.TracerEnabled)
-    ? http.execute
-    : (request: HttpClientRequest.HttpClientRequest) => Effect.provideService(http.execute(request), Tracer.DisablePropagation, true)
-  const connectTimeout = Duration.fromInputUnsafe(options.connectTimeout ?? "60 seconds")
-  const completionTimeout = Duration.fromInputUnsafe(options.completionTimeout ?? "10 minutes")
-  const idleTimeout = Duration.fromInputUnsafe(options.idleTimeout ?? "60 seconds")
+  // With tracing on, the upstream request carries the trace of the call's span.
+  const traceHeaders: Effect.Effect<Readonly<Record<string, string>>> = (yield* References.TracerEnabled)
+    ? Effect.map(Effect.option(Effect.currentSpan), Option.match({ onNone: () => ({}), onSome: HttpTraceContext.toHeaders }))
+    : Effect.succeed({})
+  const connectTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.connectTimeout ?? "60 seconds"))
+  const completionTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.completionTimeout ?? "10 minutes"))
+  const idleTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(options.idleTimeout ?? "60 seconds"))
   const coolDownMs = Duration.toMillis(Duration.fromInputUnsafe(options.coolDown ?? "30 seconds"))
   const unhealthyUntil = new Map<string, number>()
   let rotation = 0
@@ -209,21 +212,20 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
         }
         : {})
     }
-    const request = HttpClientRequest.post(`${upstream.baseUrl.replace(/\/+$/, "")}/chat/completions`).pipe(
-      call.messages === undefined
-        ? HttpClientRequest.bodyJsonUnsafe(body)
-        : HttpClientRequest.bodyUint8Array(withMessages(body, call.messages), "application/json"),
-      HttpClientRequest.acceptJson,
-      upstream.apiKey === undefined ? (r) => r : HttpClientRequest.bearerToken(upstream.apiKey)
-    )
-    return execute(request).pipe(
-      Effect.timeoutOrElse({
-        duration: stream ? connectTimeout : completionTimeout,
-        orElse: () => Effect.fail(new UpstreamError({ kind: "timeout", message: `${upstream.baseUrl} did not answer in time` }))
-      }),
-      Effect.catchTag(
-        "HttpClientError",
-        (error) => Effect.fail(new UpstreamError({ kind: "transport", message: `${upstream.baseUrl} is unreachable: ${error.message}` }))
+    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" }
+    if (upstream.apiKey !== undefined) headers["authorization"] = `Bearer ${upstream.apiKey}`
+    const request = (trace: Readonly<Record<string, string>>): UpstreamHttp.Request => ({
+      url: new URL(`${upstream.baseUrl.replace(/\/+$/, "")}/chat/completions`),
+      headers: { ...headers, ...trace },
+      body: call.messages === undefined ? JSON.stringify(body) : withMessages(body, call.messages),
+      headersTimeoutMs: stream ? connectTimeoutMs : completionTimeoutMs,
+      bodyTimeoutMs: idleTimeoutMs
+    })
+    return Effect.flatMap(traceHeaders, (trace) => UpstreamHttp.post(agent, request(trace))).pipe(
+      Effect.mapError((error) =>
+        error.kind === "timeout"
+          ? new UpstreamError({ kind: "timeout", message: `${upstream.baseUrl} did not answer in time` })
+          : new UpstreamError({ kind: "transport", message: `${upstream.baseUrl} is unreachable: ${String(error.cause)}` })
       ),
       Effect.flatMap((response) =>
         response.status >= 200 && response.status < 300 ? Effect.succeed(response) : response.text.pipe(
@@ -271,11 +273,15 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       "ChatBackend.complete",
       attempt(call, (upstream) =>
         send(upstream, call, false).pipe(
-          Effect.flatMap((response) => response.json),
-          Effect.mapError((error) =>
-            error._tag === "ChatUpstreamError"
-              ? error
-              : new UpstreamError({ kind: "decode", message: "upstream sent an unreadable completion" })
+          Effect.flatMap((response) =>
+            Effect.flatMap(
+              Effect.mapError(response.text, () => new UpstreamError({ kind: "transport", message: "upstream completion broke off" })),
+              (text) =>
+                Effect.try({
+                  try: (): unknown => JSON.parse(text),
+                  catch: () => new UpstreamError({ kind: "decode", message: "upstream sent an unreadable completion" })
+                })
+            )
           ),
           Effect.flatMap((body) =>
             isObject(body)
@@ -294,7 +300,7 @@ export const make = Effect.fnUntraced(function*(options: Options = {}) {
       "ChatBackend.stream",
       attempt(
         call,
-        (upstream) => Effect.map(send(upstream, call, true), (response) => chunkStream(sseEvents(response, idleTimeout), upstream.baseUrl))
+        (upstream) => Effect.map(send(upstream, call, true), (response) => chunkStream(sseEvents(response), upstream.baseUrl))
       )
     )
   }
@@ -343,17 +349,17 @@ const chunkStream = (events: Stream.Stream<string, UpstreamError>, upstream: str
 })
 
 /**
- * The data of the upstream's events, a batch per network read. An upstream that goes quiet for
- * `idleTimeout` is cut off, so a stalled stream neither holds the client nor its credit hold
- * forever.
+ * The data of the upstream's events, a batch per network read. An upstream that goes quiet for the
+ * idle timeout is cut off (`UpstreamHttp.Request.bodyTimeoutMs`), so a stalled stream neither
+ * holds the client nor its credit hold forever.
  */
-const sseEvents = (response: HttpClientResponse.HttpClientResponse, idleTimeout: Duration.Duration): Stream.Stream<string, UpstreamError> =>
-  response.stream.pipe(
-    Stream.mapError(() => new UpstreamError({ kind: "transport", message: "upstream stream broke off" })),
-    Stream.timeoutOrElse({
-      duration: idleTimeout,
-      orElse: () => Stream.fail(new UpstreamError({ kind: "timeout", message: "upstream stream went quiet" }))
-    }),
+const sseEvents = (response: UpstreamHttp.Response): Stream.Stream<string, UpstreamError> =>
+  response.body.pipe(
+    Stream.mapError((error) =>
+      error.kind === "timeout"
+        ? new UpstreamError({ kind: "timeout", message: "upstream stream went quiet" })
+        : new UpstreamError({ kind: "transport", message: "upstream stream broke off" })
+    ),
     SseSplitter.data
   )
 
@@ -411,20 +417,8 @@ const Local = {
 }
 
 /**
- * The adapter as a layer; needs an `HttpClient`.
+ * The adapter as a layer (`make`): its `Agent` is closed with the layer.
  *
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<ChatBackend, never, HttpClient.HttpClient> =>
-  Layer.effect(ChatBackend, make(options))
-
-/**
- * The adapter over undici's dispatcher API: one keep-alive `Agent` for every upstream, closed with
- * the layer. The server uses it rather than `fetch`, whose WHATWG request, response and web streams
- * cost about a sixth of a streamed call's CPU before its first chunk (docs/benchmarks.md, "Chat
- * latency"). HTTP/1.1 only, as `fetch` was: undici 8 would otherwise offer h2 to https upstreams.
- *
- * @category layers
- */
-export const layerUndici = (options: Options = {}): Layer.Layer<ChatBackend> =>
-  layer(options).pipe(Layer.provide(NodeHttpClient.layerUndiciOptions({ allowH2: false })))
+export const layer = (options: Options = {}): Layer.Layer<ChatBackend> => Layer.effect(ChatBackend, make(options))

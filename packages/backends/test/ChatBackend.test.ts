@@ -1,7 +1,7 @@
 import type { Models } from "@tollgate/core"
 import { FakeChatUpstream } from "@tollgate/testkit"
-import { Effect, Layer, Stream } from "effect"
-import { FetchHttpClient } from "effect/http"
+import { Effect, Stream } from "effect"
+import * as Net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as ChatBackend from "../src/ChatBackend.ts"
 
@@ -20,7 +20,7 @@ const model = (upstreams: ReadonlyArray<Models.Upstream>): Models.TextModel => (
 })
 
 const run = <A, E>(effect: Effect.Effect<A, E, ChatBackend.ChatBackend>) =>
-  Effect.runPromise(effect.pipe(Effect.provide(ChatBackend.layer({ coolDown: "1 hour" }).pipe(Layer.provide(FetchHttpClient.layer)))))
+  Effect.runPromise(effect.pipe(Effect.provide(ChatBackend.layer({ coolDown: "1 hour" }))))
 
 const upstreams: Array<FakeChatUpstream.FakeChatUpstream> = []
 beforeAll(async () => {
@@ -134,10 +134,31 @@ describe("ChatBackend: a stream that goes quiet is cut off and the upstream conn
         backend.stream({ model: model([{ baseUrl: upstream!.baseUrl }]), body: { messages } }).pipe(
           Effect.flatMap((s) => Stream.runCollect(s.chunks).pipe(Effect.flip))
         )
-      ).pipe(Effect.provide(ChatBackend.layer({ idleTimeout: "200 millis" }).pipe(Layer.provide(FetchHttpClient.layer))))
+      ).pipe(Effect.provide(ChatBackend.layer({ idleTimeout: "200 millis" })))
     )
     expect(result).toMatchObject({ kind: "timeout" })
     await upstream!.received.at(-1)!.hungUp
     upstream!.script = () => ({ pieces: ["Hello", " world"] })
+  })
+})
+
+describe("ChatBackend: an upstream that never answers is given up after the connect or completion timeout", () => {
+  it("fails a stream and a completion with a timeout when no headers come", async () => {
+    // A real socket that takes the request and never answers it.
+    const silent = Net.createServer((socket) => socket.resume())
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve))
+    const { port } = silent.address() as Net.AddressInfo
+    const quiet = model([{ baseUrl: `http://127.0.0.1:${port}/v1` }])
+    const [stream, completion] = await Effect.runPromise(
+      ChatBackend.ChatBackend.use((backend) =>
+        Effect.all([
+          Effect.flip(backend.stream({ model: quiet, body: { messages } })),
+          Effect.flip(backend.complete({ model: quiet, body: { messages } }))
+        ], { concurrency: 2 })
+      ).pipe(Effect.provide(ChatBackend.layer({ connectTimeout: "200 millis", completionTimeout: "300 millis" })))
+    )
+    silent.close()
+    expect(stream).toMatchObject({ kind: "timeout" })
+    expect(completion).toMatchObject({ kind: "timeout" })
   })
 })

@@ -4,7 +4,6 @@ import * as SearchProvider from "@tollgate/core/SearchProvider"
 import * as Tokens from "@tollgate/documents/Tokens"
 import { FakeChatUpstream } from "@tollgate/testkit"
 import { type Context, Effect, Exit, Layer, Scope } from "effect"
-import { FetchHttpClient } from "effect/http"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import OpenAI from "openai"
@@ -53,7 +52,7 @@ const services = () =>
     tables,
     Generations.layerMemory,
     Models.layer([textModel("fake-chat", upstream.baseUrl), textModel("unreachable-chat", "http://127.0.0.1:9/v1")]),
-    ChatBackend.layer({ coolDown: "1 millis" }).pipe(Layer.provide(FetchHttpClient.layer)),
+    ChatBackend.layer({ coolDown: "1 millis" }),
     ChatOptions.layerPrompts({
       systemPrompt: SYSTEM_PROMPT,
       characters: { "captain-nemo": { name: "Captain Nemo", systemPrompt: CHARACTER_PROMPT } }

@@ -604,7 +604,7 @@ export const layer = (config: ServerConfig) =>
       facilitator,
       ImageBackend.layerLocal,
       PromptEnhancer.layerLocal,
-      ChatBackend.layerUndici(),
+      ChatBackend.layer(),
       Layer.mergeAll(
         ImageEditor.layer(),
         EmbeddingBackend.layer(),

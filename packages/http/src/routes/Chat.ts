@@ -18,7 +18,7 @@
 import * as ChatBackend from "@tollgate/backends/ChatBackend"
 import { ChatOptions, Models, ThinkStripper } from "@tollgate/core"
 import type * as SearchProvider from "@tollgate/core/SearchProvider"
-import { Effect, Schema, Stream } from "effect"
+import { Array as Arr, Cause, Effect, Schema, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as ChatCall from "../ChatCall.ts"
 import {
@@ -52,7 +52,7 @@ const usageOf = (usage: unknown, produced: ChatCall.Priced): Json => {
 }
 
 const encoder = new TextEncoder()
-const sse = (data: unknown) => encoder.encode(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
+const sseText = (data: unknown) => `data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
 
 /**
  * For one stream: a chunk's text with its `field` holding `ours` instead of the upstream's value,
@@ -248,17 +248,16 @@ export const route = Endpoint.make({
             withModel.learn(chunk["model"])
             return (strips || isObject(chunk["usage"]) ? undefined : replaced(data)) ?? JSON.stringify(rewrite(chunk))
           }
-          // The chunks of one upstream read go out as one write: a write per chunk would cost a syscall each.
-          const relayBatch = (events: ReadonlyArray<string>) => {
+          // The chunks of one upstream read go out as one write: a write per chunk would cost a syscall
+          // each. `undefined` when one of them is unreadable.
+          const relayBatch = (events: ReadonlyArray<string>): string | undefined => {
             let text = ""
             for (const data of events) {
               const relayed = relay(data)
-              if (relayed === undefined) {
-                return Effect.fail(new ChatBackend.UpstreamError({ kind: "decode", message: "upstream sent an unreadable stream chunk" }))
-              }
+              if (relayed === undefined) return undefined
               text += `data: ${relayed}\n\n`
             }
-            return Effect.succeed([encoder.encode(text)] as const)
+            return text
           }
           const first: Array<Json> = []
           const created = Math.floor(Date.now() / 1000)
@@ -281,17 +280,39 @@ export const route = Endpoint.make({
               choices: [{ index: 0, delta: { role: "assistant", tool_calls: [documentsCall(found.results)] }, finish_reason: null }]
             })
           }
-          const body = Stream.fromIterable(first).pipe(
-            Stream.map(sse),
-            Stream.concat(upstream.events.pipe(
-              Stream.mapArrayEffect(relayBatch),
-              Stream.concat(Stream.sync(() => {
-                call.finished = true
-                return sse("[DONE]")
-              })),
-              Stream.catch((error) => Stream.succeed(sse({ error: { message: error.message, type: "upstream_error" } })))
-            ))
-          )
+          // One stage over the upstream's events: the first events go out with the first relayed
+          // batch, and the stream ends with `[DONE]`, or with an error event when the upstream fails
+          // once the status was sent. Each stage between the upstream's bytes and the client's is
+          // run on every pull, and its set-up on the way to the first chunk.
+          const body = Stream.transformPull(upstream.events, (pull) =>
+            Effect.sync(() => {
+              let opening = first.map((chunk) => sseText(chunk)).join("")
+              let ended = false
+              const send = (text: string) => {
+                const out = opening + text
+                opening = ""
+                return Effect.succeed(Arr.of(encoder.encode(out)))
+              }
+              const failed = (message: string) => {
+                ended = true
+                return send(sseText({ error: { message, type: "upstream_error" } }))
+              }
+              return Effect.suspend(() => {
+                if (ended) return Cause.done()
+                return Effect.matchEffect(pull, {
+                  onFailure: (error) => {
+                    if (!Cause.isDone(error)) return failed(error.message)
+                    ended = true
+                    call.finished = true
+                    return send(sseText("[DONE]"))
+                  },
+                  onSuccess: (events) => {
+                    const text = relayBatch(events)
+                    return text === undefined ? failed("upstream sent an unreadable stream chunk") : send(text)
+                  }
+                })
+              })
+            }))
           return {
             _tag: "Streaming",
             stream: body,
