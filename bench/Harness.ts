@@ -116,6 +116,8 @@ export interface LoadResult {
   readonly ok: number
   readonly p50Ms: number
   readonly p99Ms: number
+  /** The mean latency of the answered requests. */
+  readonly meanMs: number
   readonly errors: number
   readonly non2xx: number
   /** How many answers came with each status. */
@@ -129,6 +131,7 @@ export const load = async (options: autocannon.Options): Promise<LoadResult> => 
     ok: result["2xx"],
     p50Ms: result.latency.p50,
     p99Ms: result.latency.p99,
+    meanMs: result.latency.average,
     errors: result.errors,
     non2xx: result.non2xx,
     statuses: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([status, stats]) => [status, stats.count ?? 0]))

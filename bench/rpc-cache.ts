@@ -3,8 +3,13 @@
  * node:http pass-through proxying the same call (target: a hit at most 1.5x, since it makes no
  * upstream call), and the throughput of cached reads against uncached ones through tollgate.
  *
+ * tollgate is the reference server started the `pnpm start` way (`packages/server/src/main.ts`,
+ * dev mode, one worker; memory stores, then Redis stores; request log, metrics and abuse guard as
+ * shipped, the log drained as a log pipe would take it), as `bench/peers.ts` starts it, with the
+ * demo account's RPC limits out of reach and the upstream set to anvil:
+ *
  * - cached: `eth_getBlockByNumber` of a block below anvil's finalized one, answered from the
- *   cache after the first call (memory, then Redis);
+ *   cache after the first call;
  * - uncached, merged: `eth_getBlockByNumber("latest")`, which the cache never keeps (`headTtlMs`
  *   0). The load sends one body over 50 connections, so identical reads in flight are merged (one
  *   upstream call answers many): the number is what a crowd asking for the head gets;
@@ -12,24 +17,50 @@
  *   turn, so no two reads in flight are identical and every call goes upstream: what a miss costs;
  * - pass-through: the cached call's body through `servers/rpc-passthrough.ts` to anvil.
  *
- * CPU is the server process's utime + stime over the measured load, per answered request.
+ * Every load sends a fixed number of requests (the target's warm-up rate times the duration) and
+ * waits for every answer, the same for every target: a load generator that abandons requests at
+ * the end of a timed run would have the abuse guard count them. CPU is the server process's utime
+ * + stime over the measured load, per answered request; req/s is the 50 connections over the
+ * load's mean latency.
  *
- * Options: --duration 6 (seconds of each measured load at 50 connections, after a 2 s warm-up),
- * --profile <dir> (the memory tollgate runs under `node --cpu-prof` and takes only cached reads;
- * its profile is written there and its heaviest functions printed).
+ * Every target of a store (the pass-through, then each checkout's three rows) is warmed with 5,000
+ * requests, then measured round after round, so a change in a shared machine's load falls on all
+ * of them, each round after half a second of unmeasured load; each row is the median of its rounds,
+ * and its rounds are printed beside it.
+ *
+ * Options: --duration 3 (seconds of each round's load at 50 connections), --rounds 3,
+ * --baseline name=<checkout>, repeatable (another checkout's server, e.g. a git worktree of an
+ * older commit, in the same rounds), --profile <dir> (this checkout's server on memory runs under
+ * `node --cpu-prof` and takes only cached reads; its profile is written there and its heaviest
+ * functions printed).
  */
 import { Anvil, RedisServer } from "@tollgate/testkit"
 import type autocannon from "autocannon"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { parseArgs } from "node:util"
-import { cpuSeconds, dir, freePort, load, type LoadResult, requireAnswered, startServer, table, untilListening } from "./Harness.ts"
+import { cpuSeconds, dir, freePort, load, type LoadResult, requireAnswered, startServer, table } from "./Harness.ts"
 
-const args = parseArgs({ options: { duration: { type: "string", default: "6" }, profile: { type: "string", default: "" } } }).values
+const args = parseArgs({
+  options: {
+    duration: { type: "string", default: "3" },
+    rounds: { type: "string", default: "3" },
+    profile: { type: "string", default: "" },
+    baseline: { type: "string", multiple: true, default: [] }
+  }
+}).values
 const duration = Number(args.duration)
+const rounds = Number(args.rounds)
 const profile = args.profile
-if (!(duration > 0)) throw new Error("usage: node bench/rpc-cache.ts [--duration <seconds>] [--profile <dir>]")
+const baselines = args.baseline.map((each) => [each.slice(0, each.indexOf("=")), each.slice(each.indexOf("=") + 1)] as const)
+if (!(duration > 0) || !(rounds >= 1) || baselines.some(([name, checkout]) => name === "" || checkout === "")) {
+  throw new Error("usage: node bench/rpc-cache.ts [--duration <seconds>] [--rounds <n>] [--baseline name=<checkout>]... [--profile <dir>]")
+}
+const CONNECTIONS = 50
+const checkouts: ReadonlyArray<readonly [string, string]> = [["tollgate", Path.resolve(dir, "..")], ...baselines]
+const work = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tollgate-rpc-cache-"))
 
 const rpc = async (url: string, method: string, params: ReadonlyArray<unknown>) => {
   const response = await fetch(url, {
@@ -40,30 +71,63 @@ const rpc = async (url: string, method: string, params: ReadonlyArray<unknown>) 
   return (await response.json() as { result: unknown }).result
 }
 
-const startTollgate = async (env: Record<string, string>, flags: ReadonlyArray<string> = []) => {
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The reference server of `checkout` in dev mode, once it answers and has written its demo keys. */
+const startTollgate = async (
+  name: string,
+  checkout: string,
+  upstream: string,
+  redis: string | undefined,
+  flags: ReadonlyArray<string> = []
+) => {
   const port = await freePort()
-  const child = ChildProcess.spawn(process.execPath, [...flags, Path.join(dir, "servers/rpc-tollgate.ts"), String(port)], {
-    env: { ...process.env, LOG_LEVEL: "none", ...env },
+  const config = Path.join(work, `${name}.config.json`)
+  const credentials = Path.join(work, `${name}.credentials.json`)
+  Fs.writeFileSync(
+    config,
+    JSON.stringify({
+      rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
+      rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
+    })
+  )
+  const child = ChildProcess.spawn(process.execPath, [...flags, Path.join(checkout, "packages/server/src/main.ts")], {
+    cwd: checkout,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      TOLLGATE_WORKERS: "1",
+      TOLLGATE_CONFIG: config,
+      TOLLGATE_DEV_CREDENTIALS_FILE: credentials,
+      ...(redis === undefined ? {} : { TOLLGATE_STORE: "redis", TOLLGATE_REDIS_URL: redis })
+    },
     stdio: ["ignore", "pipe", "inherit"]
   })
-  const key = /key (\S+)\n/.exec(await untilListening(child, "rpc-tollgate"))?.[1] ?? ""
-  return {
-    url: `http://127.0.0.1:${port}/api/v1/crypto/rpc/ethereum-mainnet`,
-    pid: child.pid!,
-    headers: { authorization: `Bearer ${key}` },
-    stop: async () => {
-      const exited = new Promise((resolve) => child.once("exit", resolve))
-      // SIGTERM lets a profiled server exit and write its profile.
-      child.kill("SIGTERM")
-      await exited
-    }
+  // The request log, drained unread: the load generator's core must not decode it.
+  child.stdout.resume()
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    const exited = new Promise((resolve) => child.once("exit", resolve))
+    // SIGTERM lets a profiled server exit and write its profile.
+    child.kill("SIGTERM")
+    await exited
   }
-}
-
-interface Row {
-  readonly name: string
-  readonly throughput: LoadResult
-  readonly cpuUsPerCall: number
+  const base = `http://127.0.0.1:${port}/api/v1`
+  for (let attempt = 0; attempt < 240; attempt++) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`)
+    try {
+      const response = await fetch(`${base}/crypto/rpc/networks`, { signal: AbortSignal.timeout(2000) })
+      if (response.ok && Fs.existsSync(credentials)) {
+        const key = (JSON.parse(Fs.readFileSync(credentials, "utf8")) as { inferenceKey: string }).inferenceKey
+        return { url: `${base}/crypto/rpc/ethereum-mainnet`, pid: child.pid!, headers: { authorization: `Bearer ${key}` }, stop }
+      }
+    } catch {
+      // not listening yet
+    }
+    await sleep(250)
+  }
+  await stop()
+  throw new Error(`${name} did not start`)
 }
 
 /** The load of one target: one body for every request, or a list of bodies sent in turn. */
@@ -78,25 +142,68 @@ const loadOf = (url: string, body: string | ReadonlyArray<string>, headers: Reco
   }
 }
 
-const measure = async (
+/** `amount` requests over `CONNECTIONS`, each answered before it resolves. */
+const timed = (options: autocannon.Options, amount: number) =>
+  load({ ...options, connections: CONNECTIONS, amount: Math.max(CONNECTIONS, Math.round(amount)) })
+
+/**
+ * Requests per second of a load: its connections over its mean latency (each connection sends its
+ * next request when the last is answered). autocannon notices the end of a fixed-amount load only
+ * on its next one-second tick, so the load's wall time would count up to a second of nothing.
+ */
+const rateOf = (result: LoadResult) => CONNECTIONS * 1000 / result.meanMs
+
+/** One measured target: its server's pid, its load, and a sample per round. */
+interface Target {
+  readonly name: string
+  readonly pid: number
+  readonly options: autocannon.Options
+  rate: number
+  readonly samples: Array<{ readonly requestsPerSecond: number; readonly cpuUsPerCall: number }>
+}
+
+const target = (
   name: string,
   pid: number,
   url: string,
   body: string | ReadonlyArray<string>,
   headers: Record<string, string> = {}
-): Promise<Row> => {
-  const options = loadOf(url, body, headers)
-  await load({ ...options, duration: 2 })
-  const before = cpuSeconds(pid)
-  const throughput = await load({ ...options, duration })
-  const cpu = cpuSeconds(pid) - before
-  requireAnswered(name, throughput)
-  return { name, throughput, cpuUsPerCall: (cpu / Math.max(1, throughput.ok)) * 1e6 }
+): Target => ({
+  name,
+  pid,
+  options: loadOf(url, body, headers),
+  rate: 0,
+  samples: []
+})
+
+/** Warms the target's path and takes its rate, which sets the number of requests of its rounds. */
+const warm = async (each: Target) => {
+  each.rate = rateOf(await timed(each.options, 5_000))
+}
+
+/** One round of the target: its rate times the duration in requests, and its server's CPU over them. */
+const round = async (each: Target) => {
+  // Half a second of its load first, unmeasured: a server that sat idle while the other targets
+  // were measured may have had its young generation shrunk by V8's memory reducer
+  // (docs/operations.md), and would be measured growing it back.
+  await timed(each.options, each.rate / 2)
+  const before = cpuSeconds(each.pid)
+  const result = await timed(each.options, each.rate * duration)
+  const cpu = cpuSeconds(each.pid) - before
+  requireAnswered(each.name, result)
+  each.samples.push({ requestsPerSecond: rateOf(result), cpuUsPerCall: (cpu / Math.max(1, result.ok)) * 1e6 })
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
 const anvil = await Anvil.start({ chainId: 1 })
 const redis = await RedisServer.start()
-const rows: Array<Row> = []
+const measured: Array<{ readonly store: string; readonly targets: ReadonlyArray<Target> }> = []
+let profiled: Target | undefined
 try {
   await rpc(anvil.url, "anvil_mine", ["0xc8"])
   const finalized = await rpc(anvil.url, "eth_getBlockByNumber", ["finalized", false]) as { number: string }
@@ -110,59 +217,77 @@ try {
   )
   const passThrough = await startServer("servers/rpc-passthrough.ts", { RPC_UPSTREAM: anvil.url })
   try {
-    rows.push(await measure("node:http pass-through (baseline)", passThrough.pid, passThrough.url, cached))
+    for (const store of ["memory", "Redis"] as const) {
+      const servers: Array<Awaited<ReturnType<typeof startTollgate>>> = []
+      try {
+        const targets = [target("node:http pass-through (baseline)", passThrough.pid, passThrough.url, cached)]
+        for (const [checkout, root] of checkouts) {
+          const name = `${checkout}, ${store}`
+          const server = await startTollgate(name, root, anvil.url, store === "Redis" ? redis.url : undefined)
+          servers.push(server)
+          targets.push(
+            target(`${name}, cached`, server.pid, server.url, cached, server.headers),
+            target(`${name}, uncached, merged`, server.pid, server.url, uncached, server.headers),
+            target(`${name}, uncached, each forwarded`, server.pid, server.url, unfinalized, server.headers)
+          )
+        }
+        // Every path warmed before any is measured: the row measured first on a fresh process
+        // otherwise pays for compiling the code all rows share (on a loaded machine, twice its CPU).
+        for (const each of targets) await warm(each)
+        // Round after round over every target, so a change in the machine's load falls on all of them.
+        for (let i = 0; i < rounds; i++) for (const each of targets) await round(each)
+        measured.push({ store, targets })
+      } finally {
+        await Promise.all(servers.map((server) => server.stop()))
+      }
+    }
   } finally {
     await passThrough.stop()
   }
-  for (const [store, env] of [["memory", { STORE: "memory" }], ["Redis", { STORE: "redis", REDIS_URL: redis.url }]] as const) {
-    const tollgate = await startTollgate({ RPC_UPSTREAM: anvil.url, ...env })
-    try {
-      // Every path warmed before any is measured: the row measured first on a fresh process
-      // otherwise pays for compiling the code all rows share (on a loaded machine, twice its CPU).
-      for (const body of [cached, uncached, unfinalized]) await load({ ...loadOf(tollgate.url, body, tollgate.headers), duration: 3 })
-      rows.push(await measure(`tollgate, ${store}, cached`, tollgate.pid, tollgate.url, cached, tollgate.headers))
-      rows.push(await measure(`tollgate, ${store}, uncached, merged`, tollgate.pid, tollgate.url, uncached, tollgate.headers))
-      rows.push(await measure(`tollgate, ${store}, uncached, each forwarded`, tollgate.pid, tollgate.url, unfinalized, tollgate.headers))
-    } finally {
-      await tollgate.stop()
-    }
-  }
   if (profile !== "") {
-    const tollgate = await startTollgate({ RPC_UPSTREAM: anvil.url, STORE: "memory" }, ["--cpu-prof", `--cpu-prof-dir=${profile}`])
+    const server = await startTollgate("profiled", checkouts[0]![1], anvil.url, undefined, ["--cpu-prof", `--cpu-prof-dir=${profile}`])
     try {
-      rows.push(await measure("tollgate, memory, cached (profiled)", tollgate.pid, tollgate.url, cached, tollgate.headers))
+      profiled = target("tollgate, memory, cached (profiled)", server.pid, server.url, cached, server.headers)
+      await warm(profiled)
+      await round(profiled)
     } finally {
-      await tollgate.stop()
+      await server.stop()
     }
   }
 } finally {
   await anvil.stop()
   await redis.stop()
+  Fs.rmSync(work, { recursive: true, force: true })
 }
 
-const baseline = rows[0]!
-table(rows.map((row) => ({
-  target: row.name,
-  "req/s (50 conn)": Math.round(row.throughput.requestsPerSecond),
-  "CPU us/call": row.cpuUsPerCall.toFixed(0),
-  "CPU x pass-through": (row.cpuUsPerCall / baseline.cpuUsPerCall).toFixed(2),
-  "non-2xx": row.throughput.non2xx,
-  errors: row.throughput.errors
-})))
-for (const store of ["memory", "Redis"]) {
-  const hit = rows.find((row) => row.name === `tollgate, ${store}, cached`)!
-  const miss = rows.find((row) => row.name === `tollgate, ${store}, uncached, each forwarded`)!
-  console.log(
-    `${store}: cached ${Math.round(hit.throughput.requestsPerSecond)} req/s vs uncached (each forwarded) ${
-      Math.round(miss.throughput.requestsPerSecond)
-    } req/s ` +
-      `(${(hit.throughput.requestsPerSecond / miss.throughput.requestsPerSecond).toFixed(2)}x); a hit's CPU ${
-        (hit.cpuUsPerCall / miss.cpuUsPerCall).toFixed(2)
-      }x a miss's`
-  )
+for (const { store, targets } of measured) {
+  console.log(`\n${store} stores, median of ${rounds} rounds:\n`)
+  const baseline = median(targets[0]!.samples.map((sample) => sample.cpuUsPerCall))
+  table(targets.map((each) => {
+    const cpu = median(each.samples.map((sample) => sample.cpuUsPerCall))
+    return {
+      target: each.name,
+      "req/s (50 conn)": Math.round(median(each.samples.map((sample) => sample.requestsPerSecond))),
+      "CPU us/call": cpu.toFixed(0),
+      "CPU x pass-through": (cpu / baseline).toFixed(2),
+      "CPU us/call, each round": each.samples.map((sample) => sample.cpuUsPerCall.toFixed(0)).join(" ")
+    }
+  }))
+  for (const [checkout] of checkouts) {
+    const of = (name: string) => targets.find((each) => each.name === `${checkout}, ${store}, ${name}`)!
+    const rps = (each: Target) => median(each.samples.map((sample) => sample.requestsPerSecond))
+    const cpu = (each: Target) => median(each.samples.map((sample) => sample.cpuUsPerCall))
+    const hit = of("cached")
+    const miss = of("uncached, each forwarded")
+    console.log(
+      `${checkout}, ${store}: cached ${Math.round(rps(hit))} req/s vs uncached (each forwarded) ${Math.round(rps(miss))} req/s ` +
+        `(${(rps(hit) / rps(miss)).toFixed(2)}x); a hit's CPU ${(cpu(hit) / cpu(miss)).toFixed(2)}x a miss's`
+    )
+  }
 }
 
-if (profile !== "") {
+if (profiled !== undefined) {
+  console.log(`\n${profiled.name}: ${profiled.samples[0]!.cpuUsPerCall.toFixed(0)} us/call`)
   const file = Fs.readdirSync(profile).filter((name) => name.endsWith(".cpuprofile")).map((name) => Path.join(profile, name))
     .sort((a, b) => Fs.statSync(b).mtimeMs - Fs.statSync(a).mtimeMs)[0]
   if (file !== undefined) {

@@ -192,6 +192,21 @@ const isUnsupported = (family: RpcFamily, method: string): boolean => {
   return evmUnsupported.has(method) || evmUnsupportedPrefixes.some((prefix) => method.startsWith(prefix))
 }
 
+/** A family's methods that no refusal covers, each with its classification. */
+const admittedOf = (family: RpcFamily): ReadonlyMap<string, Classification> => {
+  const admitted = new Map<string, Classification>()
+  for (const [method, tier] of tables[family]) {
+    if (!isWebSocketOnly(family, method) && !isUnsupported(family, method)) admitted.set(method, { _tag: "Tiered", tier })
+  }
+  return admitted
+}
+
+// Every paid RPC call classifies its methods: the admitted ones are decided once, here, instead of
+// scanning the refusal lists and prefixes on each call. A table's method that a refusal covers is
+// left out, so it is refused.
+const admitted = {} as Record<RpcFamily, ReadonlyMap<string, Classification>>
+for (const family of Object.keys(tables) as ReadonlyArray<RpcFamily>) admitted[family] = admittedOf(family)
+
 /**
  * Where `method` stands on a family. WebSocket-only and unsupported are decided before the tier
  * table, so no entry of a table can override a refusal.
@@ -199,10 +214,11 @@ const isUnsupported = (family: RpcFamily, method: string): boolean => {
  * @category lookups
  */
 export const classify = (family: RpcFamily, method: string): Classification => {
+  const found = admitted[family].get(method)
+  if (found !== undefined) return found
   if (isWebSocketOnly(family, method)) return { _tag: "WebSocketOnly" }
   if (isUnsupported(family, method)) return { _tag: "Unsupported" }
-  const tier = tables[family].get(method)
-  return tier === undefined ? { _tag: "Unknown" } : { _tag: "Tiered", tier }
+  return { _tag: "Unknown" }
 }
 
 /**

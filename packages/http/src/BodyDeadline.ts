@@ -82,5 +82,11 @@ export const read = <A, E, R>(
   Effect.withFiber((fiber) => {
     const source = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest).source
     if (!isNodeSource(source) || source.complete || source.socket === null) return body
-    return Effect.raceFirst(body, watch(source, fiber.getRef(BodyDeadline), source.socket.bytesRead))
+    // A body sent with its headers is parsed by Node right after the request event that started
+    // this read, in the same turn: after one yield it is complete and is read without a watch,
+    // which would fork two fibers and set a timer on every such call.
+    return Effect.flatMap(Effect.yieldNow, () =>
+      source.complete || source.socket === null
+        ? body
+        : Effect.raceFirst(body, watch(source, fiber.getRef(BodyDeadline), source.socket.bytesRead)))
   })

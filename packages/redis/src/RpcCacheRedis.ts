@@ -48,7 +48,8 @@ export const make = (settings: RpcCache.Settings, prefix: string = defaultPrefix
   Effect.gen(function*() {
     const redis = yield* Redis.Redis
     const write = redis.eval(setScript)
-    const cacheKey = (key: string) => `${prefix}:${Crypto.createHash("sha256").update(key).digest("base64url")}`
+    // One-shot `hash`: every read names its key, and a `Hash` object per read cost three times as much.
+    const cacheKey = (key: string) => `${prefix}:${Crypto.hash("sha256", key, "base64url")}`
     const [index, sizes, total] = [`${prefix}#index`, `${prefix}#sizes`, `${prefix}#bytes`]
     return RpcCache.RpcCache.of({
       settings,
