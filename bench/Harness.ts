@@ -173,3 +173,45 @@ export const table = (rows: ReadonlyArray<Record<string, string | number>>) => {
   console.log(`| ${columns.map(() => "---").join(" | ")} |`)
   for (const row of rows) console.log(`| ${columns.map((column) => String(row[column])).join(" | ")} |`)
 }
+
+/**
+ * The files of a reference server (`packages/server/src/main.ts`, dev mode) in front of one RPC
+ * upstream: its config, with the demo account's RPC limits out of reach so the load is never
+ * refused, and where it writes its demo credentials.
+ */
+export const rpcReferenceFiles = (work: string, name: string, upstream: string) => {
+  const config = Path.join(work, `${name}.config.json`)
+  const credentials = Path.join(work, `${name}.credentials.json`)
+  Fs.writeFileSync(
+    config,
+    JSON.stringify({
+      rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
+      rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
+    })
+  )
+  return { config, credentials }
+}
+
+/**
+ * Waits until the reference server at `base` answers and has written its demo credentials, and
+ * answers its demo inference key; undefined if it did not within a minute or exited.
+ */
+export const untilDemoKey = async (
+  child: ChildProcess.ChildProcess,
+  base: string,
+  credentials: string
+): Promise<string | undefined> => {
+  for (let attempt = 0; attempt < 240; attempt++) {
+    if (child.exitCode !== null) return undefined
+    try {
+      const response = await fetch(`${base}/crypto/rpc/networks`, { signal: AbortSignal.timeout(2000) })
+      if (response.ok && Fs.existsSync(credentials)) {
+        return (JSON.parse(Fs.readFileSync(credentials, "utf8")) as { inferenceKey: string }).inferenceKey
+      }
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  return undefined
+}

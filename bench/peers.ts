@@ -42,7 +42,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { cpuSeconds, dir, freePort, processTree } from "./Harness.ts"
+import { cpuSeconds, dir, freePort, processTree, rpcReferenceFiles, untilDemoKey } from "./Harness.ts"
 
 const options = { rounds: 2, duration: 8, warmup: 3, connections: 50, json: "", workers: "1,2", pin: false }
 const baselines: Array<readonly [string, string]> = []
@@ -163,15 +163,7 @@ const startRedis = async (): Promise<Server & { readonly url: string }> => {
  */
 const startTollgate = async (name: string, checkout: string, upstream: string, redis?: string) => {
   const port = await freePort()
-  const config = Path.join(work, `${name}.config.json`)
-  const credentials = Path.join(work, `${name}.credentials.json`)
-  Fs.writeFileSync(
-    config,
-    JSON.stringify({
-      rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
-      rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
-    })
-  )
+  const { config, credentials } = rpcReferenceFiles(work, name, upstream)
   const { child, server } = spawnNode(name, [Path.join(checkout, "packages/server/src/main.ts")], {
     PORT: String(port),
     TOLLGATE_WORKERS: "1",
@@ -181,20 +173,9 @@ const startTollgate = async (name: string, checkout: string, upstream: string, r
   }, checkout)
   child.stdout?.resume()
   const base = `http://127.0.0.1:${port}/api/v1`
-  for (let attempt = 0; attempt < 240; attempt++) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`)
-    try {
-      const response = await fetch(`${base}/crypto/rpc/networks`, { signal: AbortSignal.timeout(2000) })
-      if (response.ok && Fs.existsSync(credentials)) {
-        const key = (JSON.parse(Fs.readFileSync(credentials, "utf8")) as { inferenceKey: string }).inferenceKey
-        return { ...server, base, key }
-      }
-    } catch {
-      // not listening yet
-    }
-    await sleep(250)
-  }
-  throw new Error(`${name} did not start`)
+  const key = await untilDemoKey(child, base, credentials)
+  if (key === undefined) throw new Error(`${name} did not start (exit code ${child.exitCode})`)
+  return { ...server, base, key }
 }
 
 /**

@@ -41,7 +41,18 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { parseArgs } from "node:util"
-import { cpuSeconds, dir, freePort, load, type LoadResult, requireAnswered, startServer, table } from "./Harness.ts"
+import {
+  cpuSeconds,
+  dir,
+  freePort,
+  load,
+  type LoadResult,
+  requireAnswered,
+  rpcReferenceFiles,
+  startServer,
+  table,
+  untilDemoKey
+} from "./Harness.ts"
 
 const args = parseArgs({
   options: {
@@ -71,8 +82,6 @@ const rpc = async (url: string, method: string, params: ReadonlyArray<unknown>) 
   return (await response.json() as { result: unknown }).result
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
 /** The reference server of `checkout` in dev mode, once it answers and has written its demo keys. */
 const startTollgate = async (
   name: string,
@@ -82,15 +91,7 @@ const startTollgate = async (
   flags: ReadonlyArray<string> = []
 ) => {
   const port = await freePort()
-  const config = Path.join(work, `${name}.config.json`)
-  const credentials = Path.join(work, `${name}.credentials.json`)
-  Fs.writeFileSync(
-    config,
-    JSON.stringify({
-      rpc: { upstreams: { "ethereum-mainnet": [upstream] } },
-      rateLimits: { accounts: { acct_demo: { rpc: { requests: 1_000_000_000, credits: 1_000_000_000_000 } } } }
-    })
-  )
+  const { config, credentials } = rpcReferenceFiles(work, name, upstream)
   const child = ChildProcess.spawn(process.execPath, [...flags, Path.join(checkout, "packages/server/src/main.ts")], {
     cwd: checkout,
     env: {
@@ -113,21 +114,12 @@ const startTollgate = async (
     await exited
   }
   const base = `http://127.0.0.1:${port}/api/v1`
-  for (let attempt = 0; attempt < 240; attempt++) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`)
-    try {
-      const response = await fetch(`${base}/crypto/rpc/networks`, { signal: AbortSignal.timeout(2000) })
-      if (response.ok && Fs.existsSync(credentials)) {
-        const key = (JSON.parse(Fs.readFileSync(credentials, "utf8")) as { inferenceKey: string }).inferenceKey
-        return { url: `${base}/crypto/rpc/ethereum-mainnet`, pid: child.pid!, headers: { authorization: `Bearer ${key}` }, stop }
-      }
-    } catch {
-      // not listening yet
-    }
-    await sleep(250)
+  const key = await untilDemoKey(child, base, credentials)
+  if (key === undefined) {
+    await stop()
+    throw new Error(`${name} did not start (exit code ${child.exitCode})`)
   }
-  await stop()
-  throw new Error(`${name} did not start`)
+  return { url: `${base}/crypto/rpc/ethereum-mainnet`, pid: child.pid!, headers: { authorization: `Bearer ${key}` }, stop }
 }
 
 /** The load of one target: one body for every request, or a list of bodies sent in turn. */
